@@ -1,0 +1,453 @@
+//! Daemon configuration: a JSON file (or the embedded default) plus command-line overrides.
+//!
+//! Every error names the key (or flag) at fault and where it came from, so a beacon with a bad
+//! configuration stops at start with a line that says what to fix.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The configuration used when `beacon` is started without `--config`: a single beacon on
+/// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../conf/beacon.json");
+
+/// Limits on `tick_ms`: below 10 ms heartbeats would swamp the loopback; above a minute a
+/// failover would take minutes.
+pub const TICK_MS_RANGE: std::ops::RangeInclusive<u64> = 10..=60_000;
+/// Limits on `max_frame_bytes`.
+pub const MAX_FRAME_RANGE: std::ops::RangeInclusive<usize> = 1024..=(256 << 20);
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Name shared by every beacon of one cluster; peers of another cluster are refused.
+    pub cluster: String,
+    /// This beacon's identity and cluster listen address.
+    pub node: SocketAddr,
+    /// Every beacon of the cluster, this one included, sorted.
+    pub beacons: Vec<SocketAddr>,
+    /// Heartbeat / check interval.
+    pub tick_ms: u64,
+    /// Where this beacon keeps its state.
+    pub data_dir: PathBuf,
+    /// Admin HTTP listen address; `None` disables it.
+    pub admin: Option<SocketAddr>,
+    /// Largest frame body accepted or sent.
+    pub max_frame_bytes: usize,
+}
+
+/// Values given on the command line; each replaces the matching key.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`: replaces `node`.
+    pub listen: Option<String>,
+    /// `--peers`: replaces `beacon`; this node is added if missing.
+    pub peers: Option<Vec<String>>,
+    /// `--tick-ms`.
+    pub tick_ms: Option<u64>,
+    /// `--cluster`.
+    pub cluster: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<String>,
+    /// `--admin`: an address, or `off`.
+    pub admin: Option<String>,
+}
+
+/// Where a value came from, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Embedded,
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Embedded => f.write_str("embedded default config"),
+            Origin::File(p) => write!(f, "config {}", p.display()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {cause}")]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("{origin}: key `{key}`: {msg}")]
+    Parse {
+        origin: Origin,
+        key: String,
+        msg: String,
+    },
+    #[error("{origin}: key `{key}`: {msg}")]
+    Invalid {
+        origin: String,
+        key: &'static str,
+        msg: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default = "default_cluster")]
+    cluster: String,
+    node: String,
+    #[serde(default)]
+    beacon: Vec<String>,
+    #[serde(default = "default_tick_ms")]
+    tick_ms: u64,
+    #[serde(default = "default_data_dir")]
+    data_dir: String,
+    #[serde(default)]
+    admin: Option<String>,
+    #[serde(default = "default_max_frame")]
+    max_frame_bytes: usize,
+}
+
+fn default_cluster() -> String {
+    "default".into()
+}
+fn default_tick_ms() -> u64 {
+    1000
+}
+fn default_data_dir() -> String {
+    "data/{node}".into()
+}
+fn default_max_frame() -> usize {
+    crate::wire::frame::DEFAULT_MAX_FRAME
+}
+
+impl Config {
+    /// Reads `path` (or the embedded default when `None`), applies `overrides`, validates.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let (origin, text) = match path {
+            None => (Origin::Embedded, EMBEDDED_DEFAULT.to_owned()),
+            Some(p) => (
+                Origin::File(p.to_owned()),
+                std::fs::read_to_string(p).map_err(|cause| ConfigError::Read {
+                    path: p.to_owned(),
+                    cause,
+                })?,
+            ),
+        };
+        Self::from_json(origin, &text, overrides)
+    }
+
+    /// Parses configuration text.
+    pub fn from_json(
+        origin: Origin,
+        text: &str,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = match e.path().to_string() {
+                p if p == "." => missing_field(e.inner()).unwrap_or_else(|| "(top level)".into()),
+                p => p,
+            };
+            ConfigError::Parse {
+                origin: origin.clone(),
+                key,
+                msg: e.inner().to_string(),
+            }
+        })?;
+        raw.apply(origin, overrides)
+    }
+}
+
+/// serde reports a missing field at the parent's path; pull the field's name out of the
+/// message so the error still names the key.
+fn missing_field(err: &serde_json::Error) -> Option<String> {
+    let msg = err.to_string();
+    let rest = msg.strip_prefix("missing field `")?;
+    Some(rest[..rest.find('`')?].to_owned())
+}
+
+struct Checker {
+    file: String,
+}
+
+impl Checker {
+    fn err(&self, key: &'static str, from_flag: Option<&'static str>, msg: String) -> ConfigError {
+        ConfigError::Invalid {
+            origin: match from_flag {
+                Some(flag) => format!("flag {flag}"),
+                None => self.file.clone(),
+            },
+            key,
+            msg,
+        }
+    }
+
+    fn addr(
+        &self,
+        key: &'static str,
+        flag: Option<&'static str>,
+        value: &str,
+    ) -> Result<SocketAddr, ConfigError> {
+        let addr: SocketAddr = value.trim().parse().map_err(|_| {
+            self.err(
+                key,
+                flag,
+                format!("`{value}` is not an ip:port address (for example 127.0.0.1:16000)"),
+            )
+        })?;
+        if addr.port() == 0 {
+            return Err(self.err(key, flag, format!("`{value}`: port 0 is not allowed")));
+        }
+        Ok(addr)
+    }
+}
+
+impl RawConfig {
+    fn apply(mut self, origin: Origin, o: &Overrides) -> Result<Config, ConfigError> {
+        let check = Checker {
+            file: origin.to_string(),
+        };
+        let node_flag = o.listen.is_some().then_some("--listen");
+        if let Some(v) = &o.listen {
+            self.node = v.clone();
+        }
+        let node = check.addr("node", node_flag, &self.node)?;
+        if node.ip().is_unspecified() {
+            return Err(check.err(
+                "node",
+                node_flag,
+                format!(
+                    "`{node}`: the node address is this beacon's identity and must be one its peers can reach, not a wildcard"
+                ),
+            ));
+        }
+
+        let peers_flag = o.peers.is_some().then_some("--peers");
+        if let Some(peers) = &o.peers {
+            self.beacon = peers.clone();
+        }
+        let mut beacons = BTreeSet::new();
+        for item in &self.beacon {
+            let addr = check.addr("beacon", peers_flag, item)?;
+            if !beacons.insert(addr) {
+                return Err(check.err("beacon", peers_flag, format!("`{addr}` is listed twice")));
+            }
+        }
+        if peers_flag.is_some() {
+            beacons.insert(node);
+        } else if !beacons.is_empty() && !beacons.contains(&node) {
+            return Err(check.err(
+                "beacon",
+                None,
+                format!(
+                    "the list does not contain this beacon's own address `{node}` (key `node`); list every beacon of the cluster, this one included"
+                ),
+            ));
+        }
+        if beacons.is_empty() {
+            beacons.insert(node);
+        }
+
+        let tick_flag = o.tick_ms.is_some().then_some("--tick-ms");
+        let tick_ms = o.tick_ms.unwrap_or(self.tick_ms);
+        if !TICK_MS_RANGE.contains(&tick_ms) {
+            return Err(check.err(
+                "tick_ms",
+                tick_flag,
+                format!(
+                    "{tick_ms} is out of range {}..={}",
+                    TICK_MS_RANGE.start(),
+                    TICK_MS_RANGE.end()
+                ),
+            ));
+        }
+
+        let cluster_flag = o.cluster.is_some().then_some("--cluster");
+        let cluster = o.cluster.clone().unwrap_or(self.cluster);
+        let valid_char = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+        if cluster.is_empty() || cluster.len() > 64 || !cluster.chars().all(valid_char) {
+            return Err(check.err(
+                "cluster",
+                cluster_flag,
+                format!("`{cluster}`: use 1 to 64 characters from A-Z a-z 0-9 . _ -"),
+            ));
+        }
+
+        let data_flag = o.data_dir.is_some().then_some("--data-dir");
+        let data_dir = o.data_dir.clone().unwrap_or(self.data_dir);
+        if data_dir.trim().is_empty() {
+            return Err(check.err("data_dir", data_flag, "must not be empty".into()));
+        }
+        let node_dir = format!("{}_{}", node.ip(), node.port());
+        let data_dir = PathBuf::from(data_dir.replace("{node}", &node_dir));
+
+        let admin_flag = o.admin.is_some().then_some("--admin");
+        let admin = match o.admin.clone().or(self.admin) {
+            None => None,
+            Some(v) if v == "off" => None,
+            Some(v) => Some(check.addr("admin", admin_flag, &v)?),
+        };
+        if admin == Some(node) {
+            return Err(check.err(
+                "admin",
+                admin_flag,
+                format!("`{node}` is also the cluster address (key `node`); give the admin HTTP API its own port"),
+            ));
+        }
+
+        if !MAX_FRAME_RANGE.contains(&self.max_frame_bytes) {
+            return Err(check.err(
+                "max_frame_bytes",
+                None,
+                format!(
+                    "{} is out of range {}..={}",
+                    self.max_frame_bytes,
+                    MAX_FRAME_RANGE.start(),
+                    MAX_FRAME_RANGE.end()
+                ),
+            ));
+        }
+
+        Ok(Config {
+            cluster,
+            node,
+            beacons: beacons.into_iter().collect(),
+            tick_ms,
+            data_dir,
+            admin,
+            max_frame_bytes: self.max_frame_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_json(Origin::File("t.json".into()), text, &Overrides::default())
+    }
+
+    fn err(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn embedded_default_is_a_lone_beacon_on_16000() {
+        let c = Config::load(None, &Overrides::default()).unwrap();
+        assert_eq!(c.node, "127.0.0.1:16000".parse().unwrap());
+        assert_eq!(c.beacons, vec![c.node]);
+        assert_eq!(c.tick_ms, 1000);
+        assert_eq!(c.cluster, "default");
+        assert_eq!(c.data_dir, PathBuf::from("data/127.0.0.1_16000"));
+        assert_eq!(c.admin, Some("127.0.0.1:16088".parse().unwrap()));
+    }
+
+    #[test]
+    fn shipped_cluster_examples_are_valid_and_agree() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/cluster");
+        let mut lists = Vec::new();
+        for port in [16000, 17000, 18000] {
+            let c = Config::load(
+                Some(&dir.join(format!("beacon-{port}.json"))),
+                &Overrides::default(),
+            )
+            .unwrap();
+            assert_eq!(c.node.port(), port);
+            assert_eq!(c.beacons.len(), 3);
+            lists.push((c.beacons, c.cluster));
+        }
+        assert!(lists.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let o = Overrides {
+            listen: Some("127.0.0.1:17000".into()),
+            peers: Some(vec!["127.0.0.1:16000".into(), "127.0.0.1:18000".into()]),
+            tick_ms: Some(100),
+            cluster: Some("prod".into()),
+            data_dir: Some("/tmp/b/{node}".into()),
+            admin: Some("off".into()),
+        };
+        let c = Config::from_json(Origin::Embedded, EMBEDDED_DEFAULT, &o).unwrap();
+        assert_eq!(c.node.port(), 17000);
+        let ports: Vec<u16> = c.beacons.iter().map(|b| b.port()).collect();
+        assert_eq!(ports, vec![16000, 17000, 18000], "own node added, sorted");
+        assert_eq!(c.tick_ms, 100);
+        assert_eq!(c.cluster, "prod");
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/b/127.0.0.1_17000"));
+        assert_eq!(c.admin, None);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert_eq!(
+            err(r#"{"node": "127.0.0.1:1", "tick_ms": "fast"}"#),
+            "config t.json: key `tick_ms`: invalid type: string \"fast\", expected u64 at line 1 column 41"
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "tikc_ms": 5}"#)
+                .starts_with("config t.json: key `tikc_ms`: unknown field `tikc_ms`")
+        );
+        assert!(err(r#"{"beacon": []}"#).starts_with("config t.json: key `node`: missing field"));
+        assert_eq!(
+            err(r#"{"node": "localhost"}"#),
+            "config t.json: key `node`: `localhost` is not an ip:port address (for example 127.0.0.1:16000)"
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:2", "x"]}"#)
+                .starts_with("config t.json: key `beacon`: `x` is not")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:2"]}"#)
+                .contains("key `beacon`: the list does not contain this beacon's own address")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:1", "127.0.0.1:1"]}"#)
+                .contains("listed twice")
+        );
+        assert_eq!(
+            err(r#"{"node": "127.0.0.1:1", "tick_ms": 1}"#),
+            "config t.json: key `tick_ms`: 1 is out of range 10..=60000"
+        );
+        assert!(err(r#"{"node": "127.0.0.1:1", "cluster": "a b"}"#).contains("key `cluster`"));
+        assert!(err(r#"{"node": "0.0.0.0:1"}"#).contains("key `node`"));
+        assert!(err(r#"{"node": "127.0.0.1:1", "admin": "127.0.0.1:1"}"#).contains("key `admin`"));
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "max_frame_bytes": 10}"#)
+                .contains("key `max_frame_bytes`")
+        );
+        assert!(err("{").contains("EOF while parsing"));
+    }
+
+    #[test]
+    fn flag_errors_name_the_flag() {
+        let o = Overrides {
+            tick_ms: Some(0),
+            ..Overrides::default()
+        };
+        let e = Config::from_json(Origin::Embedded, EMBEDDED_DEFAULT, &o).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "flag --tick-ms: key `tick_ms`: 0 is out of range 10..=60000"
+        );
+    }
+
+    #[test]
+    fn unreadable_file_names_the_path() {
+        let e = Config::load(
+            Some(Path::new("/nonexistent/b.json")),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot read config /nonexistent/b.json:")
+        );
+    }
+}
