@@ -5,9 +5,11 @@
 //! takes time and inputs as arguments and returns actions; [`server`] is the tokio driver that
 //! owns sockets, timers and disk.
 
+pub mod client;
 pub mod config;
 pub mod data_dir;
 pub mod election;
+pub mod server;
 pub mod wire;
 
 /// Protobuf messages of `proto/beacon.proto`.

@@ -1,0 +1,95 @@
+//! `beacon`: the daemon. With no arguments it runs a single beacon on 127.0.0.1:16000 from
+//! the embedded default configuration.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use beacon::config::{Config, Overrides};
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Debug, Parser)]
+#[command(name = "beacon", version, about = "beacon cluster coordinator daemon")]
+struct Args {
+    /// JSON configuration file (default: the embedded single-beacon configuration; see
+    /// conf/beacon.json).
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// This beacon's ip:port (overrides `node`).
+    #[arg(long, value_name = "IP:PORT")]
+    listen: Option<String>,
+    /// The cluster's beacons, comma-separated; this beacon is added if missing (overrides
+    /// `beacon`).
+    #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',')]
+    peers: Option<Vec<String>>,
+    /// Heartbeat interval in milliseconds (overrides `tick_ms`).
+    #[arg(long, value_name = "MS")]
+    tick_ms: Option<u64>,
+    /// Cluster name (overrides `cluster`).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Data directory; `{node}` expands to ip_port (overrides `data_dir`).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<String>,
+    /// Admin HTTP address, or `off` (overrides `admin`).
+    #[arg(long, value_name = "IP:PORT|off")]
+    admin: Option<String>,
+    /// Validate the configuration, print it, and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("beacon: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let overrides = Overrides {
+        listen: args.listen,
+        peers: args.peers,
+        tick_ms: args.tick_ms,
+        cluster: args.cluster,
+        data_dir: args.data_dir,
+        admin: args.admin,
+    };
+    let config = Config::load(args.config.as_deref(), &overrides)?;
+    if args.check_config {
+        println!("{config:#?}");
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let server = beacon::server::Server::bind(config).await?;
+        server.run(shutdown_signal()).await;
+        anyhow::Ok(())
+    })
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,182 @@
+//! The beacon daemon: binds its sockets, runs the driver, the peer links, the inbound
+//! connections and the admin HTTP API, and shuts them all down on request.
+
+mod admin;
+mod conn;
+mod driver;
+mod peer;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument, error, error_span, info, warn};
+
+use crate::config::Config;
+use crate::data_dir::{DataDir, DataDirError};
+use crate::pb;
+use driver::{Driver, DriverHandle};
+
+/// How long shutdown waits for connections to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Queued heartbeats per peer link; older ones are useless, so the queue is short.
+const LINK_QUEUE: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    #[error("cannot listen on {addr} (key `{key}`): {cause}")]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        cause: std::io::Error,
+    },
+}
+
+/// State shared by the tasks of one beacon.
+pub(crate) struct Shared {
+    pub(crate) config: Arc<Config>,
+    pub(crate) driver: DriverHandle,
+    /// Our latest heartbeat, for handshakes.
+    pub(crate) current: watch::Receiver<pb::Election>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// A beacon whose sockets are bound and whose data directory is locked, ready to run.
+pub struct Server {
+    config: Arc<Config>,
+    listener: TcpListener,
+    admin: Option<TcpListener>,
+    data_dir: DataDir,
+    stored_term: u64,
+}
+
+impl Server {
+    /// Opens the data directory and binds the cluster and admin listeners, so every start-up
+    /// error surfaces here, before anything runs.
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let data_dir = DataDir::open(&config.data_dir)?;
+        let stored_term = data_dir.load_term()?;
+        let bind = |key, addr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|cause| ServerError::Bind { key, addr, cause })
+        };
+        let listener = bind("node", config.node).await?;
+        let admin = match config.admin {
+            Some(addr) => Some(bind("admin", addr).await?),
+            None => None,
+        };
+        Ok(Server {
+            config: Arc::new(config),
+            listener,
+            admin,
+            data_dir,
+            stored_term,
+        })
+    }
+
+    /// The admin HTTP address actually bound, if enabled.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Runs until `shutdown` completes, then stops gracefully: no new connections, tasks
+    /// finish, sockets close (peers notice at once and re-elect if we led).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let config = self.config.clone();
+        // Identity spans are error-level so that they are kept under any RUST_LOG filter:
+        // a warning without the beacon's identity is hard to place in a cluster's logs.
+        let span = error_span!("beacon", node = %config.node, cluster = %config.cluster);
+        self.serve(shutdown).instrument(span).await
+    }
+
+    async fn serve(self, shutdown: impl Future<Output = ()>) {
+        let Server {
+            config,
+            listener,
+            admin,
+            data_dir,
+            stored_term,
+        } = self;
+        info!(
+            beacons = ?config.beacons,
+            tick_ms = config.tick_ms,
+            data_dir = %data_dir.path().display(),
+            term = stored_term,
+            "beacon starting"
+        );
+        let token = CancellationToken::new();
+        let tracker = TaskTracker::new();
+
+        let mut link_rxs = Vec::new();
+        let mut links = Vec::new();
+        for peer in config.beacons.iter().copied().filter(|b| *b != config.node) {
+            let (tx, rx) = mpsc::channel(LINK_QUEUE);
+            links.push((peer, tx));
+            link_rxs.push((peer, rx));
+        }
+        let (driver, handle, current) = Driver::new(config.clone(), data_dir, stored_term, links);
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            driver: handle.clone(),
+            current,
+            shutdown: token.clone(),
+        });
+
+        tracker.spawn(driver.run(token.clone()).in_current_span());
+        for (peer, rx) in link_rxs {
+            let span = error_span!("link", %peer);
+            tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));
+        }
+        if let Some(admin) = admin {
+            let addr = admin.local_addr().ok();
+            info!(?addr, "admin HTTP API listening");
+            tracker.spawn(admin::serve(admin, handle, token.clone()).in_current_span());
+        }
+        info!(addr = %config.node, "listening for beacons and clients");
+
+        tokio::select! {
+            _ = accept_loop(&listener, &shared, &tracker) => {}
+            _ = shutdown => info!("shutdown requested"),
+        }
+        drop(listener);
+        token.cancel();
+        tracker.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!("some tasks did not stop within {SHUTDOWN_GRACE:?}; exiting anyway");
+        }
+        info!("beacon stopped");
+    }
+}
+
+async fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, tracker: &TaskTracker) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, remote)) => {
+                let span = error_span!("conn", %remote);
+                tracker.spawn(conn::serve(stream, remote, shared.clone()).instrument(span));
+            }
+            Err(e) => {
+                // Typically out of file descriptors: wait instead of spinning.
+                error!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Binds and runs a beacon until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    Server::bind(config).await?.run(shutdown).await;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! Outbound links: one task per configured peer keeps a connection open and writes our
+//! heartbeats to it.
+//!
+//! The handshake carries our election state and the answer carries the peer's, so a beacon
+//! that starts (or reconnects) learns at once who is up and who leads. Failures are retried
+//! with a capped exponential backoff; a peer that is down is logged once, not on every retry.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::Framed;
+use tracing::{debug, info, warn};
+
+use super::Shared;
+use super::driver::{ConnId, next_conn_id};
+use crate::pb;
+use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION};
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Why a connection attempt or an established link ended.
+#[derive(Debug, thiserror::Error)]
+enum LinkError {
+    #[error("connect failed: {0}")]
+    Connect(std::io::Error),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("refused our handshake: {0}")]
+    Refused(String),
+    #[error(
+        "answered as `{answered}` in cluster `{cluster}`; check the `beacon` lists and `cluster` names agree"
+    )]
+    WrongIdentity { answered: String, cluster: String },
+    #[error("{0}")]
+    Frame(#[from] crate::wire::FrameError),
+    #[error("closed the connection")]
+    Closed,
+}
+
+type Conn = Framed<TcpStream, FrameCodec>;
+
+pub(crate) async fn run(
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<pb::Election>,
+) {
+    let tick = Duration::from_millis(shared.config.tick_ms);
+    // Retry at least every tick (so a restarted peer is reached within the time it takes to
+    // be declared online), never more often than FIRST_BACKOFF, never less than every 2 s.
+    let max_backoff = tick.clamp(Duration::from_millis(100), Duration::from_secs(2));
+    // A write that takes longer than this means the peer is stuck: reconnect.
+    let io_timeout = (tick * 2).max(Duration::from_secs(1));
+    let mut backoff = FIRST_BACKOFF;
+    let mut last_error: Option<String> = None;
+    loop {
+        let attempt = tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            r = connect(peer, &shared, io_timeout) => r,
+        };
+        match attempt {
+            Ok((mut conn, id)) => {
+                info!(%peer, "link to peer up");
+                last_error = None;
+                backoff = FIRST_BACKOFF;
+                // Anything queued while down is stale: the handshake already sent our state.
+                while rx.try_recv().is_ok() {}
+                let ended = forward(&mut conn, &mut rx, &shared, io_timeout).await;
+                shared.driver.peer_disconnected(peer, id).await;
+                match ended {
+                    None => return, // shutdown
+                    Some(e) => warn!(%peer, "link to peer down: {e}"),
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                if last_error.as_deref() != Some(msg.as_str()) {
+                    warn!(%peer, "cannot link to peer: {msg} (retrying)");
+                    last_error = Some(msg);
+                } else {
+                    debug!(%peer, "cannot link to peer: {msg}");
+                }
+            }
+        }
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(max_backoff);
+    }
+}
+
+/// Connects and handshakes; the connection is registered with the driver under the
+/// returned id.
+async fn connect(
+    peer: SocketAddr,
+    shared: &Shared,
+    io_timeout: Duration,
+) -> Result<(Conn, ConnId), LinkError> {
+    let stream = tokio::time::timeout(io_timeout, TcpStream::connect(peer))
+        .await
+        .map_err(|_| LinkError::Timeout(io_timeout))?
+        .map_err(LinkError::Connect)?;
+    stream.set_nodelay(true).ok();
+    let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
+    let hello = pb::Hello {
+        cluster: shared.config.cluster.clone(),
+        role: pb::Role::Peer as i32,
+        node: shared.config.node.to_string(),
+        version: PROTOCOL_VERSION,
+        election: Some(shared.current.borrow().clone()),
+    };
+    let exchange = async {
+        conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+            .await?;
+        conn.next().await.transpose()
+    };
+    let reply = tokio::time::timeout(io_timeout, exchange)
+        .await
+        .map_err(|_| LinkError::Timeout(io_timeout))??
+        .ok_or(LinkError::Closed)?;
+    if reply.is_error() {
+        let err: pb::ErrorReply = reply.decode()?;
+        return Err(LinkError::Refused(err.msg));
+    }
+    let ack: pb::HelloAck = reply.decode()?;
+    if ack.node != peer.to_string() || ack.cluster != shared.config.cluster {
+        return Err(LinkError::WrongIdentity {
+            answered: ack.node,
+            cluster: ack.cluster,
+        });
+    }
+    let id = next_conn_id();
+    shared.driver.peer_connected(peer, id).await;
+    shared
+        .driver
+        .heartbeat(peer, ack.election.unwrap_or_default())
+        .await;
+    Ok((conn, id))
+}
+
+/// Writes queued heartbeats until the link fails (`Some(error)`) or shutdown (`None`).
+async fn forward(
+    conn: &mut Conn,
+    rx: &mut mpsc::Receiver<pb::Election>,
+    shared: &Shared,
+    io_timeout: Duration,
+) -> Option<LinkError> {
+    let mut seq: u32 = 1;
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return None,
+            hb = rx.recv() => {
+                let hb = hb?;
+                seq = seq.wrapping_add(1);
+                let frame = Frame::new(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, &hb);
+                match tokio::time::timeout(io_timeout, conn.send(frame)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Some(e.into()),
+                    Err(_) => return Some(LinkError::Timeout(io_timeout)),
+                }
+            }
+            // Heartbeats are one-way; anything read here is an error report or the close.
+            incoming = conn.next() => match incoming {
+                None => return Some(LinkError::Closed),
+                Some(Err(e)) => return Some(e.into()),
+                Some(Ok(frame)) if frame.is_error() => {
+                    let msg = frame
+                        .decode::<pb::ErrorReply>()
+                        .map(|e| e.msg)
+                        .unwrap_or_else(|e| e.to_string());
+                    warn!("peer reported an error on our link: {msg}");
+                }
+                Some(Ok(frame)) => debug!(cmd = frame.cmd, "unexpected frame on a heartbeat link"),
+            },
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Real `beacon` processes on loopback ports, for beacon's integration tests and benchmarks.
+//!
+//! Callers pass the path of the `beacon` binary (integration tests have it as
+//! `env!("CARGO_BIN_EXE_beacon")`).
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use beacon::client::{Client, ConnectOptions};
+use beacon::pb;
+
+/// `n` distinct loopback ports that were free a moment ago, ascending (so index order is the
+/// election's sorted order).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
+        .collect();
+    let mut ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+pub fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// One beacon process. Killed when dropped.
+pub struct Beacon {
+    pub addr: SocketAddr,
+    bin: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Beacon {
+    /// Starts `beacon` with `args` (plus `--admin off` unless given), logging to `dir`.
+    pub fn start(bin: &Path, addr: SocketAddr, dir: &Path, args: Vec<String>) -> Beacon {
+        let mut b = Beacon {
+            addr,
+            bin: bin.to_owned(),
+            args,
+            log: dir.join(format!("beacon-{}.log", addr.port())),
+            child: None,
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open log");
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&self.args);
+        if !self.args.iter().any(|a| a == "--admin") {
+            cmd.args(["--admin", "off"]);
+        }
+        let child = cmd
+            .env(
+                "RUST_LOG",
+                std::env::var("BEACON_TEST_LOG").unwrap_or("info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn beacon");
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: the process dies at once; the kernel closes its sockets.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+
+    /// Sends `signal` (e.g. SIGSTOP / SIGCONT) without waiting.
+    pub fn signal(&self, signal: i32) {
+        if let Some(child) = &self.child {
+            unsafe { libc::kill(child.id() as i32, signal) };
+        }
+    }
+
+    /// Sends `signal` and waits (bounded) for the exit status.
+    pub fn signal_and_wait(
+        &mut self,
+        signal: i32,
+        limit: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = child.try_wait().ok().flatten() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                child.kill().ok();
+                child.wait().ok();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Beacon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A cluster of beacons on `ports`, all listing each other.
+pub struct Cluster {
+    pub beacons: Vec<Beacon>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start(bin: &Path, ports: &[u16], tick_ms: u64, cluster: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
+        let beacons = ports
+            .iter()
+            .map(|p| {
+                let args = vec![
+                    "--listen".into(),
+                    addr(*p).to_string(),
+                    "--peers".into(),
+                    peers.join(","),
+                    "--tick-ms".into(),
+                    tick_ms.to_string(),
+                    "--cluster".into(),
+                    cluster.into(),
+                    "--data-dir".into(),
+                    dir.path().join("{node}").display().to_string(),
+                ];
+                let b = Beacon::start(bin, addr(*p), dir.path(), args);
+                // Start in sorted order, each listening before the next starts, so the first
+                // beacon is the first online everywhere (as in the seed's demo).
+                wait_listening(addr(*p));
+                b
+            })
+            .collect();
+        Cluster { beacons, dir }
+    }
+
+    pub fn logs(&self) -> String {
+        self.beacons
+            .iter()
+            .map(|b| format!("==== {} ====\n{}", b.addr, b.log()))
+            .collect()
+    }
+}
+
+pub fn wait_listening(addr: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "beacon {addr} did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `addr`'s view of the beacon cluster, or `None` if it cannot be asked.
+pub async fn status(addr: SocketAddr) -> Option<pb::BeaconStatus> {
+    let opts = ConnectOptions {
+        timeout: Duration::from_secs(2),
+        ..ConnectOptions::default()
+    };
+    let mut client = Client::connect(&addr.to_string(), &opts).await.ok()?;
+    client.beacon_status().await.ok()
+}
+
+/// The leader all of `addrs` agree on, if they do and it claims leadership in each view.
+pub async fn agreed_leader(addrs: &[SocketAddr]) -> Option<String> {
+    let mut agreed: Option<String> = None;
+    for a in addrs {
+        let s = status(*a).await?;
+        let leader = s.leader?;
+        let claims = s
+            .beacons
+            .iter()
+            .any(|b| b.node == leader && b.is_leader && b.is_online);
+        if !claims || agreed.as_ref().is_some_and(|l| *l != leader) {
+            return None;
+        }
+        agreed = Some(leader);
+    }
+    agreed
+}
+
+/// Polls `probe` every 10 ms until it returns `Some`, for at most `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = probe().await {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The row for `node` in `status`.
+pub fn row(status: &pb::BeaconStatus, node: SocketAddr) -> &pb::BeaconEntry {
+    let node = node.to_string();
+    status
+        .beacons
+        .iter()
+        .find(|b| b.node == node)
+        .expect("row for node")
+}
