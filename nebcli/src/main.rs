@@ -1,0 +1,244 @@
+//! `nebcli`: the beacon admin shell.
+//!
+//! `nebcli -s 127.0.0.1:16000 show beacon` runs one command and exits; with no command it
+//! opens the interactive `nebcli)` prompt (history, `help`, `quit`/`exit`).
+//!
+//! Exit codes: 0 success, 1 the beacon could not be reached or refused the request, 2 the
+//! command line was not understood.
+
+mod commands;
+mod table;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use beacon::client::{Client, ClientError, ConnectOptions};
+use beacon::pb;
+use clap::Parser;
+use commands::{Command, UsageError};
+use rustyline::error::ReadlineError;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nebcli",
+    version,
+    about = "Admin shell for beacon clusters",
+    after_help = "Run without a command for the interactive `nebcli)` prompt; type `help` there."
+)]
+struct Args {
+    /// Beacon to talk to.
+    #[arg(
+        short = 's',
+        long = "server",
+        value_name = "IP:PORT",
+        default_value = "127.0.0.1:16000"
+    )]
+    server: String,
+    /// Print results as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Insist that the beacon serves this cluster.
+    #[arg(long, value_name = "NAME")]
+    cluster: Option<String>,
+    /// Time allowed for connecting and for each request.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    timeout_ms: u64,
+    /// The command, e.g. `show beacon`; none opens the interactive prompt.
+    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// What a command failure means for the exit code.
+enum Failure {
+    Usage(UsageError),
+    Beacon(ClientError),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Beacon(e)
+    }
+}
+
+impl Failure {
+    fn report(&self) -> (String, u8) {
+        match self {
+            Failure::Usage(e) => (e.to_string(), 2),
+            Failure::Beacon(e) => (e.to_string(), 1),
+        }
+    }
+}
+
+/// One nebcli session: the options and a connection opened on first use.
+struct Session {
+    server: String,
+    opts: ConnectOptions,
+    json: bool,
+    client: Option<Client>,
+}
+
+impl Session {
+    async fn client(&mut self) -> Result<&mut Client, ClientError> {
+        if self.client.is_none() {
+            self.client = Some(Client::connect(&self.server, &self.opts).await?);
+        }
+        Ok(self.client.as_mut().expect("just connected"))
+    }
+
+    /// Runs a command and returns what to print.
+    async fn execute(&mut self, cmd: &Command) -> Result<String, Failure> {
+        match cmd {
+            Command::Help => Ok(commands::help_text()),
+            Command::Quit => Ok(String::new()),
+            Command::ShowBeacon => {
+                let result = self.client().await?.beacon_status().await;
+                let status = result.inspect_err(|_| self.client = None)?;
+                Ok(if self.json {
+                    json(&status)
+                } else {
+                    render_beacon(&status)
+                })
+            }
+        }
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string_pretty(value).expect("status serialises");
+    text.push('\n');
+    text
+}
+
+fn render_beacon(status: &pb::BeaconStatus) -> String {
+    let rows: Vec<Vec<String>> = status
+        .beacons
+        .iter()
+        .map(|b| {
+            vec![
+                b.node.clone(),
+                table::yes_no(b.is_leader),
+                table::yes_no(b.is_online),
+                b.term.to_string(),
+                b.last_seen_ms.map_or("-".into(), |ms| ms.to_string()),
+            ]
+        })
+        .collect();
+    table::render(
+        &["node", "is_leader", "is_online", "term", "last_seen_ms"],
+        &rows,
+    )
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nebcli: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut session = Session {
+        server: args.server,
+        opts: ConnectOptions {
+            cluster: args.cluster,
+            timeout: Duration::from_millis(args.timeout_ms),
+            ..ConnectOptions::default()
+        },
+        json: args.json,
+        client: None,
+    };
+    if args.command.is_empty() {
+        interactive(&runtime, &mut session)
+    } else {
+        let words: Vec<&str> = args.command.iter().map(String::as_str).collect();
+        one_shot(&runtime, &mut session, &words)
+    }
+}
+
+fn one_shot(runtime: &tokio::runtime::Runtime, session: &mut Session, words: &[&str]) -> ExitCode {
+    let result = match commands::parse(words) {
+        Ok(Some(cmd)) => runtime.block_on(session.execute(&cmd)),
+        Ok(None) => Ok(String::new()),
+        Err(e) => Err(Failure::Usage(e)),
+    };
+    match result {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(f) => {
+            let (msg, code) = f.report();
+            eprintln!("nebcli: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn history_path() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".nebcli_history"))
+}
+
+fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> ExitCode {
+    // Connect first, so an unreachable beacon is one clear line rather than a prompt that
+    // fails on every command.
+    if let Err(e) = runtime.block_on(session.client()) {
+        eprintln!("nebcli: {e}");
+        return ExitCode::from(1);
+    }
+    let mut editor = match rustyline::DefaultEditor::new() {
+        Ok(editor) => editor,
+        Err(e) => {
+            eprintln!("nebcli: cannot open the terminal: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let history = history_path();
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    if std::io::stdin().is_terminal() {
+        let client = session.client.as_ref().expect("connected above");
+        println!(
+            "connected to beacon {} (cluster {}); type `help` for commands, `quit` to leave",
+            client.node(),
+            client.cluster()
+        );
+    }
+    let mut code = ExitCode::SUCCESS;
+    loop {
+        let line = match editor.readline("nebcli) ") {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => {
+                eprintln!("nebcli: cannot read input: {e}");
+                code = ExitCode::from(1);
+                break;
+            }
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line.trim());
+        match commands::parse(&words) {
+            Ok(Some(Command::Quit)) => break,
+            Ok(Some(cmd)) => match runtime.block_on(session.execute(&cmd)) {
+                Ok(out) => print!("{out}"),
+                Err(f) => eprintln!("error: {}", f.report().0),
+            },
+            Ok(None) => {}
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    code
+}

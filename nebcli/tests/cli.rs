@@ -1,0 +1,302 @@
+//! nebcli against real beacons: three beacon servers run in this test process (the beacon
+//! library, real loopback sockets), and the `nebcli` binary is run as a separate process.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use beacon::config::{Config, Origin, Overrides};
+
+const NEBCLI: &str = env!("CARGO_BIN_EXE_nebcli");
+
+/// Three in-process beacons (tick 50 ms), stopped when dropped.
+struct Cluster {
+    addrs: Vec<SocketAddr>,
+    _runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(cluster: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let listeners: Vec<TcpListener> = (0..3)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let mut addrs: Vec<SocketAddr> =
+            listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        addrs.sort();
+        drop(listeners);
+        let peers: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        for a in &addrs {
+            let overrides = Overrides {
+                listen: Some(a.to_string()),
+                peers: Some(peers.clone()),
+                tick_ms: Some(50),
+                cluster: Some(cluster.into()),
+                data_dir: Some(dir.path().join("{node}").display().to_string()),
+                admin: Some("off".into()),
+            };
+            let config = Config::from_json(
+                Origin::Embedded,
+                beacon::config::EMBEDDED_DEFAULT,
+                &overrides,
+            )
+            .unwrap();
+            let server = runtime
+                .block_on(beacon::server::Server::bind(config))
+                .unwrap();
+            let mut stopped = stopped.clone();
+            runtime.spawn(server.run(async move {
+                let _ = stopped.changed().await;
+            }));
+        }
+        let c = Cluster {
+            addrs,
+            _runtime: runtime,
+            stop,
+            _dir: dir,
+        };
+        c.wait_for_leader();
+        c
+    }
+
+    /// Waits until every beacon sees all three online, the same leader, and every row at
+    /// the leader's term (followers' heartbeats carry the term one tick after they learn it).
+    fn wait_for_leader(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let settled = |a: &SocketAddr| {
+            let out = nebcli(&["-s", &a.to_string(), "--json", "show", "beacon"], None);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let rows = v["beacons"].as_array()?;
+            let all = rows
+                .iter()
+                .all(|b| b["is_online"] == true && b["term"] == v["term"]);
+            all.then(|| v["leader"].as_str().map(String::from))
+                .flatten()
+        };
+        loop {
+            let leaders: Vec<Option<String>> = self.addrs.iter().map(settled).collect();
+            if leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0]) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster did not settle: {leaders:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn nebcli(args: &[&str], stdin: Option<&str>) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    nebcli_home(args, stdin, home.path())
+}
+
+fn nebcli_home(args: &[&str], stdin: Option<&str>, home: &std::path::Path) -> Output {
+    let mut child = Command::new(NEBCLI)
+        .args(args)
+        .env("HOME", home)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = stdin.unwrap_or("").to_owned();
+    let mut pipe = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        let _ = pipe.write_all(input.as_bytes());
+    });
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn closed_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+#[test]
+fn show_beacon_prints_the_seed_table() {
+    let c = Cluster::start("cli");
+    let out = nebcli(&["-s", &c.addrs[1].to_string(), "show", "beacon"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["node", "is_leader", "is_online", "term", "last_seen_ms"],
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 4, "{stdout}");
+    for (i, row) in lines[1..].iter().enumerate() {
+        assert_eq!(row[0], c.addrs[i].to_string(), "sorted order: {stdout}");
+        assert_eq!(row[1], if i == 0 { "yes" } else { "no" }, "{stdout}");
+        assert_eq!(row[2], "yes", "{stdout}");
+        assert!(row[3].parse::<u64>().unwrap() >= 1);
+        assert!(row[4].parse::<u64>().is_ok(), "{stdout}");
+    }
+    // Columns line up: every row starts its second column where the header does.
+    let col = stdout.lines().next().unwrap().find("is_leader").unwrap();
+    for line in stdout.lines().skip(1) {
+        assert!(
+            line[col..].starts_with("yes") || line[col..].starts_with("no "),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn json_output_has_the_same_facts() {
+    let c = Cluster::start("cli-json");
+    let out = nebcli(
+        &["-s", &c.addrs[0].to_string(), "--json", "show", "beacon"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["node"], c.addrs[0].to_string());
+    assert_eq!(v["cluster"], "cli-json");
+    assert_eq!(v["leader"], c.addrs[0].to_string());
+    assert_eq!(v["tick_ms"], 50);
+    let rows = v["beacons"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["is_leader"], true);
+    assert_eq!(rows[0]["is_self"], true);
+    assert_eq!(rows[1]["is_online"], true);
+    assert!(rows[1]["last_seen_ms"].as_u64().unwrap() < 5_000);
+    assert!(rows[1]["term"].as_u64().unwrap() >= 1);
+}
+
+#[test]
+fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
+    let c = Cluster::start("cli-repl");
+    let home = tempfile::tempdir().unwrap();
+    let out = nebcli_home(
+        &["-s", &c.addrs[0].to_string()],
+        Some("help\nshow beacon\nbogus command\n\nshow nodes\nquit\nshow beacon\n"),
+        home.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        stdout.contains("show beacon") && stdout.contains("quit | exit"),
+        "help: {stdout}"
+    );
+    let tables = stdout.lines().filter(|l| l.starts_with("node ")).count();
+    assert_eq!(tables, 1, "one table, nothing after quit: {stdout}");
+    assert!(
+        stderr.contains("error: unknown command `bogus`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: unknown subject `show nodes`"),
+        "{stderr}"
+    );
+    let history = std::fs::read_to_string(home.path().join(".nebcli_history")).unwrap();
+    assert!(
+        history.contains("show beacon") && history.contains("bogus command"),
+        "{history}"
+    );
+}
+
+#[test]
+fn interactive_shell_on_a_terminal_shows_the_prompt() {
+    let c = Cluster::start("cli-tty");
+    // `script` gives nebcli a real pseudo-terminal; the session ends with `exit`.
+    let cmd = format!("{NEBCLI} -s {}", c.addrs[0]);
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &cmd, "/dev/null"])
+        .env("HOME", home.path())
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux");
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        // Give the prompt time to appear before typing, as a person would.
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = stdin.write_all(b"show beacon\n");
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = stdin.write_all(b"exit\n");
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("nebcli) "), "{stdout}");
+    assert!(stdout.contains("connected to beacon"), "{stdout}");
+    assert!(stdout.contains("is_leader"), "{stdout}");
+}
+
+#[test]
+fn unreachable_server_is_one_clear_line_and_exit_1() {
+    let dead = closed_port().to_string();
+    for args in [vec!["-s", &dead, "show", "beacon"], vec!["-s", &dead]] {
+        let out = nebcli(&args, Some("show beacon\n"));
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("nebcli: cannot reach beacon at {dead}: ")),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_needs_no_server() {
+    let dead = closed_port().to_string();
+    let out = nebcli(&["-s", &dead, "frobnicate"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "nebcli: unknown command `frobnicate`; type `help` for the list of commands"
+    );
+    let out = nebcli(&["-s", &dead, "help"], None);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("show beacon"));
+}
+
+#[test]
+fn insisting_on_another_cluster_is_refused() {
+    let c = Cluster::start("cli-mine");
+    let out = nebcli(
+        &[
+            "-s",
+            &c.addrs[0].to_string(),
+            "--cluster",
+            "theirs",
+            "show",
+            "beacon",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("wrong cluster: this beacon serves cluster `cli-mine`"),
+        "{stderr}"
+    );
+}
