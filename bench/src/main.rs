@@ -1,0 +1,57 @@
+//! `beacon-bench`: measurements of beacon clusters running as real processes on loopback.
+//!
+//! ```text
+//! cargo build --release --workspace
+//! target/release/beacon-bench failover --tick-ms 100 --rounds 5 --fault kill
+//! ```
+
+mod failover;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "beacon-bench",
+    about = "Benchmarks of beacon clusters on loopback"
+)]
+struct Args {
+    /// The `beacon` daemon binary (default: next to this program).
+    #[arg(long, global = true, value_name = "PATH")]
+    beacon_bin: Option<PathBuf>,
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Time from a leader failure to a new leader agreed by every survivor.
+    Failover(failover::Options),
+}
+
+fn beacon_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let path = match given {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .context("cannot locate this program")?
+            .with_file_name("beacon"),
+    };
+    if !path.is_file() {
+        bail!(
+            "no beacon binary at {}: build it with `cargo build --release --workspace` or pass --beacon-bin",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let bin = beacon_bin(args.beacon_bin)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    match args.bench {
+        Bench::Failover(opts) => runtime.block_on(failover::run(&bin, &opts)),
+    }
+}
