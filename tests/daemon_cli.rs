@@ -1,5 +1,6 @@
 //! The `beacon` binary as an operator meets it: defaults, configuration errors, signals, logs.
 
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -148,43 +149,31 @@ async fn a_busy_port_or_data_dir_is_a_clear_start_up_error() {
             .to_vec(),
     );
     wait_listening(first.addr);
-    // Same data_dir, other port.
-    let out = run_beacon(
-        &[
+    // A second beacon that must be refused at start: exit 2, the reason on stderr.
+    let refused = |listen: SocketAddr, data: &str| {
+        let args = [
             "--listen",
-            &addr(p[1]).to_string(),
+            &listen.to_string(),
             "--data-dir",
-            &data,
+            data,
             "--admin",
             "off",
-        ],
-        dir.path(),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+        ];
+        let out = run_beacon(&args, dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    // Same data_dir, other port.
+    let stderr = refused(addr(p[1]), &data);
     assert!(
         stderr.contains("is in use by another beacon process"),
         "{stderr}"
     );
     // Same port, other data_dir.
-    let other = dir.path().join("other").display().to_string();
-    let out = run_beacon(
-        &[
-            "--listen",
-            &addr(p[0]).to_string(),
-            "--data-dir",
-            &other,
-            "--admin",
-            "off",
-        ],
-        dir.path(),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains(&format!("cannot listen on {} (key `node`)", addr(p[0]))),
-        "{stderr}"
-    );
+    let stderr = refused(addr(p[0]), &dir.path().join("other").display().to_string());
+    let want = format!("cannot listen on {} (key `node`)", addr(p[0]));
+    assert!(stderr.contains(&want), "{stderr}");
     drop(first);
 }
 
