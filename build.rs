@@ -1,19 +1,29 @@
 //! Compiles `proto/beacon.proto` with protox (a pure-Rust protobuf compiler), so building
 //! beacon needs no system `protoc`.
 
+/// Messages that nebcli and the admin HTTP API print as JSON.
+const JSON_MESSAGES: &[&str] = &[
+    "BeaconStatus",
+    "BeaconEntry",
+    "NodeInfo",
+    "LoadStats",
+    "NodeEntry",
+    "NodesReply",
+    "IdsReply",
+    "Subscription",
+    "SubscriptionsReply",
+];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let descriptors = protox::compile(["beacon.proto"], ["proto"])?;
-    prost_build::Config::new()
-        // Status messages are printed as JSON by nebcli and the admin HTTP API.
-        .type_attribute(
-            ".beacon.BeaconStatus",
+    let mut config = prost_build::Config::new();
+    for name in JSON_MESSAGES {
+        config.type_attribute(
+            format!(".beacon.{name}"),
             "#[derive(serde::Serialize, serde::Deserialize)]",
-        )
-        .type_attribute(
-            ".beacon.BeaconEntry",
-            "#[derive(serde::Serialize, serde::Deserialize)]",
-        )
-        .compile_fds(descriptors)?;
+        );
+    }
+    config.compile_fds(descriptors)?;
     Ok(())
 }

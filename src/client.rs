@@ -118,7 +118,7 @@ impl Client {
             role: pb::Role::Client as i32,
             node: String::new(),
             version: PROTOCOL_VERSION,
-            election: None,
+            ..Default::default()
         };
         let ack: pb::HelloAck = client.request(Cmd::Hello, &hello, "the handshake").await?;
         client.cluster = ack.cluster;

@@ -16,7 +16,8 @@
 //!
 //! So an online leader stays leader (a restarted old leader does not take over again), and
 //! when none is online the first online beacon in sorted order takes over with a term above
-//! any it has seen. Two leaders that meet converge on the same choice everywhere: higher term,
+//! any it has seen. Terms are dealt out round-robin by position in the sorted list, so a term
+//! names one leader even when a partition lets two lead at once. Two leaders that meet converge on the same choice everywhere: higher term,
 //! then sorted order.
 //!
 //! Beyond the per-tick check the same choice is re-made at once (without shifting the masks)
@@ -312,9 +313,24 @@ impl Election {
         }
     }
 
+    /// The term this beacon takes when it becomes leader: the smallest term above any seen
+    /// that belongs to it. Terms are dealt out round-robin by position in the sorted list
+    /// (with three beacons the first takes 1, 4, 7, ..., the second 2, 5, 8, ...), so no two
+    /// beacons ever lead in the same term, even when a partition lets both lead at once.
+    fn next_term(&self) -> u64 {
+        let n = self.entries.len() as u64;
+        let position = self
+            .entries
+            .keys()
+            .position(|a| *a == self.me)
+            .expect("own entry") as u64;
+        let above = self.max_seen + 1;
+        above + (position + n - (above - 1) % n) % n
+    }
+
     fn become_leader(&mut self) {
         self.is_leader = true;
-        self.term = self.max_seen + 1;
+        self.term = self.next_term();
         self.max_seen = self.term;
         let own = self.entries.get_mut(&self.me).expect("own entry");
         own.attr |= LEADER_BIT;
@@ -451,10 +467,11 @@ mod tests {
         // Heartbeats before the first tick never make us leader, even if we are first online.
         assert_eq!(beat(&mut b, 1, C, false, 0), vec![]);
         assert!(!b.is_leader());
-        // First tick: A never heard of, B is the first online beacon, so B leads at term 1.
+        // First tick: A never heard of, B is the first online beacon, so B leads, in the
+        // first term that is B's (terms are dealt round-robin: A 1, B 2, C 3, A 4, ...).
         assert_eq!(
             b.tick(100),
-            vec![Action::Broadcast(hb(true, 1)), changed(B, 1)]
+            vec![Action::Broadcast(hb(true, 2)), changed(B, 2)]
         );
     }
 
@@ -518,20 +535,20 @@ mod tests {
 
     #[test]
     fn an_online_leader_keeps_leading_when_an_earlier_beacon_returns() {
-        // B leads at term 2; A (first in order) restarts and reports in as a follower.
+        // B leads (A was down); A (first in order) restarts and reports in as a follower.
         let mut b = cluster(B);
         beat(&mut b, 0, C, false, 0);
-        b.tick(100); // B is first online: leads at term 1
+        b.tick(100); // B is first online: leads in its first term, 2
         assert!(b.is_leader());
         beat(&mut b, 150, A, false, 0);
-        assert_eq!(b.tick(200), vec![Action::Broadcast(hb(true, 1))]);
+        assert_eq!(b.tick(200), vec![Action::Broadcast(hb(true, 2))]);
         assert!(b.is_leader(), "sticky: the online leader stays");
 
         let mut a = cluster(A);
-        beat(&mut a, 0, B, true, 1);
-        beat(&mut a, 0, C, false, 1);
+        beat(&mut a, 0, B, true, 2);
+        beat(&mut a, 0, C, false, 2);
         assert_eq!(a.leader(), Some(addr(B)));
-        assert_eq!(a.tick(100), vec![Action::Broadcast(hb(false, 1))]);
+        assert_eq!(a.tick(100), vec![Action::Broadcast(hb(false, 2))]);
         assert!(
             !a.is_leader(),
             "a restarted beacon does not take leadership back"
@@ -573,7 +590,7 @@ mod tests {
         beat(&mut a, 5, C, false, 2);
         assert_eq!(
             down(&mut a, B),
-            vec![Action::Broadcast(hb(true, 3)), changed(A, 3)]
+            vec![Action::Broadcast(hb(true, 4)), changed(A, 4)]
         );
         // Without that knowledge it waits for its tick.
         let mut fresh = cluster(A);
@@ -598,25 +615,44 @@ mod tests {
     }
 
     #[test]
-    fn equal_terms_resolve_by_sorted_order_on_every_beacon() {
-        // A and C both lead at term 4; every beacon must pick A.
+    fn terms_are_dealt_round_robin_so_no_two_beacons_share_one() {
+        let taken = |me: u16, max_seen: u64| {
+            let mut e = Election::with_term(addr(me), [addr(A), addr(B), addr(C)], max_seen);
+            e.tick(0);
+            e.term()
+        };
+        assert_eq!([taken(A, 0), taken(B, 0), taken(C, 0)], [1, 2, 3]);
+        assert_eq!([taken(A, 3), taken(B, 3), taken(C, 3)], [4, 5, 6]);
+        assert_eq!([taken(A, 4), taken(B, 4), taken(C, 4)], [7, 5, 6]);
+        // Partitioned apart with the same history, A and C still lead in different terms,
+        // and when they meet the higher one wins everywhere.
         let mut a = cluster(A);
         let mut c = cluster(C);
         a.max_seen = 3;
         c.max_seen = 3;
         a.tick(0);
         c.tick(0);
-        assert_eq!((a.term(), c.term()), (4, 4));
-        assert_eq!(beat(&mut a, 10, C, true, 4), vec![]);
-        assert!(a.is_leader());
+        assert_eq!((a.term(), c.term()), (4, 6));
         assert_eq!(
-            beat(&mut c, 10, A, true, 4),
-            vec![Action::Broadcast(hb(false, 4)), changed(A, 4)]
+            beat(&mut a, 10, C, true, 6),
+            vec![Action::Broadcast(hb(false, 6)), changed(C, 6)]
         );
+        assert_eq!(beat(&mut c, 10, A, true, 4), vec![]);
+        assert!(c.is_leader());
+    }
+
+    #[test]
+    fn equal_claimed_terms_resolve_by_sorted_order() {
+        // Unique terms make this impossible between correct beacons; a misconfigured peer
+        // could still produce it, and the choice must still be the same everywhere.
         let mut b = cluster(B);
         beat(&mut b, 10, C, true, 4);
         beat(&mut b, 10, A, true, 4);
         assert_eq!(b.leader(), Some(addr(A)));
+        let mut b2 = cluster(B);
+        beat(&mut b2, 10, A, true, 4);
+        beat(&mut b2, 10, C, true, 4);
+        assert_eq!(b2.leader(), Some(addr(A)));
     }
 
     #[test]
@@ -639,7 +675,11 @@ mod tests {
         assert_eq!(b.term(), 9);
         assert_eq!(b.max_seen_term(), 9);
         down(&mut b, A);
-        assert_eq!(b.term(), 10, "new leader takes a term above any seen");
+        assert_eq!(
+            b.term(),
+            11,
+            "new leader takes its first term above any seen"
+        );
     }
 
     #[test]

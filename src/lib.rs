@@ -7,8 +7,11 @@
 
 pub mod client;
 pub mod config;
+pub mod coordinator;
 pub mod data_dir;
 pub mod election;
+pub mod registry;
+pub mod replication;
 pub mod server;
 pub mod wire;
 

@@ -312,6 +312,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
             term: 50,
             ..Default::default()
         }),
+        ..Default::default()
     };
     let listed = b.addr.to_string();
     let cases = [

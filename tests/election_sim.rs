@@ -93,17 +93,28 @@ impl Sim {
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|i| SocketAddr::from(([127, 0, 0, 1], 16000 + 1000 * i as u16)))
             .collect();
-        let nodes = addrs
+        let nodes: Vec<Option<Election>> = addrs
             .iter()
             .map(|a| Some(Election::new(*a, addrs.iter().copied())))
             .collect();
+        // At start every link comes up and the handshakes carry each side's state, which
+        // arrives before anyone's first tick.
+        let mut inflight = Vec::new();
+        for (from, node) in nodes.iter().enumerate() {
+            let hb = node.as_ref().map(Election::heartbeat).expect("all start");
+            for to in 0..n {
+                if to != from {
+                    inflight.push((from, to, hb));
+                }
+            }
+        }
         Sim {
             addrs,
             nodes,
             disk: vec![0; n],
             last_term: vec![0; n],
             cut: BTreeSet::new(),
-            inflight: Vec::new(),
+            inflight,
             round: 0,
             dual: BTreeMap::new(),
             log: String::new(),

@@ -112,6 +112,7 @@ async fn connect(
         node: shared.config.node.to_string(),
         version: PROTOCOL_VERSION,
         election: Some(shared.current.borrow().clone()),
+        ..Default::default()
     };
     let exchange = async {
         conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))

@@ -99,6 +99,7 @@ pub fn error_frame(cmd: u32, seq: u32, code: ErrorCode, msg: impl Into<String>) 
         &pb::ErrorReply {
             code: code as u32,
             msg: msg.into(),
+            leader: String::new(),
         },
     )
 }

@@ -1,0 +1,961 @@
+//! The coordinator: everything one beacon decides, sans-IO.
+//!
+//! It composes the [`Election`], the replicated [`Log`], the [`Registry`] it is applied to,
+//! and, while leading, each follower's [`Progress`], the services' leases and the requests
+//! waiting for acknowledgement. The driver feeds it [`Input`]s with the time and carries out
+//! the [`Output`]s; nothing here touches a socket, a clock or a disk.
+//!
+//! Writes (register, update, unregister, expire, release) go through the leader: it appends a
+//! command to its log, applies it, and sends it to every follower at once inside the
+//! heartbeat. A write is acknowledged to the service when it is *committed*: stored by every
+//! beacon that is online and in sync with the leader. So a leader that dies right after
+//! acknowledging cannot take an allocation with it: whoever takes over already has it.
+//!
+//! Leases are kept by the leader alone: services report to the leader, which ends a
+//! registration whose reports stop (an `Expire` command, the ID going to quarantine). A new
+//! leader starts every live registration's lease afresh, as etcd does, so services keep
+//! their IDs across a failover as long as they reach the new leader within a lease.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use crate::election::{self, Election, Millis};
+use crate::pb::LoadStats;
+use crate::registry::{
+    Change, Command, Exhausted, IdRange, InvalidRequest, NodeId, NodeRecord, Registry,
+};
+use crate::replication::{Append, Entry, Log, PeerMessage, Position, Progress, Snapshot};
+
+/// Identifies a request until its reply.
+pub type Token = u64;
+
+/// Most entries carried by one message.
+const MAX_ENTRIES_PER_MESSAGE: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    pub me: SocketAddr,
+    pub beacons: Vec<SocketAddr>,
+    pub tick_ms: u64,
+    pub id_range: IdRange,
+    pub lease_ms: u64,
+    pub id_reuse_delay_ms: u64,
+    /// Node type -> the node types it subscribes to.
+    pub subscriptions: BTreeMap<String, Vec<String>>,
+    /// Log entries kept for followers that fall behind; older ones cost a snapshot.
+    pub log_keep: usize,
+    /// Highest term seen by an earlier run.
+    pub stored_term: u64,
+}
+
+/// A registration request, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterRequest {
+    pub node_type: String,
+    pub addr: SocketAddr,
+    pub access_addr: Option<SocketAddr>,
+    pub worker_num: u32,
+    pub metadata: String,
+    /// Wall-clock time of the request (ms since the Unix epoch), stamped by the driver.
+    pub wall_ms: u64,
+}
+
+/// Which registration to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Id(NodeId),
+    Addr(SocketAddr),
+}
+
+/// A service's periodic report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub node_id: NodeId,
+    pub addr: SocketAddr,
+    pub node: LoadStats,
+    pub workers: Vec<LoadStats>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Register(RegisterRequest),
+    Unregister(Target),
+    Report(Report),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Registered {
+        record: NodeRecord,
+        lease_ms: u64,
+        subscribe: Vec<String>,
+    },
+    Unregistered(NodeRecord),
+    Reported {
+        node_id: NodeId,
+        lease_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("this beacon is not the leader{}", leader.map(|l| format!("; the leader is {l}")).unwrap_or_else(|| "; no leader is known yet".into()))]
+    NotLeader { leader: Option<SocketAddr> },
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
+    #[error(transparent)]
+    Exhausted(#[from] Exhausted),
+    #[error(
+        "address {addr} is already registered as type {node_type} (node {node_id}); unregister it first"
+    )]
+    Conflict {
+        addr: SocketAddr,
+        node_type: String,
+        node_id: NodeId,
+    },
+    #[error(
+        "node {node_id} at {addr} holds no lease (it expired, was unregistered, or never existed); stop using the ID and register again"
+    )]
+    NoLease { node_id: NodeId, addr: SocketAddr },
+    #[error("no registration for {0}")]
+    UnknownTarget(String),
+    #[error(
+        "leadership changed before the write was acknowledged; its outcome is unknown, so retry it (registering the same address again is safe)"
+    )]
+    LeaderChanged,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Tick,
+    Peer { from: SocketAddr, msg: PeerMessage },
+    PeerDown { peer: SocketAddr },
+    Request { token: Token, request: Request },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send `msg` to beacon `to`.
+    Send { to: SocketAddr, msg: PeerMessage },
+    /// Answer request `token`.
+    Reply {
+        token: Token,
+        result: Result<Response, RequestError>,
+    },
+    /// Changes now committed, in log order (leader only), for watchers.
+    Committed(Vec<(u64, Change)>),
+    /// The leader this beacon follows (or is) changed.
+    LeaderChanged {
+        leader: Option<SocketAddr>,
+        term: u64,
+    },
+    /// Something an operator should know about (divergence, snapshots).
+    Notice(String),
+}
+
+/// One live (or quarantined) registration as seen from here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub record: NodeRecord,
+    pub is_online: bool,
+    /// Since its last report, on the leader.
+    pub last_seen_ms: Option<u64>,
+    pub report: Option<(LoadStats, Vec<LoadStats>)>,
+    /// Time left in quarantine (offline entries).
+    pub quarantine_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Lease {
+    last_seen: Millis,
+    report: Option<(LoadStats, Vec<LoadStats>)>,
+}
+
+#[derive(Debug, Clone)]
+enum Waiting {
+    Registered(NodeId),
+    Unregistered(NodeRecord),
+}
+
+#[derive(Debug, Clone)]
+struct FollowerState {
+    progress: Progress,
+    /// The follower reported a position outside our history: it gets a snapshot.
+    wants_snapshot: bool,
+    /// Since when it has lacked entries the leader has (unknown position counts as lacking).
+    behind_since: Option<Millis>,
+    /// Whether commits wait for it (while online). A follower that makes no progress for two
+    /// ticks is left out until it has caught up again, so one stuck beacon cannot stall
+    /// every write.
+    in_sync: bool,
+}
+
+impl FollowerState {
+    fn new(next: u64) -> FollowerState {
+        FollowerState {
+            progress: Progress::new(next),
+            wants_snapshot: false,
+            behind_since: None,
+            in_sync: true,
+        }
+    }
+}
+
+/// State only the leader has.
+#[derive(Debug, Clone, Default)]
+struct Leading {
+    followers: BTreeMap<SocketAddr, FollowerState>,
+    leases: HashMap<NodeId, Lease>,
+    /// Requests waiting for their entry to commit, in index order.
+    waiting: VecDeque<(u64, Token, Waiting)>,
+    /// Changes of entries not yet committed, in index order.
+    changes: VecDeque<(u64, Change)>,
+    /// Entries were appended in this step: send them.
+    appended: bool,
+}
+
+/// The sans-IO heart of one beacon.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    cfg: CoordinatorConfig,
+    election: Election,
+    log: Log,
+    registry: Registry,
+    commit: u64,
+    leading: Option<Leading>,
+}
+
+impl Coordinator {
+    pub fn new(cfg: CoordinatorConfig) -> Coordinator {
+        let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term);
+        let mut c = Coordinator {
+            registry: Registry::new(cfg.id_range, cfg.id_reuse_delay_ms),
+            log: Log::new(cfg.log_keep),
+            election,
+            commit: 0,
+            leading: None,
+            cfg,
+        };
+        if c.election.is_leader() {
+            c.become_leader(0);
+        }
+        c
+    }
+
+    pub fn config(&self) -> &CoordinatorConfig {
+        &self.cfg
+    }
+
+    pub fn election(&self) -> &Election {
+        &self.election
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leading.is_some()
+    }
+
+    /// The last position in this beacon's log (everything up to it is applied).
+    pub fn position(&self) -> Position {
+        self.log.last()
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// The message to greet `peer` with (handshakes): our heartbeat and position, nothing to
+    /// append.
+    pub fn greeting(&self) -> PeerMessage {
+        self.bare_message()
+    }
+
+    /// Live registrations and quarantined IDs, by ID, optionally of one type / at one address.
+    pub fn nodes(
+        &self,
+        now: Millis,
+        node_type: Option<&str>,
+        addr: Option<SocketAddr>,
+    ) -> Vec<NodeView> {
+        let wanted = |r: &NodeRecord| {
+            node_type.is_none_or(|t| r.node_type == t) && addr.is_none_or(|a| r.addr == a)
+        };
+        let lease = |id: NodeId| self.leading.as_ref().and_then(|l| l.leases.get(&id));
+        let mut views: Vec<NodeView> = self
+            .registry
+            .nodes()
+            .filter(|r| wanted(r))
+            .map(|r| NodeView {
+                record: r.clone(),
+                is_online: true,
+                last_seen_ms: lease(r.node_id).map(|l| now.saturating_sub(l.last_seen)),
+                report: lease(r.node_id).and_then(|l| l.report.clone()),
+                quarantine_ms: None,
+            })
+            .collect();
+        views.extend(
+            self.registry
+                .quarantined()
+                .filter(|t| wanted(&t.record))
+                .map(|t| NodeView {
+                    record: t.record.clone(),
+                    is_online: false,
+                    last_seen_ms: None,
+                    report: None,
+                    quarantine_ms: Some(t.until.saturating_sub(now)),
+                }),
+        );
+        views.sort_by_key(|v| v.record.node_id);
+        views
+    }
+
+    /// Feeds one input in.
+    pub fn step(&mut self, now: Millis, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Tick => self.on_tick(now, &mut out),
+            Input::Peer { from, msg } => self.on_peer(now, from, msg, &mut out),
+            Input::PeerDown { peer } => {
+                let actions = self
+                    .election
+                    .step(now, election::Input::PeerDown { peer })
+                    .expect("peer down never fails");
+                self.on_election(now, actions, &mut out);
+                let next = self.log.last().index + 1;
+                if let Some(f) = self
+                    .leading
+                    .as_mut()
+                    .and_then(|l| l.followers.get_mut(&peer))
+                {
+                    *f = FollowerState::new(next);
+                }
+            }
+            Input::Request { token, request } => self.on_request(now, token, request, &mut out),
+        }
+        self.advance_commit(now, &mut out);
+        self.flush(now, &mut out);
+        out
+    }
+
+    // ---- election ----------------------------------------------------------------------
+
+    /// Carries out the election's actions: role changes first (so that heartbeats built next
+    /// carry the right payload), then the heartbeats.
+    fn on_election(&mut self, now: Millis, actions: Vec<election::Action>, out: &mut Vec<Output>) {
+        let mut broadcast = false;
+        for action in actions {
+            match action {
+                election::Action::Broadcast(_) => broadcast = true,
+                election::Action::LeaderChanged { leader, term } => {
+                    out.push(Output::LeaderChanged { leader, term });
+                }
+            }
+        }
+        match (self.election.is_leader(), self.leading.is_some()) {
+            (true, false) => self.become_leader(now),
+            (false, true) => self.step_down(out),
+            _ => {}
+        }
+        if broadcast {
+            if self.leading.is_some() {
+                self.maintain_leases(now, out);
+            }
+            for peer in self.peers() {
+                let msg = self.message_for(peer, now);
+                out.push(Output::Send { to: peer, msg });
+            }
+            if let Some(l) = self.leading.as_mut() {
+                l.appended = false;
+            }
+        }
+    }
+
+    fn peers(&self) -> Vec<SocketAddr> {
+        self.election.peers().collect()
+    }
+
+    fn become_leader(&mut self, now: Millis) {
+        let next = self.log.last().index + 1;
+        let followers = self
+            .peers()
+            .into_iter()
+            .map(|p| (p, FollowerState::new(next)))
+            .collect();
+        // Every live registration gets a fresh lease: its holder may have been reporting to
+        // the old leader a moment ago.
+        let leases = self
+            .registry
+            .nodes()
+            .map(|r| {
+                (
+                    r.node_id,
+                    Lease {
+                        last_seen: now,
+                        report: None,
+                    },
+                )
+            })
+            .collect();
+        self.leading = Some(Leading {
+            followers,
+            leases,
+            ..Leading::default()
+        });
+    }
+
+    fn step_down(&mut self, out: &mut Vec<Output>) {
+        if let Some(leading) = self.leading.take() {
+            for (_, token, _) in leading.waiting {
+                out.push(Output::Reply {
+                    token,
+                    result: Err(RequestError::LeaderChanged),
+                });
+            }
+        }
+    }
+
+    // ---- ticks ---------------------------------------------------------------------------
+
+    fn on_tick(&mut self, now: Millis, out: &mut Vec<Output>) {
+        // Resend whatever followers have not acknowledged (a message may have been dropped).
+        if let Some(l) = self.leading.as_mut() {
+            for f in l.followers.values_mut() {
+                if let Some(m) = f.progress.matched {
+                    f.progress.next = m + 1;
+                }
+            }
+        }
+        let actions = self.election.tick(now);
+        self.on_election(now, actions, out);
+    }
+
+    /// Expires missed leases and releases ended quarantines (leader only).
+    fn maintain_leases(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let Some(l) = self.leading.as_ref() else {
+            return;
+        };
+        let lease_ms = self.cfg.lease_ms;
+        let mut expired: Vec<NodeId> = l
+            .leases
+            .iter()
+            .filter(|(_, lease)| now.saturating_sub(lease.last_seen) > lease_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        expired.sort_unstable();
+        for id in expired {
+            out.push(Output::Notice(format!(
+                "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
+            )));
+            if let Some(l) = self.leading.as_mut() {
+                l.leases.remove(&id);
+            }
+            self.append(now, Command::Expire(id), out);
+        }
+        for id in self.registry.due_releases(now) {
+            self.append(now, Command::Release(id), out);
+        }
+    }
+
+    // ---- requests ------------------------------------------------------------------------
+
+    fn on_request(&mut self, now: Millis, token: Token, request: Request, out: &mut Vec<Output>) {
+        if self.leading.is_none() {
+            out.push(Output::Reply {
+                token,
+                result: Err(RequestError::NotLeader {
+                    leader: self.election.leader(),
+                }),
+            });
+            return;
+        }
+        let result = match request {
+            Request::Register(req) => self.register(now, token, req, out),
+            Request::Unregister(target) => self.unregister(now, token, target, out),
+            Request::Report(report) => self.report(now, report).map(Some),
+        };
+        match result {
+            Ok(None) => {} // waits for its entry to commit
+            Ok(Some(response)) => out.push(Output::Reply {
+                token,
+                result: Ok(response),
+            }),
+            Err(e) => out.push(Output::Reply {
+                token,
+                result: Err(e),
+            }),
+        }
+    }
+
+    fn leading(&mut self) -> &mut Leading {
+        self.leading.as_mut().expect("leader")
+    }
+
+    fn register(
+        &mut self,
+        now: Millis,
+        token: Token,
+        req: RegisterRequest,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Response>, RequestError> {
+        let term = self.election.term();
+        let index = self.log.last().index + 1;
+        if let Some(existing) = self.registry.by_addr(req.addr).cloned() {
+            if existing.node_type != req.node_type {
+                return Err(RequestError::Conflict {
+                    addr: req.addr,
+                    node_type: existing.node_type,
+                    node_id: existing.node_id,
+                });
+            }
+            self.touch(existing.node_id, now);
+            let same = existing.access_addr == req.access_addr
+                && existing.worker_num == req.worker_num
+                && existing.metadata == req.metadata;
+            if same {
+                // Registering again while live returns the same ID (once it is committed).
+                return self.when_committed(
+                    existing.index,
+                    token,
+                    Waiting::Registered(existing.node_id),
+                );
+            }
+            let updated = NodeRecord {
+                access_addr: req.access_addr,
+                worker_num: req.worker_num,
+                metadata: req.metadata,
+                term,
+                index,
+                ..existing
+            };
+            let id = updated.node_id;
+            self.append(now, Command::Update(updated), out);
+            return self.when_committed(index, token, Waiting::Registered(id));
+        }
+        let id = match self.registry.reclaimable(req.addr, &req.node_type) {
+            Some(id) => id,
+            None => self.registry.allocate()?,
+        };
+        let record = NodeRecord {
+            node_id: id,
+            node_type: req.node_type,
+            addr: req.addr,
+            access_addr: req.access_addr,
+            worker_num: req.worker_num,
+            metadata: req.metadata,
+            registered_ms: req.wall_ms,
+            term,
+            index,
+        };
+        self.append(now, Command::Register(record), out);
+        self.touch(id, now);
+        self.when_committed(index, token, Waiting::Registered(id))
+    }
+
+    fn unregister(
+        &mut self,
+        now: Millis,
+        token: Token,
+        target: Target,
+        out: &mut Vec<Output>,
+    ) -> Result<Option<Response>, RequestError> {
+        let record = match target {
+            Target::Id(id) => self.registry.get(id),
+            Target::Addr(addr) => self.registry.by_addr(addr),
+        }
+        .cloned()
+        .ok_or_else(|| {
+            RequestError::UnknownTarget(match target {
+                Target::Id(id) => format!("node ID {id}"),
+                Target::Addr(addr) => format!("address {addr}"),
+            })
+        })?;
+        let index = self.log.last().index + 1;
+        self.leading().leases.remove(&record.node_id);
+        self.append(now, Command::Unregister(record.node_id), out);
+        self.when_committed(index, token, Waiting::Unregistered(record))
+    }
+
+    fn report(&mut self, now: Millis, report: Report) -> Result<Response, RequestError> {
+        let live = self
+            .registry
+            .get(report.node_id)
+            .is_some_and(|r| r.addr == report.addr);
+        if !live {
+            return Err(RequestError::NoLease {
+                node_id: report.node_id,
+                addr: report.addr,
+            });
+        }
+        let lease = self
+            .leading()
+            .leases
+            .entry(report.node_id)
+            .or_insert(Lease {
+                last_seen: now,
+                report: None,
+            });
+        lease.last_seen = now;
+        lease.report = Some((report.node, report.workers));
+        Ok(Response::Reported {
+            node_id: report.node_id,
+            lease_ms: self.cfg.lease_ms,
+        })
+    }
+
+    /// Renews a lease.
+    fn touch(&mut self, id: NodeId, now: Millis) {
+        self.leading()
+            .leases
+            .entry(id)
+            .and_modify(|l| l.last_seen = now)
+            .or_insert(Lease {
+                last_seen: now,
+                report: None,
+            });
+    }
+
+    /// The response now if `index` is committed, else `None` and the request waits.
+    fn when_committed(
+        &mut self,
+        index: u64,
+        token: Token,
+        waiting: Waiting,
+    ) -> Result<Option<Response>, RequestError> {
+        if index <= self.commit {
+            return self.respond(waiting).map(Some);
+        }
+        let leading = self.leading();
+        let at = leading.waiting.partition_point(|(i, _, _)| *i <= index);
+        leading.waiting.insert(at, (index, token, waiting));
+        Ok(None)
+    }
+
+    fn respond(&self, waiting: Waiting) -> Result<Response, RequestError> {
+        match waiting {
+            Waiting::Registered(id) => {
+                // Gone before it committed (unregistered meanwhile): say so.
+                let record = self
+                    .registry
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| RequestError::UnknownTarget(format!("node ID {id}")))?;
+                let subscribe = self
+                    .cfg
+                    .subscriptions
+                    .get(&record.node_type)
+                    .cloned()
+                    .unwrap_or_default();
+                Ok(Response::Registered {
+                    record,
+                    lease_ms: self.cfg.lease_ms,
+                    subscribe,
+                })
+            }
+            Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),
+        }
+    }
+
+    // ---- the log -------------------------------------------------------------------------
+
+    /// Appends and applies a command (leader only). The leader only appends commands it has
+    /// checked against its registry, so applying cannot fail; if it does, nothing is appended.
+    fn append(&mut self, now: Millis, command: Command, out: &mut Vec<Output>) {
+        let entry = Entry {
+            index: self.log.last().index + 1,
+            term: self.election.term(),
+            command,
+        };
+        match self.registry.apply(&entry.command, now) {
+            Ok(change) => {
+                let index = entry.index;
+                self.log.append(entry);
+                let leading = self.leading();
+                leading.appended = true;
+                if let Some(change) = change {
+                    leading.changes.push_back((index, change));
+                }
+            }
+            Err(e) => out.push(Output::Notice(format!(
+                "leader refused its own command {:?}: {e}",
+                entry.command
+            ))),
+        }
+    }
+
+    /// Commits what every online, in-sync follower has stored, answers the requests that
+    /// were waiting for it, and publishes the committed changes.
+    ///
+    /// An online follower whose position is not known yet (just after an election, or after
+    /// it reconnected) counts as having nothing: a write is never acknowledged on the hope
+    /// that a beacon has it.
+    fn advance_commit(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let Some(leading) = self.leading.as_mut() else {
+            return;
+        };
+        let last = self.log.last().index;
+        let stall_after = self.cfg.tick_ms * 2;
+        let mut commit = last;
+        for (peer, f) in leading.followers.iter_mut() {
+            let matched = f.progress.matched.unwrap_or(0);
+            if matched >= last {
+                f.behind_since = None;
+                if !f.in_sync {
+                    f.in_sync = true;
+                    out.push(Output::Notice(format!("follower {peer} caught up")));
+                }
+                continue;
+            }
+            if !self.election.is_online(*peer) || !f.in_sync {
+                continue;
+            }
+            let since = *f.behind_since.get_or_insert(now);
+            if now.saturating_sub(since) > stall_after {
+                f.in_sync = false;
+                out.push(Output::Notice(format!(
+                    "follower {peer} has made no progress for {} ms (at {matched}, leader at {last}): writes no longer wait for it",
+                    now - since
+                )));
+                continue;
+            }
+            commit = commit.min(matched);
+        }
+        if commit <= self.commit {
+            return;
+        }
+        self.commit = commit;
+        let mut ready = Vec::new();
+        while leading
+            .waiting
+            .front()
+            .is_some_and(|(i, _, _)| *i <= commit)
+        {
+            ready.push(leading.waiting.pop_front().expect("non-empty"));
+        }
+        let mut committed = Vec::new();
+        while leading.changes.front().is_some_and(|(i, _)| *i <= commit) {
+            committed.push(leading.changes.pop_front().expect("non-empty"));
+        }
+        for (_, token, waiting) in ready {
+            out.push(Output::Reply {
+                token,
+                result: self.respond(waiting),
+            });
+        }
+        if !committed.is_empty() {
+            out.push(Output::Committed(committed));
+        }
+    }
+
+    /// Sends newly appended entries to every follower at once.
+    fn flush(&mut self, now: Millis, out: &mut Vec<Output>) {
+        if !self.leading.as_ref().is_some_and(|l| l.appended) {
+            return;
+        }
+        for peer in self.peers() {
+            let msg = self.message_for(peer, now);
+            if msg.replicates() {
+                out.push(Output::Send { to: peer, msg });
+            }
+        }
+        self.leading().appended = false;
+    }
+
+    fn bare_message(&self) -> PeerMessage {
+        PeerMessage {
+            heartbeat: self.election.heartbeat(),
+            position: self.log.last(),
+            commit: self.commit,
+            last_node_id: self.registry.last_node_id(),
+            append: None,
+            snapshot: None,
+            reject: false,
+            need_snapshot: false,
+        }
+    }
+
+    /// The next message for `peer`: a heartbeat, plus (from a leader) what it lacks.
+    fn message_for(&mut self, peer: SocketAddr, now: Millis) -> PeerMessage {
+        let mut msg = self.bare_message();
+        let resend_after = self.cfg.tick_ms * 2;
+        let last = self.log.last();
+        let Some(f) = self
+            .leading
+            .as_mut()
+            .and_then(|l| l.followers.get_mut(&peer))
+        else {
+            return msg;
+        };
+        if f.wants_snapshot {
+            let due = f
+                .progress
+                .snapshot_sent
+                .is_none_or(|at| now.saturating_sub(at) >= resend_after);
+            if due {
+                f.progress.snapshot_sent = Some(now);
+                msg.snapshot = Some(Box::new(Snapshot {
+                    position: last,
+                    registry: self.registry.snapshot(now),
+                }));
+            }
+            return msg;
+        }
+        if f.progress.matched.is_none() {
+            // Unknown follower: an empty append asks it for its position at once.
+            msg.append = Some(Append {
+                prev: last,
+                entries: Vec::new(),
+            });
+            return msg;
+        }
+        let from = f.progress.next - 1;
+        if from >= last.index {
+            return msg;
+        }
+        match self.log.after(from, MAX_ENTRIES_PER_MESSAGE) {
+            Some(entries) => {
+                let prev = Position {
+                    index: from,
+                    term: self.log.term_at(from).expect("retained"),
+                };
+                f.progress.next = entries.last().map_or(from, |e| e.index) + 1;
+                msg.append = Some(Append { prev, entries });
+            }
+            None => {
+                // What it needs was compacted away.
+                f.wants_snapshot = true;
+                f.progress.matched = None;
+                return self.message_for(peer, now);
+            }
+        }
+        msg
+    }
+
+    // ---- messages from peers -------------------------------------------------------------
+
+    fn on_peer(&mut self, now: Millis, from: SocketAddr, msg: PeerMessage, out: &mut Vec<Output>) {
+        let hb = msg.heartbeat;
+        match self
+            .election
+            .step(now, election::Input::Heartbeat { from, hb })
+        {
+            Ok(actions) => self.on_election(now, actions, out),
+            Err(e) => {
+                out.push(Output::Notice(format!("message from {from} ignored: {e}")));
+                return;
+            }
+        }
+        if self.leading.is_some() {
+            self.on_follower_report(now, from, &msg, out);
+        } else if self.election.leader() == Some(from) {
+            self.on_leader_message(now, from, msg, out);
+        }
+    }
+
+    /// Leader: a follower told us its position.
+    fn on_follower_report(
+        &mut self,
+        now: Millis,
+        from: SocketAddr,
+        msg: &PeerMessage,
+        out: &mut Vec<Output>,
+    ) {
+        if msg.heartbeat.is_leader {
+            return; // a rival claim, settled by the election; its log is not ours to track
+        }
+        let log = &self.log;
+        let Some(f) = self
+            .leading
+            .as_mut()
+            .and_then(|l| l.followers.get_mut(&from))
+        else {
+            return;
+        };
+        let lost = msg.need_snapshot || f.progress.observe(log, msg.position, msg.reject);
+        if lost && !f.wants_snapshot {
+            f.wants_snapshot = true;
+            f.progress.matched = None;
+            out.push(Output::Notice(format!(
+                "follower {from} is at {} outside this leader's log (base {}): sending a snapshot",
+                msg.position,
+                log.base()
+            )));
+        } else if !lost {
+            f.wants_snapshot = false;
+        }
+        let behind = f.wants_snapshot || f.progress.next <= self.log.last().index;
+        if behind {
+            let reply = self.message_for(from, now);
+            if reply.replicates() {
+                out.push(Output::Send {
+                    to: from,
+                    msg: reply,
+                });
+            }
+        }
+    }
+
+    /// Follower: the leader sent us entries or a snapshot.
+    fn on_leader_message(
+        &mut self,
+        now: Millis,
+        from: SocketAddr,
+        msg: PeerMessage,
+        out: &mut Vec<Output>,
+    ) {
+        let mut reject = false;
+        let mut need_snapshot = false;
+        let replicates = msg.replicates();
+        if let Some(snapshot) = msg.snapshot {
+            self.registry.restore(snapshot.registry, now);
+            self.log.reset(snapshot.position);
+            out.push(Output::Notice(format!(
+                "installed a snapshot from leader {from} at {}",
+                snapshot.position
+            )));
+        }
+        if let Some(append) = &msg.append {
+            if !self.log.contains(append.prev) {
+                reject = true;
+            } else {
+                for entry in &append.entries {
+                    match self.log.term_at(entry.index) {
+                        Some(t) if t == entry.term => continue, // already have it
+                        Some(_) => {
+                            // We hold different entries past `prev`: our state diverged and
+                            // cannot be rolled back entry by entry.
+                            need_snapshot = true;
+                            break;
+                        }
+                        None if entry.index != self.log.last().index + 1 => {
+                            reject = true;
+                            break;
+                        }
+                        None => {}
+                    }
+                    if let Err(e) = self.registry.apply(&entry.command, now) {
+                        out.push(Output::Notice(format!(
+                            "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
+                            entry.position()
+                        )));
+                        need_snapshot = true;
+                        break;
+                    }
+                    self.log.append(entry.clone());
+                }
+            }
+        }
+        self.commit = self.commit.max(msg.commit.min(self.log.last().index));
+        if replicates {
+            let mut ack = self.bare_message();
+            ack.reject = reject;
+            ack.need_snapshot = need_snapshot;
+            out.push(Output::Send { to: from, msg: ack });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,563 @@
+//! Coordinators wired through an in-memory network: exact replies, replication, failover.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::*;
+use crate::election::Heartbeat;
+use crate::registry::InvalidRequest;
+
+const TICK: u64 = 100;
+const LEASE: u64 = 1000;
+const REUSE: u64 = 3000;
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn svc(port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1], port))
+}
+
+const A: u16 = 16000;
+const B: u16 = 17000;
+const C: u16 = 18000;
+
+fn config(me: u16, beacons: &[u16], log_keep: usize) -> CoordinatorConfig {
+    CoordinatorConfig {
+        me: addr(me),
+        beacons: beacons.iter().map(|p| addr(*p)).collect(),
+        tick_ms: TICK,
+        id_range: IdRange { first: 1, last: 8 },
+        lease_ms: LEASE,
+        id_reuse_delay_ms: REUSE,
+        subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
+        log_keep,
+        stored_term: 0,
+    }
+}
+
+fn register_req(port: u16, node_type: &str) -> Request {
+    Request::Register(RegisterRequest {
+        node_type: node_type.into(),
+        addr: svc(port),
+        access_addr: None,
+        worker_num: 2,
+        metadata: String::new(),
+        wall_ms: 1_700_000_000_000,
+    })
+}
+
+fn report_req(id: NodeId, port: u16) -> Request {
+    Request::Report(Report {
+        node_id: id,
+        addr: svc(port),
+        node: LoadStats {
+            load: 7,
+            ..LoadStats::default()
+        },
+        workers: Vec::new(),
+    })
+}
+
+/// Beacons on an in-memory network. Messages wait in a queue until delivered.
+struct Net {
+    nodes: BTreeMap<SocketAddr, Coordinator>,
+    queue: VecDeque<(SocketAddr, SocketAddr, PeerMessage)>,
+    replies: BTreeMap<Token, Result<Response, RequestError>>,
+    committed: BTreeMap<SocketAddr, Vec<(u64, Change)>>,
+    cut: BTreeSet<SocketAddr>,
+    now: Millis,
+    next_token: Token,
+}
+
+impl Net {
+    fn new(ports: &[u16], log_keep: usize) -> Net {
+        let nodes: BTreeMap<SocketAddr, Coordinator> = ports
+            .iter()
+            .map(|p| (addr(*p), Coordinator::new(config(*p, ports, log_keep))))
+            .collect();
+        // Links come up at start: every beacon greets every other before anyone ticks.
+        let mut queue = VecDeque::new();
+        for (from, node) in &nodes {
+            for to in ports.iter().map(|p| addr(*p)).filter(|to| to != from) {
+                queue.push_back((*from, to, Coordinator::greeting(node)));
+            }
+        }
+        Net {
+            nodes,
+            queue,
+            replies: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            cut: BTreeSet::new(),
+            now: 0,
+            next_token: 1,
+        }
+    }
+
+    fn input(&mut self, at: SocketAddr, input: Input) {
+        let now = self.now;
+        let Some(node) = self.nodes.get_mut(&at) else {
+            return;
+        };
+        for output in node.step(now, input) {
+            match output {
+                Output::Send { to, msg } => self.queue.push_back((at, to, msg)),
+                Output::Reply { token, result } => {
+                    assert!(
+                        self.replies.insert(token, result).is_none(),
+                        "one reply per request"
+                    );
+                }
+                Output::Committed(changes) => self.committed.entry(at).or_default().extend(changes),
+                Output::LeaderChanged { .. } | Output::Notice(_) => {}
+            }
+        }
+    }
+
+    fn request(&mut self, at: u16, request: Request) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.input(addr(at), Input::Request { token, request });
+        token
+    }
+
+    fn reply(&self, token: Token) -> Option<&Result<Response, RequestError>> {
+        self.replies.get(&token)
+    }
+
+    fn registered_id(&self, token: Token) -> NodeId {
+        match self.reply(token) {
+            Some(Ok(Response::Registered { record, .. })) => record.node_id,
+            other => panic!("expected a registration, got {other:?}"),
+        }
+    }
+
+    /// Delivers queued messages (and those they cause) until quiet; cut beacons hear nothing.
+    fn deliver(&mut self) {
+        for _ in 0..10_000 {
+            let Some((from, to, msg)) = self.queue.pop_front() else {
+                return;
+            };
+            if self.cut.contains(&from) || self.cut.contains(&to) {
+                continue;
+            }
+            self.input(to, Input::Peer { from, msg });
+        }
+        panic!("messages never stopped");
+    }
+
+    fn tick(&mut self) {
+        self.now += TICK;
+        let all: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        for a in all {
+            self.input(a, Input::Tick);
+        }
+        self.deliver();
+    }
+
+    fn settle(&mut self) {
+        self.deliver();
+        for _ in 0..3 {
+            self.tick();
+        }
+    }
+
+    fn node(&self, port: u16) -> &Coordinator {
+        &self.nodes[&addr(port)]
+    }
+
+    fn leader(&self) -> u16 {
+        let leaders: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.is_leader())
+            .map(|(a, _)| a.port())
+            .collect();
+        assert_eq!(leaders.len(), 1, "exactly one leader");
+        leaders[0]
+    }
+
+    /// Kills `port`: the others see its connections drop.
+    fn kill(&mut self, port: u16) {
+        self.nodes.remove(&addr(port));
+        let all: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        for a in all {
+            self.input(a, Input::PeerDown { peer: addr(port) });
+        }
+        self.deliver();
+    }
+
+    fn registry_ids(&self, port: u16) -> Vec<(NodeId, SocketAddr)> {
+        self.node(port)
+            .registry()
+            .nodes()
+            .map(|r| (r.node_id, r.addr))
+            .collect()
+    }
+}
+
+#[test]
+fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
+    let mut net = Net::new(&[A], 100);
+    let t = net.request(A, register_req(1, "ACCESS"));
+    match net.reply(t) {
+        Some(Ok(Response::Registered {
+            record,
+            lease_ms,
+            subscribe,
+        })) => {
+            assert_eq!((record.node_id, record.addr, record.index), (1, svc(1), 1));
+            assert_eq!(*lease_ms, LEASE);
+            assert_eq!(subscribe, &vec!["LOGIC".to_string()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Same address again while live: same ID, nothing appended.
+    let t2 = net.request(A, register_req(1, "ACCESS"));
+    assert_eq!(net.registered_id(t2), 1);
+    assert_eq!(net.node(A).position().index, 1);
+    // Same address, other type: refused.
+    let t3 = net.request(A, register_req(1, "LOGIC"));
+    assert_eq!(
+        net.reply(t3),
+        Some(&Err(RequestError::Conflict {
+            addr: svc(1),
+            node_type: "ACCESS".into(),
+            node_id: 1
+        }))
+    );
+    // Next address, next ID.
+    let t4 = net.request(A, register_req(2, "LOGIC"));
+    assert_eq!(net.registered_id(t4), 2);
+    // Reports keep a lease; a report for something not registered is refused.
+    let t5 = net.request(A, report_req(2, 2));
+    assert_eq!(
+        net.reply(t5),
+        Some(&Ok(Response::Reported {
+            node_id: 2,
+            lease_ms: LEASE
+        }))
+    );
+    let t6 = net.request(A, report_req(2, 3));
+    assert!(matches!(
+        net.reply(t6),
+        Some(Err(RequestError::NoLease { node_id: 2, .. }))
+    ));
+    // Unregister by address frees the ID at once.
+    let t7 = net.request(A, Request::Unregister(Target::Addr(svc(1))));
+    assert!(matches!(net.reply(t7), Some(Ok(Response::Unregistered(r))) if r.node_id == 1));
+    let t8 = net.request(A, Request::Unregister(Target::Id(5)));
+    assert_eq!(
+        net.reply(t8),
+        Some(&Err(RequestError::UnknownTarget("node ID 5".into())))
+    );
+    // The committed changes were published in order.
+    let changes: Vec<(u64, NodeId, &str)> = net.committed[&addr(A)]
+        .iter()
+        .map(|(i, c)| {
+            let kind = match c {
+                Change::Added(_) => "added",
+                Change::Updated(_) => "updated",
+                Change::Removed(_) => "removed",
+            };
+            (*i, c.record().node_id, kind)
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        vec![(1, 1, "added"), (2, 2, "added"), (3, 1, "removed")]
+    );
+}
+
+#[test]
+fn a_write_is_acknowledged_only_once_every_online_follower_has_it() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    assert_eq!(net.leader(), A);
+    let t = net.request(A, register_req(1, "LOGIC"));
+    assert_eq!(net.reply(t), None, "not before the followers store it");
+    // The entry went out at once, not at the next tick.
+    assert_eq!(net.queue.len(), 2);
+    // Deliver to B and C and their acks back: now it is acknowledged.
+    net.deliver();
+    assert_eq!(net.registered_id(t), 1);
+    for p in [A, B, C] {
+        assert_eq!(net.registry_ids(p), vec![(1, svc(1))], "beacon {p}");
+        assert_eq!(net.node(p).position().index, 1);
+    }
+    assert_eq!(net.node(A).commit(), 1);
+}
+
+#[test]
+fn followers_redirect_to_the_leader() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    let t = net.request(B, register_req(1, "LOGIC"));
+    assert_eq!(
+        net.reply(t),
+        Some(&Err(RequestError::NotLeader {
+            leader: Some(addr(A))
+        }))
+    );
+    assert_eq!(
+        net.reply(t).unwrap().as_ref().unwrap_err().to_string(),
+        "this beacon is not the leader; the leader is 127.0.0.1:16000"
+    );
+}
+
+#[test]
+fn after_the_leader_dies_the_next_one_continues_without_reissuing_ids() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    let ids: Vec<NodeId> = (1..=3)
+        .map(|p| {
+            let t = net.request(A, register_req(p, "LOGIC"));
+            net.deliver();
+            net.registered_id(t)
+        })
+        .collect();
+    assert_eq!(ids, vec![1, 2, 3]);
+    net.kill(A);
+    assert_eq!(net.leader(), B);
+    // The new leader allocates after what the old one issued.
+    let t = net.request(B, register_req(4, "LOGIC"));
+    net.deliver();
+    assert_eq!(net.registered_id(t), 4);
+    // Services keep their IDs: their reports are accepted by the new leader.
+    let t = net.request(B, report_req(2, 2));
+    assert!(matches!(
+        net.reply(t),
+        Some(Ok(Response::Reported { node_id: 2, .. }))
+    ));
+    assert_eq!(net.registry_ids(B), net.registry_ids(C));
+}
+
+#[test]
+fn a_new_leader_waits_for_followers_it_has_not_heard_from_yet() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    net.kill(A);
+    assert_eq!(net.leader(), B);
+    // Immediately after taking over, B knows nothing of C's position; a write must wait
+    // for C rather than be acknowledged on B alone.
+    net.cut.insert(addr(C));
+    let t = net.request(B, register_req(1, "LOGIC"));
+    assert_eq!(net.reply(t), None);
+    net.deliver();
+    assert_eq!(net.reply(t), None, "C has not stored it");
+    // C is cut off: it goes offline after three silent ticks and then B stops waiting.
+    for _ in 0..4 {
+        net.tick();
+    }
+    assert_eq!(net.registered_id(t), 1);
+}
+
+#[test]
+fn a_stuck_follower_stops_holding_writes_after_two_ticks() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    // C keeps heartbeating (so it stays online) but loses every entry sent to it.
+    net.request(A, register_req(1, "LOGIC"));
+    let to_c: Vec<_> = net
+        .queue
+        .iter()
+        .filter(|(_, to, _)| *to == addr(C))
+        .cloned()
+        .collect();
+    net.queue.retain(|(_, to, _)| *to != addr(C));
+    assert_eq!(to_c.len(), 1);
+    net.deliver();
+    assert_eq!(net.node(A).commit(), 0, "waiting for C");
+    // Stop C from hearing A's resends too, but let C's heartbeats reach A.
+    let mut ticks = 0;
+    while net.node(A).commit() == 0 {
+        net.now += TICK;
+        ticks += 1;
+        for a in [A, B, C] {
+            net.input(addr(a), Input::Tick);
+        }
+        net.queue
+            .retain(|(from, to, _)| !(*from == addr(A) && *to == addr(C)));
+        net.deliver();
+        assert!(ticks < 10);
+    }
+    assert_eq!(
+        ticks, 3,
+        "left out once two ticks have passed without progress"
+    );
+}
+
+#[test]
+fn missed_leases_expire_into_quarantine_and_are_released_later() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    let t1 = net.request(A, register_req(1, "LOGIC"));
+    let t2 = net.request(A, register_req(2, "LOGIC"));
+    net.deliver();
+    let (id1, id2) = (net.registered_id(t1), net.registered_id(t2));
+    // Node 2 reports every tick, node 1 never does.
+    for _ in 0..(LEASE / TICK + 1) {
+        net.request(A, report_req(id2, 2));
+        net.tick();
+    }
+    for p in [A, B, C] {
+        let views = net.node(p).nodes(net.now, None, None);
+        let states: Vec<(NodeId, bool)> = views
+            .iter()
+            .map(|v| (v.record.node_id, v.is_online))
+            .collect();
+        assert_eq!(states, vec![(id1, false), (id2, true)], "beacon {p}");
+    }
+    let views = net.node(A).nodes(net.now, None, None);
+    assert_eq!(views[1].report.as_ref().unwrap().0.load, 7);
+    assert!(views[1].last_seen_ms.unwrap() <= TICK);
+    assert!(
+        net.node(B).nodes(net.now, None, None)[1]
+            .last_seen_ms
+            .is_none(),
+        "followers do not track reports"
+    );
+    // A report from the expired holder is refused: it must stop using the ID.
+    let t = net.request(A, report_req(id1, 1));
+    assert!(matches!(
+        net.reply(t),
+        Some(Err(RequestError::NoLease { .. }))
+    ));
+    // During quarantine, new services skip ID 1...
+    let t3 = net.request(A, register_req(3, "LOGIC"));
+    net.deliver();
+    assert_eq!(net.registered_id(t3), 3);
+    // ...but the old address may take it back.
+    let t1b = net.request(A, register_req(1, "LOGIC"));
+    net.deliver();
+    assert_eq!(net.registered_id(t1b), id1);
+    // Let 1 expire again and the quarantine run out: it is released everywhere.
+    for _ in 0..((LEASE + REUSE) / TICK + 3) {
+        net.request(A, report_req(id2, 2));
+        net.request(A, report_req(3, 3));
+        net.tick();
+    }
+    for p in [A, B, C] {
+        assert_eq!(
+            net.node(p).registry().quarantined().count(),
+            0,
+            "beacon {p}"
+        );
+        assert_eq!(net.registry_ids(p).len(), 2);
+    }
+}
+
+#[test]
+fn a_restarted_follower_catches_up_with_a_snapshot() {
+    // Keep only two log entries, so a follower that missed more needs a snapshot.
+    let mut net = Net::new(&[A, B, C], 2);
+    net.settle();
+    net.kill(C);
+    for p in 1..=5 {
+        let t = net.request(A, register_req(p, "LOGIC"));
+        net.deliver();
+        net.registered_id(t);
+    }
+    net.request(A, Request::Unregister(Target::Id(2)));
+    net.deliver();
+    // C comes back empty.
+    net.nodes
+        .insert(addr(C), Coordinator::new(config(C, &[A, B, C], 2)));
+    let hello = net.node(C).greeting();
+    net.input(
+        addr(A),
+        Input::Peer {
+            from: addr(C),
+            msg: hello,
+        },
+    );
+    net.deliver();
+    assert_eq!(net.registry_ids(C), net.registry_ids(A));
+    assert_eq!(net.node(C).position(), net.node(A).position());
+    assert_eq!(net.node(C).registry().last_node_id(), 5);
+    // And it then follows entries normally.
+    let t = net.request(A, register_req(9, "LOGIC"));
+    net.deliver();
+    assert_eq!(net.registered_id(t), 6);
+    assert_eq!(net.registry_ids(C), net.registry_ids(A));
+}
+
+#[test]
+fn diverged_beacons_are_repaired_by_the_winners_snapshot() {
+    let mut net = Net::new(&[A, B], 100);
+    net.settle();
+    // Split: B is cut off, takes over on its side (term 2), and both sides register.
+    net.cut.insert(addr(B));
+    for _ in 0..4 {
+        net.tick();
+    }
+    assert!(net.node(A).is_leader() && net.node(B).is_leader());
+    let ta = net.request(A, register_req(1, "LOGIC"));
+    let tb = net.request(B, register_req(2, "LOGIC"));
+    net.deliver();
+    assert_eq!(
+        (net.registered_id(ta), net.registered_id(tb)),
+        (1, 1),
+        "classic mode: both sides allocate"
+    );
+    // Heal: B's term is higher, A yields and takes B's state.
+    net.cut.clear();
+    net.settle();
+    assert_eq!(net.leader(), B);
+    assert_eq!(net.registry_ids(A), vec![(1, svc(2))]);
+    assert_eq!(net.registry_ids(A), net.registry_ids(B));
+    // The losing side's service is told its lease is gone when it reports.
+    let t = net.request(B, report_req(1, 1));
+    assert!(matches!(
+        net.reply(t),
+        Some(Err(RequestError::NoLease { .. }))
+    ));
+}
+
+#[test]
+fn pending_writes_fail_clearly_when_leadership_is_lost() {
+    let mut net = Net::new(&[A, B], 100);
+    net.settle();
+    net.cut.insert(addr(B));
+    let t = net.request(A, register_req(1, "LOGIC"));
+    // A stops waiting for B after it goes offline... unless it loses leadership first:
+    // B rejoins with a higher term before that.
+    net.input(
+        addr(A),
+        Input::Peer {
+            from: addr(B),
+            msg: PeerMessage {
+                heartbeat: Heartbeat {
+                    is_leader: true,
+                    term: 9,
+                },
+                position: Position::default(),
+                commit: 0,
+                last_node_id: 0,
+                append: None,
+                snapshot: None,
+                reject: false,
+                need_snapshot: false,
+            },
+        },
+    );
+    assert_eq!(net.reply(t), Some(&Err(RequestError::LeaderChanged)));
+}
+
+#[test]
+fn invalid_requests_change_nothing() {
+    let mut net = Net::new(&[A], 100);
+    let err: RequestError = InvalidRequest::EmptyType.into();
+    assert_eq!(err.to_string(), "node_type is empty");
+    // Exhaust the 8-ID range.
+    for p in 1..=8 {
+        net.request(A, register_req(p, "LOGIC"));
+    }
+    let before = net.node(A).position();
+    let t = net.request(A, register_req(9, "LOGIC"));
+    assert_eq!(
+        net.reply(t).unwrap().as_ref().unwrap_err().to_string(),
+        "no free node ID: all 8 IDs of range 1..=8 are taken (8 in use, 0 in quarantine)"
+    );
+    assert_eq!(net.node(A).position(), before);
+}

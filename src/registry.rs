@@ -1,0 +1,613 @@
+//! The node registry: the replicated state machine of service registrations.
+//!
+//! Every beacon applies the same [`Command`]s in the same order and so holds the same
+//! registry. Only the leader decides: it validates requests, picks IDs with
+//! [`Registry::allocate`], and turns decisions into commands. Applying a command never
+//! consults the clock except to note when a quarantine ends, which is local bookkeeping.
+//!
+//! IDs come from a configured range (default 1..=1023, so they fit a snowflake worker
+//! field). Allocation advances `last_node_id`, wrapping within the range, and skips IDs held
+//! by a live registration or in quarantine. An ID whose registration expired (missed lease)
+//! stays in quarantine for `id_reuse_delay` so that its old holder has time to notice and stop
+//! using it; only the same address may take it back early. An explicitly unregistered ID is
+//! free at once: its holder said it is done with it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+
+use crate::election::Millis;
+
+/// A service's node ID.
+pub type NodeId = u32;
+
+/// Longest node type.
+pub const MAX_TYPE_LEN: usize = 64;
+
+/// The range IDs are allocated from. `first` is at least 1: 0 means "no ID" on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdRange {
+    pub first: NodeId,
+    pub last: NodeId,
+}
+
+impl IdRange {
+    pub const DEFAULT: IdRange = IdRange {
+        first: 1,
+        last: 1023,
+    };
+
+    pub fn contains(&self, id: NodeId) -> bool {
+        (self.first..=self.last).contains(&id)
+    }
+
+    pub fn len(&self) -> u64 {
+        u64::from(self.last - self.first) + 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The ID after `id`, wrapping to `first`.
+    fn after(&self, id: NodeId) -> NodeId {
+        if id < self.first || id >= self.last {
+            self.first
+        } else {
+            id + 1
+        }
+    }
+}
+
+impl std::fmt::Display for IdRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..={}", self.first, self.last)
+    }
+}
+
+/// One registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord {
+    pub node_id: NodeId,
+    pub node_type: String,
+    pub addr: SocketAddr,
+    pub access_addr: Option<SocketAddr>,
+    pub worker_num: u32,
+    /// JSON text, or empty.
+    pub metadata: String,
+    /// Wall-clock time of the registration (ms since the Unix epoch), stamped by the leader.
+    pub registered_ms: u64,
+    /// Fencing token: the log position of the command that created or last changed it.
+    pub term: u64,
+    pub index: u64,
+}
+
+/// A state change, replicated through the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A new registration under `record.node_id`.
+    Register(NodeRecord),
+    /// New details for a live registration (same ID, same address).
+    Update(NodeRecord),
+    /// The service ended its registration: the ID is free at once.
+    Unregister(NodeId),
+    /// The lease was missed: the registration ends, the ID goes to quarantine.
+    Expire(NodeId),
+    /// A quarantine is over: the ID may be allocated again.
+    Release(NodeId),
+}
+
+/// What a command changed, as watchers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Added(NodeRecord),
+    Updated(NodeRecord),
+    Removed(NodeRecord),
+}
+
+impl Change {
+    pub fn record(&self) -> &NodeRecord {
+        match self {
+            Change::Added(r) | Change::Updated(r) | Change::Removed(r) => r,
+        }
+    }
+}
+
+/// An expired registration whose ID is in quarantine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    pub record: NodeRecord,
+    /// When the quarantine ends, by this beacon's clock.
+    pub until: Millis,
+}
+
+/// A command that does not fit the state: the replicas have diverged. Never expected; the
+/// replica that sees it asks the leader for a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("node ID {0} is outside the configured range")]
+    OutOfRange(NodeId),
+    #[error("node ID {0} is already registered")]
+    IdInUse(NodeId),
+    #[error("address {0} is already registered")]
+    AddrInUse(SocketAddr),
+    #[error("node ID {0} is not registered")]
+    UnknownNode(NodeId),
+    #[error("node ID {0} is not in quarantine")]
+    NotQuarantined(NodeId),
+}
+
+/// Why a registration cannot be allocated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no free node ID: all {total} IDs of range {range} are taken ({in_use} in use, {quarantined} in quarantine)"
+)]
+pub struct Exhausted {
+    pub range: IdRange,
+    pub total: u64,
+    pub in_use: usize,
+    pub quarantined: usize,
+}
+
+/// The registry as of some log position, for snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrySnapshot {
+    pub last_node_id: NodeId,
+    pub nodes: Vec<NodeRecord>,
+    /// Quarantined records with the time left in quarantine.
+    pub quarantined: Vec<(NodeRecord, Millis)>,
+}
+
+/// The state machine.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    range: IdRange,
+    reuse_delay: Millis,
+    last_node_id: NodeId,
+    nodes: BTreeMap<NodeId, NodeRecord>,
+    by_addr: HashMap<SocketAddr, NodeId>,
+    quarantine: BTreeMap<NodeId, Tombstone>,
+}
+
+impl Registry {
+    pub fn new(range: IdRange, reuse_delay: Millis) -> Registry {
+        Registry {
+            range,
+            reuse_delay,
+            last_node_id: 0,
+            nodes: BTreeMap::new(),
+            by_addr: HashMap::new(),
+            quarantine: BTreeMap::new(),
+        }
+    }
+
+    pub fn range(&self) -> IdRange {
+        self.range
+    }
+
+    pub fn reuse_delay(&self) -> Millis {
+        self.reuse_delay
+    }
+
+    /// The last ID handed out (0 before the first).
+    pub fn last_node_id(&self) -> NodeId {
+        self.last_node_id
+    }
+
+    /// Live registrations, by ID.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.nodes.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn get(&self, id: NodeId) -> Option<&NodeRecord> {
+        self.nodes.get(&id)
+    }
+
+    /// The live registration at `addr`.
+    pub fn by_addr(&self, addr: SocketAddr) -> Option<&NodeRecord> {
+        self.by_addr.get(&addr).and_then(|id| self.nodes.get(id))
+    }
+
+    /// Quarantined IDs, by ID.
+    pub fn quarantined(&self) -> impl Iterator<Item = &Tombstone> {
+        self.quarantine.values()
+    }
+
+    /// The quarantined ID last held by `addr` as `node_type`, which that service may take back.
+    pub fn reclaimable(&self, addr: SocketAddr, node_type: &str) -> Option<NodeId> {
+        self.quarantine
+            .values()
+            .find(|t| t.record.addr == addr && t.record.node_type == node_type)
+            .map(|t| t.record.node_id)
+    }
+
+    /// Quarantines that are over by `now`.
+    pub fn due_releases(&self, now: Millis) -> Vec<NodeId> {
+        self.quarantine
+            .values()
+            .filter(|t| t.until <= now)
+            .map(|t| t.record.node_id)
+            .collect()
+    }
+
+    /// The ID the next registration gets: the first after `last_node_id` (wrapping) that is
+    /// neither in use nor in quarantine.
+    pub fn allocate(&self) -> Result<NodeId, Exhausted> {
+        let mut id = self.last_node_id;
+        for _ in 0..self.range.len() {
+            id = self.range.after(id);
+            if !self.nodes.contains_key(&id) && !self.quarantine.contains_key(&id) {
+                return Ok(id);
+            }
+        }
+        Err(Exhausted {
+            range: self.range,
+            total: self.range.len(),
+            in_use: self.nodes.len(),
+            quarantined: self.quarantine.len(),
+        })
+    }
+
+    /// Applies one command at time `now`.
+    pub fn apply(&mut self, command: &Command, now: Millis) -> Result<Option<Change>, ApplyError> {
+        match command {
+            Command::Register(record) => {
+                let id = record.node_id;
+                if !self.range.contains(id) {
+                    return Err(ApplyError::OutOfRange(id));
+                }
+                if self.nodes.contains_key(&id) {
+                    return Err(ApplyError::IdInUse(id));
+                }
+                if self.by_addr.contains_key(&record.addr) {
+                    return Err(ApplyError::AddrInUse(record.addr));
+                }
+                // A quarantined ID taken back by its old address does not move the allocator.
+                if self.quarantine.remove(&id).is_none() {
+                    self.last_node_id = id;
+                }
+                self.by_addr.insert(record.addr, id);
+                self.nodes.insert(id, record.clone());
+                Ok(Some(Change::Added(record.clone())))
+            }
+            Command::Update(record) => {
+                let id = record.node_id;
+                match self.nodes.get(&id) {
+                    Some(old) if old.addr == record.addr => {}
+                    Some(_) => return Err(ApplyError::AddrInUse(record.addr)),
+                    None => return Err(ApplyError::UnknownNode(id)),
+                }
+                self.nodes.insert(id, record.clone());
+                Ok(Some(Change::Updated(record.clone())))
+            }
+            Command::Unregister(id) => {
+                let record = self.remove(*id)?;
+                Ok(Some(Change::Removed(record)))
+            }
+            Command::Expire(id) => {
+                let record = self.remove(*id)?;
+                self.quarantine.insert(
+                    *id,
+                    Tombstone {
+                        record: record.clone(),
+                        until: now + self.reuse_delay,
+                    },
+                );
+                Ok(Some(Change::Removed(record)))
+            }
+            Command::Release(id) => {
+                self.quarantine
+                    .remove(id)
+                    .ok_or(ApplyError::NotQuarantined(*id))?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn remove(&mut self, id: NodeId) -> Result<NodeRecord, ApplyError> {
+        let record = self.nodes.remove(&id).ok_or(ApplyError::UnknownNode(id))?;
+        self.by_addr.remove(&record.addr);
+        Ok(record)
+    }
+
+    /// The state, with quarantines as time left after `now`.
+    pub fn snapshot(&self, now: Millis) -> RegistrySnapshot {
+        RegistrySnapshot {
+            last_node_id: self.last_node_id,
+            nodes: self.nodes.values().cloned().collect(),
+            quarantined: self
+                .quarantine
+                .values()
+                .map(|t| (t.record.clone(), t.until.saturating_sub(now)))
+                .collect(),
+        }
+    }
+
+    /// Replaces the state with `snapshot`, taken on another beacon.
+    pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
+        self.last_node_id = snapshot.last_node_id;
+        self.by_addr = snapshot.nodes.iter().map(|r| (r.addr, r.node_id)).collect();
+        self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
+        self.quarantine = snapshot
+            .quarantined
+            .into_iter()
+            .map(|(record, left)| {
+                (
+                    record.node_id,
+                    Tombstone {
+                        record,
+                        until: now + left,
+                    },
+                )
+            })
+            .collect();
+    }
+}
+
+/// Why a registration request was refused before anything changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidRequest {
+    #[error("node_type is empty")]
+    EmptyType,
+    #[error(
+        "node_type `{0}` is invalid: use 1 to {MAX_TYPE_LEN} characters from A-Z a-z 0-9 . _ -"
+    )]
+    BadType(String),
+    #[error("{field} `{value}` is not an ip:port address (for example 10.0.0.5:8080)")]
+    BadAddr { field: &'static str, value: String },
+    #[error("{field} `{value}` cannot be used: {why}")]
+    UnusableAddr {
+        field: &'static str,
+        value: String,
+        why: &'static str,
+    },
+    #[error("metadata is {len} bytes, over the limit of {max} bytes")]
+    MetadataTooLarge { len: usize, max: usize },
+    #[error("metadata is not valid JSON: {0}")]
+    MetadataNotJson(String),
+    #[error("give a node_id or an addr")]
+    NoTarget,
+}
+
+/// Checks a node type.
+pub fn check_type(node_type: &str) -> Result<(), InvalidRequest> {
+    if node_type.is_empty() {
+        return Err(InvalidRequest::EmptyType);
+    }
+    let valid = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if node_type.len() > MAX_TYPE_LEN || !node_type.chars().all(valid) {
+        return Err(InvalidRequest::BadType(node_type.to_owned()));
+    }
+    Ok(())
+}
+
+/// Parses a service address: a concrete ip:port other services can reach.
+pub fn parse_service_addr(field: &'static str, value: &str) -> Result<SocketAddr, InvalidRequest> {
+    let addr: SocketAddr = value.parse().map_err(|_| InvalidRequest::BadAddr {
+        field,
+        value: value.to_owned(),
+    })?;
+    let unusable = |why| InvalidRequest::UnusableAddr {
+        field,
+        value: value.to_owned(),
+        why,
+    };
+    if addr.port() == 0 {
+        return Err(unusable("port 0 is not a port others can connect to"));
+    }
+    if addr.ip().is_unspecified() {
+        return Err(unusable(
+            "a wildcard address is not one others can connect to",
+        ));
+    }
+    Ok(addr)
+}
+
+/// Checks metadata: at most `max` bytes of JSON, or empty.
+pub fn check_metadata(metadata: &str, max: usize) -> Result<(), InvalidRequest> {
+    if metadata.len() > max {
+        return Err(InvalidRequest::MetadataTooLarge {
+            len: metadata.len(),
+            max,
+        });
+    }
+    if !metadata.is_empty() {
+        serde_json::from_str::<serde_json::Value>(metadata)
+            .map_err(|e| InvalidRequest::MetadataNotJson(e.to_string()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: NodeId, port: u16) -> NodeRecord {
+        NodeRecord {
+            node_id: id,
+            node_type: "LOGIC".into(),
+            addr: SocketAddr::from(([10, 0, 0, 1], port)),
+            access_addr: None,
+            worker_num: 0,
+            metadata: String::new(),
+            registered_ms: 0,
+            term: 1,
+            index: u64::from(id),
+        }
+    }
+
+    fn small(first: NodeId, last: NodeId) -> Registry {
+        Registry::new(IdRange { first, last }, 1000)
+    }
+
+    /// Allocates and applies a registration for `port`; returns the ID.
+    fn register(reg: &mut Registry, port: u16) -> NodeId {
+        let id = reg.allocate().unwrap();
+        reg.apply(&Command::Register(record(id, port)), 0).unwrap();
+        id
+    }
+
+    #[test]
+    fn allocation_advances_and_skips_ids_in_use() {
+        let mut reg = small(1, 5);
+        assert_eq!(register(&mut reg, 1), 1);
+        assert_eq!(register(&mut reg, 2), 2);
+        assert_eq!(reg.last_node_id(), 2);
+        // Freeing ID 1 does not make it next: allocation keeps advancing.
+        reg.apply(&Command::Unregister(1), 0).unwrap();
+        assert_eq!(register(&mut reg, 3), 3);
+        assert_eq!(register(&mut reg, 4), 4);
+        assert_eq!(register(&mut reg, 5), 5);
+        // Wraps: 1 is free again, 2 is in use.
+        assert_eq!(register(&mut reg, 6), 1);
+        assert_eq!(
+            reg.allocate(),
+            Err(Exhausted {
+                range: IdRange { first: 1, last: 5 },
+                total: 5,
+                in_use: 5,
+                quarantined: 0
+            })
+        );
+    }
+
+    #[test]
+    fn expired_ids_stay_in_quarantine_until_released() {
+        let mut reg = small(1, 3);
+        register(&mut reg, 1);
+        register(&mut reg, 2);
+        register(&mut reg, 3);
+        let change = reg.apply(&Command::Expire(2), 500).unwrap();
+        assert_eq!(change, Some(Change::Removed(record(2, 2))));
+        let err = reg.allocate().unwrap_err();
+        assert_eq!((err.in_use, err.quarantined), (2, 1));
+        assert_eq!(
+            err.to_string(),
+            "no free node ID: all 3 IDs of range 1..=3 are taken (2 in use, 1 in quarantine)"
+        );
+        assert_eq!(reg.due_releases(1499), Vec::<NodeId>::new());
+        assert_eq!(reg.due_releases(1500), vec![2]);
+        assert_eq!(reg.apply(&Command::Release(2), 1500).unwrap(), None);
+        assert_eq!(reg.allocate(), Ok(2));
+    }
+
+    #[test]
+    fn only_the_old_address_takes_a_quarantined_id_back_and_the_allocator_stays() {
+        let mut reg = small(1, 10);
+        register(&mut reg, 1);
+        register(&mut reg, 2);
+        reg.apply(&Command::Expire(1), 0).unwrap();
+        let old = record(1, 1).addr;
+        assert_eq!(reg.reclaimable(old, "LOGIC"), Some(1));
+        assert_eq!(reg.reclaimable(old, "ACCESS"), None);
+        reg.apply(&Command::Register(record(1, 1)), 0).unwrap();
+        assert_eq!(
+            reg.last_node_id(),
+            2,
+            "taking an ID back does not move the allocator"
+        );
+        assert_eq!(reg.quarantined().count(), 0);
+        assert_eq!(reg.allocate(), Ok(3));
+    }
+
+    #[test]
+    fn commands_that_do_not_fit_are_refused_without_change() {
+        let mut reg = small(1, 3);
+        register(&mut reg, 1);
+        let before = reg.snapshot(0);
+        assert_eq!(
+            reg.apply(&Command::Register(record(1, 9)), 0),
+            Err(ApplyError::IdInUse(1))
+        );
+        assert_eq!(
+            reg.apply(&Command::Register(record(2, 1)), 0),
+            Err(ApplyError::AddrInUse(record(2, 1).addr))
+        );
+        assert_eq!(
+            reg.apply(&Command::Register(record(7, 7)), 0),
+            Err(ApplyError::OutOfRange(7))
+        );
+        assert_eq!(
+            reg.apply(&Command::Expire(3), 0),
+            Err(ApplyError::UnknownNode(3))
+        );
+        assert_eq!(
+            reg.apply(&Command::Release(1), 0),
+            Err(ApplyError::NotQuarantined(1))
+        );
+        assert_eq!(reg.snapshot(0), before);
+    }
+
+    #[test]
+    fn update_keeps_the_id_and_address() {
+        let mut reg = small(1, 3);
+        register(&mut reg, 1);
+        let mut newer = record(1, 1);
+        newer.metadata = r#"{"zone":"b"}"#.into();
+        assert_eq!(
+            reg.apply(&Command::Update(newer.clone()), 0).unwrap(),
+            Some(Change::Updated(newer.clone()))
+        );
+        assert_eq!(reg.get(1), Some(&newer));
+        let moved = record(1, 2);
+        assert_eq!(
+            reg.apply(&Command::Update(moved.clone()), 0),
+            Err(ApplyError::AddrInUse(moved.addr))
+        );
+    }
+
+    #[test]
+    fn snapshot_round_trips_with_quarantine_time_left() {
+        let mut reg = small(1, 10);
+        register(&mut reg, 1);
+        register(&mut reg, 2);
+        reg.apply(&Command::Expire(1), 100).unwrap();
+        let snap = reg.snapshot(400);
+        assert_eq!(snap.quarantined, vec![(record(1, 1), 700)]);
+        let mut other = small(1, 10);
+        other.restore(snap, 5000);
+        assert_eq!(other.last_node_id(), 2);
+        assert_eq!(other.by_addr(record(2, 2).addr), Some(&record(2, 2)));
+        assert_eq!(other.due_releases(5699), Vec::<NodeId>::new());
+        assert_eq!(other.due_releases(5700), vec![1]);
+        assert_eq!(other.allocate(), Ok(3));
+    }
+
+    #[test]
+    fn request_checks_say_what_is_wrong() {
+        assert_eq!(check_type(""), Err(InvalidRequest::EmptyType));
+        assert!(check_type("LOGIC").is_ok());
+        assert!(matches!(
+            check_type("has space"),
+            Err(InvalidRequest::BadType(_))
+        ));
+        assert_eq!(
+            parse_service_addr("addr", "nope").unwrap_err().to_string(),
+            "addr `nope` is not an ip:port address (for example 10.0.0.5:8080)"
+        );
+        assert!(
+            parse_service_addr("addr", "0.0.0.0:80")
+                .unwrap_err()
+                .to_string()
+                .contains("wildcard")
+        );
+        assert!(parse_service_addr("addr", "10.0.0.1:0").is_err());
+        assert_eq!(
+            check_metadata(&"x".repeat(11), 10),
+            Err(InvalidRequest::MetadataTooLarge { len: 11, max: 10 })
+        );
+        assert!(matches!(
+            check_metadata("{", 10),
+            Err(InvalidRequest::MetadataNotJson(_))
+        ));
+        assert!(check_metadata(r#"{"a":1}"#, 10).is_ok());
+        assert!(check_metadata("", 10).is_ok());
+    }
+}
