@@ -3,12 +3,14 @@
 //! Every error names the key (or flag) at fault and where it came from, so a beacon with a bad
 //! configuration stops at start with a line that says what to fix.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::registry::{self, IdRange};
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
 /// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.
@@ -37,6 +39,18 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// Largest frame body accepted or sent.
     pub max_frame_bytes: usize,
+    /// Node IDs handed out to services.
+    pub id_range: IdRange,
+    /// A service that does not report within this time loses its registration.
+    pub lease_ms: u64,
+    /// How long an expired registration's ID stays in quarantine before reuse.
+    pub id_reuse_delay_ms: u64,
+    /// Largest metadata a service may register with.
+    pub max_metadata_bytes: usize,
+    /// Node type -> the node types it subscribes to (key `node_type`).
+    pub subscriptions: BTreeMap<String, Vec<String>>,
+    /// Log entries kept for followers that fall behind.
+    pub log_keep: usize,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -109,7 +123,37 @@ struct RawConfig {
     admin: Option<String>,
     #[serde(default = "default_max_frame")]
     max_frame_bytes: usize,
+    #[serde(default = "default_id_range")]
+    id_range: [u32; 2],
+    #[serde(default = "default_lease_ms")]
+    lease_ms: u64,
+    #[serde(default = "default_id_reuse_delay_ms")]
+    id_reuse_delay_ms: u64,
+    #[serde(default = "default_max_metadata_bytes")]
+    max_metadata_bytes: usize,
+    #[serde(default)]
+    node_type: Vec<RawSubscription>,
+    #[serde(default = "default_log_keep")]
+    log_keep: usize,
 }
+
+/// One entry of `node_type`, as in NebulaBeacon: services of `node_type` are told about
+/// the nodes of the types in `subscribe`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubscription {
+    node_type: String,
+    #[serde(default)]
+    subscribe: Vec<String>,
+}
+
+/// Limits on `lease_ms`: below a second a service's report interval would be a storm; above
+/// an hour a dead service would hold its ID for too long.
+pub const LEASE_MS_RANGE: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
+/// Upper limit on `id_reuse_delay_ms` (a day).
+pub const MAX_ID_REUSE_DELAY_MS: u64 = 86_400_000;
+/// Upper limit on `max_metadata_bytes`.
+pub const MAX_METADATA_LIMIT: usize = 64 * 1024;
 
 fn default_cluster() -> String {
     "default".into()
@@ -122,6 +166,22 @@ fn default_data_dir() -> String {
 }
 fn default_max_frame() -> usize {
     crate::wire::frame::DEFAULT_MAX_FRAME
+}
+fn default_id_range() -> [u32; 2] {
+    let r = IdRange::DEFAULT;
+    [r.first, r.last]
+}
+fn default_lease_ms() -> u64 {
+    10_000
+}
+fn default_id_reuse_delay_ms() -> u64 {
+    30_000
+}
+fn default_max_metadata_bytes() -> usize {
+    1024
+}
+fn default_log_keep() -> usize {
+    10_000
 }
 
 impl Config {
@@ -312,6 +372,77 @@ impl RawConfig {
             ));
         }
 
+        let [first, last] = self.id_range;
+        if first == 0 || first > last {
+            return Err(check.err(
+                "id_range",
+                None,
+                format!("[{first}, {last}] is not a range [first, last] with 1 <= first <= last"),
+            ));
+        }
+        if !LEASE_MS_RANGE.contains(&self.lease_ms) {
+            return Err(check.err(
+                "lease_ms",
+                None,
+                format!(
+                    "{} is out of range {}..={}",
+                    self.lease_ms,
+                    LEASE_MS_RANGE.start(),
+                    LEASE_MS_RANGE.end()
+                ),
+            ));
+        }
+        if self.lease_ms < tick_ms * 3 {
+            return Err(check.err(
+                "lease_ms",
+                None,
+                format!(
+                    "{} is shorter than 3 ticks ({} ms): a lease must outlive a leader failover",
+                    self.lease_ms,
+                    tick_ms * 3
+                ),
+            ));
+        }
+        if self.id_reuse_delay_ms > MAX_ID_REUSE_DELAY_MS {
+            return Err(check.err(
+                "id_reuse_delay_ms",
+                None,
+                format!(
+                    "{} is over the limit of {MAX_ID_REUSE_DELAY_MS}",
+                    self.id_reuse_delay_ms
+                ),
+            ));
+        }
+        if self.max_metadata_bytes > MAX_METADATA_LIMIT {
+            return Err(check.err(
+                "max_metadata_bytes",
+                None,
+                format!(
+                    "{} is over the limit of {MAX_METADATA_LIMIT}",
+                    self.max_metadata_bytes
+                ),
+            ));
+        }
+        if self.log_keep == 0 {
+            return Err(check.err("log_keep", None, "must be at least 1".into()));
+        }
+        let mut subscriptions = BTreeMap::new();
+        for sub in self.node_type {
+            for t in std::iter::once(&sub.node_type).chain(&sub.subscribe) {
+                registry::check_type(t).map_err(|e| check.err("node_type", None, e.to_string()))?;
+            }
+            if subscriptions
+                .insert(sub.node_type.clone(), sub.subscribe)
+                .is_some()
+            {
+                return Err(check.err(
+                    "node_type",
+                    None,
+                    format!("node type `{}` is listed twice", sub.node_type),
+                ));
+            }
+        }
+
         Ok(Config {
             cluster,
             node,
@@ -320,6 +451,12 @@ impl RawConfig {
             data_dir,
             admin,
             max_frame_bytes: self.max_frame_bytes,
+            id_range: IdRange { first, last },
+            lease_ms: self.lease_ms,
+            id_reuse_delay_ms: self.id_reuse_delay_ms,
+            max_metadata_bytes: self.max_metadata_bytes,
+            subscriptions,
+            log_keep: self.log_keep,
         })
     }
 }
@@ -345,6 +482,16 @@ mod tests {
         assert_eq!(c.cluster, "default");
         assert_eq!(c.data_dir, PathBuf::from("data/127.0.0.1_16000"));
         assert_eq!(c.admin, Some("127.0.0.1:16088".parse().unwrap()));
+        assert_eq!(
+            c.id_range,
+            IdRange {
+                first: 1,
+                last: 1023
+            }
+        );
+        assert_eq!((c.lease_ms, c.id_reuse_delay_ms), (10_000, 30_000));
+        assert_eq!(c.max_metadata_bytes, 1024);
+        assert_eq!(c.subscriptions["ACCESS"], vec!["LOGIC", "LOGGER"]);
     }
 
     #[test]
@@ -423,6 +570,27 @@ mod tests {
                 .contains("key `max_frame_bytes`")
         );
         assert!(err("{").contains("EOF while parsing"));
+        assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [5, 2]}"#).contains("key `id_range`"));
+        assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [0, 2]}"#).contains("key `id_range`"));
+        assert!(err(r#"{"node": "127.0.0.1:1", "lease_ms": 10}"#).contains("key `lease_ms`"));
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "tick_ms": 1000, "lease_ms": 2000}"#)
+                .contains("shorter than 3 ticks")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "node_type": [{"node_type": ""}]}"#)
+                .contains("key `node_type`: node_type is empty")
+        );
+        assert!(
+            err(
+                r#"{"node": "127.0.0.1:1", "node_type": [{"node_type": "A"}, {"node_type": "A"}]}"#
+            )
+            .contains("listed twice")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "node_type": [{"node_type": "A", "subscirbe": []}]}"#)
+                .contains("unknown field `subscirbe`")
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! Command codes follow NebulaBeacon: odd numbers are requests, a response is the request's
 //! code plus one, and 113 is the leader-election heartbeat.
 
+pub mod convert;
 pub mod frame;
 
 pub use frame::{FLAG_ERROR, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
@@ -18,14 +19,42 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum Cmd {
     /// Handshake, first frame of every connection (`Hello` / `HelloAck`).
     Hello = 1,
+    /// A service's periodic report, renewing its lease (`NodeReport` / `NodeReportReply`).
+    NodeReport = 101,
+    /// Register a service and get its node ID (`RegisterRequest` / `RegisterReply`).
+    Register = 103,
+    /// Pushed to watchers, one-way: what changed (`NodeNotice`).
+    NodeNotice = 105,
     /// Beacon-to-beacon heartbeat (`Election`), one-way.
     LeaderElection = 113,
+    /// End a registration (`UnregisterRequest` / `UnregisterReply`).
+    Unregister = 115,
+    /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
+    Watch = 117,
     /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
     BeaconStatus = 301,
+    /// Registered services (`NodesRequest` / `NodesReply`).
+    Nodes = 303,
+    /// The node-ID allocator (`IdsRequest` / `IdsReply`).
+    Ids = 305,
+    /// Configured subscriptions (`SubscriptionsRequest` / `SubscriptionsReply`).
+    Subscriptions = 307,
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 3] = [Cmd::Hello, Cmd::LeaderElection, Cmd::BeaconStatus];
+    pub const ALL: [Cmd; 11] = [
+        Cmd::Hello,
+        Cmd::NodeReport,
+        Cmd::Register,
+        Cmd::NodeNotice,
+        Cmd::LeaderElection,
+        Cmd::Unregister,
+        Cmd::Watch,
+        Cmd::BeaconStatus,
+        Cmd::Nodes,
+        Cmd::Ids,
+        Cmd::Subscriptions,
+    ];
 
     pub fn code(self) -> u32 {
         self as u32
@@ -63,10 +92,26 @@ pub enum ErrorCode {
     UnsupportedVersion = 8,
     /// The beacon is shutting down or cannot serve the request right now.
     Unavailable = 9,
+    /// Writes and watches go to the leader; `ErrorReply.leader` names it when known.
+    NotLeader = 10,
+    /// A field of the request is invalid (address, node type, metadata).
+    InvalidRequest = 11,
+    /// Every node ID of the configured range is in use or in quarantine.
+    IdsExhausted = 12,
+    /// The address is registered under another node type.
+    Conflict = 13,
+    /// The reporting service holds no registration: it must stop using its ID.
+    NoLease = 14,
+    /// No registration matches the node ID or address given.
+    UnknownTarget = 15,
+    /// Leadership moved before the write was acknowledged; retry it.
+    LeaderChanged = 16,
+    /// A peer's configuration disagrees with this beacon's (node-ID range).
+    ConfigMismatch = 17,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 9] = [
+    const ALL: [ErrorCode; 17] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -76,6 +121,14 @@ impl ErrorCode {
         ErrorCode::HandshakeRequired,
         ErrorCode::UnsupportedVersion,
         ErrorCode::Unavailable,
+        ErrorCode::NotLeader,
+        ErrorCode::InvalidRequest,
+        ErrorCode::IdsExhausted,
+        ErrorCode::Conflict,
+        ErrorCode::NoLease,
+        ErrorCode::UnknownTarget,
+        ErrorCode::LeaderChanged,
+        ErrorCode::ConfigMismatch,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {
@@ -92,6 +145,17 @@ pub fn response_code(cmd: u32) -> u32 {
 
 /// An error response to request (`cmd`, `seq`).
 pub fn error_frame(cmd: u32, seq: u32, code: ErrorCode, msg: impl Into<String>) -> Frame {
+    error_frame_to(cmd, seq, code, msg, None)
+}
+
+/// An error response naming the leader to ask instead.
+pub fn error_frame_to(
+    cmd: u32,
+    seq: u32,
+    code: ErrorCode,
+    msg: impl Into<String>,
+    leader: Option<std::net::SocketAddr>,
+) -> Frame {
     Frame::new(
         response_code(cmd),
         seq,
@@ -99,7 +163,7 @@ pub fn error_frame(cmd: u32, seq: u32, code: ErrorCode, msg: impl Into<String>) 
         &pb::ErrorReply {
             code: code as u32,
             msg: msg.into(),
-            leader: String::new(),
+            leader: leader.map(|l| l.to_string()).unwrap_or_default(),
         },
     )
 }
