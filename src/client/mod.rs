@@ -1,6 +1,21 @@
-//! Client side of the beacon protocol: connect, handshake, request/response.
+//! Client side of the beacon protocol.
+//!
+//! - [`Client`]: one handshaken connection to one beacon, request/response.
+//! - [`Cluster`]: the cluster's leader, found and followed across failovers (redirects,
+//!   retries), for writes.
+//! - [`Registration`]: a service's registration, kept alive in the background, with a signal
+//!   when its lease is lost so the service stops using its node ID.
+//! - [`Watch`]: the nodes of some types, then every change, resynchronised across failovers.
 //!
 //! Used by `nebcli`, by the integration tests, and by services.
+
+mod cluster;
+mod registration;
+mod watch;
+
+pub use cluster::Cluster;
+pub use registration::{LeaseLost, RegisterOptions, Registration};
+pub use watch::{Watch, WatchEvent};
 
 use std::time::Duration;
 
@@ -31,6 +46,14 @@ pub enum ClientError {
         /// `None` when the code is one this client does not know.
         code: Option<ErrorCode>,
         msg: String,
+        /// With `NotLeader`: the leader to ask instead, when the beacon knows it.
+        leader: Option<String>,
+    },
+    #[error("no leader answered {what} within {waited:?}; last error: {last}")]
+    NoLeader {
+        what: &'static str,
+        waited: Duration,
+        last: Box<ClientError>,
     },
     #[error("beacon at {addr} closed the connection")]
     Closed { addr: String },
@@ -53,7 +76,24 @@ impl ClientError {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ClientError::Refused { code, .. } => *code,
+            ClientError::NoLeader { last, .. } => last.code(),
             _ => None,
+        }
+    }
+
+    /// Whether trying again (at the leader, a moment later) may succeed: the connection
+    /// failed, or the beacon was not the leader or lost leadership meanwhile.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Connect { .. }
+            | ClientError::Timeout { .. }
+            | ClientError::Closed { .. }
+            | ClientError::Frame { .. } => true,
+            ClientError::Refused { code, .. } => matches!(
+                code,
+                Some(ErrorCode::NotLeader | ErrorCode::LeaderChanged | ErrorCode::Unavailable)
+            ),
+            ClientError::Mismatch { .. } | ClientError::NoLeader { .. } => false,
         }
     }
 }
@@ -151,6 +191,111 @@ impl Client {
         .await
     }
 
+    /// Registers a service (leader only).
+    pub async fn register(
+        &mut self,
+        req: &pb::RegisterRequest,
+    ) -> Result<pb::RegisterReply, ClientError> {
+        self.request(Cmd::Register, req, "the registration").await
+    }
+
+    /// Reports a service's load, renewing its lease (leader only).
+    pub async fn report(
+        &mut self,
+        req: &pb::NodeReport,
+    ) -> Result<pb::NodeReportReply, ClientError> {
+        self.request(Cmd::NodeReport, req, "the node report").await
+    }
+
+    /// Ends a registration (leader only).
+    pub async fn unregister(
+        &mut self,
+        req: &pb::UnregisterRequest,
+    ) -> Result<pb::UnregisterReply, ClientError> {
+        self.request(Cmd::Unregister, req, "the unregistration")
+            .await
+    }
+
+    /// The registrations this beacon holds, optionally of one type and one address.
+    pub async fn nodes(
+        &mut self,
+        node_type: &str,
+        addr: &str,
+    ) -> Result<pb::NodesReply, ClientError> {
+        let req = pb::NodesRequest {
+            node_type: node_type.to_owned(),
+            addr: addr.to_owned(),
+        };
+        self.request(Cmd::Nodes, &req, "the nodes request").await
+    }
+
+    /// The node-ID allocator as this beacon sees it.
+    pub async fn ids(&mut self) -> Result<pb::IdsReply, ClientError> {
+        self.request(Cmd::Ids, &pb::IdsRequest {}, "the ids request")
+            .await
+    }
+
+    /// The configured subscriptions, optionally of one type.
+    pub async fn subscriptions(
+        &mut self,
+        node_type: &str,
+    ) -> Result<pb::SubscriptionsReply, ClientError> {
+        let req = pb::SubscriptionsRequest {
+            node_type: node_type.to_owned(),
+        };
+        self.request(Cmd::Subscriptions, &req, "the subscriptions request")
+            .await
+    }
+
+    /// Starts a watch on this connection (leader only): the current nodes of `types`;
+    /// then [`Client::next_notice`] yields every change.
+    pub async fn watch(&mut self, types: &[String]) -> Result<pb::WatchReply, ClientError> {
+        let req = pb::WatchRequest {
+            node_types: types.to_vec(),
+        };
+        self.request(Cmd::Watch, &req, "the watch request").await
+    }
+
+    /// Waits for the next notice of a watch started with [`Client::watch`] (no timeout: a
+    /// quiet cluster sends none). Ends with an error when the beacon ends the watch (it
+    /// stopped leading) or the connection fails.
+    pub async fn next_notice(&mut self) -> Result<pb::NodeNotice, ClientError> {
+        let addr = self.addr.clone();
+        let frame = self
+            .framed
+            .next()
+            .await
+            .ok_or_else(|| ClientError::Closed { addr: addr.clone() })?
+            .map_err(|cause| ClientError::Frame {
+                addr: addr.clone(),
+                cause,
+            })?;
+        let decode_err = |cause| ClientError::Frame {
+            addr: addr.clone(),
+            cause,
+        };
+        if frame.is_error() {
+            let err: pb::ErrorReply = frame.decode().map_err(decode_err)?;
+            return Err(ClientError::Refused {
+                addr,
+                what: "the watch",
+                code: ErrorCode::from_code(err.code),
+                msg: err.msg,
+                leader: Some(err.leader).filter(|l| !l.is_empty()),
+            });
+        }
+        if frame.cmd != Cmd::NodeNotice.code() {
+            return Err(ClientError::Mismatch {
+                addr,
+                sent: Cmd::Watch.code(),
+                sent_seq: 0,
+                got: frame.cmd,
+                got_seq: frame.seq,
+            });
+        }
+        frame.decode().map_err(decode_err)
+    }
+
     /// Sends request `cmd` and waits for its response.
     pub async fn request<Req, Resp>(
         &mut self,
@@ -203,6 +348,7 @@ impl Client {
                 what,
                 code: ErrorCode::from_code(err.code),
                 msg: err.msg,
+                leader: Some(err.leader).filter(|l| !l.is_empty()),
             });
         }
         reply.decode().map_err(decode_err)

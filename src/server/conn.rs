@@ -15,9 +15,13 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
-use super::Shared;
+use tokio::sync::mpsc;
+
 use super::driver::{ConnId, next_conn_id};
+use super::{Shared, service};
 use crate::pb;
+use crate::replication::PeerMessage;
+use crate::wire::convert::message_from_pb;
 use crate::wire::{
     self, Cmd, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec, FrameError, PROTOCOL_VERSION,
 };
@@ -33,26 +37,31 @@ enum Peer {
 }
 
 /// A request that is answered with an error; the connection goes on unless `close`.
-struct Reject {
-    code: ErrorCode,
-    msg: String,
-    close: bool,
+pub(super) struct Reject {
+    pub(super) code: ErrorCode,
+    pub(super) msg: String,
+    pub(super) close: bool,
+    /// The leader to ask instead (with `NotLeader`).
+    pub(super) leader: Option<SocketAddr>,
 }
 
 impl Reject {
-    fn keep(code: ErrorCode, msg: impl Into<String>) -> Self {
+    pub(super) fn keep(code: ErrorCode, msg: impl Into<String>) -> Self {
         Reject {
             code,
             msg: msg.into(),
             close: false,
+            leader: None,
         }
     }
-    fn close(code: ErrorCode, msg: impl Into<String>) -> Self {
+    pub(super) fn close(code: ErrorCode, msg: impl Into<String>) -> Self {
         Reject {
-            code,
-            msg: msg.into(),
             close: true,
+            ..Reject::keep(code, msg)
         }
+    }
+    pub(super) fn with_leader(self, leader: Option<SocketAddr>) -> Self {
+        Reject { leader, ..self }
     }
 }
 
@@ -116,9 +125,9 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
                     debug!(%remote, "cannot answer Hello: {e}");
                     return None;
                 }
-                if let (Peer::Beacon(node), Some(hb)) = (peer, initial) {
+                if let (Peer::Beacon(node), Some(msg)) = (peer, initial) {
                     info!(peer = %node, %remote, "beacon connected");
-                    shared.driver.heartbeat(node, hb).await;
+                    shared.driver.peer_message(node, msg).await;
                 }
                 return Some(peer);
             }
@@ -130,11 +139,11 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
     }
 }
 
-/// Checks a `Hello`; returns who it is, the acknowledgement, and the heartbeat it carried.
+/// Checks a `Hello`; returns who it is, the acknowledgement, and the state it carried.
 fn accept_hello(
     hello: pb::Hello,
     shared: &Shared,
-) -> Result<(Peer, pb::HelloAck, Option<pb::Election>), Reject> {
+) -> Result<(Peer, pb::HelloAck, Option<PeerMessage>), Reject> {
     let config = &shared.config;
     if hello.version != PROTOCOL_VERSION {
         return Err(Reject::close(
@@ -185,12 +194,21 @@ fn accept_hello(
                     ),
                 ));
             }
+            let range = config.id_range;
+            if (hello.id_first, hello.id_last) != (range.first, range.last) {
+                return Err(Reject::close(
+                    ErrorCode::ConfigMismatch,
+                    format!(
+                        "beacon `{node}` allocates node IDs from {}..={} but this beacon from {range}; every beacon of a cluster needs the same `id_range`",
+                        hello.id_first, hello.id_last
+                    ),
+                ));
+            }
+            let initial = message_from_pb(hello.election.unwrap_or_default()).map_err(|e| {
+                Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
+            })?;
             ack.election = Some(shared.current.borrow().clone());
-            Ok((
-                Peer::Beacon(node),
-                ack,
-                Some(hello.election.unwrap_or_default()),
-            ))
+            Ok((Peer::Beacon(node), ack, Some(initial)))
         }
         Ok(pb::Role::Client) => {
             if !hello.cluster.is_empty() && hello.cluster != config.cluster {
@@ -205,15 +223,67 @@ fn accept_hello(
     }
 }
 
+/// A watch this connection holds: notices are pushed as they come.
+struct Watching {
+    /// The `seq` of the watch request, repeated on the error that ends the watch.
+    seq: u32,
+    notices: mpsc::Receiver<pb::NodeNotice>,
+}
+
+async fn next_notice(watching: &mut Option<Watching>) -> Option<pb::NodeNotice> {
+    match watching {
+        Some(w) => w.notices.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared: &Shared) {
+    let mut watching: Option<Watching> = None;
     loop {
         let frame = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
+            notice = next_notice(&mut watching) => {
+                let sent = match notice {
+                    Some(notice) => conn.send(Frame::new(Cmd::NodeNotice.code(), 0, FLAG_ONEWAY, &notice)).await,
+                    None => {
+                        // The driver ended the watch: this beacon stopped leading.
+                        let seq = watching.take().map_or(0, |w| w.seq);
+                        let leader = shared.driver.status().await.and_then(|s| s.leader).and_then(|l| l.parse().ok());
+                        let msg = "this beacon stopped leading: watch again at the leader";
+                        conn.send(wire::error_frame_to(Cmd::Watch.code(), seq, ErrorCode::NotLeader, msg, leader)).await
+                    }
+                };
+                if let Err(e) = sent {
+                    debug!(%remote, "cannot send a notice: {e}");
+                    return;
+                }
+                continue;
+            }
             frame = next_frame(conn, remote) => match frame {
                 Some(frame) => frame,
                 None => return,
             },
         };
+        if frame.cmd == Cmd::Watch.code() {
+            match watch(&frame, shared).await {
+                Ok((reply, notices)) => {
+                    watching = Some(Watching {
+                        seq: frame.seq,
+                        notices,
+                    });
+                    if let Err(e) = conn.send(reply).await {
+                        debug!(%remote, "cannot send reply: {e}");
+                        return;
+                    }
+                }
+                Err(reject) => {
+                    if !reply_error(conn, remote, &frame, reject).await {
+                        return;
+                    }
+                }
+            }
+            continue;
+        }
         match dispatch(&frame, peer, shared).await {
             Ok(None) => {}
             Ok(Some(reply)) => {
@@ -242,10 +312,41 @@ async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Option<F
                     "heartbeats (cmd 113) are accepted from beacons only",
                 ));
             };
-            let hb: pb::Election = frame.decode().map_err(malformed)?;
-            shared.driver.heartbeat(node, hb).await;
+            let msg: pb::Election = frame.decode().map_err(malformed)?;
+            let msg = message_from_pb(msg)
+                .map_err(|e| Reject::keep(ErrorCode::MalformedBody, e.to_string()))?;
+            shared.driver.peer_message(node, msg).await;
             Ok(None)
         }
+        Some(Cmd::Register) => {
+            let req = frame.decode().map_err(malformed)?;
+            reply(frame, &service::register(shared, req).await?)
+        }
+        Some(Cmd::NodeReport) => {
+            let req = frame.decode().map_err(malformed)?;
+            reply(frame, &service::report(shared, req).await?)
+        }
+        Some(Cmd::Unregister) => {
+            let req = frame.decode().map_err(malformed)?;
+            reply(frame, &service::unregister(shared, req).await?)
+        }
+        Some(Cmd::Nodes) => {
+            let req = frame.decode().map_err(malformed)?;
+            reply(frame, &service::nodes(shared, req).await?)
+        }
+        Some(Cmd::Ids) => {
+            let _req: pb::IdsRequest = frame.decode().map_err(malformed)?;
+            reply(frame, &service::ids(shared).await?)
+        }
+        Some(Cmd::Subscriptions) => {
+            let req = frame.decode().map_err(malformed)?;
+            reply(frame, &service::subscriptions(shared, req)?)
+        }
+        Some(Cmd::NodeNotice) => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "node notices (cmd 105) are sent by beacons to watchers, not to beacons",
+        )),
+        Some(Cmd::Watch) => unreachable!("handled by serve_requests"),
         Some(Cmd::BeaconStatus) => {
             let _req: pb::BeaconStatusRequest = frame.decode().map_err(malformed)?;
             let status =
@@ -277,6 +378,35 @@ async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Option<F
     }
 }
 
+fn reply(frame: &Frame, msg: &impl prost::Message) -> Result<Option<Frame>, Reject> {
+    Ok(Some(Frame::new(
+        wire::response_code(frame.cmd),
+        frame.seq,
+        0,
+        msg,
+    )))
+}
+
+/// Starts a watch (leader only): the reply frame with the current set, and the notices.
+async fn watch(
+    frame: &Frame,
+    shared: &Shared,
+) -> Result<(Frame, mpsc::Receiver<pb::NodeNotice>), Reject> {
+    let req: pb::WatchRequest = frame
+        .decode()
+        .map_err(|e| Reject::keep(ErrorCode::MalformedBody, e.to_string()))?;
+    for t in &req.node_types {
+        crate::registry::check_type(t)?;
+    }
+    let (reply, notices) = shared
+        .driver
+        .watch(req.node_types.into_iter().collect())
+        .await
+        .ok_or_else(|| Reject::close(ErrorCode::Unavailable, "beacon is shutting down"))??;
+    let frame = Frame::new(Cmd::Watch.response(), frame.seq, 0, &reply);
+    Ok((frame, notices))
+}
+
 /// The next frame, or `None` when the connection is finished (closed, or its bytes were not
 /// frames; in that case the error was logged and, where possible, answered).
 async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
@@ -298,11 +428,16 @@ async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
 
 /// Answers `frame` with an error. Returns whether the connection goes on.
 async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject: Reject) -> bool {
-    warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = ?reject.code, "request refused: {}", reject.msg);
+    if reject.code == ErrorCode::NotLeader {
+        // Part of normal operation: clients find the leader this way.
+        debug!(%remote, cmd = frame.cmd, seq = frame.seq, "redirected: {}", reject.msg);
+    } else {
+        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = ?reject.code, "request refused: {}", reject.msg);
+    }
     if frame.flags & FLAG_ONEWAY != 0 && !reject.close {
         // The sender expects no answer; the log line is all it gets.
         return true;
     }
-    let reply = wire::error_frame(frame.cmd, frame.seq, reject.code, reject.msg);
+    let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
     conn.send(reply).await.is_ok() && !reject.close
 }

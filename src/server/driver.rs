@@ -1,7 +1,8 @@
-//! The driver task: owns the sans-IO [`Election`], feeds it time, ticks and network events,
-//! and carries out its actions (heartbeats to peer links, term persistence, logs).
+//! The driver task: owns the sans-IO [`Coordinator`], feeds it time, ticks, peer messages and
+//! service requests, and carries out its outputs (messages to peer links, replies to waiting
+//! requests, notices to watchers, term persistence, logs).
 //!
-//! Everything that touches election state goes through this one task's channel, so the
+//! Everything that touches the replicated state goes through this one task's channel, so the
 //! state needs no lock and events are applied in the order they arrived.
 
 use std::collections::{BTreeSet, HashMap};
@@ -16,9 +17,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::config::Config;
+use crate::coordinator::{
+    Coordinator, CoordinatorConfig, Input, Output, Request, RequestError, Response, Token,
+};
 use crate::data_dir::DataDir;
-use crate::election::{Action, Election, Heartbeat, Input};
 use crate::pb;
+use crate::registry::Change;
+use crate::replication::PeerMessage;
+use crate::wire::convert::{message_to_pb, record_to_pb};
 
 /// Identifies one connection with a peer (either direction).
 pub(crate) type ConnId = u64;
@@ -30,22 +36,53 @@ pub(crate) fn next_conn_id() -> ConnId {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
 }
 
+/// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
+const WATCH_QUEUE: usize = 4096;
+
+pub(crate) type RequestReply = oneshot::Sender<Result<Response, RequestError>>;
+/// A watch's initial state and the stream of notices that follows it.
+pub(crate) type WatchStart = (pb::WatchReply, mpsc::Receiver<pb::NodeNotice>);
+
 pub(crate) enum Event {
-    Heartbeat { from: SocketAddr, hb: pb::Election },
-    PeerConnected { peer: SocketAddr, conn: ConnId },
-    PeerDisconnected { peer: SocketAddr, conn: ConnId },
+    Peer {
+        from: SocketAddr,
+        msg: PeerMessage,
+    },
+    PeerConnected {
+        peer: SocketAddr,
+        conn: ConnId,
+    },
+    PeerDisconnected {
+        peer: SocketAddr,
+        conn: ConnId,
+    },
     Status(oneshot::Sender<pb::BeaconStatus>),
+    Request {
+        request: Request,
+        reply: RequestReply,
+    },
+    Nodes {
+        node_type: Option<String>,
+        addr: Option<SocketAddr>,
+        reply: oneshot::Sender<pb::NodesReply>,
+    },
+    Ids(oneshot::Sender<pb::IdsReply>),
+    Watch {
+        types: BTreeSet<String>,
+        reply: oneshot::Sender<Result<WatchStart, RequestError>>,
+    },
 }
 
-/// Cheap handle for talking to the driver task.
+/// Cheap handle for talking to the driver task. Every call returns `None` once the driver
+/// has stopped (shutdown).
 #[derive(Clone)]
 pub(crate) struct DriverHandle {
     tx: mpsc::Sender<Event>,
 }
 
 impl DriverHandle {
-    pub(crate) async fn heartbeat(&self, from: SocketAddr, hb: pb::Election) {
-        let _ = self.tx.send(Event::Heartbeat { from, hb }).await;
+    pub(crate) async fn peer_message(&self, from: SocketAddr, msg: PeerMessage) {
+        let _ = self.tx.send(Event::Peer { from, msg }).await;
     }
 
     pub(crate) async fn peer_connected(&self, peer: SocketAddr, conn: ConnId) {
@@ -56,43 +93,79 @@ impl DriverHandle {
         let _ = self.tx.send(Event::PeerDisconnected { peer, conn }).await;
     }
 
-    /// `None` once the driver has stopped (shutdown).
-    pub(crate) async fn status(&self) -> Option<pb::BeaconStatus> {
+    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Event) -> Option<T> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(Event::Status(tx)).await.ok()?;
+        self.tx.send(event(tx)).await.ok()?;
         rx.await.ok()
     }
-}
 
-pub(crate) fn heartbeat_to_pb(hb: Heartbeat) -> pb::Election {
-    pb::Election {
-        is_leader: i32::from(hb.is_leader),
-        term: hb.term,
-        ..Default::default()
+    pub(crate) async fn status(&self) -> Option<pb::BeaconStatus> {
+        self.ask(Event::Status).await
+    }
+
+    /// Submits a write or a report; the answer comes once it is committed.
+    pub(crate) async fn request(&self, request: Request) -> Option<Result<Response, RequestError>> {
+        self.ask(|reply| Event::Request { request, reply }).await
+    }
+
+    pub(crate) async fn nodes(
+        &self,
+        node_type: Option<String>,
+        addr: Option<SocketAddr>,
+    ) -> Option<pb::NodesReply> {
+        self.ask(|reply| Event::Nodes {
+            node_type,
+            addr,
+            reply,
+        })
+        .await
+    }
+
+    pub(crate) async fn ids(&self) -> Option<pb::IdsReply> {
+        self.ask(Event::Ids).await
+    }
+
+    pub(crate) async fn watch(
+        &self,
+        types: BTreeSet<String>,
+    ) -> Option<Result<WatchStart, RequestError>> {
+        self.ask(|reply| Event::Watch { types, reply }).await
     }
 }
 
-fn heartbeat_from_pb(hb: &pb::Election) -> Heartbeat {
-    Heartbeat {
-        is_leader: hb.is_leader != 0,
-        term: hb.term,
+/// A connection following changes (leader only).
+struct Watcher {
+    /// Types followed; empty follows all.
+    types: BTreeSet<String>,
+    /// The log position its initial set reflects: changes up to it are not sent.
+    from: u64,
+    tx: mpsc::Sender<pb::NodeNotice>,
+}
+
+impl Watcher {
+    fn follows(&self, node_type: &str) -> bool {
+        self.types.is_empty() || self.types.contains(node_type)
     }
 }
 
 pub(crate) struct Driver {
     config: Arc<Config>,
-    election: Election,
+    core: Coordinator,
     data_dir: DataDir,
     stored_term: u64,
-    /// Outgoing heartbeat queues, one per peer link.
-    links: Vec<(SocketAddr, mpsc::Sender<pb::Election>)>,
-    /// The latest heartbeat, read by handshakes.
+    /// Outgoing message queues, one per peer link.
+    links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
+    /// The latest bare heartbeat, read by handshakes.
     current: watch::Sender<pb::Election>,
     /// Open connections with each peer, both directions. A peer is reported down when its
     /// last one closes: either direction carries its state (inbound its heartbeats, outbound
     /// its handshake answer), and a stale connection closing while a newer one is open means
     /// nothing.
     conns: HashMap<SocketAddr, BTreeSet<ConnId>>,
+    /// Requests waiting for their entry to commit.
+    waiting: HashMap<Token, RequestReply>,
+    next_token: Token,
+    watchers: Vec<Watcher>,
     started: Instant,
     rx: mpsc::Receiver<Event>,
 }
@@ -103,20 +176,32 @@ impl Driver {
         config: Arc<Config>,
         data_dir: DataDir,
         stored_term: u64,
-        links: Vec<(SocketAddr, mpsc::Sender<pb::Election>)>,
+        links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
     ) -> (Driver, DriverHandle, watch::Receiver<pb::Election>) {
-        let election =
-            Election::with_term(config.node, config.beacons.iter().copied(), stored_term);
-        let (current, current_rx) = watch::channel(heartbeat_to_pb(election.heartbeat()));
-        let (tx, rx) = mpsc::channel(1024);
+        let core = Coordinator::new(CoordinatorConfig {
+            me: config.node,
+            beacons: config.beacons.clone(),
+            tick_ms: config.tick_ms,
+            id_range: config.id_range,
+            lease_ms: config.lease_ms,
+            id_reuse_delay_ms: config.id_reuse_delay_ms,
+            subscriptions: config.subscriptions.clone(),
+            log_keep: config.log_keep,
+            stored_term,
+        });
+        let (current, current_rx) = watch::channel(message_to_pb(&core.greeting()));
+        let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
             config,
-            election,
+            core,
             data_dir,
             stored_term,
             links,
             current,
             conns: HashMap::new(),
+            waiting: HashMap::new(),
+            next_token: 1,
+            watchers: Vec::new(),
             started: Instant::now(),
             rx,
         };
@@ -128,8 +213,11 @@ impl Driver {
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
-        if self.election.is_leader() {
-            info!(term = self.election.term(), "configured alone: leading");
+        if self.core.is_leader() {
+            info!(
+                term = self.core.election().term(),
+                "configured alone: leading"
+            );
         }
         // A term taken at construction (a lone beacon leads at once) is stored before anyone
         // can hear it.
@@ -140,11 +228,7 @@ impl Driver {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = ticks.tick() => {
-                    let now = self.now();
-                    let actions = self.election.tick(now);
-                    self.apply(actions);
-                }
+                _ = ticks.tick() => self.step(Input::Tick),
                 event = self.rx.recv() => match event {
                     Some(event) => self.handle(event),
                     None => break,
@@ -157,16 +241,7 @@ impl Driver {
     fn handle(&mut self, event: Event) {
         let now = self.now();
         match event {
-            Event::Heartbeat { from, hb } => {
-                let input = Input::Heartbeat {
-                    from,
-                    hb: heartbeat_from_pb(&hb),
-                };
-                match self.election.step(now, input) {
-                    Ok(actions) => self.apply(actions),
-                    Err(e) => warn!(peer = %from, "heartbeat ignored: {e}"),
-                }
-            }
+            Event::Peer { from, msg } => self.step(Input::Peer { from, msg }),
             Event::PeerConnected { peer, conn } => {
                 self.conns.entry(peer).or_default().insert(conn);
             }
@@ -174,22 +249,144 @@ impl Driver {
                 let open = self.conns.entry(peer).or_default();
                 if open.remove(&conn) && open.is_empty() {
                     info!(%peer, "last connection with peer closed: re-checking the leader now");
-                    let actions = self
-                        .election
-                        .step(now, Input::PeerDown { peer })
-                        .expect("peer down never fails");
-                    self.apply(actions);
+                    self.step(Input::PeerDown { peer });
                 }
             }
             Event::Status(reply) => {
                 let _ = reply.send(self.status(now));
             }
+            Event::Request { request, reply } => {
+                let token = self.next_token;
+                self.next_token += 1;
+                self.waiting.insert(token, reply);
+                self.step(Input::Request { token, request });
+            }
+            Event::Nodes {
+                node_type,
+                addr,
+                reply,
+            } => {
+                let _ = reply.send(self.nodes(now, node_type.as_deref(), addr));
+            }
+            Event::Ids(reply) => {
+                let _ = reply.send(self.ids());
+            }
+            Event::Watch { types, reply } => {
+                let _ = reply.send(self.watch(types));
+            }
         }
+    }
+
+    /// Feeds one input to the core and carries out what it says.
+    fn step(&mut self, input: Input) {
+        let now = self.now();
+        let outputs = self.core.step(now, input);
+        // A new term is stored before any message can announce it.
+        self.persist_term();
+        for output in outputs {
+            match output {
+                Output::Send { to, msg } => self.send(to, &msg),
+                Output::Reply { token, result } => {
+                    if let Some(reply) = self.waiting.remove(&token) {
+                        let _ = reply.send(result);
+                    }
+                }
+                Output::Committed(changes) => self.publish(changes),
+                Output::LeaderChanged { leader, term } => self.leader_changed(leader, term),
+                Output::Notice(msg) => info!("{msg}"),
+            }
+        }
+        if !self.core.is_leader() && !self.watchers.is_empty() {
+            // Closing their channels tells each watcher to follow the new leader.
+            info!(
+                watchers = self.watchers.len(),
+                "no longer leading: watchers must resubscribe with the leader"
+            );
+            self.watchers.clear();
+        }
+        self.current
+            .send_replace(message_to_pb(&self.core.greeting()));
+    }
+
+    fn send(&self, to: SocketAddr, msg: &PeerMessage) {
+        let Some(link) = self.links.get(&to) else {
+            return;
+        };
+        if link.try_send(message_to_pb(msg)).is_err() {
+            // The leader resends what was lost on its next tick.
+            debug!(peer = %to, "message dropped: link busy or down");
+        }
+    }
+
+    fn leader_changed(&self, leader: Option<SocketAddr>, term: u64) {
+        match leader {
+            Some(l) if l == self.config.node => info!(term, "this beacon is now the leader"),
+            Some(l) => info!(leader = %l, term, "following leader"),
+            None => warn!(
+                term,
+                "no leader online; waiting for the first online beacon to take over"
+            ),
+        }
+    }
+
+    /// Sends each committed change once to every watcher that follows its type.
+    fn publish(&mut self, changes: Vec<(u64, Change)>) {
+        for (index, change) in changes {
+            let mut notice = pb::NodeNotice {
+                index,
+                ..Default::default()
+            };
+            let info = record_to_pb(change.record());
+            match &change {
+                Change::Added(_) => notice.add_nodes.push(info),
+                Change::Updated(_) => notice.update_nodes.push(info),
+                Change::Removed(_) => notice.del_nodes.push(info),
+            }
+            let node_type = &change.record().node_type;
+            self.watchers.retain(|w| {
+                if index <= w.from || !w.follows(node_type) {
+                    return !w.tx.is_closed();
+                }
+                match w.tx.try_send(notice.clone()) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        warn!("a watcher fell {WATCH_QUEUE} notices behind: dropped (it resyncs)");
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            });
+        }
+    }
+
+    /// Starts a watch: the current nodes of `types` as of the last log position, then every
+    /// change after it. Changes up to that position are already in the initial set, so none
+    /// is told twice.
+    fn watch(&mut self, types: BTreeSet<String>) -> Result<WatchStart, RequestError> {
+        if !self.core.is_leader() {
+            return Err(RequestError::NotLeader {
+                leader: self.core.election().leader(),
+            });
+        }
+        let (tx, rx) = mpsc::channel(WATCH_QUEUE);
+        // Changes are published when committed, in log order; the initial set reflects every
+        // entry applied so far, so this watcher skips changes up to the last position.
+        let from = self.core.position().index;
+        let watcher = Watcher { types, from, tx };
+        let nodes = self
+            .core
+            .registry()
+            .nodes()
+            .filter(|r| watcher.follows(&r.node_type))
+            .map(record_to_pb)
+            .collect();
+        self.watchers.push(watcher);
+        Ok((pb::WatchReply { index: from, nodes }, rx))
     }
 
     /// Stores a new term before any heartbeat can announce it.
     fn persist_term(&mut self) {
-        let term = self.election.max_seen_term();
+        let term = self.core.election().max_seen_term();
         if term == self.stored_term {
             return;
         }
@@ -201,43 +398,16 @@ impl Driver {
         }
     }
 
-    fn apply(&mut self, actions: Vec<Action>) {
-        self.persist_term();
-        for action in actions {
-            match action {
-                Action::Broadcast(hb) => {
-                    let msg = heartbeat_to_pb(hb);
-                    self.current.send_replace(msg.clone());
-                    for (peer, link) in &self.links {
-                        if link.try_send(msg.clone()).is_err() {
-                            debug!(%peer, "heartbeat dropped: link busy or down");
-                        }
-                    }
-                }
-                Action::LeaderChanged { leader, term } => match leader {
-                    Some(l) if l == self.config.node => {
-                        info!(term, "this beacon is now the leader")
-                    }
-                    Some(l) => info!(leader = %l, term, "following leader"),
-                    None => warn!(
-                        term,
-                        "no leader online; waiting for the first online beacon to take over"
-                    ),
-                },
-            }
-        }
-    }
-
     fn status(&self, now: u64) -> pb::BeaconStatus {
+        let election = self.core.election();
         pb::BeaconStatus {
             node: self.config.node.to_string(),
             cluster: self.config.cluster.clone(),
-            term: self.election.term(),
-            leader: self.election.leader().map(|l| l.to_string()),
+            term: election.term(),
+            leader: election.leader().map(|l| l.to_string()),
             tick_ms: self.config.tick_ms,
             uptime_ms: now,
-            beacons: self
-                .election
+            beacons: election
                 .view(now)
                 .into_iter()
                 .map(|v| pb::BeaconEntry {
@@ -249,6 +419,48 @@ impl Driver {
                     is_self: v.is_self,
                 })
                 .collect(),
+        }
+    }
+
+    fn nodes(&self, now: u64, node_type: Option<&str>, addr: Option<SocketAddr>) -> pb::NodesReply {
+        pb::NodesReply {
+            node: self.config.node.to_string(),
+            is_leader: self.core.is_leader(),
+            index: self.core.position().index,
+            nodes: self
+                .core
+                .nodes(now, node_type, addr)
+                .into_iter()
+                .map(|v| {
+                    let (report, workers) = match v.report {
+                        Some((node, workers)) => (Some(node), workers),
+                        None => (None, Vec::new()),
+                    };
+                    pb::NodeEntry {
+                        node: Some(record_to_pb(&v.record)),
+                        is_online: v.is_online,
+                        last_seen_ms: v.last_seen_ms,
+                        report,
+                        workers,
+                        quarantine_ms: v.quarantine_ms,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn ids(&self) -> pb::IdsReply {
+        let registry = self.core.registry();
+        let range = registry.range();
+        let mut quarantined: Vec<u32> = registry.quarantined().map(|t| t.record.node_id).collect();
+        quarantined.sort_unstable();
+        pb::IdsReply {
+            first: range.first,
+            last: range.last,
+            last_node_id: registry.last_node_id(),
+            in_use: registry.len() as u32,
+            quarantined,
+            index: self.core.position().index,
         }
     }
 }

@@ -5,7 +5,9 @@ mod admin;
 mod conn;
 mod driver;
 mod peer;
+mod service;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,8 +26,9 @@ use driver::{Driver, DriverHandle};
 
 /// How long shutdown waits for connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Queued heartbeats per peer link; older ones are useless, so the queue is short.
-const LINK_QUEUE: usize = 16;
+/// Queued messages per peer link. Each carries entries the peer lacks; one that does not fit
+/// is resent on the leader's next tick, so the queue only needs to absorb a burst of writes.
+const LINK_QUEUE: usize = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -116,10 +119,10 @@ impl Server {
         let tracker = TaskTracker::new();
 
         let mut link_rxs = Vec::new();
-        let mut links = Vec::new();
+        let mut links = HashMap::new();
         for peer in config.beacons.iter().copied().filter(|b| *b != config.node) {
             let (tx, rx) = mpsc::channel(LINK_QUEUE);
-            links.push((peer, tx));
+            links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
         let (driver, handle, current) = Driver::new(config.clone(), data_dir, stored_term, links);

@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use super::Shared;
 use super::driver::{ConnId, next_conn_id};
 use crate::pb;
+use crate::wire::convert::message_from_pb;
 use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
@@ -112,7 +113,8 @@ async fn connect(
         node: shared.config.node.to_string(),
         version: PROTOCOL_VERSION,
         election: Some(shared.current.borrow().clone()),
-        ..Default::default()
+        id_first: shared.config.id_range.first,
+        id_last: shared.config.id_range.last,
     };
     let exchange = async {
         conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
@@ -136,10 +138,9 @@ async fn connect(
     }
     let id = next_conn_id();
     shared.driver.peer_connected(peer, id).await;
-    shared
-        .driver
-        .heartbeat(peer, ack.election.unwrap_or_default())
-        .await;
+    let state = message_from_pb(ack.election.unwrap_or_default())
+        .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
+    shared.driver.peer_message(peer, state).await;
     Ok((conn, id))
 }
 

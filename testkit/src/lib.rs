@@ -143,12 +143,32 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(bin: &Path, ports: &[u16], tick_ms: u64, cluster: &str) -> Cluster {
+        Cluster::start_with(bin, ports, tick_ms, cluster, "{}")
+    }
+
+    /// Like [`Cluster::start`], with extra configuration keys (a JSON object, e.g.
+    /// `{"lease_ms": 3000}`) in each beacon's config file.
+    pub fn start_with(
+        bin: &Path,
+        ports: &[u16],
+        tick_ms: u64,
+        cluster: &str,
+        config: &str,
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
         let beacons = ports
             .iter()
             .map(|p| {
+                let mut keys: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(config).expect("config keys are a JSON object");
+                keys.insert("node".into(), addr(*p).to_string().into());
+                let file = dir.path().join(format!("beacon-{p}.json"));
+                std::fs::write(&file, serde_json::Value::Object(keys).to_string())
+                    .expect("write config");
                 let args = vec![
+                    "--config".into(),
+                    file.display().to_string(),
                     "--listen".into(),
                     addr(*p).to_string(),
                     "--peers".into(),
@@ -233,6 +253,17 @@ where
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// `addr`'s registrations (what `nebcli --json show nodes` prints), or `None` if it cannot
+/// be asked.
+pub async fn nodes(addr: SocketAddr) -> Option<pb::NodesReply> {
+    let opts = ConnectOptions {
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    };
+    let mut client = Client::connect(&addr.to_string(), &opts).await.ok()?;
+    client.nodes("", "").await.ok()
 }
 
 /// The row for `node` in `status`.

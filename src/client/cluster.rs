@@ -1,0 +1,175 @@
+//! Finding and following the leader.
+//!
+//! Writes and watches are served by the leader alone. A [`Cluster`] keeps one connection,
+//! to the beacon it believes leads; when a beacon answers "not the leader" it follows the
+//! hint in the answer, and when a beacon is down or no leader is known yet (an election is
+//! under way) it tries the next beacon after a short pause, until `retry_for` has passed.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Client, ClientError, ConnectOptions};
+use crate::pb;
+use crate::wire::Cmd;
+
+/// Pause between rounds over the beacon list while no leader answers.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// The leader of a cluster, reached through any of its beacons.
+#[derive(Debug)]
+pub struct Cluster {
+    beacons: Vec<String>,
+    opts: ConnectOptions,
+    /// How long one call keeps looking for a leader before it gives up.
+    retry_for: Duration,
+    conn: Option<Client>,
+    /// Where to try next: a leader named by a beacon, else the next beacon of the list.
+    hint: Option<String>,
+    next: usize,
+}
+
+impl Cluster {
+    /// A cluster reached through `beacons` (`ip:port` of any of its beacons). Nothing is
+    /// dialled until the first call.
+    pub fn new(beacons: Vec<String>, opts: ConnectOptions, retry_for: Duration) -> Cluster {
+        Cluster {
+            beacons,
+            opts,
+            retry_for,
+            conn: None,
+            hint: None,
+            next: 0,
+        }
+    }
+
+    pub fn beacons(&self) -> &[String] {
+        &self.beacons
+    }
+
+    /// Replaces the beacon list (a registration reply carries the cluster's full list).
+    pub fn set_beacons(&mut self, beacons: Vec<String>) {
+        if !beacons.is_empty() {
+            self.beacons = beacons;
+        }
+    }
+
+    /// The beacon the current connection goes to, if any.
+    pub fn connected_to(&self) -> Option<&str> {
+        self.conn.as_ref().map(|c| c.addr())
+    }
+
+    /// A connection to the leader, as far as anyone knows: the open one, else a fresh one
+    /// to the hinted leader or the next beacon.
+    async fn connection(&mut self) -> Result<&mut Client, ClientError> {
+        if self.conn.is_none() {
+            let addr = match self.hint.take() {
+                Some(h) => h,
+                None => {
+                    let addr = self.beacons[self.next % self.beacons.len()].clone();
+                    self.next += 1;
+                    addr
+                }
+            };
+            self.conn = Some(Client::connect(&addr, &self.opts).await?);
+        }
+        Ok(self.conn.as_mut().expect("connected"))
+    }
+
+    /// Sends `req` to the leader and returns its answer, following redirects and riding out
+    /// elections for up to `retry_for`. Errors that another attempt cannot fix (invalid
+    /// request, IDs exhausted) are returned at once.
+    pub async fn call<Req, Resp>(
+        &mut self,
+        cmd: Cmd,
+        req: &Req,
+        what: &'static str,
+    ) -> Result<Resp, ClientError>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let mut retry = Retry::new();
+        loop {
+            let result = match self.connection().await {
+                Ok(conn) => conn.request(cmd, req, what).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(resp) => return Ok(resp),
+                Err(e) => self.failed(&mut retry, e, what).await?,
+            }
+        }
+    }
+
+    /// Starts a watch at the leader and takes the connection, which the watch holds.
+    pub(crate) async fn watch(
+        &mut self,
+        types: &[String],
+    ) -> Result<(Client, pb::WatchReply), ClientError> {
+        let what = "the watch request";
+        let mut retry = Retry::new();
+        loop {
+            let result = match self.connection().await {
+                Ok(conn) => conn.watch(types).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(reply) => return Ok((self.conn.take().expect("connected"), reply)),
+                Err(e) => self.failed(&mut retry, e, what).await?,
+            }
+        }
+    }
+
+    /// After a failed attempt: drops the connection, notes a leader hint, and either returns
+    /// the error for good (not retryable, or `retry_for` has passed) or pauses when a whole
+    /// round over the beacons found no leader.
+    async fn failed(
+        &mut self,
+        retry: &mut Retry,
+        err: ClientError,
+        what: &'static str,
+    ) -> Result<(), ClientError> {
+        if !err.is_retryable() {
+            return Err(err);
+        }
+        self.conn = None;
+        if let ClientError::Refused {
+            leader: Some(l), ..
+        } = &err
+        {
+            self.hint = Some(l.clone());
+        }
+        if retry.started.elapsed() >= self.retry_for {
+            return Err(ClientError::NoLeader {
+                what,
+                waited: retry.started.elapsed(),
+                last: Box::new(err),
+            });
+        }
+        retry.tried += 1;
+        // One more than the list, so that following a redirect does not count as a round.
+        if retry.tried > self.beacons.len() {
+            // No leader answered in a whole round: give the election a moment.
+            retry.tried = 0;
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+        Ok(())
+    }
+}
+
+/// One call's attempts.
+struct Retry {
+    started: Instant,
+    /// Attempts since the last pause.
+    tried: usize,
+}
+
+impl Retry {
+    fn new() -> Retry {
+        Retry {
+            started: Instant::now(),
+            tried: 0,
+        }
+    }
+}

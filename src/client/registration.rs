@@ -1,0 +1,275 @@
+//! A service's registration, kept alive in the background.
+//!
+//! [`Registration::register`] gets a node ID from the leader; a background task then reports
+//! to the leader (following it across failovers) several times per lease. The service learns
+//! through [`Registration::lease_lost`] the moment it must stop using its ID:
+//!
+//! - the leader says the registration is gone (it expired or was unregistered), or
+//! - no leader has confirmed the lease for a whole lease period. The leader counts a lease
+//!   from when it *received* a report, which is after the service sent it, so the service
+//!   gives up no later than the leader does, and the ID then sits in quarantine
+//!   (`id_reuse_delay_ms`) before anyone else can get it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{ClientError, Cluster, ConnectOptions};
+use crate::pb;
+use crate::wire::{Cmd, ErrorCode};
+
+/// What to register.
+#[derive(Debug, Clone)]
+pub struct RegisterOptions {
+    pub node_type: String,
+    /// The `ip:port` the service serves on.
+    pub addr: SocketAddr,
+    pub access_addr: Option<SocketAddr>,
+    pub worker_num: u32,
+    /// A JSON object, or empty.
+    pub metadata: String,
+    /// How to reach beacons.
+    pub connect: ConnectOptions,
+    /// How long a call keeps looking for a leader (during a failover) before giving up.
+    pub retry_for: Duration,
+}
+
+impl RegisterOptions {
+    pub fn new(node_type: impl Into<String>, addr: SocketAddr) -> RegisterOptions {
+        RegisterOptions {
+            node_type: node_type.into(),
+            addr,
+            access_addr: None,
+            worker_num: 0,
+            metadata: String::new(),
+            connect: ConnectOptions::default(),
+            retry_for: Duration::from_secs(10),
+        }
+    }
+
+    fn request(&self) -> pb::RegisterRequest {
+        pb::RegisterRequest {
+            node_type: self.node_type.clone(),
+            addr: self.addr.to_string(),
+            access_addr: self.access_addr.map(|a| a.to_string()).unwrap_or_default(),
+            worker_num: self.worker_num,
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
+/// Why a registration ended without the service asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseLost {
+    /// The leader no longer holds the registration (expired, or unregistered elsewhere).
+    Revoked(String),
+    /// No leader confirmed the lease within a lease period.
+    Unconfirmed { for_ms: u64, last_error: String },
+}
+
+impl std::fmt::Display for LeaseLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseLost::Revoked(why) => write!(f, "registration revoked: {why}"),
+            LeaseLost::Unconfirmed { for_ms, last_error } => write!(
+                f,
+                "no leader confirmed the lease for {for_ms} ms (last error: {last_error})"
+            ),
+        }
+    }
+}
+
+/// A live registration. Dropping it stops the keepalive (the lease then runs out); call
+/// [`Registration::unregister`] to free the ID at once.
+pub struct Registration {
+    reply: pb::RegisterReply,
+    node: pb::NodeInfo,
+    lost: watch::Receiver<Option<LeaseLost>>,
+    load: watch::Sender<(pb::LoadStats, Vec<pb::LoadStats>)>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<Cluster>>,
+}
+
+impl Registration {
+    /// Registers with the leader of the cluster reached through `beacons` and starts the
+    /// keepalive. Registering an address that is already live returns its ID.
+    pub async fn register(
+        beacons: Vec<String>,
+        opts: RegisterOptions,
+    ) -> Result<Registration, ClientError> {
+        let mut cluster = Cluster::new(beacons, opts.connect.clone(), opts.retry_for);
+        let reply: pb::RegisterReply = cluster
+            .call(Cmd::Register, &opts.request(), "the registration")
+            .await?;
+        let node = reply.node.clone().unwrap_or_default();
+        cluster.set_beacons(reply.beacons.clone());
+        let (lost_tx, lost) = watch::channel(None);
+        let (load, load_rx) = watch::channel(Default::default());
+        let stop = CancellationToken::new();
+        let keepalive = Keepalive {
+            cluster,
+            node_id: node.node_id,
+            addr: opts.addr,
+            lease: Duration::from_millis(reply.lease_ms.max(1)),
+            lost: lost_tx,
+            load: load_rx,
+        };
+        let task = tokio::spawn(keepalive.run(stop.clone()));
+        Ok(Registration {
+            reply,
+            node,
+            lost,
+            load,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    pub fn node_id(&self) -> u32 {
+        self.node.node_id
+    }
+
+    /// The registration as the leader stored it.
+    pub fn node(&self) -> &pb::NodeInfo {
+        &self.node
+    }
+
+    /// The fencing token of this registration: (term, index) of its log entry. A later holder
+    /// of the same ID always has a larger one.
+    pub fn fencing_token(&self) -> (u64, u64) {
+        (self.node.term, self.node.index)
+    }
+
+    /// The leader's whole answer (lease, beacons, subscriptions).
+    pub fn reply(&self) -> &pb::RegisterReply {
+        &self.reply
+    }
+
+    /// Node types this service's type subscribes to.
+    pub fn subscribe(&self) -> &[String] {
+        &self.reply.subscribe
+    }
+
+    /// Whether the lease still holds, as far as this service knows.
+    pub fn is_live(&self) -> bool {
+        self.lost.borrow().is_none()
+    }
+
+    /// A receiver that changes to `Some` when the lease is lost; `.changed()` wakes then.
+    pub fn lease_lost(&self) -> watch::Receiver<Option<LeaseLost>> {
+        self.lost.clone()
+    }
+
+    /// Waits until the lease is lost.
+    pub async fn lost(&self) -> LeaseLost {
+        let mut rx = self.lost.clone();
+        let lost = rx
+            .wait_for(Option::is_some)
+            .await
+            .map(|v| v.clone())
+            .ok()
+            .flatten();
+        lost.unwrap_or_else(|| LeaseLost::Revoked("keepalive stopped".into()))
+    }
+
+    /// Sets the load and counters sent with the next reports (the seed's node report).
+    pub fn set_load(&self, node: pb::LoadStats, workers: Vec<pb::LoadStats>) {
+        self.load.send_replace((node, workers));
+    }
+
+    /// Stops the keepalive and frees the ID at the leader.
+    pub async fn unregister(mut self) -> Result<pb::NodeInfo, ClientError> {
+        self.stop.cancel();
+        let mut cluster = match self.task.take() {
+            Some(task) => task.await.expect("keepalive task does not panic"),
+            None => unreachable!("the task is taken only here"),
+        };
+        let req = pb::UnregisterRequest {
+            node_id: self.node.node_id,
+            addr: String::new(),
+        };
+        let reply: pb::UnregisterReply = cluster
+            .call(Cmd::Unregister, &req, "the unregistration")
+            .await?;
+        Ok(reply.node.unwrap_or_default())
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+struct Keepalive {
+    cluster: Cluster,
+    node_id: u32,
+    addr: SocketAddr,
+    lease: Duration,
+    lost: watch::Sender<Option<LeaseLost>>,
+    load: watch::Receiver<(pb::LoadStats, Vec<pb::LoadStats>)>,
+}
+
+impl Keepalive {
+    /// Reports four times per lease until stopped or the lease is lost; returns the cluster
+    /// connection for a final unregister.
+    async fn run(mut self, stop: CancellationToken) -> Cluster {
+        let every = (self.lease / 4).max(Duration::from_millis(50));
+        // The lease was confirmed by the registration itself, just now.
+        let mut confirmed_at = Instant::now();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return self.cluster,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let sent_at = Instant::now();
+            let deadline = confirmed_at + self.lease;
+            let remaining = deadline.saturating_duration_since(sent_at);
+            let report = self.report();
+            let attempt = tokio::select! {
+                _ = stop.cancelled() => return self.cluster,
+                r = tokio::time::timeout(remaining, self.cluster.call::<_, pb::NodeReportReply>(
+                    Cmd::NodeReport, &report, "the node report")) => r,
+            };
+            let error = match attempt {
+                Ok(Ok(_)) => {
+                    confirmed_at = sent_at;
+                    continue;
+                }
+                Ok(Err(e)) if e.code() == Some(ErrorCode::NoLease) => {
+                    self.lose(LeaseLost::Revoked(e.to_string()));
+                    return self.cluster;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "no answer before the lease ran out".to_owned(),
+            };
+            if Instant::now() >= deadline {
+                self.lose(LeaseLost::Unconfirmed {
+                    for_ms: confirmed_at.elapsed().as_millis() as u64,
+                    last_error: error,
+                });
+                return self.cluster;
+            }
+            tracing::debug!(node_id = self.node_id, "report failed, retrying: {error}");
+        }
+    }
+
+    fn report(&self) -> pb::NodeReport {
+        let (node, worker) = self.load.borrow().clone();
+        pb::NodeReport {
+            node_id: self.node_id,
+            addr: self.addr.to_string(),
+            node: Some(node),
+            worker,
+        }
+    }
+
+    fn lose(&self, why: LeaseLost) {
+        tracing::warn!(node_id = self.node_id, "lease lost: {why}");
+        self.lost.send_replace(Some(why));
+    }
+}

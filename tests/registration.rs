@@ -1,0 +1,590 @@
+//! Services against real beacon processes: registration, uniqueness under concurrency and
+//! leader kills, replication to every beacon, leases, quarantine, watches, bad input.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use beacon::client::{
+    Client, ClientError, Cluster as Leader, ConnectOptions, LeaseLost, RegisterOptions,
+    Registration, Watch, WatchEvent,
+};
+use beacon::pb;
+use beacon::wire::{Cmd, ErrorCode};
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    }
+}
+
+fn addrs(c: &Cluster) -> Vec<SocketAddr> {
+    c.beacons.iter().map(|b| b.addr).collect()
+}
+
+fn beacon_list(c: &Cluster) -> Vec<String> {
+    addrs(c).iter().map(|a| a.to_string()).collect()
+}
+
+fn service(i: usize) -> SocketAddr {
+    SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8 + 1], 7000))
+}
+
+fn register_req(node_type: &str, addr: SocketAddr) -> pb::RegisterRequest {
+    pb::RegisterRequest {
+        node_type: node_type.into(),
+        addr: addr.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Registers service `i` through `leader`, riding out failovers.
+async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::NodeInfo {
+    let reply: pb::RegisterReply = leader
+        .call(
+            Cmd::Register,
+            &register_req(node_type, service(i)),
+            "register",
+        )
+        .await
+        .unwrap_or_else(|e| panic!("registration {i}: {e}"));
+    reply.node.expect("the reply carries the node")
+}
+
+async fn start(ports: usize, config: &str) -> Cluster {
+    let c = Cluster::start_with(BEACON.as_ref(), &free_ports(ports), TICK_MS, "reg", config);
+    let all = addrs(&c);
+    eventually(Duration::from_secs(10), || agreed_leader(&all))
+        .await
+        .unwrap_or_else(|| panic!("no leader\n{}", c.logs()));
+    c
+}
+
+/// (node_id, addr) of every live registration `addr` holds.
+async fn live_set(addr: SocketAddr) -> Option<BTreeSet<(u32, String)>> {
+    let reply = nodes(addr).await?;
+    Some(
+        reply
+            .nodes
+            .into_iter()
+            .filter(|e| e.is_online)
+            .filter_map(|e| e.node)
+            .map(|n| (n.node_id, n.addr))
+            .collect(),
+    )
+}
+
+/// Waits until every beacon of `addrs` holds exactly `expected`.
+async fn assert_replicated(c: &Cluster, addrs: &[SocketAddr], expected: &BTreeSet<(u32, String)>) {
+    for a in addrs {
+        let same = eventually(Duration::from_secs(10), || async {
+            live_set(*a).await.filter(|s| s == expected)
+        })
+        .await;
+        if same.is_none() {
+            let got = live_set(*a).await.unwrap_or_default();
+            panic!(
+                "beacon {a} holds {} registrations, expected {}; missing {:?}, extra {:?}\n{}",
+                got.len(),
+                expected.len(),
+                expected.difference(&got).take(5).collect::<Vec<_>>(),
+                got.difference(expected).take(5).collect::<Vec<_>>(),
+                c.logs()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_registrations_are_unique_and_on_every_beacon() {
+    let c = start(3, r#"{"lease_ms": 60000}"#).await;
+    let beacons = beacon_list(&c);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for client in 0..16 {
+        // Clients enter through every beacon: followers redirect them to the leader.
+        let entry = vec![beacons[client % beacons.len()].clone()];
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut leader = Leader::new(entry, opts(), Duration::from_secs(10));
+            let mut got = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= 1000 {
+                    return got;
+                }
+                let reply: pb::RegisterReply = leader
+                    .call(
+                        Cmd::Register,
+                        &register_req("LOGIC", service(i)),
+                        "register",
+                    )
+                    .await
+                    .unwrap();
+                let node = reply.node.unwrap();
+                assert_eq!(node.addr, service(i).to_string());
+                assert_eq!(reply.beacons.len(), 3, "the reply lists every beacon");
+                assert_eq!(reply.lease_ms, 60000);
+                got.push((node.node_id, node.addr));
+            }
+        }));
+    }
+    let mut acked = Vec::new();
+    for t in tasks {
+        acked.extend(t.await.unwrap());
+    }
+    assert_eq!(acked.len(), 1000);
+    let ids: BTreeSet<u32> = acked.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), 1000, "every acknowledged ID is distinct");
+    assert!(ids.iter().all(|id| (1..=1023).contains(id)));
+    let expected: BTreeSet<(u32, String)> = acked.into_iter().collect();
+    assert_replicated(&c, &addrs(&c), &expected).await;
+
+    // The allocator agrees everywhere too.
+    for a in addrs(&c) {
+        let mut client = Client::connect(&a.to_string(), &opts()).await.unwrap();
+        let ids = client.ids().await.unwrap();
+        assert_eq!((ids.in_use, ids.last_node_id), (1000, 1000), "at {a}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_mid_run_duplicates_and_loses_nothing() {
+    let mut c = start(3, r#"{"lease_ms": 60000}"#).await;
+    let beacons = beacon_list(&c);
+    let next = Arc::new(AtomicUsize::new(0));
+    let acked_count = Arc::new(AtomicUsize::new(0));
+    const TOTAL: usize = 600;
+    let mut tasks = Vec::new();
+    for client in 0..8 {
+        let mut list = beacons.clone();
+        list.rotate_left(client % 3);
+        let next = next.clone();
+        let acked_count = acked_count.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut leader = Leader::new(list, opts(), Duration::from_secs(15));
+            let mut got = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= TOTAL {
+                    return got;
+                }
+                // Retried across the failover by the client; re-registering the same address
+                // is safe, so an unknown outcome is retried until acknowledged.
+                let node = register(&mut leader, "LOGIC", i).await;
+                got.push((node.node_id, service(i).to_string()));
+                acked_count.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    // Kill the leader (the first beacon) once a third is acknowledged.
+    let waited = eventually(Duration::from_secs(20), || async {
+        (acked_count.load(Ordering::Relaxed) >= TOTAL / 3).then_some(())
+    })
+    .await;
+    assert!(waited.is_some(), "registrations stalled\n{}", c.logs());
+    c.beacons[0].kill();
+    let at_kill = acked_count.load(Ordering::Relaxed);
+    assert!(
+        at_kill < TOTAL,
+        "the leader died mid-run ({at_kill} of {TOTAL} acknowledged)"
+    );
+
+    let mut acked = Vec::new();
+    for t in tasks {
+        acked.extend(t.await.unwrap());
+    }
+    assert_eq!(acked.len(), TOTAL);
+    let mut by_id: HashMap<u32, String> = HashMap::new();
+    for (id, addr) in &acked {
+        if let Some(other) = by_id.insert(*id, addr.clone()) {
+            assert_eq!(&other, addr, "node ID {id} acknowledged to two services");
+        }
+    }
+    assert_eq!(by_id.len(), TOTAL, "one ID per service");
+
+    // The survivors agree, and hold every acknowledged registration.
+    let survivors = &addrs(&c)[1..];
+    let leader = eventually(Duration::from_secs(10), || agreed_leader(survivors)).await;
+    assert!(
+        leader.is_some(),
+        "survivors agree on a leader\n{}",
+        c.logs()
+    );
+    let expected: BTreeSet<(u32, String)> = acked.into_iter().collect();
+    assert_replicated(&c, survivors, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches_up() {
+    // A short log forces the restarted beacon to catch up from a snapshot.
+    let mut c = start(3, r#"{"lease_ms": 2000, "log_keep": 5}"#).await;
+    let mut options = RegisterOptions::new("LOGIC", service(1));
+    options.connect = opts();
+    let reg = Registration::register(beacon_list(&c), options)
+        .await
+        .unwrap();
+    let id = reg.node_id();
+    assert!(reg.is_live());
+    let (term, index) = reg.fencing_token();
+    assert!(term > 0 && index > 0);
+
+    // A follower goes down; registrations continue without it.
+    c.beacons[2].kill();
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let mut expected: BTreeSet<(u32, String)> = BTreeSet::from([(id, service(1).to_string())]);
+    for i in 2..30 {
+        let node = register(&mut leader, "LOGIC", i).await;
+        expected.insert((node.node_id, service(i).to_string()));
+    }
+    // Unregister them again so leases do not matter, except the live service's.
+    for i in 2..30 {
+        let req = pb::UnregisterRequest {
+            node_id: 0,
+            addr: service(i).to_string(),
+        };
+        let _: pb::UnregisterReply = leader
+            .call(Cmd::Unregister, &req, "unregister")
+            .await
+            .unwrap();
+    }
+    expected.retain(|(i, _)| *i == id);
+    c.beacons[2].restart();
+    assert_replicated(&c, &addrs(&c), &expected).await;
+    assert!(
+        c.beacons[2].log().contains("installed a snapshot"),
+        "the restarted beacon was further behind than the log keeps\n{}",
+        c.logs()
+    );
+
+    // The leader dies; the service keeps its ID through the new leader, past its lease.
+    c.beacons[0].kill();
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert!(reg.is_live(), "lease kept across the failover");
+    let survivors = &addrs(&c)[1..];
+    let new_leader = eventually(Duration::from_secs(5), || agreed_leader(survivors))
+        .await
+        .unwrap();
+    let seen = nodes(new_leader.parse().unwrap()).await.unwrap();
+    let entry = seen
+        .nodes
+        .iter()
+        .find(|e| e.node.as_ref().is_some_and(|n| n.node_id == id))
+        .expect("the new leader holds the registration");
+    assert!(entry.is_online);
+    assert!(
+        entry.last_seen_ms.unwrap() < 2000,
+        "the service reports to the new leader"
+    );
+    let freed = reg.unregister().await.unwrap();
+    assert_eq!(freed.node_id, id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_registration_tells_the_service_to_stop() {
+    let c = start(1, r#"{"lease_ms": 1000}"#).await;
+    let mut options = RegisterOptions::new("LOGIC", service(7));
+    options.connect = opts();
+    let reg = Registration::register(beacon_list(&c), options)
+        .await
+        .unwrap();
+    // An operator unregisters it behind its back.
+    let mut admin = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    admin
+        .unregister(&pb::UnregisterRequest {
+            node_id: reg.node_id(),
+            addr: String::new(),
+        })
+        .await
+        .unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(5), reg.lost())
+        .await
+        .expect("the keepalive notices within a lease");
+    assert!(
+        matches!(lost, LeaseLost::Revoked(ref why) if why.contains("holds no lease")),
+        "{lost}"
+    );
+    assert!(!reg.is_live());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missed_lease_quarantines_the_id_before_reuse() {
+    let c = start(
+        1,
+        r#"{"lease_ms": 1000, "id_reuse_delay_ms": 1500, "id_range": [1, 3]}"#,
+    )
+    .await;
+    let at = c.beacons[0].addr.to_string();
+    let mut client = Client::connect(&at, &opts()).await.unwrap();
+    // Registered once and never reported: the lease runs out.
+    let first = client
+        .register(&register_req("LOGIC", service(1)))
+        .await
+        .unwrap()
+        .node
+        .unwrap();
+    assert_eq!(first.node_id, 1);
+    let quarantined = eventually(Duration::from_secs(5), || async {
+        let mut c = Client::connect(&at, &opts()).await.ok()?;
+        let ids = c.ids().await.ok()?;
+        (ids.quarantined == vec![1] && ids.in_use == 0).then_some(ids)
+    })
+    .await;
+    assert!(
+        quarantined.is_some(),
+        "ID 1 went to quarantine\n{}",
+        c.logs()
+    );
+    let entry = &client.nodes("", "").await.unwrap().nodes[0];
+    assert!(!entry.is_online && entry.quarantine_ms.is_some());
+    // A report now is refused: the service must stop using the ID.
+    let err = client
+        .report(&pb::NodeReport {
+            node_id: 1,
+            addr: service(1).to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::NoLease));
+
+    // Allocation skips the quarantined ID; with the range full, a clear error.
+    let mut got = Vec::new();
+    for i in 2..=3 {
+        let n = client
+            .register(&register_req("LOGIC", service(i)))
+            .await
+            .unwrap()
+            .node
+            .unwrap();
+        got.push(n.node_id);
+    }
+    assert_eq!(got, vec![2, 3]);
+    let err = client
+        .register(&register_req("LOGIC", service(4)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::IdsExhausted), "{err}");
+    assert!(err.to_string().contains("no free node ID"), "{err}");
+
+    // Once the quarantine ends, ID 1 is free again. (2 and 3 expire meanwhile too.)
+    let reused = eventually(Duration::from_secs(10), || async {
+        let mut c = Client::connect(&at, &opts()).await.ok()?;
+        c.register(&register_req("LOGIC", service(5))).await.ok()
+    })
+    .await
+    .expect("an ID is released after the quarantine");
+    assert!((1..=3).contains(&reused.node.unwrap().node_id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_sees_every_change_once_even_across_a_failover() {
+    let mut c = start(3, r#"{"lease_ms": 60000}"#).await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let before = register(&mut leader, "LOGIC", 1).await;
+
+    // Enter through a follower: the watch follows the redirect to the leader.
+    let list = vec![c.beacons[2].addr.to_string(), c.beacons[1].addr.to_string()];
+    let mut watch = Watch::start(list, vec!["LOGIC".into()], opts(), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(watch.nodes().cloned().collect::<Vec<_>>(), vec![before]);
+
+    let a = register(&mut leader, "LOGIC", 2).await;
+    let _other_type = register(&mut leader, "ACCESS", 3).await;
+    let b = register(&mut leader, "LOGIC", 4).await;
+    let again = register(&mut leader, "LOGIC", 2).await; // same address, still live: no change
+    assert_eq!(again.node_id, a.node_id);
+    let mut admin = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    admin
+        .unregister(&pb::UnregisterRequest {
+            node_id: a.node_id,
+            addr: String::new(),
+        })
+        .await
+        .unwrap();
+
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let e = tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .expect("a notice arrives")
+            .unwrap();
+        events.push(e);
+    }
+    assert_eq!(
+        events,
+        vec![
+            WatchEvent::Added(a.clone()),
+            WatchEvent::Added(b.clone()),
+            WatchEvent::Removed(a.clone())
+        ]
+    );
+
+    // The leader dies; the watch moves to the new one and sees the next change once.
+    c.beacons[0].kill();
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let d = register(&mut leader, "LOGIC", 5).await;
+    let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("the watch resumes at the new leader")
+        .unwrap();
+    assert_eq!(e, WatchEvent::Added(d.clone()));
+    assert!(watch.resyncs() >= 1);
+    let nothing_more = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
+    assert!(nothing_more.is_err(), "no duplicate: {nothing_more:?}");
+    let known: BTreeMap<u32, String> = watch.nodes().map(|n| (n.node_id, n.addr.clone())).collect();
+    assert_eq!(known.len(), 3, "1, b and d: {known:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_registrations_get_clear_errors_and_change_nothing() {
+    let c = start(1, r#"{"max_metadata_bytes": 64}"#).await;
+    let at = c.beacons[0].addr.to_string();
+    let mut client = Client::connect(&at, &opts()).await.unwrap();
+    let before = client.ids().await.unwrap();
+
+    let bad = |node_type: &str, addr: &str, metadata: &str| pb::RegisterRequest {
+        node_type: node_type.into(),
+        addr: addr.into(),
+        metadata: metadata.into(),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            bad("LOGIC", "not-an-address", ""),
+            "addr `not-an-address` is not an ip:port",
+        ),
+        (
+            bad("LOGIC", "10.0.0.1", ""),
+            "addr `10.0.0.1` is not an ip:port",
+        ),
+        (bad("LOGIC", "10.0.0.1:0", ""), "port 0"),
+        (bad("LOGIC", "0.0.0.0:80", ""), "wildcard"),
+        (bad("", "10.0.0.1:80", ""), "node_type is empty"),
+        (
+            bad("has space", "10.0.0.1:80", ""),
+            "node_type `has space` is invalid",
+        ),
+        (
+            bad(
+                "LOGIC",
+                "10.0.0.1:80",
+                &format!(r#"{{"x":"{}"}}"#, "y".repeat(100)),
+            ),
+            "metadata is 108 bytes, over the limit of 64 bytes",
+        ),
+        (
+            bad("LOGIC", "10.0.0.1:80", "{oops"),
+            "metadata is not valid JSON",
+        ),
+    ];
+    for (req, want) in cases {
+        let err = client.register(&req).await.unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::InvalidRequest), "{err}");
+        assert!(err.to_string().contains(want), "{err} should say {want}");
+    }
+    // The same address under another type is a conflict, not a second ID.
+    client
+        .register(&register_req("LOGIC", service(1)))
+        .await
+        .unwrap();
+    let err = client
+        .register(&register_req("ACCESS", service(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::Conflict), "{err}");
+    // Unregistering what does not exist, or nothing.
+    let err = client
+        .unregister(&pb::UnregisterRequest {
+            node_id: 999,
+            addr: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::UnknownTarget), "{err}");
+    let err = client
+        .unregister(&pb::UnregisterRequest::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("give a node_id or an addr"),
+        "{err}"
+    );
+
+    // Nothing but the one good registration changed, and the connection still serves.
+    let after = client.ids().await.unwrap();
+    assert_eq!(after.in_use, before.in_use + 1);
+    assert_eq!(after.index, before.index + 1);
+    assert!(client.beacon_status().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_at_a_follower_redirect_to_the_leader() {
+    let c = start(3, "{}").await;
+    let follower = c.beacons[1].addr.to_string();
+    let mut client = Client::connect(&follower, &opts()).await.unwrap();
+    let err = client
+        .register(&register_req("LOGIC", service(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::NotLeader));
+    let ClientError::Refused { leader, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        leader.as_deref(),
+        Some(c.beacons[0].addr.to_string().as_str())
+    );
+    // Reads are served by any beacon.
+    assert!(client.nodes("", "").await.unwrap().nodes.is_empty());
+    let mut watch_conn = Client::connect(&follower, &opts()).await.unwrap();
+    let err = watch_conn.watch(&[]).await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::NotLeader));
+}
+
+#[tokio::test]
+async fn beacons_with_different_id_ranges_refuse_each_other() {
+    let ports = free_ports(2);
+    let dir = tempfile::tempdir().unwrap();
+    let peers = format!("{},{}", addr(ports[0]), addr(ports[1]));
+    let start = |port: u16, range: &str| {
+        let file = dir.path().join(format!("{port}.json"));
+        std::fs::write(
+            &file,
+            format!(r#"{{"node": "{}", "id_range": {range}}}"#, addr(port)),
+        )
+        .unwrap();
+        let args = vec![
+            "--config".into(),
+            file.display().to_string(),
+            "--peers".into(),
+            peers.clone(),
+            "--tick-ms".into(),
+            "100".into(),
+            "--data-dir".into(),
+            dir.path().join("{node}").display().to_string(),
+        ];
+        Beacon::start(BEACON.as_ref(), addr(port), dir.path(), args)
+    };
+    let a = start(ports[0], "[1, 1023]");
+    let b = start(ports[1], "[1, 100]");
+    let refused = eventually(Duration::from_secs(5), || async {
+        a.log()
+            .contains("every beacon of a cluster needs the same `id_range`")
+            .then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "{}\n{}", a.log(), b.log());
+}
