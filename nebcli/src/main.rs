@@ -6,7 +6,9 @@
 //! Exit codes: 0 success, 1 the beacon could not be reached or refused the request, 2 the
 //! command line was not understood.
 
+mod bench;
 mod commands;
+mod render;
 mod table;
 
 use std::io::IsTerminal;
@@ -14,8 +16,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use beacon::client::{Client, ClientError, ConnectOptions};
+use beacon::client::{Client, ClientError, Cluster, ConnectOptions};
 use beacon::pb;
+use beacon::wire::Cmd;
 use clap::Parser;
 use commands::{Command, UsageError};
 use rustyline::error::ReadlineError;
@@ -54,6 +57,8 @@ struct Args {
 enum Failure {
     Usage(UsageError),
     Beacon(ClientError),
+    /// The command ran but its result is a failure (a benchmark found duplicates).
+    Check(String),
 }
 
 impl From<ClientError> for Failure {
@@ -67,6 +72,7 @@ impl Failure {
         match self {
             Failure::Usage(e) => (e.to_string(), 2),
             Failure::Beacon(e) => (e.to_string(), 1),
+            Failure::Check(e) => (e.clone(), 1),
         }
     }
 }
@@ -87,48 +93,154 @@ impl Session {
         Ok(self.client.as_mut().expect("just connected"))
     }
 
+    /// Runs `f` on the connection; a failed connection is dropped so the next command
+    /// reconnects.
+    async fn with_client<T>(
+        &mut self,
+        f: impl AsyncFnOnce(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let result = f(self.client().await?).await;
+        if result.is_err() {
+            self.client = None;
+        }
+        result
+    }
+
+    /// The cluster's leader, reached through the server given; for writes.
+    fn cluster(&self) -> Cluster {
+        Cluster::new(
+            vec![self.server.clone()],
+            self.opts.clone(),
+            self.opts.timeout.max(Duration::from_secs(10)),
+        )
+    }
+
+    /// Registrations as the leader sees them (reports and last_seen are kept there alone).
+    async fn leader_nodes(
+        &mut self,
+        node_type: &str,
+        addr: &str,
+    ) -> Result<pb::NodesReply, ClientError> {
+        let reply = self
+            .with_client(async |c| c.nodes(node_type, addr).await)
+            .await?;
+        if reply.is_leader {
+            return Ok(reply);
+        }
+        let status = self.with_client(async |c| c.beacon_status().await).await?;
+        match status.leader {
+            Some(leader) => {
+                let mut c = Client::connect(&leader, &self.opts).await?;
+                c.nodes(node_type, addr).await
+            }
+            None => Ok(reply),
+        }
+    }
+
+    fn print<T: serde::Serialize>(&self, value: &T, table: impl FnOnce(&T) -> String) -> String {
+        if self.json { json(value) } else { table(value) }
+    }
+
     /// Runs a command and returns what to print.
     async fn execute(&mut self, cmd: &Command) -> Result<String, Failure> {
-        match cmd {
-            Command::Help => Ok(commands::help_text()),
-            Command::Quit => Ok(String::new()),
+        let out = match cmd {
+            Command::Help => commands::help_text(),
+            Command::Quit => String::new(),
             Command::ShowBeacon => {
-                let result = self.client().await?.beacon_status().await;
-                let status = result.inspect_err(|_| self.client = None)?;
-                Ok(if self.json {
-                    json(&status)
-                } else {
-                    render_beacon(&status)
-                })
+                let status = self.with_client(async |c| c.beacon_status().await).await?;
+                self.print(&status, render::beacon)
             }
-        }
+            Command::ShowNodes(node_type) => {
+                let t = node_type.as_deref().unwrap_or("");
+                let reply = self.with_client(async |c| c.nodes(t, "").await).await?;
+                self.print(&reply, render::nodes)
+            }
+            Command::ShowNodeDetail(t, addr) => {
+                let a = addr.as_deref().unwrap_or("");
+                let reply = self.with_client(async |c| c.nodes(t, a).await).await?;
+                self.print(&reply, render::node_detail)
+            }
+            Command::ShowNodeReport(t, addr) => {
+                let reply = self.leader_nodes(t, addr.as_deref().unwrap_or("")).await?;
+                self.print(&reply, render::node_report)
+            }
+            Command::ShowIds => {
+                let reply = self.with_client(async |c| c.ids().await).await?;
+                self.print(&reply, render::ids)
+            }
+            Command::ShowSubscription(t) => {
+                let t = t.as_deref().unwrap_or("");
+                let reply = self.with_client(async |c| c.subscriptions(t).await).await?;
+                self.print(&reply, render::subscriptions)
+            }
+            Command::Register(r) => {
+                let req = pb::RegisterRequest {
+                    node_type: r.node_type.clone(),
+                    addr: r.addr.clone(),
+                    access_addr: r.access_addr.clone(),
+                    worker_num: r.worker_num,
+                    metadata: r.metadata.clone(),
+                };
+                let reply: pb::RegisterReply = self
+                    .cluster()
+                    .call(Cmd::Register, &req, "the registration")
+                    .await?;
+                match &reply.node {
+                    Some(node) if self.json => json(node),
+                    _ => render::registered(&reply),
+                }
+            }
+            Command::Unregister(target) => {
+                let req = match target.parse::<u32>() {
+                    Ok(id) => pb::UnregisterRequest {
+                        node_id: id,
+                        addr: String::new(),
+                    },
+                    Err(_) => pb::UnregisterRequest {
+                        node_id: 0,
+                        addr: target.clone(),
+                    },
+                };
+                let reply: pb::UnregisterReply = self
+                    .cluster()
+                    .call(Cmd::Unregister, &req, "the unregistration")
+                    .await?;
+                let node = reply.node.unwrap_or_default();
+                if self.json {
+                    json(&node)
+                } else {
+                    format!(
+                        "unregistered node_id {} ({} at {})\n",
+                        node.node_id, node.node_type, node.addr
+                    )
+                }
+            }
+            Command::BenchRegister {
+                clients,
+                count,
+                node_type,
+            } => {
+                let report =
+                    bench::register(&self.server, &self.opts, *clients, *count, node_type).await;
+                let out = self.print(&report, bench::Report::render);
+                if report.duplicates > 0 || report.failed > 0 {
+                    print!("{out}");
+                    return Err(Failure::Check(format!(
+                        "benchmark failed: {} duplicate IDs, {} failed registrations",
+                        report.duplicates, report.failed
+                    )));
+                }
+                out
+            }
+        };
+        Ok(out)
     }
 }
 
 fn json<T: serde::Serialize>(value: &T) -> String {
-    let mut text = serde_json::to_string_pretty(value).expect("status serialises");
+    let mut text = serde_json::to_string_pretty(value).expect("replies serialise");
     text.push('\n');
     text
-}
-
-fn render_beacon(status: &pb::BeaconStatus) -> String {
-    let rows: Vec<Vec<String>> = status
-        .beacons
-        .iter()
-        .map(|b| {
-            vec![
-                b.node.clone(),
-                table::yes_no(b.is_leader),
-                table::yes_no(b.is_online),
-                b.term.to_string(),
-                b.last_seen_ms.map_or("-".into(), |ms| ms.to_string()),
-            ]
-        })
-        .collect();
-    table::render(
-        &["node", "is_leader", "is_online", "term", "last_seen_ms"],
-        &rows,
-    )
 }
 
 fn main() -> ExitCode {

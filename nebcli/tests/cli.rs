@@ -190,7 +190,7 @@ fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
     let home = tempfile::tempdir().unwrap();
     let out = nebcli_home(
         &["-s", &c.addrs[0].to_string()],
-        Some("help\nshow beacon\nbogus command\n\nshow nodes\nquit\nshow beacon\n"),
+        Some("help\nshow beacon\nbogus command\n\nshow stars\nquit\nshow beacon\n"),
         home.path(),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -207,7 +207,7 @@ fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("error: unknown subject `show nodes`"),
+        stderr.contains("error: unknown subject `show stars`"),
         "{stderr}"
     );
     let history = std::fs::read_to_string(home.path().join(".nebcli_history")).unwrap();
@@ -299,4 +299,229 @@ fn insisting_on_another_cluster_is_refused() {
         stderr.contains("wrong cluster: this beacon serves cluster `cli-mine`"),
         "{stderr}"
     );
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stdout)))
+}
+
+/// `show nodes --json` of `addr`, as (node_id, addr) pairs.
+fn node_pairs(addr: &SocketAddr) -> Vec<(u64, String)> {
+    let v = json_of(&nebcli(
+        &["-s", &addr.to_string(), "--json", "show", "nodes"],
+        None,
+    ));
+    v["nodes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    let n = &e["node"];
+                    (
+                        n["node_id"].as_u64().unwrap(),
+                        n["addr"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn register_show_and_unregister_through_any_beacon() {
+    let c = Cluster::start("cli-nodes");
+    let follower = c.addrs[2].to_string();
+    let out = nebcli(
+        &[
+            "-s",
+            &follower,
+            "register",
+            "--type",
+            "LOGIC",
+            "--addr",
+            "10.0.0.1:80",
+            "--workers",
+            "4",
+            "--metadata",
+            r#"{"zone":"a"}"#,
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("node_id 1 (LOGIC at 10.0.0.1:80)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let v = json_of(&nebcli(
+        &[
+            "-s",
+            &follower,
+            "--json",
+            "register",
+            "--type",
+            "ACCESS",
+            "--addr",
+            "10.0.0.2:80",
+        ],
+        None,
+    ));
+    assert_eq!(v["node_id"], 2);
+    assert_eq!(v["node_type"], "ACCESS");
+
+    // Every beacon shows the same registrations.
+    let want = vec![(1, "10.0.0.1:80".to_owned()), (2, "10.0.0.2:80".to_owned())];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for a in &c.addrs {
+        while node_pairs(a) != want {
+            assert!(Instant::now() < deadline, "{a} has {:?}", node_pairs(a));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    let out = nebcli(&["-s", &follower, "show", "nodes", "LOGIC"], None);
+    let table = text(&out.stdout);
+    assert!(
+        table.starts_with("node_id    node_type    address        is_online    last_seen_ms\n1          LOGIC        10.0.0.1:80    yes"),
+        "{table}"
+    );
+    assert_eq!(table.lines().count(), 2, "ACCESS filtered out: {table}");
+
+    let out = nebcli(
+        &[
+            "-s",
+            &follower,
+            "show",
+            "node_detail",
+            "LOGIC",
+            "10.0.0.1:80",
+        ],
+        None,
+    );
+    let detail = text(&out.stdout);
+    assert!(
+        detail.contains(r#"{"zone":"a"}"#) && detail.contains("fencing_token"),
+        "{detail}"
+    );
+
+    // Reports live at the leader; a follower's nebcli is sent there.
+    let out = nebcli(
+        &["-s", &follower, "--json", "show", "node_report", "LOGIC"],
+        None,
+    );
+    let v = json_of(&out);
+    assert_eq!(v["is_leader"], true, "answered by the leader: {v}");
+    assert!(v["nodes"][0]["last_seen_ms"].as_u64().is_some(), "{v}");
+    let out = nebcli(&["-s", &follower, "show", "node_report", "LOGIC"], None);
+    assert!(
+        text(&out.stdout).starts_with("node_id    address        load"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = nebcli(&["-s", &follower, "show", "ids"], None);
+    let ids = text(&out.stdout);
+    assert!(
+        ids.contains("1..=1023    2               2         1021"),
+        "{ids}"
+    );
+    let v = json_of(&nebcli(&["-s", &follower, "--json", "show", "ids"], None));
+    assert_eq!(
+        (v["in_use"].as_u64(), v["last_node_id"].as_u64()),
+        (Some(2), Some(2))
+    );
+
+    let out = nebcli(&["-s", &follower, "show", "subscription", "ACCESS"], None);
+    assert!(
+        text(&out.stdout).contains("ACCESS       LOGIC,LOGGER"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = nebcli(&["-s", &follower, "unregister", "10.0.0.1:80"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("unregistered node_id 1"));
+    let out = nebcli(&["-s", &follower, "unregister", "2"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = nebcli(&["-s", &follower, "unregister", "2"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no registration for node ID 2"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_bad_registration_exits_1_with_the_field_at_fault() {
+    let c = Cluster::start("cli-bad-reg");
+    let at = c.addrs[0].to_string();
+    let out = nebcli(
+        &[
+            "-s", &at, "register", "--type", "LOGIC", "--addr", "nowhere",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("addr `nowhere` is not an ip:port address"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(node_pairs(&c.addrs[0]).is_empty());
+}
+
+#[test]
+fn bench_register_reports_rate_latency_and_uniqueness() {
+    let c = Cluster::start("cli-bench");
+    let at = c.addrs[1].to_string();
+    let out = nebcli(
+        &[
+            "-s",
+            &at,
+            "bench",
+            "register",
+            "--clients",
+            "4",
+            "--count",
+            "200",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("registered 200/200 from 4 clients"),
+        "{report}"
+    );
+    assert!(
+        report.contains("allocations/s") && report.contains("p99"),
+        "{report}"
+    );
+    assert!(
+        report.contains("ids unique: 200 (0 duplicates)"),
+        "{report}"
+    );
+    let v = json_of(&nebcli(
+        &[
+            "-s",
+            &at,
+            "--json",
+            "bench",
+            "register",
+            "--clients",
+            "2",
+            "--count",
+            "50",
+        ],
+        None,
+    ));
+    assert_eq!(
+        (v["ok"].as_u64(), v["duplicates"].as_u64()),
+        (Some(50), Some(0))
+    );
+    assert!(v["allocs_per_sec"].as_f64().unwrap() > 0.0);
+    // The benchmark cleans up after itself.
+    assert!(node_pairs(&c.addrs[0]).is_empty());
 }

@@ -1,0 +1,206 @@
+//! `bench register`: allocation throughput and latency against a running cluster.
+//!
+//! C clients, each with its own connection to the leader, register N services in total
+//! (distinct addresses in 10.0.0.0/8), timing every registration. The IDs returned are
+//! checked for uniqueness, and every registration is unregistered afterwards so that runs can
+//! be repeated without exhausting the ID range.
+
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use beacon::client::{Cluster, ConnectOptions};
+use beacon::pb;
+use beacon::wire::Cmd;
+use serde::Serialize;
+
+/// What one run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub clients: usize,
+    pub count: usize,
+    pub ok: usize,
+    pub failed: usize,
+    pub unique_ids: usize,
+    pub duplicates: usize,
+    pub seconds: f64,
+    pub allocs_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub first_error: Option<String>,
+    pub cleanup_failed: usize,
+}
+
+impl Report {
+    pub fn render(&self) -> String {
+        format!(
+            "registered {ok}/{count} from {clients} clients in {s:.3} s: {rate:.0} allocations/s\n\
+             latency p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms\n\
+             ids unique: {uniq} ({dups} duplicates){err}{cleanup}\n",
+            ok = self.ok,
+            count = self.count,
+            clients = self.clients,
+            s = self.seconds,
+            rate = self.allocs_per_sec,
+            p50 = self.p50_ms,
+            p99 = self.p99_ms,
+            max = self.max_ms,
+            uniq = self.unique_ids,
+            dups = self.duplicates,
+            err = self
+                .first_error
+                .as_ref()
+                .map(|e| format!("\n{} failed; first error: {e}", self.failed))
+                .unwrap_or_default(),
+            cleanup = if self.cleanup_failed > 0 {
+                format!(
+                    "\n{} registrations could not be unregistered",
+                    self.cleanup_failed
+                )
+            } else {
+                String::new()
+            },
+        )
+    }
+}
+
+/// The address of registration `i`: distinct for every i below 2^24 * 60000.
+fn service_addr(i: usize) -> SocketAddr {
+    let host = (i / 60_000) as u32;
+    let port = 1024 + (i % 60_000) as u16;
+    SocketAddr::from((Ipv4Addr::from(0x0a00_0000 | (host & 0x00ff_ffff)), port))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+pub async fn register(
+    server: &str,
+    opts: &ConnectOptions,
+    clients: usize,
+    count: usize,
+    node_type: &str,
+) -> Report {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients.min(count) {
+        let next = next.clone();
+        let mut cluster = Cluster::new(
+            vec![server.to_owned()],
+            opts.clone(),
+            Duration::from_secs(10),
+        );
+        let node_type = node_type.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            let mut errors = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    break;
+                }
+                let req = pb::RegisterRequest {
+                    node_type: node_type.clone(),
+                    addr: service_addr(i).to_string(),
+                    ..Default::default()
+                };
+                let t = Instant::now();
+                match cluster
+                    .call::<_, pb::RegisterReply>(Cmd::Register, &req, "the registration")
+                    .await
+                {
+                    Ok(reply) => done.push((t.elapsed(), reply.node.unwrap_or_default().node_id)),
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            (cluster, done, errors)
+        }));
+    }
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.expect("bench client does not panic"));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+
+    let mut latencies = Vec::new();
+    let mut ids = Vec::new();
+    let mut errors = Vec::new();
+    for (_, done, errs) in &results {
+        for (lat, id) in done {
+            latencies.push(*lat);
+            ids.push(*id);
+        }
+        errors.extend(errs.iter().cloned());
+    }
+    latencies.sort_unstable();
+    let unique: HashSet<u32> = ids.iter().copied().collect();
+
+    // Clean up: unregister everything, spread over the same clients.
+    let mut cleanup = Vec::new();
+    let per = ids.len().div_ceil(results.len().max(1)).max(1);
+    for ((mut cluster, _, _), chunk) in results.into_iter().zip(ids.chunks(per)) {
+        let chunk = chunk.to_vec();
+        cleanup.push(tokio::spawn(async move {
+            let mut failed = 0;
+            for id in chunk {
+                let req = pb::UnregisterRequest {
+                    node_id: id,
+                    addr: String::new(),
+                };
+                let r: Result<pb::UnregisterReply, _> = cluster
+                    .call(Cmd::Unregister, &req, "the unregistration")
+                    .await;
+                failed += usize::from(r.is_err());
+            }
+            failed
+        }));
+    }
+    let mut cleanup_failed = 0;
+    for task in cleanup {
+        cleanup_failed += task.await.expect("cleanup does not panic");
+    }
+
+    Report {
+        clients,
+        count,
+        ok: ids.len(),
+        failed: errors.len(),
+        unique_ids: unique.len(),
+        duplicates: ids.len() - unique.len(),
+        seconds,
+        allocs_per_sec: ids.len() as f64 / seconds.max(1e-9),
+        p50_ms: percentile(&latencies, 0.50),
+        p99_ms: percentile(&latencies, 0.99),
+        max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        first_error: errors.into_iter().next(),
+        cleanup_failed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_addresses_are_distinct() {
+        let addrs: HashSet<SocketAddr> = (0..200_000).map(service_addr).collect();
+        assert_eq!(addrs.len(), 200_000);
+    }
+
+    #[test]
+    fn percentiles_pick_the_rank() {
+        let ms: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&ms, 0.5), 50.0);
+        assert_eq!(percentile(&ms, 0.99), 99.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+}
