@@ -449,6 +449,33 @@ async fn a_watch_sees_every_change_once_even_across_a_failover() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_is_told_about_the_types_its_type_subscribes_to() {
+    let c = start(
+        3,
+        r#"{"node_type": [{"node_type": "ACCESS", "subscribe": ["LOGIC", "LOGGER"]}]}"#,
+    )
+    .await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let logic = register(&mut leader, "LOGIC", 1).await;
+    let _unrelated = register(&mut leader, "OTHER", 2).await;
+    let mut options = RegisterOptions::new("ACCESS", service(3));
+    options.connect = opts();
+    let access = Registration::register(beacon_list(&c), options)
+        .await
+        .unwrap();
+    assert_eq!(access.subscribe(), ["LOGIC", "LOGGER"]);
+    let mut watch = access.watch_subscriptions().await.unwrap();
+    assert_eq!(watch.nodes().cloned().collect::<Vec<_>>(), vec![logic]);
+    let logger = register(&mut leader, "LOGGER", 4).await;
+    let _ignored = register(&mut leader, "ACCESS", 5).await;
+    let e = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .expect("a notice arrives")
+        .unwrap();
+    assert_eq!(e, WatchEvent::Added(logger));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_registrations_get_clear_errors_and_change_nothing() {
     let c = start(1, r#"{"max_metadata_bytes": 64}"#).await;
     let at = c.beacons[0].addr.to_string();

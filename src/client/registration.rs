@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ClientError, Cluster, ConnectOptions};
+use super::{ClientError, Cluster, ConnectOptions, Watch};
 use crate::pb;
 use crate::wire::{Cmd, ErrorCode};
 
@@ -87,6 +87,9 @@ impl std::fmt::Display for LeaseLost {
 /// [`Registration::unregister`] to free the ID at once.
 pub struct Registration {
     reply: pb::RegisterReply,
+    /// How it reached the cluster, for watches.
+    connect: ConnectOptions,
+    retry_for: Duration,
     node: pb::NodeInfo,
     lost: watch::Receiver<Option<LeaseLost>>,
     load: watch::Sender<(pb::LoadStats, Vec<pb::LoadStats>)>,
@@ -121,6 +124,8 @@ impl Registration {
         let task = tokio::spawn(keepalive.run(stop.clone()));
         Ok(Registration {
             reply,
+            connect: opts.connect.clone(),
+            retry_for: opts.retry_for,
             node,
             lost,
             load,
@@ -152,6 +157,18 @@ impl Registration {
     /// Node types this service's type subscribes to.
     pub fn subscribe(&self) -> &[String] {
         &self.reply.subscribe
+    }
+
+    /// Watches the node types this service's type subscribes to (the `node_type` list of
+    /// the beacon configuration, as in NebulaBeacon): the current set, then each change.
+    pub async fn watch_subscriptions(&self) -> Result<Watch, ClientError> {
+        Watch::start(
+            self.reply.beacons.clone(),
+            self.reply.subscribe.clone(),
+            self.connect.clone(),
+            self.retry_for,
+        )
+        .await
     }
 
     /// Whether the lease still holds, as far as this service knows.

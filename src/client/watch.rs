@@ -29,7 +29,8 @@ impl WatchEvent {
     }
 }
 
-/// A watch on the nodes of some types (all types when none are given).
+/// A watch on the nodes of some types (all types when none are given). A service usually
+/// starts one with [`super::Registration::watch_subscriptions`].
 pub struct Watch {
     cluster: Cluster,
     types: Vec<String>,
