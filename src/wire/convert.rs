@@ -62,7 +62,7 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, ConvertError> {
     })
 }
 
-fn entry_to_pb(e: &Entry) -> pb::LogEntry {
+pub fn entry_to_pb(e: &Entry) -> pb::LogEntry {
     use pb::log_entry::Command as C;
     let command = match &e.command {
         Command::Register(r) => C::Register(record_to_pb(r)),
@@ -78,7 +78,7 @@ fn entry_to_pb(e: &Entry) -> pb::LogEntry {
     }
 }
 
-fn entry_from_pb(e: pb::LogEntry) -> Result<Entry, ConvertError> {
+pub fn entry_from_pb(e: pb::LogEntry) -> Result<Entry, ConvertError> {
     use pb::log_entry::Command as C;
     let command = match e
         .command
@@ -97,7 +97,7 @@ fn entry_from_pb(e: pb::LogEntry) -> Result<Entry, ConvertError> {
     })
 }
 
-fn snapshot_to_pb(s: &Snapshot) -> pb::Snapshot {
+pub fn snapshot_to_pb(s: &Snapshot) -> pb::Snapshot {
     pb::Snapshot {
         index: s.position.index,
         term: s.position.term,
@@ -115,7 +115,7 @@ fn snapshot_to_pb(s: &Snapshot) -> pb::Snapshot {
     }
 }
 
-fn snapshot_from_pb(s: pb::Snapshot) -> Result<Snapshot, ConvertError> {
+pub fn snapshot_from_pb(s: pb::Snapshot) -> Result<Snapshot, ConvertError> {
     let nodes = s
         .nodes
         .into_iter()
