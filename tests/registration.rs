@@ -258,8 +258,15 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
     expected.retain(|(i, _)| *i == id);
     c.beacons[2].restart();
     assert_replicated(&c, &addrs(&c), &expected).await;
+    let installed = eventually(Duration::from_secs(5), || async {
+        c.beacons[2]
+            .log()
+            .contains("installed a snapshot")
+            .then_some(())
+    })
+    .await;
     assert!(
-        c.beacons[2].log().contains("installed a snapshot"),
+        installed.is_some(),
         "the restarted beacon was further behind than the log keeps\n{}",
         c.logs()
     );
@@ -614,4 +621,70 @@ async fn beacons_with_different_id_ranges_refuse_each_other() {
     })
     .await;
     assert!(refused.is_some(), "{}\n{}", a.log(), b.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cluster_restart_keeps_every_allocation() {
+    // log_keep 10: the stored logs are compacted into snapshots along the way.
+    let mut c = start(3, r#"{"lease_ms": 60000, "log_keep": 10}"#).await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let mut expected = BTreeSet::new();
+    for i in 0..40 {
+        let node = register(&mut leader, "LOGIC", i).await;
+        expected.insert((node.node_id, node.addr));
+    }
+    assert_replicated(&c, &addrs(&c), &expected).await;
+    for b in &mut c.beacons {
+        b.kill();
+    }
+    for b in &mut c.beacons {
+        b.restart();
+        wait_listening(b.addr);
+    }
+    assert_replicated(&c, &addrs(&c), &expected).await;
+    for b in &c.beacons {
+        assert!(
+            b.log().contains("state restored from data_dir"),
+            "{}",
+            b.log()
+        );
+    }
+    // Allocation goes on past every stored ID.
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let next = register(&mut leader, "LOGIC", 100).await;
+    assert!(
+        expected.iter().all(|(id, _)| *id != next.node_id),
+        "{} reissued",
+        next.node_id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_log_tail_is_cut_off_with_a_log_line_and_refetched() {
+    let mut c = start(3, r#"{"lease_ms": 60000}"#).await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let mut expected = BTreeSet::new();
+    for i in 0..10 {
+        let node = register(&mut leader, "LOGIC", i).await;
+        expected.insert((node.node_id, node.addr));
+    }
+    assert_replicated(&c, &addrs(&c), &expected).await;
+    // A follower crashes mid-append: its last record is cut short.
+    c.beacons[2].kill();
+    let dir = c
+        .dir
+        .path()
+        .join(format!("127.0.0.1_{}", c.beacons[2].addr.port()));
+    let log = dir.join("log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.truncate(bytes.len() - 5);
+    std::fs::write(&log, &bytes).unwrap();
+    c.beacons[2].restart();
+    assert_replicated(&c, &addrs(&c), &expected).await;
+    let text = c.beacons[2].log();
+    assert!(text.contains("cut short: cut off from there"), "{text}");
+    assert!(
+        text.contains("entries=9"),
+        "the other 9 entries were loaded: {text}"
+    );
 }

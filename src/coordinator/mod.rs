@@ -135,6 +135,12 @@ pub enum Input {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
+    /// Store these durably before carrying out any output that follows: `snapshot` (if any)
+    /// replaces the stored state, then `entries` are appended. Always the first output.
+    Persist {
+        snapshot: Option<Snapshot>,
+        entries: Vec<Entry>,
+    },
     /// Send `msg` to beacon `to`.
     Send { to: SocketAddr, msg: PeerMessage },
     /// Answer request `token`.
@@ -223,10 +229,24 @@ pub struct Coordinator {
     registry: Registry,
     commit: u64,
     leading: Option<Leading>,
+    /// What this step changed in the log, to be stored before anything is sent.
+    unsaved_snapshot: Option<Snapshot>,
+    unsaved: Vec<Entry>,
 }
 
 impl Coordinator {
     pub fn new(cfg: CoordinatorConfig) -> Coordinator {
+        Coordinator::restore(cfg, None, Vec::new()).0
+    }
+
+    /// A coordinator resuming from stored state: `snapshot` (if any), then `entries`
+    /// replayed on it. Returns it with notices about anything that could not be replayed
+    /// (the rest is then fetched from the leader).
+    pub fn restore(
+        cfg: CoordinatorConfig,
+        snapshot: Option<Snapshot>,
+        entries: Vec<Entry>,
+    ) -> (Coordinator, Vec<String>) {
         let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term);
         let mut c = Coordinator {
             registry: Registry::new(cfg.id_range, cfg.id_reuse_delay_ms),
@@ -234,12 +254,45 @@ impl Coordinator {
             election,
             commit: 0,
             leading: None,
+            unsaved_snapshot: None,
+            unsaved: Vec::new(),
             cfg,
         };
+        let mut notices = Vec::new();
+        if let Some(snapshot) = snapshot {
+            c.registry.restore(snapshot.registry, 0);
+            c.log.reset(snapshot.position);
+        }
+        for entry in entries {
+            if entry.index != c.log.last().index + 1 {
+                notices.push(format!(
+                    "stored entry {} does not follow {}: replay stopped there",
+                    entry.position(),
+                    c.log.last()
+                ));
+                break;
+            }
+            if let Err(e) = c.registry.apply(&entry.command, 0) {
+                notices.push(format!(
+                    "stored entry {} does not fit the stored state ({e}): replay stopped there",
+                    entry.position()
+                ));
+                break;
+            }
+            c.log.append(entry);
+        }
         if c.election.is_leader() {
             c.become_leader(0);
         }
-        c
+        (c, notices)
+    }
+
+    /// The whole state as of the last log position, for compacting storage.
+    pub fn snapshot(&self, now: Millis) -> Snapshot {
+        Snapshot {
+            position: self.log.last(),
+            registry: self.registry.snapshot(now),
+        }
     }
 
     pub fn config(&self) -> &CoordinatorConfig {
@@ -337,6 +390,13 @@ impl Coordinator {
         }
         self.advance_commit(now, &mut out);
         self.flush(now, &mut out);
+        if self.unsaved_snapshot.is_some() || !self.unsaved.is_empty() {
+            let persist = Output::Persist {
+                snapshot: self.unsaved_snapshot.take(),
+                entries: std::mem::take(&mut self.unsaved),
+            };
+            out.insert(0, persist);
+        }
         out
     }
 
@@ -671,6 +731,7 @@ impl Coordinator {
         match self.registry.apply(&entry.command, now) {
             Ok(change) => {
                 let index = entry.index;
+                self.unsaved.push(entry.clone());
                 self.log.append(entry);
                 let leading = self.leading();
                 leading.appended = true;
@@ -909,8 +970,11 @@ impl Coordinator {
         let mut need_snapshot = false;
         let replicates = msg.replicates();
         if let Some(snapshot) = msg.snapshot {
-            self.registry.restore(snapshot.registry, now);
+            let snapshot = *snapshot;
+            self.registry.restore(snapshot.registry.clone(), now);
             self.log.reset(snapshot.position);
+            self.unsaved.clear();
+            self.unsaved_snapshot = Some(snapshot.clone());
             out.push(Output::Notice(format!(
                 "installed a snapshot from leader {from} at {}",
                 snapshot.position
@@ -943,6 +1007,7 @@ impl Coordinator {
                         need_snapshot = true;
                         break;
                     }
+                    self.unsaved.push(entry.clone());
                     self.log.append(entry.clone());
                 }
             }

@@ -66,6 +66,10 @@ struct Net {
     replies: BTreeMap<Token, Result<Response, RequestError>>,
     committed: BTreeMap<SocketAddr, Vec<(u64, Change)>>,
     cut: BTreeSet<SocketAddr>,
+    /// What each beacon stored: its snapshot and the entries after it.
+    disk: BTreeMap<SocketAddr, (Option<Snapshot>, Vec<Entry>)>,
+    ports: Vec<u16>,
+    log_keep: usize,
     now: Millis,
     next_token: Token,
 }
@@ -89,8 +93,28 @@ impl Net {
             replies: BTreeMap::new(),
             committed: BTreeMap::new(),
             cut: BTreeSet::new(),
+            disk: BTreeMap::new(),
+            ports: ports.to_vec(),
+            log_keep,
             now: 0,
             next_token: 1,
+        }
+    }
+
+    /// Starts `port` again from what it stored, as the driver does after a crash.
+    fn restart(&mut self, port: u16) {
+        let at = addr(port);
+        let (snapshot, entries) = self.disk.get(&at).cloned().unwrap_or_default();
+        let (node, notices) =
+            Coordinator::restore(config(port, &self.ports, self.log_keep), snapshot, entries);
+        assert!(notices.is_empty(), "{notices:?}");
+        let greeting = node.greeting();
+        self.nodes.insert(at, node);
+        let others: Vec<SocketAddr> = self.nodes.keys().copied().filter(|a| *a != at).collect();
+        for other in others {
+            let theirs = self.nodes[&other].greeting();
+            self.queue.push_back((at, other, greeting.clone()));
+            self.queue.push_back((other, at, theirs));
         }
     }
 
@@ -101,6 +125,13 @@ impl Net {
         };
         for output in node.step(now, input) {
             match output {
+                Output::Persist { snapshot, entries } => {
+                    let disk = self.disk.entry(at).or_default();
+                    if let Some(s) = snapshot {
+                        *disk = (Some(s), Vec::new());
+                    }
+                    disk.1.extend(entries);
+                }
                 Output::Send { to, msg } => self.queue.push_back((at, to, msg)),
                 Output::Reply { token, result } => {
                     assert!(
@@ -194,6 +225,34 @@ impl Net {
             .map(|r| (r.node_id, r.addr))
             .collect()
     }
+}
+
+#[test]
+fn stored_state_replays_to_the_same_registry_after_a_full_restart() {
+    let mut net = Net::new(&[A, B, C], 4);
+    net.settle();
+    for p in 10..17 {
+        net.request(A, register_req(p, "LOGIC"));
+        net.deliver();
+    }
+    net.request(A, Request::Unregister(Target::Addr(svc(12))));
+    net.deliver();
+    let before = net.registry_ids(A);
+    assert_eq!(before.len(), 6);
+    for p in [A, B, C] {
+        assert_eq!(net.registry_ids(p), before, "replicated to {p}");
+        net.nodes.remove(&addr(p));
+    }
+    for p in [A, B, C] {
+        net.restart(p);
+        assert_eq!(net.registry_ids(p), before, "{p} replays its disk");
+    }
+    net.settle();
+    // Allocation continues past every stored ID.
+    let t = net.request(net.leader(), register_req(30, "LOGIC"));
+    net.deliver();
+    let id = net.registered_id(t);
+    assert!(before.iter().all(|(used, _)| *used != id), "{id} reissued");
 }
 
 #[test]

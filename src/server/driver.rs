@@ -23,7 +23,8 @@ use crate::coordinator::{
 use crate::data_dir::DataDir;
 use crate::pb;
 use crate::registry::Change;
-use crate::replication::PeerMessage;
+use crate::replication::{Entry, PeerMessage, Snapshot};
+use crate::storage::{Restored, Storage};
 use crate::wire::convert::{message_to_pb, record_to_pb};
 
 /// Identifies one connection with a peer (either direction).
@@ -38,6 +39,8 @@ pub(crate) fn next_conn_id() -> ConnId {
 
 /// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
 const WATCH_QUEUE: usize = 4096;
+/// Most events handled before their log changes are stored together (one fsync).
+const BATCH: usize = 256;
 
 pub(crate) type RequestReply = oneshot::Sender<Result<Response, RequestError>>;
 /// A watch's initial state and the stream of notices that follows it.
@@ -152,7 +155,13 @@ pub(crate) struct Driver {
     config: Arc<Config>,
     core: Coordinator,
     data_dir: DataDir,
+    storage: Storage,
     stored_term: u64,
+    /// Outputs of the events handled in this batch, carried out once their log changes are
+    /// stored.
+    pending: Vec<Output>,
+    /// Set when storing failed: the beacon stops, since it can no longer keep its promises.
+    failed: Option<String>,
     /// Outgoing message queues, one per peer link.
     links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
     /// The latest bare heartbeat, read by handshakes.
@@ -176,9 +185,22 @@ impl Driver {
         config: Arc<Config>,
         data_dir: DataDir,
         stored_term: u64,
+        (storage, restored): (Storage, Restored),
         links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
     ) -> (Driver, DriverHandle, watch::Receiver<pb::Election>) {
-        let core = Coordinator::new(CoordinatorConfig {
+        if let Some(t) = &restored.truncated {
+            warn!(
+                offset = t.offset,
+                bytes = t.bytes,
+                "the stored log ends in {}: cut off from there (the entries are fetched from the leader)",
+                t.why
+            );
+        }
+        let (snapshot_at, entries) = (
+            restored.snapshot.as_ref().map(|s| s.position),
+            restored.entries.len(),
+        );
+        let cfg = CoordinatorConfig {
             me: config.node,
             beacons: config.beacons.clone(),
             tick_ms: config.tick_ms,
@@ -188,14 +210,30 @@ impl Driver {
             subscriptions: config.subscriptions.clone(),
             log_keep: config.log_keep,
             stored_term,
-        });
+        };
+        let (core, notices) = Coordinator::restore(cfg, restored.snapshot, restored.entries);
+        for n in notices {
+            warn!("{n}");
+        }
+        if snapshot_at.is_some() || entries > 0 {
+            info!(
+                snapshot = ?snapshot_at.map(|p| p.to_string()),
+                entries,
+                position = %core.position(),
+                nodes = core.registry().len(),
+                "state restored from data_dir"
+            );
+        }
         let (current, current_rx) = watch::channel(message_to_pb(&core.greeting()));
         let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
             config,
             core,
             data_dir,
+            storage,
             stored_term,
+            pending: Vec::new(),
+            failed: None,
             links,
             current,
             conns: HashMap::new(),
@@ -230,9 +268,24 @@ impl Driver {
                 _ = shutdown.cancelled() => break,
                 _ = ticks.tick() => self.step(Input::Tick),
                 event = self.rx.recv() => match event {
-                    Some(event) => self.handle(event),
+                    Some(event) => {
+                        self.handle(event);
+                        // Whatever else is queued joins this batch: one fsync for all.
+                        for _ in 1..BATCH {
+                            match self.rx.try_recv() {
+                                Ok(event) => self.handle(event),
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     None => break,
                 },
+            }
+            self.carry_out();
+            if let Some(why) = self.failed.take() {
+                error!("stopping: {why}");
+                shutdown.cancel();
+                break;
             }
         }
         debug!("driver stopped");
@@ -277,14 +330,52 @@ impl Driver {
         }
     }
 
-    /// Feeds one input to the core and carries out what it says.
+    /// Feeds one input to the core; its outputs wait for [`Driver::carry_out`].
     fn step(&mut self, input: Input) {
         let now = self.now();
         let outputs = self.core.step(now, input);
+        self.pending.extend(outputs);
+    }
+
+    /// Stores the batch's log changes, then carries out its outputs: nothing that depends on
+    /// an entry (an acknowledgement to the leader, a reply to a service) leaves this beacon
+    /// before the entry is on disk.
+    fn carry_out(&mut self) {
         // A new term is stored before any message can announce it.
         self.persist_term();
+        let outputs = std::mem::take(&mut self.pending);
+        let mut snapshot: Option<Snapshot> = None;
+        let mut entries: Vec<Entry> = Vec::new();
+        for output in &outputs {
+            if let Output::Persist {
+                snapshot: s,
+                entries: e,
+            } = output
+            {
+                if let Some(s) = s {
+                    snapshot = Some(s.clone());
+                    entries.clear();
+                }
+                entries.extend(e.iter().cloned());
+            }
+        }
+        // A leader's entries go to its followers while it stores them itself: they count
+        // towards a commit only once acknowledged, and the leader's own acknowledgement (a
+        // reply) waits below. A follower's messages are acknowledgements and wait.
+        let mut rest = Vec::with_capacity(outputs.len());
         for output in outputs {
             match output {
+                Output::Send { to, msg } if msg.heartbeat.is_leader => self.send(to, &msg),
+                other => rest.push(other),
+            }
+        }
+        if let Err(e) = self.store(snapshot.as_ref(), &entries) {
+            self.failed = Some(format!("cannot store the replicated state: {e}"));
+            return;
+        }
+        for output in rest {
+            match output {
+                Output::Persist { .. } => {}
                 Output::Send { to, msg } => self.send(to, &msg),
                 Output::Reply { token, result } => {
                     if let Some(reply) = self.waiting.remove(&token) {
@@ -306,6 +397,24 @@ impl Driver {
         }
         self.current
             .send_replace(message_to_pb(&self.core.greeting()));
+    }
+
+    fn store(
+        &mut self,
+        snapshot: Option<&Snapshot>,
+        entries: &[Entry],
+    ) -> Result<(), crate::storage::StorageError> {
+        if let Some(s) = snapshot {
+            self.storage.install(s)?;
+        }
+        self.storage.append(entries)?;
+        if self.storage.logged() > self.config.log_keep {
+            // Compact: the current state replaces the log.
+            let now = self.now();
+            self.storage.install(&self.core.snapshot(now))?;
+            debug!(position = %self.core.position(), "stored state compacted into a snapshot");
+        }
+        Ok(())
     }
 
     fn send(&self, to: SocketAddr, msg: &PeerMessage) {

@@ -22,6 +22,7 @@ use tracing::{Instrument, error, error_span, info, warn};
 use crate::config::Config;
 use crate::data_dir::{DataDir, DataDirError};
 use crate::pb;
+use crate::storage::{Restored, Storage, StorageError};
 use driver::{Driver, DriverHandle};
 
 /// How long shutdown waits for connections to finish.
@@ -34,6 +35,8 @@ const LINK_QUEUE: usize = 1024;
 pub enum ServerError {
     #[error(transparent)]
     DataDir(#[from] DataDirError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     #[error("cannot listen on {addr} (key `{key}`): {cause}")]
     Bind {
         key: &'static str,
@@ -58,6 +61,7 @@ pub struct Server {
     admin: Option<TcpListener>,
     data_dir: DataDir,
     stored_term: u64,
+    stored: (Storage, Restored),
 }
 
 impl Server {
@@ -66,6 +70,7 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let data_dir = DataDir::open(&config.data_dir)?;
         let stored_term = data_dir.load_term()?;
+        let stored = Storage::open(data_dir.path())?;
         let bind = |key, addr| async move {
             TcpListener::bind(addr)
                 .await
@@ -82,6 +87,7 @@ impl Server {
             admin,
             data_dir,
             stored_term,
+            stored,
         })
     }
 
@@ -107,6 +113,7 @@ impl Server {
             admin,
             data_dir,
             stored_term,
+            stored,
         } = self;
         info!(
             beacons = ?config.beacons,
@@ -125,7 +132,8 @@ impl Server {
             links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
-        let (driver, handle, current) = Driver::new(config.clone(), data_dir, stored_term, links);
+        let (driver, handle, current) =
+            Driver::new(config.clone(), data_dir, stored_term, stored, links);
         let shared = Arc::new(Shared {
             config: config.clone(),
             driver: handle.clone(),
@@ -148,6 +156,8 @@ impl Server {
         tokio::select! {
             _ = accept_loop(&listener, &shared, &tracker) => {}
             _ = shutdown => info!("shutdown requested"),
+            // The driver stops the beacon when it can no longer store its state.
+            _ = token.cancelled() => {}
         }
         drop(listener);
         token.cancel();
