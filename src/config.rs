@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::coordinator::Mode;
 use crate::registry::{self, IdRange};
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
@@ -51,6 +52,8 @@ pub struct Config {
     pub subscriptions: BTreeMap<String, Vec<String>>,
     /// Log entries kept for followers that fall behind.
     pub log_keep: usize,
+    /// How writes are made safe; defaults to quorum with 3 or more beacons.
+    pub mode: Mode,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -135,6 +138,8 @@ struct RawConfig {
     node_type: Vec<RawSubscription>,
     #[serde(default = "default_log_keep")]
     log_keep: usize,
+    #[serde(default)]
+    mode: Option<String>,
 }
 
 /// One entry of `node_type`, as in NebulaBeacon: services of `node_type` are told about
@@ -443,7 +448,21 @@ impl RawConfig {
             }
         }
 
+        let mode = match self.mode.as_deref() {
+            None => Mode::default_for(beacons.len()),
+            Some("classic") => Mode::Classic,
+            Some("quorum") => Mode::Quorum,
+            Some(other) => {
+                return Err(check.err(
+                    "mode",
+                    None,
+                    format!("`{other}` is not a mode: use \"classic\" or \"quorum\""),
+                ));
+            }
+        };
+
         Ok(Config {
+            mode,
             cluster,
             node,
             beacons: beacons.into_iter().collect(),
@@ -491,6 +510,7 @@ mod tests {
         );
         assert_eq!((c.lease_ms, c.id_reuse_delay_ms), (10_000, 30_000));
         assert_eq!(c.max_metadata_bytes, 1024);
+        assert_eq!(c.mode, Mode::Classic, "the default for one beacon");
         assert_eq!(c.subscriptions["ACCESS"], vec!["LOGIC", "LOGGER"]);
     }
 
@@ -506,6 +526,7 @@ mod tests {
             .unwrap();
             assert_eq!(c.node.port(), port);
             assert_eq!(c.beacons.len(), 3);
+            assert_eq!(c.mode, Mode::Quorum, "the default for three beacons");
             lists.push((c.beacons, c.cluster));
         }
         assert!(lists.windows(2).all(|w| w[0] == w[1]));
@@ -570,6 +591,7 @@ mod tests {
                 .contains("key `max_frame_bytes`")
         );
         assert!(err("{").contains("EOF while parsing"));
+        assert!(err(r#"{"node": "127.0.0.1:1", "mode": "raft"}"#).contains("key `mode`"));
         assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [5, 2]}"#).contains("key `id_range`"));
         assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [0, 2]}"#).contains("key `id_range`"));
         assert!(err(r#"{"node": "127.0.0.1:1", "lease_ms": 10}"#).contains("key `lease_ms`"));

@@ -94,6 +94,9 @@ pub enum Command {
     Expire(NodeId),
     /// A quarantine is over: the ID may be allocated again.
     Release(NodeId),
+    /// A leader starts its term (quorum mode). Changes nothing in the registry; committing it
+    /// commits everything the leader took over from earlier terms.
+    LeaderStart,
 }
 
 /// What a command changed, as watchers see it.
@@ -308,6 +311,7 @@ impl Registry {
                     .ok_or(ApplyError::NotQuarantined(*id))?;
                 Ok(None)
             }
+            Command::LeaderStart => Ok(None),
         }
     }
 

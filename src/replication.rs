@@ -77,6 +77,8 @@ pub struct PeerMessage {
     pub reject: bool,
     /// Follower to leader: this follower's state diverged; only a snapshot can repair it.
     pub need_snapshot: bool,
+    /// Leader to follower (quorum mode, while taking over): send your whole state.
+    pub fetch: bool,
 }
 
 impl PeerMessage {

@@ -91,7 +91,12 @@ impl ClientError {
             | ClientError::Frame { .. } => true,
             ClientError::Refused { code, .. } => matches!(
                 code,
-                Some(ErrorCode::NotLeader | ErrorCode::LeaderChanged | ErrorCode::Unavailable)
+                Some(
+                    ErrorCode::NotLeader
+                        | ErrorCode::LeaderChanged
+                        | ErrorCode::Unavailable
+                        | ErrorCode::NoQuorum
+                )
             ),
             ClientError::Mismatch { .. } | ClientError::NoLeader { .. } => false,
         }

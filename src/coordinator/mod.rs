@@ -32,9 +32,46 @@ pub type Token = u64;
 /// Most entries carried by one message.
 const MAX_ENTRIES_PER_MESSAGE: usize = 256;
 
+/// How writes are made safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// NebulaBeacon's behaviour, for one or two beacons: the elected leader serves writes;
+    /// a write is acknowledged once every online, in-sync beacon stored it.
+    Classic,
+    /// For three or more beacons: a leader serves writes only while it sees a majority, only
+    /// after it took over the state of a majority, and acknowledges a write once a majority
+    /// stored it.
+    Quorum,
+}
+
+impl Mode {
+    /// The default for a cluster of `beacons`.
+    pub fn default_for(beacons: usize) -> Mode {
+        if beacons >= 3 {
+            Mode::Quorum
+        } else {
+            Mode::Classic
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Classic => "classic",
+            Mode::Quorum => "quorum",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
     pub me: SocketAddr,
+    pub mode: Mode,
     pub beacons: Vec<SocketAddr>,
     pub tick_ms: u64,
     pub id_range: IdRange,
@@ -123,6 +160,16 @@ pub enum RequestError {
         "leadership changed before the write was acknowledged; its outcome is unknown, so retry it (registering the same address again is safe)"
     )]
     LeaderChanged,
+    #[error(
+        "no quorum: this leader sees {sees} of {of} beacons and needs {needs}; writes wait until a majority is reachable"
+    )]
+    NoQuorum {
+        sees: usize,
+        needs: usize,
+        of: usize,
+    },
+    #[error("the new leader is still taking over the state of a majority; retry in a moment")]
+    NotReady,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -207,9 +254,27 @@ impl FollowerState {
     }
 }
 
+/// Where a leader stands in taking over.
+#[derive(Debug, Clone, Default)]
+enum Phase {
+    /// Serving.
+    #[default]
+    Ready,
+    /// Quorum mode, just elected: collecting the positions of followers that promised to
+    /// ignore older terms (their heartbeats carry our term). With a majority, the most
+    /// advanced state among them (by last entry's term, then index) is taken over, fetched
+    /// from its holder if it is not ours; only then does the leader serve.
+    Collecting {
+        promised: BTreeMap<SocketAddr, Position>,
+        /// The follower whose state is being fetched, and its position.
+        fetching: Option<(SocketAddr, Position)>,
+    },
+}
+
 /// State only the leader has.
 #[derive(Debug, Clone, Default)]
 struct Leading {
+    phase: Phase,
     followers: BTreeMap<SocketAddr, FollowerState>,
     leases: HashMap<NodeId, Lease>,
     /// Requests waiting for their entry to commit, in index order.
@@ -282,7 +347,12 @@ impl Coordinator {
             c.log.append(entry);
         }
         if c.election.is_leader() {
-            c.become_leader(0);
+            let mut out = Vec::new();
+            c.become_leader(0, &mut out);
+            notices.extend(out.into_iter().filter_map(|o| match o {
+                Output::Notice(n) => Some(n),
+                _ => None,
+            }));
         }
         (c, notices)
     }
@@ -415,7 +485,7 @@ impl Coordinator {
             }
         }
         match (self.election.is_leader(), self.leading.is_some()) {
-            (true, false) => self.become_leader(now),
+            (true, false) => self.become_leader(now, out),
             (false, true) => self.step_down(out),
             _ => {}
         }
@@ -437,7 +507,7 @@ impl Coordinator {
         self.election.peers().collect()
     }
 
-    fn become_leader(&mut self, now: Millis) {
+    fn become_leader(&mut self, now: Millis, out: &mut Vec<Output>) {
         let next = self.log.last().index + 1;
         let followers = self
             .peers()
@@ -459,11 +529,150 @@ impl Coordinator {
                 )
             })
             .collect();
+        let phase = match self.cfg.mode {
+            Mode::Classic => Phase::Ready,
+            Mode::Quorum => Phase::Collecting {
+                promised: BTreeMap::new(),
+                fetching: None,
+            },
+        };
         self.leading = Some(Leading {
+            phase,
             followers,
             leases,
             ..Leading::default()
         });
+        self.try_take_over(now, out);
+    }
+
+    /// Beacons in the cluster that make a majority.
+    fn majority(&self) -> usize {
+        self.cfg.beacons.len() / 2 + 1
+    }
+
+    /// Beacons this one sees online, itself included.
+    fn online(&self) -> usize {
+        1 + self
+            .election
+            .peers()
+            .filter(|p| self.election.is_online(*p))
+            .count()
+    }
+
+    /// Why this beacon cannot serve a write now, if it cannot.
+    fn write_blocked(&self) -> Option<RequestError> {
+        let Some(leading) = &self.leading else {
+            return Some(RequestError::NotLeader {
+                leader: self.election.leader(),
+            });
+        };
+        if self.cfg.mode == Mode::Quorum {
+            if self.online() < self.majority() {
+                return Some(RequestError::NoQuorum {
+                    sees: self.online(),
+                    needs: self.majority(),
+                    of: self.cfg.beacons.len(),
+                });
+            }
+            if matches!(leading.phase, Phase::Collecting { .. }) {
+                return Some(RequestError::NotReady);
+            }
+        }
+        None
+    }
+
+    /// Why reads from this beacon may be stale, if they may: no leader known, or (quorum
+    /// mode) this beacon cannot see a majority, or its leader has not taken over yet.
+    pub fn staleness(&self) -> Option<String> {
+        if self.election.leader().is_none() {
+            return Some("no leader is known".into());
+        }
+        if self.cfg.mode == Mode::Quorum {
+            if self.online() < self.majority() {
+                return Some(format!(
+                    "this beacon sees {} of {} beacons; a majority is {}",
+                    self.online(),
+                    self.cfg.beacons.len(),
+                    self.majority()
+                ));
+            }
+            if let Some(Leading {
+                phase: Phase::Collecting { .. },
+                ..
+            }) = &self.leading
+            {
+                return Some("this leader is still taking over the state of a majority".into());
+            }
+        }
+        None
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.cfg.mode
+    }
+
+    /// Quorum mode, collecting: with promises from a majority, takes over the most advanced
+    /// state among them (asking its holder for it if it is not ours).
+    fn try_take_over(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let majority = self.majority();
+        let mine = self.log.last();
+        let Some(Leading {
+            phase: Phase::Collecting { promised, fetching },
+            ..
+        }) = self.leading.as_mut()
+        else {
+            return;
+        };
+        if fetching.is_some() || promised.len() + 1 < majority {
+            return;
+        }
+        // Ties go to our own state (last in the chain).
+        let (best, holder) = promised
+            .iter()
+            .map(|(p, pos)| (*pos, Some(*p)))
+            .chain(std::iter::once((mine, None)))
+            .max_by_key(|(pos, _)| (pos.term, pos.index))
+            .expect("at least our own position");
+        match holder {
+            None => self.become_ready(now, out),
+            Some(peer) => {
+                *fetching = Some((peer, best));
+                out.push(Output::Notice(format!(
+                    "taking over: follower {peer} holds the most advanced state ({best}, ours {mine}); fetching it"
+                )));
+                let msg = self.message_for(peer, now);
+                out.push(Output::Send { to: peer, msg });
+            }
+        }
+    }
+
+    /// The leader has taken over: it serves from here, starting its term with an entry of
+    /// its own (committing it commits everything before it) and every lease afresh.
+    fn become_ready(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let next = self.log.last().index + 1;
+        let ids: Vec<NodeId> = self.registry.nodes().map(|r| r.node_id).collect();
+        let position = self.log.last();
+        let leading = self.leading();
+        leading.phase = Phase::Ready;
+        for f in leading.followers.values_mut() {
+            *f = FollowerState::new(next);
+        }
+        leading.leases = ids
+            .into_iter()
+            .map(|id| {
+                (
+                    id,
+                    Lease {
+                        last_seen: now,
+                        report: None,
+                    },
+                )
+            })
+            .collect();
+        out.push(Output::Notice(format!(
+            "took over the state of a majority at {position}: serving"
+        )));
+        self.append(now, Command::LeaderStart, out);
     }
 
     fn step_down(&mut self, out: &mut Vec<Output>) {
@@ -494,6 +703,10 @@ impl Coordinator {
 
     /// Expires missed leases and releases ended quarantines (leader only).
     fn maintain_leases(&mut self, now: Millis, out: &mut Vec<Output>) {
+        if self.write_blocked().is_some() {
+            // Nothing can be written; leases are judged again once it can.
+            return;
+        }
         let Some(l) = self.leading.as_ref() else {
             return;
         };
@@ -522,12 +735,10 @@ impl Coordinator {
     // ---- requests ------------------------------------------------------------------------
 
     fn on_request(&mut self, now: Millis, token: Token, request: Request, out: &mut Vec<Output>) {
-        if self.leading.is_none() {
+        if let Some(e) = self.write_blocked() {
             out.push(Output::Reply {
                 token,
-                result: Err(RequestError::NotLeader {
-                    leader: self.election.leader(),
-                }),
+                result: Err(e),
             });
             return;
         }
@@ -752,10 +963,9 @@ impl Coordinator {
     /// An online follower whose position is not known yet (just after an election, or after
     /// it reconnected) counts as having nothing: a write is never acknowledged on the hope
     /// that a beacon has it.
-    fn advance_commit(&mut self, now: Millis, out: &mut Vec<Output>) {
-        let Some(leading) = self.leading.as_mut() else {
-            return;
-        };
+    /// Classic mode: what every online, in-sync follower has stored.
+    fn classic_commit(&mut self, now: Millis, out: &mut Vec<Output>) -> Option<u64> {
+        let leading = self.leading.as_mut()?;
         let last = self.log.last().index;
         let stall_after = self.cfg.tick_ms * 2;
         let mut commit = last;
@@ -783,6 +993,40 @@ impl Coordinator {
             }
             commit = commit.min(matched);
         }
+        Some(commit)
+    }
+
+    /// Quorum mode: the highest index stored by a majority (the leader included), once the
+    /// entry there is of the leader's own term. An older entry on a majority is not yet safe:
+    /// a leader that took over a more advanced state could still replace it; an entry of the
+    /// current term on a majority is in the state any later leader takes over.
+    fn quorum_commit(&self) -> Option<u64> {
+        let leading = self.leading.as_ref()?;
+        if !matches!(leading.phase, Phase::Ready) {
+            return None;
+        }
+        let mut stored: Vec<u64> = leading
+            .followers
+            .values()
+            .map(|f| f.progress.matched.unwrap_or(0))
+            .collect();
+        stored.push(self.log.last().index);
+        stored.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = stored[self.majority() - 1];
+        (self.log.term_at(candidate) == Some(self.election.term())).then_some(candidate)
+    }
+
+    fn advance_commit(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let commit = match self.cfg.mode {
+            Mode::Classic => self.classic_commit(now, out),
+            Mode::Quorum => self.quorum_commit(),
+        };
+        let Some(commit) = commit else {
+            return;
+        };
+        let Some(leading) = self.leading.as_mut() else {
+            return;
+        };
         if commit <= self.commit {
             return;
         }
@@ -834,6 +1078,7 @@ impl Coordinator {
             snapshot: None,
             reject: false,
             need_snapshot: false,
+            fetch: false,
         }
     }
 
@@ -842,6 +1087,15 @@ impl Coordinator {
         let mut msg = self.bare_message();
         let resend_after = self.cfg.tick_ms * 2;
         let last = self.log.last();
+        if let Some(Leading {
+            phase: Phase::Collecting { fetching, .. },
+            ..
+        }) = &self.leading
+        {
+            // Taking over: nothing to send but our heartbeat, and the fetch.
+            msg.fetch = fetching.is_some_and(|(p, _)| p == peer);
+            return msg;
+        }
         let Some(f) = self
             .leading
             .as_mut()
@@ -909,7 +1163,7 @@ impl Coordinator {
             }
         }
         if self.leading.is_some() {
-            self.on_follower_report(now, from, &msg, out);
+            self.on_follower_report(now, from, msg, out);
         } else if self.election.leader() == Some(from) {
             self.on_leader_message(now, from, msg, out);
         }
@@ -920,11 +1174,42 @@ impl Coordinator {
         &mut self,
         now: Millis,
         from: SocketAddr,
-        msg: &PeerMessage,
+        msg: PeerMessage,
         out: &mut Vec<Output>,
     ) {
         if msg.heartbeat.is_leader {
             return; // a rival claim, settled by the election; its log is not ours to track
+        }
+        if let Some(Leading {
+            phase: Phase::Collecting { promised, fetching },
+            ..
+        }) = self.leading.as_mut()
+        {
+            if msg.heartbeat.term < self.election.term() {
+                return; // it has not heard of our term yet: no promise
+            }
+            promised.insert(from, msg.position);
+            if let Some((peer, wanted)) = *fetching {
+                match msg.snapshot {
+                    Some(snapshot) if peer == from && snapshot.position == wanted => {
+                        let snapshot = *snapshot;
+                        self.registry.restore(snapshot.registry.clone(), now);
+                        self.log.reset(snapshot.position);
+                        self.unsaved.clear();
+                        self.unsaved_snapshot = Some(snapshot);
+                        self.become_ready(now, out);
+                    }
+                    _ if peer == from && msg.position != wanted => {
+                        // It moved on meanwhile: choose again.
+                        *fetching = None;
+                        self.try_take_over(now, out);
+                    }
+                    _ => {}
+                }
+                return;
+            }
+            self.try_take_over(now, out);
+            return;
         }
         let log = &self.log;
         let Some(f) = self
@@ -966,6 +1251,20 @@ impl Coordinator {
         msg: PeerMessage,
         out: &mut Vec<Output>,
     ) {
+        if msg.heartbeat.term < self.election.max_seen_term() {
+            // We promised a newer term: an older leader's entries are not taken.
+            return;
+        }
+        if msg.fetch {
+            // A new leader takes over the most advanced state of a majority: ours.
+            let mut reply = self.bare_message();
+            reply.snapshot = Some(Box::new(self.snapshot(now)));
+            out.push(Output::Send {
+                to: from,
+                msg: reply,
+            });
+            return;
+        }
         let mut reject = false;
         let mut need_snapshot = false;
         let replicates = msg.replicates();

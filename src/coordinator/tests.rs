@@ -23,7 +23,12 @@ const B: u16 = 17000;
 const C: u16 = 18000;
 
 fn config(me: u16, beacons: &[u16], log_keep: usize) -> CoordinatorConfig {
+    config_in(Mode::Classic, me, beacons, log_keep)
+}
+
+fn config_in(mode: Mode, me: u16, beacons: &[u16], log_keep: usize) -> CoordinatorConfig {
     CoordinatorConfig {
+        mode,
         me: addr(me),
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
         tick_ms: TICK,
@@ -68,6 +73,7 @@ struct Net {
     cut: BTreeSet<SocketAddr>,
     /// What each beacon stored: its snapshot and the entries after it.
     disk: BTreeMap<SocketAddr, (Option<Snapshot>, Vec<Entry>)>,
+    mode: Mode,
     ports: Vec<u16>,
     log_keep: usize,
     now: Millis,
@@ -76,9 +82,16 @@ struct Net {
 
 impl Net {
     fn new(ports: &[u16], log_keep: usize) -> Net {
+        Net::new_in(Mode::Classic, ports, log_keep)
+    }
+
+    fn new_in(mode: Mode, ports: &[u16], log_keep: usize) -> Net {
         let nodes: BTreeMap<SocketAddr, Coordinator> = ports
             .iter()
-            .map(|p| (addr(*p), Coordinator::new(config(*p, ports, log_keep))))
+            .map(|p| {
+                let c = Coordinator::new(config_in(mode, *p, ports, log_keep));
+                (addr(*p), c)
+            })
             .collect();
         // Links come up at start: every beacon greets every other before anyone ticks.
         let mut queue = VecDeque::new();
@@ -94,6 +107,7 @@ impl Net {
             committed: BTreeMap::new(),
             cut: BTreeSet::new(),
             disk: BTreeMap::new(),
+            mode,
             ports: ports.to_vec(),
             log_keep,
             now: 0,
@@ -105,8 +119,11 @@ impl Net {
     fn restart(&mut self, port: u16) {
         let at = addr(port);
         let (snapshot, entries) = self.disk.get(&at).cloned().unwrap_or_default();
-        let (node, notices) =
-            Coordinator::restore(config(port, &self.ports, self.log_keep), snapshot, entries);
+        let (node, notices) = Coordinator::restore(
+            config_in(self.mode, port, &self.ports, self.log_keep),
+            snapshot,
+            entries,
+        );
         assert!(notices.is_empty(), "{notices:?}");
         let greeting = node.greeting();
         self.nodes.insert(at, node);
@@ -597,6 +614,7 @@ fn pending_writes_fail_clearly_when_leadership_is_lost() {
                 snapshot: None,
                 reject: false,
                 need_snapshot: false,
+                fetch: false,
             },
         },
     );
@@ -619,4 +637,109 @@ fn invalid_requests_change_nothing() {
         "no free node ID: all 8 IDs of range 1..=8 are taken (8 in use, 0 in quarantine)"
     );
     assert_eq!(net.node(A).position(), before);
+}
+
+// ---- quorum mode ---------------------------------------------------------------------------
+
+fn reply_error(net: &Net, token: Token) -> RequestError {
+    match net.reply(token) {
+        Some(Err(e)) => e.clone(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn quorum_writes_need_a_majority_and_a_minority_leader_refuses_them() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    assert_eq!(net.leader(), A);
+    assert_eq!(net.node(A).staleness(), None);
+    // With C cut off, A and B are a majority: writes go on.
+    net.cut.insert(addr(C));
+    let t = net.request(A, register_req(10, "LOGIC"));
+    net.deliver();
+    let id = net.registered_id(t);
+    // With B cut off too, A is alone: once it sees them offline, it refuses writes and
+    // reports, and its reads are marked stale.
+    net.cut.insert(addr(B));
+    for _ in 0..4 {
+        net.tick();
+    }
+    let t = net.request(A, register_req(11, "LOGIC"));
+    net.deliver();
+    assert_eq!(
+        reply_error(&net, t),
+        RequestError::NoQuorum {
+            sees: 1,
+            needs: 2,
+            of: 3
+        }
+    );
+    let t = net.request(A, report_req(id, 10));
+    net.deliver();
+    assert!(matches!(
+        reply_error(&net, t),
+        RequestError::NoQuorum { .. }
+    ));
+    assert!(net.node(A).staleness().unwrap().contains("sees 1 of 3"));
+    // Its lease is not ended while nothing can be written.
+    for _ in 0..20 {
+        net.tick();
+    }
+    assert_eq!(net.registry_ids(A).len(), 1);
+}
+
+#[test]
+fn a_write_on_a_majority_survives_a_leader_elected_with_a_stale_state() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    // B misses a registration that A and C (a majority) store and acknowledge.
+    net.cut.insert(addr(B));
+    let t = net.request(A, register_req(10, "LOGIC"));
+    net.deliver();
+    let id = net.registered_id(t);
+    // A dies; B comes back and, first online, is elected with a stale state.
+    net.kill(A);
+    net.cut.clear();
+    for _ in 0..5 {
+        net.tick();
+    }
+    assert_eq!(net.leader(), B);
+    assert!(
+        net.registry_ids(B).contains(&(id, svc(10))),
+        "B took over C's more advanced state"
+    );
+    // And allocates past it.
+    let t = net.request(B, register_req(11, "LOGIC"));
+    net.deliver();
+    assert_ne!(net.registered_id(t), id);
+    assert_eq!(net.registry_ids(B), net.registry_ids(C));
+}
+
+#[test]
+fn a_leader_serves_only_once_it_has_taken_over() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    net.kill(A);
+    // B leads at once, but has heard no promise from C yet if C is silent.
+    net.cut.insert(addr(C));
+    for _ in 0..2 {
+        net.tick();
+    }
+    if net.node(B).is_leader() {
+        let t = net.request(B, register_req(10, "LOGIC"));
+        net.deliver();
+        let e = reply_error(&net, t);
+        assert!(
+            matches!(e, RequestError::NotReady | RequestError::NoQuorum { .. }),
+            "{e:?}"
+        );
+    }
+    net.cut.clear();
+    for _ in 0..3 {
+        net.tick();
+    }
+    let t = net.request(B, register_req(10, "LOGIC"));
+    net.deliver();
+    net.registered_id(t);
 }

@@ -202,6 +202,7 @@ impl Driver {
         );
         let cfg = CoordinatorConfig {
             me: config.node,
+            mode: config.mode,
             beacons: config.beacons.clone(),
             tick_ms: config.tick_ms,
             id_range: config.id_range,

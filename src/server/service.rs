@@ -26,6 +26,8 @@ impl From<RequestError> for Reject {
             RequestError::NoLease { .. } => ErrorCode::NoLease,
             RequestError::UnknownTarget(_) => ErrorCode::UnknownTarget,
             RequestError::LeaderChanged => ErrorCode::LeaderChanged,
+            RequestError::NoQuorum { .. } => ErrorCode::NoQuorum,
+            RequestError::NotReady => ErrorCode::Unavailable,
         };
         let leader = match &e {
             RequestError::NotLeader { leader } => *leader,

@@ -70,6 +70,7 @@ pub fn entry_to_pb(e: &Entry) -> pb::LogEntry {
         Command::Unregister(id) => C::Unregister(*id),
         Command::Expire(id) => C::Expire(*id),
         Command::Release(id) => C::Release(*id),
+        Command::LeaderStart => C::LeaderStart(true),
     };
     pb::LogEntry {
         index: e.index,
@@ -89,6 +90,7 @@ pub fn entry_from_pb(e: pb::LogEntry) -> Result<Entry, ConvertError> {
         C::Unregister(id) => Command::Unregister(id),
         C::Expire(id) => Command::Expire(id),
         C::Release(id) => Command::Release(id),
+        C::LeaderStart(_) => Command::LeaderStart,
     };
     Ok(Entry {
         index: e.index,
@@ -162,6 +164,7 @@ pub fn message_to_pb(m: &PeerMessage) -> pb::Election {
         commit: m.commit,
         reject: m.reject,
         need_snapshot: m.need_snapshot,
+        fetch: m.fetch,
         snapshot: m.snapshot.as_deref().map(snapshot_to_pb),
         ..Default::default()
     };
@@ -172,7 +175,7 @@ pub fn message_to_pb(m: &PeerMessage) -> pb::Election {
             match &entry.command {
                 Command::Register(r) => e.added_node_id.push(r.node_id),
                 Command::Unregister(id) | Command::Expire(id) => e.removed_node_id.push(*id),
-                Command::Update(_) | Command::Release(_) => {}
+                Command::Update(_) | Command::Release(_) | Command::LeaderStart => {}
             }
             e.entries.push(entry_to_pb(entry));
         }
@@ -211,6 +214,7 @@ pub fn message_from_pb(e: pb::Election) -> Result<PeerMessage, ConvertError> {
         snapshot,
         reject: e.reject,
         need_snapshot: e.need_snapshot,
+        fetch: e.fetch,
     })
 }
 
@@ -277,6 +281,7 @@ mod tests {
             })),
             reject: false,
             need_snapshot: true,
+            fetch: false,
         };
         let e = message_to_pb(&m);
         assert_eq!(e.added_node_id, vec![3]);

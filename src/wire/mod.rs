@@ -106,12 +106,14 @@ pub enum ErrorCode {
     UnknownTarget = 15,
     /// Leadership moved before the write was acknowledged; retry it.
     LeaderChanged = 16,
-    /// A peer's configuration disagrees with this beacon's (node-ID range).
+    /// A peer's configuration disagrees with this beacon's (node-ID range, mode).
     ConfigMismatch = 17,
+    /// Quorum mode: the leader cannot see a majority, so it cannot write.
+    NoQuorum = 18,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 17] = [
+    const ALL: [ErrorCode; 18] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -129,6 +131,7 @@ impl ErrorCode {
         ErrorCode::UnknownTarget,
         ErrorCode::LeaderChanged,
         ErrorCode::ConfigMismatch,
+        ErrorCode::NoQuorum,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {
