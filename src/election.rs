@@ -371,16 +371,29 @@ impl Election {
                 }
             }
         }
+        let rival = self
+            .entries
+            .iter()
+            .any(|(addr, e)| *addr != self.me && e.alive() && e.claims());
         // Our own entry is always alive, so there is always a candidate.
         let (candidate, claims, _) = chosen.expect("own entry is always online");
 
         let mut actions = Vec::new();
+        let term_before = self.term;
         // A fresh beacon first learns the cluster's state: it may elect itself once it has
         // ticked (its peers' handshakes have had a tick to arrive) or once it has followed a
         // leader (it knows the state first hand).
         let informed = self.ticked || self.leader.is_some();
         if candidate == self.me {
             if !self.is_leader && informed && why != Check::Heartbeat {
+                self.become_leader();
+                actions.push(Action::Broadcast(self.heartbeat()));
+            } else if self.is_leader && self.max_seen > self.term && why == Check::Tick && !rival {
+                // A beacon announces a later term than ours (it saw a rival that led in a
+                // partition and is gone, or it kept that term across a restart): it ignores
+                // an older leader's writes. We lead on, in a term above it. Not while a
+                // rival's claim is online (the claims settle that), and at most once a tick,
+                // so two leaders that cannot hear each other do not race terms upwards.
                 self.become_leader();
                 actions.push(Action::Broadcast(self.heartbeat()));
             }
@@ -394,7 +407,7 @@ impl Election {
         } else {
             claims.then_some(candidate)
         };
-        if leader != self.leader {
+        if leader != self.leader || (self.is_leader && self.term != term_before) {
             self.leader = leader;
             actions.push(Action::LeaderChanged {
                 leader,
@@ -612,6 +625,39 @@ mod tests {
         );
         assert!(!b.is_leader());
         assert_eq!(b.term(), 5, "a follower announces the highest term seen");
+    }
+
+    #[test]
+    fn a_leader_that_hears_a_later_term_takes_a_term_above_it() {
+        // A leads in term 1; C restarts remembering term 5 (a leader it saw in a partition)
+        // and follows A. C ignores writes of terms below 5, so A moves past it.
+        let mut a = cluster(A);
+        beat(&mut a, 0, B, false, 0);
+        a.tick(100);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
+        // The heartbeat itself changes nothing; the next tick does.
+        assert_eq!(beat(&mut a, 150, C, false, 5), vec![]);
+        assert_eq!(
+            a.tick(200),
+            vec![Action::Broadcast(hb(true, 7)), changed(A, 7)]
+        );
+        assert_eq!((a.is_leader(), a.term(), a.max_seen_term()), (true, 7, 7));
+        // Hearing its own term again changes nothing.
+        assert_eq!(beat(&mut a, 250, C, false, 7), vec![]);
+        assert_eq!(
+            a.tick(300),
+            vec![Action::Broadcast(hb(true, 7))],
+            "a plain tick"
+        );
+        // While a rival's claim is online the claims settle it: no new term.
+        let mut b = cluster(B);
+        beat(&mut b, 0, C, false, 0);
+        b.tick(100);
+        assert_eq!((b.is_leader(), b.term()), (true, 2));
+        beat(&mut b, 150, A, true, 1);
+        beat(&mut b, 160, C, false, 5);
+        b.tick(200);
+        assert_eq!((b.is_leader(), b.term(), b.max_seen_term()), (true, 2, 5));
     }
 
     #[test]

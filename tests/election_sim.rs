@@ -21,29 +21,11 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use beacon::election::{Action, Election, Heartbeat, Input};
+use beacon_testkit::rng::SimRng as Rng;
 
 /// Rounds allowed from "healed" to "one leader agreed by all".
 const CONVERGE_ROUNDS: u64 = 6;
 const TICK_MS: u64 = 100;
-
-/// splitmix64: small, deterministic, good enough to drive a schedule.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Shuffles messages across links while keeping each link's own order, as TCP does: links
 /// race each other, but one connection never reorders.
@@ -373,7 +355,7 @@ struct Stats {
 /// Runs one seeded schedule of chaos phases, each followed by healing and a check that the
 /// cluster converges and then stays put.
 fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut sim = Sim::new(n);
     let mut stats = Stats::default();
     let fail = |sim: &Sim, msg: String| {
@@ -390,7 +372,7 @@ fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
         // Chaos: random faults for a random stretch.
         let chaos_rounds = rng.below(30);
         for _ in 0..chaos_rounds {
-            if rng.chance(25) {
+            if rng.percent(25) {
                 let i = rng.below(n as u64) as usize;
                 let j = (i + 1 + rng.below(n as u64 - 1) as usize) % n;
                 match rng.below(7) {
@@ -399,7 +381,7 @@ fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
                     2 => sim.cut_link(i, j, false),
                     3 => sim.heal(),
                     4 | 5 if sim.nodes[i].is_some() && sim.live().len() > 1 => {
-                        let detected = rng.chance(70);
+                        let detected = rng.percent(70);
                         sim.crash(i, detected)
                     }
                     _ if sim.nodes[i].is_none() => sim.restart(i),
@@ -411,7 +393,7 @@ fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
         // Heal: links back, some crashed beacons restarted (at least one beacon runs).
         sim.heal();
         for i in 0..n {
-            if sim.nodes[i].is_none() && (sim.live().is_empty() || rng.chance(60)) {
+            if sim.nodes[i].is_none() && (sim.live().is_empty() || rng.percent(60)) {
                 sim.restart(i);
             }
         }
@@ -488,7 +470,7 @@ fn five_beacons_converge_under_random_faults() {
 /// The seed's demo, in the simulation: kill the leader, kill a follower, restart both.
 #[test]
 fn seed_demo_sequence() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let mut sim = Sim::new(3);
     for _ in 0..3 {
         sim.round(&mut rng).unwrap();
@@ -531,7 +513,7 @@ fn seed_demo_sequence() {
 /// higher term, and on healing the higher term wins everywhere in one round.
 #[test]
 fn isolated_leader_yields_to_the_higher_term_after_healing() {
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     let mut sim = Sim::new(3);
     for _ in 0..3 {
         sim.round(&mut rng).unwrap();

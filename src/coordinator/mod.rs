@@ -206,6 +206,20 @@ pub enum Output {
     Notice(String),
 }
 
+/// A follower's replication progress, as its leader knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerView {
+    pub peer: SocketAddr,
+    /// The last index it is known to store, if known.
+    pub matched: Option<u64>,
+    /// The next index to send it.
+    pub next: u64,
+    /// It is outside the leader's log and gets a snapshot.
+    pub wants_snapshot: bool,
+    /// Classic mode: commits wait for it.
+    pub in_sync: bool,
+}
+
 /// One live (or quarantined) registration as seen from here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
@@ -274,6 +288,8 @@ enum Phase {
 /// State only the leader has.
 #[derive(Debug, Clone, Default)]
 struct Leading {
+    /// The term this leadership began in; a new term is a new leadership.
+    term: u64,
     phase: Phase,
     followers: BTreeMap<SocketAddr, FollowerState>,
     leases: HashMap<NodeId, Lease>,
@@ -487,6 +503,11 @@ impl Coordinator {
         match (self.election.is_leader(), self.leading.is_some()) {
             (true, false) => self.become_leader(now, out),
             (false, true) => self.step_down(out),
+            (true, true) if self.leading.as_ref().map(|l| l.term) != Some(self.election.term()) => {
+                // Leading on in a later term: what waited was proposed in the old one.
+                self.step_down(out);
+                self.become_leader(now, out);
+            }
             _ => {}
         }
         if broadcast {
@@ -537,6 +558,7 @@ impl Coordinator {
             },
         };
         self.leading = Some(Leading {
+            term: self.election.term(),
             phase,
             followers,
             leases,
@@ -609,6 +631,36 @@ impl Coordinator {
 
     pub fn mode(&self) -> Mode {
         self.cfg.mode
+    }
+
+    /// How far each follower is known to have stored the log (leader only).
+    pub fn follower_progress(&self) -> Vec<FollowerView> {
+        let Some(leading) = &self.leading else {
+            return Vec::new();
+        };
+        leading
+            .followers
+            .iter()
+            .map(|(peer, f)| FollowerView {
+                peer: *peer,
+                matched: f.progress.matched,
+                next: f.progress.next,
+                wants_snapshot: f.wants_snapshot,
+                in_sync: f.in_sync,
+            })
+            .collect()
+    }
+
+    /// Whether this beacon leads and has taken over (quorum mode) the state of a majority:
+    /// its registry then holds every acknowledged write of earlier terms.
+    pub fn has_taken_over(&self) -> bool {
+        matches!(
+            self.leading,
+            Some(Leading {
+                phase: Phase::Ready,
+                ..
+            })
+        )
     }
 
     /// Quorum mode, collecting: with promises from a majority, takes over the most advanced
@@ -1243,6 +1295,14 @@ impl Coordinator {
         }
     }
 
+    /// Whether `position` is in this beacon's history: its log holds it, or an entry of the
+    /// same term at or after it (one leader per term, and a follower only appends what
+    /// continues its leader's log, so an entry of that term implies everything before it).
+    fn holds(&self, position: Position) -> bool {
+        let last = self.log.last();
+        self.log.contains(position) || (last.term == position.term && last.index >= position.index)
+    }
+
     /// Follower: the leader sent us entries or a snapshot.
     fn on_leader_message(
         &mut self,
@@ -1268,24 +1328,41 @@ impl Coordinator {
         let mut reject = false;
         let mut need_snapshot = false;
         let replicates = msg.replicates();
+        // The last index known to match the leader's log.
+        let mut verified = if self.holds(msg.position) {
+            msg.position.index
+        } else {
+            0
+        };
         if let Some(snapshot) = msg.snapshot {
             let snapshot = *snapshot;
-            self.registry.restore(snapshot.registry.clone(), now);
-            self.log.reset(snapshot.position);
-            self.unsaved.clear();
-            self.unsaved_snapshot = Some(snapshot.clone());
-            out.push(Output::Notice(format!(
-                "installed a snapshot from leader {from} at {}",
-                snapshot.position
-            )));
+            if self.holds(snapshot.position) {
+                // A late copy of a state we already have (and have built on): installing
+                // it would take back entries this beacon acknowledged.
+                verified = verified.max(snapshot.position.index);
+            } else {
+                verified = snapshot.position.index;
+                self.registry.restore(snapshot.registry.clone(), now);
+                self.log.reset(snapshot.position);
+                self.unsaved.clear();
+                self.unsaved_snapshot = Some(snapshot.clone());
+                out.push(Output::Notice(format!(
+                    "installed a snapshot from leader {from} at {}",
+                    snapshot.position
+                )));
+            }
         }
         if let Some(append) = &msg.append {
-            if !self.log.contains(append.prev) {
+            if !self.holds(append.prev) {
                 reject = true;
             } else {
+                verified = verified.max(append.prev.index);
                 for entry in &append.entries {
+                    if self.holds(entry.position()) {
+                        verified = verified.max(entry.index); // already have it
+                        continue;
+                    }
                     match self.log.term_at(entry.index) {
-                        Some(t) if t == entry.term => continue, // already have it
                         Some(_) => {
                             // We hold different entries past `prev`: our state diverged and
                             // cannot be rolled back entry by entry.
@@ -1308,10 +1385,11 @@ impl Coordinator {
                     }
                     self.unsaved.push(entry.clone());
                     self.log.append(entry.clone());
+                    verified = verified.max(entry.index);
                 }
             }
         }
-        self.commit = self.commit.max(msg.commit.min(self.log.last().index));
+        self.commit = self.commit.max(msg.commit.min(verified));
         if replicates {
             let mut ack = self.bare_message();
             ack.reject = reject;

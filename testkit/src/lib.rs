@@ -3,6 +3,8 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
+pub mod rng;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
