@@ -54,6 +54,9 @@ pub struct Config {
     pub log_keep: usize,
     /// How writes are made safe; defaults to quorum with 3 or more beacons.
     pub mode: Mode,
+    /// Beacon identity -> the address to connect to it at, where that differs (a NAT, a
+    /// port forward, a proxy). Identities stay what the `beacon` list says.
+    pub dial: BTreeMap<SocketAddr, SocketAddr>,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -140,6 +143,8 @@ struct RawConfig {
     log_keep: usize,
     #[serde(default)]
     mode: Option<String>,
+    #[serde(default)]
+    dial: BTreeMap<String, String>,
 }
 
 /// One entry of `node_type`, as in NebulaBeacon: services of `node_type` are told about
@@ -448,6 +453,19 @@ impl RawConfig {
             }
         }
 
+        let mut dial = BTreeMap::new();
+        for (beacon, via) in &self.dial {
+            let beacon = check.addr("dial", None, beacon)?;
+            if beacon == node || !beacons.contains(&beacon) {
+                return Err(check.err(
+                    "dial",
+                    None,
+                    format!("`{beacon}` is not one of this beacon's peers (key `beacon`)"),
+                ));
+            }
+            dial.insert(beacon, check.addr("dial", None, via)?);
+        }
+
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
             Some("classic") => Mode::Classic,
@@ -463,6 +481,7 @@ impl RawConfig {
 
         Ok(Config {
             mode,
+            dial,
             cluster,
             node,
             beacons: beacons.into_iter().collect(),
@@ -592,6 +611,25 @@ mod tests {
         );
         assert!(err("{").contains("EOF while parsing"));
         assert!(err(r#"{"node": "127.0.0.1:1", "mode": "raft"}"#).contains("key `mode`"));
+        let dial = |map: &str| {
+            format!(
+                r#"{{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:1", "127.0.0.1:2"], "dial": {map}}}"#
+            )
+        };
+        assert!(
+            err(&dial(r#"{"127.0.0.1:3": "127.0.0.1:9"}"#))
+                .contains("key `dial`: `127.0.0.1:3` is not one of this beacon's peers")
+        );
+        assert!(err(&dial(r#"{"127.0.0.1:1": "127.0.0.1:9"}"#)).contains("key `dial`"));
+        assert!(err(&dial(r#"{"127.0.0.1:2": "nowhere"}"#)).contains("key `dial`"));
+        let c = parse(&dial(r#"{"127.0.0.1:2": "127.0.0.1:9"}"#)).unwrap();
+        assert_eq!(
+            c.dial,
+            BTreeMap::from([(
+                "127.0.0.1:2".parse().unwrap(),
+                "127.0.0.1:9".parse().unwrap()
+            )])
+        );
         assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [5, 2]}"#).contains("key `id_range`"));
         assert!(err(r#"{"node": "127.0.0.1:1", "id_range": [0, 2]}"#).contains("key `id_range`"));
         assert!(err(r#"{"node": "127.0.0.1:1", "lease_ms": 10}"#).contains("key `lease_ms`"));

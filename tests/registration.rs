@@ -588,18 +588,15 @@ async fn writes_at_a_follower_redirect_to_the_leader() {
     assert_eq!(err.code(), Some(ErrorCode::NotLeader));
 }
 
-#[tokio::test]
-async fn beacons_with_different_id_ranges_refuse_each_other() {
+/// Two beacons whose configs differ in `extra_a` / `extra_b`: each must refuse the other
+/// with a log line containing `complaint`.
+async fn assert_config_mismatch_refused(extra_a: &str, extra_b: &str, complaint: &str) {
     let ports = free_ports(2);
     let dir = tempfile::tempdir().unwrap();
     let peers = format!("{},{}", addr(ports[0]), addr(ports[1]));
-    let start = |port: u16, range: &str| {
+    let start = |port: u16, extra: &str| {
         let file = dir.path().join(format!("{port}.json"));
-        std::fs::write(
-            &file,
-            format!(r#"{{"node": "{}", "id_range": {range}}}"#, addr(port)),
-        )
-        .unwrap();
+        std::fs::write(&file, format!(r#"{{"node": "{}", {extra}}}"#, addr(port))).unwrap();
         let args = vec![
             "--config".into(),
             file.display().to_string(),
@@ -612,15 +609,33 @@ async fn beacons_with_different_id_ranges_refuse_each_other() {
         ];
         Beacon::start(BEACON.as_ref(), addr(port), dir.path(), args)
     };
-    let a = start(ports[0], "[1, 1023]");
-    let b = start(ports[1], "[1, 100]");
+    let a = start(ports[0], extra_a);
+    let b = start(ports[1], extra_b);
     let refused = eventually(Duration::from_secs(5), || async {
-        a.log()
-            .contains("every beacon of a cluster needs the same `id_range`")
-            .then_some(())
+        (a.log().contains(complaint) && b.log().contains(complaint)).then_some(())
     })
     .await;
     assert!(refused.is_some(), "{}\n{}", a.log(), b.log());
+}
+
+#[tokio::test]
+async fn beacons_with_different_id_ranges_refuse_each_other() {
+    assert_config_mismatch_refused(
+        r#""id_range": [1, 1023]"#,
+        r#""id_range": [1, 100]"#,
+        "every beacon of a cluster needs the same `id_range`",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn beacons_in_different_modes_refuse_each_other() {
+    assert_config_mismatch_refused(
+        r#""mode": "classic""#,
+        r#""mode": "quorum""#,
+        "every beacon of a cluster needs the same `mode`",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,20 +153,28 @@ impl Session {
             Command::ShowNodes(node_type) => {
                 let t = node_type.as_deref().unwrap_or("");
                 let reply = self.with_client(async |c| c.nodes(t, "").await).await?;
-                self.print(&reply, render::nodes)
+                self.print(&reply, |r| {
+                    render::nodes(r) + &render::stale_warning(r.stale.as_deref())
+                })
             }
             Command::ShowNodeDetail(t, addr) => {
                 let a = addr.as_deref().unwrap_or("");
                 let reply = self.with_client(async |c| c.nodes(t, a).await).await?;
-                self.print(&reply, render::node_detail)
+                self.print(&reply, |r| {
+                    render::node_detail(r) + &render::stale_warning(r.stale.as_deref())
+                })
             }
             Command::ShowNodeReport(t, addr) => {
                 let reply = self.leader_nodes(t, addr.as_deref().unwrap_or("")).await?;
-                self.print(&reply, render::node_report)
+                self.print(&reply, |r| {
+                    render::node_report(r) + &render::stale_warning(r.stale.as_deref())
+                })
             }
             Command::ShowIds => {
                 let reply = self.with_client(async |c| c.ids().await).await?;
-                self.print(&reply, render::ids)
+                self.print(&reply, |r| {
+                    render::ids(r) + &render::stale_warning(r.stale.as_deref())
+                })
             }
             Command::ShowSubscription(t) => {
                 let t = t.as_deref().unwrap_or("");

@@ -27,13 +27,40 @@ pub fn beacon(status: &pb::BeaconStatus) -> String {
                 yes_no(b.is_online),
                 b.term.to_string(),
                 opt_ms(b.last_seen_ms),
+                opt_ms(b.stored),
             ]
         })
         .collect();
-    table::render(
-        &["node", "is_leader", "is_online", "term", "last_seen_ms"],
+    let mut out = table::render(
+        &[
+            "node",
+            "is_leader",
+            "is_online",
+            "term",
+            "last_seen_ms",
+            "stored",
+        ],
         &rows,
-    )
+    );
+    out.push_str(&format!(
+        "mode {} · term {} · commit {} · log {}@{} · leader {} (answered by {})\n",
+        status.mode,
+        status.term,
+        status.commit,
+        status.index,
+        status.log_term,
+        status.leader.as_deref().unwrap_or("none"),
+        status.node
+    ));
+    out.push_str(&stale_warning(status.stale.as_deref()));
+    out
+}
+
+/// A line warning that an answer may be stale, or nothing.
+pub fn stale_warning(stale: Option<&str>) -> String {
+    stale.map_or(String::new(), |why| {
+        format!("warning: this answer may be stale: {why}\n")
+    })
 }
 
 fn entries(reply: &pb::NodesReply) -> impl Iterator<Item = (&pb::NodeEntry, &pb::NodeInfo)> {
@@ -190,6 +217,7 @@ mod tests {
             in_use: 3,
             quarantined: vec![2],
             index: 9,
+            stale: None,
         });
         assert_eq!(
             out,

@@ -141,11 +141,29 @@ fn show_beacon_prints_the_seed_table() {
         .collect();
     assert_eq!(
         lines[0],
-        ["node", "is_leader", "is_online", "term", "last_seen_ms"],
+        [
+            "node",
+            "is_leader",
+            "is_online",
+            "term",
+            "last_seen_ms",
+            "stored"
+        ],
         "{stdout}"
     );
-    assert_eq!(lines.len(), 4, "{stdout}");
-    for (i, row) in lines[1..].iter().enumerate() {
+    assert_eq!(lines.len(), 5, "{stdout}");
+    // Three beacons default to quorum mode; the summary names the answering beacon.
+    let summary = stdout.lines().nth(4).unwrap();
+    assert!(
+        summary.starts_with("mode quorum · term ")
+            && summary.contains(" · commit ")
+            && summary.contains(&format!(
+                "leader {} (answered by {})",
+                c.addrs[0], c.addrs[1]
+            )),
+        "{stdout}"
+    );
+    for (i, row) in lines[1..4].iter().enumerate() {
         assert_eq!(row[0], c.addrs[i].to_string(), "sorted order: {stdout}");
         assert_eq!(row[1], if i == 0 { "yes" } else { "no" }, "{stdout}");
         assert_eq!(row[2], "yes", "{stdout}");
@@ -154,7 +172,7 @@ fn show_beacon_prints_the_seed_table() {
     }
     // Columns line up: every row starts its second column where the header does.
     let col = stdout.lines().next().unwrap().find("is_leader").unwrap();
-    for line in stdout.lines().skip(1) {
+    for line in stdout.lines().skip(1).take(3) {
         assert!(
             line[col..].starts_with("yes") || line[col..].starts_with("no "),
             "{stdout}"
@@ -182,6 +200,11 @@ fn json_output_has_the_same_facts() {
     assert_eq!(rows[1]["is_online"], true);
     assert!(rows[1]["last_seen_ms"].as_u64().unwrap() < 5_000);
     assert!(rows[1]["term"].as_u64().unwrap() >= 1);
+    assert_eq!(v["mode"], "quorum");
+    // The leader took over and committed its first entry; it knows what each follower stored.
+    assert!(v["commit"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["stale"].is_null(), "{v}");
+    assert_eq!(rows[1]["stored"], v["index"], "{v}");
 }
 
 #[test]

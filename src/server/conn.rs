@@ -204,6 +204,15 @@ fn accept_hello(
                     ),
                 ));
             }
+            if hello.mode != config.mode.as_str() {
+                return Err(Reject::close(
+                    ErrorCode::ConfigMismatch,
+                    format!(
+                        "beacon `{node}` runs in mode `{}` but this beacon in `{}`; every beacon of a cluster needs the same `mode`",
+                        hello.mode, config.mode
+                    ),
+                ));
+            }
             let initial = message_from_pb(hello.election.unwrap_or_default()).map_err(|e| {
                 Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
             })?;

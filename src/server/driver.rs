@@ -5,7 +5,7 @@
 //! Everything that touches the replicated state goes through this one task's channel, so the
 //! state needs no lock and events are applied in the order they arrived.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -260,7 +260,11 @@ impl Driver {
         }
         // A term taken at construction (a lone beacon leads at once) is stored before anyone
         // can hear it.
-        self.persist_term();
+        if let Err(why) = self.persist_term() {
+            error!("stopping: {why}");
+            shutdown.cancel();
+            return;
+        }
         let period = Duration::from_millis(self.config.tick_ms);
         let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -343,7 +347,10 @@ impl Driver {
     /// before the entry is on disk.
     fn carry_out(&mut self) {
         // A new term is stored before any message can announce it.
-        self.persist_term();
+        if let Err(why) = self.persist_term() {
+            self.failed = Some(why);
+            return;
+        }
         let outputs = std::mem::take(&mut self.pending);
         let mut snapshot: Option<Snapshot> = None;
         let mut entries: Vec<Entry> = Vec::new();
@@ -495,21 +502,30 @@ impl Driver {
     }
 
     /// Stores a new term before any heartbeat can announce it.
-    fn persist_term(&mut self) {
+    ///
+    /// A beacon that cannot store its term stops: its heartbeats promise to ignore older
+    /// terms, and a promise forgotten across a restart could let an old leader's write in.
+    fn persist_term(&mut self) -> Result<(), String> {
         let term = self.core.election().max_seen_term();
         if term == self.stored_term {
-            return;
+            return Ok(());
         }
-        match self.data_dir.store_term(term) {
-            Ok(()) => self.stored_term = term,
-            // The beacon keeps serving; the next change retries. A restart may then resume
-            // from an older term, which the cluster corrects as soon as it hears its peers.
-            Err(e) => error!("cannot store term {term}: {e}"),
-        }
+        self.data_dir
+            .store_term(term)
+            .map_err(|e| format!("cannot store term {term}: {e}"))?;
+        self.stored_term = term;
+        Ok(())
     }
 
     fn status(&self, now: u64) -> pb::BeaconStatus {
         let election = self.core.election();
+        let stored: BTreeMap<SocketAddr, Option<u64>> = self
+            .core
+            .follower_progress()
+            .into_iter()
+            .map(|f| (f.peer, f.matched))
+            .collect();
+        let position = self.core.position();
         pb::BeaconStatus {
             node: self.config.node.to_string(),
             cluster: self.config.cluster.clone(),
@@ -527,8 +543,18 @@ impl Driver {
                     term: v.term,
                     last_seen_ms: v.last_seen_ms,
                     is_self: v.is_self,
+                    stored: if v.is_self {
+                        Some(position.index)
+                    } else {
+                        stored.get(&v.node).copied().flatten()
+                    },
                 })
                 .collect(),
+            mode: self.core.mode().to_string(),
+            commit: self.core.commit(),
+            index: position.index,
+            log_term: position.term,
+            stale: self.core.staleness(),
         }
     }
 
@@ -556,6 +582,7 @@ impl Driver {
                     }
                 })
                 .collect(),
+            stale: self.core.staleness(),
         }
     }
 
@@ -571,6 +598,7 @@ impl Driver {
             in_use: registry.len() as u32,
             quarantined,
             index: self.core.position().index,
+            stale: self.core.staleness(),
         }
     }
 }

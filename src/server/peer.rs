@@ -101,7 +101,8 @@ async fn connect(
     shared: &Shared,
     io_timeout: Duration,
 ) -> Result<(Conn, ConnId), LinkError> {
-    let stream = tokio::time::timeout(io_timeout, TcpStream::connect(peer))
+    let at = shared.config.dial.get(&peer).copied().unwrap_or(peer);
+    let stream = tokio::time::timeout(io_timeout, TcpStream::connect(at))
         .await
         .map_err(|_| LinkError::Timeout(io_timeout))?
         .map_err(LinkError::Connect)?;
@@ -115,6 +116,7 @@ async fn connect(
         election: Some(shared.current.borrow().clone()),
         id_first: shared.config.id_range.first,
         id_last: shared.config.id_range.last,
+        mode: shared.config.mode.to_string(),
     };
     let exchange = async {
         conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))

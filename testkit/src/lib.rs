@@ -3,6 +3,7 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
+pub mod proxy;
 pub mod rng;
 
 use std::net::{SocketAddr, TcpListener};
@@ -157,11 +158,24 @@ impl Cluster {
         cluster: &str,
         config: &str,
     ) -> Cluster {
+        let configs = vec![config.to_string(); ports.len()];
+        Cluster::start_each(bin, ports, tick_ms, cluster, &configs)
+    }
+
+    /// Like [`Cluster::start_with`], with config keys of its own for each beacon.
+    pub fn start_each(
+        bin: &Path,
+        ports: &[u16],
+        tick_ms: u64,
+        cluster: &str,
+        configs: &[String],
+    ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
         let beacons = ports
             .iter()
-            .map(|p| {
+            .zip(configs)
+            .map(|(p, config)| {
                 let mut keys: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_str(config).expect("config keys are a JSON object");
                 keys.insert("node".into(), addr(*p).to_string().into());

@@ -1,0 +1,162 @@
+//! A fault-injecting TCP proxy for partition tests: one [`Link`] carries one beacon's
+//! connections to another, and can be cut (open connections reset, new ones refused) and
+//! healed. With a link per direction, a partition can be symmetric or one-way.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+#[derive(Default)]
+struct State {
+    cut: AtomicBool,
+    closed: AtomicBool,
+    /// Both ends of every open connection, to reset them on a cut.
+    open: Mutex<Vec<TcpStream>>,
+}
+
+/// Forwards connections from its own loopback address to `target`.
+pub struct Link {
+    listen: SocketAddr,
+    state: Arc<State>,
+}
+
+impl Link {
+    pub fn start(target: SocketAddr) -> Link {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a proxy port");
+        let listen = listener.local_addr().unwrap();
+        let state = Arc::new(State::default());
+        let st = state.clone();
+        thread::spawn(move || {
+            for inbound in listener.incoming() {
+                if st.closed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(inbound) = inbound else { continue };
+                if st.cut.load(Ordering::SeqCst) {
+                    let _ = inbound.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(outbound) = TcpStream::connect_timeout(&target, Duration::from_secs(1))
+                else {
+                    continue;
+                };
+                let _ = inbound.set_nodelay(true);
+                let _ = outbound.set_nodelay(true);
+                {
+                    let mut open = st.open.lock().unwrap();
+                    open.retain(|s| s.peer_addr().is_ok());
+                    open.extend([inbound.try_clone().unwrap(), outbound.try_clone().unwrap()]);
+                }
+                pump(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
+                pump(outbound, inbound);
+            }
+        });
+        Link { listen, state }
+    }
+
+    /// The address to connect to instead of the target.
+    pub fn addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// Resets every open connection and refuses new ones until [`Link::heal`].
+    pub fn cut(&self) {
+        self.state.cut.store(true, Ordering::SeqCst);
+        for s in self.state.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn heal(&self) {
+        self.state.cut.store(false, Ordering::SeqCst);
+    }
+
+    pub fn is_cut(&self) -> bool {
+        self.state.cut.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.state.closed.store(true, Ordering::SeqCst);
+        self.cut();
+        // Wake the accept loop so it sees `closed`.
+        let _ = TcpStream::connect_timeout(&self.listen, Duration::from_millis(100));
+    }
+}
+
+/// Copies `from` to `to` until either side ends, then closes both.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    });
+}
+
+/// A link for every ordered pair of `n` beacons: `link(i, j)` carries beacon i's connections
+/// to beacon j.
+pub struct Mesh {
+    links: Vec<Vec<Option<Link>>>,
+}
+
+impl Mesh {
+    pub fn start(beacons: &[SocketAddr]) -> Mesh {
+        let links = (0..beacons.len())
+            .map(|i| {
+                (0..beacons.len())
+                    .map(|j| (i != j).then(|| Link::start(beacons[j])))
+                    .collect()
+            })
+            .collect();
+        Mesh { links }
+    }
+
+    pub fn link(&self, from: usize, to: usize) -> &Link {
+        self.links[from][to].as_ref().expect("no link to itself")
+    }
+
+    /// The `dial` config key of beacon `i`: each peer's identity -> its link's address.
+    pub fn dial_for(&self, i: usize, beacons: &[SocketAddr]) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = beacons
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(j, b)| (b.to_string(), self.link(i, j).addr().to_string().into()))
+            .collect();
+        serde_json::Value::Object(map)
+    }
+
+    /// Cuts both directions between every beacon of `side` and every other.
+    pub fn isolate(&self, side: &[usize]) {
+        let n = self.links.len();
+        for i in 0..n {
+            for j in 0..n {
+                if i != j && side.contains(&i) != side.contains(&j) {
+                    self.link(i, j).cut();
+                }
+            }
+        }
+    }
+
+    pub fn heal_all(&self) {
+        for row in &self.links {
+            for link in row.iter().flatten() {
+                link.heal();
+            }
+        }
+    }
+}
