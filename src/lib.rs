@@ -13,6 +13,7 @@ pub mod election;
 pub mod registry;
 pub mod replication;
 pub mod server;
+pub mod state;
 pub mod storage;
 pub mod wire;
 

@@ -81,7 +81,7 @@ pub struct NodeRecord {
     pub index: u64,
 }
 
-/// A state change, replicated through the log.
+/// A change to the registry, replicated through the log (see [`crate::state`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// A new registration under `record.node_id`.
@@ -94,9 +94,6 @@ pub enum Command {
     Expire(NodeId),
     /// A quarantine is over: the ID may be allocated again.
     Release(NodeId),
-    /// A leader starts its term (quorum mode). Changes nothing in the registry; committing it
-    /// commits everything the leader took over from earlier terms.
-    LeaderStart,
 }
 
 /// What a command changed, as watchers see it.
@@ -311,7 +308,6 @@ impl Registry {
                     .ok_or(ApplyError::NotQuarantined(*id))?;
                 Ok(None)
             }
-            Command::LeaderStart => Ok(None),
         }
     }
 

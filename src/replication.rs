@@ -1,7 +1,7 @@
 //! The replicated log, the messages that carry it, and the leader's view of each follower.
 //!
 //! Every beacon keeps a log of [`Entry`]s (typed commands at positions) and applies each entry
-//! as it appends it, so its registry always reflects its whole log. The leader sends each
+//! as it appends it, so its [`crate::state::State`] always reflects its whole log. The leader sends each
 //! follower the entries after the last position they share; a follower whose position the
 //! leader cannot find in its log (it diverged while two leaders ran, or it is further behind
 //! than the leader's log reaches) gets a snapshot of the whole state instead.
@@ -13,7 +13,8 @@
 use std::collections::VecDeque;
 
 use crate::election::{Heartbeat, Millis};
-use crate::registry::{Command, NodeId, RegistrySnapshot};
+use crate::registry::NodeId;
+use crate::state::{Command, StateSnapshot};
 
 /// A place in the log: the entry at `index`, appended in `term`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -56,7 +57,7 @@ pub struct Append {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub position: Position,
-    pub registry: RegistrySnapshot,
+    pub state: StateSnapshot,
 }
 
 /// What one beacon sends another: the election heartbeat plus replication.
@@ -220,7 +221,7 @@ mod tests {
         Entry {
             index,
             term,
-            command: Command::Release(index as NodeId),
+            command: crate::registry::Command::Release(index as NodeId).into(),
         }
     }
 

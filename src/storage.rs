@@ -253,6 +253,7 @@ mod tests {
     use super::*;
     use crate::registry::{Command, NodeRecord, RegistrySnapshot};
     use crate::replication::Position;
+    use crate::state::StateSnapshot;
 
     fn entry(index: u64) -> Entry {
         Entry {
@@ -268,17 +269,20 @@ mod tests {
                 registered_ms: 0,
                 term: 1,
                 index,
-            }),
+            })
+            .into(),
         }
     }
 
     fn snapshot(index: u64) -> Snapshot {
         Snapshot {
             position: Position { index, term: 1 },
-            registry: RegistrySnapshot {
-                last_node_id: index as u32,
-                nodes: vec![],
-                quarantined: vec![],
+            state: StateSnapshot {
+                registry: RegistrySnapshot {
+                    last_node_id: index as u32,
+                    nodes: vec![],
+                    quarantined: vec![],
+                },
             },
         }
     }

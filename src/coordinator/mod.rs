@@ -22,9 +22,11 @@ use std::net::SocketAddr;
 use crate::election::{self, Election, Millis};
 use crate::pb::LoadStats;
 use crate::registry::{
-    Change, Command, Exhausted, IdRange, InvalidRequest, NodeId, NodeRecord, Registry,
+    Change, Command as RegistryCommand, Exhausted, IdRange, InvalidRequest, NodeId, NodeRecord,
+    Registry,
 };
 use crate::replication::{Append, Entry, Log, PeerMessage, Position, Progress, Snapshot};
+use crate::state::{Command, Machine, State};
 
 /// Identifies a request until its reply.
 pub type Token = u64;
@@ -307,7 +309,7 @@ pub struct Coordinator {
     cfg: CoordinatorConfig,
     election: Election,
     log: Log,
-    registry: Registry,
+    state: State,
     commit: u64,
     leading: Option<Leading>,
     /// What this step changed in the log, to be stored before anything is sent.
@@ -330,7 +332,7 @@ impl Coordinator {
     ) -> (Coordinator, Vec<String>) {
         let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term);
         let mut c = Coordinator {
-            registry: Registry::new(cfg.id_range, cfg.id_reuse_delay_ms),
+            state: State::new(Registry::new(cfg.id_range, cfg.id_reuse_delay_ms)),
             log: Log::new(cfg.log_keep),
             election,
             commit: 0,
@@ -341,7 +343,7 @@ impl Coordinator {
         };
         let mut notices = Vec::new();
         if let Some(snapshot) = snapshot {
-            c.registry.restore(snapshot.registry, 0);
+            c.state.restore(snapshot.state, 0);
             c.log.reset(snapshot.position);
         }
         for entry in entries {
@@ -353,7 +355,7 @@ impl Coordinator {
                 ));
                 break;
             }
-            if let Err(e) = c.registry.apply(&entry.command, 0) {
+            if let Err(e) = c.state.apply(&entry.command, 0) {
                 notices.push(format!(
                     "stored entry {} does not fit the stored state ({e}): replay stopped there",
                     entry.position()
@@ -377,7 +379,7 @@ impl Coordinator {
     pub fn snapshot(&self, now: Millis) -> Snapshot {
         Snapshot {
             position: self.log.last(),
-            registry: self.registry.snapshot(now),
+            state: self.state.snapshot(now),
         }
     }
 
@@ -390,7 +392,7 @@ impl Coordinator {
     }
 
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        &self.state.registry
     }
 
     pub fn is_leader(&self) -> bool {
@@ -424,6 +426,7 @@ impl Coordinator {
         };
         let lease = |id: NodeId| self.leading.as_ref().and_then(|l| l.leases.get(&id));
         let mut views: Vec<NodeView> = self
+            .state
             .registry
             .nodes()
             .filter(|r| wanted(r))
@@ -436,7 +439,8 @@ impl Coordinator {
             })
             .collect();
         views.extend(
-            self.registry
+            self.state
+                .registry
                 .quarantined()
                 .filter(|t| wanted(&t.record))
                 .map(|t| NodeView {
@@ -538,6 +542,7 @@ impl Coordinator {
         // Every live registration gets a fresh lease: its holder may have been reporting to
         // the old leader a moment ago.
         let leases = self
+            .state
             .registry
             .nodes()
             .map(|r| {
@@ -702,7 +707,7 @@ impl Coordinator {
     /// its own (committing it commits everything before it) and every lease afresh.
     fn become_ready(&mut self, now: Millis, out: &mut Vec<Output>) {
         let next = self.log.last().index + 1;
-        let ids: Vec<NodeId> = self.registry.nodes().map(|r| r.node_id).collect();
+        let ids: Vec<NodeId> = self.state.registry.nodes().map(|r| r.node_id).collect();
         let position = self.log.last();
         let leading = self.leading();
         leading.phase = Phase::Ready;
@@ -777,10 +782,10 @@ impl Coordinator {
             if let Some(l) = self.leading.as_mut() {
                 l.leases.remove(&id);
             }
-            self.append(now, Command::Expire(id), out);
+            self.append(now, RegistryCommand::Expire(id).into(), out);
         }
-        for id in self.registry.due_releases(now) {
-            self.append(now, Command::Release(id), out);
+        for id in self.state.registry.due_releases(now) {
+            self.append(now, RegistryCommand::Release(id).into(), out);
         }
     }
 
@@ -825,7 +830,7 @@ impl Coordinator {
     ) -> Result<Option<Response>, RequestError> {
         let term = self.election.term();
         let index = self.log.last().index + 1;
-        if let Some(existing) = self.registry.by_addr(req.addr).cloned() {
+        if let Some(existing) = self.state.registry.by_addr(req.addr).cloned() {
             if existing.node_type != req.node_type {
                 return Err(RequestError::Conflict {
                     addr: req.addr,
@@ -854,12 +859,12 @@ impl Coordinator {
                 ..existing
             };
             let id = updated.node_id;
-            self.append(now, Command::Update(updated), out);
+            self.append(now, RegistryCommand::Update(updated).into(), out);
             return self.when_committed(index, token, Waiting::Registered(id));
         }
-        let id = match self.registry.reclaimable(req.addr, &req.node_type) {
+        let id = match self.state.registry.reclaimable(req.addr, &req.node_type) {
             Some(id) => id,
-            None => self.registry.allocate()?,
+            None => self.state.registry.allocate()?,
         };
         let record = NodeRecord {
             node_id: id,
@@ -872,7 +877,7 @@ impl Coordinator {
             term,
             index,
         };
-        self.append(now, Command::Register(record), out);
+        self.append(now, RegistryCommand::Register(record).into(), out);
         self.touch(id, now);
         self.when_committed(index, token, Waiting::Registered(id))
     }
@@ -885,8 +890,8 @@ impl Coordinator {
         out: &mut Vec<Output>,
     ) -> Result<Option<Response>, RequestError> {
         let record = match target {
-            Target::Id(id) => self.registry.get(id),
-            Target::Addr(addr) => self.registry.by_addr(addr),
+            Target::Id(id) => self.state.registry.get(id),
+            Target::Addr(addr) => self.state.registry.by_addr(addr),
         }
         .cloned()
         .ok_or_else(|| {
@@ -897,12 +902,13 @@ impl Coordinator {
         })?;
         let index = self.log.last().index + 1;
         self.leading().leases.remove(&record.node_id);
-        self.append(now, Command::Unregister(record.node_id), out);
+        self.append(now, RegistryCommand::Unregister(record.node_id).into(), out);
         self.when_committed(index, token, Waiting::Unregistered(record))
     }
 
     fn report(&mut self, now: Millis, report: Report) -> Result<Response, RequestError> {
         let live = self
+            .state
             .registry
             .get(report.node_id)
             .is_some_and(|r| r.addr == report.addr);
@@ -961,6 +967,7 @@ impl Coordinator {
             Waiting::Registered(id) => {
                 // Gone before it committed (unregistered meanwhile): say so.
                 let record = self
+                    .state
                     .registry
                     .get(id)
                     .cloned()
@@ -991,7 +998,7 @@ impl Coordinator {
             term: self.election.term(),
             command,
         };
-        match self.registry.apply(&entry.command, now) {
+        match self.state.apply(&entry.command, now) {
             Ok(change) => {
                 let index = entry.index;
                 self.unsaved.push(entry.clone());
@@ -1125,7 +1132,7 @@ impl Coordinator {
             heartbeat: self.election.heartbeat(),
             position: self.log.last(),
             commit: self.commit,
-            last_node_id: self.registry.last_node_id(),
+            last_node_id: self.state.registry.last_node_id(),
             append: None,
             snapshot: None,
             reject: false,
@@ -1164,7 +1171,7 @@ impl Coordinator {
                 f.progress.snapshot_sent = Some(now);
                 msg.snapshot = Some(Box::new(Snapshot {
                     position: last,
-                    registry: self.registry.snapshot(now),
+                    state: self.state.snapshot(now),
                 }));
             }
             return msg;
@@ -1245,7 +1252,7 @@ impl Coordinator {
                 match msg.snapshot {
                     Some(snapshot) if peer == from && snapshot.position == wanted => {
                         let snapshot = *snapshot;
-                        self.registry.restore(snapshot.registry.clone(), now);
+                        self.state.restore(snapshot.state.clone(), now);
                         self.log.reset(snapshot.position);
                         self.unsaved.clear();
                         self.unsaved_snapshot = Some(snapshot);
@@ -1342,7 +1349,7 @@ impl Coordinator {
                 verified = verified.max(snapshot.position.index);
             } else {
                 verified = snapshot.position.index;
-                self.registry.restore(snapshot.registry.clone(), now);
+                self.state.restore(snapshot.state.clone(), now);
                 self.log.reset(snapshot.position);
                 self.unsaved.clear();
                 self.unsaved_snapshot = Some(snapshot.clone());
@@ -1375,7 +1382,7 @@ impl Coordinator {
                         }
                         None => {}
                     }
-                    if let Err(e) = self.registry.apply(&entry.command, now) {
+                    if let Err(e) = self.state.apply(&entry.command, now) {
                         out.push(Output::Notice(format!(
                             "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
                             entry.position()

@@ -9,8 +9,9 @@ use std::net::SocketAddr;
 
 use crate::election::Heartbeat;
 use crate::pb;
-use crate::registry::{Command, NodeRecord, RegistrySnapshot};
+use crate::registry::{Command as RegistryCommand, NodeRecord, RegistrySnapshot};
 use crate::replication::{Append, Entry, PeerMessage, Position, Snapshot};
+use crate::state::{Command, StateSnapshot};
 
 /// A wire message that does not describe a valid core value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,11 +66,11 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, ConvertError> {
 pub fn entry_to_pb(e: &Entry) -> pb::LogEntry {
     use pb::log_entry::Command as C;
     let command = match &e.command {
-        Command::Register(r) => C::Register(record_to_pb(r)),
-        Command::Update(r) => C::Update(record_to_pb(r)),
-        Command::Unregister(id) => C::Unregister(*id),
-        Command::Expire(id) => C::Expire(*id),
-        Command::Release(id) => C::Release(*id),
+        Command::Registry(RegistryCommand::Register(r)) => C::Register(record_to_pb(r)),
+        Command::Registry(RegistryCommand::Update(r)) => C::Update(record_to_pb(r)),
+        Command::Registry(RegistryCommand::Unregister(id)) => C::Unregister(*id),
+        Command::Registry(RegistryCommand::Expire(id)) => C::Expire(*id),
+        Command::Registry(RegistryCommand::Release(id)) => C::Release(*id),
         Command::LeaderStart => C::LeaderStart(true),
     };
     pb::LogEntry {
@@ -85,11 +86,11 @@ pub fn entry_from_pb(e: pb::LogEntry) -> Result<Entry, ConvertError> {
         .command
         .ok_or(ConvertError::NoCommand { index: e.index })?
     {
-        C::Register(r) => Command::Register(record_from_pb(r)?),
-        C::Update(r) => Command::Update(record_from_pb(r)?),
-        C::Unregister(id) => Command::Unregister(id),
-        C::Expire(id) => Command::Expire(id),
-        C::Release(id) => Command::Release(id),
+        C::Register(r) => RegistryCommand::Register(record_from_pb(r)?).into(),
+        C::Update(r) => RegistryCommand::Update(record_from_pb(r)?).into(),
+        C::Unregister(id) => RegistryCommand::Unregister(id).into(),
+        C::Expire(id) => RegistryCommand::Expire(id).into(),
+        C::Release(id) => RegistryCommand::Release(id).into(),
         C::LeaderStart(_) => Command::LeaderStart,
     };
     Ok(Entry {
@@ -103,9 +104,10 @@ pub fn snapshot_to_pb(s: &Snapshot) -> pb::Snapshot {
     pb::Snapshot {
         index: s.position.index,
         term: s.position.term,
-        last_node_id: s.registry.last_node_id,
-        nodes: s.registry.nodes.iter().map(record_to_pb).collect(),
+        last_node_id: s.state.registry.last_node_id,
+        nodes: s.state.registry.nodes.iter().map(record_to_pb).collect(),
         quarantined: s
+            .state
             .registry
             .quarantined
             .iter()
@@ -136,10 +138,12 @@ pub fn snapshot_from_pb(s: pb::Snapshot) -> Result<Snapshot, ConvertError> {
             index: s.index,
             term: s.term,
         },
-        registry: RegistrySnapshot {
-            last_node_id: s.last_node_id,
-            nodes,
-            quarantined,
+        state: StateSnapshot {
+            registry: RegistrySnapshot {
+                last_node_id: s.last_node_id,
+                nodes,
+                quarantined,
+            },
         },
     })
 }
@@ -173,9 +177,12 @@ pub fn message_to_pb(m: &PeerMessage) -> pb::Election {
         e.prev_term = append.prev.term;
         for entry in &append.entries {
             match &entry.command {
-                Command::Register(r) => e.added_node_id.push(r.node_id),
-                Command::Unregister(id) | Command::Expire(id) => e.removed_node_id.push(*id),
-                Command::Update(_) | Command::Release(_) | Command::LeaderStart => {}
+                Command::Registry(RegistryCommand::Register(r)) => e.added_node_id.push(r.node_id),
+                Command::Registry(
+                    RegistryCommand::Unregister(id) | RegistryCommand::Expire(id),
+                ) => e.removed_node_id.push(*id),
+                Command::Registry(RegistryCommand::Update(_) | RegistryCommand::Release(_))
+                | Command::LeaderStart => {}
             }
             e.entries.push(entry_to_pb(entry));
         }
@@ -252,31 +259,33 @@ mod tests {
                     Entry {
                         index: 6,
                         term: 4,
-                        command: Command::Register(record(3)),
+                        command: RegistryCommand::Register(record(3)).into(),
                     },
                     Entry {
                         index: 7,
                         term: 4,
-                        command: Command::Expire(1),
+                        command: RegistryCommand::Expire(1).into(),
                     },
                     Entry {
                         index: 8,
                         term: 4,
-                        command: Command::Update(record(3)),
+                        command: RegistryCommand::Update(record(3)).into(),
                     },
                     Entry {
                         index: 9,
                         term: 4,
-                        command: Command::Unregister(2),
+                        command: RegistryCommand::Unregister(2).into(),
                     },
                 ],
             }),
             snapshot: Some(Box::new(Snapshot {
                 position: Position { index: 5, term: 1 },
-                registry: RegistrySnapshot {
-                    last_node_id: 2,
-                    nodes: vec![record(2)],
-                    quarantined: vec![(record(1), 500)],
+                state: StateSnapshot {
+                    registry: RegistrySnapshot {
+                        last_node_id: 2,
+                        nodes: vec![record(2)],
+                        quarantined: vec![(record(1), 500)],
+                    },
                 },
             })),
             reject: false,
