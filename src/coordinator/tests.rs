@@ -743,3 +743,66 @@ fn a_leader_serves_only_once_it_has_taken_over() {
     net.deliver();
     net.registered_id(t);
 }
+
+#[test]
+fn an_older_terms_entry_on_a_majority_commits_only_with_the_new_leaders_own_entry() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    assert_eq!(net.leader(), A);
+    // A appends a registration; only B stores it, and A never hears back.
+    let t = net.request(A, register_req(1, "LOGIC"));
+    let to_b = net
+        .queue
+        .iter()
+        .position(|(_, to, _)| *to == addr(B))
+        .unwrap();
+    let (from, to, msg) = net.queue.remove(to_b).unwrap();
+    net.queue.clear();
+    net.input(to, Input::Peer { from, msg });
+    net.queue.clear();
+    assert_eq!(net.reply(t), None);
+    let old = net.node(B).position();
+    let committed = net.node(B).commit();
+    assert!(committed < old.index);
+    // A dies. B takes over (it holds the most advanced state) and appends its own first entry;
+    // C gets the old entry but not B's: the old entry is on a majority (B and C) now.
+    net.nodes.remove(&addr(A));
+    for p in [B, C] {
+        net.input(addr(p), Input::PeerDown { peer: addr(A) });
+    }
+    for _ in 0..5 {
+        net.now += TICK;
+        for p in [B, C] {
+            net.input(addr(p), Input::Tick);
+        }
+        for _ in 0..1000 {
+            let Some((from, to, mut msg)) = net.queue.pop_front() else {
+                break;
+            };
+            if to == addr(A) {
+                continue;
+            }
+            if from == addr(B) && to == addr(C) {
+                if net.node(C).position() == old {
+                    continue; // C stays there
+                }
+                if let Some(append) = msg.append.as_mut() {
+                    append.entries.retain(|e| e.index <= old.index);
+                }
+            }
+            net.input(to, Input::Peer { from, msg });
+        }
+    }
+    assert!(net.node(B).has_taken_over());
+    assert!(net.node(B).position().index > old.index);
+    assert_eq!(net.node(C).position(), old);
+    assert_eq!(
+        net.node(B).commit(),
+        committed,
+        "an older term's entry is not committed by being on a majority"
+    );
+    // Once C stores B's own entry, both commit.
+    net.settle();
+    assert_eq!(net.node(B).commit(), net.node(B).position().index);
+    assert!(net.registry_ids(C).contains(&(1, svc(1))));
+}
