@@ -153,28 +153,20 @@ impl Session {
             Command::ShowNodes(node_type) => {
                 let t = node_type.as_deref().unwrap_or("");
                 let reply = self.with_client(async |c| c.nodes(t, "").await).await?;
-                self.print(&reply, |r| {
-                    render::nodes(r) + &render::stale_warning(r.stale.as_deref())
-                })
+                self.print(&reply, render::nodes)
             }
             Command::ShowNodeDetail(t, addr) => {
                 let a = addr.as_deref().unwrap_or("");
                 let reply = self.with_client(async |c| c.nodes(t, a).await).await?;
-                self.print(&reply, |r| {
-                    render::node_detail(r) + &render::stale_warning(r.stale.as_deref())
-                })
+                self.print(&reply, render::node_detail)
             }
             Command::ShowNodeReport(t, addr) => {
                 let reply = self.leader_nodes(t, addr.as_deref().unwrap_or("")).await?;
-                self.print(&reply, |r| {
-                    render::node_report(r) + &render::stale_warning(r.stale.as_deref())
-                })
+                self.print(&reply, render::node_report)
             }
             Command::ShowIds => {
                 let reply = self.with_client(async |c| c.ids().await).await?;
-                self.print(&reply, |r| {
-                    render::ids(r) + &render::stale_warning(r.stale.as_deref())
-                })
+                self.print(&reply, render::ids)
             }
             Command::ShowSubscription(t) => {
                 let t = t.as_deref().unwrap_or("");

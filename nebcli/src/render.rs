@@ -57,7 +57,7 @@ pub fn beacon(status: &pb::BeaconStatus) -> String {
 }
 
 /// A line warning that an answer may be stale, or nothing.
-pub fn stale_warning(stale: Option<&str>) -> String {
+fn stale_warning(stale: Option<&str>) -> String {
     stale.map_or(String::new(), |why| {
         format!("warning: this answer may be stale: {why}\n")
     })
@@ -82,7 +82,7 @@ pub fn nodes(reply: &pb::NodesReply) -> String {
             ]
         })
         .collect();
-    table::render(
+    let table = table::render(
         &[
             "node_id",
             "node_type",
@@ -91,7 +91,8 @@ pub fn nodes(reply: &pb::NodesReply) -> String {
             "last_seen_ms",
         ],
         &rows,
-    )
+    );
+    table + &stale_warning(reply.stale.as_deref())
 }
 
 pub fn node_detail(reply: &pb::NodesReply) -> String {
@@ -109,7 +110,7 @@ pub fn node_detail(reply: &pb::NodesReply) -> String {
             ]
         })
         .collect();
-    table::render(
+    let table = table::render(
         &[
             "node_id",
             "node_type",
@@ -121,7 +122,8 @@ pub fn node_detail(reply: &pb::NodesReply) -> String {
             "metadata",
         ],
         &rows,
-    )
+    );
+    table + &stale_warning(reply.stale.as_deref())
 }
 
 pub fn node_report(reply: &pb::NodesReply) -> String {
@@ -145,7 +147,7 @@ pub fn node_report(reply: &pb::NodesReply) -> String {
             ]
         })
         .collect();
-    table::render(
+    let table = table::render(
         &[
             "node_id",
             "address",
@@ -159,7 +161,8 @@ pub fn node_report(reply: &pb::NodesReply) -> String {
             "last_seen_ms",
         ],
         &rows,
-    )
+    );
+    table + &stale_warning(reply.stale.as_deref())
 }
 
 pub fn ids(reply: &pb::IdsReply) -> String {
@@ -171,7 +174,7 @@ pub fn ids(reply: &pb::IdsReply) -> String {
         .collect::<Vec<_>>()
         .join(",");
     let free = total - u64::from(reply.in_use) - reply.quarantined.len() as u64;
-    table::render(
+    let table = table::render(
         &["range", "last_node_id", "in_use", "free", "quarantined"],
         &[vec![
             format!("{}..={}", reply.first, reply.last),
@@ -184,7 +187,8 @@ pub fn ids(reply: &pb::IdsReply) -> String {
                 quarantined
             },
         ]],
-    )
+    );
+    table + &stale_warning(reply.stale.as_deref())
 }
 
 pub fn subscriptions(reply: &pb::SubscriptionsReply) -> String {

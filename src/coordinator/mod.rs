@@ -240,6 +240,16 @@ struct Lease {
     report: Option<(LoadStats, Vec<LoadStats>)>,
 }
 
+impl Lease {
+    /// A lease that starts at `now`, with no report yet.
+    fn fresh(now: Millis) -> Lease {
+        Lease {
+            last_seen: now,
+            report: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Waiting {
     Registered(NodeId),
@@ -533,28 +543,8 @@ impl Coordinator {
     }
 
     fn become_leader(&mut self, now: Millis, out: &mut Vec<Output>) {
-        let next = self.log.last().index + 1;
-        let followers = self
-            .peers()
-            .into_iter()
-            .map(|p| (p, FollowerState::new(next)))
-            .collect();
-        // Every live registration gets a fresh lease: its holder may have been reporting to
-        // the old leader a moment ago.
-        let leases = self
-            .state
-            .registry
-            .nodes()
-            .map(|r| {
-                (
-                    r.node_id,
-                    Lease {
-                        last_seen: now,
-                        report: None,
-                    },
-                )
-            })
-            .collect();
+        let followers = self.fresh_followers();
+        let leases = self.fresh_leases(now);
         let phase = match self.cfg.mode {
             Mode::Classic => Phase::Ready,
             Mode::Quorum => Phase::Collecting {
@@ -570,6 +560,25 @@ impl Coordinator {
             ..Leading::default()
         });
         self.try_take_over(now, out);
+    }
+
+    /// Every follower's progress unknown, the next entry to send being the one after ours.
+    fn fresh_followers(&self) -> BTreeMap<SocketAddr, FollowerState> {
+        let next = self.log.last().index + 1;
+        self.peers()
+            .into_iter()
+            .map(|p| (p, FollowerState::new(next)))
+            .collect()
+    }
+
+    /// Every live registration gets a fresh lease: its holder may have been reporting to the
+    /// old leader a moment ago.
+    fn fresh_leases(&self, now: Millis) -> HashMap<NodeId, Lease> {
+        self.state
+            .registry
+            .nodes()
+            .map(|r| (r.node_id, Lease::fresh(now)))
+            .collect()
     }
 
     /// Beacons in the cluster that make a majority.
@@ -588,24 +597,37 @@ impl Coordinator {
 
     /// Why this beacon cannot serve a write now, if it cannot.
     fn write_blocked(&self) -> Option<RequestError> {
-        let Some(leading) = &self.leading else {
+        if self.leading.is_none() {
             return Some(RequestError::NotLeader {
                 leader: self.election.leader(),
             });
-        };
-        if self.cfg.mode == Mode::Quorum {
-            if self.online() < self.majority() {
-                return Some(RequestError::NoQuorum {
-                    sees: self.online(),
-                    needs: self.majority(),
-                    of: self.cfg.beacons.len(),
-                });
-            }
-            if matches!(leading.phase, Phase::Collecting { .. }) {
-                return Some(RequestError::NotReady);
-            }
         }
-        None
+        if let Some(e) = self.no_quorum() {
+            return Some(e);
+        }
+        self.taking_over().then_some(RequestError::NotReady)
+    }
+
+    /// Quorum mode, fewer than a majority in sight: the error that says so.
+    fn no_quorum(&self) -> Option<RequestError> {
+        (self.cfg.mode == Mode::Quorum && self.online() < self.majority()).then(|| {
+            RequestError::NoQuorum {
+                sees: self.online(),
+                needs: self.majority(),
+                of: self.cfg.beacons.len(),
+            }
+        })
+    }
+
+    /// Leading, but still collecting a majority's state (quorum mode).
+    fn taking_over(&self) -> bool {
+        matches!(
+            self.leading,
+            Some(Leading {
+                phase: Phase::Collecting { .. },
+                ..
+            })
+        )
     }
 
     /// Why reads from this beacon may be stale, if they may: no leader known, or (quorum
@@ -614,24 +636,13 @@ impl Coordinator {
         if self.election.leader().is_none() {
             return Some("no leader is known".into());
         }
-        if self.cfg.mode == Mode::Quorum {
-            if self.online() < self.majority() {
-                return Some(format!(
-                    "this beacon sees {} of {} beacons; a majority is {}",
-                    self.online(),
-                    self.cfg.beacons.len(),
-                    self.majority()
-                ));
-            }
-            if let Some(Leading {
-                phase: Phase::Collecting { .. },
-                ..
-            }) = &self.leading
-            {
-                return Some("this leader is still taking over the state of a majority".into());
-            }
+        if let Some(RequestError::NoQuorum { sees, needs, of }) = self.no_quorum() {
+            return Some(format!(
+                "this beacon sees {sees} of {of} beacons; a majority is {needs}"
+            ));
         }
-        None
+        self.taking_over()
+            .then(|| "this leader is still taking over the state of a majority".into())
     }
 
     pub fn mode(&self) -> Mode {
@@ -659,13 +670,7 @@ impl Coordinator {
     /// Whether this beacon leads and has taken over (quorum mode) the state of a majority:
     /// its registry then holds every acknowledged write of earlier terms.
     pub fn has_taken_over(&self) -> bool {
-        matches!(
-            self.leading,
-            Some(Leading {
-                phase: Phase::Ready,
-                ..
-            })
-        )
+        self.leading.is_some() && !self.taking_over()
     }
 
     /// Quorum mode, collecting: with promises from a majority, takes over the most advanced
@@ -706,26 +711,13 @@ impl Coordinator {
     /// The leader has taken over: it serves from here, starting its term with an entry of
     /// its own (committing it commits everything before it) and every lease afresh.
     fn become_ready(&mut self, now: Millis, out: &mut Vec<Output>) {
-        let next = self.log.last().index + 1;
-        let ids: Vec<NodeId> = self.state.registry.nodes().map(|r| r.node_id).collect();
         let position = self.log.last();
+        let followers = self.fresh_followers();
+        let leases = self.fresh_leases(now);
         let leading = self.leading();
         leading.phase = Phase::Ready;
-        for f in leading.followers.values_mut() {
-            *f = FollowerState::new(next);
-        }
-        leading.leases = ids
-            .into_iter()
-            .map(|id| {
-                (
-                    id,
-                    Lease {
-                        last_seen: now,
-                        report: None,
-                    },
-                )
-            })
-            .collect();
+        leading.followers = followers;
+        leading.leases = leases;
         out.push(Output::Notice(format!(
             "took over the state of a majority at {position}: serving"
         )));
@@ -922,10 +914,7 @@ impl Coordinator {
             .leading()
             .leases
             .entry(report.node_id)
-            .or_insert(Lease {
-                last_seen: now,
-                report: None,
-            });
+            .or_insert(Lease::fresh(now));
         lease.last_seen = now;
         lease.report = Some((report.node, report.workers));
         Ok(Response::Reported {
@@ -940,10 +929,7 @@ impl Coordinator {
             .leases
             .entry(id)
             .and_modify(|l| l.last_seen = now)
-            .or_insert(Lease {
-                last_seen: now,
-                report: None,
-            });
+            .or_insert(Lease::fresh(now));
     }
 
     /// The response now if `index` is committed, else `None` and the request waits.
@@ -1060,10 +1046,10 @@ impl Coordinator {
     /// a leader that took over a more advanced state could still replace it; an entry of the
     /// current term on a majority is in the state any later leader takes over.
     fn quorum_commit(&self) -> Option<u64> {
-        let leading = self.leading.as_ref()?;
-        if !matches!(leading.phase, Phase::Ready) {
+        if self.taking_over() {
             return None;
         }
+        let leading = self.leading.as_ref()?;
         let mut stored: Vec<u64> = leading
             .followers
             .values()
@@ -1251,11 +1237,7 @@ impl Coordinator {
             if let Some((peer, wanted)) = *fetching {
                 match msg.snapshot {
                     Some(snapshot) if peer == from && snapshot.position == wanted => {
-                        let snapshot = *snapshot;
-                        self.state.restore(snapshot.state.clone(), now);
-                        self.log.reset(snapshot.position);
-                        self.unsaved.clear();
-                        self.unsaved_snapshot = Some(snapshot);
+                        self.install(*snapshot, now);
                         self.become_ready(now, out);
                     }
                     _ if peer == from && msg.position != wanted => {
@@ -1300,6 +1282,14 @@ impl Coordinator {
                 });
             }
         }
+    }
+
+    /// Replaces the whole state with `snapshot`, to be stored before anything is sent.
+    fn install(&mut self, snapshot: Snapshot, now: Millis) {
+        self.state.restore(snapshot.state.clone(), now);
+        self.log.reset(snapshot.position);
+        self.unsaved.clear();
+        self.unsaved_snapshot = Some(snapshot);
     }
 
     /// Whether `position` is in this beacon's history: its log holds it, or an entry of the
@@ -1349,14 +1339,11 @@ impl Coordinator {
                 verified = verified.max(snapshot.position.index);
             } else {
                 verified = snapshot.position.index;
-                self.state.restore(snapshot.state.clone(), now);
-                self.log.reset(snapshot.position);
-                self.unsaved.clear();
-                self.unsaved_snapshot = Some(snapshot.clone());
                 out.push(Output::Notice(format!(
                     "installed a snapshot from leader {from} at {}",
                     snapshot.position
                 )));
+                self.install(snapshot, now);
             }
         }
         if let Some(append) = &msg.append {

@@ -73,10 +73,6 @@ impl Link {
     pub fn heal(&self) {
         self.state.cut.store(false, Ordering::SeqCst);
     }
-
-    pub fn is_cut(&self) -> bool {
-        self.state.cut.load(Ordering::SeqCst)
-    }
 }
 
 impl Drop for Link {
