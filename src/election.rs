@@ -285,12 +285,24 @@ impl Election {
         }
         entry.term = hb.term;
         entry.last_seen = Some(now);
+        let term_before = self.term;
         self.see_term(hb.term);
-        Ok(if changed {
+        let mut actions = if changed {
             self.check(Check::Heartbeat)
         } else {
             Vec::new()
-        })
+        };
+        // A follower that has just taken a later term answers at once: its heartbeat is the
+        // promise a new leader (quorum mode) collects before it serves, and waiting for the
+        // next tick would add up to a tick to every failover. Terms only grow, so this
+        // answers each term once.
+        if !self.is_leader
+            && self.term > term_before
+            && !actions.iter().any(|a| matches!(a, Action::Broadcast(_)))
+        {
+            actions.push(Action::Broadcast(self.heartbeat()));
+        }
+        Ok(actions)
     }
 
     fn on_peer_down(&mut self, peer: SocketAddr) -> Vec<Action> {
@@ -496,8 +508,12 @@ mod tests {
         // A is first online but has not claimed yet: C follows nobody, and does not lead.
         assert_eq!(c.tick(100), vec![Action::Broadcast(hb(false, 0))]);
         assert_eq!(c.leader(), None);
-        // A's claim arrives: C follows A at once, without waiting for the next tick.
-        assert_eq!(beat(&mut c, 150, A, true, 1), vec![changed(A, 1)]);
+        // A's claim arrives: C follows A at once, and answers at once with A's term (its
+        // promise), without waiting for the next tick.
+        assert_eq!(
+            beat(&mut c, 150, A, true, 1),
+            vec![changed(A, 1), Action::Broadcast(hb(false, 1))]
+        );
         assert_eq!(c.term(), 1);
         assert_eq!(c.tick(200), vec![Action::Broadcast(hb(false, 1))]);
     }
