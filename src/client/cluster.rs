@@ -13,8 +13,12 @@ use super::{Client, ClientError, ConnectOptions};
 use crate::pb;
 use crate::wire::Cmd;
 
-/// Pause between rounds over the beacon list while no leader answers.
-const RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// First pause between rounds over the beacon list while no leader answers. A leader
+/// failover usually completes within a few milliseconds of a dead leader's connections
+/// closing, so the first pauses are short; they double up to [`MAX_RETRY_PAUSE`], so that a
+/// longer outage is not hammered.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(2);
+const MAX_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// The leader of a cluster, reached through any of its beacons.
 #[derive(Debug)]
@@ -152,7 +156,8 @@ impl Cluster {
         if retry.tried > self.beacons.len() {
             // No leader answered in a whole round: give the election a moment.
             retry.tried = 0;
-            tokio::time::sleep(RETRY_PAUSE).await;
+            tokio::time::sleep(retry.pause).await;
+            retry.pause = (retry.pause * 2).min(MAX_RETRY_PAUSE);
         }
         Ok(())
     }
@@ -163,6 +168,8 @@ struct Retry {
     started: Instant,
     /// Attempts since the last pause.
     tried: usize,
+    /// The next pause.
+    pause: Duration,
 }
 
 impl Retry {
@@ -170,6 +177,7 @@ impl Retry {
         Retry {
             started: Instant::now(),
             tried: 0,
+            pause: FIRST_RETRY_PAUSE,
         }
     }
 }
