@@ -7,7 +7,7 @@ use std::time::Duration;
 use beacon::client::{Client, ConnectOptions};
 use beacon::pb;
 use beacon::wire::frame::{HEAD_LEN, MAGIC, VERSION};
-use beacon::wire::{Cmd, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec};
+use beacon::wire::{Cmd, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec};
 use beacon_testkit::*;
 use bytes::{BufMut, BytesMut};
 use futures_util::{SinkExt, StreamExt};
@@ -415,5 +415,26 @@ async fn a_one_way_frame_with_a_bad_body_is_logged_not_answered() {
     .await;
     assert_eq!((reply.cmd, reply.seq, reply.is_error()), (302, 3, false));
     assert!(b.log().contains("unknown command 555"));
+    assert_still_serving(&mut b).await;
+}
+
+#[tokio::test]
+async fn a_fragment_from_a_client_is_refused_and_the_connection_goes_on() {
+    let (mut b, _dir) = start_beacon();
+    let mut conn = client_conn(b.addr).await;
+    let fragment = Frame::new(301, 5, FLAG_MORE, &pb::BeaconStatusRequest {});
+    let (code, msg) = error_of(&exchange(&mut conn, fragment).await);
+    assert_eq!(code, Some(ErrorCode::FrameTooLarge));
+    assert!(
+        msg.contains("frame cmd 301 seq 5 is a fragment") && msg.contains("only beacons"),
+        "{msg}"
+    );
+    // The same connection still serves whole requests.
+    let reply = exchange(
+        &mut conn,
+        Frame::new(301, 6, 0, &pb::BeaconStatusRequest {}),
+    )
+    .await;
+    assert!(!reply.is_error(), "{reply:?}");
     assert_still_serving(&mut b).await;
 }

@@ -295,6 +295,61 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments() {
+    // 300 registrations with 700 bytes of metadata each make a snapshot of over 200 KiB, more
+    // than ten times the 16 KiB frame limit; a short log forces a snapshot.
+    let config = r#"{"max_frame_bytes": 16384, "log_keep": 20, "lease_ms": 600000}"#;
+    let mut c = start(3, config).await;
+    c.beacons[2].kill();
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    for i in 0..300 {
+        let mut req = register_req("LOGIC", service(i));
+        req.metadata = format!("\"{i:0>700}\"");
+        let _: pb::RegisterReply = leader
+            .call(Cmd::Register, &req, "register")
+            .await
+            .unwrap_or_else(|e| panic!("registration {i}: {e}"));
+    }
+    c.beacons[2].restart();
+    let ids = |a: SocketAddr| async move {
+        let mut client = Client::connect(&a.to_string(), &opts()).await.ok()?;
+        let ids = client.ids().await.ok()?;
+        Some((ids.in_use, ids.last_node_id, ids.index))
+    };
+    let on_leader = ids(c.beacons[0].addr).await.unwrap();
+    assert_eq!(on_leader.0, 300);
+    let caught_up = eventually(Duration::from_secs(15), || async {
+        ids(c.beacons[2].addr).await.filter(|got| *got == on_leader)
+    })
+    .await;
+    assert!(
+        caught_up.is_some(),
+        "restarted beacon has {:?}, the leader {on_leader:?}\n{}",
+        ids(c.beacons[2].addr).await,
+        c.logs()
+    );
+    assert!(c.beacons[2].log().contains("installed a snapshot"));
+    assert!(!c.logs().contains("exceeds the limit"), "{}", c.logs());
+
+    // All of it is more than a client frame: the listing is refused with a reason, and the
+    // connection and the beacon go on.
+    let mut client = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    let err = client.nodes("", "").await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::FrameTooLarge), "{err}");
+    assert!(
+        err.to_string().contains("over max_frame_bytes (16384)"),
+        "{err}"
+    );
+    let one = client
+        .nodes("LOGIC", &service(7).to_string())
+        .await
+        .unwrap();
+    assert_eq!(one.nodes.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_registration_tells_the_service_to_stop() {
     let c = start(1, r#"{"lease_ms": 1000}"#).await;
     let mut options = RegisterOptions::new("LOGIC", service(7));

@@ -171,6 +171,14 @@ impl Client {
         Ok(client)
     }
 
+    /// The handshaken connection itself, for a client that pipelines requests (many
+    /// registrations reporting over one connection, say): it sends frames without waiting
+    /// and matches replies to requests by `seq`. The beacon answers a connection's requests
+    /// in the order they were sent.
+    pub fn into_framed(self) -> Framed<TcpStream, FrameCodec> {
+        self.framed
+    }
+
     /// The address this client dialled.
     pub fn addr(&self) -> &str {
         &self.addr

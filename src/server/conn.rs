@@ -22,8 +22,9 @@ use super::{Shared, service};
 use crate::pb;
 use crate::replication::PeerMessage;
 use crate::wire::convert::message_from_pb;
+use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
-    self, Cmd, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec, FrameError, PROTOCOL_VERSION,
+    self, Cmd, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError, PROTOCOL_VERSION,
 };
 
 /// A connection must say `Hello` within this time.
@@ -246,9 +247,41 @@ async fn next_notice(watching: &mut Option<Watching>) -> Option<pb::NodeNotice> 
     }
 }
 
+/// Passes `frame` through the connection's reassembly: fragments (a snapshot larger than a
+/// frame) are accepted from beacons only and come out as one frame once whole.
+fn reassemble(parts: &mut Reassembly, frame: Frame, peer: Peer) -> Result<Option<Frame>, Reject> {
+    if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
+        return Err(Reject::keep(
+            ErrorCode::FrameTooLarge,
+            format!(
+                "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
+                 messages larger than a frame",
+                frame.cmd, frame.seq
+            ),
+        ));
+    }
+    parts.push(frame).map_err(|e| {
+        let code = match e {
+            FragmentError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            FragmentError::Interleaved { .. } => ErrorCode::BadFrame,
+        };
+        Reject::close(code, e.to_string())
+    })
+}
+
 async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared: &Shared) {
     let mut watching: Option<Watching> = None;
+    let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {
+        // A client that pipelines (many registrations over one connection) gets the replies
+        // to what it sent together in one write: they go out once no whole request is left
+        // in the read buffer.
+        if !wire::frame::holds_frame(conn.read_buffer())
+            && let Err(e) = conn.flush().await
+        {
+            debug!(%remote, "cannot send replies: {e}");
+            return;
+        }
         let frame = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
             notice = next_notice(&mut watching) => {
@@ -273,6 +306,16 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
                 None => return,
             },
         };
+        let frame = match reassemble(&mut parts, frame.clone(), peer) {
+            Ok(Some(whole)) => whole,
+            Ok(None) => continue,
+            Err(reject) => {
+                if !reply_error(conn, remote, &frame, reject).await {
+                    return;
+                }
+                continue;
+            }
+        };
         if frame.cmd == Cmd::Watch.code() {
             match watch(&frame, shared).await {
                 Ok((reply, notices)) => {
@@ -295,8 +338,25 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
         }
         match dispatch(&frame, peer, shared).await {
             Ok(None) => {}
+            Ok(Some(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
+                let reject = Reject::keep(
+                    ErrorCode::FrameTooLarge,
+                    format!(
+                        "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \
+                         less (one node type, one address) or raise max_frame_bytes",
+                        frame.cmd,
+                        reply.body.len(),
+                        shared.config.max_frame_bytes
+                    ),
+                );
+                if !reply_error(conn, remote, &frame, reject).await {
+                    return;
+                }
+            }
             Ok(Some(reply)) => {
-                if let Err(e) = conn.send(reply).await {
+                // Written out at the top of the loop, with the replies to whatever else
+                // the client sent together with this.
+                if let Err(e) = conn.feed(reply).await {
                     debug!(%remote, "cannot send reply: {e}");
                     return;
                 }

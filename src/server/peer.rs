@@ -19,7 +19,7 @@ use super::Shared;
 use super::driver::{ConnId, next_conn_id};
 use crate::pb;
 use crate::wire::convert::message_from_pb;
-use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION};
+use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -160,8 +160,12 @@ async fn forward(
             hb = rx.recv() => {
                 let hb = hb?;
                 seq = seq.wrapping_add(1);
-                let frame = Frame::new(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, &hb);
-                match tokio::time::timeout(io_timeout, conn.send(frame)).await {
+                // A message over the frame limit (a large snapshot) goes out in fragments.
+                let body = prost::Message::encode_to_vec(&hb).into();
+                let max = shared.config.max_frame_bytes;
+                let frames = fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max);
+                let mut all = futures_util::stream::iter(frames.into_iter().map(Ok));
+                match tokio::time::timeout(io_timeout, conn.send_all(&mut all)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => return Some(e.into()),
                     Err(_) => return Some(LinkError::Timeout(io_timeout)),

@@ -29,6 +29,18 @@ pub const DEFAULT_MAX_FRAME: usize = 4 * 1024 * 1024;
 pub const FLAG_ONEWAY: u8 = 0x01;
 /// Head flag: the body is an `ErrorReply`, not the command's own response.
 pub const FLAG_ERROR: u8 = 0x02;
+/// Head flag: the message goes on in the next frame (beacon to beacon only; see
+/// [`super::fragment`]).
+pub const FLAG_MORE: u8 = 0x04;
+
+/// Whether `buf` starts with a whole frame (head and body), so that decoding it would not
+/// wait for the network. A server that finds one after answering a request holds its reply
+/// back to send it with the next one: one write for a pipelined batch.
+pub fn holds_frame(buf: &[u8]) -> bool {
+    buf.len() >= HEAD_LEN
+        && buf.len() - HEAD_LEN
+            >= u32::from_be_bytes(buf[12..16].try_into().expect("four bytes")) as usize
+}
 
 /// One frame: head fields plus the still-encoded body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,6 +269,20 @@ mod tests {
         let got = FrameCodec::default().decode(&mut buf).unwrap().unwrap();
         assert_eq!(got, frame);
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn holds_frame_only_when_head_and_body_are_in() {
+        let full = encoded(Frame {
+            cmd: 101,
+            seq: 3,
+            flags: 0,
+            body: Bytes::from_static(b"abcd"),
+        });
+        assert!(holds_frame(&full));
+        assert!(!holds_frame(&full[..full.len() - 1]));
+        assert!(!holds_frame(&full[..HEAD_LEN - 1]));
+        assert!(!holds_frame(&[]));
     }
 
     #[test]

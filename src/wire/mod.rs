@@ -4,9 +4,10 @@
 //! code plus one, and 113 is the leader-election heartbeat.
 
 pub mod convert;
+pub mod fragment;
 pub mod frame;
 
-pub use frame::{FLAG_ERROR, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
+pub use frame::{FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
 
 use crate::pb;
 
