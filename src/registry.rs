@@ -166,6 +166,9 @@ pub struct Registry {
     nodes: BTreeMap<NodeId, NodeRecord>,
     by_addr: HashMap<SocketAddr, NodeId>,
     quarantine: BTreeMap<NodeId, Tombstone>,
+    /// Quarantined IDs by their last holder's address: a registration looks up whether its
+    /// address may take an ID back, and with heavy churn the quarantine holds many thousands.
+    quarantine_by_addr: HashMap<SocketAddr, Vec<NodeId>>,
 }
 
 impl Registry {
@@ -177,6 +180,7 @@ impl Registry {
             nodes: BTreeMap::new(),
             by_addr: HashMap::new(),
             quarantine: BTreeMap::new(),
+            quarantine_by_addr: HashMap::new(),
         }
     }
 
@@ -222,10 +226,29 @@ impl Registry {
 
     /// The quarantined ID last held by `addr` as `node_type`, which that service may take back.
     pub fn reclaimable(&self, addr: SocketAddr, node_type: &str) -> Option<NodeId> {
-        self.quarantine
-            .values()
-            .find(|t| t.record.addr == addr && t.record.node_type == node_type)
-            .map(|t| t.record.node_id)
+        self.quarantine_by_addr
+            .get(&addr)?
+            .iter()
+            .copied()
+            .find(|id| self.quarantine[id].record.node_type == node_type)
+    }
+
+    fn quarantine_insert(&mut self, tombstone: Tombstone) {
+        let (id, addr) = (tombstone.record.node_id, tombstone.record.addr);
+        self.quarantine.insert(id, tombstone);
+        self.quarantine_by_addr.entry(addr).or_default().push(id);
+    }
+
+    fn quarantine_remove(&mut self, id: NodeId) -> Option<Tombstone> {
+        let tombstone = self.quarantine.remove(&id)?;
+        let addr = tombstone.record.addr;
+        if let Some(ids) = self.quarantine_by_addr.get_mut(&addr) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                self.quarantine_by_addr.remove(&addr);
+            }
+        }
+        Some(tombstone)
     }
 
     /// Quarantines that are over by `now`.
@@ -270,7 +293,7 @@ impl Registry {
                     return Err(ApplyError::AddrInUse(record.addr));
                 }
                 // A quarantined ID taken back by its old address does not move the allocator.
-                if self.quarantine.remove(&id).is_none() {
+                if self.quarantine_remove(id).is_none() {
                     self.last_node_id = id;
                 }
                 self.by_addr.insert(record.addr, id);
@@ -293,18 +316,14 @@ impl Registry {
             }
             Command::Expire(id) => {
                 let record = self.remove(*id)?;
-                self.quarantine.insert(
-                    *id,
-                    Tombstone {
-                        record: record.clone(),
-                        until: now + self.reuse_delay,
-                    },
-                );
+                self.quarantine_insert(Tombstone {
+                    record: record.clone(),
+                    until: now + self.reuse_delay,
+                });
                 Ok(Some(Change::Removed(record)))
             }
             Command::Release(id) => {
-                self.quarantine
-                    .remove(id)
+                self.quarantine_remove(*id)
                     .ok_or(ApplyError::NotQuarantined(*id))?;
                 Ok(None)
             }
@@ -335,19 +354,20 @@ impl Registry {
         self.last_node_id = snapshot.last_node_id;
         self.by_addr = snapshot.nodes.iter().map(|r| (r.addr, r.node_id)).collect();
         self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
-        self.quarantine = snapshot
-            .quarantined
-            .into_iter()
-            .map(|(record, left)| {
-                (
-                    record.node_id,
-                    Tombstone {
-                        record,
-                        until: now + left,
-                    },
-                )
-            })
-            .collect();
+        self.quarantine.clear();
+        self.quarantine_by_addr.clear();
+        for (record, left) in snapshot.quarantined {
+            self.quarantine_insert(Tombstone {
+                record,
+                until: now + left,
+            });
+        }
+    }
+
+    /// Records the state holds: live registrations and quarantined IDs. A snapshot writes
+    /// this many.
+    pub fn records(&self) -> usize {
+        self.nodes.len() + self.quarantine.len()
     }
 }
 
@@ -578,6 +598,14 @@ mod tests {
         assert_eq!(other.due_releases(5699), Vec::<NodeId>::new());
         assert_eq!(other.due_releases(5700), vec![1]);
         assert_eq!(other.allocate(), Ok(3));
+        // The restored quarantine is found by address, and released from it.
+        let r1 = record(1, 1);
+        assert_eq!(other.reclaimable(r1.addr, &r1.node_type), Some(1));
+        assert_eq!(other.reclaimable(r1.addr, "OTHER"), None);
+        assert_eq!(other.records(), 2);
+        other.apply(&Command::Release(1), 5700).unwrap();
+        assert_eq!(other.reclaimable(r1.addr, &r1.node_type), None);
+        assert_eq!(other.records(), 1);
     }
 
     #[test]

@@ -134,6 +134,11 @@ impl Log {
         self.term_at(pos.index) == Some(pos.term)
     }
 
+    /// Changes how many entries are kept (at least one); the excess goes with the next append.
+    pub fn set_keep(&mut self, keep: usize) {
+        self.keep = keep.max(1);
+    }
+
     /// Appends the entry that follows the last one; older entries beyond `keep` are dropped.
     pub fn append(&mut self, entry: Entry) {
         debug_assert_eq!(

@@ -62,6 +62,11 @@ impl State {
     pub fn new(registry: Registry) -> State {
         State { registry }
     }
+
+    /// Records a snapshot of the state holds (live registrations, quarantined IDs).
+    pub fn records(&self) -> usize {
+        self.registry.records()
+    }
 }
 
 impl Machine for State {

@@ -297,7 +297,8 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments() {
     // 300 registrations with 700 bytes of metadata each make a snapshot of over 200 KiB, more
-    // than ten times the 16 KiB frame limit; a short log forces a snapshot.
+    // than ten times the 16 KiB frame limit. A beacon keeps as many log entries as its state
+    // has records (300 here); churn beyond that forces a snapshot.
     let config = r#"{"max_frame_bytes": 16384, "log_keep": 20, "lease_ms": 600000}"#;
     let mut c = start(3, config).await;
     c.beacons[2].kill();
@@ -309,6 +310,17 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
             .call(Cmd::Register, &req, "register")
             .await
             .unwrap_or_else(|e| panic!("registration {i}: {e}"));
+    }
+    for i in 1000..1200 {
+        register(&mut leader, "LOGIC", i).await;
+        let req = pb::UnregisterRequest {
+            node_id: 0,
+            addr: service(i).to_string(),
+        };
+        let _: pb::UnregisterReply = leader
+            .call(Cmd::Unregister, &req, "unregister")
+            .await
+            .unwrap();
     }
     c.beacons[2].restart();
     let ids = |a: SocketAddr| async move {

@@ -490,6 +490,7 @@ impl Coordinator {
         }
         self.advance_commit(now, &mut out);
         self.flush(now, &mut out);
+        self.log.set_keep(self.entries_to_keep());
         if self.unsaved_snapshot.is_some() || !self.unsaved.is_empty() {
             let persist = Output::Persist {
                 snapshot: self.unsaved_snapshot.take(),
@@ -665,6 +666,15 @@ impl Coordinator {
                 in_sync: f.in_sync,
             })
             .collect()
+    }
+
+    /// Log entries worth keeping: `log_keep`, or as many as the state has records when that
+    /// is more. A follower further behind gets a snapshot, which writes every record; keeping
+    /// at least as many entries as records means a lagging follower never costs more than
+    /// one record per entry it missed, and compacting the log on disk (which writes a
+    /// snapshot too) costs at most one record per entry appended.
+    pub fn entries_to_keep(&self) -> usize {
+        self.cfg.log_keep.max(self.state.records())
     }
 
     /// Whether this beacon leads and has taken over (quorum mode) the state of a majority:

@@ -416,7 +416,7 @@ impl Driver {
             self.storage.install(s)?;
         }
         self.storage.append(entries)?;
-        if self.storage.logged() > self.config.log_keep {
+        if self.storage.logged() > self.core.entries_to_keep() {
             // Compact: the current state replaces the log.
             let now = self.now();
             self.storage.install(&self.core.snapshot(now))?;
