@@ -128,6 +128,9 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
                 }
                 if let (Peer::Beacon(node), Some(msg)) = (peer, initial) {
                     info!(peer = %node, %remote, "beacon connected");
+                    if let Some(up) = shared.peer_up.get(&node) {
+                        up.notify_one();
+                    }
                     shared.driver.peer_message(node, msg).await;
                 }
                 return Some(peer);

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, error_span, info, warn};
@@ -52,6 +52,10 @@ pub(crate) struct Shared {
     /// Our latest heartbeat, for handshakes.
     pub(crate) current: watch::Receiver<pb::Election>,
     pub(crate) shutdown: CancellationToken,
+    /// One per peer: woken when that peer dials us, so that our own link to it, if down,
+    /// retries at once instead of after its backoff (a restarted peer rejoins in a round
+    /// trip, not in up to a tick).
+    pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
 }
 
 /// A beacon whose sockets are bound and whose data directory is locked, ready to run.
@@ -134,11 +138,16 @@ impl Server {
         }
         let (driver, handle, current) =
             Driver::new(config.clone(), data_dir, stored_term, stored, links);
+        let peer_up = link_rxs
+            .iter()
+            .map(|(peer, _)| (*peer, Arc::new(Notify::new())))
+            .collect();
         let shared = Arc::new(Shared {
             config: config.clone(),
             driver: handle.clone(),
             current,
             shutdown: token.clone(),
+            peer_up,
         });
 
         tracker.spawn(driver.run(token.clone()).in_current_span());

@@ -57,6 +57,7 @@ pub(crate) async fn run(
     let io_timeout = (tick * 2).max(Duration::from_secs(1));
     let mut backoff = FIRST_BACKOFF;
     let mut last_error: Option<String> = None;
+    let peer_up = shared.peer_up.get(&peer).cloned().unwrap_or_default();
     loop {
         let attempt = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
@@ -89,6 +90,8 @@ pub(crate) async fn run(
         tokio::select! {
             _ = shared.shutdown.cancelled() => return,
             _ = tokio::time::sleep(backoff) => {}
+            // It dialled us: it is up, try now.
+            _ = peer_up.notified() => {}
         }
         backoff = (backoff * 2).min(max_backoff);
     }
