@@ -4,7 +4,12 @@
 //! cargo build --release --workspace
 //! target/release/beacon-bench failover --tick-ms 100 --rounds 5 --fault kill
 //! ```
+//!
+//! With the `peers` feature, `beacon-bench compare` runs beacon, etcd and ZooKeeper side by
+//! side (`bench/run` installs the peers and runs it).
 
+#[cfg(feature = "peers")]
+mod compare;
 mod failover;
 
 use std::path::PathBuf;
@@ -29,6 +34,9 @@ struct Args {
 enum Bench {
     /// Time from a leader failure to a new leader agreed by every survivor.
     Failover(failover::Options),
+    /// beacon, etcd and ZooKeeper side by side: failover, allocation, liveness capacity.
+    #[cfg(feature = "peers")]
+    Compare(compare::Options),
 }
 
 fn beacon_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -53,5 +61,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     match args.bench {
         Bench::Failover(opts) => runtime.block_on(failover::run(&bin, &opts)),
+        #[cfg(feature = "peers")]
+        Bench::Compare(opts) => runtime.block_on(compare::run(&bin, &opts)),
     }
 }

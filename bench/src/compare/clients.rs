@@ -1,0 +1,135 @@
+//! One way to allocate a unique ID from each system, the way its users would:
+//! a beacon registration (its node ID), an etcd put (the revision it created), a ZooKeeper
+//! persistent sequential znode (its sequence number).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use beacon::client::ConnectOptions;
+use beacon::pb;
+use beacon::wire::Cmd;
+use zookeeper_client as zk;
+
+use super::systems::Kind;
+
+/// Parent of the sequential znodes.
+pub const ZK_PARENT: &str = "/ids";
+/// The key etcd allocations put.
+const ETCD_KEY: &str = "bench/id";
+
+/// The address of beacon registration `i`: distinct for every i below 2^24 * 60000.
+pub fn service_addr(i: usize) -> SocketAddr {
+    let host = (i / 60_000) as u32;
+    let port = 1024 + (i % 60_000) as u16;
+    SocketAddr::from((Ipv4Addr::from(0x0a00_0000 | (host & 0x00ff_ffff)), port))
+}
+
+/// A connected client of one system.
+pub enum Allocator {
+    Beacon {
+        cluster: Box<beacon::client::Cluster>,
+        /// Numbers the registrations' addresses across all clients of a run.
+        next: Arc<AtomicUsize>,
+    },
+    // Clients boxed: they differ in size (the etcd client is some 3.5 KB).
+    Etcd(Box<etcd_client::Client>),
+    ZooKeeper(zk::Client),
+}
+
+impl Allocator {
+    /// A client of `kind` reaching the cluster through `endpoints`, with `timeout` for
+    /// connecting and for each request.
+    pub async fn connect(
+        kind: Kind,
+        endpoints: &[SocketAddr],
+        timeout: Duration,
+        next: Arc<AtomicUsize>,
+    ) -> anyhow::Result<Allocator> {
+        Ok(match kind {
+            Kind::Beacon => {
+                let opts = ConnectOptions {
+                    timeout,
+                    ..ConnectOptions::default()
+                };
+                let beacons = endpoints.iter().map(|a| a.to_string()).collect();
+                Allocator::Beacon {
+                    cluster: Box::new(beacon::client::Cluster::new(beacons, opts, timeout)),
+                    next,
+                }
+            }
+            Kind::Etcd => {
+                let opts = etcd_client::ConnectOptions::new()
+                    .with_connect_timeout(timeout)
+                    .with_timeout(timeout);
+                let urls: Vec<String> = endpoints.iter().map(|a| format!("http://{a}")).collect();
+                Allocator::Etcd(Box::new(
+                    etcd_client::Client::connect(urls, Some(opts))
+                        .await
+                        .context("connect to etcd")?,
+                ))
+            }
+            Kind::ZooKeeper => {
+                let hosts: Vec<String> = endpoints.iter().map(|a| a.to_string()).collect();
+                let client = zk::Client::connector()
+                    .with_connection_timeout(timeout)
+                    .with_session_timeout(Duration::from_secs(10))
+                    .connect(&hosts.join(","))
+                    .await
+                    .context("connect to ZooKeeper")?;
+                Allocator::ZooKeeper(client)
+            }
+        })
+    }
+
+    /// Allocates one ID.
+    pub async fn allocate(&mut self) -> anyhow::Result<u64> {
+        match self {
+            Allocator::Beacon { cluster, next } => {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let req = pb::RegisterRequest {
+                    node_type: "bench".into(),
+                    addr: service_addr(i).to_string(),
+                    ..Default::default()
+                };
+                let reply: pb::RegisterReply = cluster
+                    .call(Cmd::Register, &req, "the registration")
+                    .await?;
+                let node = reply.node.ok_or_else(|| anyhow!("reply without a node"))?;
+                Ok(u64::from(node.node_id))
+            }
+            Allocator::Etcd(client) => {
+                let resp = client.put(ETCD_KEY, "", None).await?;
+                let header = resp.header().ok_or_else(|| anyhow!("no header"))?;
+                Ok(header.revision() as u64)
+            }
+            Allocator::ZooKeeper(client) => {
+                let opts = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
+                let (_, seq) = client
+                    .create(&format!("{ZK_PARENT}/n-"), b"", &opts)
+                    .await?;
+                Ok(seq.into_i64() as u64)
+            }
+        }
+    }
+}
+
+/// What a system needs before allocations start (ZooKeeper: the parent znode).
+pub async fn prepare(kind: Kind, endpoints: &[SocketAddr]) -> anyhow::Result<()> {
+    if kind != Kind::ZooKeeper {
+        return Ok(());
+    }
+    let next = Arc::new(AtomicUsize::new(0));
+    let Allocator::ZooKeeper(client) =
+        Allocator::connect(kind, endpoints, Duration::from_secs(10), next).await?
+    else {
+        unreachable!("a ZooKeeper client");
+    };
+    let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    match client.create(ZK_PARENT, b"", &opts).await {
+        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+        Err(e) => Err(e).context("create the parent znode"),
+    }
+}

@@ -1,0 +1,374 @@
+//! Liveness capacity: live registrations renewed once a second each, in growing steps,
+//! while the leader's CPU share and resident memory are read from /proc.
+//!
+//! beacon: a registration per service, renewed by a node report (cmd 101). etcd: a lease
+//! (TTL 10 s, beacon's default lease) per service with a key attached, renewed by a
+//! keep-alive. Both spread their renewals evenly over each second, from 64 connections to
+//! the leader; etcd's keep-alives go on one stream per connection, as etcd's Go client
+//! sends them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use beacon::client::{Client, ConnectOptions};
+use beacon::pb;
+use beacon::wire::{Cmd, Frame};
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use super::clients::service_addr;
+use super::etcd_lease;
+use super::proc;
+use super::systems::{Cluster, Kind};
+
+/// Connections that register and renew.
+const CONNECTIONS: usize = 64;
+/// Renewal period of every registration.
+const PERIOD: Duration = Duration::from_secs(1);
+/// Lease of etcd registrations (beacon's default `lease_ms`).
+const ETCD_TTL_SECS: i64 = 10;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub live: usize,
+    /// Share of one core the leader used over the window.
+    pub cpu: f64,
+    pub renewals_per_sec: f64,
+    pub renewal_errors: u64,
+    pub rss_bytes: u64,
+    pub bytes_per_registration: f64,
+    /// Registrations the leader counts as live at the end of the window.
+    pub alive: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Liveness {
+    pub baseline_rss: u64,
+    pub steps: Vec<Step>,
+}
+
+impl Liveness {
+    /// The largest step that kept every registration alive, at the full renewal rate, under
+    /// `cpu` of one core.
+    pub fn capacity(&self, cpu: f64) -> Option<&Step> {
+        self.steps
+            .iter()
+            .filter(|s| s.passed(cpu))
+            .max_by_key(|s| s.live)
+    }
+}
+
+impl Step {
+    pub fn passed(&self, cpu: f64) -> bool {
+        self.cpu < cpu
+            && self.alive as usize >= self.live
+            && self.renewals_per_sec >= 0.95 * self.live as f64
+    }
+}
+
+/// One registration, as its renewer needs it.
+#[derive(Debug, Clone)]
+enum Item {
+    Beacon { node_id: u32, addr: String },
+    Etcd { lease: i64 },
+}
+
+type Shard = Arc<Mutex<Vec<Item>>>;
+
+pub async fn run(
+    cluster: &Cluster,
+    steps: &[usize],
+    window: Duration,
+    cpu_limit: f64,
+) -> anyhow::Result<Liveness> {
+    let leader = cluster.ready(Duration::from_secs(120)).await?;
+    let pid = cluster.members[leader].pid().context("leader pid")?;
+    let at = cluster.members[leader].client;
+    let baseline_rss = proc::rss_bytes(pid).context("leader RSS")?;
+    let shards: Vec<Shard> = (0..CONNECTIONS).map(|_| Shard::default()).collect();
+    let renewed = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut renewers = Vec::new();
+    for shard in &shards {
+        renewers.push(
+            spawn_renewer(
+                cluster.kind,
+                at,
+                shard.clone(),
+                renewed.clone(),
+                failed.clone(),
+                stop.clone(),
+            )
+            .await?,
+        );
+    }
+
+    let mut result = Liveness {
+        baseline_rss,
+        steps: Vec::new(),
+    };
+    let mut live = 0;
+    for &target in steps {
+        let t = Instant::now();
+        register(cluster.kind, at, live, target, &shards).await?;
+        println!(
+            "  {}: {} registrations in {:.1} s",
+            cluster.kind,
+            target - live,
+            t.elapsed().as_secs_f64()
+        );
+        live = target;
+        // Let every renewer go round at the new size before measuring.
+        tokio::time::sleep(PERIOD * 3).await;
+        let (r0, f0) = (
+            renewed.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+        );
+        let cpu0 = proc::cpu_seconds(pid).context("leader CPU")?;
+        let since = Instant::now();
+        tokio::time::sleep(window).await;
+        let cpu = proc::core_share(pid, since, cpu0).context("leader CPU")?;
+        let secs = since.elapsed().as_secs_f64();
+        let renewals = (renewed.load(Ordering::Relaxed) - r0) as f64 / secs;
+        let rss = proc::rss_bytes(pid).context("leader RSS")?;
+        let alive = count_alive(cluster.kind, at).await?;
+        let step = Step {
+            live,
+            cpu,
+            renewals_per_sec: renewals,
+            renewal_errors: failed.load(Ordering::Relaxed) - f0,
+            rss_bytes: rss,
+            bytes_per_registration: rss.saturating_sub(baseline_rss) as f64 / live as f64,
+            alive,
+        };
+        println!(
+            "  {}: {live} live: leader CPU {:.1}% of a core, {renewals:.0} renewals/s ({} failed), \
+             RSS {:.1} MiB ({:.0} B per registration), {alive} alive",
+            cluster.kind,
+            cpu * 100.0,
+            step.renewal_errors,
+            rss as f64 / 1048576.0,
+            step.bytes_per_registration
+        );
+        let over = !step.passed(cpu_limit);
+        result.steps.push(step);
+        if over {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in renewers {
+        r.abort();
+    }
+    Ok(result)
+}
+
+/// Registers `from..to` over all shards' connections, appending each to its shard.
+async fn register(
+    kind: Kind,
+    at: SocketAddr,
+    from: usize,
+    to: usize,
+    shards: &[Shard],
+) -> anyhow::Result<()> {
+    let mut tasks = Vec::new();
+    for (c, shard) in shards.iter().enumerate() {
+        let shard = shard.clone();
+        let mine: Vec<usize> = (from..to).filter(|i| i % shards.len() == c).collect();
+        tasks.push(tokio::spawn(async move {
+            match kind {
+                Kind::Beacon => {
+                    let mut client = beacon_client(at).await?;
+                    for i in mine {
+                        let addr = service_addr(i).to_string();
+                        let req = pb::RegisterRequest {
+                            node_type: "bench".into(),
+                            addr: addr.clone(),
+                            ..Default::default()
+                        };
+                        let reply: pb::RegisterReply = client
+                            .request(Cmd::Register, &req, "the registration")
+                            .await?;
+                        let node_id = reply.node.context("reply without node")?.node_id;
+                        shard.lock().await.push(Item::Beacon { node_id, addr });
+                    }
+                }
+                Kind::Etcd => {
+                    let mut client = etcd(at).await?;
+                    for i in mine {
+                        let lease = client.lease_grant(ETCD_TTL_SECS, None).await?.id();
+                        let opts = etcd_client::PutOptions::new().with_lease(lease);
+                        client.put(format!("svc/{i}"), "", Some(opts)).await?;
+                        shard.lock().await.push(Item::Etcd { lease });
+                    }
+                }
+                Kind::ZooKeeper => bail!("the liveness benchmark compares beacon and etcd"),
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await.context("registering task panicked")??;
+    }
+    Ok(())
+}
+
+async fn beacon_client(at: SocketAddr) -> anyhow::Result<Client> {
+    let opts = ConnectOptions {
+        timeout: Duration::from_secs(10),
+        ..ConnectOptions::default()
+    };
+    Client::connect(&at.to_string(), &opts)
+        .await
+        .with_context(|| format!("connect to beacon {at}"))
+}
+
+async fn etcd(at: SocketAddr) -> anyhow::Result<etcd_client::Client> {
+    etcd_client::Client::connect([format!("http://{at}")], None)
+        .await
+        .with_context(|| format!("connect to etcd at {at}"))
+}
+
+/// How often a renewer sends what has come due: every registration is renewed once a
+/// period, spread evenly, and what falls due within one batch interval goes out together
+/// (one write), as a client library that multiplexes many registrations would send it.
+const BATCH_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Hands out the registrations of a shard as they come due: each once per period, spread
+/// evenly, a batch per [`BATCH_INTERVAL`].
+struct Pacer {
+    shard: Shard,
+    stop: Arc<AtomicBool>,
+    batches: tokio::time::Interval,
+    /// Start of the current period, its number of registrations, and how many went out.
+    start: Instant,
+    len: usize,
+    sent: usize,
+}
+
+impl Pacer {
+    fn new(shard: Shard, stop: Arc<AtomicBool>) -> Pacer {
+        let mut batches = tokio::time::interval(BATCH_INTERVAL);
+        batches.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Pacer {
+            shard,
+            stop,
+            batches,
+            start: Instant::now(),
+            len: 0,
+            sent: 0,
+        }
+    }
+
+    /// The next batch, or `None` once stopped.
+    async fn next(&mut self) -> Option<Vec<Item>> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            if self.sent >= self.len {
+                tokio::time::sleep_until((self.start + PERIOD).into()).await;
+                self.start = Instant::now();
+                self.len = self.shard.lock().await.len();
+                self.sent = 0;
+                continue;
+            }
+            self.batches.tick().await;
+            let share = self.start.elapsed().as_secs_f64() / PERIOD.as_secs_f64();
+            let due = ((self.len as f64 * share).ceil() as usize).min(self.len);
+            if due > self.sent {
+                let items = self.shard.lock().await[self.sent..due].to_vec();
+                self.sent = due;
+                return Some(items);
+            }
+        }
+    }
+}
+
+/// A task that renews every registration of `shard` once per period, sending without
+/// waiting for answers; answers are counted as they come.
+async fn spawn_renewer(
+    kind: Kind,
+    at: SocketAddr,
+    shard: Shard,
+    renewed: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    match kind {
+        Kind::Beacon => {
+            let (mut sink, mut replies) = beacon_client(at).await?.into_framed().split();
+            tokio::spawn(async move {
+                while let Some(Ok(frame)) = replies.next().await {
+                    let counter = if frame.is_error() { &failed } else { &renewed };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            Ok(tokio::spawn(async move {
+                let mut seq = 1u32;
+                let mut pacer = Pacer::new(shard, stop);
+                while let Some(items) = pacer.next().await {
+                    for item in items {
+                        let Item::Beacon { node_id, addr } = item else {
+                            unreachable!("beacon items");
+                        };
+                        let req = pb::NodeReport {
+                            node_id,
+                            addr,
+                            ..Default::default()
+                        };
+                        seq = seq.wrapping_add(1);
+                        let frame = Frame::new(Cmd::NodeReport.code(), seq, 0, &req);
+                        if sink.feed(frame).await.is_err() {
+                            return;
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                }
+            }))
+        }
+        Kind::Etcd => {
+            let requests = etcd_lease::open(at, renewed, failed.clone()).await?;
+            Ok(tokio::spawn(async move {
+                let mut pacer = Pacer::new(shard, stop);
+                while let Some(items) = pacer.next().await {
+                    for item in items {
+                        let Item::Etcd { lease } = item else {
+                            unreachable!("etcd items");
+                        };
+                        let req = etcd_lease::KeepAliveRequest { id: lease };
+                        if requests.send(req).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }))
+        }
+        Kind::ZooKeeper => bail!("the liveness benchmark compares beacon and etcd"),
+    }
+}
+
+/// Registrations the leader holds as live.
+async fn count_alive(kind: Kind, at: SocketAddr) -> anyhow::Result<u64> {
+    match kind {
+        Kind::Beacon => {
+            let mut c = beacon_client(at).await?;
+            Ok(u64::from(c.ids().await?.in_use))
+        }
+        Kind::Etcd => {
+            let mut c = etcd(at).await?;
+            let opts = etcd_client::GetOptions::new()
+                .with_prefix()
+                .with_count_only();
+            Ok(c.get("svc/", Some(opts)).await?.count() as u64)
+        }
+        Kind::ZooKeeper => bail!("the liveness benchmark compares beacon and etcd"),
+    }
+}

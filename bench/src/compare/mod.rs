@@ -1,0 +1,210 @@
+//! `beacon-bench compare`: beacon, etcd and ZooKeeper side by side, three members each on
+//! loopback, measured by the same client code with the same concurrency.
+//!
+//! Three measurements: failover after a SIGKILL of the leader, ID allocation throughput and
+//! latency, and liveness capacity (live registrations renewed once a second under a CPU
+//! budget on the leader). Results go to a Markdown table (ratios beacon/peer) and JSON.
+
+mod alloc;
+mod clients;
+mod etcd_lease;
+mod failover;
+mod liveness;
+mod proc;
+mod report;
+mod systems;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use systems::{BeaconSetup, Cluster, Kind, Programs};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+pub enum Part {
+    Failover,
+    Alloc,
+    Liveness,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum System {
+    Beacon,
+    Etcd,
+    Zookeeper,
+}
+
+impl System {
+    fn kind(self) -> Kind {
+        match self {
+            System::Beacon => Kind::Beacon,
+            System::Etcd => Kind::Etcd,
+            System::Zookeeper => Kind::ZooKeeper,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// Parts to run (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Part>,
+    /// Systems to run (default: all three; liveness compares beacon and etcd).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    systems: Vec<System>,
+    /// Keep the members' data and logs (their directory is printed) instead of deleting them.
+    #[arg(long)]
+    keep: bool,
+    /// Failover rounds per system.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// beacon's default tick, and the tick whose three-missed-heartbeats detection matches
+    /// etcd's 1000 ms election timeout.
+    #[arg(long, value_delimiter = ',', default_values_t = [1000, 333])]
+    failover_ticks: Vec<u64>,
+    /// Concurrent clients of the allocation benchmark.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 16, 64])]
+    clients: Vec<usize>,
+    /// Length of each allocation run.
+    #[arg(long, default_value_t = 5)]
+    alloc_secs: u64,
+    /// Live registrations of each liveness step.
+    #[arg(long, value_delimiter = ',', default_values_t = [2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 150_000, 200_000])]
+    liveness_steps: Vec<usize>,
+    /// Measuring window of each liveness step.
+    #[arg(long, default_value_t = 10)]
+    window_secs: u64,
+    /// CPU budget of the leader in the liveness benchmark (share of one core).
+    #[arg(long, default_value_t = 0.5)]
+    cpu_limit: f64,
+    /// Where the results table goes (JSON beside it, same name with .json).
+    #[arg(long, default_value = "bench/results.md")]
+    out: PathBuf,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Default, Serialize)]
+pub struct Results {
+    pub failover: Vec<(String, failover::Failover)>,
+    pub alloc: Vec<(String, alloc::Throughput)>,
+    pub liveness: Vec<(String, liveness::Liveness)>,
+    pub cpu_limit: f64,
+    pub alloc_secs: u64,
+    pub window_secs: u64,
+}
+
+/// beacon as the benchmark runs it: three beacons, quorum mode (the default for three), an
+/// ID range wide enough for the liveness steps.
+fn beacon_setup(tick_ms: u64) -> BeaconSetup {
+    BeaconSetup {
+        tick_ms,
+        config: serde_json::json!({ "id_range": [1, 4_000_000] }),
+    }
+}
+
+const MEMBERS: usize = 3;
+
+pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
+    let programs = Programs::find(beacon_bin.to_owned())?;
+    let wants = |p: Part| opts.only.is_empty() || opts.only.contains(&p);
+    let runs = |k: Kind| opts.systems.is_empty() || opts.systems.iter().any(|s| s.kind() == k);
+    let mut results = Results {
+        cpu_limit: opts.cpu_limit,
+        alloc_secs: opts.alloc_secs,
+        window_secs: opts.window_secs,
+        ..Results::default()
+    };
+
+    if wants(Part::Failover) {
+        println!("failover: SIGKILL the leader, time until a write succeeds through a survivor");
+        for &tick in opts.failover_ticks.iter().filter(|_| runs(Kind::Beacon)) {
+            let mut c = Cluster::start_beacon(&programs, MEMBERS, &beacon_setup(tick));
+            let f = failover::run(&mut c, opts.rounds).await;
+            keep(c, opts.keep);
+            results
+                .failover
+                .push((format!("beacon (tick {tick} ms)"), f?));
+        }
+        for kind in [Kind::Etcd, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+        {
+            let mut c = start(&programs, kind);
+            let f = failover::run(&mut c, opts.rounds).await;
+            keep(c, opts.keep);
+            results.failover.push((kind.to_string(), f?));
+        }
+    }
+
+    if wants(Part::Alloc) {
+        println!("allocation: unique IDs from C clients, each connected to the leader");
+        let duration = Duration::from_secs(opts.alloc_secs);
+        for kind in [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+        {
+            let cluster = start(&programs, kind);
+            let leader = cluster.ready(Duration::from_secs(120)).await?;
+            let at = cluster.endpoints(&[leader]);
+            clients::prepare(kind, &at).await?;
+            let next = Arc::new(AtomicUsize::new(0));
+            // Warm up (connections, the JVM's compiler, page cache) before measuring.
+            alloc::run(kind, &at, 16, Duration::from_secs(2), &next)
+                .await
+                .with_context(|| format!("{kind} warm-up"))?;
+            for &c in &opts.clients {
+                let t = alloc::run(kind, &at, c, duration, &next).await?;
+                println!(
+                    "  {kind}, {c} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {} duplicates",
+                    t.per_sec, t.p50_ms, t.p99_ms, t.errors, t.duplicates
+                );
+                results.alloc.push((kind.to_string(), t));
+            }
+            keep(cluster, opts.keep);
+        }
+    }
+
+    if wants(Part::Liveness) {
+        println!("liveness: registrations renewed once a second; leader CPU and memory");
+        let window = Duration::from_secs(opts.window_secs);
+        for kind in [Kind::Beacon, Kind::Etcd].into_iter().filter(|k| runs(*k)) {
+            let cluster = start(&programs, kind);
+            let l = liveness::run(&cluster, &opts.liveness_steps, window, opts.cpu_limit).await;
+            keep(cluster, opts.keep);
+            results.liveness.push((kind.to_string(), l?));
+        }
+    }
+
+    let table = report::markdown(&results);
+    println!("\n{table}");
+    if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    std::fs::write(&opts.out, &table).with_context(|| format!("write {}", opts.out.display()))?;
+    let json = opts.out.with_extension("json");
+    std::fs::write(&json, serde_json::to_string_pretty(&results)?)
+        .with_context(|| format!("write {}", json.display()))?;
+    println!("written to {} and {}", opts.out.display(), json.display());
+    Ok(())
+}
+
+/// Stops the cluster; with `--keep`, leaves its data and logs behind and says where.
+fn keep(cluster: Cluster, keep: bool) {
+    let Cluster { kind, members, dir } = cluster;
+    drop(members);
+    if keep {
+        println!("  {kind} data and logs kept in {}", dir.keep().display());
+    }
+}
+
+fn start(programs: &Programs, kind: Kind) -> Cluster {
+    match kind {
+        Kind::Beacon => Cluster::start_beacon(programs, MEMBERS, &beacon_setup(1000)),
+        Kind::Etcd => Cluster::start_etcd(programs, MEMBERS),
+        Kind::ZooKeeper => Cluster::start_zookeeper(programs, MEMBERS),
+    }
+}
