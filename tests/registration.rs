@@ -362,6 +362,68 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
+    use beacon::wire::Frame;
+    use futures_util::{SinkExt, StreamExt};
+
+    let c = start(1, "{}").await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let mut live = Vec::new();
+    for i in 0..20 {
+        live.push(register(&mut leader, "LOGIC", i).await);
+    }
+    let client = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    let mut conn = client.into_framed();
+    // 200 reports sent back to back without waiting; every fifth names an ID that is not
+    // registered (or the wrong address), and must be refused on its own.
+    let mut expect_ok = Vec::new();
+    for seq in 1..=200u32 {
+        let node = &live[seq as usize % live.len()];
+        let bad = seq % 5 == 0;
+        let req = pb::NodeReport {
+            node_id: if bad && seq % 10 == 0 {
+                999
+            } else {
+                node.node_id
+            },
+            addr: if bad && seq % 10 != 0 {
+                service(500).to_string()
+            } else {
+                node.addr.clone()
+            },
+            ..Default::default()
+        };
+        conn.feed(Frame::new(Cmd::NodeReport.code(), seq, 0, &req))
+            .await
+            .unwrap();
+        expect_ok.push((seq, !bad));
+    }
+    conn.flush().await.unwrap();
+    for (seq, ok) in expect_ok {
+        let reply = tokio::time::timeout(Duration::from_secs(5), conn.next())
+            .await
+            .expect("replies in time")
+            .expect("connection open")
+            .expect("a frame");
+        assert_eq!(reply.seq, seq, "replies come in request order");
+        assert_eq!(!reply.is_error(), ok, "seq {seq}: {reply:?}");
+        if ok {
+            let r: pb::NodeReportReply = reply.decode().unwrap();
+            assert_eq!(r.node_id, live[seq as usize % live.len()].node_id);
+        } else {
+            let e: pb::ErrorReply = reply.decode().unwrap();
+            assert_eq!(
+                ErrorCode::from_code(e.code),
+                Some(ErrorCode::NoLease),
+                "{e:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_registration_tells_the_service_to_stop() {
     let c = start(1, r#"{"lease_ms": 1000}"#).await;
     let mut options = RegisterOptions::new("LOGIC", service(7));

@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::future::join_all;
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
@@ -339,37 +340,78 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
             }
             continue;
         }
-        match dispatch(&frame, peer, shared).await {
-            Ok(None) => {}
-            Ok(Some(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
-                let reject = Reject::keep(
-                    ErrorCode::FrameTooLarge,
-                    format!(
-                        "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \
-                         less (one node type, one address) or raise max_frame_bytes",
-                        frame.cmd,
-                        reply.body.len(),
-                        shared.config.max_frame_bytes
-                    ),
-                );
-                if !reply_error(conn, remote, &frame, reject).await {
-                    return;
-                }
-            }
-            Ok(Some(reply)) => {
-                // Written out at the top of the loop, with the replies to whatever else
-                // the client sent together with this.
-                if let Err(e) = conn.feed(reply).await {
-                    debug!(%remote, "cannot send reply: {e}");
-                    return;
-                }
-            }
-            Err(reject) => {
-                if !reply_error(conn, remote, &frame, reject).await {
-                    return;
+        // Node reports queued back to back (a client renewing many registrations over one
+        // connection) go to the driver together and are answered in order: the batch costs
+        // the driver one wake-up, not one per report.
+        let mut batch = vec![frame];
+        if batch[0].cmd == Cmd::NodeReport.code() {
+            while batch.len() < REPORT_BATCH
+                && report_buffered(conn.read_buffer(), shared.config.max_frame_bytes)
+            {
+                match conn.next().now_or_never() {
+                    Some(Some(Ok(next))) => batch.push(next),
+                    _ => break,
                 }
             }
         }
+        let results = join_all(batch.iter().map(|f| dispatch(f, peer, shared))).await;
+        for (frame, result) in batch.iter().zip(results) {
+            if !answer(conn, remote, frame, result, shared).await {
+                return;
+            }
+        }
+    }
+}
+
+/// Most node reports taken from the read buffer for one batch.
+const REPORT_BATCH: usize = 256;
+
+/// Whether `buf` starts with a whole, well-formed node report frame (not a fragment), which
+/// the codec will hand over without waiting and without error.
+fn report_buffered(buf: &[u8], max_body: usize) -> bool {
+    wire::frame::holds_frame(buf)
+        && buf[..2] == wire::frame::MAGIC
+        && buf[2] == wire::frame::VERSION
+        && buf[3] & FLAG_MORE == 0
+        && buf[4..8] == Cmd::NodeReport.code().to_be_bytes()
+        && u32::from_be_bytes(buf[12..16].try_into().expect("four bytes")) as usize <= max_body
+}
+
+/// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.
+async fn answer(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    frame: &Frame,
+    result: Result<Option<Frame>, Reject>,
+    shared: &Shared,
+) -> bool {
+    match result {
+        Ok(None) => true,
+        Ok(Some(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
+            let reject = Reject::keep(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \
+                     less (one node type, one address) or raise max_frame_bytes",
+                    frame.cmd,
+                    reply.body.len(),
+                    shared.config.max_frame_bytes
+                ),
+            );
+            reply_error(conn, remote, frame, reject).await
+        }
+        Ok(Some(reply)) => {
+            // Written out at the top of the loop, with the replies to whatever else the
+            // client sent together with this.
+            match conn.feed(reply).await {
+                Ok(()) => true,
+                Err(e) => {
+                    debug!(%remote, "cannot send reply: {e}");
+                    false
+                }
+            }
+        }
+        Err(reject) => reply_error(conn, remote, frame, reject).await,
     }
 }
 
