@@ -189,6 +189,19 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     std::fs::write(&json, serde_json::to_string_pretty(&results)?)
         .with_context(|| format!("write {}", json.display()))?;
     println!("written to {} and {}", opts.out.display(), json.display());
+    let duplicates: usize = results
+        .failover
+        .iter()
+        .map(|(_, f)| f.duplicates)
+        .sum::<usize>()
+        + results
+            .alloc
+            .iter()
+            .map(|(_, t)| t.duplicates)
+            .sum::<usize>();
+    if duplicates > 0 {
+        anyhow::bail!("{duplicates} IDs were acknowledged twice: see the tables above");
+    }
     Ok(())
 }
 
