@@ -58,6 +58,18 @@ async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::NodeInf
     reply.node.expect("the reply carries the node")
 }
 
+/// Unregisters service `i` by its address through `leader`.
+async fn unregister(leader: &mut Leader, i: usize) {
+    let req = pb::UnregisterRequest {
+        node_id: 0,
+        addr: service(i).to_string(),
+    };
+    let _: pb::UnregisterReply = leader
+        .call(Cmd::Unregister, &req, "unregister")
+        .await
+        .unwrap_or_else(|e| panic!("unregistration {i}: {e}"));
+}
+
 async fn start(ports: usize, config: &str) -> Cluster {
     let c = Cluster::start_with(BEACON.as_ref(), &free_ports(ports), TICK_MS, "reg", config);
     let all = addrs(&c);
@@ -246,14 +258,7 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
     }
     // Unregister them again so leases do not matter, except the live service's.
     for i in 2..30 {
-        let req = pb::UnregisterRequest {
-            node_id: 0,
-            addr: service(i).to_string(),
-        };
-        let _: pb::UnregisterReply = leader
-            .call(Cmd::Unregister, &req, "unregister")
-            .await
-            .unwrap();
+        unregister(&mut leader, i).await;
     }
     expected.retain(|(i, _)| *i == id);
     c.beacons[2].restart();
@@ -313,14 +318,7 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
     }
     for i in 1000..1200 {
         register(&mut leader, "LOGIC", i).await;
-        let req = pb::UnregisterRequest {
-            node_id: 0,
-            addr: service(i).to_string(),
-        };
-        let _: pb::UnregisterReply = leader
-            .call(Cmd::Unregister, &req, "unregister")
-            .await
-            .unwrap();
+        unregister(&mut leader, i).await;
     }
     c.beacons[2].restart();
     let ids = |a: SocketAddr| async move {

@@ -32,27 +32,33 @@ pub fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// One beacon process. Killed when dropped.
-pub struct Beacon {
-    pub addr: SocketAddr,
-    bin: PathBuf,
+/// A child process whose output goes to a log file, which can be killed, signalled and
+/// started again with the same command line. Killed when dropped.
+pub struct Process {
+    program: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
 }
 
-impl Beacon {
-    /// Starts `beacon` with `args` (plus `--admin off` unless given), logging to `dir`.
-    pub fn start(bin: &Path, addr: SocketAddr, dir: &Path, args: Vec<String>) -> Beacon {
-        let mut b = Beacon {
-            addr,
-            bin: bin.to_owned(),
+impl Process {
+    /// Starts `program` with `args` and `env`, stdout and stderr appended to `log`.
+    pub fn start(
+        program: &Path,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Process {
+        let mut p = Process {
+            program: program.to_owned(),
             args,
-            log: dir.join(format!("beacon-{}.log", addr.port())),
+            env,
+            log,
             child: None,
         };
-        b.spawn();
-        b
+        p.spawn();
+        p
     }
 
     fn spawn(&mut self) {
@@ -61,21 +67,14 @@ impl Beacon {
             .append(true)
             .open(&self.log)
             .expect("open log");
-        let mut cmd = Command::new(&self.bin);
-        cmd.args(&self.args);
-        if !self.args.iter().any(|a| a == "--admin") {
-            cmd.args(["--admin", "off"]);
-        }
-        let child = cmd
-            .env(
-                "RUST_LOG",
-                std::env::var("BEACON_TEST_LOG").unwrap_or("info".into()),
-            )
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
+            .stdout(log.try_clone().expect("clone log handle"))
             .stderr(log)
             .spawn()
-            .expect("spawn beacon");
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
         self.child = Some(child);
     }
 
@@ -116,6 +115,7 @@ impl Beacon {
         }
     }
 
+    /// Kills (if running) and starts again with the same command line.
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
@@ -127,15 +127,104 @@ impl Beacon {
             .is_some_and(|c| c.try_wait().ok().flatten().is_none())
     }
 
+    /// The process id, while started.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
-impl Drop for Beacon {
+impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// One beacon process. Killed when dropped.
+pub struct Beacon {
+    pub addr: SocketAddr,
+    process: Process,
+}
+
+impl Beacon {
+    /// Starts `beacon` with `args` (plus `--admin off` unless given), logging to `dir`.
+    pub fn start(bin: &Path, addr: SocketAddr, dir: &Path, mut args: Vec<String>) -> Beacon {
+        if !args.iter().any(|a| a == "--admin") {
+            args.extend(["--admin".into(), "off".into()]);
+        }
+        let level = std::env::var("BEACON_TEST_LOG").unwrap_or("info".into());
+        let process = Process::start(
+            bin,
+            args,
+            vec![("RUST_LOG".into(), level)],
+            dir.join(format!("beacon-{}.log", addr.port())),
+        );
+        Beacon { addr, process }
+    }
+
+    /// SIGKILL: the process dies at once; the kernel closes its sockets.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Sends `signal` (e.g. SIGSTOP / SIGCONT) without waiting.
+    pub fn signal(&self, signal: i32) {
+        self.process.signal(signal);
+    }
+
+    /// Sends `signal` and waits (bounded) for the exit status.
+    pub fn signal_and_wait(
+        &mut self,
+        signal: i32,
+        limit: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        self.process.signal_and_wait(signal, limit)
+    }
+
+    pub fn restart(&mut self) {
+        self.process.restart();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}
+
+/// The command line of the beacon on `port` of a cluster on `ports`: its config file (the
+/// `keys` given plus its `node`) written into `dir`, its data directory under `dir`.
+pub fn beacon_args(
+    dir: &Path,
+    port: u16,
+    ports: &[u16],
+    tick_ms: u64,
+    cluster: &str,
+    mut keys: serde_json::Map<String, serde_json::Value>,
+) -> Vec<String> {
+    let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
+    keys.insert("node".into(), addr(port).to_string().into());
+    let file = dir.join(format!("beacon-{port}.json"));
+    std::fs::write(&file, serde_json::Value::Object(keys).to_string()).expect("write config");
+    vec![
+        "--config".into(),
+        file.display().to_string(),
+        "--listen".into(),
+        addr(port).to_string(),
+        "--peers".into(),
+        peers.join(","),
+        "--tick-ms".into(),
+        tick_ms.to_string(),
+        "--cluster".into(),
+        cluster.into(),
+        "--data-dir".into(),
+        dir.join("{node}").display().to_string(),
+    ]
 }
 
 /// A cluster of beacons on `ports`, all listing each other.
@@ -171,31 +260,12 @@ impl Cluster {
         configs: &[String],
     ) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
         let beacons = ports
             .iter()
             .zip(configs)
             .map(|(p, config)| {
-                let mut keys: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(config).expect("config keys are a JSON object");
-                keys.insert("node".into(), addr(*p).to_string().into());
-                let file = dir.path().join(format!("beacon-{p}.json"));
-                std::fs::write(&file, serde_json::Value::Object(keys).to_string())
-                    .expect("write config");
-                let args = vec![
-                    "--config".into(),
-                    file.display().to_string(),
-                    "--listen".into(),
-                    addr(*p).to_string(),
-                    "--peers".into(),
-                    peers.join(","),
-                    "--tick-ms".into(),
-                    tick_ms.to_string(),
-                    "--cluster".into(),
-                    cluster.into(),
-                    "--data-dir".into(),
-                    dir.path().join("{node}").display().to_string(),
-                ];
+                let keys = serde_json::from_str(config).expect("config keys are a JSON object");
+                let args = beacon_args(dir.path(), *p, ports, tick_ms, cluster, keys);
                 let b = Beacon::start(bin, addr(*p), dir.path(), args);
                 // Start in sorted order, each listening before the next starts, so the first
                 // beacon is the first online everywhere (as in the seed's demo).

@@ -10,11 +10,10 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use beacon_testkit::{addr, free_ports};
+use beacon_testkit::{Process, addr, beacon_args, free_ports};
 
 /// Which coordinator a cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,66 +37,29 @@ impl fmt::Display for Kind {
 pub struct Member {
     /// Where clients connect.
     pub client: SocketAddr,
-    program: PathBuf,
-    args: Vec<String>,
-    log: PathBuf,
-    child: Option<Child>,
+    process: Process,
 }
 
 impl Member {
     fn start(program: &Path, args: Vec<String>, client: SocketAddr, log: PathBuf) -> Member {
-        let mut m = Member {
+        let level = std::env::var("BEACON_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+        Member {
             client,
-            program: program.to_owned(),
-            args,
-            log,
-            child: None,
-        };
-        m.spawn();
-        m
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open member log");
-        let child = Command::new(&self.program)
-            .args(&self.args)
-            .env(
-                "RUST_LOG",
-                std::env::var("BEACON_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()));
-        self.child = Some(child);
+            process: Process::start(program, args, vec![("RUST_LOG".into(), level)], log),
+        }
     }
 
     /// SIGKILL, and reap.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().ok();
-            child.wait().ok();
-        }
+        self.process.kill();
     }
 
     pub fn restart(&mut self) {
-        self.kill();
-        self.spawn();
+        self.process.restart();
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.pid()
     }
 }
 
@@ -159,31 +121,12 @@ impl Cluster {
     pub fn start_beacon(programs: &Programs, n: usize, setup: &BeaconSetup) -> Cluster {
         let dir = tempfile::tempdir().expect("work directory");
         let ports = free_ports(n);
-        let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
         let members = ports
             .iter()
             .map(|p| {
-                let mut keys = setup.config.as_object().cloned().unwrap_or_default();
-                keys.insert("node".into(), addr(*p).to_string().into());
-                let file = dir.path().join(format!("beacon-{p}.json"));
-                std::fs::write(&file, serde_json::Value::Object(keys).to_string())
-                    .expect("write beacon config");
-                let args = vec![
-                    "--config".into(),
-                    file.display().to_string(),
-                    "--listen".into(),
-                    addr(*p).to_string(),
-                    "--peers".into(),
-                    peers.join(","),
-                    "--tick-ms".into(),
-                    setup.tick_ms.to_string(),
-                    "--cluster".into(),
-                    "bench".into(),
-                    "--data-dir".into(),
-                    dir.path().join("data-{node}").display().to_string(),
-                    "--admin".into(),
-                    "off".into(),
-                ];
+                let keys = setup.config.as_object().cloned().unwrap_or_default();
+                let mut args = beacon_args(dir.path(), *p, &ports, setup.tick_ms, "bench", keys);
+                args.extend(["--admin".into(), "off".into()]);
                 let m = Member::start(
                     &programs.beacon,
                     args,
@@ -297,7 +240,7 @@ impl Cluster {
     /// The member that leads now, as that member itself says.
     pub async fn leader(&self) -> Option<usize> {
         for (i, m) in self.members.iter().enumerate() {
-            if m.child.is_some() && is_leader(self.kind, m.client).await {
+            if m.pid().is_some() && is_leader(self.kind, m.client).await {
                 return Some(i);
             }
         }
