@@ -164,14 +164,16 @@ async fn forward(
                 let hb = hb?;
                 seq = seq.wrapping_add(1);
                 // A message over the frame limit (a large snapshot) goes out in fragments.
+                // Each has io_timeout to go: a large snapshot that keeps moving is not cut
+                // off, a peer that stops reading is.
                 let body = prost::Message::encode_to_vec(&hb).into();
                 let max = shared.config.max_frame_bytes;
-                let frames = fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max);
-                let mut all = futures_util::stream::iter(frames.into_iter().map(Ok));
-                match tokio::time::timeout(io_timeout, conn.send_all(&mut all)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => return Some(e.into()),
-                    Err(_) => return Some(LinkError::Timeout(io_timeout)),
+                for frame in fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max) {
+                    match tokio::time::timeout(io_timeout, conn.send(frame)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return Some(e.into()),
+                        Err(_) => return Some(LinkError::Timeout(io_timeout)),
+                    }
                 }
             }
             // Heartbeats are one-way; anything read here is an error report or the close.
