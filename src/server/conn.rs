@@ -345,8 +345,13 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
         // the driver one wake-up, not one per report.
         let mut batch = vec![frame];
         if batch[0].cmd == Cmd::NodeReport.code() {
+            // Only whole, well-formed reports (not fragments), which the codec hands over
+            // at once and without error.
             while batch.len() < REPORT_BATCH
-                && report_buffered(conn.read_buffer(), shared.config.max_frame_bytes)
+                && wire::frame::ready_frame(conn.read_buffer(), shared.config.max_frame_bytes)
+                    .is_some_and(|(flags, cmd)| {
+                        flags & FLAG_MORE == 0 && cmd == Cmd::NodeReport.code()
+                    })
             {
                 match conn.next().now_or_never() {
                     Some(Some(Ok(next))) => batch.push(next),
@@ -365,17 +370,6 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
 
 /// Most node reports taken from the read buffer for one batch.
 const REPORT_BATCH: usize = 256;
-
-/// Whether `buf` starts with a whole, well-formed node report frame (not a fragment), which
-/// the codec will hand over without waiting and without error.
-fn report_buffered(buf: &[u8], max_body: usize) -> bool {
-    wire::frame::holds_frame(buf)
-        && buf[..2] == wire::frame::MAGIC
-        && buf[2] == wire::frame::VERSION
-        && buf[3] & FLAG_MORE == 0
-        && buf[4..8] == Cmd::NodeReport.code().to_be_bytes()
-        && u32::from_be_bytes(buf[12..16].try_into().expect("four bytes")) as usize <= max_body
-}
 
 /// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.
 async fn answer(

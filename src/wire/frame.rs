@@ -42,6 +42,19 @@ pub fn holds_frame(buf: &[u8]) -> bool {
             >= u32::from_be_bytes(buf[12..16].try_into().expect("four bytes")) as usize
 }
 
+/// The `(flags, cmd)` of the frame at the start of `buf` when the codec, with body limit
+/// `max_body`, would hand it over at once and without error: head and body are in, and the
+/// magic, version and length are good. A server can then take it along with the request it
+/// is answering.
+pub fn ready_frame(buf: &[u8], max_body: usize) -> Option<(u8, u32)> {
+    if !holds_frame(buf) || buf[..2] != MAGIC || buf[2] != VERSION {
+        return None;
+    }
+    let len = u32::from_be_bytes(buf[12..16].try_into().expect("four bytes")) as usize;
+    let cmd = u32::from_be_bytes(buf[4..8].try_into().expect("four bytes"));
+    (len <= max_body).then_some((buf[3], cmd))
+}
+
 /// One frame: head fields plus the still-encoded body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -283,6 +296,15 @@ mod tests {
         assert!(!holds_frame(&full[..full.len() - 1]));
         assert!(!holds_frame(&full[..HEAD_LEN - 1]));
         assert!(!holds_frame(&[]));
+        // Ready: whole and well-formed, within the limit.
+        assert_eq!(ready_frame(&full, 4), Some((0, 101)));
+        assert_eq!(ready_frame(&full, 3), None, "over the limit");
+        assert_eq!(ready_frame(&full[..full.len() - 1], 4), None, "not whole");
+        let mut bad = full.clone();
+        bad[2] = VERSION + 1;
+        assert_eq!(ready_frame(&bad, 4), None, "another version");
+        bad[0] = b'G';
+        assert_eq!(ready_frame(&bad, 4), None, "not a beacon frame");
     }
 
     #[test]

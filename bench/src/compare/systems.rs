@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use beacon_testkit::{Process, addr, beacon_args, free_ports};
+use beacon_testkit::{Process, addr, beacon_args, free_ports, wait_listening};
 
 /// Which coordinator a cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl Cluster {
                     dir.path().join(format!("beacon-{p}.log")),
                 );
                 // In sorted order, each listening before the next starts (the demo's start).
-                wait_port(addr(*p), Duration::from_secs(10));
+                wait_listening(addr(*p));
                 m
             })
             .collect();
@@ -274,13 +274,6 @@ impl Cluster {
 
     pub fn endpoints(&self, which: &[usize]) -> Vec<SocketAddr> {
         which.iter().map(|i| self.members[*i].client).collect()
-    }
-}
-
-fn wait_port(a: SocketAddr, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while TcpStream::connect(a).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
