@@ -195,6 +195,11 @@ fn default_log_keep() -> usize {
 }
 
 impl Config {
+    /// The beacon list as `ip:port` strings, sorted, as the wire carries it.
+    pub fn beacon_names(&self) -> Vec<String> {
+        self.beacons.iter().map(|b| b.to_string()).collect()
+    }
+
     /// Reads `path` (or the embedded default when `None`), applies `overrides`, validates.
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (origin, text) = match path {

@@ -1,14 +1,65 @@
-//! The beacon's data directory: an exclusive lock, and the highest term seen.
+//! The beacon's data directory: an exclusive lock, the highest term seen, and the identity
+//! of the cluster whose state it holds.
 //!
 //! The term is stored before it is announced, so a beacon that crashes and restarts never
-//! announces a term lower than one it already sent out.
+//! announces a term lower than one it already sent out. The identity (cluster name, node-ID
+//! range, mode, beacon list) is recorded with the state, so a beacon started on a directory
+//! written under another configuration refuses to load it instead of serving another
+//! cluster's registrations or dropping the ones its range no longer covers.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 const LOCK_FILE: &str = "LOCK";
 const TERM_FILE: &str = "term";
+const IDENTITY_FILE: &str = "identity.json";
+
+/// What a data directory's state was written under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    pub cluster: String,
+    pub id_range: [u32; 2],
+    pub mode: String,
+    /// Every beacon of the cluster, sorted.
+    pub beacons: Vec<String>,
+}
+
+impl Identity {
+    /// The keys on which `self` (stored) and `configured` differ, described for an operator.
+    pub fn differences(&self, configured: &Identity) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.cluster != configured.cluster {
+            out.push(format!(
+                "it holds the state of cluster `{}`, this beacon is configured for `{}` (key `cluster`)",
+                self.cluster, configured.cluster
+            ));
+        }
+        if self.id_range != configured.id_range {
+            out.push(format!(
+                "its node IDs were allocated from [{}, {}], this beacon is configured with [{}, {}] (key `id_range`)",
+                self.id_range[0], self.id_range[1], configured.id_range[0], configured.id_range[1]
+            ));
+        }
+        if self.mode != configured.mode {
+            out.push(format!(
+                "it was written in mode `{}`, this beacon is configured for `{}` (key `mode`)",
+                self.mode, configured.mode
+            ));
+        }
+        if self.beacons != configured.beacons {
+            out.push(format!(
+                "it was written by a cluster of [{}], this beacon is configured with [{}] (key `beacon`)",
+                self.beacons.join(", "),
+                configured.beacons.join(", ")
+            ));
+        }
+        out
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
@@ -22,6 +73,18 @@ pub enum DataDirError {
     Locked(PathBuf),
     #[error("data_dir {path}: file `term` is corrupt ({content:?}); refusing to guess a term")]
     CorruptTerm { path: PathBuf, content: String },
+    #[error(
+        "data_dir {path}: file `{IDENTITY_FILE}` is corrupt ({why}); refusing to guess whose state this is"
+    )]
+    CorruptIdentity { path: PathBuf, why: String },
+    #[error(
+        "data_dir {path} was written under another configuration: {}. Start this beacon with the configuration the directory was written under, give it another data_dir, or, to carry this state into the new configuration (every beacon of the cluster must change together), start it once with --adopt-config",
+        differences.join("; ")
+    )]
+    IdentityMismatch {
+        path: PathBuf,
+        differences: Vec<String>,
+    },
 }
 
 /// An opened, locked data directory. The lock is held until this is dropped.
@@ -83,6 +146,66 @@ impl DataDir {
     /// Durably replaces the stored term: write a temporary file, fsync, rename over, fsync
     /// the directory, so a crash leaves either the old or the new value, never a torn one.
     pub fn store_term(&self, term: u64) -> Result<(), DataDirError> {
+        self.replace(TERM_FILE, format!("{term}\n").as_bytes())
+    }
+
+    /// The identity the directory's state was written under, if recorded.
+    pub fn load_identity(&self) -> Result<Option<Identity>, DataDirError> {
+        match fs::read_to_string(self.path.join(IDENTITY_FILE)) {
+            Ok(text) => {
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| DataDirError::CorruptIdentity {
+                        path: self.path.clone(),
+                        why: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(cause) => Err(DataDirError::Io {
+                path: self.path.clone(),
+                what: "cannot read identity.json",
+                cause,
+            }),
+        }
+    }
+
+    /// Checks the recorded identity against the configured one. A mismatch is an error
+    /// unless `adopt` (the operator carries the state into the new configuration; the
+    /// caller then checks that the state fits it and records the new identity). Returns
+    /// what an operator should read in the log.
+    pub fn check_identity(
+        &self,
+        configured: &Identity,
+        adopt: bool,
+    ) -> Result<Vec<String>, DataDirError> {
+        let Some(stored) = self.load_identity()? else {
+            return Ok(Vec::new());
+        };
+        let differences = stored.differences(configured);
+        if differences.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !adopt {
+            return Err(DataDirError::IdentityMismatch {
+                path: self.path.clone(),
+                differences,
+            });
+        }
+        Ok(differences
+            .into_iter()
+            .map(|d| format!("--adopt-config: the stored state is carried over although {d}"))
+            .collect())
+    }
+
+    /// Durably records the identity the state is now written under.
+    pub fn store_identity(&self, identity: &Identity) -> Result<(), DataDirError> {
+        let text = serde_json::to_string_pretty(identity).expect("an identity serialises");
+        self.replace(IDENTITY_FILE, format!("{text}\n").as_bytes())
+    }
+
+    /// Durably replaces file `name`: write a temporary file, fsync, rename over, fsync the
+    /// directory.
+    fn replace(&self, name: &str, contents: &[u8]) -> Result<(), DataDirError> {
         let io = |what| {
             move |cause| DataDirError::Io {
                 path: self.path.clone(),
@@ -90,11 +213,12 @@ impl DataDir {
                 cause,
             }
         };
-        let tmp = self.path.join("term.tmp");
-        let mut f = File::create(&tmp).map_err(io("cannot create term.tmp"))?;
-        writeln!(f, "{term}").map_err(io("cannot write term.tmp"))?;
-        f.sync_all().map_err(io("cannot fsync term.tmp"))?;
-        fs::rename(&tmp, self.path.join(TERM_FILE)).map_err(io("cannot rename term.tmp"))?;
+        let tmp = self.path.join(format!("{name}.tmp"));
+        let mut f = File::create(&tmp).map_err(io("cannot create a temporary file"))?;
+        f.write_all(contents)
+            .map_err(io("cannot write a temporary file"))?;
+        f.sync_all().map_err(io("cannot fsync a temporary file"))?;
+        fs::rename(&tmp, self.path.join(name)).map_err(io("cannot rename a temporary file"))?;
         File::open(&self.path)
             .and_then(|d| d.sync_all())
             .map_err(io("cannot fsync the directory"))
@@ -122,6 +246,58 @@ mod tests {
         let _held = DataDir::open(tmp.path()).unwrap();
         let err = DataDir::open(tmp.path()).unwrap_err();
         assert!(matches!(err, DataDirError::Locked(_)), "{err}");
+    }
+
+    fn identity(cluster: &str, last: u32) -> Identity {
+        Identity {
+            cluster: cluster.into(),
+            id_range: [1, last],
+            mode: "quorum".into(),
+            beacons: vec![
+                "127.0.0.1:1".into(),
+                "127.0.0.1:2".into(),
+                "127.0.0.1:3".into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_recorded_identity_must_match_unless_adopted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        // Nothing recorded yet: anything goes.
+        assert_eq!(
+            dir.check_identity(&identity("alpha", 9), false).unwrap(),
+            Vec::<String>::new()
+        );
+        dir.store_identity(&identity("alpha", 9)).unwrap();
+        assert!(
+            dir.check_identity(&identity("alpha", 9), false)
+                .unwrap()
+                .is_empty()
+        );
+        let err = dir
+            .check_identity(&identity("beta", 7), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cluster `alpha`") && err.contains("(key `cluster`)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("[1, 9]") && err.contains("(key `id_range`)"),
+            "{err}"
+        );
+        assert!(err.contains("--adopt-config"), "{err}");
+        let notices = dir.check_identity(&identity("beta", 7), true).unwrap();
+        assert_eq!(notices.len(), 2, "{notices:?}");
+        // Checking changes nothing on disk; the caller records the new identity.
+        assert_eq!(dir.load_identity().unwrap(), Some(identity("alpha", 9)));
+        fs::write(tmp.path().join(IDENTITY_FILE), "{").unwrap();
+        assert!(matches!(
+            dir.load_identity(),
+            Err(DataDirError::CorruptIdentity { .. })
+        ));
     }
 
     #[test]

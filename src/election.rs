@@ -17,8 +17,8 @@
 //! So an online leader stays leader (a restarted old leader does not take over again), and
 //! when none is online the first online beacon in sorted order takes over with a term above
 //! any it has seen. Terms are dealt out round-robin by position in the sorted list, so a term
-//! names one leader even when a partition lets two lead at once. Two leaders that meet converge on the same choice everywhere: higher term,
-//! then sorted order.
+//! names one leader even when a partition lets two lead at once. Two leaders that meet
+//! converge on the same choice everywhere: higher term, then sorted order.
 //!
 //! Beyond the per-tick check the same choice is re-made at once (without shifting the masks)
 //! when a peer's connection drops (as the original's `BeaconFailed` did), so failover does not
@@ -27,7 +27,28 @@
 //! beacon elect itself, though: only a tick or a lost connection does. A beacon never elects
 //! itself before its first tick unless it already follows a leader: at start-up it first hears
 //! from the peers that are up (their `Hello` carries their state), and so joins an existing
-//! leader instead of challenging it.
+//! leader instead of challenging it. A tick that comes late (the process was stopped or
+//! starved) first ages the masks by the ticks it missed ([`Election::catch_up`]).
+//!
+//! Quorum mode adds three rules, so that a beacon cut off in one direction, or on the far
+//! side of a ring or a bridge, cannot take the cluster's leadership or drive its terms up.
+//! Every heartbeat says whom its sender follows, which beacons it sees online, and whether it
+//! is *eligible*: in two-way contact (it sees them, they see it) with a majority.
+//!
+//! 1. The first-online rule skips beacons that are not eligible: a beacon nobody can hear,
+//!    or that hears nobody, is passed over instead of blocking the election.
+//! 2. Pre-vote: a beacon takes a new term only when a majority (itself included) is
+//!    *available* to it: online, able to hear it, and following no other leader. A beacon
+//!    that cannot gather a majority never raises its term, so it cannot come back from a cut
+//!    with a term that makes everyone switch to it.
+//! 3. Check-quorum: a leader whose followers (online, following it in its term) fall below
+//!    a majority for three ticks steps down. A leader that can send but not receive, or whose
+//!    followers went over to a leader it cannot hear, stops claiming, and rule 1 lets the
+//!    next eligible beacon take over.
+//!
+//! A leader that sees a later term than its own leads on in a term above it (a follower that
+//! promised that term ignores older leaders) only when the beacon announcing it follows no
+//! other leader: a follower of a rival across a bridge is not a reason to race terms upwards.
 //!
 //! Nothing here does I/O or reads a clock: the driver passes the time in (`now`, in
 //! milliseconds of a monotonic clock) and carries out the returned [`Action`]s.
@@ -42,12 +63,39 @@ pub type Millis = u64;
 pub const LEADER_BIT: u32 = 0x8000_0000;
 /// Alive mask: online while any of the last three ticks saw a heartbeat (`mc_uiAlive`).
 pub const ALIVE_MASK: u32 = 0x0000_0007;
+/// Most beacons in a cluster: `Heartbeat::sees` has one bit per beacon.
+pub const MAX_BEACONS: usize = 64;
+/// Ticks a new leader is given to gather its followers before check-quorum applies (the
+/// alive window: a follower's answer is then certainly counted).
+pub const QUORUM_GRACE_TICKS: u32 = 3;
 
 /// The election part of a heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heartbeat {
     pub is_leader: bool,
     pub term: u64,
+    /// The beacon the sender follows (itself while it leads); `None` while it knows none.
+    pub leader: Option<SocketAddr>,
+    /// The beacons the sender sees online, one bit per beacon in sorted order (bit 0 is the
+    /// first); its own bit is always set.
+    pub sees: u64,
+    /// The sender could lead if chosen: it is in two-way contact with a majority (quorum
+    /// mode; always true in classic mode).
+    pub eligible: bool,
+}
+
+impl Heartbeat {
+    /// A heartbeat that says nothing beyond NebulaBeacon's fields: no leader followed, seeing
+    /// only itself, eligible.
+    pub fn bare(is_leader: bool, term: u64) -> Heartbeat {
+        Heartbeat {
+            is_leader,
+            term,
+            leader: None,
+            sees: 0,
+            eligible: true,
+        }
+    }
 }
 
 /// What happened to the election, for the driver to carry out.
@@ -90,6 +138,8 @@ pub struct BeaconView {
     /// Milliseconds since its last heartbeat; `Some(0)` for ourselves, `None` if never heard.
     pub last_seen_ms: Option<u64>,
     pub is_self: bool,
+    /// Whom it follows, as its last heartbeat said (ourselves: whom we follow).
+    pub follows: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -97,6 +147,10 @@ struct Entry {
     attr: u32,
     term: u64,
     last_seen: Option<Millis>,
+    /// The rest of its last heartbeat.
+    leader: Option<SocketAddr>,
+    sees: u64,
+    eligible: bool,
 }
 
 impl Entry {
@@ -106,6 +160,10 @@ impl Entry {
     fn claims(&self) -> bool {
         self.attr & LEADER_BIT != 0
     }
+    /// Ages the alive mask by one tick, keeping the leader bit.
+    fn shift(&mut self) {
+        self.attr = ((self.attr << 1) & ALIVE_MASK) | (self.attr & LEADER_BIT);
+    }
 }
 
 /// What triggered a check. Each re-makes the same choice; they differ in what they may do.
@@ -114,7 +172,7 @@ enum Check {
     /// The periodic check: ages the alive masks, may elect us.
     Tick,
     /// A peer's connection dropped: may elect us at once (fast failover).
-    PeerDown,
+    PeerDown(SocketAddr),
     /// A heartbeat changed what we know of a peer: may make us follow or step down, never
     /// elect us. Heartbeats from different peers arrive one by one; electing ourselves on a
     /// half-updated view (another peer's claim may be next in line) would be premature.
@@ -135,11 +193,15 @@ pub struct Election {
     /// Set by the first tick; before it (and before following anyone) we never elect
     /// ourselves.
     ticked: bool,
+    /// Quorum mode: the eligibility, pre-vote and check-quorum rules apply.
+    quorum: bool,
+    /// Ticks since we took our current term as leader.
+    led_ticks: u32,
 }
 
 impl Election {
-    /// A beacon `me` in a cluster of `beacons` (which may or may not list `me`). A beacon
-    /// configured alone, or with an empty list, leads from the start.
+    /// A beacon `me` in a cluster of `beacons` (which may or may not list `me`), in classic
+    /// mode. A beacon configured alone, or with an empty list, leads from the start.
     pub fn new(me: SocketAddr, beacons: impl IntoIterator<Item = SocketAddr>) -> Self {
         Self::with_term(me, beacons, 0)
     }
@@ -160,8 +222,12 @@ impl Election {
             Entry {
                 attr: 1,
                 term,
-                last_seen: None,
+                ..Entry::default()
             },
+        );
+        assert!(
+            entries.len() <= MAX_BEACONS,
+            "at most {MAX_BEACONS} beacons (the configuration checks this)"
         );
         let mut election = Election {
             me,
@@ -171,12 +237,20 @@ impl Election {
             is_leader: false,
             leader: None,
             ticked: false,
+            quorum: false,
+            led_ticks: 0,
         };
         if election.entries.len() == 1 {
             election.become_leader();
             election.leader = Some(me);
         }
         election
+    }
+
+    /// Switches the quorum-mode rules on or off (see the module documentation).
+    pub fn with_quorum(mut self, quorum: bool) -> Self {
+        self.quorum = quorum;
+        self
     }
 
     pub fn me(&self) -> SocketAddr {
@@ -202,11 +276,19 @@ impl Election {
         self.max_seen
     }
 
+    /// Beacons in the cluster that make a majority.
+    pub fn majority(&self) -> usize {
+        self.entries.len() / 2 + 1
+    }
+
     /// The heartbeat this beacon sends now.
     pub fn heartbeat(&self) -> Heartbeat {
         Heartbeat {
             is_leader: self.is_leader,
             term: self.term,
+            leader: self.leader,
+            sees: self.sees(),
+            eligible: self.eligible(),
         }
     }
 
@@ -218,6 +300,22 @@ impl Election {
     /// Whether `node` is online in this beacon's view.
     pub fn is_online(&self, node: SocketAddr) -> bool {
         self.entries.get(&node).is_some_and(Entry::alive)
+    }
+
+    /// Beacons this one sees online, itself included.
+    pub fn online(&self) -> usize {
+        self.entries.values().filter(|e| e.alive()).count()
+    }
+
+    /// Followers (online, following us in our term) and ourselves, while leading; the
+    /// number check-quorum compares with the majority.
+    pub fn support(&self) -> usize {
+        1 + self
+            .others()
+            .filter(|(_, e)| {
+                e.alive() && !e.claims() && e.leader == Some(self.me) && e.term == self.term
+            })
+            .count()
     }
 
     /// The whole map as rows, in sorted order.
@@ -239,6 +337,7 @@ impl Election {
                         e.last_seen.map(|t| now.saturating_sub(t))
                     },
                     is_self,
+                    follows: if is_self { self.leader } else { e.leader },
                 }
             })
             .collect()
@@ -255,11 +354,40 @@ impl Election {
     /// The periodic check (NebulaBeacon's `CheckLeader`), then this tick's heartbeat.
     pub fn tick(&mut self, _now: Millis) -> Vec<Action> {
         self.ticked = true;
+        let before = self.heartbeat();
         let mut actions = self.check(Check::Tick);
-        // One heartbeat per tick: a role change inside the check already produced one.
-        if !actions.iter().any(|a| matches!(a, Action::Broadcast(_))) {
-            actions.push(Action::Broadcast(self.heartbeat()));
+        // Check-quorum counts the ticks of a leadership from the first one after it began.
+        if self.quorum && self.is_leader && before.is_leader && before.term == self.term {
+            self.led_ticks = self.led_ticks.saturating_add(1);
+            if self.led_ticks > QUORUM_GRACE_TICKS && self.support() < self.majority() {
+                self.step_down();
+                self.settle_leader(None, &mut actions);
+            }
         }
+        // One heartbeat per tick, whatever changed.
+        self.announce(before, true, &mut actions);
+        actions
+    }
+
+    /// The driver ran no tick for `missed` tick periods (the process was stopped or
+    /// starved): the alive masks age as if those ticks had run, so heartbeats that were
+    /// missing all that time count as missing. A leader that thereby sees fewer than a
+    /// majority following it (quorum mode) steps down now, before it acts on anything that
+    /// queued up meanwhile: the others may well have elected someone else.
+    pub fn catch_up(&mut self, missed: u32) -> Vec<Action> {
+        let before = self.heartbeat();
+        for _ in 0..missed.min(3) {
+            self.shift_masks();
+        }
+        let mut actions = Vec::new();
+        if self.is_leader {
+            self.led_ticks = self.led_ticks.saturating_add(missed);
+            if self.quorum && self.support() < self.majority() {
+                self.step_down();
+                self.settle_leader(None, &mut actions);
+            }
+        }
+        self.announce(before, false, &mut actions);
         actions
     }
 
@@ -272,11 +400,17 @@ impl Election {
         if from == self.me {
             return Err(ElectionError::OwnAddress(from));
         }
+        let before = self.heartbeat();
         let entry = self
             .entries
             .get_mut(&from)
             .ok_or(ElectionError::UnknownBeacon(from))?;
-        let changed = !entry.alive() || entry.claims() != hb.is_leader || entry.term != hb.term;
+        let changed = !entry.alive()
+            || entry.claims() != hb.is_leader
+            || entry.term != hb.term
+            || entry.leader != hb.leader
+            || entry.sees != hb.sees
+            || entry.eligible != hb.eligible;
         entry.attr |= 1;
         if hb.is_leader {
             entry.attr |= LEADER_BIT;
@@ -284,34 +418,47 @@ impl Election {
             entry.attr &= !LEADER_BIT;
         }
         entry.term = hb.term;
+        entry.leader = hb.leader;
+        entry.sees = hb.sees;
+        entry.eligible = hb.eligible;
         entry.last_seen = Some(now);
-        let term_before = self.term;
         self.see_term(hb.term);
         let mut actions = if changed {
             self.check(Check::Heartbeat)
         } else {
             Vec::new()
         };
-        // A follower that has just taken a later term answers at once: its heartbeat is the
-        // promise a new leader (quorum mode) collects before it serves, and waiting for the
-        // next tick would add up to a tick to every failover. Terms only grow, so this
-        // answers each term once.
-        if !self.is_leader
-            && self.term > term_before
-            && !actions.iter().any(|a| matches!(a, Action::Broadcast(_)))
-        {
-            actions.push(Action::Broadcast(self.heartbeat()));
-        }
+        // A follower whose heartbeat changed answers at once: a later term is the promise a
+        // new leader (quorum mode) collects before it serves, and whom it follows and sees
+        // is what others' elections count. Waiting for the next tick would add up to a
+        // tick to every failover.
+        self.announce(before, false, &mut actions);
         Ok(actions)
     }
 
     fn on_peer_down(&mut self, peer: SocketAddr) -> Vec<Action> {
-        match self.entries.get_mut(&peer) {
-            Some(entry) if peer != self.me && (entry.alive() || entry.claims()) => {
-                entry.attr = 0;
-                self.check(Check::PeerDown)
-            }
-            _ => Vec::new(),
+        let known = self
+            .entries
+            .get(&peer)
+            .is_some_and(|e| peer != self.me && (e.alive() || e.claims()));
+        if !known {
+            return Vec::new();
+        }
+        let before = self.heartbeat();
+        if let Some(entry) = self.entries.get_mut(&peer) {
+            entry.attr = 0;
+        }
+        let mut actions = self.check(Check::PeerDown(peer));
+        self.announce(before, false, &mut actions);
+        actions
+    }
+
+    /// Adds a broadcast of our heartbeat when it differs from `before`, or `always`: a
+    /// beacon tells its peers at once whenever what it would tell them changed.
+    fn announce(&self, before: Heartbeat, always: bool, actions: &mut Vec<Action>) {
+        let now = self.heartbeat();
+        if always || now != before {
+            actions.push(Action::Broadcast(now));
         }
     }
 
@@ -323,6 +470,72 @@ impl Election {
                 own.term = self.term;
             }
         }
+    }
+
+    fn others(&self) -> impl Iterator<Item = (&SocketAddr, &Entry)> {
+        self.entries.iter().filter(|(a, _)| **a != self.me)
+    }
+
+    /// Our bit in `Heartbeat::sees`.
+    fn my_bit(&self) -> u64 {
+        let position = self.entries.keys().position(|a| *a == self.me);
+        1 << position.expect("own entry")
+    }
+
+    /// Which beacons we see online, as a bitmap in sorted order.
+    fn sees(&self) -> u64 {
+        self.entries
+            .values()
+            .enumerate()
+            .filter(|(_, e)| e.alive())
+            .fold(0, |bits, (i, _)| bits | 1 << i)
+    }
+
+    /// Beacons in two-way contact with us (we see them online, their last heartbeat says
+    /// they see us), ourselves included.
+    fn two_way(&self) -> usize {
+        let me = self.my_bit();
+        1 + self
+            .others()
+            .filter(|(_, e)| e.alive() && e.sees & me != 0)
+            .count()
+    }
+
+    /// Whether we could lead if chosen: always in classic mode; in quorum mode only in
+    /// two-way contact with a majority.
+    fn eligible(&self) -> bool {
+        !self.quorum || self.two_way() >= self.majority()
+    }
+
+    /// Beacons that would follow us if we took a new term (the pre-vote): ourselves, and
+    /// every online beacon that hears us, claims nothing and follows no other leader. A
+    /// beacon following the one whose connection just dropped counts: it is losing its
+    /// leader at this very moment, as we are.
+    fn available(&self, just_down: Option<SocketAddr>) -> usize {
+        let me = self.my_bit();
+        1 + self
+            .others()
+            .filter(|(_, e)| {
+                e.alive()
+                    && !e.claims()
+                    && e.sees & me != 0
+                    && (e.leader.is_none()
+                        || e.leader == Some(self.me)
+                        || (just_down.is_some() && e.leader == just_down))
+            })
+            .count()
+    }
+
+    /// The highest term announced by an online beacon that follows us or no one: a term we
+    /// must lead above for it to take our entries.
+    fn unfollowed_term(&self) -> u64 {
+        self.others()
+            .filter(|(_, e)| {
+                e.alive() && !e.claims() && (e.leader.is_none() || e.leader == Some(self.me))
+            })
+            .map(|(_, e)| e.term)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The term this beacon takes when it becomes leader: the smallest term above any seen
@@ -344,6 +557,7 @@ impl Election {
         self.is_leader = true;
         self.term = self.next_term();
         self.max_seen = self.term;
+        self.led_ticks = 0;
         let own = self.entries.get_mut(&self.me).expect("own entry");
         own.attr |= LEADER_BIT;
         own.term = self.term;
@@ -357,38 +571,70 @@ impl Election {
         own.term = self.term;
     }
 
-    /// Walks the map and settles who leads.
-    fn check(&mut self, why: Check) -> Vec<Action> {
-        let shift = why == Check::Tick;
-        // (identity, claims leadership, term) of the best candidate so far.
-        let mut chosen: Option<(SocketAddr, bool, u64)> = None;
+    fn shift_masks(&mut self) {
+        let me = self.me;
         for (addr, entry) in self.entries.iter_mut() {
-            if entry.alive() {
-                let better = match chosen {
-                    None => true,
-                    Some((_, chosen_claims, chosen_term)) => {
-                        entry.claims() && (!chosen_claims || entry.term > chosen_term)
-                    }
-                };
-                if better {
-                    chosen = Some((*addr, entry.claims(), entry.term));
-                }
-            } else {
-                entry.attr &= !LEADER_BIT;
-            }
-            if shift {
-                entry.attr = ((entry.attr << 1) & ALIVE_MASK) | (entry.attr & LEADER_BIT);
-                if *addr == self.me {
-                    entry.attr |= 1;
-                }
+            entry.shift();
+            if *addr == me {
+                entry.attr |= 1;
             }
         }
-        let rival = self
-            .entries
-            .iter()
-            .any(|(addr, e)| *addr != self.me && e.alive() && e.claims());
-        // Our own entry is always alive, so there is always a candidate.
-        let (candidate, claims, _) = chosen.expect("own entry is always online");
+    }
+
+    /// Records whom we follow now, with an action when it changed.
+    fn settle_leader(&mut self, leader: Option<SocketAddr>, actions: &mut Vec<Action>) {
+        if leader != self.leader {
+            self.leader = leader;
+            actions.push(Action::LeaderChanged {
+                leader,
+                term: self.term,
+            });
+        }
+    }
+
+    /// The leader candidate: among online beacons, the claimant with the highest term
+    /// (ties to the earlier one), else the first eligible one. Returns it and whether it
+    /// claims.
+    fn candidate(&self) -> Option<(SocketAddr, bool)> {
+        let own_eligible = self.eligible();
+        let mut chosen: Option<(SocketAddr, bool, u64)> = None;
+        for (addr, entry) in &self.entries {
+            if !entry.alive() {
+                continue;
+            }
+            let better = match chosen {
+                None => {
+                    let eligible = if *addr == self.me {
+                        own_eligible
+                    } else {
+                        !self.quorum || entry.eligible
+                    };
+                    entry.claims() || eligible
+                }
+                Some((_, chosen_claims, chosen_term)) => {
+                    entry.claims() && (!chosen_claims || entry.term > chosen_term)
+                }
+            };
+            if better {
+                chosen = Some((*addr, entry.claims(), entry.term));
+            }
+        }
+        chosen.map(|(addr, claims, _)| (addr, claims))
+    }
+
+    /// Walks the map and settles who leads.
+    fn check(&mut self, why: Check) -> Vec<Action> {
+        let candidate = self.candidate();
+        // An entry whose mask is empty loses its leader bit; a tick ages every mask.
+        for entry in self.entries.values_mut() {
+            if !entry.alive() {
+                entry.attr &= !LEADER_BIT;
+            }
+        }
+        if why == Check::Tick {
+            self.shift_masks();
+        }
+        let rival = self.others().any(|(_, e)| e.alive() && e.claims());
 
         let mut actions = Vec::new();
         let term_before = self.term;
@@ -396,36 +642,45 @@ impl Election {
         // ticked (its peers' handshakes have had a tick to arrive) or once it has followed a
         // leader (it knows the state first hand).
         let informed = self.ticked || self.leader.is_some();
-        if candidate == self.me {
-            if !self.is_leader && informed && why != Check::Heartbeat {
-                self.become_leader();
-                actions.push(Action::Broadcast(self.heartbeat()));
-            } else if self.is_leader && self.max_seen > self.term && why == Check::Tick && !rival {
-                // A beacon announces a later term than ours (it saw a rival that led in a
-                // partition and is gone, or it kept that term across a restart): it ignores
-                // an older leader's writes. We lead on, in a term above it. Not while a
-                // rival's claim is online (the claims settle that), and at most once a tick,
-                // so two leaders that cannot hear each other do not race terms upwards.
-                self.become_leader();
-                actions.push(Action::Broadcast(self.heartbeat()));
+        let just_down = match why {
+            Check::PeerDown(peer) => Some(peer),
+            _ => None,
+        };
+        match candidate {
+            Some((c, _)) if c == self.me => {
+                if !self.is_leader
+                    && informed
+                    && why != Check::Heartbeat
+                    && (!self.quorum || self.available(just_down) >= self.majority())
+                {
+                    self.become_leader();
+                } else if self.is_leader
+                    && why == Check::Tick
+                    && !rival
+                    && self.unfollowed_term() > self.term
+                {
+                    // A beacon that follows us (or no one) announces a later term than ours:
+                    // it ignores an older leader's entries (it kept that term across a
+                    // restart, or saw a rival that is gone). We lead on in a term above it;
+                    // not while a rival's claim is online (the claims settle that), and at
+                    // most once a tick.
+                    self.become_leader();
+                }
             }
-        } else if self.is_leader {
-            self.step_down();
-            actions.push(Action::Broadcast(self.heartbeat()));
+            _ if self.is_leader => self.step_down(),
+            _ => {}
         }
 
-        let leader = if candidate == self.me {
-            self.is_leader.then_some(self.me)
-        } else {
-            claims.then_some(candidate)
+        let leader = match candidate {
+            Some((c, _)) if c == self.me => self.is_leader.then_some(self.me),
+            Some((c, claims)) => claims.then_some(c),
+            None => None,
         };
-        if leader != self.leader || (self.is_leader && self.term != term_before) {
-            self.leader = leader;
-            actions.push(Action::LeaderChanged {
-                leader,
-                term: self.term,
-            });
+        if self.is_leader && self.term != term_before {
+            // A new term is a new leadership, even with the same leader.
+            self.leader = None;
         }
+        self.settle_leader(leader, &mut actions);
         actions
     }
 }
@@ -441,35 +696,72 @@ mod tests {
     const A: u16 = 16000;
     const B: u16 = 17000;
     const C: u16 = 18000;
+    const D: u16 = 19000;
+    const E: u16 = 20000;
 
     fn cluster(me: u16) -> Election {
         Election::new(addr(me), [addr(A), addr(B), addr(C)])
     }
 
-    fn hb(is_leader: bool, term: u64) -> Heartbeat {
-        Heartbeat { is_leader, term }
+    fn quorum(me: u16, ports: &[u16]) -> Election {
+        Election::new(addr(me), ports.iter().map(|p| addr(*p))).with_quorum(true)
     }
 
-    fn beat(e: &mut Election, now: Millis, from: u16, is_leader: bool, term: u64) -> Vec<Action> {
-        e.step(
-            now,
-            Input::Heartbeat {
-                from: addr(from),
-                hb: hb(is_leader, term),
-            },
-        )
-        .unwrap()
+    /// What an action comes to, in a form tests can spell out.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Act {
+        /// A heartbeat broadcast: (is_leader, term).
+        Beat(bool, u64),
+        /// Now following (or leading as) the beacon on this port, in this term.
+        Follows(Option<u16>, u64),
+    }
+    use Act::{Beat, Follows};
+
+    fn acts(actions: Vec<Action>) -> Vec<Act> {
+        actions
+            .into_iter()
+            .map(|a| match a {
+                Action::Broadcast(hb) => Beat(hb.is_leader, hb.term),
+                Action::LeaderChanged { leader, term } => Follows(leader.map(|l| l.port()), term),
+            })
+            .collect()
     }
 
-    fn down(e: &mut Election, peer: u16) -> Vec<Action> {
-        e.step(0, Input::PeerDown { peer: addr(peer) }).unwrap()
-    }
-
-    fn changed(leader: u16, term: u64) -> Action {
-        Action::LeaderChanged {
-            leader: Some(addr(leader)),
+    /// A heartbeat from a classic-mode peer: follows `leader` (port), sees everyone.
+    fn hb_from(is_leader: bool, term: u64, leader: Option<u16>) -> Heartbeat {
+        Heartbeat {
+            is_leader,
             term,
+            leader: leader.map(addr),
+            sees: u64::MAX,
+            eligible: true,
         }
+    }
+
+    fn beat(e: &mut Election, now: Millis, from: u16, is_leader: bool, term: u64) -> Vec<Act> {
+        let leader = is_leader.then_some(from);
+        send(e, now, from, hb_from(is_leader, term, leader))
+    }
+
+    fn send(e: &mut Election, now: Millis, from: u16, hb: Heartbeat) -> Vec<Act> {
+        acts(
+            e.step(
+                now,
+                Input::Heartbeat {
+                    from: addr(from),
+                    hb,
+                },
+            )
+            .unwrap(),
+        )
+    }
+
+    fn down(e: &mut Election, peer: u16) -> Vec<Act> {
+        acts(e.step(0, Input::PeerDown { peer: addr(peer) }).unwrap())
+    }
+
+    fn tick(e: &mut Election, now: Millis) -> Vec<Act> {
+        acts(e.tick(now))
     }
 
     #[test]
@@ -482,22 +774,24 @@ mod tests {
         assert!(listed_alone.is_leader());
         let mut resumed = Election::with_term(addr(A), [], 41);
         assert_eq!(resumed.term(), 42);
-        assert_eq!(resumed.tick(100), vec![Action::Broadcast(hb(true, 42))]);
+        assert_eq!(tick(&mut resumed, 100), vec![Beat(true, 42)]);
+        let mut quorum_alone = quorum(A, &[A]);
+        assert!(quorum_alone.is_leader());
+        assert_eq!(tick(&mut quorum_alone, 100), vec![Beat(true, 1)]);
+        assert!(quorum_alone.is_leader(), "a majority of one");
     }
 
     #[test]
     fn a_clustered_beacon_waits_for_its_first_tick() {
         let mut b = cluster(B);
         assert!(!b.is_leader());
-        // Heartbeats before the first tick never make us leader, even if we are first online.
-        assert_eq!(beat(&mut b, 1, C, false, 0), vec![]);
+        // Heartbeats before the first tick never make us leader, even if we are first online;
+        // C coming online changes what we see, which we announce.
+        assert_eq!(beat(&mut b, 1, C, false, 0), vec![Beat(false, 0)]);
         assert!(!b.is_leader());
         // First tick: A never heard of, B is the first online beacon, so B leads, in the
         // first term that is B's (terms are dealt round-robin: A 1, B 2, C 3, A 4, ...).
-        assert_eq!(
-            b.tick(100),
-            vec![Action::Broadcast(hb(true, 2)), changed(B, 2)]
-        );
+        assert_eq!(tick(&mut b, 100), vec![Follows(Some(B), 2), Beat(true, 2)]);
     }
 
     #[test]
@@ -506,16 +800,23 @@ mod tests {
         beat(&mut c, 1, A, false, 0);
         beat(&mut c, 1, B, false, 0);
         // A is first online but has not claimed yet: C follows nobody, and does not lead.
-        assert_eq!(c.tick(100), vec![Action::Broadcast(hb(false, 0))]);
+        assert_eq!(tick(&mut c, 100), vec![Beat(false, 0)]);
         assert_eq!(c.leader(), None);
         // A's claim arrives: C follows A at once, and answers at once with A's term (its
         // promise), without waiting for the next tick.
         assert_eq!(
             beat(&mut c, 150, A, true, 1),
-            vec![changed(A, 1), Action::Broadcast(hb(false, 1))]
+            vec![Follows(Some(A), 1), Beat(false, 1)]
         );
         assert_eq!(c.term(), 1);
-        assert_eq!(c.tick(200), vec![Action::Broadcast(hb(false, 1))]);
+        assert_eq!(
+            c.heartbeat().leader,
+            Some(addr(A)),
+            "it says whom it follows"
+        );
+        assert_eq!(tick(&mut c, 200), vec![Beat(false, 1)]);
+        // The same heartbeat again changes nothing and is not answered.
+        assert_eq!(beat(&mut c, 210, A, true, 1), vec![]);
     }
 
     #[test]
@@ -525,12 +826,12 @@ mod tests {
         beat(&mut c, 0, A, false, 0);
         beat(&mut c, 0, B, true, 1);
         for t in 1..=2 {
-            c.tick(t * 100);
+            tick(&mut c, t * 100);
             assert!(c.is_online(addr(B)), "online after tick {t}");
-            beat(&mut c, t * 100, A, false, 1);
+            send(&mut c, t * 100, A, hb_from(false, 1, Some(B)));
         }
         // Tick 3 still counts B's heartbeat, then shifts it out: B is shown offline.
-        c.tick(300);
+        tick(&mut c, 300);
         assert!(!c.is_online(addr(B)));
         assert_eq!(
             c.view(300)[1],
@@ -541,6 +842,7 @@ mod tests {
                 term: 1,
                 last_seen_ms: Some(300),
                 is_self: false,
+                follows: Some(addr(B)),
             }
         );
         assert_eq!(
@@ -549,17 +851,8 @@ mod tests {
             "the decision waits for the next tick"
         );
         // Tick 4 clears B's leader bit; A, first online, has not claimed yet.
-        beat(&mut c, 300, A, false, 1);
-        assert_eq!(
-            c.tick(400),
-            vec![
-                Action::LeaderChanged {
-                    leader: None,
-                    term: 1
-                },
-                Action::Broadcast(hb(false, 1))
-            ]
-        );
+        send(&mut c, 300, A, hb_from(false, 1, Some(B)));
+        assert_eq!(tick(&mut c, 400), vec![Follows(None, 1), Beat(false, 1)]);
     }
 
     #[test]
@@ -567,17 +860,17 @@ mod tests {
         // B leads (A was down); A (first in order) restarts and reports in as a follower.
         let mut b = cluster(B);
         beat(&mut b, 0, C, false, 0);
-        b.tick(100); // B is first online: leads in its first term, 2
+        tick(&mut b, 100); // B is first online: leads in its first term, 2
         assert!(b.is_leader());
         beat(&mut b, 150, A, false, 0);
-        assert_eq!(b.tick(200), vec![Action::Broadcast(hb(true, 2))]);
+        assert_eq!(tick(&mut b, 200), vec![Beat(true, 2)]);
         assert!(b.is_leader(), "sticky: the online leader stays");
 
         let mut a = cluster(A);
         beat(&mut a, 0, B, true, 2);
-        beat(&mut a, 0, C, false, 2);
+        send(&mut a, 0, C, hb_from(false, 2, Some(B)));
         assert_eq!(a.leader(), Some(addr(B)));
-        assert_eq!(a.tick(100), vec![Action::Broadcast(hb(false, 2))]);
+        assert_eq!(tick(&mut a, 100), vec![Beat(false, 2)]);
         assert!(
             !a.is_leader(),
             "a restarted beacon does not take leadership back"
@@ -597,14 +890,11 @@ mod tests {
     fn losing_the_leader_connection_elects_the_next_beacon_at_once() {
         let mut b = cluster(B);
         beat(&mut b, 0, A, true, 1);
-        beat(&mut b, 0, C, false, 1);
-        b.tick(100);
+        send(&mut b, 0, C, hb_from(false, 1, Some(A)));
+        tick(&mut b, 100);
         assert_eq!(b.leader(), Some(addr(A)));
         // No tick in between: B is now the first online beacon and takes term 2.
-        assert_eq!(
-            down(&mut b, A),
-            vec![Action::Broadcast(hb(true, 2)), changed(B, 2)]
-        );
+        assert_eq!(down(&mut b, A), vec![Follows(Some(B), 2), Beat(true, 2)]);
         let row = &b.view(100)[0];
         assert!(!row.is_online && !row.is_leader);
         // A peer that is already down changes nothing.
@@ -616,15 +906,12 @@ mod tests {
         // A restarts and learns from the handshakes that B leads; B dies before A's first tick.
         let mut a = cluster(A);
         beat(&mut a, 5, B, true, 2);
-        beat(&mut a, 5, C, false, 2);
-        assert_eq!(
-            down(&mut a, B),
-            vec![Action::Broadcast(hb(true, 4)), changed(A, 4)]
-        );
+        send(&mut a, 5, C, hb_from(false, 2, Some(B)));
+        assert_eq!(down(&mut a, B), vec![Follows(Some(A), 4), Beat(true, 4)]);
         // Without that knowledge it waits for its tick.
         let mut fresh = cluster(A);
         beat(&mut fresh, 5, C, false, 2);
-        assert_eq!(down(&mut fresh, C), vec![]);
+        assert_eq!(down(&mut fresh, C), vec![Beat(false, 2)]);
         assert!(!fresh.is_leader());
     }
 
@@ -633,11 +920,11 @@ mod tests {
         // After a partition heals A (term 5) and B (term 3) both claim leadership.
         let mut b = cluster(B);
         beat(&mut b, 0, C, false, 0);
-        b.tick(100);
+        tick(&mut b, 100);
         assert!(b.is_leader());
         assert_eq!(
             beat(&mut b, 150, A, true, 5),
-            vec![Action::Broadcast(hb(false, 5)), changed(A, 5)]
+            vec![Follows(Some(A), 5), Beat(false, 5)]
         );
         assert!(!b.is_leader());
         assert_eq!(b.term(), 5, "a follower announces the highest term seen");
@@ -649,31 +936,40 @@ mod tests {
         // and follows A. C ignores writes of terms below 5, so A moves past it.
         let mut a = cluster(A);
         beat(&mut a, 0, B, false, 0);
-        a.tick(100);
+        tick(&mut a, 100);
         assert_eq!((a.is_leader(), a.term()), (true, 1));
-        // The heartbeat itself changes nothing; the next tick does.
-        assert_eq!(beat(&mut a, 150, C, false, 5), vec![]);
+        // The heartbeat itself changes only what A sees; the next tick acts on the term.
         assert_eq!(
-            a.tick(200),
-            vec![Action::Broadcast(hb(true, 7)), changed(A, 7)]
+            send(&mut a, 150, C, hb_from(false, 5, Some(A))),
+            vec![Beat(true, 1)]
         );
+        assert_eq!(tick(&mut a, 200), vec![Follows(Some(A), 7), Beat(true, 7)]);
         assert_eq!((a.is_leader(), a.term(), a.max_seen_term()), (true, 7, 7));
         // Hearing its own term again changes nothing.
-        assert_eq!(beat(&mut a, 250, C, false, 7), vec![]);
-        assert_eq!(
-            a.tick(300),
-            vec![Action::Broadcast(hb(true, 7))],
-            "a plain tick"
-        );
+        assert_eq!(send(&mut a, 250, C, hb_from(false, 7, Some(A))), vec![]);
+        assert_eq!(tick(&mut a, 300), vec![Beat(true, 7)], "a plain tick");
         // While a rival's claim is online the claims settle it: no new term.
         let mut b = cluster(B);
         beat(&mut b, 0, C, false, 0);
-        b.tick(100);
+        tick(&mut b, 100);
         assert_eq!((b.is_leader(), b.term()), (true, 2));
         beat(&mut b, 150, A, true, 1);
         beat(&mut b, 160, C, false, 5);
-        b.tick(200);
+        tick(&mut b, 200);
         assert_eq!((b.is_leader(), b.term(), b.max_seen_term()), (true, 2, 5));
+    }
+
+    #[test]
+    fn a_later_term_from_a_follower_of_another_leader_is_no_reason_to_raise_ours() {
+        // Across a bridge: C follows a leader (term 5) that A cannot hear. A does not race
+        // it upwards.
+        let mut a = cluster(A);
+        beat(&mut a, 0, B, false, 0);
+        tick(&mut a, 100);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
+        send(&mut a, 150, C, hb_from(false, 5, Some(E)));
+        tick(&mut a, 200);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
     }
 
     #[test]
@@ -697,9 +993,9 @@ mod tests {
         assert_eq!((a.term(), c.term()), (4, 6));
         assert_eq!(
             beat(&mut a, 10, C, true, 6),
-            vec![Action::Broadcast(hb(false, 6)), changed(C, 6)]
+            vec![Follows(Some(C), 6), Beat(false, 6)]
         );
-        assert_eq!(beat(&mut c, 10, A, true, 4), vec![]);
+        assert_eq!(beat(&mut c, 10, A, true, 4), vec![Beat(true, 6)]);
         assert!(c.is_leader());
     }
 
@@ -767,7 +1063,7 @@ mod tests {
                 0,
                 Input::Heartbeat {
                     from: stranger,
-                    hb: hb(true, 1)
+                    hb: Heartbeat::bare(true, 1)
                 }
             ),
             Err(ElectionError::UnknownBeacon(stranger))
@@ -777,7 +1073,7 @@ mod tests {
                 0,
                 Input::Heartbeat {
                     from: addr(A),
-                    hb: hb(true, 1)
+                    hb: Heartbeat::bare(true, 1)
                 }
             ),
             Err(ElectionError::OwnAddress(addr(A)))
@@ -790,5 +1086,191 @@ mod tests {
         let e = Election::new(addr(9000), [addr(16000), addr(9000), addr(10000)]);
         let order: Vec<u16> = e.view(0).iter().map(|v| v.node.port()).collect();
         assert_eq!(order, vec![9000, 10000, 16000]);
+    }
+
+    #[test]
+    fn missed_ticks_age_the_masks_and_a_leader_without_a_majority_steps_down() {
+        // Classic mode: the masks age, leadership stays (NebulaBeacon's rule).
+        let mut a = cluster(A);
+        beat(&mut a, 0, B, false, 0);
+        tick(&mut a, 100);
+        assert!(a.is_leader());
+        a.catch_up(5);
+        assert!(!a.is_online(addr(B)), "B's heartbeat is three ticks old");
+        assert!(a.is_leader());
+        // Quorum mode: a leader that finds it has missed ticks, and so may have been
+        // replaced, steps down at once, before anything queued up is acted on.
+        let mut q = quorum(A, &[A, B, C]);
+        let follows_a = Heartbeat {
+            is_leader: false,
+            term: 0,
+            leader: None,
+            sees: 0b111,
+            eligible: true,
+        };
+        send(&mut q, 0, B, follows_a);
+        send(&mut q, 0, C, follows_a);
+        tick(&mut q, 100);
+        assert!(q.is_leader());
+        let answer = Heartbeat {
+            term: q.term(),
+            leader: Some(addr(A)),
+            ..follows_a
+        };
+        send(&mut q, 110, B, answer);
+        send(&mut q, 110, C, answer);
+        assert_eq!(q.support(), 3);
+        // Two missed ticks leave the followers online; a long stop does not.
+        assert_eq!(acts(q.catch_up(1)), vec![]);
+        assert!(q.is_leader());
+        assert_eq!(acts(q.catch_up(70)), vec![Follows(None, 1), Beat(false, 1)]);
+        assert!(!q.is_leader());
+    }
+
+    // ---- quorum mode -----------------------------------------------------------------------
+
+    /// A heartbeat in quorum mode from a beacon that sees the beacons at `sees` (ports).
+    fn qhb(
+        is_leader: bool,
+        term: u64,
+        leader: Option<u16>,
+        sees: &[u16],
+        all: &[u16],
+    ) -> Heartbeat {
+        let bits = sees
+            .iter()
+            .map(|p| 1u64 << all.iter().position(|a| a == p).unwrap())
+            .fold(0, |b, x| b | x);
+        Heartbeat {
+            is_leader,
+            term,
+            leader: leader.map(addr),
+            sees: bits,
+            eligible: sees.len() > all.len() / 2,
+        }
+    }
+
+    #[test]
+    fn quorum_mode_a_beacon_that_cannot_gather_a_majority_never_raises_its_term() {
+        let all = [A, B, C];
+        // A hears nobody (its inbound side is cut): however many ticks pass, no term.
+        let mut a = quorum(A, &all);
+        for t in 1..=10 {
+            tick(&mut a, t * 100);
+        }
+        assert_eq!((a.is_leader(), a.term()), (false, 0));
+        assert!(!a.heartbeat().eligible);
+        // A hears B and C, but they do not hear A (its outbound side is cut): still none.
+        let mut a = quorum(A, &all);
+        for t in 1..=10 {
+            send(&mut a, t * 100, B, qhb(false, 0, None, &[B, C], &all));
+            send(&mut a, t * 100, C, qhb(false, 0, None, &[B, C], &all));
+            tick(&mut a, t * 100);
+        }
+        assert_eq!((a.is_leader(), a.term()), (false, 0));
+        // Once they hear A, it leads.
+        send(&mut a, 1100, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 1100, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 1200);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
+    }
+
+    #[test]
+    fn quorum_mode_the_first_online_rule_skips_a_beacon_that_cannot_lead() {
+        let all = [A, B, C];
+        // B hears A, but A hears nobody (says so): B does not wait for A, it leads.
+        let mut b = quorum(B, &all);
+        send(&mut b, 0, A, qhb(false, 0, None, &[A], &all));
+        send(&mut b, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut b, 100);
+        assert_eq!((b.is_leader(), b.term()), (true, 2));
+        // With A able to lead, B waits for it, as in NebulaBeacon.
+        let mut b = quorum(B, &all);
+        send(&mut b, 0, A, qhb(false, 0, None, &all, &all));
+        send(&mut b, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut b, 100);
+        assert!(!b.is_leader());
+        assert_eq!(b.leader(), None);
+    }
+
+    #[test]
+    fn quorum_mode_a_leader_whose_followers_are_gone_steps_down_after_the_grace() {
+        let all = [A, B, C];
+        let mut a = quorum(A, &all);
+        send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 100);
+        assert!(a.is_leader());
+        // B and C follow A; then they go over to a leader A cannot hear (term 5), while A
+        // still hears them: A has no majority following it.
+        for t in 2..=4 {
+            send(&mut a, t * 100, B, qhb(false, 5, Some(D), &all, &all));
+            send(&mut a, t * 100, C, qhb(false, 5, Some(D), &all, &all));
+            tick(&mut a, t * 100);
+            assert!(a.is_leader(), "within the grace (tick {t})");
+        }
+        send(&mut a, 500, B, qhb(false, 5, Some(D), &all, &all));
+        send(&mut a, 500, C, qhb(false, 5, Some(D), &all, &all));
+        assert_eq!(tick(&mut a, 500), vec![Follows(None, 5), Beat(false, 5)]);
+        // And it does not take a new term while they follow someone else.
+        for t in 6..=12 {
+            send(&mut a, t * 100, B, qhb(false, 5, Some(D), &all, &all));
+            send(&mut a, t * 100, C, qhb(false, 5, Some(D), &all, &all));
+            tick(&mut a, t * 100);
+        }
+        assert_eq!((a.is_leader(), a.term()), (false, 5));
+    }
+
+    #[test]
+    fn quorum_mode_a_leader_followed_by_a_majority_stays() {
+        let all = [A, B, C];
+        let mut a = quorum(A, &all);
+        send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 100);
+        for t in 2..=20 {
+            send(&mut a, t * 100, B, qhb(false, 1, Some(A), &all, &all));
+            tick(&mut a, t * 100);
+        }
+        assert_eq!((a.is_leader(), a.term(), a.support()), (true, 1, 2));
+    }
+
+    #[test]
+    fn quorum_mode_a_bridge_does_not_make_two_leaders_race_terms() {
+        // Five beacons: {A, B} - C - {D, E}. A leads with B and C; D cannot hear A.
+        let all = [A, B, C, D, E];
+        let mut d = quorum(D, &all);
+        for t in 1..=30 {
+            send(&mut d, t * 100, C, qhb(false, 1, Some(A), &all, &all));
+            send(&mut d, t * 100, E, qhb(false, 1, None, &[C, D, E], &all));
+            tick(&mut d, t * 100);
+        }
+        // D sees C, D, E (a majority), but C follows A: only D and E would follow D.
+        assert_eq!((d.is_leader(), d.term()), (false, 1));
+        assert_eq!(d.leader(), None);
+    }
+
+    #[test]
+    fn quorum_mode_a_killed_leader_is_replaced_at_once_by_the_next_eligible_beacon() {
+        let all = [A, B, C];
+        let mut b = quorum(B, &all);
+        send(&mut b, 0, A, qhb(true, 1, Some(A), &all, &all));
+        send(&mut b, 0, C, qhb(false, 1, Some(A), &all, &all));
+        tick(&mut b, 100);
+        assert_eq!(b.leader(), Some(addr(A)));
+        // C still follows A as far as B knows, but A's connection just closed: C loses A at
+        // the same moment, so B counts on it.
+        assert_eq!(down(&mut b, A), vec![Follows(Some(B), 2), Beat(true, 2)]);
+    }
+
+    #[test]
+    fn quorum_mode_heartbeats_say_whom_the_sender_follows_and_sees() {
+        let all = [A, B, C];
+        let mut c = quorum(C, &all);
+        send(&mut c, 0, A, qhb(true, 1, Some(A), &all, &all));
+        let hb = c.heartbeat();
+        assert_eq!(hb.leader, Some(addr(A)));
+        assert_eq!(hb.sees, 0b101, "A and itself");
+        assert!(hb.eligible, "in two-way contact with A: a majority of 3");
     }
 }

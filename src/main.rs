@@ -39,6 +39,12 @@ struct Args {
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     check_config: bool,
+    /// Start on a data directory written under another configuration (cluster name,
+    /// id_range, mode, beacon list), carrying its state into this one once it is checked to
+    /// fit (every stored node ID inside the range). Every beacon of a cluster must change
+    /// its configuration together.
+    #[arg(long)]
+    adopt_config: bool,
 }
 
 fn main() -> ExitCode {
@@ -78,7 +84,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let server = beacon::server::Server::bind(config).await?;
+        let options = beacon::server::StartOptions {
+            adopt_config: args.adopt_config,
+        };
+        let server = beacon::server::Server::bind_with(config, options).await?;
         server.run(shutdown_signal()).await;
         anyhow::Ok(())
     })

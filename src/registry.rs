@@ -64,6 +64,30 @@ impl std::fmt::Display for IdRange {
     }
 }
 
+/// A registration's fencing token: the log position of the entry that created it. It names
+/// the registration in every later write that acts on it (a report, an unregister), so a
+/// request that arrives after its registration ended cannot act on the ID's next holder; and
+/// a later holder of the same ID always has a larger one, so downstream systems can refuse
+/// an older holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FencingToken {
+    pub term: u64,
+    pub index: u64,
+}
+
+impl FencingToken {
+    /// Whether a request named a registration at all (the wire's zero values mean "none").
+    pub fn is_given(&self) -> bool {
+        self.term != 0 || self.index != 0
+    }
+}
+
+impl std::fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.term, self.index)
+    }
+}
+
 /// One registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRecord {
@@ -76,9 +100,19 @@ pub struct NodeRecord {
     pub metadata: String,
     /// Wall-clock time of the registration (ms since the Unix epoch), stamped by the leader.
     pub registered_ms: u64,
-    /// Fencing token: the log position of the command that created or last changed it.
+    /// Fencing token: the log position of the command that created it (see
+    /// [`FencingToken`]); an update keeps it.
     pub term: u64,
     pub index: u64,
+}
+
+impl NodeRecord {
+    pub fn token(&self) -> FencingToken {
+        FencingToken {
+            term: self.term,
+            index: self.index,
+        }
+    }
 }
 
 /// A change to the registry, replicated through the log (see [`crate::state`]).
@@ -369,6 +403,17 @@ impl Registry {
     pub fn records(&self) -> usize {
         self.nodes.len() + self.quarantine.len()
     }
+
+    /// IDs this state holds (live or in quarantine) that lie outside `range`: state stored
+    /// under another configuration, which this beacon must not load as if nothing happened.
+    pub fn outside(&self, range: IdRange) -> Vec<NodeId> {
+        self.nodes
+            .keys()
+            .chain(self.quarantine.keys())
+            .copied()
+            .filter(|id| !range.contains(*id))
+            .collect()
+    }
 }
 
 /// Why a registration request was refused before anything changed.
@@ -394,6 +439,10 @@ pub enum InvalidRequest {
     MetadataNotJson(String),
     #[error("give a node_id or an addr")]
     NoTarget,
+    #[error(
+        "name the registration: give its fencing token (term and index, as `show node_detail` prints it, term.index)"
+    )]
+    NoToken,
 }
 
 /// Checks a node type.

@@ -80,6 +80,10 @@ pub struct PeerMessage {
     pub need_snapshot: bool,
     /// Leader to follower (quorum mode, while taking over): send your whole state.
     pub fetch: bool,
+    /// Leader to follower: the leader's latest confirmation round (quorum mode).
+    pub beat: u64,
+    /// Follower to leader: the latest round of its leader's this follower has seen.
+    pub ack_beat: u64,
 }
 
 impl PeerMessage {

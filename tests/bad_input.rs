@@ -7,7 +7,7 @@ use std::time::Duration;
 use beacon::client::{Client, ConnectOptions};
 use beacon::pb;
 use beacon::wire::frame::{HEAD_LEN, MAGIC, VERSION};
-use beacon::wire::{Cmd, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec};
+use beacon::wire::{Cmd, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION};
 use beacon_testkit::*;
 use bytes::{BufMut, BytesMut};
 use futures_util::{SinkExt, StreamExt};
@@ -100,7 +100,7 @@ async fn client_conn(addr: SocketAddr) -> Framed<TcpStream, FrameCodec> {
     );
     let hello = pb::Hello {
         role: pb::Role::Client as i32,
-        version: 1,
+        version: PROTOCOL_VERSION,
         ..Default::default()
     };
     conn.send(Frame::new(1, 1, 0, &hello)).await.unwrap();
@@ -205,7 +205,7 @@ async fn wrong_requests_get_errors_and_the_connection_stays_usable() {
     assert!(msg.contains("send Hello (cmd 1) first"), "{msg}");
     let hello = pb::Hello {
         role: pb::Role::Client as i32,
-        version: 1,
+        version: PROTOCOL_VERSION,
         ..Default::default()
     };
     let ack = exchange(&mut conn, Frame::new(1, 2, 0, &hello)).await;
@@ -306,7 +306,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
         cluster: cluster.into(),
         role: pb::Role::Peer as i32,
         node,
-        version: 1,
+        version: PROTOCOL_VERSION,
         election: Some(pb::Election {
             is_leader: 1,
             term: 50,
@@ -358,7 +358,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
         (
             pb::Hello {
                 role: 7,
-                version: 1,
+                version: PROTOCOL_VERSION,
                 ..Default::default()
             },
             ErrorCode::MalformedBody,
@@ -366,7 +366,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
         (
             pb::Hello {
                 role: 2,
-                version: 2,
+                version: PROTOCOL_VERSION + 1,
                 ..Default::default()
             },
             ErrorCode::UnsupportedVersion,

@@ -22,10 +22,10 @@ use std::net::SocketAddr;
 
 use beacon::coordinator::{
     Coordinator, CoordinatorConfig, Input, Mode, Output, RegisterRequest, Request, RequestError,
-    Response, Target, Token,
+    Response, Target, Token, Unregister,
 };
 use beacon::election::Millis;
-use beacon::registry::{IdRange, NodeId};
+use beacon::registry::{FencingToken, IdRange, NodeId};
 use beacon::replication::{Entry, PeerMessage, Snapshot};
 use beacon_testkit::rng::SimRng as Rng;
 
@@ -168,6 +168,7 @@ struct Sim {
     next_token: Token,
     held: BTreeMap<SocketAddr, Held>,
     released: BTreeSet<SocketAddr>,
+    releasing: BTreeMap<SocketAddr, FencingToken>,
     acks: u64,
     leader_of_term: BTreeMap<u64, SocketAddr>,
     last_terms: BTreeMap<SocketAddr, (u64, u64)>,
@@ -215,6 +216,7 @@ impl Sim {
             next_token: 1,
             held: BTreeMap::new(),
             released: BTreeSet::new(),
+            releasing: BTreeMap::new(),
             acks: 0,
             leader_of_term: BTreeMap::new(),
             last_terms: BTreeMap::new(),
@@ -435,7 +437,8 @@ impl Sim {
     fn restart(&mut self, at: SocketAddr) -> Checked {
         let disk = self.disk.get(&at).cloned().unwrap_or_default();
         let (node, notices) =
-            Coordinator::restore(self.config(at, disk.term), disk.snapshot, disk.entries);
+            Coordinator::restore(self.config(at, disk.term), disk.snapshot, disk.entries)
+                .expect("stored state loads");
         let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
         self.nodes.insert(at, node);
         *self.life.get_mut(&at).unwrap() += 1;
@@ -584,7 +587,15 @@ impl Sim {
                 }),
                 Phase::Holding { addr, until } if now >= until => {
                     // From the moment it asks to unregister, the service no longer uses it.
-                    self.held.remove(&addr);
+                    if let Some(h) = self.held.remove(&addr) {
+                        self.releasing.insert(
+                            addr,
+                            FencingToken {
+                                term: h.term,
+                                index: h.index,
+                            },
+                        );
+                    }
                     self.released.insert(addr);
                     Some(Phase::Unregistering {
                         addr,
@@ -634,7 +645,12 @@ impl Sim {
                     sent: None,
                     retry_at,
                 } if now >= retry_at => {
-                    let request = Request::Unregister(Target::Addr(addr));
+                    let token = self.releasing.get(&addr).copied().unwrap_or_default();
+                    let request = Request::Unregister(Unregister {
+                        target: Target::Addr(addr),
+                        token,
+                        release: true,
+                    });
                     if let Some((token, to)) = self.request(i, addr, request.clone()) {
                         self.clients[i].phase = Phase::Unregistering {
                             addr,

@@ -58,16 +58,23 @@ async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::NodeInf
     reply.node.expect("the reply carries the node")
 }
 
-/// Unregisters service `i` by its address through `leader`.
-async fn unregister(leader: &mut Leader, i: usize) {
-    let req = pb::UnregisterRequest {
+/// The request a holder sends to give up its registration `node` (by address).
+fn release(node: &pb::NodeInfo) -> pb::UnregisterRequest {
+    pb::UnregisterRequest {
         node_id: 0,
-        addr: service(i).to_string(),
-    };
+        addr: node.addr.clone(),
+        term: node.term,
+        index: node.index,
+        release: true,
+    }
+}
+
+/// Gives up registration `node` through `leader`, as its holder.
+async fn unregister(leader: &mut Leader, node: &pb::NodeInfo) {
     let _: pb::UnregisterReply = leader
-        .call(Cmd::Unregister, &req, "unregister")
+        .call(Cmd::Unregister, &release(node), "unregister")
         .await
-        .unwrap_or_else(|e| panic!("unregistration {i}: {e}"));
+        .unwrap_or_else(|e| panic!("unregistration of {}: {e}", node.addr));
 }
 
 async fn start(ports: usize, config: &str) -> Cluster {
@@ -252,13 +259,15 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
     c.beacons[2].kill();
     let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
     let mut expected: BTreeSet<(u32, String)> = BTreeSet::from([(id, service(1).to_string())]);
+    let mut held = Vec::new();
     for i in 2..30 {
         let node = register(&mut leader, "LOGIC", i).await;
         expected.insert((node.node_id, service(i).to_string()));
+        held.push(node);
     }
     // Unregister them again so leases do not matter, except the live service's.
-    for i in 2..30 {
-        unregister(&mut leader, i).await;
+    for node in &held {
+        unregister(&mut leader, node).await;
     }
     expected.retain(|(i, _)| *i == id);
     c.beacons[2].restart();
@@ -317,8 +326,8 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
             .unwrap_or_else(|e| panic!("registration {i}: {e}"));
     }
     for i in 1000..1200 {
-        register(&mut leader, "LOGIC", i).await;
-        unregister(&mut leader, i).await;
+        let node = register(&mut leader, "LOGIC", i).await;
+        unregister(&mut leader, &node).await;
     }
     c.beacons[2].restart();
     let ids = |a: SocketAddr| async move {
@@ -391,6 +400,8 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
             } else {
                 node.addr.clone()
             },
+            term: node.term,
+            index: node.index,
             ..Default::default()
         };
         conn.feed(Frame::new(Cmd::NodeReport.code(), seq, 0, &req))
@@ -433,10 +444,13 @@ async fn a_revoked_registration_tells_the_service_to_stop() {
     let mut admin = Client::connect(&c.beacons[0].addr.to_string(), &opts())
         .await
         .unwrap();
+    let (term, index) = reg.fencing_token();
     admin
         .unregister(&pb::UnregisterRequest {
             node_id: reg.node_id(),
-            addr: String::new(),
+            term,
+            index,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -485,6 +499,8 @@ async fn a_missed_lease_quarantines_the_id_before_reuse() {
         .report(&pb::NodeReport {
             node_id: 1,
             addr: service(1).to_string(),
+            term: first.term,
+            index: first.index,
             ..Default::default()
         })
         .await
@@ -541,13 +557,7 @@ async fn a_watch_sees_every_change_once_even_across_a_failover() {
     let mut admin = Client::connect(&c.beacons[0].addr.to_string(), &opts())
         .await
         .unwrap();
-    admin
-        .unregister(&pb::UnregisterRequest {
-            node_id: a.node_id,
-            addr: String::new(),
-        })
-        .await
-        .unwrap();
+    admin.unregister(&release(&a)).await.unwrap();
 
     let mut events = Vec::new();
     for _ in 0..3 {
@@ -670,11 +680,23 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
     let err = client
         .unregister(&pb::UnregisterRequest {
             node_id: 999,
-            addr: String::new(),
+            term: 1,
+            index: 1,
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some(ErrorCode::UnknownTarget), "{err}");
+    // Without naming the registration (its fencing token), nothing is ended.
+    let err = client
+        .unregister(&pb::UnregisterRequest {
+            addr: service(1).to_string(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::InvalidRequest), "{err}");
+    assert!(err.to_string().contains("fencing token"), "{err}");
     let err = client
         .unregister(&pb::UnregisterRequest::default())
         .await
@@ -827,8 +849,11 @@ async fn a_torn_log_tail_is_cut_off_with_a_log_line_and_refetched() {
     c.beacons[2].restart();
     assert_replicated(&c, &addrs(&c), &expected).await;
     let text = c.beacons[2].log();
-    assert!(text.contains("cut short: cut off from there"), "{text}");
-    let loaded = format!("entries={}", logged - 1);
+    assert!(
+        text.contains("cut short") && text.contains("cut off from there"),
+        "{text}"
+    );
+    let loaded = format!("{} entries after it", logged - 1);
     assert!(
         text.contains(&loaded),
         "all but the cut entry were loaded ({loaded}): {text}"

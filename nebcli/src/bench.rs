@@ -118,7 +118,7 @@ pub async fn register(
                     .call::<_, pb::RegisterReply>(Cmd::Register, &req, "the registration")
                     .await
                 {
-                    Ok(reply) => done.push((t.elapsed(), reply.node.unwrap_or_default().node_id)),
+                    Ok(reply) => done.push((t.elapsed(), reply.node.unwrap_or_default())),
                     Err(e) => errors.push(e.to_string()),
                 }
             }
@@ -132,29 +132,34 @@ pub async fn register(
     let seconds = started.elapsed().as_secs_f64();
 
     let mut latencies = Vec::new();
-    let mut ids = Vec::new();
+    let mut nodes = Vec::new();
     let mut errors = Vec::new();
     for (_, done, errs) in &results {
-        for (lat, id) in done {
+        for (lat, node) in done {
             latencies.push(*lat);
-            ids.push(*id);
+            nodes.push(node.clone());
         }
         errors.extend(errs.iter().cloned());
     }
+    let ids: Vec<u32> = nodes.iter().map(|n| n.node_id).collect();
     latencies.sort_unstable();
     let unique: HashSet<u32> = ids.iter().copied().collect();
 
     // Clean up: unregister everything, spread over the same clients.
     let mut cleanup = Vec::new();
-    let per = ids.len().div_ceil(results.len().max(1)).max(1);
-    for ((mut cluster, _, _), chunk) in results.into_iter().zip(ids.chunks(per)) {
+    let per = nodes.len().div_ceil(results.len().max(1)).max(1);
+    for ((mut cluster, _, _), chunk) in results.into_iter().zip(nodes.chunks(per)) {
         let chunk = chunk.to_vec();
         cleanup.push(tokio::spawn(async move {
             let mut failed = 0;
-            for id in chunk {
+            for node in chunk {
+                // The benchmark holds these registrations itself: it gives the IDs up.
                 let req = pb::UnregisterRequest {
-                    node_id: id,
+                    node_id: node.node_id,
                     addr: String::new(),
+                    term: node.term,
+                    index: node.index,
+                    release: true,
                 };
                 let r: Result<pb::UnregisterReply, _> = cluster
                     .call(Cmd::Unregister, &req, "the unregistration")

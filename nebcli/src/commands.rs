@@ -19,8 +19,11 @@ pub enum Command {
     /// `show subscription [TYPE]`
     ShowSubscription(Option<String>),
     Register(Registration),
-    /// `unregister ID|ip:port`
-    Unregister(String),
+    /// `unregister ID|ip:port [--free]`
+    Unregister {
+        target: String,
+        free: bool,
+    },
     /// `bench register --clients C --count N [--type T]`
     BenchRegister {
         clients: usize,
@@ -84,8 +87,8 @@ pub const HELP: &[(&str, &str)] = &[
         "register a service (at the leader) and print its node ID; it lasts one lease unless the service reports",
     ),
     (
-        "unregister ID|IP:PORT",
-        "end a registration; the ID is free at once",
+        "unregister ID|IP:PORT [--free]",
+        "end the registration found there (named by its fencing token, so a registration that replaced it meanwhile is left alone); its ID goes to quarantine, since its holder may still be using it, or with --free is free at once",
     ),
     (
         "bench register --clients C --count N [--type T]",
@@ -239,8 +242,17 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
         }
         ["register", ..] => parse_register(&words[1..])?,
         ["unregister", ..] => match &words[1..] {
-            [target] => Command::Unregister((*target).to_owned()),
-            _ => return Err(usage("usage: `unregister ID|IP:PORT`")),
+            [target] => Command::Unregister {
+                target: (*target).to_owned(),
+                free: false,
+            },
+            [target, flag] | [flag, target] if flag.eq_ignore_ascii_case("--free") => {
+                Command::Unregister {
+                    target: (*target).to_owned(),
+                    free: true,
+                }
+            }
+            _ => return Err(usage("usage: `unregister ID|IP:PORT [--free]`")),
         },
         ["bench", "register"] => parse_bench(&words[2..])?,
         ["bench", ..] => return Err(usage("usage: `bench register --clients C --count N`")),
@@ -355,5 +367,18 @@ mod tests {
                 .contains("TYPE")
         );
         assert!(parse(&["unregister"]).unwrap_err().0.contains("usage"));
+        assert!(
+            parse(&["unregister", "3", "--now"])
+                .unwrap_err()
+                .0
+                .contains("--free")
+        );
+        assert_eq!(
+            parse(&["unregister", "--free", "3"]),
+            Ok(Some(Command::Unregister {
+                target: "3".into(),
+                free: true
+            }))
+        );
     }
 }

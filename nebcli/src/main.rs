@@ -121,8 +121,23 @@ impl Session {
         node_type: &str,
         addr: &str,
     ) -> Result<pb::NodesReply, ClientError> {
+        self.leader_nodes_by(node_type, addr, 0).await
+    }
+
+    /// [`Session::leader_nodes`], also filtered by node ID (0: any).
+    async fn leader_nodes_by(
+        &mut self,
+        node_type: &str,
+        addr: &str,
+        node_id: u32,
+    ) -> Result<pb::NodesReply, ClientError> {
+        let req = pb::NodesRequest {
+            node_type: node_type.to_owned(),
+            addr: addr.to_owned(),
+            node_id,
+        };
         let reply = self
-            .with_client(async |c| c.nodes(node_type, addr).await)
+            .with_client(async |c| c.nodes_matching(&req).await)
             .await?;
         if reply.is_leader {
             return Ok(reply);
@@ -131,7 +146,7 @@ impl Session {
         match status.leader {
             Some(leader) => {
                 let mut c = Client::connect(&leader, &self.opts).await?;
-                c.nodes(node_type, addr).await
+                c.nodes_matching(&req).await
             }
             None => Ok(reply),
         }
@@ -190,16 +205,31 @@ impl Session {
                     _ => render::registered(&reply),
                 }
             }
-            Command::Unregister(target) => {
-                let req = match target.parse::<u32>() {
-                    Ok(id) => pb::UnregisterRequest {
-                        node_id: id,
-                        addr: String::new(),
-                    },
-                    Err(_) => pb::UnregisterRequest {
-                        node_id: 0,
-                        addr: target.clone(),
-                    },
+            Command::Unregister { target, free } => {
+                // The registration is named by the fencing token seen at the leader: if it
+                // ends and its ID goes to someone else before this arrives, the beacon
+                // refuses (NOT_HOLDER) instead of ending the newcomer's.
+                let (id, addr) = match target.parse::<u32>() {
+                    Ok(id) => (id, ""),
+                    Err(_) => (0, target.as_str()),
+                };
+                let seen = self.leader_nodes_by("", addr, id).await?;
+                let Some(node) = seen
+                    .nodes
+                    .iter()
+                    .filter(|e| e.is_online)
+                    .find_map(|e| e.node.clone())
+                else {
+                    return Err(Failure::Check(format!(
+                        "no live registration at {target} (see `show nodes`)"
+                    )));
+                };
+                let req = pb::UnregisterRequest {
+                    node_id: node.node_id,
+                    addr: String::new(),
+                    term: node.term,
+                    index: node.index,
+                    release: *free,
                 };
                 let reply: pb::UnregisterReply = self
                     .cluster()
@@ -209,9 +239,14 @@ impl Session {
                 if self.json {
                     json(&node)
                 } else {
+                    let id = if *free {
+                        "the ID is free"
+                    } else {
+                        "the ID is in quarantine (its holder may still be using it; --free frees it at once)"
+                    };
                     format!(
-                        "unregistered node_id {} ({} at {})\n",
-                        node.node_id, node.node_type, node.addr
+                        "unregistered node_id {} ({} at {}, fencing token {}.{}); {id}\n",
+                        node.node_id, node.node_type, node.addr, node.term, node.index
                     )
                 }
             }

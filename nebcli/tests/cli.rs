@@ -462,15 +462,25 @@ fn register_show_and_unregister_through_any_beacon() {
         text(&out.stdout)
     );
 
+    // An operator's unregister ends the registration it names; the ID goes to quarantine,
+    // since the service may still be using it, unless --free.
     let out = nebcli(&["-s", &follower, "unregister", "10.0.0.1:80"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("unregistered node_id 1"));
-    let out = nebcli(&["-s", &follower, "unregister", "2"], None);
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("unregistered node_id 1") && said.contains("in quarantine"),
+        "{said}"
+    );
+    let leader = c.addrs[0].to_string();
+    let v = json_of(&nebcli(&["-s", &leader, "--json", "show", "ids"], None));
+    assert_eq!(v["quarantined"], serde_json::json!([1]), "{v}");
+    let out = nebcli(&["-s", &follower, "unregister", "2", "--free"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("the ID is free"));
     let out = nebcli(&["-s", &follower, "unregister", "2"], None);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("no registration for node ID 2"),
+        text(&out.stderr).contains("no live registration at 2"),
         "{}",
         text(&out.stderr)
     );

@@ -134,6 +134,9 @@ impl Cluster {
         err: ClientError,
         what: &'static str,
     ) -> Result<(), ClientError> {
+        if !err.leaves_connection_usable() {
+            self.conn = None;
+        }
         if !err.is_retryable() {
             return Err(err);
         }

@@ -82,13 +82,14 @@ impl ClientError {
     }
 
     /// Whether trying again (at the leader, a moment later) may succeed: the connection
-    /// failed, or the beacon was not the leader or lost leadership meanwhile.
+    /// failed or is in doubt, or the beacon was not the leader or lost leadership meanwhile.
     pub fn is_retryable(&self) -> bool {
         match self {
             ClientError::Connect { .. }
             | ClientError::Timeout { .. }
             | ClientError::Closed { .. }
-            | ClientError::Frame { .. } => true,
+            | ClientError::Frame { .. }
+            | ClientError::Mismatch { .. } => true,
             ClientError::Refused { code, .. } => matches!(
                 code,
                 Some(
@@ -98,9 +99,21 @@ impl ClientError {
                         | ErrorCode::NoQuorum
                 )
             ),
-            ClientError::Mismatch { .. } | ClientError::NoLeader { .. } => false,
+            ClientError::NoLeader { .. } => false,
         }
     }
+
+    /// Whether the beacon answered cleanly, so the connection is as good as before. After
+    /// any other error (a timeout, a broken or confused stream) the connection is in doubt
+    /// and is best dropped.
+    pub fn leaves_connection_usable(&self) -> bool {
+        matches!(self, ClientError::Refused { .. })
+    }
+}
+
+/// Whether `a` was sent before `b` on one connection (sequence numbers wrap).
+fn is_before(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
 }
 
 /// How to connect.
@@ -238,8 +251,17 @@ impl Client {
         let req = pb::NodesRequest {
             node_type: node_type.to_owned(),
             addr: addr.to_owned(),
+            node_id: 0,
         };
-        self.request(Cmd::Nodes, &req, "the nodes request").await
+        self.nodes_matching(&req).await
+    }
+
+    /// The registrations this beacon holds that match `req` (type, address, node ID).
+    pub async fn nodes_matching(
+        &mut self,
+        req: &pb::NodesRequest,
+    ) -> Result<pb::NodesReply, ClientError> {
+        self.request(Cmd::Nodes, req, "the nodes request").await
     }
 
     /// The node-ID allocator as this beacon sees it.
@@ -310,6 +332,11 @@ impl Client {
     }
 
     /// Sends request `cmd` and waits for its response.
+    ///
+    /// Replies are matched to requests by `seq`. A request given up earlier on this
+    /// connection (it timed out, or the caller dropped the future) may still be answered:
+    /// that late reply comes first (the beacon answers in order) and is dropped, never taken
+    /// for this request's answer.
     pub async fn request<Req, Resp>(
         &mut self,
         cmd: Cmd,
@@ -325,7 +352,22 @@ impl Client {
         let frame = Frame::new(cmd.code(), seq, 0, req);
         let exchange = async {
             self.framed.send(frame).await?;
-            self.framed.next().await.transpose()
+            loop {
+                let Some(reply) = self.framed.next().await.transpose()? else {
+                    return Ok(None);
+                };
+                // An answer to an earlier request of this connection, given up since.
+                if reply.seq != seq && is_before(reply.seq, seq) {
+                    tracing::debug!(
+                        beacon = %self.addr,
+                        cmd = reply.cmd,
+                        seq = reply.seq,
+                        "dropped a late reply to a request given up earlier"
+                    );
+                    continue;
+                }
+                return Ok(Some(reply));
+            }
         };
         let reply = tokio::time::timeout(self.timeout, exchange)
             .await

@@ -8,9 +8,16 @@
 //! - no leader has confirmed the lease for a whole lease period. The leader counts a lease
 //!   from when it *received* a report, which is after the service sent it, so the service
 //!   gives up no later than the leader does, and the ID then sits in quarantine
-//!   (`id_reuse_delay_ms`) before anyone else can get it.
+//!   (`id_reuse_delay_ms`) before anyone else can get it. A leader confirms a report only
+//!   once a majority confirmed it still leads after the report arrived (quorum mode), so a
+//!   deposed leader cannot stretch the lease; the registration itself counts from when its
+//!   request was sent.
+//!
+//! Every report and the final unregister name the registration by its fencing token, so a
+//! late one can never renew or end a later holder's registration of the same ID.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -92,6 +99,8 @@ pub struct Registration {
     retry_for: Duration,
     node: pb::NodeInfo,
     lost: watch::Receiver<Option<LeaseLost>>,
+    /// The lease is known to hold until then.
+    confirmed_until: Arc<Mutex<Instant>>,
     load: watch::Sender<(pb::LoadStats, Vec<pb::LoadStats>)>,
     stop: CancellationToken,
     task: Option<JoinHandle<Cluster>>,
@@ -105,6 +114,8 @@ impl Registration {
         opts: RegisterOptions,
     ) -> Result<Registration, ClientError> {
         let mut cluster = Cluster::new(beacons, opts.connect.clone(), opts.retry_for);
+        // The leader starts the lease when the request reaches it: after this.
+        let sent_at = Instant::now();
         let reply: pb::RegisterReply = cluster
             .call(Cmd::Register, &opts.request(), "the registration")
             .await?;
@@ -113,11 +124,16 @@ impl Registration {
         let (lost_tx, lost) = watch::channel(None);
         let (load, load_rx) = watch::channel(Default::default());
         let stop = CancellationToken::new();
+        let lease = Duration::from_millis(reply.lease_ms.max(1));
+        let confirmed_until = Arc::new(Mutex::new(sent_at + lease));
         let keepalive = Keepalive {
             cluster,
             node_id: node.node_id,
             addr: opts.addr,
-            lease: Duration::from_millis(reply.lease_ms.max(1)),
+            token: (node.term, node.index),
+            lease,
+            confirmed_at: sent_at,
+            confirmed_until: confirmed_until.clone(),
             lost: lost_tx,
             load: load_rx,
         };
@@ -128,6 +144,7 @@ impl Registration {
             retry_for: opts.retry_for,
             node,
             lost,
+            confirmed_until,
             load,
             stop,
             task: Some(task),
@@ -173,7 +190,15 @@ impl Registration {
 
     /// Whether the lease still holds, as far as this service knows.
     pub fn is_live(&self) -> bool {
-        self.lost.borrow().is_none()
+        self.lost.borrow().is_none() && Instant::now() < self.confirmed_until()
+    }
+
+    /// Until when the lease is known to hold: a lease period after the last confirmed
+    /// report was sent (or the registration, before the first). No leader ends the
+    /// registration before then; a service that must never use its ID past its lease
+    /// checks this before each use.
+    pub fn confirmed_until(&self) -> Instant {
+        *self.confirmed_until.lock().expect("never poisoned")
     }
 
     /// A receiver that changes to `Some` when the lease is lost; `.changed()` wakes then.
@@ -198,7 +223,11 @@ impl Registration {
         self.load.send_replace((node, workers));
     }
 
-    /// Stops the keepalive and frees the ID at the leader.
+    /// Stops the keepalive and frees the ID at the leader. Succeeds when the registration
+    /// has ended, whether by this call or before it (its lease ran out, or an attempt of
+    /// this call whose answer was lost went through): the ID is then no longer this
+    /// service's either way. The request names this registration by its fencing token, so
+    /// it can never end a later holder's.
     pub async fn unregister(mut self) -> Result<pb::NodeInfo, ClientError> {
         self.stop.cancel();
         let mut cluster = match self.task.take() {
@@ -208,11 +237,25 @@ impl Registration {
         let req = pb::UnregisterRequest {
             node_id: self.node.node_id,
             addr: String::new(),
+            term: self.node.term,
+            index: self.node.index,
+            release: true,
         };
-        let reply: pb::UnregisterReply = cluster
-            .call(Cmd::Unregister, &req, "the unregistration")
-            .await?;
-        Ok(reply.node.unwrap_or_default())
+        match cluster
+            .call::<_, pb::UnregisterReply>(Cmd::Unregister, &req, "the unregistration")
+            .await
+        {
+            Ok(reply) => Ok(reply.node.unwrap_or_default()),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some(ErrorCode::NotHolder | ErrorCode::UnknownTarget)
+                ) =>
+            {
+                Ok(self.node.clone())
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -226,7 +269,12 @@ struct Keepalive {
     cluster: Cluster,
     node_id: u32,
     addr: SocketAddr,
+    /// The registration's fencing token (term, index).
+    token: (u64, u64),
     lease: Duration,
+    /// When the last confirmed report (or the registration) was sent.
+    confirmed_at: Instant,
+    confirmed_until: Arc<Mutex<Instant>>,
     lost: watch::Sender<Option<LeaseLost>>,
     load: watch::Receiver<(pb::LoadStats, Vec<pb::LoadStats>)>,
 }
@@ -236,9 +284,8 @@ impl Keepalive {
     /// connection for a final unregister.
     async fn run(mut self, stop: CancellationToken) -> Cluster {
         let every = (self.lease / 4).max(Duration::from_millis(50));
-        // The lease was confirmed by the registration itself, just now.
-        let mut confirmed_at = Instant::now();
         loop {
+            let confirmed_at = self.confirmed_at;
             tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
                 _ = tokio::time::sleep(every) => {}
@@ -254,7 +301,8 @@ impl Keepalive {
             };
             let error = match attempt {
                 Ok(Ok(_)) => {
-                    confirmed_at = sent_at;
+                    self.confirmed_at = sent_at;
+                    *self.confirmed_until.lock().expect("never poisoned") = sent_at + self.lease;
                     continue;
                 }
                 Ok(Err(e)) if e.code() == Some(ErrorCode::NoLease) => {
@@ -282,6 +330,8 @@ impl Keepalive {
             addr: self.addr.to_string(),
             node: Some(node),
             worker,
+            term: self.token.0,
+            index: self.token.1,
         }
     }
 

@@ -15,6 +15,19 @@
 //! registration whose reports stop (an `Expire` command, the ID going to quarantine). A new
 //! leader starts every live registration's lease afresh, as etcd does, so services keep
 //! their IDs across a failover as long as they reach the new leader within a lease.
+//!
+//! A leader acts on its own clock only while it knows it still leads. In quorum mode it
+//! answers a node report only once a majority has acknowledged a confirmation round (a
+//! *beat*) that it started after the report arrived: a leader deposed meanwhile (stopped,
+//! cut off) cannot confirm a lease that its successor does not know about. After a gap in
+//! its own steps (the process was stopped or starved) it judges no lease until a round
+//! started after the gap is confirmed, and its election ages the peers' heartbeats by the
+//! ticks it missed.
+//!
+//! Every write that acts on a registration (a report, an unregister) names it by its fencing
+//! token and is refused when that registration no longer holds the ID, so a request that
+//! arrives late, after its registration ended and the ID went to someone else, cannot end or
+//! renew the next holder's registration.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -23,8 +36,8 @@ use std::net::SocketAddr;
 use crate::election::{self, Election, Millis};
 use crate::pb::LoadStats;
 use crate::registry::{
-    Change, Command as RegistryCommand, Exhausted, IdRange, InvalidRequest, NodeId, NodeRecord,
-    Registry,
+    ApplyError, Change, Command as RegistryCommand, Exhausted, FencingToken, IdRange,
+    InvalidRequest, NodeId, NodeRecord, Registry,
 };
 use crate::replication::{Append, Entry, Log, PeerMessage, Position, Progress, Snapshot};
 use crate::state::{Command, Machine, State};
@@ -100,11 +113,31 @@ pub struct RegisterRequest {
     pub wall_ms: u64,
 }
 
-/// Which registration to end.
+/// Where the registration to end is found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Id(NodeId),
     Addr(SocketAddr),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Id(id) => write!(f, "node ID {id}"),
+            Target::Addr(addr) => write!(f, "address {addr}"),
+        }
+    }
+}
+
+/// A request to end a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unregister {
+    pub target: Target,
+    /// The registration meant: if the one found at `target` has another token, nothing
+    /// changes.
+    pub token: FencingToken,
+    /// The holder gives its ID up (free at once); otherwise the ID goes to quarantine.
+    pub release: bool,
 }
 
 /// A service's periodic report.
@@ -112,6 +145,8 @@ pub enum Target {
 pub struct Report {
     pub node_id: NodeId,
     pub addr: SocketAddr,
+    /// The registration the report renews.
+    pub token: FencingToken,
     pub node: LoadStats,
     pub workers: Vec<LoadStats>,
 }
@@ -119,7 +154,7 @@ pub struct Report {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     Register(RegisterRequest),
-    Unregister(Target),
+    Unregister(Unregister),
     Report(Report),
 }
 
@@ -134,6 +169,7 @@ pub enum Response {
     Reported {
         node_id: NodeId,
         lease_ms: u64,
+        token: FencingToken,
     },
 }
 
@@ -154,11 +190,24 @@ pub enum RequestError {
         node_id: NodeId,
     },
     #[error(
-        "node {node_id} at {addr} holds no lease (it expired, was unregistered, or never existed); stop using the ID and register again"
+        "node {node_id} at {addr} with fencing token {token} holds no lease (it expired, was unregistered, or never existed); stop using the ID and register again"
     )]
-    NoLease { node_id: NodeId, addr: SocketAddr },
+    NoLease {
+        node_id: NodeId,
+        addr: SocketAddr,
+        token: FencingToken,
+    },
     #[error("no registration for {0}")]
     UnknownTarget(String),
+    #[error(
+        "the registration named (fencing token {named}) no longer holds node ID {node_id}: it is now held by the registration {holder} at {addr}; nothing was changed"
+    )]
+    NotHolder {
+        node_id: NodeId,
+        named: FencingToken,
+        holder: FencingToken,
+        addr: SocketAddr,
+    },
     #[error(
         "leadership changed before the write was acknowledged; its outcome is unknown, so retry it (registering the same address again is safe)"
     )]
@@ -223,6 +272,22 @@ pub struct FollowerView {
     pub in_sync: bool,
 }
 
+/// Which registrations a view shows; `None` fields match any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFilter {
+    pub node_type: Option<String>,
+    pub addr: Option<SocketAddr>,
+    pub node_id: Option<NodeId>,
+}
+
+impl NodeFilter {
+    fn wants(&self, r: &NodeRecord) -> bool {
+        self.node_type.as_ref().is_none_or(|t| r.node_type == *t)
+            && self.addr.is_none_or(|a| r.addr == a)
+            && self.node_id.is_none_or(|id| r.node_id == id)
+    }
+}
+
 /// One live (or quarantined) registration as seen from here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
@@ -268,6 +333,8 @@ struct FollowerState {
     /// ticks is left out until it has caught up again, so one stuck beacon cannot stall
     /// every write.
     in_sync: bool,
+    /// The latest confirmation round of ours it acknowledged.
+    acked_beat: u64,
 }
 
 impl FollowerState {
@@ -277,6 +344,7 @@ impl FollowerState {
             wants_snapshot: false,
             behind_since: None,
             in_sync: true,
+            acked_beat: 0,
         }
     }
 }
@@ -338,6 +406,20 @@ struct Leading {
     changes: VecDeque<(u64, Change)>,
     /// Entries were appended in this step: send them.
     appended: bool,
+    /// The latest confirmation round started (quorum mode): every message to a follower
+    /// carries it, and a follower acknowledges each new one at once.
+    beat: u64,
+    /// The latest round a majority (this leader included) acknowledged.
+    confirmed: u64,
+    /// A round is wanted: reports wait for one, or leases wait to be judged.
+    beat_wanted: bool,
+    /// A round was started in this step: tell every follower.
+    beat_due: bool,
+    /// Leases are judged only once this round is confirmed: a round started after the
+    /// leadership was taken up or after the last gap in this beacon's steps.
+    judge_after: u64,
+    /// Answers to reports, each waiting for a round (the one it names) to be confirmed.
+    reports: VecDeque<(u64, Token, Response)>,
 }
 
 /// The sans-IO heart of one beacon.
@@ -352,22 +434,51 @@ pub struct Coordinator {
     /// What this step changed in the log, to be stored before anything is sent.
     unsaved_snapshot: Option<Snapshot>,
     unsaved: Vec<Entry>,
+    /// Follower: the latest confirmation round seen from the leader of `(term, beat)`.
+    leader_beat: (u64, u64),
+    /// When the previous step ran, to notice a gap (the process was stopped or starved).
+    last_step: Option<Millis>,
+}
+
+/// Stored state that cannot be loaded: the beacon refuses to start rather than serve from
+/// part of what it acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    #[error(
+        "the stored log does not follow on: entry {found} comes after {last}; refusing to start from part of the acknowledged state (restore the data directory, or remove it to fetch the state from the other beacons)"
+    )]
+    NotContiguous { found: Position, last: Position },
+    #[error(
+        "stored entry {position} does not fit the stored state ({cause}); refusing to start from part of the acknowledged state (restore the data directory, or remove it to fetch the state from the other beacons)"
+    )]
+    DoesNotFit {
+        position: Position,
+        cause: ApplyError,
+    },
+    #[error(
+        "the stored state holds node IDs {ids:?} outside the configured id_range {range} (key `id_range`); start with the range the cluster was using, or with one that holds every stored ID"
+    )]
+    OutsideRange { ids: Vec<NodeId>, range: IdRange },
 }
 
 impl Coordinator {
     pub fn new(cfg: CoordinatorConfig) -> Coordinator {
-        Coordinator::restore(cfg, None, Vec::new()).0
+        Coordinator::restore(cfg, None, Vec::new())
+            .expect("an empty state always loads")
+            .0
     }
 
     /// A coordinator resuming from stored state: `snapshot` (if any), then `entries`
-    /// replayed on it. Returns it with notices about anything that could not be replayed
-    /// (the rest is then fetched from the leader).
+    /// replayed on it. Returns it with notices for the log. Stored state that does not load
+    /// whole (entries that do not follow on or do not fit, IDs outside the configured range)
+    /// is an error: a beacon never drops acknowledged state on its own.
     pub fn restore(
         cfg: CoordinatorConfig,
         snapshot: Option<Snapshot>,
         entries: Vec<Entry>,
-    ) -> (Coordinator, Vec<String>) {
-        let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term);
+    ) -> Result<(Coordinator, Vec<String>), RestoreError> {
+        let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term)
+            .with_quorum(cfg.mode == Mode::Quorum);
         let mut c = Coordinator {
             state: State::new(Registry::new(cfg.id_range, cfg.id_reuse_delay_ms)),
             log: Log::new(cfg.log_keep),
@@ -376,6 +487,8 @@ impl Coordinator {
             leading: None,
             unsaved_snapshot: None,
             unsaved: Vec::new(),
+            leader_beat: (0, 0),
+            last_step: None,
             cfg,
         };
         let mut notices = Vec::new();
@@ -385,21 +498,25 @@ impl Coordinator {
         }
         for entry in entries {
             if entry.index != c.log.last().index + 1 {
-                notices.push(format!(
-                    "stored entry {} does not follow {}: replay stopped there",
-                    entry.position(),
-                    c.log.last()
-                ));
-                break;
+                return Err(RestoreError::NotContiguous {
+                    found: entry.position(),
+                    last: c.log.last(),
+                });
             }
-            if let Err(e) = c.state.apply(&entry.command, 0) {
-                notices.push(format!(
-                    "stored entry {} does not fit the stored state ({e}): replay stopped there",
-                    entry.position()
-                ));
-                break;
+            if let Err(cause) = c.state.apply(&entry.command, 0) {
+                return Err(RestoreError::DoesNotFit {
+                    position: entry.position(),
+                    cause,
+                });
             }
             c.log.append(entry);
+        }
+        let outside = c.state.registry.outside(c.cfg.id_range);
+        if !outside.is_empty() {
+            return Err(RestoreError::OutsideRange {
+                ids: outside,
+                range: c.cfg.id_range,
+            });
         }
         if c.election.is_leader() {
             let mut out = Vec::new();
@@ -409,7 +526,7 @@ impl Coordinator {
                 _ => None,
             }));
         }
-        (c, notices)
+        Ok((c, notices))
     }
 
     /// The whole state as of the last log position, for compacting storage.
@@ -451,16 +568,10 @@ impl Coordinator {
         self.bare_message()
     }
 
-    /// Live registrations and quarantined IDs, by ID, optionally of one type / at one address.
-    pub fn nodes(
-        &self,
-        now: Millis,
-        node_type: Option<&str>,
-        addr: Option<SocketAddr>,
-    ) -> Vec<NodeView> {
-        let wanted = |r: &NodeRecord| {
-            node_type.is_none_or(|t| r.node_type == t) && addr.is_none_or(|a| r.addr == a)
-        };
+    /// Live registrations and quarantined IDs, by ID, optionally only those that `filter`
+    /// names.
+    pub fn nodes(&self, now: Millis, filter: &NodeFilter) -> Vec<NodeView> {
+        let wanted = |r: &NodeRecord| filter.wants(r);
         let lease = |id: NodeId| self.leading.as_ref().and_then(|l| l.leases.get(&id));
         let mut views: Vec<NodeView> = self
             .state
@@ -495,6 +606,7 @@ impl Coordinator {
     /// Feeds one input in.
     pub fn step(&mut self, now: Millis, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
+        self.notice_gap(now, &mut out);
         match input {
             Input::Tick => self.on_tick(now, &mut out),
             Input::Peer { from, msg } => self.on_peer(now, from, msg, &mut out),
@@ -516,6 +628,7 @@ impl Coordinator {
             Input::Request { token, request } => self.on_request(now, token, request, &mut out),
         }
         self.advance_commit(now, &mut out);
+        self.start_round(&mut out);
         self.flush(now, &mut out);
         self.log.set_keep(self.entries_to_keep());
         if self.unsaved_snapshot.is_some() || !self.unsaved.is_empty() {
@@ -526,6 +639,32 @@ impl Coordinator {
             out.insert(0, persist);
         }
         out
+    }
+
+    /// Notices a gap in this beacon's steps: ticks come every `tick_ms`, so a step more than
+    /// two ticks after the previous one means the process was stopped or starved. The
+    /// peers may have taken it for gone and elected another leader; the election ages its
+    /// view by the missed ticks (a leader without a majority steps down at once), and a
+    /// leader judges no lease until a majority confirmed it still leads.
+    fn notice_gap(&mut self, now: Millis, out: &mut Vec<Output>) {
+        let last = self.last_step.replace(now);
+        let tick = self.cfg.tick_ms.max(1);
+        let Some(gap) = last
+            .map(|l| now.saturating_sub(l))
+            .filter(|g| *g > 2 * tick)
+        else {
+            return;
+        };
+        let missed = (gap / tick).saturating_sub(1).min(u64::from(u32::MAX)) as u32;
+        out.push(Output::Notice(format!(
+            "no step for {gap} ms (the process was stopped or starved): peers' heartbeats aged by {missed} ticks; leases are judged again once a majority confirms this leadership"
+        )));
+        if let Some(l) = self.leading.as_mut() {
+            l.judge_after = l.beat + 1;
+            l.beat_wanted = true;
+        }
+        let actions = self.election.catch_up(missed);
+        self.on_election(now, actions, out);
     }
 
     // ---- election ----------------------------------------------------------------------
@@ -553,9 +692,6 @@ impl Coordinator {
             _ => {}
         }
         if broadcast {
-            if self.leading.is_some() {
-                self.maintain_leases(now, out);
-            }
             for peer in self.peers() {
                 let msg = self.message_for(peer, now);
                 out.push(Output::Send { to: peer, msg });
@@ -616,19 +752,20 @@ impl Coordinator {
 
     /// Beacons this one sees online, itself included.
     fn online(&self) -> usize {
-        1 + self
-            .election
-            .peers()
-            .filter(|p| self.election.is_online(*p))
-            .count()
+        self.election.online()
     }
 
     /// Why this beacon cannot serve a write now, if it cannot.
     fn write_blocked(&self) -> Option<RequestError> {
         if self.leading.is_none() {
-            return Some(RequestError::NotLeader {
-                leader: self.election.leader(),
-            });
+            let leader = self.election.leader();
+            // A beacon on a minority side that knows no leader says why none can lead.
+            if leader.is_none()
+                && let Some(e) = self.no_quorum()
+            {
+                return Some(e);
+            }
+            return Some(RequestError::NotLeader { leader });
         }
         if let Some(e) = self.no_quorum() {
             return Some(e);
@@ -661,13 +798,13 @@ impl Coordinator {
     /// Why reads from this beacon may be stale, if they may: no leader known, or (quorum
     /// mode) this beacon cannot see a majority, or its leader has not taken over yet.
     pub fn staleness(&self) -> Option<String> {
-        if self.election.leader().is_none() {
-            return Some("no leader is known".into());
-        }
         if let Some(RequestError::NoQuorum { sees, needs, of }) = self.no_quorum() {
             return Some(format!(
                 "this beacon sees {sees} of {of} beacons; a majority is {needs}"
             ));
+        }
+        if self.election.leader().is_none() {
+            return Some("no leader is known".into());
         }
         self.taking_over()
             .then(|| "this leader is still taking over the state of a majority".into())
@@ -755,6 +892,9 @@ impl Coordinator {
         leading.phase = Phase::Ready;
         leading.followers = followers;
         leading.leases = leases;
+        // No lease is judged before a majority confirmed this leadership.
+        leading.judge_after = leading.beat + 1;
+        leading.beat_wanted = true;
         out.push(Output::Notice(format!(
             "took over the state of a majority at {position}: serving"
         )));
@@ -763,7 +903,9 @@ impl Coordinator {
 
     fn step_down(&mut self, out: &mut Vec<Output>) {
         if let Some(leading) = self.leading.take() {
-            for (_, token, _) in leading.waiting {
+            let waiting = leading.waiting.into_iter().map(|(_, token, _)| token);
+            let reports = leading.reports.into_iter().map(|(_, token, _)| token);
+            for token in waiting.chain(reports) {
                 out.push(Output::Reply {
                     token,
                     result: Err(RequestError::LeaderChanged),
@@ -785,17 +927,27 @@ impl Coordinator {
         }
         let actions = self.election.tick(now);
         self.on_election(now, actions, out);
+        if self.leading.is_some() {
+            self.maintain_leases(now, out);
+        }
     }
 
-    /// Expires missed leases and releases ended quarantines (leader only).
+    /// Expires missed leases and releases ended quarantines (leader only), once this
+    /// leadership is confirmed (see [`Leading::judge_after`]).
     fn maintain_leases(&mut self, now: Millis, out: &mut Vec<Output>) {
         if self.write_blocked().is_some() {
             // Nothing can be written; leases are judged again once it can.
             return;
         }
-        let Some(l) = self.leading.as_ref() else {
+        let Some(l) = self.leading.as_mut() else {
             return;
         };
+        if self.cfg.mode == Mode::Quorum && l.confirmed < l.judge_after {
+            // Not confirmed since it took up leadership or since a gap in its steps: it may
+            // have been deposed, and must not act on its own clock until it knows.
+            l.beat_wanted = true;
+            return;
+        }
         let lease_ms = self.cfg.lease_ms;
         let mut expired: Vec<NodeId> = l
             .leases
@@ -830,8 +982,8 @@ impl Coordinator {
         }
         let result = match request {
             Request::Register(req) => self.register(now, token, req, out),
-            Request::Unregister(target) => self.unregister(now, token, target, out),
-            Request::Report(report) => self.report(now, report).map(Some),
+            Request::Unregister(req) => self.unregister(now, token, req, out),
+            Request::Report(report) => self.report(now, token, report),
         };
         match result {
             Ok(None) => {} // waits for its entry to commit
@@ -872,19 +1024,19 @@ impl Coordinator {
                 && existing.worker_num == req.worker_num
                 && existing.metadata == req.metadata;
             if same {
-                // Registering again while live returns the same ID (once it is committed).
+                // Registering again while live returns the same ID, once everything that
+                // made the record what it is now is committed.
                 return self.when_committed(
-                    existing.index,
+                    self.log.last().index,
                     token,
                     Waiting::Registered(existing.node_id),
                 );
             }
+            // New details, same registration: the fencing token stays.
             let updated = NodeRecord {
                 access_addr: req.access_addr,
                 worker_num: req.worker_num,
                 metadata: req.metadata,
-                term,
-                index,
                 ..existing
             };
             let id = updated.node_id;
@@ -911,53 +1063,95 @@ impl Coordinator {
         self.when_committed(index, token, Waiting::Registered(id))
     }
 
+    /// Ends the registration the request names, if it is still the one at its target: the
+    /// holder's own release frees the ID at once; anyone else's unregister sends it to
+    /// quarantine, as a missed lease does, since its holder may still be using it.
     fn unregister(
         &mut self,
         now: Millis,
         token: Token,
-        target: Target,
+        req: Unregister,
         out: &mut Vec<Output>,
     ) -> Result<Option<Response>, RequestError> {
-        let record = match target {
+        if !req.token.is_given() {
+            return Err(InvalidRequest::NoToken.into());
+        }
+        let record = match req.target {
             Target::Id(id) => self.state.registry.get(id),
             Target::Addr(addr) => self.state.registry.by_addr(addr),
         }
         .cloned()
         .ok_or_else(|| {
-            RequestError::UnknownTarget(match target {
-                Target::Id(id) => format!("node ID {id}"),
-                Target::Addr(addr) => format!("address {addr}"),
-            })
+            RequestError::UnknownTarget(format!(
+                "{} (the registration named, {}, has ended)",
+                req.target, req.token
+            ))
         })?;
+        if record.token() != req.token {
+            return Err(RequestError::NotHolder {
+                node_id: record.node_id,
+                named: req.token,
+                holder: record.token(),
+                addr: record.addr,
+            });
+        }
         let index = self.log.last().index + 1;
         self.leading().leases.remove(&record.node_id);
-        self.append(now, RegistryCommand::Unregister(record.node_id).into(), out);
+        let command = if req.release {
+            RegistryCommand::Unregister(record.node_id)
+        } else {
+            RegistryCommand::Expire(record.node_id)
+        };
+        self.append(now, command.into(), out);
         self.when_committed(index, token, Waiting::Unregistered(record))
     }
 
-    fn report(&mut self, now: Millis, report: Report) -> Result<Response, RequestError> {
+    /// Renews the lease of the registration the report names. In quorum mode the answer
+    /// waits for a confirmation round started after the report arrived (see the module
+    /// documentation).
+    fn report(
+        &mut self,
+        now: Millis,
+        token: Token,
+        report: Report,
+    ) -> Result<Option<Response>, RequestError> {
+        if !report.token.is_given() {
+            return Err(InvalidRequest::NoToken.into());
+        }
         let live = self
             .state
             .registry
             .get(report.node_id)
-            .is_some_and(|r| r.addr == report.addr);
+            .is_some_and(|r| r.addr == report.addr && r.token() == report.token);
         if !live {
             return Err(RequestError::NoLease {
                 node_id: report.node_id,
                 addr: report.addr,
+                token: report.token,
             });
         }
-        let lease = self
-            .leading()
+        let quorum = self.cfg.mode == Mode::Quorum;
+        let leading = self.leading();
+        let lease = leading
             .leases
             .entry(report.node_id)
             .or_insert(Lease::fresh(now));
         lease.last_seen = now;
         lease.report = Some((report.node, report.workers));
-        Ok(Response::Reported {
+        let response = Response::Reported {
             node_id: report.node_id,
             lease_ms: self.cfg.lease_ms,
-        })
+            token: report.token,
+        };
+        if !quorum {
+            return Ok(Some(response));
+        }
+        let leading = self.leading();
+        leading
+            .reports
+            .push_back((leading.beat + 1, token, response));
+        leading.beat_wanted = true;
+        Ok(None)
     }
 
     /// Renews a lease.
@@ -1136,21 +1330,72 @@ impl Coordinator {
         }
     }
 
-    /// Sends newly appended entries to every follower at once.
+    /// Sends newly appended entries, and a newly started confirmation round, to every
+    /// follower at once.
     fn flush(&mut self, now: Millis, out: &mut Vec<Output>) {
-        if !self.leading.as_ref().is_some_and(|l| l.appended) {
+        let Some((appended, beat_due)) = self.leading.as_ref().map(|l| (l.appended, l.beat_due))
+        else {
+            return;
+        };
+        if !appended && !beat_due {
             return;
         }
         for peer in self.peers() {
             let msg = self.message_for(peer, now);
-            if msg.replicates() {
+            if msg.replicates() || beat_due {
                 out.push(Output::Send { to: peer, msg });
             }
         }
-        self.leading().appended = false;
+        let leading = self.leading();
+        leading.appended = false;
+        leading.beat_due = false;
+    }
+
+    /// Starts a confirmation round when one is wanted and none is under way (quorum mode,
+    /// serving).
+    fn start_round(&mut self, out: &mut Vec<Output>) {
+        if self.cfg.mode != Mode::Quorum || self.taking_over() {
+            return;
+        }
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
+        if !l.beat_wanted || l.confirmed < l.beat {
+            return;
+        }
+        l.beat += 1;
+        l.beat_wanted = false;
+        l.beat_due = true;
+        // A lone beacon confirms its own round.
+        self.advance_confirmed(out);
+    }
+
+    /// The latest round a majority acknowledged (this leader acknowledges its own at once);
+    /// answers the reports that waited for it.
+    fn advance_confirmed(&mut self, out: &mut Vec<Output>) {
+        let majority = self.majority();
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
+        let mut acked: Vec<u64> = l.followers.values().map(|f| f.acked_beat).collect();
+        acked.push(l.beat);
+        acked.sort_unstable_by(|a, b| b.cmp(a));
+        let confirmed = acked[majority - 1];
+        if confirmed <= l.confirmed {
+            return;
+        }
+        l.confirmed = confirmed;
+        while l.reports.front().is_some_and(|(b, _, _)| *b <= confirmed) {
+            let (_, token, response) = l.reports.pop_front().expect("non-empty");
+            out.push(Output::Reply {
+                token,
+                result: Ok(response),
+            });
+        }
     }
 
     fn bare_message(&self) -> PeerMessage {
+        let (beat_term, beat) = self.leader_beat;
         PeerMessage {
             heartbeat: self.election.heartbeat(),
             position: self.log.last(),
@@ -1161,6 +1406,12 @@ impl Coordinator {
             reject: false,
             need_snapshot: false,
             fetch: false,
+            beat: self.leading.as_ref().map_or(0, |l| l.beat),
+            ack_beat: if beat_term == self.election.term() {
+                beat
+            } else {
+                0
+            },
         }
     }
 
@@ -1262,6 +1513,19 @@ impl Coordinator {
         if msg.heartbeat.is_leader {
             return; // a rival claim, settled by the election; its log is not ours to track
         }
+        let me = self.election.me();
+        let term = self.election.term();
+        if msg.heartbeat.term == term
+            && msg.heartbeat.leader == Some(me)
+            && let Some(f) = self
+                .leading
+                .as_mut()
+                .and_then(|l| l.followers.get_mut(&from))
+            && msg.ack_beat > f.acked_beat
+        {
+            f.acked_beat = msg.ack_beat;
+            self.advance_confirmed(out);
+        }
         if let Some(Leading {
             phase: Phase::Collecting { promised, fetching },
             ..
@@ -1359,6 +1623,17 @@ impl Coordinator {
             });
             return;
         }
+        // A new confirmation round of our leader's is acknowledged at once (below, with the
+        // answer to what it carries, or alone).
+        let term = msg.heartbeat.term;
+        let new_beat = if self.leader_beat.0 == term {
+            msg.beat > self.leader_beat.1
+        } else {
+            msg.beat > 0
+        };
+        if new_beat {
+            self.leader_beat = (term, msg.beat);
+        }
         let mut reject = false;
         let mut need_snapshot = false;
         let replicates = msg.replicates();
@@ -1421,7 +1696,7 @@ impl Coordinator {
             }
         }
         self.commit = self.commit.max(msg.commit.min(verified));
-        if replicates {
+        if replicates || new_beat {
             let mut ack = self.bare_message();
             ack.reject = reject;
             ack.need_snapshot = need_snapshot;

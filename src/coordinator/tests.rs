@@ -52,15 +52,25 @@ fn register_req(port: u16, node_type: &str) -> Request {
     })
 }
 
-fn report_req(id: NodeId, port: u16) -> Request {
+fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
     Request::Report(Report {
         node_id: id,
         addr: svc(port),
+        token,
         node: LoadStats {
             load: 7,
             ..LoadStats::default()
         },
         workers: Vec::new(),
+    })
+}
+
+/// The request a holder sends to give up the registration `token` at service `port`.
+fn release_req(port: u16, token: FencingToken) -> Request {
+    Request::Unregister(Unregister {
+        target: Target::Addr(svc(port)),
+        token,
+        release: true,
     })
 }
 
@@ -123,7 +133,8 @@ impl Net {
             config_in(self.mode, port, &self.ports, self.log_keep),
             snapshot,
             entries,
-        );
+        )
+        .expect("stored state loads");
         assert!(notices.is_empty(), "{notices:?}");
         let greeting = node.greeting();
         self.nodes.insert(at, node);
@@ -174,10 +185,23 @@ impl Net {
     }
 
     fn registered_id(&self, token: Token) -> NodeId {
+        self.registered(token).node_id
+    }
+
+    fn registered(&self, token: Token) -> &NodeRecord {
         match self.reply(token) {
-            Some(Ok(Response::Registered { record, .. })) => record.node_id,
+            Some(Ok(Response::Registered { record, .. })) => record,
             other => panic!("expected a registration, got {other:?}"),
         }
+    }
+
+    /// The fencing token of the registration of `id` as beacon `port` holds it.
+    fn token_at(&self, port: u16, id: NodeId) -> FencingToken {
+        self.node(port)
+            .registry()
+            .get(id)
+            .expect("registered")
+            .token()
     }
 
     /// Delivers queued messages (and those they cause) until quiet; cut beacons hear nothing.
@@ -248,11 +272,13 @@ impl Net {
 fn stored_state_replays_to_the_same_registry_after_a_full_restart() {
     let mut net = Net::new(&[A, B, C], 4);
     net.settle();
+    let mut tokens = BTreeMap::new();
     for p in 10..17 {
-        net.request(A, register_req(p, "LOGIC"));
+        let t = net.request(A, register_req(p, "LOGIC"));
         net.deliver();
+        tokens.insert(p, net.registered(t).token());
     }
-    net.request(A, Request::Unregister(Target::Addr(svc(12))));
+    net.request(A, release_req(12, tokens[&12]));
     net.deliver();
     let before = net.registry_ids(A);
     assert_eq!(before.len(), 6);
@@ -305,28 +331,59 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
     // Next address, next ID.
     let t4 = net.request(A, register_req(2, "LOGIC"));
     assert_eq!(net.registered_id(t4), 2);
-    // Reports keep a lease; a report for something not registered is refused.
-    let t5 = net.request(A, report_req(2, 2));
+    let two = net.registered(t4).token();
+    // Reports keep a lease; a report for something not registered is refused, and so is
+    // one that does not name the registration (its fencing token) or names another.
+    let t5 = net.request(A, report_req(2, 2, two));
     assert_eq!(
         net.reply(t5),
         Some(&Ok(Response::Reported {
             node_id: 2,
-            lease_ms: LEASE
+            lease_ms: LEASE,
+            token: two,
         }))
     );
-    let t6 = net.request(A, report_req(2, 3));
+    let t6 = net.request(A, report_req(2, 3, two));
     assert!(matches!(
         net.reply(t6),
         Some(Err(RequestError::NoLease { node_id: 2, .. }))
     ));
-    // Unregister by address frees the ID at once.
-    let t7 = net.request(A, Request::Unregister(Target::Addr(svc(1))));
-    assert!(matches!(net.reply(t7), Some(Ok(Response::Unregistered(r))) if r.node_id == 1));
-    let t8 = net.request(A, Request::Unregister(Target::Id(5)));
+    let t6b = net.request(A, report_req(2, 2, FencingToken::default()));
     assert_eq!(
-        net.reply(t8),
-        Some(&Err(RequestError::UnknownTarget("node ID 5".into())))
+        net.reply(t6b),
+        Some(&Err(RequestError::Invalid(InvalidRequest::NoToken)))
     );
+    let older = FencingToken {
+        term: two.term,
+        index: two.index - 1,
+    };
+    let t6c = net.request(A, report_req(2, 2, older));
+    assert!(matches!(
+        net.reply(t6c),
+        Some(Err(RequestError::NoLease { node_id: 2, .. }))
+    ));
+    // An unregister that names another registration than the one at its target changes
+    // nothing; the holder's own frees the ID at once.
+    let one = net.token_at(A, 1);
+    let t7a = net.request(A, release_req(1, two));
+    assert!(matches!(
+        net.reply(t7a),
+        Some(Err(RequestError::NotHolder { node_id: 1, .. }))
+    ));
+    let t7 = net.request(A, release_req(1, one));
+    assert!(matches!(net.reply(t7), Some(Ok(Response::Unregistered(r))) if r.node_id == 1));
+    let t8 = net.request(
+        A,
+        Request::Unregister(Unregister {
+            target: Target::Id(5),
+            token: one,
+            release: true,
+        }),
+    );
+    assert!(matches!(
+        net.reply(t8),
+        Some(Err(RequestError::UnknownTarget(what))) if what.starts_with("node ID 5")
+    ));
     // The committed changes were published in order.
     let changes: Vec<(u64, NodeId, &str)> = net.committed[&addr(A)]
         .iter()
@@ -400,7 +457,8 @@ fn after_the_leader_dies_the_next_one_continues_without_reissuing_ids() {
     net.deliver();
     assert_eq!(net.registered_id(t), 4);
     // Services keep their IDs: their reports are accepted by the new leader.
-    let t = net.request(B, report_req(2, 2));
+    let two = net.token_at(B, 2);
+    let t = net.request(B, report_req(2, 2, two));
     assert!(matches!(
         net.reply(t),
         Some(Ok(Response::Reported { node_id: 2, .. }))
@@ -471,30 +529,31 @@ fn missed_leases_expire_into_quarantine_and_are_released_later() {
     let t2 = net.request(A, register_req(2, "LOGIC"));
     net.deliver();
     let (id1, id2) = (net.registered_id(t1), net.registered_id(t2));
+    let (token1, token2) = (net.registered(t1).token(), net.registered(t2).token());
     // Node 2 reports every tick, node 1 never does.
     for _ in 0..(LEASE / TICK + 1) {
-        net.request(A, report_req(id2, 2));
+        net.request(A, report_req(id2, 2, token2));
         net.tick();
     }
     for p in [A, B, C] {
-        let views = net.node(p).nodes(net.now, None, None);
+        let views = net.node(p).nodes(net.now, &NodeFilter::default());
         let states: Vec<(NodeId, bool)> = views
             .iter()
             .map(|v| (v.record.node_id, v.is_online))
             .collect();
         assert_eq!(states, vec![(id1, false), (id2, true)], "beacon {p}");
     }
-    let views = net.node(A).nodes(net.now, None, None);
+    let views = net.node(A).nodes(net.now, &NodeFilter::default());
     assert_eq!(views[1].report.as_ref().unwrap().0.load, 7);
     assert!(views[1].last_seen_ms.unwrap() <= TICK);
     assert!(
-        net.node(B).nodes(net.now, None, None)[1]
+        net.node(B).nodes(net.now, &NodeFilter::default())[1]
             .last_seen_ms
             .is_none(),
         "followers do not track reports"
     );
     // A report from the expired holder is refused: it must stop using the ID.
-    let t = net.request(A, report_req(id1, 1));
+    let t = net.request(A, report_req(id1, 1, token1));
     assert!(matches!(
         net.reply(t),
         Some(Err(RequestError::NoLease { .. }))
@@ -507,10 +566,21 @@ fn missed_leases_expire_into_quarantine_and_are_released_later() {
     let t1b = net.request(A, register_req(1, "LOGIC"));
     net.deliver();
     assert_eq!(net.registered_id(t1b), id1);
+    assert!(
+        net.registered(t1b).token() > token1,
+        "a new registration of the same ID has a larger fencing token"
+    );
+    // The old registration's report cannot renew the new one.
+    let t = net.request(A, report_req(id1, 1, token1));
+    assert!(matches!(
+        net.reply(t),
+        Some(Err(RequestError::NoLease { .. }))
+    ));
     // Let 1 expire again and the quarantine run out: it is released everywhere.
+    let token3 = net.registered(t3).token();
     for _ in 0..((LEASE + REUSE) / TICK + 3) {
-        net.request(A, report_req(id2, 2));
-        net.request(A, report_req(3, 3));
+        net.request(A, report_req(id2, 2, token2));
+        net.request(A, report_req(3, 3, token3));
         net.tick();
     }
     for p in [A, B, C] {
@@ -534,7 +604,15 @@ fn a_restarted_follower_catches_up_with_a_snapshot() {
         net.deliver();
         net.registered_id(t);
     }
-    net.request(A, Request::Unregister(Target::Id(2)));
+    let two = net.token_at(A, 2);
+    net.request(
+        A,
+        Request::Unregister(Unregister {
+            target: Target::Id(2),
+            token: two,
+            release: true,
+        }),
+    );
     net.deliver();
     // C comes back empty.
     net.nodes
@@ -583,7 +661,7 @@ fn diverged_beacons_are_repaired_by_the_winners_snapshot() {
     assert_eq!(net.registry_ids(A), vec![(1, svc(2))]);
     assert_eq!(net.registry_ids(A), net.registry_ids(B));
     // The losing side's service is told its lease is gone when it reports.
-    let t = net.request(B, report_req(1, 1));
+    let t = net.request(B, report_req(1, 1, net.registered(ta).token()));
     assert!(matches!(
         net.reply(t),
         Some(Err(RequestError::NoLease { .. }))
@@ -603,10 +681,7 @@ fn pending_writes_fail_clearly_when_leadership_is_lost() {
         Input::Peer {
             from: addr(B),
             msg: PeerMessage {
-                heartbeat: Heartbeat {
-                    is_leader: true,
-                    term: 9,
-                },
+                heartbeat: Heartbeat::bare(true, 9),
                 position: Position::default(),
                 commit: 0,
                 last_node_id: 0,
@@ -615,6 +690,8 @@ fn pending_writes_fail_clearly_when_leadership_is_lost() {
                 reject: false,
                 need_snapshot: false,
                 fetch: false,
+                beat: 0,
+                ack_beat: 0,
             },
         },
     );
@@ -675,7 +752,7 @@ fn quorum_writes_need_a_majority_and_a_minority_leader_refuses_them() {
             of: 3
         }
     );
-    let t = net.request(A, report_req(id, 10));
+    let t = net.request(A, report_req(id, 10, net.token_at(A, id)));
     net.deliver();
     assert!(matches!(
         reply_error(&net, t),

@@ -209,6 +209,17 @@ fn accept_hello(
                     ),
                 ));
             }
+            let ours = config.beacon_names();
+            if hello.beacons != ours {
+                return Err(Reject::close(
+                    ErrorCode::ConfigMismatch,
+                    format!(
+                        "beacon `{node}` is configured with the beacons [{}] but this beacon with [{}]; every beacon of a cluster needs the same `beacon` list",
+                        hello.beacons.join(", "),
+                        ours.join(", ")
+                    ),
+                ));
+            }
             if hello.mode != config.mode.as_str() {
                 return Err(Reject::close(
                     ErrorCode::ConfigMismatch,

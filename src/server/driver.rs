@@ -16,15 +16,16 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use super::load::Loaded;
 use crate::config::Config;
 use crate::coordinator::{
-    Coordinator, CoordinatorConfig, Input, Output, Request, RequestError, Response, Token,
+    Coordinator, Input, NodeFilter, Output, Request, RequestError, Response, Token,
 };
 use crate::data_dir::DataDir;
 use crate::pb;
 use crate::registry::Change;
 use crate::replication::{Entry, PeerMessage, Snapshot};
-use crate::storage::{Restored, Storage};
+use crate::storage::Storage;
 use crate::wire::convert::{message_to_pb, record_to_pb};
 
 /// Identifies one connection with a peer (either direction).
@@ -65,8 +66,7 @@ pub(crate) enum Event {
         reply: RequestReply,
     },
     Nodes {
-        node_type: Option<String>,
-        addr: Option<SocketAddr>,
+        filter: NodeFilter,
         reply: oneshot::Sender<pb::NodesReply>,
     },
     Ids(oneshot::Sender<pb::IdsReply>),
@@ -111,17 +111,8 @@ impl DriverHandle {
         self.ask(|reply| Event::Request { request, reply }).await
     }
 
-    pub(crate) async fn nodes(
-        &self,
-        node_type: Option<String>,
-        addr: Option<SocketAddr>,
-    ) -> Option<pb::NodesReply> {
-        self.ask(|reply| Event::Nodes {
-            node_type,
-            addr,
-            reply,
-        })
-        .await
+    pub(crate) async fn nodes(&self, filter: NodeFilter) -> Option<pb::NodesReply> {
+        self.ask(|reply| Event::Nodes { filter, reply }).await
     }
 
     pub(crate) async fn ids(&self) -> Option<pb::IdsReply> {
@@ -180,51 +171,19 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// Creates the driver and its handle. The election resumes from the stored term.
+    /// Creates the driver and its handle, around the state loaded at start.
     pub(crate) fn new(
         config: Arc<Config>,
-        data_dir: DataDir,
-        stored_term: u64,
-        (storage, restored): (Storage, Restored),
+        loaded: Loaded,
         links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
     ) -> (Driver, DriverHandle, watch::Receiver<pb::Election>) {
-        if let Some(t) = &restored.truncated {
-            warn!(
-                offset = t.offset,
-                bytes = t.bytes,
-                "the stored log ends in {}: cut off from there (the entries are fetched from the leader)",
-                t.why
-            );
-        }
-        let (snapshot_at, entries) = (
-            restored.snapshot.as_ref().map(|s| s.position),
-            restored.entries.len(),
-        );
-        let cfg = CoordinatorConfig {
-            me: config.node,
-            mode: config.mode,
-            beacons: config.beacons.clone(),
-            tick_ms: config.tick_ms,
-            id_range: config.id_range,
-            lease_ms: config.lease_ms,
-            id_reuse_delay_ms: config.id_reuse_delay_ms,
-            subscriptions: config.subscriptions.clone(),
-            log_keep: config.log_keep,
+        let Loaded {
+            data_dir,
             stored_term,
-        };
-        let (core, notices) = Coordinator::restore(cfg, restored.snapshot, restored.entries);
-        for n in notices {
-            warn!("{n}");
-        }
-        if snapshot_at.is_some() || entries > 0 {
-            info!(
-                snapshot = ?snapshot_at.map(|p| p.to_string()),
-                entries,
-                position = %core.position(),
-                nodes = core.registry().len(),
-                "state restored from data_dir"
-            );
-        }
+            storage,
+            core,
+            ..
+        } = loaded;
         let (current, current_rx) = watch::channel(message_to_pb(&core.greeting()));
         let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
@@ -319,12 +278,8 @@ impl Driver {
                 self.waiting.insert(token, reply);
                 self.step(Input::Request { token, request });
             }
-            Event::Nodes {
-                node_type,
-                addr,
-                reply,
-            } => {
-                let _ = reply.send(self.nodes(now, node_type.as_deref(), addr));
+            Event::Nodes { filter, reply } => {
+                let _ = reply.send(self.nodes(now, &filter));
             }
             Event::Ids(reply) => {
                 let _ = reply.send(self.ids());
@@ -548,6 +503,7 @@ impl Driver {
                     } else {
                         stored.get(&v.node).copied().flatten()
                     },
+                    follows: v.follows.map(|f| f.to_string()),
                 })
                 .collect(),
             mode: self.core.mode().to_string(),
@@ -558,14 +514,14 @@ impl Driver {
         }
     }
 
-    fn nodes(&self, now: u64, node_type: Option<&str>, addr: Option<SocketAddr>) -> pb::NodesReply {
+    fn nodes(&self, now: u64, filter: &NodeFilter) -> pb::NodesReply {
         pb::NodesReply {
             node: self.config.node.to_string(),
             is_leader: self.core.is_leader(),
             index: self.core.position().index,
             nodes: self
                 .core
-                .nodes(now, node_type, addr)
+                .nodes(now, filter)
                 .into_iter()
                 .map(|v| {
                     let (report, workers) = match v.report {

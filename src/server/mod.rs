@@ -4,8 +4,11 @@
 mod admin;
 mod conn;
 mod driver;
+mod load;
 mod peer;
 mod service;
+
+pub use load::{LoadError, StartOptions, identity_of};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,10 +23,9 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, error_span, info, warn};
 
 use crate::config::Config;
-use crate::data_dir::{DataDir, DataDirError};
 use crate::pb;
-use crate::storage::{Restored, Storage, StorageError};
 use driver::{Driver, DriverHandle};
+use load::Loaded;
 
 /// How long shutdown waits for connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -34,9 +36,7 @@ const LINK_QUEUE: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error(transparent)]
-    DataDir(#[from] DataDirError),
-    #[error(transparent)]
-    Storage(#[from] StorageError),
+    Load(#[from] LoadError),
     #[error("cannot listen on {addr} (key `{key}`): {cause}")]
     Bind {
         key: &'static str,
@@ -58,23 +58,24 @@ pub(crate) struct Shared {
     pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
 }
 
-/// A beacon whose sockets are bound and whose data directory is locked, ready to run.
+/// A beacon whose sockets are bound and whose stored state is loaded, ready to run.
 pub struct Server {
     config: Arc<Config>,
     listener: TcpListener,
     admin: Option<TcpListener>,
-    data_dir: DataDir,
-    stored_term: u64,
-    stored: (Storage, Restored),
+    loaded: Loaded,
 }
 
 impl Server {
-    /// Opens the data directory and binds the cluster and admin listeners, so every start-up
+    /// Loads the stored state and binds the cluster and admin listeners, so every start-up
     /// error surfaces here, before anything runs.
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
-        let data_dir = DataDir::open(&config.data_dir)?;
-        let stored_term = data_dir.load_term()?;
-        let stored = Storage::open(data_dir.path())?;
+        Server::bind_with(config, StartOptions::default()).await
+    }
+
+    /// [`Server::bind`] with start options (`--adopt-config`).
+    pub async fn bind_with(config: Config, options: StartOptions) -> Result<Server, ServerError> {
+        let loaded = load::load(&config, options)?;
         let bind = |key, addr| async move {
             TcpListener::bind(addr)
                 .await
@@ -89,9 +90,7 @@ impl Server {
             config: Arc::new(config),
             listener,
             admin,
-            data_dir,
-            stored_term,
-            stored,
+            loaded,
         })
     }
 
@@ -115,17 +114,23 @@ impl Server {
             config,
             listener,
             admin,
-            data_dir,
-            stored_term,
-            stored,
+            loaded,
         } = self;
         info!(
             beacons = ?config.beacons,
             tick_ms = config.tick_ms,
-            data_dir = %data_dir.path().display(),
-            term = stored_term,
+            mode = %config.mode,
+            data_dir = %loaded.data_dir.path().display(),
+            term = loaded.stored_term,
             "beacon starting"
         );
+        for (warning, notice) in &loaded.notices {
+            if *warning {
+                warn!("{notice}");
+            } else {
+                info!("{notice}");
+            }
+        }
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
 
@@ -136,8 +141,7 @@ impl Server {
             links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
-        let (driver, handle, current) =
-            Driver::new(config.clone(), data_dir, stored_term, stored, links);
+        let (driver, handle, current) = Driver::new(config.clone(), loaded, links);
         let peer_up = link_rxs
             .iter()
             .map(|(peer, _)| (*peer, Arc::new(Notify::new())))

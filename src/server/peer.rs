@@ -120,6 +120,7 @@ async fn connect(
         id_first: shared.config.id_range.first,
         id_last: shared.config.id_range.last,
         mode: shared.config.mode.to_string(),
+        beacons: shared.config.beacon_names(),
     };
     let exchange = async {
         conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))

@@ -10,9 +10,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::Shared;
 use super::conn::Reject;
-use crate::coordinator::{RegisterRequest, Report, Request, RequestError, Response, Target};
+use crate::coordinator::{
+    NodeFilter, RegisterRequest, Report, Request, RequestError, Response, Target, Unregister,
+};
 use crate::pb;
-use crate::registry::{InvalidRequest, check_metadata, check_type, parse_service_addr};
+use crate::registry::{
+    FencingToken, InvalidRequest, check_metadata, check_type, parse_service_addr,
+};
 use crate::wire::ErrorCode;
 use crate::wire::convert::record_to_pb;
 
@@ -28,6 +32,7 @@ impl From<RequestError> for Reject {
             RequestError::LeaderChanged => ErrorCode::LeaderChanged,
             RequestError::NoQuorum { .. } => ErrorCode::NoQuorum,
             RequestError::NotReady => ErrorCode::Unavailable,
+            RequestError::NotHolder { .. } => ErrorCode::NotHolder,
         };
         let leader = match &e {
             RequestError::NotLeader { leader } => *leader,
@@ -100,12 +105,7 @@ pub(crate) async fn register(
         } => Ok(pb::RegisterReply {
             node: Some(record_to_pb(&record)),
             lease_ms,
-            beacons: shared
-                .config
-                .beacons
-                .iter()
-                .map(|b| b.to_string())
-                .collect(),
+            beacons: shared.config.beacon_names(),
             leader: shared.config.node.to_string(),
             subscribe,
         }),
@@ -120,11 +120,24 @@ pub(crate) async fn report(
     let report = Report {
         node_id: req.node_id,
         addr: parse_service_addr("addr", &req.addr)?,
+        token: FencingToken {
+            term: req.term,
+            index: req.index,
+        },
         node: req.node.unwrap_or_default(),
         workers: req.worker,
     };
     match submit(shared, Request::Report(report)).await? {
-        Response::Reported { node_id, lease_ms } => Ok(pb::NodeReportReply { node_id, lease_ms }),
+        Response::Reported {
+            node_id,
+            lease_ms,
+            token,
+        } => Ok(pb::NodeReportReply {
+            node_id,
+            lease_ms,
+            term: token.term,
+            index: token.index,
+        }),
         other => Err(unexpected(other)),
     }
 }
@@ -138,7 +151,15 @@ pub(crate) async fn unregister(
         (0, addr) => Target::Addr(parse_service_addr("addr", addr)?),
         (id, _) => Target::Id(id),
     };
-    match submit(shared, Request::Unregister(target)).await? {
+    let unregister = Unregister {
+        target,
+        token: FencingToken {
+            term: req.term,
+            index: req.index,
+        },
+        release: req.release,
+    };
+    match submit(shared, Request::Unregister(unregister)).await? {
         Response::Unregistered(record) => Ok(pb::UnregisterReply {
             node: Some(record_to_pb(&record)),
         }),
@@ -165,12 +186,12 @@ pub(crate) async fn nodes(
             Some(t.to_owned())
         }
     };
-    let addr = optional_addr("addr", &req.addr)?;
-    shared
-        .driver
-        .nodes(node_type, addr)
-        .await
-        .ok_or_else(shutting_down)
+    let filter = NodeFilter {
+        node_type,
+        addr: optional_addr("addr", &req.addr)?,
+        node_id: (req.node_id != 0).then_some(req.node_id),
+    };
+    shared.driver.nodes(filter).await.ok_or_else(shutting_down)
 }
 
 pub(crate) async fn ids(shared: &Shared) -> Result<pb::IdsReply, Reject> {

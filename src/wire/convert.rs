@@ -149,11 +149,18 @@ pub fn snapshot_from_pb(s: pb::Snapshot) -> Result<Snapshot, ConvertError> {
 }
 
 /// A heartbeat alone, as the election sees it.
-pub fn heartbeat_of(e: &pb::Election) -> Heartbeat {
-    Heartbeat {
+pub fn heartbeat_of(e: &pb::Election) -> Result<Heartbeat, ConvertError> {
+    let leader = match e.leader.as_str() {
+        "" => None,
+        l => Some(parse_addr("Election.leader", l)?),
+    };
+    Ok(Heartbeat {
         is_leader: e.is_leader != 0,
         term: e.term,
-    }
+        leader,
+        sees: e.sees,
+        eligible: e.eligible,
+    })
 }
 
 /// Encodes a peer message. The seed's fields are filled from the entries carried:
@@ -162,6 +169,15 @@ pub fn message_to_pb(m: &PeerMessage) -> pb::Election {
     let mut e = pb::Election {
         is_leader: i32::from(m.heartbeat.is_leader),
         term: m.heartbeat.term,
+        leader: m
+            .heartbeat
+            .leader
+            .map(|l| l.to_string())
+            .unwrap_or_default(),
+        sees: m.heartbeat.sees,
+        eligible: m.heartbeat.eligible,
+        beat: m.beat,
+        ack_beat: m.ack_beat,
         last_node_id: m.last_node_id,
         log_index: m.position.index,
         log_term: m.position.term,
@@ -193,7 +209,7 @@ pub fn message_to_pb(m: &PeerMessage) -> pb::Election {
 /// Decodes a peer message. An append is present when the sender gave a previous position or
 /// entries (an empty append at a nonzero position asks the receiver where it stands).
 pub fn message_from_pb(e: pb::Election) -> Result<PeerMessage, ConvertError> {
-    let heartbeat = heartbeat_of(&e);
+    let heartbeat = heartbeat_of(&e)?;
     let prev = Position {
         index: e.prev_index,
         term: e.prev_term,
@@ -222,6 +238,8 @@ pub fn message_from_pb(e: pb::Election) -> Result<PeerMessage, ConvertError> {
         reject: e.reject,
         need_snapshot: e.need_snapshot,
         fetch: e.fetch,
+        beat: e.beat,
+        ack_beat: e.ack_beat,
     })
 }
 
@@ -249,6 +267,9 @@ mod tests {
             heartbeat: Heartbeat {
                 is_leader: true,
                 term: 4,
+                leader: Some(SocketAddr::from(([127, 0, 0, 1], 16000))),
+                sees: 0b101,
+                eligible: true,
             },
             position: Position { index: 9, term: 4 },
             commit: 7,
@@ -291,6 +312,8 @@ mod tests {
             reject: false,
             need_snapshot: true,
             fetch: false,
+            beat: 7,
+            ack_beat: 3,
         };
         let e = message_to_pb(&m);
         assert_eq!(e.added_node_id, vec![3]);

@@ -11,8 +11,9 @@ pub use frame::{FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameErro
 
 use crate::pb;
 
-/// Protocol version carried in `Hello`.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Protocol version carried in `Hello`. Version 2: writes that act on a registration name
+/// it by its fencing token, and heartbeats carry the quorum-mode election fields.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Request command codes. A response to `cmd` is `cmd + 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -111,10 +112,13 @@ pub enum ErrorCode {
     ConfigMismatch = 17,
     /// Quorum mode: the leader cannot see a majority, so it cannot write.
     NoQuorum = 18,
+    /// The registration named by the request's fencing token no longer holds the node ID
+    /// (it ended; the ID may have gone to another service): nothing was changed.
+    NotHolder = 19,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 18] = [
+    const ALL: [ErrorCode; 19] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -133,6 +137,7 @@ impl ErrorCode {
         ErrorCode::LeaderChanged,
         ErrorCode::ConfigMismatch,
         ErrorCode::NoQuorum,
+        ErrorCode::NotHolder,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {

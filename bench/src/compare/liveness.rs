@@ -73,8 +73,15 @@ impl Step {
 /// One registration, as its renewer needs it.
 #[derive(Debug, Clone)]
 enum Item {
-    Beacon { node_id: u32, addr: String },
-    Etcd { lease: i64 },
+    Beacon {
+        node_id: u32,
+        addr: String,
+        /// The registration's fencing token (term, index), which every report names.
+        token: (u64, u64),
+    },
+    Etcd {
+        lease: i64,
+    },
 }
 
 type Shard = Arc<Mutex<Vec<Item>>>;
@@ -194,8 +201,12 @@ async fn register(
                         let reply: pb::RegisterReply = client
                             .request(Cmd::Register, &req, "the registration")
                             .await?;
-                        let node_id = reply.node.context("reply without node")?.node_id;
-                        shard.lock().await.push(Item::Beacon { node_id, addr });
+                        let node = reply.node.context("reply without node")?;
+                        shard.lock().await.push(Item::Beacon {
+                            node_id: node.node_id,
+                            addr,
+                            token: (node.term, node.index),
+                        });
                     }
                 }
                 Kind::Etcd => {
@@ -314,12 +325,19 @@ async fn spawn_renewer(
                 let mut pacer = Pacer::new(shard, stop);
                 while let Some(items) = pacer.next().await {
                     for item in items {
-                        let Item::Beacon { node_id, addr } = item else {
+                        let Item::Beacon {
+                            node_id,
+                            addr,
+                            token: (term, index),
+                        } = item
+                        else {
                             unreachable!("beacon items");
                         };
                         let req = pb::NodeReport {
                             node_id,
                             addr,
+                            term,
+                            index,
                             ..Default::default()
                         };
                         seq = seq.wrapping_add(1);

@@ -1,0 +1,134 @@
+//! Opening a beacon's stored state at start: the data directory (lock, term, identity), the
+//! snapshot and log, and the coordinator restored from them.
+//!
+//! Everything that can stop a start happens here, before a socket is served: another
+//! process holding the directory, a corrupt file, state written under another cluster or
+//! configuration, stored entries that do not load whole.
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::coordinator::{Coordinator, CoordinatorConfig, RestoreError};
+use crate::data_dir::{DataDir, DataDirError, Identity};
+use crate::storage::{Storage, StorageError};
+
+/// What a start may be told beyond the configuration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartOptions {
+    /// Carry stored state written under another configuration (cluster name, range, mode,
+    /// beacon list) into this one, once it is checked to fit (`--adopt-config`).
+    pub adopt_config: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("data_dir {path}: {cause}")]
+    Restore { path: PathBuf, cause: RestoreError },
+}
+
+/// The stored state, loaded.
+pub(crate) struct Loaded {
+    pub(crate) data_dir: DataDir,
+    pub(crate) stored_term: u64,
+    pub(crate) storage: Storage,
+    pub(crate) core: Coordinator,
+    /// Lines for the log, once it carries the beacon's identity: (is a warning, text).
+    pub(crate) notices: Vec<(bool, String)>,
+}
+
+/// The identity this beacon's configuration gives its state.
+pub fn identity_of(config: &Config) -> Identity {
+    Identity {
+        cluster: config.cluster.clone(),
+        id_range: [config.id_range.first, config.id_range.last],
+        mode: config.mode.to_string(),
+        beacons: config.beacon_names(),
+    }
+}
+
+/// The coordinator's share of the configuration.
+pub(crate) fn coordinator_config(config: &Config, stored_term: u64) -> CoordinatorConfig {
+    CoordinatorConfig {
+        me: config.node,
+        mode: config.mode,
+        beacons: config.beacons.clone(),
+        tick_ms: config.tick_ms,
+        id_range: config.id_range,
+        lease_ms: config.lease_ms,
+        id_reuse_delay_ms: config.id_reuse_delay_ms,
+        subscriptions: config.subscriptions.clone(),
+        log_keep: config.log_keep,
+        stored_term,
+    }
+}
+
+pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, LoadError> {
+    let data_dir = DataDir::open(&config.data_dir)?;
+    let identity = identity_of(config);
+    let mut notices: Vec<(bool, String)> = data_dir
+        .check_identity(&identity, options.adopt_config)?
+        .into_iter()
+        .map(|n| (true, n))
+        .collect();
+    let recorded = data_dir.load_identity()?;
+    let stored_term = data_dir.load_term()?;
+    let (storage, restored) = Storage::open(data_dir.path())?;
+    if let Some(t) = &restored.truncated {
+        notices.push((
+            true,
+            format!(
+                "the stored log ends in {} at byte {} ({} bytes): cut off from there (those entries were never acknowledged; they are fetched from the leader)",
+                t.why, t.offset, t.bytes
+            ),
+        ));
+    }
+    let has_state = stored_term > 0 || restored.snapshot.is_some() || !restored.entries.is_empty();
+    let (snapshot_at, entries) = (
+        restored.snapshot.as_ref().map(|s| s.position),
+        restored.entries.len(),
+    );
+    let (core, restore_notices) = Coordinator::restore(
+        coordinator_config(config, stored_term),
+        restored.snapshot,
+        restored.entries,
+    )
+    .map_err(|cause| LoadError::Restore {
+        path: config.data_dir.clone(),
+        cause,
+    })?;
+    notices.extend(restore_notices.into_iter().map(|n| (false, n)));
+    if has_state {
+        notices.push((
+            false,
+            format!(
+                "state restored from data_dir: snapshot {}, {entries} entries after it, at {}, {} registrations",
+                snapshot_at.map_or("none".to_string(), |p| p.to_string()),
+                core.position(),
+                core.registry().len()
+            ),
+        ));
+    }
+    if recorded.as_ref() != Some(&identity) {
+        if recorded.is_none() && has_state {
+            notices.push((
+                true,
+                format!(
+                    "data_dir holds state but no record of its cluster (written by an earlier version): recorded as cluster `{}` now",
+                    identity.cluster
+                ),
+            ));
+        }
+        data_dir.store_identity(&identity)?;
+    }
+    Ok(Loaded {
+        data_dir,
+        stored_term,
+        storage,
+        core,
+        notices,
+    })
+}
