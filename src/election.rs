@@ -115,6 +115,11 @@ pub enum Action {
 pub enum Input {
     /// A heartbeat arrived from beacon `from`.
     Heartbeat { from: SocketAddr, hb: Heartbeat },
+    /// `from`'s state as it answered our handshake. It travels on our connection, not on
+    /// the one that carries `from`'s heartbeats, so it may arrive after a later heartbeat:
+    /// it counts as a sign of life, and fills in what we know of `from` only while we have
+    /// not heard from it otherwise.
+    Greeting { from: SocketAddr, hb: Heartbeat },
     /// The connection carrying `peer`'s heartbeats closed.
     PeerDown { peer: SocketAddr },
 }
@@ -346,7 +351,8 @@ impl Election {
     /// Feeds one input in.
     pub fn step(&mut self, now: Millis, input: Input) -> Result<Vec<Action>, ElectionError> {
         match input {
-            Input::Heartbeat { from, hb } => self.on_heartbeat(now, from, hb),
+            Input::Heartbeat { from, hb } => self.on_heartbeat(now, from, hb, false),
+            Input::Greeting { from, hb } => self.on_heartbeat(now, from, hb, true),
             Input::PeerDown { peer } => Ok(self.on_peer_down(peer)),
         }
     }
@@ -396,6 +402,7 @@ impl Election {
         now: Millis,
         from: SocketAddr,
         hb: Heartbeat,
+        greeting: bool,
     ) -> Result<Vec<Action>, ElectionError> {
         if from == self.me {
             return Err(ElectionError::OwnAddress(from));
@@ -405,6 +412,12 @@ impl Election {
             .entries
             .get_mut(&from)
             .ok_or(ElectionError::UnknownBeacon(from))?;
+        if greeting && entry.alive() {
+            // What we know of it is at least as fresh: only its sign of life counts.
+            entry.attr |= 1;
+            entry.last_seen = Some(now);
+            return Ok(Vec::new());
+        }
         let changed = !entry.alive()
             || entry.claims() != hb.is_leader
             || entry.term != hb.term

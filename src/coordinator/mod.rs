@@ -222,14 +222,31 @@ pub enum RequestError {
     },
     #[error("the new leader is still taking over the state of a majority; retry in a moment")]
     NotReady,
+    #[error(
+        "node ID {node_id} was registered, but the registration ended (its lease ran out or it was unregistered) before it was committed; register again"
+    )]
+    EndedBeforeCommit { node_id: NodeId },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Tick,
-    Peer { from: SocketAddr, msg: PeerMessage },
-    PeerDown { peer: SocketAddr },
-    Request { token: Token, request: Request },
+    Peer {
+        from: SocketAddr,
+        msg: PeerMessage,
+    },
+    /// `from`'s state in its answer to our handshake (see [`election::Input::Greeting`]).
+    Greeting {
+        from: SocketAddr,
+        msg: PeerMessage,
+    },
+    PeerDown {
+        peer: SocketAddr,
+    },
+    Request {
+        token: Token,
+        request: Request,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -609,7 +626,8 @@ impl Coordinator {
         self.notice_gap(now, &mut out);
         match input {
             Input::Tick => self.on_tick(now, &mut out),
-            Input::Peer { from, msg } => self.on_peer(now, from, msg, &mut out),
+            Input::Peer { from, msg } => self.on_peer(now, from, msg, false, &mut out),
+            Input::Greeting { from, msg } => self.on_peer(now, from, msg, true, &mut out),
             Input::PeerDown { peer } => {
                 let actions = self
                     .election
@@ -1182,13 +1200,14 @@ impl Coordinator {
     fn respond(&self, waiting: Waiting) -> Result<Response, RequestError> {
         match waiting {
             Waiting::Registered(id) => {
-                // Gone before it committed (unregistered meanwhile): say so.
+                // Gone before it committed (its lease ran out while commits were slow, or it
+                // was unregistered meanwhile): say so; registering again is the answer.
                 let record = self
                     .state
                     .registry
                     .get(id)
                     .cloned()
-                    .ok_or_else(|| RequestError::UnknownTarget(format!("node ID {id}")))?;
+                    .ok_or(RequestError::EndedBeforeCommit { node_id: id })?;
                 let subscribe = self
                     .cfg
                     .subscriptions
@@ -1483,12 +1502,21 @@ impl Coordinator {
 
     // ---- messages from peers -------------------------------------------------------------
 
-    fn on_peer(&mut self, now: Millis, from: SocketAddr, msg: PeerMessage, out: &mut Vec<Output>) {
+    fn on_peer(
+        &mut self,
+        now: Millis,
+        from: SocketAddr,
+        msg: PeerMessage,
+        greeting: bool,
+        out: &mut Vec<Output>,
+    ) {
         let hb = msg.heartbeat;
-        match self
-            .election
-            .step(now, election::Input::Heartbeat { from, hb })
-        {
+        let input = if greeting {
+            election::Input::Greeting { from, hb }
+        } else {
+            election::Input::Heartbeat { from, hb }
+        };
+        match self.election.step(now, input) {
             Ok(actions) => self.on_election(now, actions, out),
             Err(e) => {
                 out.push(Output::Notice(format!("message from {from} ignored: {e}")));

@@ -232,7 +232,7 @@ fn accept_hello(
             let initial = message_from_pb(hello.election.unwrap_or_default()).map_err(|e| {
                 Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
             })?;
-            ack.election = Some(shared.current.borrow().clone());
+            ack.election = Some(shared.current.borrow().1.clone());
             Ok((Peer::Beacon(node), ack, Some(initial)))
         }
         Ok(pb::Role::Client) => {

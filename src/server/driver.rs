@@ -38,6 +38,11 @@ pub(crate) fn next_conn_id() -> ConnId {
     NEXT_CONN.fetch_add(1, Ordering::Relaxed)
 }
 
+/// A message to a peer, stamped with the driver round that sent it. A link that comes up
+/// greets its peer with the state of some round (see [`Driver::current`]) and then drops
+/// what was queued in that round or before: the greeting already said it.
+pub(crate) type Outgoing = (u64, pb::Election);
+
 /// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
 const WATCH_QUEUE: usize = 4096;
 /// Most events handled before their log changes are stored together (one fsync).
@@ -51,6 +56,7 @@ pub(crate) enum Event {
     Peer {
         from: SocketAddr,
         msg: PeerMessage,
+        greeting: bool,
     },
     PeerConnected {
         peer: SocketAddr,
@@ -85,7 +91,26 @@ pub(crate) struct DriverHandle {
 
 impl DriverHandle {
     pub(crate) async fn peer_message(&self, from: SocketAddr, msg: PeerMessage) {
-        let _ = self.tx.send(Event::Peer { from, msg }).await;
+        let _ = self
+            .tx
+            .send(Event::Peer {
+                from,
+                msg,
+                greeting: false,
+            })
+            .await;
+    }
+
+    /// A peer's state from its answer to our handshake (see [`Input::Greeting`]).
+    pub(crate) async fn peer_greeting(&self, from: SocketAddr, msg: PeerMessage) {
+        let _ = self
+            .tx
+            .send(Event::Peer {
+                from,
+                msg,
+                greeting: true,
+            })
+            .await;
     }
 
     pub(crate) async fn peer_connected(&self, peer: SocketAddr, conn: ConnId) {
@@ -154,9 +179,13 @@ pub(crate) struct Driver {
     /// Set when storing failed: the beacon stops, since it can no longer keep its promises.
     failed: Option<String>,
     /// Outgoing message queues, one per peer link.
-    links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
-    /// The latest bare heartbeat, read by handshakes.
-    current: watch::Sender<pb::Election>,
+    links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
+    /// The latest bare heartbeat, read by handshakes, with the round it is as of. It is
+    /// replaced at the end of each round, once the round's log changes are stored: a
+    /// greeting never claims entries that are not on disk yet.
+    current: watch::Sender<Outgoing>,
+    /// Rounds carried out so far.
+    round: u64,
     /// Open connections with each peer, both directions. A peer is reported down when its
     /// last one closes: either direction carries its state (inbound its heartbeats, outbound
     /// its handshake answer), and a stale connection closing while a newer one is open means
@@ -175,8 +204,8 @@ impl Driver {
     pub(crate) fn new(
         config: Arc<Config>,
         loaded: Loaded,
-        links: HashMap<SocketAddr, mpsc::Sender<pb::Election>>,
-    ) -> (Driver, DriverHandle, watch::Receiver<pb::Election>) {
+        links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
+    ) -> (Driver, DriverHandle, watch::Receiver<Outgoing>) {
         let Loaded {
             data_dir,
             stored_term,
@@ -184,7 +213,7 @@ impl Driver {
             core,
             ..
         } = loaded;
-        let (current, current_rx) = watch::channel(message_to_pb(&core.greeting()));
+        let (current, current_rx) = watch::channel((0, message_to_pb(&core.greeting())));
         let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
             config,
@@ -196,6 +225,7 @@ impl Driver {
             failed: None,
             links,
             current,
+            round: 0,
             conns: HashMap::new(),
             waiting: HashMap::new(),
             next_token: 1,
@@ -258,7 +288,15 @@ impl Driver {
     fn handle(&mut self, event: Event) {
         let now = self.now();
         match event {
-            Event::Peer { from, msg } => self.step(Input::Peer { from, msg }),
+            Event::Peer {
+                from,
+                msg,
+                greeting,
+            } => self.step(if greeting {
+                Input::Greeting { from, msg }
+            } else {
+                Input::Peer { from, msg }
+            }),
             Event::PeerConnected { peer, conn } => {
                 self.conns.entry(peer).or_default().insert(conn);
             }
@@ -293,6 +331,7 @@ impl Driver {
     /// Feeds one input to the core; its outputs wait for [`Driver::carry_out`].
     fn step(&mut self, input: Input) {
         let now = self.now();
+
         let outputs = self.core.step(now, input);
         self.pending.extend(outputs);
     }
@@ -301,6 +340,7 @@ impl Driver {
     /// an entry (an acknowledgement to the leader, a reply to a service) leaves this beacon
     /// before the entry is on disk.
     fn carry_out(&mut self) {
+        self.round += 1;
         // A new term is stored before any message can announce it.
         if let Err(why) = self.persist_term() {
             self.failed = Some(why);
@@ -359,7 +399,7 @@ impl Driver {
             self.watchers.clear();
         }
         self.current
-            .send_replace(message_to_pb(&self.core.greeting()));
+            .send_replace((self.round, message_to_pb(&self.core.greeting())));
     }
 
     fn store(
@@ -384,7 +424,7 @@ impl Driver {
         let Some(link) = self.links.get(&to) else {
             return;
         };
-        if link.try_send(message_to_pb(msg)).is_err() {
+        if link.try_send((self.round, message_to_pb(msg))).is_err() {
             // The leader resends what was lost on its next tick.
             debug!(peer = %to, "message dropped: link busy or down");
         }

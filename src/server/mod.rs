@@ -23,7 +23,6 @@ use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, error_span, info, warn};
 
 use crate::config::Config;
-use crate::pb;
 use driver::{Driver, DriverHandle};
 use load::Loaded;
 
@@ -50,7 +49,7 @@ pub(crate) struct Shared {
     pub(crate) config: Arc<Config>,
     pub(crate) driver: DriverHandle,
     /// Our latest heartbeat, for handshakes.
-    pub(crate) current: watch::Receiver<pb::Election>,
+    pub(crate) current: watch::Receiver<driver::Outgoing>,
     pub(crate) shutdown: CancellationToken,
     /// One per peer: woken when that peer dials us, so that our own link to it, if down,
     /// retries at once instead of after its backoff (a restarted peer rejoins in a round

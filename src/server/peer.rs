@@ -16,7 +16,7 @@ use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
 use super::Shared;
-use super::driver::{ConnId, next_conn_id};
+use super::driver::{ConnId, Outgoing, next_conn_id};
 use crate::pb;
 use crate::wire::convert::message_from_pb;
 use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
@@ -44,11 +44,7 @@ enum LinkError {
 
 type Conn = Framed<TcpStream, FrameCodec>;
 
-pub(crate) async fn run(
-    peer: SocketAddr,
-    shared: Arc<Shared>,
-    mut rx: mpsc::Receiver<pb::Election>,
-) {
+pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     let tick = Duration::from_millis(shared.config.tick_ms);
     // Retry at least every tick (so a restarted peer is reached within the time it takes to
     // be declared online), never more often than FIRST_BACKOFF, never less than every 2 s.
@@ -64,13 +60,20 @@ pub(crate) async fn run(
             r = connect(peer, &shared, io_timeout) => r,
         };
         match attempt {
-            Ok((mut conn, id)) => {
+            Ok((mut conn, id, greeted)) => {
                 info!(%peer, "link to peer up");
                 last_error = None;
                 backoff = FIRST_BACKOFF;
-                // Anything queued while down is stale: the handshake already sent our state.
-                while rx.try_recv().is_ok() {}
-                let ended = forward(&mut conn, &mut rx, &shared, io_timeout).await;
+                // What was queued up to the round our greeting is as of is stale: the
+                // greeting said it. Anything later is newer than the greeting and goes out.
+                let mut first = None;
+                while let Ok((round, msg)) = rx.try_recv() {
+                    if round > greeted {
+                        first = Some(msg);
+                        break;
+                    }
+                }
+                let ended = forward(&mut conn, first, &mut rx, &shared, io_timeout).await;
                 shared.driver.peer_disconnected(peer, id).await;
                 match ended {
                     None => return, // shutdown
@@ -98,12 +101,12 @@ pub(crate) async fn run(
 }
 
 /// Connects and handshakes; the connection is registered with the driver under the
-/// returned id.
+/// returned id. Also returns the driver round the greeting's state is as of.
 async fn connect(
     peer: SocketAddr,
     shared: &Shared,
     io_timeout: Duration,
-) -> Result<(Conn, ConnId), LinkError> {
+) -> Result<(Conn, ConnId, u64), LinkError> {
     let at = shared.config.dial.get(&peer).copied().unwrap_or(peer);
     let stream = tokio::time::timeout(io_timeout, TcpStream::connect(at))
         .await
@@ -111,12 +114,13 @@ async fn connect(
         .map_err(LinkError::Connect)?;
     stream.set_nodelay(true).ok();
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
+    let (greeted, state) = shared.current.borrow().clone();
     let hello = pb::Hello {
         cluster: shared.config.cluster.clone(),
         role: pb::Role::Peer as i32,
         node: shared.config.node.to_string(),
         version: PROTOCOL_VERSION,
-        election: Some(shared.current.borrow().clone()),
+        election: Some(state),
         id_first: shared.config.id_range.first,
         id_last: shared.config.id_range.last,
         mode: shared.config.mode.to_string(),
@@ -146,22 +150,30 @@ async fn connect(
     shared.driver.peer_connected(peer, id).await;
     let state = message_from_pb(ack.election.unwrap_or_default())
         .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
-    shared.driver.peer_message(peer, state).await;
-    Ok((conn, id))
+    shared.driver.peer_greeting(peer, state).await;
+    Ok((conn, id, greeted))
 }
 
-/// Writes queued heartbeats until the link fails (`Some(error)`) or shutdown (`None`).
+/// Writes `first`, then queued heartbeats, until the link fails (`Some(error)`) or
+/// shutdown (`None`).
 async fn forward(
     conn: &mut Conn,
-    rx: &mut mpsc::Receiver<pb::Election>,
+    mut first: Option<pb::Election>,
+    rx: &mut mpsc::Receiver<Outgoing>,
     shared: &Shared,
     io_timeout: Duration,
 ) -> Option<LinkError> {
     let mut seq: u32 = 1;
     loop {
+        let next = async {
+            match first.take() {
+                Some(hb) => Some(hb),
+                None => rx.recv().await.map(|(_, hb)| hb),
+            }
+        };
         tokio::select! {
             _ = shared.shutdown.cancelled() => return None,
-            hb = rx.recv() => {
+            hb = next => {
                 let hb = hb?;
                 seq = seq.wrapping_add(1);
                 // A message over the frame limit (a large snapshot) goes out in fragments.

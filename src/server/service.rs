@@ -31,7 +31,9 @@ impl From<RequestError> for Reject {
             RequestError::UnknownTarget(_) => ErrorCode::UnknownTarget,
             RequestError::LeaderChanged => ErrorCode::LeaderChanged,
             RequestError::NoQuorum { .. } => ErrorCode::NoQuorum,
-            RequestError::NotReady => ErrorCode::Unavailable,
+            RequestError::NotReady | RequestError::EndedBeforeCommit { .. } => {
+                ErrorCode::Unavailable
+            }
             RequestError::NotHolder { .. } => ErrorCode::NotHolder,
         };
         let leader = match &e {
