@@ -222,6 +222,12 @@ impl Registry {
         self.range
     }
 
+    /// Allocates from `range` from now on (every ID held must already lie in it).
+    pub fn set_range(&mut self, range: IdRange) {
+        debug_assert!(self.outside(range).is_empty());
+        self.range = range;
+    }
+
     pub fn reuse_delay(&self) -> Millis {
         self.reuse_delay
     }

@@ -409,3 +409,18 @@ impl Client {
         reply.decode().map_err(decode_err)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(is_before(1, 2));
+        assert!(!is_before(2, 1));
+        assert!(!is_before(5, 5));
+        assert!(is_before(u32::MAX, 0), "0 follows the wrap");
+        assert!(is_before(u32::MAX - 3, 2));
+        assert!(!is_before(2, u32::MAX - 3));
+    }
+}

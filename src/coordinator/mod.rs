@@ -496,8 +496,14 @@ impl Coordinator {
     ) -> Result<(Coordinator, Vec<String>), RestoreError> {
         let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term)
             .with_quorum(cfg.mode == Mode::Quorum);
+        // Stored state is replayed under the widest range, then checked against the
+        // configured one: an ID outside it is named as such, not as a replay failure.
+        let replay_range = IdRange {
+            first: 1,
+            last: NodeId::MAX,
+        };
         let mut c = Coordinator {
-            state: State::new(Registry::new(cfg.id_range, cfg.id_reuse_delay_ms)),
+            state: State::new(Registry::new(replay_range, cfg.id_reuse_delay_ms)),
             log: Log::new(cfg.log_keep),
             election,
             commit: 0,
@@ -535,6 +541,7 @@ impl Coordinator {
                 range: c.cfg.id_range,
             });
         }
+        c.state.registry.set_range(c.cfg.id_range);
         if c.election.is_leader() {
             let mut out = Vec::new();
             c.become_leader(0, &mut out);

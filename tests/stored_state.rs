@@ -1,0 +1,260 @@
+//! State stored under one configuration and a beacon started under another: refused with the
+//! key at fault and what to do, carried over with `--adopt-config` only once it fits, never
+//! dropped. Real beacon processes on one data directory.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use beacon::client::{Client, ConnectOptions};
+use beacon::pb;
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    }
+}
+
+/// The command line of a lone beacon on `port` with data in `dir`, of `cluster`, with
+/// `range`, plus `extra` flags.
+fn args(dir: &Path, port: u16, cluster: &str, range: [u32; 2], extra: &[&str]) -> Vec<String> {
+    let file = dir.join(format!("conf-{}-{}.json", range[0], range[1]));
+    let conf = serde_json::json!({
+        "node": addr(port).to_string(),
+        "id_range": range,
+        "lease_ms": 600_000,
+    });
+    std::fs::write(&file, conf.to_string()).unwrap();
+    let mut args: Vec<String> = vec![
+        "--config".into(),
+        file.display().to_string(),
+        "--cluster".into(),
+        cluster.into(),
+        "--data-dir".into(),
+        dir.join("data").display().to_string(),
+        "--admin".into(),
+        "off".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Runs a beacon that must refuse to start: its exit code and what it printed.
+fn refused(args: &[String]) -> (Option<i32>, String) {
+    let mut child = Command::new(BEACON)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("the beacon started although it should have refused: {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a beacon that must come up and lead.
+async fn serving(dir: &Path, port: u16, args: Vec<String>) -> Beacon {
+    let b = Beacon::start(BEACON.as_ref(), addr(port), dir, args);
+    let all = [addr(port)];
+    eventually(Duration::from_secs(10), || agreed_leader(&all))
+        .await
+        .unwrap_or_else(|| panic!("no leader\n{}", b.log()));
+    b
+}
+
+async fn register(port: u16, i: u8) -> pb::NodeInfo {
+    let mut c = Client::connect(&addr(port).to_string(), &opts())
+        .await
+        .unwrap();
+    let req = pb::RegisterRequest {
+        node_type: "LOGIC".into(),
+        addr: SocketAddr::from(([10, 4, 0, i], 80)).to_string(),
+        ..Default::default()
+    };
+    c.register(&req).await.unwrap().node.unwrap()
+}
+
+async fn held_ids(port: u16) -> Vec<u32> {
+    nodes(addr(port))
+        .await
+        .unwrap()
+        .nodes
+        .into_iter()
+        .filter(|e| e.is_online)
+        .filter_map(|e| e.node.map(|n| n.node_id))
+        .collect()
+}
+
+fn stop(mut b: Beacon) {
+    let status = b.signal_and_wait(libc::SIGTERM, Duration::from_secs(10));
+    assert!(status.is_some(), "stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_id_range_is_refused_or_adopted_only_when_every_stored_id_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &[]),
+    )
+    .await;
+    for i in 1..=3 {
+        register(port, i).await;
+    }
+    assert_eq!(held_ids(port).await, vec![1, 2, 3]);
+    stop(b);
+
+    // Another range: refused, naming the key, the ranges and the way out.
+    let (code, err) = refused(&args(dir.path(), port, "alpha", [2, 1023], &[]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("(key `id_range`)"), "{err}");
+    assert!(
+        err.contains("[1, 1023]") && err.contains("[2, 1023]"),
+        "{err}"
+    );
+    assert!(err.contains("--adopt-config"), "{err}");
+    // Adopting a range that leaves a stored ID out is refused too: nothing is dropped.
+    let (code, err) = refused(&args(
+        dir.path(),
+        port,
+        "alpha",
+        [2, 1023],
+        &["--adopt-config"],
+    ));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("node IDs [1] outside the configured id_range 2..=1023"),
+        "{err}"
+    );
+    // A wider range fits: adopted, every registration kept, allocation goes on after them.
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 4095], &["--adopt-config"]),
+    )
+    .await;
+    assert_eq!(held_ids(port).await, vec![1, 2, 3]);
+    assert_eq!(register(port, 4).await.node_id, 4);
+    assert!(
+        b.log()
+            .contains("--adopt-config: the stored state is carried over")
+    );
+    stop(b);
+    // The new range is what the directory now records.
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 4095], &[]),
+    )
+    .await;
+    assert_eq!(held_ids(port).await, vec![1, 2, 3, 4]);
+    stop(b);
+    let (code, err) = refused(&args(dir.path(), port, "alpha", [1, 1023], &[]));
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clusters_data_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &[]),
+    )
+    .await;
+    register(port, 1).await;
+    stop(b);
+    let (code, err) = refused(&args(dir.path(), port, "beta", [1, 1023], &[]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("it holds the state of cluster `alpha`, this beacon is configured for `beta` (key `cluster`)"),
+        "{err}"
+    );
+    // Its own cluster still starts, with everything.
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &[]),
+    )
+    .await;
+    assert_eq!(held_ids(port).await, vec![1]);
+    stop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_written_before_identities_were_recorded_is_taken_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &[]),
+    )
+    .await;
+    register(port, 1).await;
+    stop(b);
+    let identity = dir.path().join("data/identity.json");
+    std::fs::remove_file(&identity).unwrap();
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &[]),
+    )
+    .await;
+    assert_eq!(held_ids(port).await, vec![1]);
+    assert!(b.log().contains("no record of its cluster"), "{}", b.log());
+    assert!(identity.exists(), "recorded now");
+    stop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beacons_with_different_beacon_lists_refuse_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = free_ports(3);
+    let start = |port: u16, list: &[u16]| {
+        let peers: Vec<String> = list.iter().map(|p| addr(*p).to_string()).collect();
+        let args = vec![
+            "--listen".into(),
+            addr(port).to_string(),
+            "--peers".into(),
+            peers.join(","),
+            "--tick-ms".into(),
+            "100".into(),
+            "--data-dir".into(),
+            dir.path().join("{node}").display().to_string(),
+        ];
+        Beacon::start(BEACON.as_ref(), addr(port), dir.path(), args)
+    };
+    let a = start(ports[0], &[ports[0], ports[1]]);
+    let b = start(ports[1], &[ports[0], ports[1], ports[2]]);
+    let complaint = "every beacon of a cluster needs the same `beacon` list";
+    let refused = eventually(Duration::from_secs(5), || async {
+        (a.log().contains(complaint) && b.log().contains(complaint)).then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "{}\n{}", a.log(), b.log());
+}
