@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use beacon::client::{Client, Cluster as Leader, ConnectOptions};
 use beacon::pb;
 use beacon::wire::{Cmd, ErrorCode};
-use beacon_testkit::proxy::Mesh;
+use beacon_testkit::proxy::{Cut, Mesh};
 use beacon_testkit::*;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
@@ -224,4 +224,79 @@ async fn partitions_and_leader_kills_never_issue_an_id_twice_or_lose_one() {
         "{} registrations acknowledged, {failed} failed or unknown, 0 duplicates, 0 lost",
         acks.len()
     );
+}
+
+/// The first registration sent at or after `t` that succeeds: milliseconds from `t`.
+async fn first_write_after(beacons: &[String], t: Instant, limit: Duration) -> Option<u64> {
+    let mut leader = Leader::new(beacons.to_vec(), opts(), Duration::ZERO);
+    let mut n = 0;
+    while t.elapsed() < limit {
+        n += 1;
+        let req = register_req(SocketAddr::from(([10, 8, 0, n as u8], 7000)).to_string());
+        let attempt = tokio::time::timeout(
+            Duration::from_millis(100),
+            leader.call::<_, pb::RegisterReply>(Cmd::Register, &req, "register"),
+        )
+        .await;
+        if let Ok(Ok(_)) = attempt {
+            return Some(t.elapsed().as_millis() as u64);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_in_one_direction_for_8_s_does_not_stall_the_cluster_on_return() {
+    for (cannot_send, how) in [(true, Cut::Reset), (false, Cut::Silent)] {
+        let (c, mesh, addrs) = start(5);
+        let beacons: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        let old = leader_of(&addrs, &c).await;
+        for j in (0..addrs.len()).filter(|j| *j != old) {
+            let (from, to) = if cannot_send { (old, j) } else { (j, old) };
+            mesh.link(from, to).cut_as(how);
+        }
+        // The others elect one of themselves and serve while it is cut off.
+        let others: Vec<SocketAddr> = (0..addrs.len())
+            .filter(|j| *j != old)
+            .map(|j| addrs[j])
+            .collect();
+        let was = addrs[old].to_string();
+        let new = eventually(Duration::from_secs(5), || async {
+            agreed_leader(&others).await.filter(|l| *l != was)
+        })
+        .await
+        .unwrap_or_else(|| panic!("the others elected no leader\n{}", c.logs()));
+        let served = first_write_after(&beacons, Instant::now(), Duration::from_secs(5)).await;
+        assert!(served.is_some(), "the others serve\n{}", c.logs());
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let term_before = status(addrs[old]).await.map(|s| s.term);
+        mesh.heal_all();
+        let healed = Instant::now();
+        let took = first_write_after(&beacons, healed, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|| panic!("no write after healing\n{}", c.logs()));
+        assert!(
+            took <= 500,
+            "cannot send {cannot_send}, {how:?}: first write {took} ms after healing\n{}",
+            c.logs()
+        );
+        // The cut-off beacon takes no leadership on its return.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let leader = eventually(Duration::from_secs(5), || agreed_leader(&addrs)).await;
+        assert_eq!(
+            leader.as_deref(),
+            Some(new.as_str()),
+            "cannot send {cannot_send}, {how:?}: term of the cut-off beacon was {term_before:?}\n{}",
+            c.logs()
+        );
+        println!(
+            "leader cut off ({}, {how:?}) for 8 s: first write {took} ms after healing, leadership stayed with {new}",
+            if cannot_send {
+                "cannot send"
+            } else {
+                "cannot hear"
+            }
+        );
+    }
 }

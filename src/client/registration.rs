@@ -190,15 +190,18 @@ impl Registration {
 
     /// Whether the lease still holds, as far as this service knows.
     pub fn is_live(&self) -> bool {
-        self.lost.borrow().is_none() && Instant::now() < self.confirmed_until()
+        self.lost.borrow().is_none() && std::time::Instant::now() < self.confirmed_until()
     }
 
     /// Until when the lease is known to hold: a lease period after the last confirmed
     /// report was sent (or the registration, before the first). No leader ends the
     /// registration before then; a service that must never use its ID past its lease
     /// checks this before each use.
-    pub fn confirmed_until(&self) -> Instant {
-        *self.confirmed_until.lock().expect("never poisoned")
+    pub fn confirmed_until(&self) -> std::time::Instant {
+        self.confirmed_until
+            .lock()
+            .expect("never poisoned")
+            .into_std()
     }
 
     /// A receiver that changes to `Some` when the lease is lost; `.changed()` wakes then.

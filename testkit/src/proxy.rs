@@ -1,20 +1,47 @@
 //! A fault-injecting TCP proxy for partition tests: one [`Link`] carries one beacon's
-//! connections to another, and can be cut (open connections reset, new ones refused) and
-//! healed. With a link per direction, a partition can be symmetric or one-way.
+//! connections to another, and can be cut and healed. With a link per direction, a
+//! partition can be symmetric or one-way, and any shape (rings, bridges) can be drawn.
+//!
+//! A cut comes in two kinds: [`Cut::Reset`] resets the open connections and refuses new ones
+//! (a firewall that rejects, or a peer whose host is gone: both sides notice at once);
+//! [`Cut::Silent`] drops every byte and leaves the connections open (a firewall that drops,
+//! a cable pulled: nobody notices but by the silence). Healing a silent cut resets the
+//! connections it dropped bytes on, since their byte streams have holes; new ones come up.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+/// How a link is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Open connections are reset, new ones refused.
+    Reset,
+    /// Every byte is dropped; connections stay open.
+    Silent,
+}
+
+const OPEN: u8 = 0;
+const RESET: u8 = 1;
+const SILENT: u8 = 2;
+
 #[derive(Default)]
 struct State {
-    cut: AtomicBool,
+    mode: AtomicU8,
     closed: AtomicBool,
-    /// Both ends of every open connection, to reset them on a cut.
+    /// Both ends of every open connection, to reset them.
     open: Mutex<Vec<TcpStream>>,
+}
+
+impl State {
+    fn reset_all(&self) {
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
 }
 
 /// Forwards connections from its own loopback address to `target`.
@@ -35,7 +62,7 @@ impl Link {
                     return;
                 }
                 let Ok(inbound) = inbound else { continue };
-                if st.cut.load(Ordering::SeqCst) {
+                if st.mode.load(Ordering::SeqCst) == RESET {
                     let _ = inbound.shutdown(Shutdown::Both);
                     continue;
                 }
@@ -50,8 +77,12 @@ impl Link {
                     open.retain(|s| s.peer_addr().is_ok());
                     open.extend([inbound.try_clone().unwrap(), outbound.try_clone().unwrap()]);
                 }
-                pump(inbound.try_clone().unwrap(), outbound.try_clone().unwrap());
-                pump(outbound, inbound);
+                pump(
+                    inbound.try_clone().unwrap(),
+                    outbound.try_clone().unwrap(),
+                    st.clone(),
+                );
+                pump(outbound, inbound, st.clone());
             }
         });
         Link { listen, state }
@@ -64,14 +95,30 @@ impl Link {
 
     /// Resets every open connection and refuses new ones until [`Link::heal`].
     pub fn cut(&self) {
-        self.state.cut.store(true, Ordering::SeqCst);
-        for s in self.state.open.lock().unwrap().drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
+        self.cut_as(Cut::Reset);
+    }
+
+    /// Cuts the link the way `how` says.
+    pub fn cut_as(&self, how: Cut) {
+        match how {
+            Cut::Reset => {
+                self.state.mode.store(RESET, Ordering::SeqCst);
+                self.state.reset_all();
+            }
+            Cut::Silent => self.state.mode.store(SILENT, Ordering::SeqCst),
         }
     }
 
     pub fn heal(&self) {
-        self.state.cut.store(false, Ordering::SeqCst);
+        let was = self.state.mode.swap(OPEN, Ordering::SeqCst);
+        if was == SILENT {
+            // Their byte streams have holes: let them start over.
+            self.state.reset_all();
+        }
+    }
+
+    pub fn is_cut(&self) -> bool {
+        self.state.mode.load(Ordering::SeqCst) != OPEN
     }
 }
 
@@ -84,13 +131,15 @@ impl Drop for Link {
     }
 }
 
-/// Copies `from` to `to` until either side ends, then closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+/// Copies `from` to `to` until either side ends (dropping what it reads while the link is
+/// cut silently), then closes both.
+fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<State>) {
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
+                Ok(_) if state.mode.load(Ordering::SeqCst) == SILENT => {}
                 Ok(n) => {
                     if to.write_all(&buf[..n]).is_err() {
                         break;
@@ -121,6 +170,14 @@ impl Mesh {
         Mesh { links }
     }
 
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
     pub fn link(&self, from: usize, to: usize) -> &Link {
         self.links[from][to].as_ref().expect("no link to itself")
     }
@@ -138,11 +195,30 @@ impl Mesh {
 
     /// Cuts both directions between every beacon of `side` and every other.
     pub fn isolate(&self, side: &[usize]) {
+        self.isolate_as(side, Cut::Reset);
+    }
+
+    /// [`Mesh::isolate`], cut the way `how` says.
+    pub fn isolate_as(&self, side: &[usize], how: Cut) {
         let n = self.links.len();
         for i in 0..n {
             for j in 0..n {
                 if i != j && side.contains(&i) != side.contains(&j) {
-                    self.link(i, j).cut();
+                    self.link(i, j).cut_as(how);
+                }
+            }
+        }
+    }
+
+    /// Cuts every link but those between the pairs in `keep` (both directions): rings and
+    /// bridges.
+    pub fn keep_only(&self, keep: &[(usize, usize)], how: Cut) {
+        let n = self.links.len();
+        for i in 0..n {
+            for j in 0..n {
+                let kept = keep.contains(&(i, j)) || keep.contains(&(j, i));
+                if i != j && !kept {
+                    self.link(i, j).cut_as(how);
                 }
             }
         }
