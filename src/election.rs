@@ -189,10 +189,18 @@ enum Check {
 pub struct Election {
     me: SocketAddr,
     entries: BTreeMap<SocketAddr, Entry>,
-    /// The term we announce: the term we were elected in while leading, else the highest seen.
+    /// The term we announce: the term we were elected in while leading, else the highest
+    /// promised.
     term: u64,
-    /// Highest term seen anywhere, ourselves included.
+    /// Highest term promised: our own, and those claimed by leaders we heard. A beacon takes
+    /// no entries from a leader of an older term. (A term a follower merely announces is
+    /// not a claim: a follower of a leader across a bridge must not make us refuse ours.)
     max_seen: u64,
+    /// Highest term heard in any heartbeat; a term we take is above it.
+    max_heard: u64,
+    /// Our leader's connection dropped: until the next tick, a heartbeat that shows a
+    /// majority has lost it too may elect us (quorum mode).
+    failover: bool,
     is_leader: bool,
     leader: Option<SocketAddr>,
     /// Set by the first tick; before it (and before following anyone) we never elect
@@ -239,6 +247,8 @@ impl Election {
             entries,
             term,
             max_seen: term,
+            max_heard: term,
+            failover: false,
             is_leader: false,
             leader: None,
             ticked: false,
@@ -435,7 +445,10 @@ impl Election {
         entry.sees = hb.sees;
         entry.eligible = hb.eligible;
         entry.last_seen = Some(now);
-        self.see_term(hb.term);
+        self.max_heard = self.max_heard.max(hb.term);
+        if hb.is_leader {
+            self.see_term(hb.term);
+        }
         let mut actions = if changed {
             self.check(Check::Heartbeat)
         } else {
@@ -521,10 +534,8 @@ impl Election {
     }
 
     /// Beacons that would follow us if we took a new term (the pre-vote): ourselves, and
-    /// every online beacon that hears us, claims nothing and follows no other leader. A
-    /// beacon following the one whose connection just dropped counts: it is losing its
-    /// leader at this very moment, as we are.
-    fn available(&self, just_down: Option<SocketAddr>) -> usize {
+    /// every online beacon that hears us, claims nothing and follows no other leader.
+    fn available(&self) -> usize {
         let me = self.my_bit();
         1 + self
             .others()
@@ -532,9 +543,7 @@ impl Election {
                 e.alive()
                     && !e.claims()
                     && e.sees & me != 0
-                    && (e.leader.is_none()
-                        || e.leader == Some(self.me)
-                        || (just_down.is_some() && e.leader == just_down))
+                    && (e.leader.is_none() || e.leader == Some(self.me))
             })
             .count()
     }
@@ -562,7 +571,7 @@ impl Election {
             .keys()
             .position(|a| *a == self.me)
             .expect("own entry") as u64;
-        let above = self.max_seen + 1;
+        let above = self.max_seen.max(self.max_heard) + 1;
         above + (position + n - (above - 1) % n) % n
     }
 
@@ -655,16 +664,24 @@ impl Election {
         // ticked (its peers' handshakes have had a tick to arrive) or once it has followed a
         // leader (it knows the state first hand).
         let informed = self.ticked || self.leader.is_some();
-        let just_down = match why {
-            Check::PeerDown(peer) => Some(peer),
-            _ => None,
-        };
+        if let Check::PeerDown(peer) = why
+            && self.leader == Some(peer)
+            && !self.is_leader
+        {
+            // Our leader's process died (its connections closed): its other followers lose
+            // it at the same moment and say so; once a majority has, we may take over
+            // without waiting for a tick.
+            self.failover = true;
+        }
+        // A heartbeat may elect us only during such a failover: otherwise another peer's
+        // claim may be next in line.
+        let may_elect = why != Check::Heartbeat || self.failover;
         match candidate {
             Some((c, _)) if c == self.me => {
                 if !self.is_leader
                     && informed
-                    && why != Check::Heartbeat
-                    && (!self.quorum || self.available(just_down) >= self.majority())
+                    && may_elect
+                    && (!self.quorum || self.available() >= self.majority())
                 {
                     self.become_leader();
                 } else if self.is_leader
@@ -692,6 +709,9 @@ impl Election {
         if self.is_leader && self.term != term_before {
             // A new term is a new leadership, even with the same leader.
             self.leader = None;
+        }
+        if why == Check::Tick || leader.is_some() {
+            self.failover = false;
         }
         self.settle_leader(leader, &mut actions);
         actions
@@ -924,7 +944,7 @@ mod tests {
         // Without that knowledge it waits for its tick.
         let mut fresh = cluster(A);
         beat(&mut fresh, 5, C, false, 2);
-        assert_eq!(down(&mut fresh, C), vec![Beat(false, 2)]);
+        assert_eq!(down(&mut fresh, C), vec![Beat(false, 0)]);
         assert!(!fresh.is_leader());
     }
 
@@ -969,7 +989,7 @@ mod tests {
         beat(&mut b, 150, A, true, 1);
         beat(&mut b, 160, C, false, 5);
         tick(&mut b, 200);
-        assert_eq!((b.is_leader(), b.term(), b.max_seen_term()), (true, 2, 5));
+        assert_eq!((b.is_leader(), b.term()), (true, 2));
     }
 
     #[test]
@@ -1224,14 +1244,14 @@ mod tests {
         }
         send(&mut a, 500, B, qhb(false, 5, Some(D), &all, &all));
         send(&mut a, 500, C, qhb(false, 5, Some(D), &all, &all));
-        assert_eq!(tick(&mut a, 500), vec![Follows(None, 5), Beat(false, 5)]);
+        assert_eq!(tick(&mut a, 500), vec![Follows(None, 1), Beat(false, 1)]);
         // And it does not take a new term while they follow someone else.
         for t in 6..=12 {
             send(&mut a, t * 100, B, qhb(false, 5, Some(D), &all, &all));
             send(&mut a, t * 100, C, qhb(false, 5, Some(D), &all, &all));
             tick(&mut a, t * 100);
         }
-        assert_eq!((a.is_leader(), a.term()), (false, 5));
+        assert_eq!((a.is_leader(), a.term()), (false, 1));
     }
 
     #[test]
@@ -1258,8 +1278,9 @@ mod tests {
             send(&mut d, t * 100, E, qhb(false, 1, None, &[C, D, E], &all));
             tick(&mut d, t * 100);
         }
-        // D sees C, D, E (a majority), but C follows A: only D and E would follow D.
-        assert_eq!((d.is_leader(), d.term()), (false, 1));
+        // D sees C, D, E (a majority), but C follows A: only D and E would follow D. And
+        // C's term is A's, not a claim D has heard: D promises nothing.
+        assert_eq!((d.is_leader(), d.term()), (false, 0));
         assert_eq!(d.leader(), None);
     }
 
@@ -1271,9 +1292,27 @@ mod tests {
         send(&mut b, 0, C, qhb(false, 1, Some(A), &all, &all));
         tick(&mut b, 100);
         assert_eq!(b.leader(), Some(addr(A)));
-        // C still follows A as far as B knows, but A's connection just closed: C loses A at
-        // the same moment, so B counts on it.
-        assert_eq!(down(&mut b, A), vec![Follows(Some(B), 2), Beat(true, 2)]);
+        // A's connection just closed. C still follows A as far as B knows: B waits for C to
+        // say it lost A too (it does at once, its connection to A closed as well), not for
+        // a tick.
+        assert_eq!(down(&mut b, A), vec![Follows(None, 1), Beat(false, 1)]);
+        assert_eq!(
+            send(&mut b, 1, C, qhb(false, 1, None, &[B, C], &all)),
+            vec![Follows(Some(B), 2), Beat(true, 2)]
+        );
+        // Without a failover under way, such a heartbeat elects nobody: the tick decides.
+        let mut c = quorum(C, &all);
+        send(&mut c, 0, A, qhb(false, 0, None, &[A], &all));
+        send(&mut c, 0, B, qhb(false, 0, None, &[B, C], &all));
+        tick(&mut c, 100);
+        assert!(!c.is_leader(), "B, first eligible, is the candidate");
+        let mut b = quorum(B, &all);
+        send(&mut b, 0, A, qhb(false, 0, None, &[A], &all));
+        assert_eq!(
+            send(&mut b, 1, C, qhb(false, 0, None, &[B, C], &all)),
+            vec![Beat(false, 0)]
+        );
+        assert!(!b.is_leader());
     }
 
     #[test]
