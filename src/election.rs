@@ -68,6 +68,9 @@ pub const MAX_BEACONS: usize = 64;
 /// Ticks a new leader is given to gather its followers before check-quorum applies (the
 /// alive window: a follower's answer is then certainly counted).
 pub const QUORUM_GRACE_TICKS: u32 = 3;
+/// Ticks after the leader's connection dropped during which heartbeats may elect us (the
+/// alive window: the others have long said by then whether they lost it too).
+const FAILOVER_TICKS: u32 = 3;
 
 /// The election part of a heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,14 +201,14 @@ pub struct Election {
     max_seen: u64,
     /// Highest term heard in any heartbeat; a term we take is above it.
     max_heard: u64,
-    /// Our leader's connection dropped: until the next tick, a heartbeat that shows a
-    /// majority has lost it too may elect us (quorum mode).
-    failover: bool,
+    /// Our leader's connection dropped: for the ticks left here (or until a leader is
+    /// known), a heartbeat that shows a majority has lost it too may elect us.
+    failover: u32,
     is_leader: bool,
     leader: Option<SocketAddr>,
-    /// Set by the first tick; before it (and before following anyone) we never elect
-    /// ourselves.
-    ticked: bool,
+    /// Set by the first tick, or once we followed a leader (we then know the cluster's state
+    /// first hand); before, we never elect ourselves.
+    informed: bool,
     /// Quorum mode: the eligibility, pre-vote and check-quorum rules apply.
     quorum: bool,
     /// Ticks since we took our current term as leader.
@@ -248,10 +251,10 @@ impl Election {
             term,
             max_seen: term,
             max_heard: term,
-            failover: false,
+            failover: 0,
             is_leader: false,
             leader: None,
-            ticked: false,
+            informed: false,
             quorum: false,
             led_ticks: 0,
         };
@@ -369,7 +372,7 @@ impl Election {
 
     /// The periodic check (NebulaBeacon's `CheckLeader`), then this tick's heartbeat.
     pub fn tick(&mut self, _now: Millis) -> Vec<Action> {
-        self.ticked = true;
+        self.informed = true;
         let before = self.heartbeat();
         let mut actions = self.check(Check::Tick);
         // Check-quorum counts the ticks of a leadership from the first one after it began.
@@ -663,7 +666,8 @@ impl Election {
         // A fresh beacon first learns the cluster's state: it may elect itself once it has
         // ticked (its peers' handshakes have had a tick to arrive) or once it has followed a
         // leader (it knows the state first hand).
-        let informed = self.ticked || self.leader.is_some();
+        self.informed |= self.leader.is_some();
+        let informed = self.informed;
         if let Check::PeerDown(peer) = why
             && self.leader == Some(peer)
             && !self.is_leader
@@ -671,11 +675,11 @@ impl Election {
             // Our leader's process died (its connections closed): its other followers lose
             // it at the same moment and say so; once a majority has, we may take over
             // without waiting for a tick.
-            self.failover = true;
+            self.failover = FAILOVER_TICKS;
         }
         // A heartbeat may elect us only during such a failover: otherwise another peer's
         // claim may be next in line.
-        let may_elect = why != Check::Heartbeat || self.failover;
+        let may_elect = why != Check::Heartbeat || self.failover > 0;
         match candidate {
             Some((c, _)) if c == self.me => {
                 if !self.is_leader
@@ -710,8 +714,10 @@ impl Election {
             // A new term is a new leadership, even with the same leader.
             self.leader = None;
         }
-        if why == Check::Tick || leader.is_some() {
-            self.failover = false;
+        if leader.is_some() {
+            self.failover = 0;
+        } else if why == Check::Tick {
+            self.failover = self.failover.saturating_sub(1);
         }
         self.settle_leader(leader, &mut actions);
         actions
@@ -1298,6 +1304,17 @@ mod tests {
         assert_eq!(down(&mut b, A), vec![Follows(None, 1), Beat(false, 1)]);
         assert_eq!(
             send(&mut b, 1, C, qhb(false, 1, None, &[B, C], &all)),
+            vec![Follows(Some(B), 2), Beat(true, 2)]
+        );
+        // A tick between the drop and C's word does not end the failover.
+        let mut b = quorum(B, &all);
+        send(&mut b, 0, A, qhb(true, 1, Some(A), &all, &all));
+        send(&mut b, 0, C, qhb(false, 1, Some(A), &all, &all));
+        down(&mut b, A);
+        tick(&mut b, 100);
+        assert!(!b.is_leader(), "C has not said it lost A yet");
+        assert_eq!(
+            send(&mut b, 101, C, qhb(false, 1, None, &[B, C], &all)),
             vec![Follows(Some(B), 2), Beat(true, 2)]
         );
         // Without a failover under way, such a heartbeat elects nobody: the tick decides.

@@ -761,6 +761,16 @@ impl Sim {
             self.next_tick.insert(at, self.now + TICK);
             self.step(at, Input::Tick)?;
         }
+        // A beacon that asked to be woken (a confirmation round due) is.
+        let wake: Vec<SocketAddr> = self
+            .nodes
+            .iter()
+            .filter(|(a, n)| n.wake_at().is_some_and(|t| t <= self.now) && self.live(**a))
+            .map(|(a, _)| *a)
+            .collect();
+        for at in wake {
+            self.step(at, Input::Wake)?;
+        }
         Ok(())
     }
 

@@ -47,6 +47,11 @@ pub type Token = u64;
 
 /// Most entries carried by one message.
 const MAX_ENTRIES_PER_MESSAGE: usize = 256;
+/// Least time between the starts of two confirmation rounds. Reports that arrive meanwhile
+/// share the next round: at 100,000 reports a second, a round each round trip would cost
+/// the leader more than the reports themselves; this adds at most this much to a report's
+/// answer.
+const ROUND_GAP_MS: Millis = 5;
 
 /// How writes are made safe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +236,8 @@ pub enum RequestError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Tick,
+    /// The time [`Coordinator::wake_at`] asked for has come.
+    Wake,
     Peer {
         from: SocketAddr,
         msg: PeerMessage,
@@ -432,6 +439,8 @@ struct Leading {
     beat_wanted: bool,
     /// A round was started in this step: tell every follower.
     beat_due: bool,
+    /// When the latest round started.
+    round_started: Option<Millis>,
     /// Leases are judged only once this round is confirmed: a round started after the
     /// leadership was taken up or after the last gap in this beacon's steps.
     judge_after: u64,
@@ -633,6 +642,7 @@ impl Coordinator {
         self.notice_gap(now, &mut out);
         match input {
             Input::Tick => self.on_tick(now, &mut out),
+            Input::Wake => {} // what is due is done below
             Input::Peer { from, msg } => self.on_peer(now, from, msg, false, &mut out),
             Input::Greeting { from, msg } => self.on_peer(now, from, msg, true, &mut out),
             Input::PeerDown { peer } => {
@@ -653,7 +663,7 @@ impl Coordinator {
             Input::Request { token, request } => self.on_request(now, token, request, &mut out),
         }
         self.advance_commit(now, &mut out);
-        self.start_round(&mut out);
+        self.start_round(now, &mut out);
         self.flush(now, &mut out);
         self.log.set_keep(self.entries_to_keep());
         if self.unsaved_snapshot.is_some() || !self.unsaved.is_empty() {
@@ -1379,7 +1389,7 @@ impl Coordinator {
 
     /// Starts a confirmation round when one is wanted and none is under way (quorum mode,
     /// serving).
-    fn start_round(&mut self, out: &mut Vec<Output>) {
+    fn start_round(&mut self, now: Millis, out: &mut Vec<Output>) {
         if self.cfg.mode != Mode::Quorum || self.taking_over() {
             return;
         }
@@ -1389,11 +1399,23 @@ impl Coordinator {
         if !l.beat_wanted || l.confirmed < l.beat {
             return;
         }
+        if l.round_started.is_some_and(|at| now < at + ROUND_GAP_MS) {
+            return; // see wake_at
+        }
+        l.round_started = Some(now);
         l.beat += 1;
         l.beat_wanted = false;
         l.beat_due = true;
         // A lone beacon confirms its own round.
         self.advance_confirmed(out);
+    }
+
+    /// When this beacon wants a step ([`Input::Wake`]) even if nothing else happens: a
+    /// confirmation round is wanted but waits for [`ROUND_GAP_MS`] to pass.
+    pub fn wake_at(&self) -> Option<Millis> {
+        let l = self.leading.as_ref()?;
+        (l.beat_wanted && l.confirmed >= l.beat)
+            .then(|| l.round_started.map_or(0, |at| at + ROUND_GAP_MS))
     }
 
     /// The latest round a majority acknowledged (this leader acknowledges its own at once);

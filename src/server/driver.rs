@@ -49,6 +49,14 @@ const WATCH_QUEUE: usize = 4096;
 const BATCH: usize = 256;
 
 pub(crate) type RequestReply = oneshot::Sender<Result<Response, RequestError>>;
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A watch's initial state and the stream of notices that follows it.
 pub(crate) type WatchStart = (pb::WatchReply, mpsc::Receiver<pb::NodeNotice>);
 
@@ -258,9 +266,15 @@ impl Driver {
         let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
+            // The core may want a step before the next event (a confirmation round due).
+            let wake = self
+                .core
+                .wake_at()
+                .map(|at| self.started + Duration::from_millis(at));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = ticks.tick() => self.step(Input::Tick),
+                _ = sleep_until_some(wake) => self.step(Input::Wake),
                 event = self.rx.recv() => match event {
                     Some(event) => {
                         self.handle(event);
