@@ -106,6 +106,18 @@ async fn held_ids(port: u16) -> Vec<u32> {
         .collect()
 }
 
+/// A beacon of cluster `alpha` with the default range, serving.
+async fn alpha(dir: &Path, port: u16) -> Beacon {
+    serving(dir, port, args(dir, port, "alpha", [1, 1023], &[])).await
+}
+
+/// Leaves `dir` holding one registration of cluster `alpha`, its beacon stopped.
+async fn one_registration_in_alpha(dir: &Path, port: u16) {
+    let b = alpha(dir, port).await;
+    register(port, 1).await;
+    stop(b);
+}
+
 fn stop(mut b: Beacon) {
     let status = b.signal_and_wait(libc::SIGTERM, Duration::from_secs(10));
     assert!(status.is_some(), "stopped");
@@ -115,12 +127,7 @@ fn stop(mut b: Beacon) {
 async fn a_changed_id_range_is_refused_or_adopted_only_when_every_stored_id_fits() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_ports(1)[0];
-    let b = serving(
-        dir.path(),
-        port,
-        args(dir.path(), port, "alpha", [1, 1023], &[]),
-    )
-    .await;
+    let b = alpha(dir.path(), port).await;
     for i in 1..=3 {
         register(port, i).await;
     }
@@ -180,14 +187,7 @@ async fn a_changed_id_range_is_refused_or_adopted_only_when_every_stored_id_fits
 async fn another_clusters_data_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_ports(1)[0];
-    let b = serving(
-        dir.path(),
-        port,
-        args(dir.path(), port, "alpha", [1, 1023], &[]),
-    )
-    .await;
-    register(port, 1).await;
-    stop(b);
+    one_registration_in_alpha(dir.path(), port).await;
     let (code, err) = refused(&args(dir.path(), port, "beta", [1, 1023], &[]));
     assert_eq!(code, Some(2), "{err}");
     assert!(
@@ -195,12 +195,7 @@ async fn another_clusters_data_directory_is_refused() {
         "{err}"
     );
     // Its own cluster still starts, with everything.
-    let b = serving(
-        dir.path(),
-        port,
-        args(dir.path(), port, "alpha", [1, 1023], &[]),
-    )
-    .await;
+    let b = alpha(dir.path(), port).await;
     assert_eq!(held_ids(port).await, vec![1]);
     stop(b);
 }
@@ -209,22 +204,10 @@ async fn another_clusters_data_directory_is_refused() {
 async fn a_directory_written_before_identities_were_recorded_is_taken_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_ports(1)[0];
-    let b = serving(
-        dir.path(),
-        port,
-        args(dir.path(), port, "alpha", [1, 1023], &[]),
-    )
-    .await;
-    register(port, 1).await;
-    stop(b);
+    one_registration_in_alpha(dir.path(), port).await;
     let identity = dir.path().join("data/identity.json");
     std::fs::remove_file(&identity).unwrap();
-    let b = serving(
-        dir.path(),
-        port,
-        args(dir.path(), port, "alpha", [1, 1023], &[]),
-    )
-    .await;
+    let b = alpha(dir.path(), port).await;
     assert_eq!(held_ids(port).await, vec![1]);
     assert!(b.log().contains("no record of its cluster"), "{}", b.log());
     assert!(identity.exists(), "recorded now");
