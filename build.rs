@@ -1,26 +1,33 @@
-//! Compiles `proto/beacon.proto` with protox (a pure-Rust protobuf compiler), so building
-//! beacon needs no system `protoc`.
+//! Compiles the wire messages with protox (a pure-Rust protobuf compiler), so building beacon
+//! needs no system `protoc`: `proto/beacon.proto` (handshake, heartbeats, the consensus
+//! core's log entries and snapshots, beacon status) and one file per replicated machine.
+
+/// Machines' proto files, one line per machine.
+const MACHINE_PROTOS: &[&str] = &["registry.proto"];
 
 /// Messages that nebcli and the admin HTTP API print as JSON.
 const JSON_MESSAGES: &[&str] = &[
-    "BeaconStatus",
-    "BeaconEntry",
-    "NodeInfo",
-    "LoadStats",
-    "NodeEntry",
-    "NodesReply",
-    "IdsReply",
-    "Subscription",
-    "SubscriptionsReply",
+    "beacon.BeaconStatus",
+    "beacon.BeaconEntry",
+    "beacon.registry.NodeInfo",
+    "beacon.registry.LoadStats",
+    "beacon.registry.NodeEntry",
+    "beacon.registry.NodesReply",
+    "beacon.registry.IdsReply",
+    "beacon.registry.Subscription",
+    "beacon.registry.SubscriptionsReply",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
-    let descriptors = protox::compile(["beacon.proto"], ["proto"])?;
+    let files: Vec<&str> = std::iter::once("beacon.proto")
+        .chain(MACHINE_PROTOS.iter().copied())
+        .collect();
+    let descriptors = protox::compile(files, ["proto"])?;
     let mut config = prost_build::Config::new();
     for name in JSON_MESSAGES {
         config.type_attribute(
-            format!(".beacon.{name}"),
+            format!(".{name}"),
             "#[derive(serde::Serialize, serde::Deserialize)]",
         );
     }

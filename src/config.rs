@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::coordinator::Mode;
-use crate::registry::{self, IdRange};
+use crate::consensus::Mode;
+use crate::machines::registry::{self, IdRange};
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
 /// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.

@@ -1,11 +1,10 @@
-//! The beacon's data directory: an exclusive lock, the highest term seen, and the identity
-//! of the cluster whose state it holds.
+//! The beacon's data directory: an exclusive lock, and the identity of the cluster whose
+//! state it holds (the state itself, term included, is [`crate::storage`]'s).
 //!
-//! The term is stored before it is announced, so a beacon that crashes and restarts never
-//! announces a term lower than one it already sent out. The identity (cluster name, node-ID
-//! range, mode, beacon list) is recorded with the state, so a beacon started on a directory
-//! written under another configuration refuses to load it instead of serving another
-//! cluster's registrations or dropping the ones its range no longer covers.
+//! The identity (cluster name, node-ID range, mode, beacon list) is recorded with the state,
+//! so a beacon started on a directory written under another configuration refuses to load it
+//! instead of serving another cluster's registrations or dropping the ones its range no
+//! longer covers.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -14,7 +13,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 const LOCK_FILE: &str = "LOCK";
-const TERM_FILE: &str = "term";
 const IDENTITY_FILE: &str = "identity.json";
 
 /// What a data directory's state was written under.
@@ -71,8 +69,6 @@ pub enum DataDirError {
     },
     #[error("data_dir {0} is in use by another beacon process (its LOCK file is held)")]
     Locked(PathBuf),
-    #[error("data_dir {path}: file `term` is corrupt ({content:?}); refusing to guess a term")]
-    CorruptTerm { path: PathBuf, content: String },
     #[error(
         "data_dir {path}: file `{IDENTITY_FILE}` is corrupt ({why}); refusing to guess whose state this is"
     )]
@@ -124,29 +120,6 @@ impl DataDir {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The stored term, 0 if none was ever stored.
-    pub fn load_term(&self) -> Result<u64, DataDirError> {
-        let file = self.path.join(TERM_FILE);
-        match fs::read_to_string(&file) {
-            Ok(text) => text.trim().parse().map_err(|_| DataDirError::CorruptTerm {
-                path: self.path.clone(),
-                content: text,
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-            Err(cause) => Err(DataDirError::Io {
-                path: self.path.clone(),
-                what: "cannot read term",
-                cause,
-            }),
-        }
-    }
-
-    /// Durably replaces the stored term: write a temporary file, fsync, rename over, fsync
-    /// the directory, so a crash leaves either the old or the new value, never a torn one.
-    pub fn store_term(&self, term: u64) -> Result<(), DataDirError> {
-        self.replace(TERM_FILE, format!("{term}\n").as_bytes())
     }
 
     /// The identity the directory's state was written under, if recorded.
@@ -230,17 +203,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn term_survives_reopen_and_starts_at_zero() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        assert_eq!(dir.load_term().unwrap(), 0);
-        dir.store_term(7).unwrap();
-        drop(dir);
-        let dir = DataDir::open(tmp.path()).unwrap();
-        assert_eq!(dir.load_term().unwrap(), 7);
-    }
-
-    #[test]
     fn a_second_opener_is_refused_while_the_first_holds_the_lock() {
         let tmp = tempfile::tempdir().unwrap();
         let _held = DataDir::open(tmp.path()).unwrap();
@@ -298,14 +260,5 @@ mod tests {
             dir.load_identity(),
             Err(DataDirError::CorruptIdentity { .. })
         ));
-    }
-
-    #[test]
-    fn a_corrupt_term_is_an_error_not_zero() {
-        let tmp = tempfile::tempdir().unwrap();
-        fs::write(tmp.path().join(TERM_FILE), "12x").unwrap();
-        let dir = DataDir::open(tmp.path()).unwrap();
-        let err = dir.load_term().unwrap_err().to_string();
-        assert!(err.contains("file `term` is corrupt"), "{err}");
     }
 }

@@ -1,25 +1,39 @@
 //! beacon: a small self-hosted cluster coordinator.
 //!
-//! A few beacon daemons elect a leader with heartbeats ([`election`]), and answer admin
-//! queries from `nebcli` over the framed protocol of [`wire`]. The election is sans-IO: it
-//! takes time and inputs as arguments and returns actions; [`server`] is the tokio driver that
-//! owns sockets, timers and disk.
+//! The layers, from the bottom:
+//!
+//! * [`consensus`]: the sans-IO core. A few beacons elect a leader with heartbeats
+//!   ([`consensus::election`], NebulaBeacon's rules) and replicate a log of commands to a
+//!   state inside those heartbeats. It is generic over what is replicated and names no
+//!   machine; time ([`time`]) and inputs are passed in, and each step returns a
+//!   [`consensus::Ready`] that says what to store and what may leave before and after.
+//! * [`storage`]: the term, snapshot and log on disk (or in memory, for simulations).
+//! * [`wire`]: framing and the core's messages; each machine adds its own part.
+//! * [`machines`]: the replicated machines, one folder each (the node-ID registry first), and
+//!   the list that composes them into what a beacon replicates.
+//! * [`server`]: the tokio daemon that owns sockets, timers and disk and drives the core;
+//!   [`client`]: the client side of the protocol; [`cli`]: what nebcli's commands share.
 
+// pub mod cli;
 pub mod client;
 pub mod config;
-pub mod coordinator;
+pub mod consensus;
 pub mod data_dir;
-pub mod election;
-pub mod registry;
-pub mod replication;
+pub mod machines;
 pub mod server;
-pub mod state;
+// pub mod sim;
 pub mod storage;
+pub mod time;
 pub mod wire;
 
-/// Protobuf messages of `proto/beacon.proto`.
+/// Protobuf messages of `proto/beacon.proto` (the core's) and of each machine's proto file.
 pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/beacon.rs"));
+
+    /// The node-ID registry's messages (`proto/registry.proto`).
+    pub mod registry {
+        include!(concat!(env!("OUT_DIR"), "/beacon.registry.rs"));
+    }
 }
 
 pub use config::Config;

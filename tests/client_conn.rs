@@ -6,7 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use beacon::client::{Client, ClientError, ConnectOptions, RegisterOptions, Registration};
+use beacon::client::{Client, ClientError, ConnectOptions};
+use beacon::machines::registry::{RegisterOptions, Registration};
 use beacon::pb;
 use beacon_testkit::*;
 
@@ -38,7 +39,7 @@ async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
     let at = c.beacons[0].addr.to_string();
     let mut client = Client::connect(&at, &opts(300)).await.unwrap();
     let node = client
-        .register(&pb::RegisterRequest {
+        .register(&pb::registry::RegisterRequest {
             node_type: "LOGIC".into(),
             addr: service(1).to_string(),
             ..Default::default()
@@ -47,7 +48,7 @@ async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
         .unwrap()
         .node
         .unwrap();
-    let report = pb::NodeReport {
+    let report = pb::registry::NodeReport {
         node_id: node.node_id,
         addr: node.addr.clone(),
         term: node.term,
@@ -69,7 +70,7 @@ async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
     let status = client.beacon_status().await.unwrap();
     assert_eq!(status.node, at);
     let reply = client
-        .unregister(&pb::UnregisterRequest {
+        .unregister(&pb::registry::UnregisterRequest {
             node_id: node.node_id,
             term: node.term,
             index: node.index,

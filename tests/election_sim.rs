@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use beacon::election::{Action, Election, Heartbeat, Input};
+use beacon::consensus::election::{Action, Election, Heartbeat, Input};
 use beacon_testkit::rng::SimRng as Rng;
 
 /// Rounds allowed from "healed" to "one leader agreed by all".

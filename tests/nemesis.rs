@@ -25,9 +25,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use beacon::client::{Cluster as Leader, ConnectOptions, LeaseLost, RegisterOptions, Registration};
+use beacon::client::{Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
+use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration};
 use beacon::pb;
-use beacon::wire::Cmd;
 use beacon_testkit::proxy::{Cut, Mesh};
 use beacon_testkit::rng::SimRng;
 use beacon_testkit::*;
@@ -172,7 +173,7 @@ async fn probe(
     let mut n: u32 = 0;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
-        let req = pb::RegisterRequest {
+        let req = pb::registry::RegisterRequest {
             node_type: "PROBE".into(),
             addr: SocketAddr::from(([10, 6, (n / 250 % 250) as u8, (n % 250) as u8], 9000))
                 .to_string(),
@@ -181,14 +182,18 @@ async fn probe(
         let sent = Instant::now();
         let attempt = tokio::time::timeout(
             Duration::from_millis(150),
-            leader.call::<_, pb::RegisterReply>(Cmd::Register, &req, "the probe registration"),
+            leader.call::<_, pb::registry::RegisterReply>(
+                RegistryCmd::Register,
+                &req,
+                "the probe registration",
+            ),
         )
         .await;
         match attempt {
             Ok(Ok(reply)) => {
                 done.lock().unwrap().push((sent, Instant::now()));
                 let node = reply.node.unwrap_or_default();
-                let release = pb::UnregisterRequest {
+                let release = pb::registry::UnregisterRequest {
                     node_id: node.node_id,
                     term: node.term,
                     index: node.index,
@@ -197,8 +202,8 @@ async fn probe(
                 };
                 let _ = tokio::time::timeout(
                     Duration::from_millis(150),
-                    leader.call::<_, pb::UnregisterReply>(
-                        Cmd::Unregister,
+                    leader.call::<_, pb::registry::UnregisterReply>(
+                        RegistryCmd::Unregister,
                         &release,
                         "the probe release",
                     ),
@@ -425,7 +430,7 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         .await
         .unwrap_or_else(|| panic!("no agreed leader at the end\n{}", c.logs()));
     let leader_addr: SocketAddr = leader.parse().unwrap();
-    let live = |reply: pb::NodesReply| -> Vec<(u32, String)> {
+    let live = |reply: pb::registry::NodesReply| -> Vec<(u32, String)> {
         reply
             .nodes
             .into_iter()

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use beacon::client::{Client, Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
-use beacon::wire::{Cmd, ErrorCode};
+use beacon::wire::ErrorCode;
 use beacon_testkit::proxy::{Cut, Mesh};
 use beacon_testkit::*;
 
@@ -28,8 +29,8 @@ fn service(i: usize) -> String {
     SocketAddr::from(([10, 2, (i / 250) as u8, (i % 250) as u8 + 1], 7000)).to_string()
 }
 
-fn register_req(addr: String) -> pb::RegisterRequest {
-    pb::RegisterRequest {
+fn register_req(addr: String) -> pb::registry::RegisterRequest {
+    pb::registry::RegisterRequest {
         node_type: "LOGIC".into(),
         addr,
         ..Default::default()
@@ -72,7 +73,7 @@ async fn refuses_writes_without_quorum(at: SocketAddr) -> Option<(String, String
         .register(&register_req("10.3.0.1:1".into()))
         .await
         .err()?;
-    if err.code() != Some(ErrorCode::NoQuorum) {
+    if !err.is(ErrorCode::NoQuorum) {
         return None;
     }
     let stale = client.nodes("", "").await.ok()?.stale?;
@@ -100,7 +101,7 @@ async fn partitions_and_leader_kills_never_issue_an_id_twice_or_lose_one() {
                 let addr = service(i);
                 let req = register_req(addr.clone());
                 match leader
-                    .call::<_, pb::RegisterReply>(Cmd::Register, &req, "register")
+                    .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
                     .await
                 {
                     Ok(reply) => {
@@ -235,7 +236,7 @@ async fn first_write_after(beacons: &[String], t: Instant, limit: Duration) -> O
         let req = register_req(SocketAddr::from(([10, 8, 0, n as u8], 7000)).to_string());
         let attempt = tokio::time::timeout(
             Duration::from_millis(100),
-            leader.call::<_, pb::RegisterReply>(Cmd::Register, &req, "register"),
+            leader.call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register"),
         )
         .await;
         if let Ok(Ok(_)) = attempt {

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use beacon::client::{
-    Client, ClientError, Cluster as Leader, ConnectOptions, LeaseLost, RegisterOptions,
-    Registration, Watch, WatchEvent,
-};
+use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
+use beacon::machines::registry::{RegistryCmd, RegistryErrorCode};
 use beacon::pb;
-use beacon::wire::{Cmd, ErrorCode};
+use beacon::wire::{Code, ErrorCode};
 use beacon_testkit::*;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
@@ -37,8 +36,8 @@ fn service(i: usize) -> SocketAddr {
     SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8 + 1], 7000))
 }
 
-fn register_req(node_type: &str, addr: SocketAddr) -> pb::RegisterRequest {
-    pb::RegisterRequest {
+fn register_req(node_type: &str, addr: SocketAddr) -> pb::registry::RegisterRequest {
+    pb::registry::RegisterRequest {
         node_type: node_type.into(),
         addr: addr.to_string(),
         ..Default::default()
@@ -46,10 +45,10 @@ fn register_req(node_type: &str, addr: SocketAddr) -> pb::RegisterRequest {
 }
 
 /// Registers service `i` through `leader`, riding out failovers.
-async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::NodeInfo {
-    let reply: pb::RegisterReply = leader
+async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::registry::NodeInfo {
+    let reply: pb::registry::RegisterReply = leader
         .call(
-            Cmd::Register,
+            RegistryCmd::Register,
             &register_req(node_type, service(i)),
             "register",
         )
@@ -59,8 +58,8 @@ async fn register(leader: &mut Leader, node_type: &str, i: usize) -> pb::NodeInf
 }
 
 /// The request a holder sends to give up its registration `node` (by address).
-fn release(node: &pb::NodeInfo) -> pb::UnregisterRequest {
-    pb::UnregisterRequest {
+fn release(node: &pb::registry::NodeInfo) -> pb::registry::UnregisterRequest {
+    pb::registry::UnregisterRequest {
         node_id: 0,
         addr: node.addr.clone(),
         term: node.term,
@@ -70,9 +69,9 @@ fn release(node: &pb::NodeInfo) -> pb::UnregisterRequest {
 }
 
 /// Gives up registration `node` through `leader`, as its holder.
-async fn unregister(leader: &mut Leader, node: &pb::NodeInfo) {
-    let _: pb::UnregisterReply = leader
-        .call(Cmd::Unregister, &release(node), "unregister")
+async fn unregister(leader: &mut Leader, node: &pb::registry::NodeInfo) {
+    let _: pb::registry::UnregisterReply = leader
+        .call(RegistryCmd::Unregister, &release(node), "unregister")
         .await
         .unwrap_or_else(|e| panic!("unregistration of {}: {e}", node.addr));
 }
@@ -139,9 +138,9 @@ async fn a_thousand_concurrent_registrations_are_unique_and_on_every_beacon() {
                 if i >= 1000 {
                     return got;
                 }
-                let reply: pb::RegisterReply = leader
+                let reply: pb::registry::RegisterReply = leader
                     .call(
-                        Cmd::Register,
+                        RegistryCmd::Register,
                         &register_req("LOGIC", service(i)),
                         "register",
                     )
@@ -320,8 +319,8 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
     for i in 0..300 {
         let mut req = register_req("LOGIC", service(i));
         req.metadata = format!("\"{i:0>700}\"");
-        let _: pb::RegisterReply = leader
-            .call(Cmd::Register, &req, "register")
+        let _: pb::registry::RegisterReply = leader
+            .call(RegistryCmd::Register, &req, "register")
             .await
             .unwrap_or_else(|e| panic!("registration {i}: {e}"));
     }
@@ -356,7 +355,7 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
         .await
         .unwrap();
     let err = client.nodes("", "").await.unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::FrameTooLarge), "{err}");
+    assert!(err.is(ErrorCode::FrameTooLarge), "{err}");
     assert!(
         err.to_string().contains("over max_frame_bytes (16384)"),
         "{err}"
@@ -389,7 +388,7 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
     for seq in 1..=200u32 {
         let node = &live[seq as usize % live.len()];
         let bad = seq % 5 == 0;
-        let req = pb::NodeReport {
+        let req = pb::registry::NodeReport {
             node_id: if bad && seq % 10 == 0 {
                 999
             } else {
@@ -404,7 +403,7 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
             index: node.index,
             ..Default::default()
         };
-        conn.feed(Frame::new(Cmd::NodeReport.code(), seq, 0, &req))
+        conn.feed(Frame::new(RegistryCmd::NodeReport.code(), seq, 0, &req))
             .await
             .unwrap();
         expect_ok.push((seq, !bad));
@@ -419,15 +418,11 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
         assert_eq!(reply.seq, seq, "replies come in request order");
         assert_eq!(!reply.is_error(), ok, "seq {seq}: {reply:?}");
         if ok {
-            let r: pb::NodeReportReply = reply.decode().unwrap();
+            let r: pb::registry::NodeReportReply = reply.decode().unwrap();
             assert_eq!(r.node_id, live[seq as usize % live.len()].node_id);
         } else {
             let e: pb::ErrorReply = reply.decode().unwrap();
-            assert_eq!(
-                ErrorCode::from_code(e.code),
-                Some(ErrorCode::NoLease),
-                "{e:?}"
-            );
+            assert_eq!(e.code, RegistryErrorCode::NoLease as u32, "{e:?}");
         }
     }
 }
@@ -446,7 +441,7 @@ async fn a_revoked_registration_tells_the_service_to_stop() {
         .unwrap();
     let (term, index) = reg.fencing_token();
     admin
-        .unregister(&pb::UnregisterRequest {
+        .unregister(&pb::registry::UnregisterRequest {
             node_id: reg.node_id(),
             term,
             index,
@@ -496,7 +491,7 @@ async fn a_missed_lease_quarantines_the_id_before_reuse() {
     assert!(!entry.is_online && entry.quarantine_ms.is_some());
     // A report now is refused: the service must stop using the ID.
     let err = client
-        .report(&pb::NodeReport {
+        .report(&pb::registry::NodeReport {
             node_id: 1,
             addr: service(1).to_string(),
             term: first.term,
@@ -505,7 +500,7 @@ async fn a_missed_lease_quarantines_the_id_before_reuse() {
         })
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::NoLease));
+    assert!(err.is(RegistryErrorCode::NoLease));
 
     // Allocation skips the quarantined ID; with the range full, a clear error.
     let mut got = Vec::new();
@@ -523,7 +518,7 @@ async fn a_missed_lease_quarantines_the_id_before_reuse() {
         .register(&register_req("LOGIC", service(4)))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::IdsExhausted), "{err}");
+    assert!(err.is(RegistryErrorCode::IdsExhausted), "{err}");
     assert!(err.to_string().contains("no free node ID"), "{err}");
 
     // Once the quarantine ends, ID 1 is free again. (2 and 3 expire meanwhile too.)
@@ -626,7 +621,7 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
     let mut client = Client::connect(&at, &opts()).await.unwrap();
     let before = client.ids().await.unwrap();
 
-    let bad = |node_type: &str, addr: &str, metadata: &str| pb::RegisterRequest {
+    let bad = |node_type: &str, addr: &str, metadata: &str| pb::registry::RegisterRequest {
         node_type: node_type.into(),
         addr: addr.into(),
         metadata: metadata.into(),
@@ -663,7 +658,7 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
     ];
     for (req, want) in cases {
         let err = client.register(&req).await.unwrap_err();
-        assert_eq!(err.code(), Some(ErrorCode::InvalidRequest), "{err}");
+        assert!(err.is(ErrorCode::InvalidRequest), "{err}");
         assert!(err.to_string().contains(want), "{err} should say {want}");
     }
     // The same address under another type is a conflict, not a second ID.
@@ -675,10 +670,10 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
         .register(&register_req("ACCESS", service(1)))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::Conflict), "{err}");
+    assert!(err.is(RegistryErrorCode::Conflict), "{err}");
     // Unregistering what does not exist, or nothing.
     let err = client
-        .unregister(&pb::UnregisterRequest {
+        .unregister(&pb::registry::UnregisterRequest {
             node_id: 999,
             term: 1,
             index: 1,
@@ -686,19 +681,19 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
         })
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::UnknownTarget), "{err}");
+    assert!(err.is(RegistryErrorCode::UnknownTarget), "{err}");
     // Without naming the registration (its fencing token), nothing is ended.
     let err = client
-        .unregister(&pb::UnregisterRequest {
+        .unregister(&pb::registry::UnregisterRequest {
             addr: service(1).to_string(),
             ..Default::default()
         })
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::InvalidRequest), "{err}");
+    assert!(err.is(ErrorCode::InvalidRequest), "{err}");
     assert!(err.to_string().contains("fencing token"), "{err}");
     let err = client
-        .unregister(&pb::UnregisterRequest::default())
+        .unregister(&pb::registry::UnregisterRequest::default())
         .await
         .unwrap_err();
     assert!(
@@ -722,7 +717,7 @@ async fn writes_at_a_follower_redirect_to_the_leader() {
         .register(&register_req("LOGIC", service(1)))
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::NotLeader));
+    assert!(err.is(ErrorCode::NotLeader));
     let ClientError::Refused { leader, .. } = &err else {
         panic!("{err}")
     };
@@ -734,7 +729,7 @@ async fn writes_at_a_follower_redirect_to_the_leader() {
     assert!(client.nodes("", "").await.unwrap().nodes.is_empty());
     let mut watch_conn = Client::connect(&follower, &opts()).await.unwrap();
     let err = watch_conn.watch(&[]).await.unwrap_err();
-    assert_eq!(err.code(), Some(ErrorCode::NotLeader));
+    assert!(err.is(ErrorCode::NotLeader));
 }
 
 /// Two beacons whose configs differ in `extra_a` / `extra_b`: each must refuse the other
@@ -840,7 +835,10 @@ async fn a_torn_log_tail_is_cut_off_with_a_log_line_and_refetched() {
         .path()
         .join(format!("127.0.0.1_{}", c.beacons[2].addr.port()));
     let log = dir.join("log");
-    let (_, intact) = beacon::storage::Storage::open(&dir).unwrap();
+    let (_, intact) = beacon::storage::Storage::<beacon::machines::State>::open(
+        beacon::storage::Files::new(&dir),
+    )
+    .unwrap();
     let logged = intact.entries.len();
     assert!(logged >= 10, "{logged} entries logged");
     let mut bytes = std::fs::read(&log).unwrap();

@@ -83,11 +83,11 @@ async fn serving(dir: &Path, port: u16, args: Vec<String>) -> Beacon {
     b
 }
 
-async fn register(port: u16, i: u8) -> pb::NodeInfo {
+async fn register(port: u16, i: u8) -> pb::registry::NodeInfo {
     let mut c = Client::connect(&addr(port).to_string(), &opts())
         .await
         .unwrap();
-    let req = pb::RegisterRequest {
+    let req = pb::registry::RegisterRequest {
         node_type: "LOGIC".into(),
         addr: SocketAddr::from(([10, 4, 0, i], 80)).to_string(),
         ..Default::default()

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use beacon::client::{Cluster, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
-use beacon::wire::Cmd;
 use serde::Serialize;
 
 /// What one run measured.
@@ -108,14 +108,18 @@ pub async fn register(
                 if i >= count {
                     break;
                 }
-                let req = pb::RegisterRequest {
+                let req = pb::registry::RegisterRequest {
                     node_type: node_type.clone(),
                     addr: service_addr(i).to_string(),
                     ..Default::default()
                 };
                 let t = Instant::now();
                 match cluster
-                    .call::<_, pb::RegisterReply>(Cmd::Register, &req, "the registration")
+                    .call::<_, pb::registry::RegisterReply>(
+                        RegistryCmd::Register,
+                        &req,
+                        "the registration",
+                    )
                     .await
                 {
                     Ok(reply) => done.push((t.elapsed(), reply.node.unwrap_or_default())),
@@ -154,15 +158,15 @@ pub async fn register(
             let mut failed = 0;
             for node in chunk {
                 // The benchmark holds these registrations itself: it gives the IDs up.
-                let req = pb::UnregisterRequest {
+                let req = pb::registry::UnregisterRequest {
                     node_id: node.node_id,
                     addr: String::new(),
                     term: node.term,
                     index: node.index,
                     release: true,
                 };
-                let r: Result<pb::UnregisterReply, _> = cluster
-                    .call(Cmd::Unregister, &req, "the unregistration")
+                let r: Result<pb::registry::UnregisterReply, _> = cluster
+                    .call(RegistryCmd::Unregister, &req, "the unregistration")
                     .await;
                 failed += usize::from(r.is_err());
             }

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use beacon::client::{Client, ClientError, Cluster, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
-use beacon::wire::Cmd;
 use clap::Parser;
 use commands::{Command, UsageError};
 use rustyline::error::ReadlineError;
@@ -120,7 +120,7 @@ impl Session {
         &mut self,
         node_type: &str,
         addr: &str,
-    ) -> Result<pb::NodesReply, ClientError> {
+    ) -> Result<pb::registry::NodesReply, ClientError> {
         self.leader_nodes_by(node_type, addr, 0).await
     }
 
@@ -130,8 +130,8 @@ impl Session {
         node_type: &str,
         addr: &str,
         node_id: u32,
-    ) -> Result<pb::NodesReply, ClientError> {
-        let req = pb::NodesRequest {
+    ) -> Result<pb::registry::NodesReply, ClientError> {
+        let req = pb::registry::NodesRequest {
             node_type: node_type.to_owned(),
             addr: addr.to_owned(),
             node_id,
@@ -189,16 +189,16 @@ impl Session {
                 self.print(&reply, render::subscriptions)
             }
             Command::Register(r) => {
-                let req = pb::RegisterRequest {
+                let req = pb::registry::RegisterRequest {
                     node_type: r.node_type.clone(),
                     addr: r.addr.clone(),
                     access_addr: r.access_addr.clone(),
                     worker_num: r.worker_num,
                     metadata: r.metadata.clone(),
                 };
-                let reply: pb::RegisterReply = self
+                let reply: pb::registry::RegisterReply = self
                     .cluster()
-                    .call(Cmd::Register, &req, "the registration")
+                    .call(RegistryCmd::Register, &req, "the registration")
                     .await?;
                 match &reply.node {
                     Some(node) if self.json => json(node),
@@ -224,16 +224,16 @@ impl Session {
                         "no live registration at {target} (see `show nodes`)"
                     )));
                 };
-                let req = pb::UnregisterRequest {
+                let req = pb::registry::UnregisterRequest {
                     node_id: node.node_id,
                     addr: String::new(),
                     term: node.term,
                     index: node.index,
                     release: *free,
                 };
-                let reply: pb::UnregisterReply = self
+                let reply: pb::registry::UnregisterReply = self
                     .cluster()
-                    .call(Cmd::Unregister, &req, "the unregistration")
+                    .call(RegistryCmd::Unregister, &req, "the unregistration")
                     .await?;
                 let node = reply.node.unwrap_or_default();
                 if self.json {

@@ -63,14 +63,16 @@ fn stale_warning(stale: Option<&str>) -> String {
     })
 }
 
-fn entries(reply: &pb::NodesReply) -> impl Iterator<Item = (&pb::NodeEntry, &pb::NodeInfo)> {
+fn entries(
+    reply: &pb::registry::NodesReply,
+) -> impl Iterator<Item = (&pb::registry::NodeEntry, &pb::registry::NodeInfo)> {
     reply
         .nodes
         .iter()
         .filter_map(|e| e.node.as_ref().map(|n| (e, n)))
 }
 
-pub fn nodes(reply: &pb::NodesReply) -> String {
+pub fn nodes(reply: &pb::registry::NodesReply) -> String {
     let rows: Vec<Vec<String>> = entries(reply)
         .map(|(e, n)| {
             vec![
@@ -95,7 +97,7 @@ pub fn nodes(reply: &pb::NodesReply) -> String {
     table + &stale_warning(reply.stale.as_deref())
 }
 
-pub fn node_detail(reply: &pb::NodesReply) -> String {
+pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
     let rows: Vec<Vec<String>> = entries(reply)
         .map(|(_, n)| {
             vec![
@@ -126,7 +128,7 @@ pub fn node_detail(reply: &pb::NodesReply) -> String {
     table + &stale_warning(reply.stale.as_deref())
 }
 
-pub fn node_report(reply: &pb::NodesReply) -> String {
+pub fn node_report(reply: &pb::registry::NodesReply) -> String {
     let rows: Vec<Vec<String>> = entries(reply)
         .filter(|(e, _)| e.is_online)
         .map(|(e, n)| {
@@ -165,7 +167,7 @@ pub fn node_report(reply: &pb::NodesReply) -> String {
     table + &stale_warning(reply.stale.as_deref())
 }
 
-pub fn ids(reply: &pb::IdsReply) -> String {
+pub fn ids(reply: &pb::registry::IdsReply) -> String {
     let total = u64::from(reply.last - reply.first) + 1;
     let quarantined = reply
         .quarantined
@@ -191,7 +193,7 @@ pub fn ids(reply: &pb::IdsReply) -> String {
     table + &stale_warning(reply.stale.as_deref())
 }
 
-pub fn subscriptions(reply: &pb::SubscriptionsReply) -> String {
+pub fn subscriptions(reply: &pb::registry::SubscriptionsReply) -> String {
     let rows: Vec<Vec<String>> = reply
         .subscriptions
         .iter()
@@ -200,7 +202,7 @@ pub fn subscriptions(reply: &pb::SubscriptionsReply) -> String {
     table::render(&["node_type", "subscribe"], &rows)
 }
 
-pub fn registered(reply: &pb::RegisterReply) -> String {
+pub fn registered(reply: &pb::registry::RegisterReply) -> String {
     let n = reply.node.clone().unwrap_or_default();
     format!(
         "node_id {} ({} at {}), lease {} ms, fencing token {}.{}, leader {}\n",
@@ -214,7 +216,7 @@ mod tests {
 
     #[test]
     fn ids_count_free_ones() {
-        let out = ids(&pb::IdsReply {
+        let out = ids(&pb::registry::IdsReply {
             first: 1,
             last: 10,
             last_node_id: 4,

@@ -10,8 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Client, ClientError, ConnectOptions};
-use crate::pb;
-use crate::wire::Cmd;
+use crate::wire::Code;
 
 /// First pause between rounds over the beacon list while no leader answers. A leader
 /// failover usually completes within a few milliseconds of a dead leader's connections
@@ -85,7 +84,7 @@ impl Cluster {
     /// request, IDs exhausted) are returned at once.
     pub async fn call<Req, Resp>(
         &mut self,
-        cmd: Cmd,
+        cmd: impl Code,
         req: &Req,
         what: &'static str,
     ) -> Result<Resp, ClientError>
@@ -106,20 +105,22 @@ impl Cluster {
         }
     }
 
-    /// Starts a watch at the leader and takes the connection, which the watch holds.
-    pub(crate) async fn watch(
+    /// Runs `start` at the leader (a request that starts a stream, such as a watch),
+    /// following redirects and riding out elections as [`Cluster::call`] does, and takes the
+    /// connection, which the stream holds.
+    pub async fn start_stream<T>(
         &mut self,
-        types: &[String],
-    ) -> Result<(Client, pb::WatchReply), ClientError> {
-        let what = "the watch request";
+        what: &'static str,
+        mut start: impl AsyncFnMut(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<(Client, T), ClientError> {
         let mut retry = Retry::new();
         loop {
             let result = match self.connection().await {
-                Ok(conn) => conn.watch(types).await,
+                Ok(conn) => start(conn).await,
                 Err(e) => Err(e),
             };
             match result {
-                Ok(reply) => return Ok((self.conn.take().expect("connected"), reply)),
+                Ok(answer) => return Ok((self.conn.take().expect("connected"), answer)),
                 Err(e) => self.failed(&mut retry, e, what).await?,
             }
         }

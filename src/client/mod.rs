@@ -1,21 +1,16 @@
-//! Client side of the beacon protocol.
+//! Client side of the beacon protocol, for the core's commands and any machine's.
 //!
 //! - [`Client`]: one handshaken connection to one beacon, request/response.
 //! - [`Cluster`]: the cluster's leader, found and followed across failovers (redirects,
 //!   retries), for writes.
-//! - [`Registration`]: a service's registration, kept alive in the background, with a signal
-//!   when its lease is lost so the service stops using its node ID.
-//! - [`Watch`]: the nodes of some types, then every change, resynchronised across failovers.
 //!
-//! Used by `nebcli`, by the integration tests, and by services.
+//! Each machine adds its own calls (the registry: `register`, `report`, ..., and its
+//! `Registration` and `Watch`; see [`crate::machines`]). Used by `nebcli`, by the
+//! integration tests, and by services.
 
 mod cluster;
-mod registration;
-mod watch;
 
 pub use cluster::Cluster;
-pub use registration::{LeaseLost, RegisterOptions, Registration};
-pub use watch::{Watch, WatchEvent};
 
 use std::time::Duration;
 
@@ -24,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use crate::pb;
-use crate::wire::{Cmd, ErrorCode, Frame, FrameCodec, FrameError, PROTOCOL_VERSION};
+use crate::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, FrameError, PROTOCOL_VERSION};
 
 /// Default time allowed for connecting and for each request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,8 +38,8 @@ pub enum ClientError {
     Refused {
         addr: String,
         what: &'static str,
-        /// `None` when the code is one this client does not know.
-        code: Option<ErrorCode>,
+        /// A core [`ErrorCode`] or a machine's.
+        code: u32,
         msg: String,
         /// With `NotLeader`: the leader to ask instead, when the beacon knows it.
         leader: Option<String>,
@@ -73,12 +68,18 @@ pub enum ClientError {
 
 impl ClientError {
     /// The server's error code, when the server refused the request.
-    pub fn code(&self) -> Option<ErrorCode> {
+    pub fn code(&self) -> Option<u32> {
         match self {
-            ClientError::Refused { code, .. } => *code,
+            ClientError::Refused { code, .. } => Some(*code),
             ClientError::NoLeader { last, .. } => last.code(),
             _ => None,
         }
+    }
+
+    /// Whether the server refused the request with `code` (a core [`ErrorCode`] or a
+    /// machine's).
+    pub fn is(&self, code: impl Into<u32>) -> bool {
+        self.code() == Some(code.into())
     }
 
     /// Whether trying again (at the leader, a moment later) may succeed: the connection
@@ -91,7 +92,7 @@ impl ClientError {
             | ClientError::Frame { .. }
             | ClientError::Mismatch { .. } => true,
             ClientError::Refused { code, .. } => matches!(
-                code,
+                ErrorCode::from_code(*code),
                 Some(
                     ErrorCode::NotLeader
                         | ErrorCode::LeaderChanged
@@ -217,84 +218,10 @@ impl Client {
         .await
     }
 
-    /// Registers a service (leader only).
-    pub async fn register(
-        &mut self,
-        req: &pb::RegisterRequest,
-    ) -> Result<pb::RegisterReply, ClientError> {
-        self.request(Cmd::Register, req, "the registration").await
-    }
-
-    /// Reports a service's load, renewing its lease (leader only).
-    pub async fn report(
-        &mut self,
-        req: &pb::NodeReport,
-    ) -> Result<pb::NodeReportReply, ClientError> {
-        self.request(Cmd::NodeReport, req, "the node report").await
-    }
-
-    /// Ends a registration (leader only).
-    pub async fn unregister(
-        &mut self,
-        req: &pb::UnregisterRequest,
-    ) -> Result<pb::UnregisterReply, ClientError> {
-        self.request(Cmd::Unregister, req, "the unregistration")
-            .await
-    }
-
-    /// The registrations this beacon holds, optionally of one type and one address.
-    pub async fn nodes(
-        &mut self,
-        node_type: &str,
-        addr: &str,
-    ) -> Result<pb::NodesReply, ClientError> {
-        let req = pb::NodesRequest {
-            node_type: node_type.to_owned(),
-            addr: addr.to_owned(),
-            node_id: 0,
-        };
-        self.nodes_matching(&req).await
-    }
-
-    /// The registrations this beacon holds that match `req` (type, address, node ID).
-    pub async fn nodes_matching(
-        &mut self,
-        req: &pb::NodesRequest,
-    ) -> Result<pb::NodesReply, ClientError> {
-        self.request(Cmd::Nodes, req, "the nodes request").await
-    }
-
-    /// The node-ID allocator as this beacon sees it.
-    pub async fn ids(&mut self) -> Result<pb::IdsReply, ClientError> {
-        self.request(Cmd::Ids, &pb::IdsRequest {}, "the ids request")
-            .await
-    }
-
-    /// The configured subscriptions, optionally of one type.
-    pub async fn subscriptions(
-        &mut self,
-        node_type: &str,
-    ) -> Result<pb::SubscriptionsReply, ClientError> {
-        let req = pb::SubscriptionsRequest {
-            node_type: node_type.to_owned(),
-        };
-        self.request(Cmd::Subscriptions, &req, "the subscriptions request")
-            .await
-    }
-
-    /// Starts a watch on this connection (leader only): the current nodes of `types`;
-    /// then [`Client::next_notice`] yields every change.
-    pub async fn watch(&mut self, types: &[String]) -> Result<pb::WatchReply, ClientError> {
-        let req = pb::WatchRequest {
-            node_types: types.to_vec(),
-        };
-        self.request(Cmd::Watch, &req, "the watch request").await
-    }
-
-    /// Waits for the next notice of a watch started with [`Client::watch`] (no timeout: a
-    /// quiet cluster sends none). Ends with an error when the beacon ends the watch (it
-    /// stopped leading) or the connection fails.
-    pub async fn next_notice(&mut self) -> Result<pb::NodeNotice, ClientError> {
+    /// Waits for the next frame a beacon pushes on this connection after a request that
+    /// started a stream (a watch), with no timeout: a quiet cluster sends none. Ends with an
+    /// error when the beacon ends the stream (it stopped leading) or the connection fails.
+    pub async fn next_pushed(&mut self, what: &'static str) -> Result<Frame, ClientError> {
         let addr = self.addr.clone();
         let frame = self
             .framed
@@ -305,30 +232,35 @@ impl Client {
                 addr: addr.clone(),
                 cause,
             })?;
-        let decode_err = |cause| ClientError::Frame {
-            addr: addr.clone(),
-            cause,
-        };
         if frame.is_error() {
-            let err: pb::ErrorReply = frame.decode().map_err(decode_err)?;
-            return Err(ClientError::Refused {
-                addr,
-                what: "the watch",
-                code: ErrorCode::from_code(err.code),
+            return Err(self.refusal(&frame, what));
+        }
+        Ok(frame)
+    }
+
+    /// The refusal an error frame carries.
+    fn refusal(&self, frame: &Frame, what: &'static str) -> ClientError {
+        match frame.decode::<pb::ErrorReply>() {
+            Ok(err) => ClientError::Refused {
+                addr: self.addr.clone(),
+                what,
+                code: err.code,
                 msg: err.msg,
                 leader: Some(err.leader).filter(|l| !l.is_empty()),
-            });
+            },
+            Err(cause) => ClientError::Frame {
+                addr: self.addr.clone(),
+                cause,
+            },
         }
-        if frame.cmd != Cmd::NodeNotice.code() {
-            return Err(ClientError::Mismatch {
-                addr,
-                sent: Cmd::Watch.code(),
-                sent_seq: 0,
-                got: frame.cmd,
-                got_seq: frame.seq,
-            });
-        }
-        frame.decode().map_err(decode_err)
+    }
+
+    /// Decodes a frame's body, naming this beacon when it does not decode.
+    pub fn decode<M: prost::Message + Default>(&self, frame: &Frame) -> Result<M, ClientError> {
+        frame.decode().map_err(|cause| ClientError::Frame {
+            addr: self.addr.clone(),
+            cause,
+        })
     }
 
     /// Sends request `cmd` and waits for its response.
@@ -339,7 +271,7 @@ impl Client {
     /// for this request's answer.
     pub async fn request<Req, Resp>(
         &mut self,
-        cmd: Cmd,
+        cmd: impl Code,
         req: &Req,
         what: &'static str,
     ) -> Result<Resp, ClientError>
@@ -392,21 +324,10 @@ impl Client {
                 got_seq: reply.seq,
             });
         }
-        let decode_err = |cause| ClientError::Frame {
-            addr: self.addr.clone(),
-            cause,
-        };
         if reply.is_error() {
-            let err: pb::ErrorReply = reply.decode().map_err(decode_err)?;
-            return Err(ClientError::Refused {
-                addr: self.addr.clone(),
-                what,
-                code: ErrorCode::from_code(err.code),
-                msg: err.msg,
-                leader: Some(err.leader).filter(|l| !l.is_empty()),
-            });
+            return Err(self.refusal(&reply, what));
         }
-        reply.decode().map_err(decode_err)
+        self.decode(&reply)
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::error;
 
-use super::driver::DriverHandle;
+use super::handle::DriverHandle;
 
 pub(crate) async fn serve(
     listener: TcpListener,
@@ -44,7 +44,7 @@ fn unavailable() -> Response {
 }
 
 async fn health(State(driver): State<DriverHandle>) -> Response {
-    let Some(status) = driver.status().await else {
+    let Ok(status) = driver.status().await else {
         return unavailable();
     };
     match status.leader {
@@ -61,8 +61,8 @@ async fn health(State(driver): State<DriverHandle>) -> Response {
 
 async fn beacon(State(driver): State<DriverHandle>) -> Response {
     match driver.status().await {
-        Some(status) => Json(status).into_response(),
-        None => unavailable(),
+        Ok(status) => Json(status).into_response(),
+        Err(_) => unavailable(),
     }
 }
 

@@ -13,19 +13,19 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
-use tokio::sync::mpsc;
-
-use super::driver::{ConnId, next_conn_id};
-use super::{Shared, service};
+use super::handle::{ConnId, Handled, Reject, next_conn_id, reply};
+use super::shared::Shared;
+use crate::machines::{self, State};
 use crate::pb;
-use crate::replication::PeerMessage;
-use crate::wire::convert::message_from_pb;
+use crate::wire::envelope::message_from_pb;
 use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
-    self, Cmd, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError, PROTOCOL_VERSION,
+    self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError,
+    PROTOCOL_VERSION,
 };
 
 /// A connection must say `Hello` within this time.
@@ -36,35 +36,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 enum Peer {
     Beacon(SocketAddr),
     Client,
-}
-
-/// A request that is answered with an error; the connection goes on unless `close`.
-pub(super) struct Reject {
-    pub(super) code: ErrorCode,
-    pub(super) msg: String,
-    pub(super) close: bool,
-    /// The leader to ask instead (with `NotLeader`).
-    pub(super) leader: Option<SocketAddr>,
-}
-
-impl Reject {
-    pub(super) fn keep(code: ErrorCode, msg: impl Into<String>) -> Self {
-        Reject {
-            code,
-            msg: msg.into(),
-            close: false,
-            leader: None,
-        }
-    }
-    pub(super) fn close(code: ErrorCode, msg: impl Into<String>) -> Self {
-        Reject {
-            close: true,
-            ..Reject::keep(code, msg)
-        }
-    }
-    pub(super) fn with_leader(self, leader: Option<SocketAddr>) -> Self {
-        Reject { leader, ..self }
-    }
 }
 
 type Conn = Framed<TcpStream, FrameCodec>;
@@ -115,7 +86,7 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
             continue;
         }
         let result = match frame.decode::<pb::Hello>() {
-            Ok(hello) => accept_hello(hello, shared),
+            Ok(hello) => accept_hello(hello, &frame.body, shared),
             Err(e) => Err(Reject::close(ErrorCode::MalformedBody, e.to_string())),
         };
         match result {
@@ -144,11 +115,13 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
     }
 }
 
-/// Checks a `Hello`; returns who it is, the acknowledgement, and the state it carried.
+/// Checks a `Hello` (`body` is the whole message, with the machines' fields); returns who it
+/// is, the acknowledgement, and the state it carried.
 fn accept_hello(
     hello: pb::Hello,
+    body: &[u8],
     shared: &Shared,
-) -> Result<(Peer, pb::HelloAck, Option<PeerMessage>), Reject> {
+) -> Result<(Peer, pb::HelloAck, Option<crate::consensus::Message<State>>), Reject> {
     let config = &shared.config;
     if hello.version != PROTOCOL_VERSION {
         return Err(Reject::close(
@@ -199,16 +172,7 @@ fn accept_hello(
                     ),
                 ));
             }
-            let range = config.id_range;
-            if (hello.id_first, hello.id_last) != (range.first, range.last) {
-                return Err(Reject::close(
-                    ErrorCode::ConfigMismatch,
-                    format!(
-                        "beacon `{node}` allocates node IDs from {}..={} but this beacon from {range}; every beacon of a cluster needs the same `id_range`",
-                        hello.id_first, hello.id_last
-                    ),
-                ));
-            }
+            machines::rpc::check_hello(config, node, body)?;
             let ours = config.beacon_names();
             if hello.beacons != ours {
                 return Err(Reject::close(
@@ -229,9 +193,10 @@ fn accept_hello(
                     ),
                 ));
             }
-            let initial = message_from_pb(hello.election.unwrap_or_default()).map_err(|e| {
-                Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
-            })?;
+            let initial =
+                message_from_pb::<State>(hello.election.unwrap_or_default()).map_err(|e| {
+                    Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
+                })?;
             ack.election = Some(shared.current.borrow().1.clone());
             Ok((Peer::Beacon(node), ack, Some(initial)))
         }
@@ -248,16 +213,19 @@ fn accept_hello(
     }
 }
 
-/// A watch this connection holds: notices are pushed as they come.
-struct Watching {
-    /// The `seq` of the watch request, repeated on the error that ends the watch.
+/// A stream this connection holds (a watch): frames are pushed as they come.
+struct Streaming {
+    /// The request that started it, repeated on the error that ends it.
+    cmd: u32,
     seq: u32,
-    notices: mpsc::Receiver<pb::NodeNotice>,
+    pushes: mpsc::Receiver<Frame>,
+    /// What the error that ends it says.
+    ended: &'static str,
 }
 
-async fn next_notice(watching: &mut Option<Watching>) -> Option<pb::NodeNotice> {
-    match watching {
-        Some(w) => w.notices.recv().await,
+async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
+    match streaming {
+        Some(s) => s.pushes.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -285,7 +253,7 @@ fn reassemble(parts: &mut Reassembly, frame: Frame, peer: Peer) -> Result<Option
 }
 
 async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared: &Shared) {
-    let mut watching: Option<Watching> = None;
+    let mut streaming: Option<Streaming> = None;
     let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {
         // A client that pipelines (many registrations over one connection) gets the replies
@@ -299,19 +267,18 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
         }
         let frame = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
-            notice = next_notice(&mut watching) => {
-                let sent = match notice {
-                    Some(notice) => conn.send(Frame::new(Cmd::NodeNotice.code(), 0, FLAG_ONEWAY, &notice)).await,
+            push = next_push(&mut streaming) => {
+                let sent = match push {
+                    Some(frame) => conn.send(frame).await,
                     None => {
-                        // The driver ended the watch: this beacon stopped leading.
-                        let seq = watching.take().map_or(0, |w| w.seq);
-                        let leader = shared.driver.status().await.and_then(|s| s.leader).and_then(|l| l.parse().ok());
-                        let msg = "this beacon stopped leading: watch again at the leader";
-                        conn.send(wire::error_frame_to(Cmd::Watch.code(), seq, ErrorCode::NotLeader, msg, leader)).await
+                        // The driver ended the stream: this beacon stopped leading.
+                        let s = streaming.take().expect("streaming");
+                        let leader = shared.driver.status().await.ok().and_then(|s| s.leader).and_then(|l| l.parse().ok());
+                        conn.send(wire::error_frame_to(s.cmd, s.seq, ErrorCode::NotLeader, s.ended, leader)).await
                     }
                 };
                 if let Err(e) = sent {
-                    debug!(%remote, "cannot send a notice: {e}");
+                    debug!(%remote, "cannot send a pushed frame: {e}");
                     return;
                 }
                 continue;
@@ -331,38 +298,17 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
                 continue;
             }
         };
-        if frame.cmd == Cmd::Watch.code() {
-            match watch(&frame, shared).await {
-                Ok((reply, notices)) => {
-                    watching = Some(Watching {
-                        seq: frame.seq,
-                        notices,
-                    });
-                    if let Err(e) = conn.send(reply).await {
-                        debug!(%remote, "cannot send reply: {e}");
-                        return;
-                    }
-                }
-                Err(reject) => {
-                    if !reply_error(conn, remote, &frame, reject).await {
-                        return;
-                    }
-                }
-            }
-            continue;
-        }
-        // Node reports queued back to back (a client renewing many registrations over one
-        // connection) go to the driver together and are answered in order: the batch costs
-        // the driver one wake-up, not one per report.
+        // Requests of a kind that batches (node reports) queued back to back (a client
+        // renewing many registrations over one connection) go to the driver together and are
+        // answered in order: the batch costs the driver one wake-up, not one per request.
         let mut batch = vec![frame];
-        if batch[0].cmd == Cmd::NodeReport.code() {
-            // Only whole, well-formed reports (not fragments), which the codec hands over
+        if machines::rpc::batches(batch[0].cmd) {
+            let cmd = batch[0].cmd;
+            // Only whole, well-formed requests (not fragments), which the codec hands over
             // at once and without error.
-            while batch.len() < REPORT_BATCH
+            while batch.len() < BATCH
                 && wire::frame::ready_frame(conn.read_buffer(), shared.config.max_frame_bytes)
-                    .is_some_and(|(flags, cmd)| {
-                        flags & FLAG_MORE == 0 && cmd == Cmd::NodeReport.code()
-                    })
+                    .is_some_and(|(flags, next)| flags & FLAG_MORE == 0 && next == cmd)
             {
                 match conn.next().now_or_never() {
                     Some(Some(Ok(next))) => batch.push(next),
@@ -372,6 +318,22 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
         }
         let results = join_all(batch.iter().map(|f| dispatch(f, peer, shared))).await;
         for (frame, result) in batch.iter().zip(results) {
+            let result = match result {
+                Ok(Handled::Stream {
+                    reply,
+                    pushes,
+                    ended,
+                }) => {
+                    streaming = Some(Streaming {
+                        cmd: frame.cmd,
+                        seq: frame.seq,
+                        pushes,
+                        ended,
+                    });
+                    Ok(Handled::Reply(reply))
+                }
+                other => other,
+            };
             if !answer(conn, remote, frame, result, shared).await {
                 return;
             }
@@ -379,20 +341,20 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared:
     }
 }
 
-/// Most node reports taken from the read buffer for one batch.
-const REPORT_BATCH: usize = 256;
+/// Most requests taken from the read buffer for one batch.
+const BATCH: usize = 256;
 
 /// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.
 async fn answer(
     conn: &mut Conn,
     remote: SocketAddr,
     frame: &Frame,
-    result: Result<Option<Frame>, Reject>,
+    result: Result<Handled, Reject>,
     shared: &Shared,
 ) -> bool {
     match result {
-        Ok(None) => true,
-        Ok(Some(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
+        Ok(Handled::OneWay) => true,
+        Ok(Handled::Reply(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
             let reject = Reject::keep(
                 ErrorCode::FrameTooLarge,
                 format!(
@@ -405,7 +367,7 @@ async fn answer(
             );
             reply_error(conn, remote, frame, reject).await
         }
-        Ok(Some(reply)) => {
+        Ok(Handled::Reply(reply)) => {
             // Written out at the top of the loop, with the replies to whatever else the
             // client sent together with this.
             match conn.feed(reply).await {
@@ -416,13 +378,13 @@ async fn answer(
                 }
             }
         }
+        Ok(Handled::Stream { .. }) => unreachable!("streams are started by serve_requests"),
         Err(reject) => reply_error(conn, remote, frame, reject).await,
     }
 }
 
-/// Handles one request; `Ok(None)` for one-way messages.
-async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Option<Frame>, Reject> {
-    let malformed = |e: FrameError| Reject::keep(ErrorCode::MalformedBody, e.to_string());
+/// Handles one request: the core's commands here, every other by the machine that owns it.
+async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Handled, Reject> {
     match Cmd::from_code(frame.cmd) {
         Some(Cmd::LeaderElection) => {
             let Peer::Beacon(node) = peer else {
@@ -431,99 +393,34 @@ async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Option<F
                     "heartbeats (cmd 113) are accepted from beacons only",
                 ));
             };
-            let msg: pb::Election = frame.decode().map_err(malformed)?;
-            let msg = message_from_pb(msg)
-                .map_err(|e| Reject::keep(ErrorCode::MalformedBody, e.to_string()))?;
+            let msg: pb::Election = frame.decode()?;
+            let msg = message_from_pb::<State>(msg).map_err(Reject::malformed)?;
             shared.driver.peer_message(node, msg).await;
-            Ok(None)
+            Ok(Handled::OneWay)
         }
-        Some(Cmd::Register) => {
-            let req = frame.decode().map_err(malformed)?;
-            reply(frame, &service::register(shared, req).await?)
-        }
-        Some(Cmd::NodeReport) => {
-            let req = frame.decode().map_err(malformed)?;
-            reply(frame, &service::report(shared, req).await?)
-        }
-        Some(Cmd::Unregister) => {
-            let req = frame.decode().map_err(malformed)?;
-            reply(frame, &service::unregister(shared, req).await?)
-        }
-        Some(Cmd::Nodes) => {
-            let req = frame.decode().map_err(malformed)?;
-            reply(frame, &service::nodes(shared, req).await?)
-        }
-        Some(Cmd::Ids) => {
-            let _req: pb::IdsRequest = frame.decode().map_err(malformed)?;
-            reply(frame, &service::ids(shared).await?)
-        }
-        Some(Cmd::Subscriptions) => {
-            let req = frame.decode().map_err(malformed)?;
-            reply(frame, &service::subscriptions(shared, req)?)
-        }
-        Some(Cmd::NodeNotice) => Err(Reject::keep(
-            ErrorCode::UnknownCommand,
-            "node notices (cmd 105) are sent by beacons to watchers, not to beacons",
-        )),
-        Some(Cmd::Watch) => unreachable!("handled by serve_requests"),
         Some(Cmd::BeaconStatus) => {
-            let _req: pb::BeaconStatusRequest = frame.decode().map_err(malformed)?;
-            let status =
-                shared.driver.status().await.ok_or_else(|| {
-                    Reject::close(ErrorCode::Unavailable, "beacon is shutting down")
-                })?;
-            Ok(Some(Frame::new(
-                Cmd::BeaconStatus.response(),
-                frame.seq,
-                0,
-                &status,
-            )))
+            let _req: pb::BeaconStatusRequest = frame.decode()?;
+            reply(frame, &shared.driver.status().await?)
         }
         Some(Cmd::Hello) => Err(Reject::keep(
             ErrorCode::MalformedBody,
             "duplicate Hello: this connection has already completed its handshake",
         )),
-        None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
-            ErrorCode::UnknownCommand,
-            format!(
-                "cmd {} (seq {}) is a response code; requests use odd codes",
-                frame.cmd, frame.seq
-            ),
-        )),
-        None => Err(Reject::keep(
-            ErrorCode::UnknownCommand,
-            format!("unknown command {} (seq {})", frame.cmd, frame.seq),
-        )),
+        None => match machines::rpc::serve(frame, &shared.ctx()).await {
+            Some(handled) => handled,
+            None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
+                ErrorCode::UnknownCommand,
+                format!(
+                    "cmd {} (seq {}) is a response code; requests use odd codes",
+                    frame.cmd, frame.seq
+                ),
+            )),
+            None => Err(Reject::keep(
+                ErrorCode::UnknownCommand,
+                format!("unknown command {} (seq {})", frame.cmd, frame.seq),
+            )),
+        },
     }
-}
-
-fn reply(frame: &Frame, msg: &impl prost::Message) -> Result<Option<Frame>, Reject> {
-    Ok(Some(Frame::new(
-        wire::response_code(frame.cmd),
-        frame.seq,
-        0,
-        msg,
-    )))
-}
-
-/// Starts a watch (leader only): the reply frame with the current set, and the notices.
-async fn watch(
-    frame: &Frame,
-    shared: &Shared,
-) -> Result<(Frame, mpsc::Receiver<pb::NodeNotice>), Reject> {
-    let req: pb::WatchRequest = frame
-        .decode()
-        .map_err(|e| Reject::keep(ErrorCode::MalformedBody, e.to_string()))?;
-    for t in &req.node_types {
-        crate::registry::check_type(t)?;
-    }
-    let (reply, notices) = shared
-        .driver
-        .watch(req.node_types.into_iter().collect())
-        .await
-        .ok_or_else(|| Reject::close(ErrorCode::Unavailable, "beacon is shutting down"))??;
-    let frame = Frame::new(Cmd::Watch.response(), frame.seq, 0, &reply);
-    Ok((frame, notices))
 }
 
 /// The next frame, or `None` when the connection is finished (closed, or its bytes were not
@@ -547,11 +444,11 @@ async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
 
 /// Answers `frame` with an error. Returns whether the connection goes on.
 async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject: Reject) -> bool {
-    if reject.code == ErrorCode::NotLeader {
+    if reject.code == ErrorCode::NotLeader as u32 {
         // Part of normal operation: clients find the leader this way.
         debug!(%remote, cmd = frame.cmd, seq = frame.seq, "redirected: {}", reject.msg);
     } else {
-        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = ?reject.code, "request refused: {}", reject.msg);
+        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
     }
     if frame.flags & FLAG_ONEWAY != 0 && !reject.close {
         // The sender expects no answer; the log line is all it gets.

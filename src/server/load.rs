@@ -1,5 +1,5 @@
-//! Opening a beacon's stored state at start: the data directory (lock, term, identity), the
-//! snapshot and log, and the coordinator restored from them.
+//! Opening a beacon's stored state at start: the data directory (lock, identity), the
+//! storage (term, snapshot, log), and the replica restored from them.
 //!
 //! Everything that can stop a start happens here, before a socket is served: another
 //! process holding the directory, a corrupt file, state written under another cluster or
@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 
 use crate::config::Config;
-use crate::coordinator::{Coordinator, CoordinatorConfig, RestoreError};
+use crate::consensus::{self, Machine, RestoreError};
 use crate::data_dir::{DataDir, DataDirError, Identity};
-use crate::storage::{Storage, StorageError};
+use crate::machines::{Configured, Replica, Services, State};
+use crate::storage::{Files, Storage, StorageError};
 
 /// What a start may be told beyond the configuration.
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,8 +35,8 @@ pub enum LoadError {
 pub(crate) struct Loaded {
     pub(crate) data_dir: DataDir,
     pub(crate) stored_term: u64,
-    pub(crate) storage: Storage,
-    pub(crate) core: Coordinator,
+    pub(crate) storage: Storage<State>,
+    pub(crate) core: Replica,
     /// Lines for the log, once it carries the beacon's identity: (is a warning, text).
     pub(crate) notices: Vec<(bool, String)>,
 }
@@ -50,17 +51,13 @@ pub fn identity_of(config: &Config) -> Identity {
     }
 }
 
-/// The coordinator's share of the configuration.
-pub(crate) fn coordinator_config(config: &Config, stored_term: u64) -> CoordinatorConfig {
-    CoordinatorConfig {
+/// The consensus core's share of the configuration.
+pub(crate) fn consensus_config(config: &Config, stored_term: u64) -> consensus::Config {
+    consensus::Config {
         me: config.node,
         mode: config.mode,
         beacons: config.beacons.clone(),
         tick_ms: config.tick_ms,
-        id_range: config.id_range,
-        lease_ms: config.lease_ms,
-        id_reuse_delay_ms: config.id_reuse_delay_ms,
-        subscriptions: config.subscriptions.clone(),
         log_keep: config.log_keep,
         stored_term,
     }
@@ -75,8 +72,8 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         .map(|n| (true, n))
         .collect();
     let recorded = data_dir.load_identity()?;
-    let stored_term = data_dir.load_term()?;
-    let (storage, restored) = Storage::open(data_dir.path())?;
+    let (storage, restored) = Storage::open(Files::new(data_dir.path()))?;
+    let stored_term = restored.term;
     if let Some(t) = &restored.truncated {
         notices.push((
             true,
@@ -91,8 +88,10 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         restored.snapshot.as_ref().map(|s| s.position),
         restored.entries.len(),
     );
-    let (core, restore_notices) = Coordinator::restore(
-        coordinator_config(config, stored_term),
+    let (core, restore_notices) = Replica::restore(
+        consensus_config(config, stored_term),
+        State::configured(config),
+        Services::configured(config),
         restored.snapshot,
         restored.entries,
     )
@@ -105,10 +104,10 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         notices.push((
             false,
             format!(
-                "state restored from data_dir: snapshot {}, {entries} entries after it, at {}, {} registrations",
+                "state restored from data_dir: snapshot {}, {entries} entries after it, at {}, {}",
                 snapshot_at.map_or("none".to_string(), |p| p.to_string()),
                 core.position(),
-                core.registry().len()
+                core.state().summary()
             ),
         ));
     }

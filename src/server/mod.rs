@@ -4,9 +4,10 @@
 mod admin;
 mod conn;
 mod driver;
+pub(crate) mod handle;
 mod load;
 mod peer;
-mod service;
+mod shared;
 
 pub use load::{LoadError, StartOptions, identity_of};
 
@@ -17,14 +18,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, error, error_span, info, warn};
 
 use crate::config::Config;
-use driver::{Driver, DriverHandle};
+use driver::Driver;
 use load::Loaded;
+use shared::Shared;
 
 /// How long shutdown waits for connections to finish.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -42,19 +44,6 @@ pub enum ServerError {
         addr: SocketAddr,
         cause: std::io::Error,
     },
-}
-
-/// State shared by the tasks of one beacon.
-pub(crate) struct Shared {
-    pub(crate) config: Arc<Config>,
-    pub(crate) driver: DriverHandle,
-    /// Our latest heartbeat, for handshakes.
-    pub(crate) current: watch::Receiver<driver::Outgoing>,
-    pub(crate) shutdown: CancellationToken,
-    /// One per peer: woken when that peer dials us, so that our own link to it, if down,
-    /// retries at once instead of after its backoff (a restarted peer rejoins in a round
-    /// trip, not in up to a tick).
-    pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
 }
 
 /// A beacon whose sockets are bound and whose stored state is loaded, ready to run.

@@ -15,11 +15,12 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
-use super::Shared;
-use super::driver::{ConnId, Outgoing, next_conn_id};
+use super::handle::{ConnId, Outgoing, next_conn_id};
+use super::shared::Shared;
+use crate::machines::{self, State};
 use crate::pb;
-use crate::wire::convert::message_from_pb;
-use crate::wire::{Cmd, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
+use crate::wire::envelope::message_from_pb;
+use crate::wire::{Cmd, Code, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -121,14 +122,20 @@ async fn connect(
         node: shared.config.node.to_string(),
         version: PROTOCOL_VERSION,
         election: Some(state),
-        id_first: shared.config.id_range.first,
-        id_last: shared.config.id_range.last,
         mode: shared.config.mode.to_string(),
         beacons: shared.config.beacon_names(),
     };
+    // Each machine adds what beacons of one cluster must agree on (the registry: its range).
+    let mut body = prost::Message::encode_to_vec(&hello);
+    machines::rpc::hello_fields(&shared.config, &mut body);
+    let frame = Frame {
+        cmd: Cmd::Hello.code(),
+        seq: 1,
+        flags: 0,
+        body: body.into(),
+    };
     let exchange = async {
-        conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
-            .await?;
+        conn.send(frame).await?;
         conn.next().await.transpose()
     };
     let reply = tokio::time::timeout(io_timeout, exchange)
@@ -148,7 +155,7 @@ async fn connect(
     }
     let id = next_conn_id();
     shared.driver.peer_connected(peer, id).await;
-    let state = message_from_pb(ack.election.unwrap_or_default())
+    let state = message_from_pb::<State>(ack.election.unwrap_or_default())
         .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
     shared.driver.peer_greeting(peer, state).await;
     Ok((conn, id, greeted))
@@ -158,7 +165,7 @@ async fn connect(
 /// shutdown (`None`).
 async fn forward(
     conn: &mut Conn,
-    mut first: Option<pb::Election>,
+    mut first: Option<bytes::Bytes>,
     rx: &mut mpsc::Receiver<Outgoing>,
     shared: &Shared,
     io_timeout: Duration,
@@ -179,7 +186,7 @@ async fn forward(
                 // A message over the frame limit (a large snapshot) goes out in fragments.
                 // Each has io_timeout to go: a large snapshot that keeps moving is not cut
                 // off, a peer that stops reading is.
-                let body = prost::Message::encode_to_vec(&hb).into();
+                let body = hb;
                 let max = shared.config.max_frame_bytes;
                 for frame in fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max) {
                     match tokio::time::timeout(io_timeout, conn.send(frame)).await {

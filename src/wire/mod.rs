@@ -1,13 +1,17 @@
-//! The wire protocol: framing, command codes and error codes.
+//! The wire protocol: framing, the consensus core's messages, command codes and error codes.
 //!
 //! Command codes follow NebulaBeacon: odd numbers are requests, a response is the request's
-//! code plus one, and 113 is the leader-election heartbeat.
+//! code plus one, and 113 is the leader-election heartbeat. The codes here are the core's;
+//! each replicated machine has its own range (see [`crate::machines`]).
 
-pub mod convert;
+pub mod envelope;
 pub mod fragment;
 pub mod frame;
 
+pub use envelope::MachineWire;
 pub use frame::{FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
+
+use std::net::SocketAddr;
 
 use crate::pb;
 
@@ -15,64 +19,65 @@ use crate::pb;
 /// it by its fencing token, and heartbeats carry the quorum-mode election fields.
 pub const PROTOCOL_VERSION: u32 = 2;
 
-/// Request command codes. A response to `cmd` is `cmd + 1`.
+/// A request's command code, of the core or of a machine. A response to `code` is `code + 1`.
+pub trait Code: Copy + std::fmt::Debug {
+    fn code(self) -> u32;
+
+    /// The code of this request's response.
+    fn response(self) -> u32 {
+        self.code() + 1
+    }
+}
+
+/// The core's request command codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Cmd {
     /// Handshake, first frame of every connection (`Hello` / `HelloAck`).
     Hello = 1,
-    /// A service's periodic report, renewing its lease (`NodeReport` / `NodeReportReply`).
-    NodeReport = 101,
-    /// Register a service and get its node ID (`RegisterRequest` / `RegisterReply`).
-    Register = 103,
-    /// Pushed to watchers, one-way: what changed (`NodeNotice`).
-    NodeNotice = 105,
     /// Beacon-to-beacon heartbeat (`Election`), one-way.
     LeaderElection = 113,
-    /// End a registration (`UnregisterRequest` / `UnregisterReply`).
-    Unregister = 115,
-    /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
-    Watch = 117,
     /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
     BeaconStatus = 301,
-    /// Registered services (`NodesRequest` / `NodesReply`).
-    Nodes = 303,
-    /// The node-ID allocator (`IdsRequest` / `IdsReply`).
-    Ids = 305,
-    /// Configured subscriptions (`SubscriptionsRequest` / `SubscriptionsReply`).
-    Subscriptions = 307,
+}
+
+impl Code for Cmd {
+    fn code(self) -> u32 {
+        self as u32
+    }
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 11] = [
-        Cmd::Hello,
-        Cmd::NodeReport,
-        Cmd::Register,
-        Cmd::NodeNotice,
-        Cmd::LeaderElection,
-        Cmd::Unregister,
-        Cmd::Watch,
-        Cmd::BeaconStatus,
-        Cmd::Nodes,
-        Cmd::Ids,
-        Cmd::Subscriptions,
-    ];
-
-    pub fn code(self) -> u32 {
-        self as u32
-    }
-
-    /// The code of this request's response.
-    pub fn response(self) -> u32 {
-        self as u32 + 1
-    }
+    pub const ALL: [Cmd; 3] = [Cmd::Hello, Cmd::LeaderElection, Cmd::BeaconStatus];
 
     pub fn from_code(code: u32) -> Option<Cmd> {
         Cmd::ALL.into_iter().find(|c| c.code() == code)
     }
 }
 
-/// Codes carried by `ErrorReply`.
+/// A wire message that does not describe a valid core or machine value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("{0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error("{field} `{value}` is not an ip:port address")]
+    BadAddr { field: &'static str, value: String },
+    #[error("log entry {index} carries no command")]
+    NoCommand { index: u64 },
+    #[error("{0} is missing")]
+    Missing(&'static str),
+}
+
+/// Parses an address carried in a wire message.
+pub fn parse_addr(field: &'static str, value: &str) -> Result<SocketAddr, WireError> {
+    value.parse().map_err(|_| WireError::BadAddr {
+        field,
+        value: value.to_owned(),
+    })
+}
+
+/// The core's codes carried by `ErrorReply`. Each machine has its own, in its own range
+/// (see [`crate::machines`]); the codes of one cluster never overlap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ErrorCode {
@@ -96,29 +101,18 @@ pub enum ErrorCode {
     Unavailable = 9,
     /// Writes and watches go to the leader; `ErrorReply.leader` names it when known.
     NotLeader = 10,
-    /// A field of the request is invalid (address, node type, metadata).
+    /// A field of the request is invalid (an address, a name, a size).
     InvalidRequest = 11,
-    /// Every node ID of the configured range is in use or in quarantine.
-    IdsExhausted = 12,
-    /// The address is registered under another node type.
-    Conflict = 13,
-    /// The reporting service holds no registration: it must stop using its ID.
-    NoLease = 14,
-    /// No registration matches the node ID or address given.
-    UnknownTarget = 15,
     /// Leadership moved before the write was acknowledged; retry it.
     LeaderChanged = 16,
     /// A peer's configuration disagrees with this beacon's (node-ID range, mode).
     ConfigMismatch = 17,
     /// Quorum mode: the leader cannot see a majority, so it cannot write.
     NoQuorum = 18,
-    /// The registration named by the request's fencing token no longer holds the node ID
-    /// (it ended; the ID may have gone to another service): nothing was changed.
-    NotHolder = 19,
 }
 
 impl ErrorCode {
-    const ALL: [ErrorCode; 19] = [
+    const ALL: [ErrorCode; 14] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -130,18 +124,19 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::NotLeader,
         ErrorCode::InvalidRequest,
-        ErrorCode::IdsExhausted,
-        ErrorCode::Conflict,
-        ErrorCode::NoLease,
-        ErrorCode::UnknownTarget,
         ErrorCode::LeaderChanged,
         ErrorCode::ConfigMismatch,
         ErrorCode::NoQuorum,
-        ErrorCode::NotHolder,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
+    }
+}
+
+impl From<ErrorCode> for u32 {
+    fn from(code: ErrorCode) -> u32 {
+        code as u32
     }
 }
 
@@ -153,7 +148,7 @@ pub fn response_code(cmd: u32) -> u32 {
 }
 
 /// An error response to request (`cmd`, `seq`).
-pub fn error_frame(cmd: u32, seq: u32, code: ErrorCode, msg: impl Into<String>) -> Frame {
+pub fn error_frame(cmd: u32, seq: u32, code: impl Into<u32>, msg: impl Into<String>) -> Frame {
     error_frame_to(cmd, seq, code, msg, None)
 }
 
@@ -161,7 +156,7 @@ pub fn error_frame(cmd: u32, seq: u32, code: ErrorCode, msg: impl Into<String>) 
 pub fn error_frame_to(
     cmd: u32,
     seq: u32,
-    code: ErrorCode,
+    code: impl Into<u32>,
     msg: impl Into<String>,
     leader: Option<std::net::SocketAddr>,
 ) -> Frame {
@@ -170,7 +165,7 @@ pub fn error_frame_to(
         seq,
         FLAG_ERROR,
         &pb::ErrorReply {
-            code: code as u32,
+            code: code.into(),
             msg: msg.into(),
             leader: leader.map(|l| l.to_string()).unwrap_or_default(),
         },
@@ -202,6 +197,17 @@ mod tests {
             assert_eq!(Cmd::from_code(cmd.code()), Some(cmd));
         }
         assert_eq!(Cmd::from_code(999), None);
+    }
+
+    #[test]
+    fn addresses_are_parsed_with_the_field_named() {
+        assert_eq!(
+            parse_addr("Election.leader", "nowhere")
+                .unwrap_err()
+                .to_string(),
+            "Election.leader `nowhere` is not an ip:port address"
+        );
+        assert!(parse_addr("x", "127.0.0.1:1").is_ok());
     }
 
     #[test]

@@ -343,7 +343,7 @@ where
 
 /// `addr`'s registrations (what `nebcli --json show nodes` prints), or `None` if it cannot
 /// be asked.
-pub async fn nodes(addr: SocketAddr) -> Option<pb::NodesReply> {
+pub async fn nodes(addr: SocketAddr) -> Option<pb::registry::NodesReply> {
     let opts = ConnectOptions {
         timeout: Duration::from_secs(5),
         ..ConnectOptions::default()

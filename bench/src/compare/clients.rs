@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use beacon::client::ConnectOptions;
+use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use beacon::wire::Cmd;
 use zookeeper_client as zk;
@@ -89,13 +90,13 @@ impl Allocator {
         match self {
             Allocator::Beacon { cluster, next } => {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let req = pb::RegisterRequest {
+                let req = pb::registry::RegisterRequest {
                     node_type: "bench".into(),
                     addr: service_addr(i).to_string(),
                     ..Default::default()
                 };
-                let reply: pb::RegisterReply = cluster
-                    .call(Cmd::Register, &req, "the registration")
+                let reply: pb::registry::RegisterReply = cluster
+                    .call(RegistryCmd::Register, &req, "the registration")
                     .await?;
                 let node = reply.node.ok_or_else(|| anyhow!("reply without a node"))?;
                 Ok(u64::from(node.node_id))

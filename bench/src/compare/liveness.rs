@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use beacon::client::{Client, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use beacon::wire::{Cmd, Frame};
 use futures_util::{SinkExt, StreamExt};
@@ -193,13 +194,13 @@ async fn register(
                     let mut client = beacon_client(at).await?;
                     for i in mine {
                         let addr = service_addr(i).to_string();
-                        let req = pb::RegisterRequest {
+                        let req = pb::registry::RegisterRequest {
                             node_type: "bench".into(),
                             addr: addr.clone(),
                             ..Default::default()
                         };
-                        let reply: pb::RegisterReply = client
-                            .request(Cmd::Register, &req, "the registration")
+                        let reply: pb::registry::RegisterReply = client
+                            .request(RegistryCmd::Register, &req, "the registration")
                             .await?;
                         let node = reply.node.context("reply without node")?;
                         shard.lock().await.push(Item::Beacon {
@@ -333,7 +334,7 @@ async fn spawn_renewer(
                         else {
                             unreachable!("beacon items");
                         };
-                        let req = pb::NodeReport {
+                        let req = pb::registry::NodeReport {
                             node_id,
                             addr,
                             term,
@@ -341,7 +342,7 @@ async fn spawn_renewer(
                             ..Default::default()
                         };
                         seq = seq.wrapping_add(1);
-                        let frame = Frame::new(Cmd::NodeReport.code(), seq, 0, &req);
+                        let frame = Frame::new(RegistryCmd::NodeReport.code(), seq, 0, &req);
                         if sink.feed(frame).await.is_err() {
                             return;
                         }

@@ -56,8 +56,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-/// Milliseconds of a monotonic clock, supplied by the caller.
-pub type Millis = u64;
+use crate::time::Millis;
 
 /// Leader bit of an entry's attribute word (NebulaBeacon's `mc_uiLeader`).
 pub const LEADER_BIT: u32 = 0x8000_0000;

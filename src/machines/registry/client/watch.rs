@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::{Client, ClientError, Cluster, ConnectOptions};
-use crate::pb;
+use crate::client::{Client, ClientError, Cluster, ConnectOptions};
+use crate::pb::registry as pb;
 
 /// One change to the set of nodes followed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +75,11 @@ impl Watch {
 
     /// Watches at the leader; returns the set it reports.
     async fn subscribe(&mut self) -> Result<Vec<pb::NodeInfo>, ClientError> {
-        let (conn, reply) = self.cluster.watch(&self.types).await?;
+        let types = self.types.clone();
+        let (conn, reply) = self
+            .cluster
+            .start_stream("the watch request", async |c| c.watch(&types).await)
+            .await?;
         self.conn = Some(conn);
         Ok(reply.nodes)
     }

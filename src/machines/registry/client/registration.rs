@@ -25,9 +25,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ClientError, Cluster, ConnectOptions, Watch};
-use crate::pb;
-use crate::wire::{Cmd, ErrorCode};
+use super::Watch;
+use crate::client::{ClientError, Cluster, ConnectOptions};
+use crate::machines::registry::wire::{RegistryCmd as Cmd, RegistryErrorCode};
+use crate::pb::registry as pb;
 
 /// What to register.
 #[derive(Debug, Clone)]
@@ -250,10 +251,7 @@ impl Registration {
         {
             Ok(reply) => Ok(reply.node.unwrap_or_default()),
             Err(e)
-                if matches!(
-                    e.code(),
-                    Some(ErrorCode::NotHolder | ErrorCode::UnknownTarget)
-                ) =>
+                if e.is(RegistryErrorCode::NotHolder) || e.is(RegistryErrorCode::UnknownTarget) =>
             {
                 Ok(self.node.clone())
             }
@@ -308,7 +306,7 @@ impl Keepalive {
                     *self.confirmed_until.lock().expect("never poisoned") = sent_at + self.lease;
                     continue;
                 }
-                Ok(Err(e)) if e.code() == Some(ErrorCode::NoLease) => {
+                Ok(Err(e)) if e.is(RegistryErrorCode::NoLease) => {
                     self.lose(LeaseLost::Revoked(e.to_string()));
                     return self.cluster;
                 }

@@ -1,4 +1,4 @@
-//! The node registry: the replicated state machine of service registrations.
+//! The node-ID registry's replicated state: the table of service registrations.
 //!
 //! Every beacon applies the same [`Command`]s in the same order and so holds the same
 //! registry. Only the leader decides: it validates requests, picks IDs with
@@ -15,7 +15,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
-use crate::election::Millis;
+use crate::consensus::Machine;
+use crate::time::Millis;
 
 /// A service's node ID.
 pub type NodeId = u32;
@@ -115,7 +116,7 @@ impl NodeRecord {
     }
 }
 
-/// A change to the registry, replicated through the log (see [`crate::state`]).
+/// A change to the registry, replicated through the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// A new registration under `record.node_id`.
@@ -195,6 +196,9 @@ pub struct RegistrySnapshot {
 #[derive(Debug, Clone)]
 pub struct Registry {
     range: IdRange,
+    /// Replaying stored state: IDs outside `range` are accepted here and judged once the
+    /// replay is over (see [`Machine::restored`]).
+    replaying: bool,
     reuse_delay: Millis,
     last_node_id: NodeId,
     nodes: BTreeMap<NodeId, NodeRecord>,
@@ -209,6 +213,7 @@ impl Registry {
     pub fn new(range: IdRange, reuse_delay: Millis) -> Registry {
         Registry {
             range,
+            replaying: false,
             reuse_delay,
             last_node_id: 0,
             nodes: BTreeMap::new(),
@@ -222,10 +227,13 @@ impl Registry {
         self.range
     }
 
-    /// Allocates from `range` from now on (every ID held must already lie in it).
-    pub fn set_range(&mut self, range: IdRange) {
-        debug_assert!(self.outside(range).is_empty());
-        self.range = range;
+    /// An empty registry that will replay stored state: IDs outside `range` are judged
+    /// once the replay is over, so that they are reported as such.
+    pub fn for_replay(range: IdRange, reuse_delay: Millis) -> Registry {
+        Registry {
+            replaying: true,
+            ..Registry::new(range, reuse_delay)
+        }
     }
 
     pub fn reuse_delay(&self) -> Millis {
@@ -323,7 +331,7 @@ impl Registry {
         match command {
             Command::Register(record) => {
                 let id = record.node_id;
-                if !self.range.contains(id) {
+                if !self.replaying && !self.range.contains(id) {
                     return Err(ApplyError::OutOfRange(id));
                 }
                 if self.nodes.contains_key(&id) {
@@ -419,6 +427,45 @@ impl Registry {
             .copied()
             .filter(|id| !range.contains(*id))
             .collect()
+    }
+}
+
+impl Machine for Registry {
+    type Command = Command;
+    type Change = Change;
+    type Snapshot = RegistrySnapshot;
+    type ApplyError = ApplyError;
+
+    fn apply(&mut self, command: &Command, now: Millis) -> Result<Option<Change>, ApplyError> {
+        Registry::apply(self, command, now)
+    }
+
+    fn snapshot(&self, now: Millis) -> RegistrySnapshot {
+        Registry::snapshot(self, now)
+    }
+
+    fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
+        Registry::restore(self, snapshot, now)
+    }
+
+    fn records(&self) -> usize {
+        Registry::records(self)
+    }
+
+    fn summary(&self) -> String {
+        format!("{} registrations", self.len())
+    }
+
+    fn restored(&mut self) -> Result<(), String> {
+        self.replaying = false;
+        let outside = self.outside(self.range);
+        if outside.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "the stored state holds node IDs {outside:?} outside the configured id_range {} (key `id_range`); start with the range the cluster was using, or with one that holds every stored ID",
+            self.range
+        ))
     }
 }
 

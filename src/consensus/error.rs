@@ -1,0 +1,53 @@
+//! The consensus core's own errors: why a request cannot be served now, and why stored state
+//! cannot be loaded. A machine's refusals are its own type, carried beside these.
+
+use std::net::SocketAddr;
+
+use super::log::Position;
+
+/// Why this beacon cannot serve a request now; each is worth retrying (at the leader, a
+/// moment later).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConsensusError {
+    #[error("this beacon is not the leader{}", leader.map(|l| format!("; the leader is {l}")).unwrap_or_else(|| "; no leader is known yet".into()))]
+    NotLeader { leader: Option<SocketAddr> },
+    #[error(
+        "leadership changed before the write was acknowledged; its outcome is unknown, so retry it (registering the same address again is safe)"
+    )]
+    LeaderChanged,
+    #[error(
+        "no quorum: this leader sees {sees} of {of} beacons and needs {needs}; writes wait until a majority is reachable"
+    )]
+    NoQuorum {
+        sees: usize,
+        needs: usize,
+        of: usize,
+    },
+    #[error("the new leader is still taking over the state of a majority; retry in a moment")]
+    NotReady,
+}
+
+/// Why a request was refused: by the consensus core, or by the machine it addressed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError<E> {
+    #[error(transparent)]
+    Consensus(#[from] ConsensusError),
+    #[error(transparent)]
+    Machine(E),
+}
+
+/// Stored state that cannot be loaded: the beacon refuses to start rather than serve from
+/// part of what it acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    #[error(
+        "the stored log does not follow on: entry {found} comes after {last}; refusing to start from part of the acknowledged state (restore the data directory, or remove it to fetch the state from the other beacons)"
+    )]
+    NotContiguous { found: Position, last: Position },
+    #[error(
+        "stored entry {position} does not fit the stored state ({cause}); refusing to start from part of the acknowledged state (restore the data directory, or remove it to fetch the state from the other beacons)"
+    )]
+    DoesNotFit { position: Position, cause: String },
+    #[error("{0}")]
+    Configuration(String),
+}

@@ -1,0 +1,627 @@
+//! The consensus core: everything one beacon decides about leadership and the replicated log,
+//! sans-IO, generic over what is replicated.
+//!
+//! A [`Replica`] composes the [`Election`], the replicated [`Log`], the state it is applied to
+//! (a [`Machine`]) and that state's leader-side [`Service`], and, while leading, each
+//! follower's progress and the requests waiting for an answer. The driver feeds it [`Input`]s
+//! with the time and carries out the returned [`Ready`]; nothing here touches a socket, a
+//! clock or a disk, and nothing here names a machine.
+//!
+//! Writes go through the leader: its service appends commands to the log, which are applied
+//! and sent to every follower at once inside the heartbeat. A write is answered when it is
+//! *committed*: in quorum mode, stored by a majority and of the leader's own term (or before
+//! such an entry); in classic mode, stored by every beacon that is online and keeps up.
+//!
+//! In quorum mode a newly elected leader first collects the positions of a majority that
+//! promised its term, takes over the most advanced state among them ([`takeover`]), and
+//! starts its term with an entry of its own. A leader acts on its own clock only while it
+//! knows it still leads ([`confirm`]): an answer read from its clock (a lease renewal) waits
+//! for a majority to confirm the leadership after the request arrived, and after a gap in its
+//! steps it lets its service judge nothing until a majority has confirmed it again.
+
+mod app;
+mod commit;
+mod confirm;
+pub mod election;
+mod error;
+mod log;
+mod message;
+mod progress;
+mod ready;
+mod replicate;
+mod takeover;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+pub use app::{Leader, Machine, Outcome, Service};
+use election::Election;
+pub use error::{ConsensusError, ReplyError, RestoreError};
+pub use log::{Entry, Log, Payload, Position};
+pub use message::{Append, PeerMessage, Snapshot};
+use progress::Follower;
+pub use progress::{FollowerView, Progress};
+pub use ready::{Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
+
+use crate::time::Millis;
+
+/// Identifies a request until its answer.
+pub type Token = u64;
+
+/// Most entries carried by one message.
+const MAX_ENTRIES_PER_MESSAGE: usize = 256;
+
+/// How writes are made safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// NebulaBeacon's behaviour, for one or two beacons: the elected leader serves writes;
+    /// a write is acknowledged once every online, in-sync beacon stored it.
+    Classic,
+    /// For three or more beacons: a leader serves writes only while it sees a majority, only
+    /// after it took over the state of a majority, and acknowledges a write once a majority
+    /// stored it.
+    Quorum,
+}
+
+impl Mode {
+    /// The default for a cluster of `beacons`.
+    pub fn default_for(beacons: usize) -> Mode {
+        if beacons >= 3 {
+            Mode::Quorum
+        } else {
+            Mode::Classic
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Classic => "classic",
+            Mode::Quorum => "quorum",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the core needs of the configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub me: SocketAddr,
+    pub mode: Mode,
+    pub beacons: Vec<SocketAddr>,
+    pub tick_ms: u64,
+    /// Log entries kept for followers that fall behind; older ones cost a snapshot.
+    pub log_keep: usize,
+    /// Highest term promised by an earlier run.
+    pub stored_term: u64,
+}
+
+/// Something the outside world tells a replica.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input<C, S, R> {
+    /// The periodic check.
+    Tick,
+    /// The time [`Replica::wake_at`] asked for has come.
+    Wake,
+    Peer {
+        from: SocketAddr,
+        msg: PeerMessage<C, S>,
+    },
+    /// `from`'s state in its answer to our handshake (see [`election::Input::Greeting`]).
+    Greeting {
+        from: SocketAddr,
+        msg: PeerMessage<C, S>,
+    },
+    /// The last connection with `peer` closed.
+    PeerDown {
+        peer: SocketAddr,
+    },
+    Request {
+        token: Token,
+        request: R,
+    },
+}
+
+/// The input type of a replica of `S` served by `V`.
+pub type InputOf<S, V> =
+    Input<<S as Machine>::Command, <S as Machine>::Snapshot, <V as Service<S>>::Request>;
+
+/// Where a leader stands in taking over.
+#[derive(Debug, Clone, Default)]
+enum Phase {
+    /// Serving.
+    #[default]
+    Ready,
+    /// Quorum mode, just elected: collecting the positions of followers that promised to
+    /// ignore older terms (their heartbeats carry our term). With a majority, the most
+    /// advanced state among them (by last entry's term, then index) is taken over, fetched
+    /// from its holder if it is not ours; only then does the leader serve.
+    Collecting {
+        promised: BTreeMap<SocketAddr, Position>,
+        /// The follower whose state is being fetched, and its position.
+        fetching: Option<(SocketAddr, Position)>,
+    },
+}
+
+/// State only the leader has.
+struct Leading<S: Machine, V: Service<S>> {
+    /// The term this leadership began in; a new term is a new leadership.
+    term: u64,
+    phase: Phase,
+    followers: BTreeMap<SocketAddr, Follower>,
+    /// Requests waiting for their entry to commit, in index order.
+    waiting: VecDeque<(u64, Token, V::Waiting)>,
+    /// Changes of entries not yet committed, in index order.
+    changes: VecDeque<(u64, S::Change)>,
+    /// Entries were appended in this step: send them.
+    appended: bool,
+    rounds: confirm::Rounds<V::Response>,
+}
+
+impl<S: Machine, V: Service<S>> Leading<S, V> {
+    fn new(term: u64, phase: Phase, followers: BTreeMap<SocketAddr, Follower>) -> Self {
+        Leading {
+            term,
+            phase,
+            followers,
+            waiting: VecDeque::new(),
+            changes: VecDeque::new(),
+            appended: false,
+            rounds: confirm::Rounds::default(),
+        }
+    }
+}
+
+/// The sans-IO heart of one beacon, replicating `S` and serving it with `V`.
+pub struct Replica<S: Machine, V: Service<S>> {
+    cfg: Config,
+    election: Election,
+    log: Log<S::Command>,
+    state: S,
+    service: V,
+    commit: u64,
+    leading: Option<Leading<S, V>>,
+    /// Follower: the latest confirmation round seen from the leader of `(term, beat)`.
+    leader_beat: (u64, u64),
+    /// When the previous step ran, to notice a gap (the process was stopped or starved).
+    last_step: Option<Millis>,
+    /// The highest term handed to the driver to store.
+    term_reported: u64,
+    /// What the current step asks for.
+    ready: Ready<S, V>,
+}
+
+impl<S: Machine, V: Service<S>> Replica<S, V> {
+    /// A replica starting from `state` (empty) with nothing stored.
+    pub fn new(cfg: Config, state: S, service: V) -> Self {
+        Self::restore(cfg, state, service, None, Vec::new())
+            .unwrap_or_else(|e| panic!("an empty state always loads: {e}"))
+            .0
+    }
+
+    /// A replica resuming from stored state: `snapshot` (if any), then `entries` replayed on
+    /// `state`. Returns it with notices for the log. Stored state that does not load whole
+    /// (entries that do not follow on or do not fit, a state that does not fit the
+    /// configuration) is an error: a beacon never drops acknowledged state on its own.
+    pub fn restore(
+        cfg: Config,
+        state: S,
+        service: V,
+        snapshot: Option<Snapshot<S::Snapshot>>,
+        entries: Vec<Entry<S::Command>>,
+    ) -> Result<(Self, Vec<String>), RestoreError> {
+        let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term)
+            .with_quorum(cfg.mode == Mode::Quorum);
+        let mut r = Replica {
+            log: Log::new(cfg.log_keep),
+            election,
+            state,
+            service,
+            commit: 0,
+            leading: None,
+            leader_beat: (0, 0),
+            last_step: None,
+            term_reported: cfg.stored_term,
+            ready: Ready::default(),
+            cfg,
+        };
+        if let Some(snapshot) = snapshot {
+            r.state.restore(snapshot.state, 0);
+            r.log.reset(snapshot.position);
+        }
+        for entry in entries {
+            if entry.index != r.log.last().index + 1 {
+                return Err(RestoreError::NotContiguous {
+                    found: entry.position(),
+                    last: r.log.last(),
+                });
+            }
+            if let Payload::Command(command) = &entry.payload
+                && let Err(cause) = r.state.apply(command, 0)
+            {
+                return Err(RestoreError::DoesNotFit {
+                    position: entry.position(),
+                    cause: cause.to_string(),
+                });
+            }
+            r.log.append(entry);
+        }
+        r.state.restored().map_err(RestoreError::Configuration)?;
+        let mut notices = Vec::new();
+        if r.election.is_leader() {
+            r.become_leader(0);
+            notices.extend(r.ready.take_events().into_iter().filter_map(|e| match e {
+                Event::Notice(n) => Some(n),
+                Event::LeaderChanged { .. } => None,
+            }));
+        }
+        Ok((r, notices))
+    }
+
+    // ---- what the outside may read ---------------------------------------------------------
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn election(&self) -> &Election {
+        &self.election
+    }
+
+    /// The replicated state, as of the last log position.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
+    /// The leader-side service (what only a leader keeps is empty elsewhere).
+    pub fn service(&self) -> &V {
+        &self.service
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leading.is_some()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.cfg.mode
+    }
+
+    /// The last position in this beacon's log (everything up to it is applied).
+    pub fn position(&self) -> Position {
+        self.log.last()
+    }
+
+    pub fn commit(&self) -> u64 {
+        self.commit
+    }
+
+    /// The whole state as of the last log position, for compacting storage.
+    pub fn snapshot(&self, now: Millis) -> Snapshot<S::Snapshot> {
+        Snapshot {
+            position: self.log.last(),
+            state: self.state.snapshot(now),
+        }
+    }
+
+    /// The message to greet `peer` with (handshakes): our heartbeat and position, nothing to
+    /// append.
+    pub fn greeting(&self) -> Message<S> {
+        self.bare_message()
+    }
+
+    /// Log entries worth keeping: `log_keep`, or as many as the state has records when that
+    /// is more. A follower further behind gets a snapshot, which writes every record; keeping
+    /// at least as many entries as records means a lagging follower never costs more than
+    /// one record per entry it missed, and compacting the log on disk (which writes a
+    /// snapshot too) costs at most one record per entry appended.
+    pub fn entries_to_keep(&self) -> usize {
+        self.cfg.log_keep.max(self.state.records())
+    }
+
+    /// Whether this beacon leads and has taken over (quorum mode) the state of a majority:
+    /// its state then holds every acknowledged write of earlier terms.
+    pub fn has_taken_over(&self) -> bool {
+        self.leading.is_some() && !self.taking_over()
+    }
+
+    /// How far each follower is known to have stored the log (leader only).
+    pub fn follower_progress(&self) -> Vec<FollowerView> {
+        let Some(leading) = &self.leading else {
+            return Vec::new();
+        };
+        leading
+            .followers
+            .iter()
+            .map(|(peer, f)| FollowerView {
+                peer: *peer,
+                matched: f.progress.matched,
+                next: f.progress.next,
+                wants_snapshot: f.wants_snapshot,
+                in_sync: f.in_sync,
+            })
+            .collect()
+    }
+
+    /// Why reads from this beacon may be stale, if they may: (quorum mode) this beacon
+    /// cannot see a majority, no leader is known, or its leader has not taken over yet.
+    pub fn staleness(&self) -> Option<String> {
+        if let Some(ConsensusError::NoQuorum { sees, needs, of }) = self.no_quorum() {
+            return Some(format!(
+                "this beacon sees {sees} of {of} beacons; a majority is {needs}"
+            ));
+        }
+        if self.election.leader().is_none() {
+            return Some("no leader is known".into());
+        }
+        self.taking_over()
+            .then(|| "this leader is still taking over the state of a majority".into())
+    }
+
+    // ---- steps -----------------------------------------------------------------------------
+
+    /// Feeds one input in; returns what the driver must do, in order.
+    pub fn step(&mut self, now: Millis, input: InputOf<S, V>) -> Ready<S, V> {
+        self.notice_gap(now);
+        match input {
+            Input::Tick => self.on_tick(now),
+            Input::Wake => {} // what is due is done below
+            Input::Peer { from, msg } => self.on_peer(now, from, msg, false),
+            Input::Greeting { from, msg } => self.on_peer(now, from, msg, true),
+            Input::PeerDown { peer } => {
+                let actions = self
+                    .election
+                    .step(now, election::Input::PeerDown { peer })
+                    .expect("peer down never fails");
+                self.on_election(now, actions);
+                self.forget_follower(peer);
+            }
+            Input::Request { token, request } => self.on_request(now, token, request),
+        }
+        self.advance_commit(now);
+        self.start_round(now);
+        self.flush(now);
+        self.log.set_keep(self.entries_to_keep());
+        let term = self.election.max_seen_term();
+        if term > self.term_reported {
+            self.term_reported = term;
+            self.ready.term = Some(term);
+        }
+        std::mem::take(&mut self.ready)
+    }
+
+    fn notice(&mut self, what: String) {
+        self.ready.events.push(Event::Notice(what));
+    }
+
+    fn reply(&mut self, token: Token, result: Reply<S, V>) {
+        self.ready.replies.push((token, result));
+    }
+
+    /// Queues `msg` for `to`: a leader's may leave before its store, anything else after.
+    fn send(&mut self, to: SocketAddr, msg: Message<S>) {
+        if self.leading.is_some() {
+            self.ready.early.push((to, msg));
+        } else {
+            self.ready.after.push((to, msg));
+        }
+    }
+
+    // ---- election ------------------------------------------------------------------------
+
+    /// Carries out the election's actions: role changes first (so that heartbeats built next
+    /// carry the right payload), then the heartbeats.
+    fn on_election(&mut self, now: Millis, actions: Vec<election::Action>) {
+        let mut broadcast = false;
+        for action in actions {
+            match action {
+                election::Action::Broadcast(_) => broadcast = true,
+                election::Action::LeaderChanged { leader, term } => {
+                    self.ready
+                        .events
+                        .push(Event::LeaderChanged { leader, term });
+                }
+            }
+        }
+        match (self.election.is_leader(), self.leading.is_some()) {
+            (true, false) => self.become_leader(now),
+            (false, true) => self.step_down(),
+            (true, true) if self.leading.as_ref().map(|l| l.term) != Some(self.election.term()) => {
+                // Leading on in a later term: what waited was proposed in the old one.
+                self.step_down();
+                self.become_leader(now);
+            }
+            _ => {}
+        }
+        if broadcast {
+            for peer in self.peers() {
+                let msg = self.message_for(peer, now);
+                self.send(peer, msg);
+            }
+            if let Some(l) = self.leading.as_mut() {
+                l.appended = false;
+            }
+        }
+    }
+
+    fn peers(&self) -> Vec<SocketAddr> {
+        self.election.peers().collect()
+    }
+
+    /// Every follower's progress unknown, the next entry to send being the one after ours.
+    fn fresh_followers(&self) -> BTreeMap<SocketAddr, Follower> {
+        let next = self.log.last().index + 1;
+        self.peers()
+            .into_iter()
+            .map(|p| (p, Follower::new(next)))
+            .collect()
+    }
+
+    fn become_leader(&mut self, now: Millis) {
+        let followers = self.fresh_followers();
+        let phase = match self.cfg.mode {
+            Mode::Classic => Phase::Ready,
+            Mode::Quorum => Phase::Collecting {
+                promised: BTreeMap::new(),
+                fetching: None,
+            },
+        };
+        self.leading = Some(Leading::new(self.election.term(), phase, followers));
+        match self.cfg.mode {
+            Mode::Classic => self.service.lead(&self.state, now),
+            Mode::Quorum => self.try_take_over(now),
+        }
+    }
+
+    fn step_down(&mut self) {
+        if let Some(leading) = self.leading.take() {
+            let waiting = leading.waiting.into_iter().map(|(_, token, _)| token);
+            let confirming = leading.rounds.tokens();
+            for token in waiting.chain(confirming) {
+                self.reply(token, Err(ConsensusError::LeaderChanged.into()));
+            }
+            self.service.step_down();
+        }
+    }
+
+    /// Beacons in the cluster that make a majority.
+    fn majority(&self) -> usize {
+        self.cfg.beacons.len() / 2 + 1
+    }
+
+    /// Quorum mode, fewer than a majority in sight: the error that says so.
+    fn no_quorum(&self) -> Option<ConsensusError> {
+        let online = self.election.online();
+        (self.cfg.mode == Mode::Quorum && online < self.majority()).then(|| {
+            ConsensusError::NoQuorum {
+                sees: online,
+                needs: self.majority(),
+                of: self.cfg.beacons.len(),
+            }
+        })
+    }
+
+    /// Leading, but still collecting a majority's state (quorum mode).
+    fn taking_over(&self) -> bool {
+        matches!(
+            self.leading,
+            Some(Leading {
+                phase: Phase::Collecting { .. },
+                ..
+            })
+        )
+    }
+
+    /// Why this beacon cannot serve a request now, if it cannot.
+    fn serving_blocked(&self) -> Option<ConsensusError> {
+        if self.leading.is_none() {
+            let leader = self.election.leader();
+            // A beacon on a minority side that knows no leader says why none can lead.
+            if leader.is_none()
+                && let Some(e) = self.no_quorum()
+            {
+                return Some(e);
+            }
+            return Some(ConsensusError::NotLeader { leader });
+        }
+        if let Some(e) = self.no_quorum() {
+            return Some(e);
+        }
+        self.taking_over().then_some(ConsensusError::NotReady)
+    }
+
+    // ---- ticks and requests ----------------------------------------------------------------
+
+    fn on_tick(&mut self, now: Millis) {
+        // Resend whatever followers have not acknowledged (a message may have been dropped).
+        if let Some(l) = self.leading.as_mut() {
+            for f in l.followers.values_mut() {
+                if let Some(m) = f.progress.matched {
+                    f.progress.next = m + 1;
+                }
+            }
+        }
+        let actions = self.election.tick(now);
+        self.on_election(now, actions);
+        if self.leading.is_some() && self.serving_blocked().is_none() && self.may_judge() {
+            self.with_leader(now, |service, leader| service.tick(leader));
+        }
+    }
+
+    /// Runs `f` on the service and the context it acts through (leader only).
+    fn with_leader<T>(
+        &mut self,
+        now: Millis,
+        f: impl FnOnce(&mut V, &mut Leader<'_, S>) -> T,
+    ) -> T {
+        let mut notices = Vec::new();
+        let leading = self.leading.as_mut().expect("leader");
+        let mut leader = Leader {
+            state: &mut self.state,
+            log: &mut self.log,
+            unsaved: &mut self.ready.store.entries,
+            changes: &mut leading.changes,
+            appended: &mut leading.appended,
+            notices: &mut notices,
+            term: self.election.term(),
+            now,
+        };
+        let result = f(&mut self.service, &mut leader);
+        for n in notices {
+            self.notice(n);
+        }
+        result
+    }
+
+    fn on_request(&mut self, now: Millis, token: Token, request: V::Request) {
+        if let Some(e) = self.serving_blocked() {
+            self.reply(token, Err(e.into()));
+            return;
+        }
+        let outcome = self.with_leader(now, |service, leader| service.request(leader, request));
+        match outcome {
+            Outcome::Now(result) => self.reply(token, result.map_err(ReplyError::Machine)),
+            Outcome::WhenCommitted { index, waiting } => self.when_committed(index, token, waiting),
+            Outcome::WhenConfirmed(response) => self.when_confirmed(token, response),
+        }
+    }
+
+    /// The answer now if `index` is committed, else the request waits.
+    fn when_committed(&mut self, index: u64, token: Token, waiting: V::Waiting) {
+        if index <= self.commit {
+            let answer = self.service.answer(&self.state, waiting);
+            self.reply(token, answer.map_err(ReplyError::Machine));
+            return;
+        }
+        let leading = self.leading.as_mut().expect("leader");
+        let at = leading.waiting.partition_point(|(i, _, _)| *i <= index);
+        leading.waiting.insert(at, (index, token, waiting));
+    }
+
+    /// Appends the core's own entry (a leader starting its term).
+    fn append_leader_start(&mut self) {
+        let entry = Entry {
+            index: self.log.last().index + 1,
+            term: self.election.term(),
+            payload: Payload::LeaderStart,
+        };
+        self.ready.store.entries.push(entry.clone());
+        self.log.append(entry);
+        if let Some(l) = self.leading.as_mut() {
+            l.appended = true;
+        }
+    }
+
+    /// Replaces the whole state with `snapshot`, to be stored before anything is sent.
+    fn install(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
+        self.state.restore(snapshot.state.clone(), now);
+        self.log.reset(snapshot.position);
+        self.ready.store = Store {
+            snapshot: Some(snapshot),
+            entries: Vec::new(),
+        };
+    }
+}

@@ -1,0 +1,164 @@
+//! What one step of the core asks of its driver, in the order it may be done.
+//!
+//! A [`Ready`] says what to store (a promised term, a snapshot, entries), which messages may
+//! leave before that store is durable (a leader's entries: they count only once a follower
+//! acknowledges them, and the leader's own answer waits below), and what may happen only
+//! after it (a follower's acknowledgements, answers to requests, committed changes). The
+//! order is in the types: the early messages are handed out against a [`TermStored`]
+//! receipt, everything else against a [`Stored`] one, and only the storage issues receipts.
+//! No driver or simulation can reorder them wrongly.
+
+use std::net::SocketAddr;
+
+use super::Token;
+use super::app::{Machine, Service};
+use super::error::ReplyError;
+use super::log::Entry;
+use super::message::{PeerMessage, Snapshot};
+
+/// A message between beacons replicating `S`.
+pub type Message<S> = PeerMessage<<S as Machine>::Command, <S as Machine>::Snapshot>;
+
+/// The answer to a request of service `V` over state `S`.
+pub type Reply<S, V> = Result<<V as Service<S>>::Response, ReplyError<<V as Service<S>>::Error>>;
+
+/// What to store durably: `snapshot` (if any) replaces the stored state, then `entries` are
+/// appended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Store<S: Machine> {
+    pub snapshot: Option<Snapshot<S::Snapshot>>,
+    pub entries: Vec<Entry<S::Command>>,
+}
+
+impl<S: Machine> Store<S> {
+    pub fn is_empty(&self) -> bool {
+        self.snapshot.is_none() && self.entries.is_empty()
+    }
+}
+
+impl<S: Machine> Default for Store<S> {
+    fn default() -> Self {
+        Store {
+            snapshot: None,
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// Proof that a [`Ready`]'s term is durable. Issued by the storage.
+#[derive(Debug)]
+pub struct TermStored(());
+
+/// Proof that a [`Ready`]'s [`Store`] is durable. Issued by the storage.
+#[derive(Debug)]
+pub struct Stored(());
+
+impl TermStored {
+    pub(crate) fn issue() -> TermStored {
+        TermStored(())
+    }
+}
+
+impl Stored {
+    pub(crate) fn issue() -> Stored {
+        Stored(())
+    }
+}
+
+/// Something for the log or the operator, at any time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The leader this beacon follows (or is) changed.
+    LeaderChanged {
+        leader: Option<SocketAddr>,
+        term: u64,
+    },
+    /// Something an operator should know about (divergence, snapshots, a gap in the steps).
+    Notice(String),
+}
+
+/// What one or more steps ask for. Merge the steps of a batch with [`Ready::merge`] to store
+/// them together (one fsync).
+pub struct Ready<S: Machine, V: Service<S>> {
+    pub(crate) term: Option<u64>,
+    pub(crate) store: Store<S>,
+    pub(crate) early: Vec<(SocketAddr, Message<S>)>,
+    pub(crate) after: Vec<(SocketAddr, Message<S>)>,
+    pub(crate) replies: Vec<(Token, Reply<S, V>)>,
+    pub(crate) committed: Vec<(u64, S::Change)>,
+    pub(crate) events: Vec<Event>,
+}
+
+/// What may happen once the store is durable.
+pub struct Released<S: Machine, V: Service<S>> {
+    /// Messages to peers (a follower's acknowledgements among them).
+    pub send: Vec<(SocketAddr, Message<S>)>,
+    /// Answers to requests.
+    pub replies: Vec<(Token, Reply<S, V>)>,
+    /// Changes now committed, in log order (leader only), for watchers.
+    pub committed: Vec<(u64, S::Change)>,
+}
+
+impl<S: Machine, V: Service<S>> Default for Ready<S, V> {
+    fn default() -> Self {
+        Ready {
+            term: None,
+            store: Store::default(),
+            early: Vec::new(),
+            after: Vec::new(),
+            replies: Vec::new(),
+            committed: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+}
+
+impl<S: Machine, V: Service<S>> Ready<S, V> {
+    /// The highest term promised, to store before anything else, if it changed.
+    pub fn term(&self) -> Option<u64> {
+        self.term
+    }
+
+    /// What to store before [`Ready::release`].
+    pub fn store(&self) -> &Store<S> {
+        &self.store
+    }
+
+    /// Events (leader changes, notices), which may be logged at any time.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Messages that may leave once the term is stored, before the store: a leader's.
+    pub fn send_now(&mut self, _stored: &TermStored) -> Vec<(SocketAddr, Message<S>)> {
+        std::mem::take(&mut self.early)
+    }
+
+    /// The rest, once the store is durable.
+    pub fn release(self, _stored: Stored) -> Released<S, V> {
+        let mut send = self.early;
+        send.extend(self.after);
+        Released {
+            send,
+            replies: self.replies,
+            committed: self.committed,
+        }
+    }
+
+    /// Adds what a later step asked for: stored together, released together.
+    pub fn merge(&mut self, later: Ready<S, V>) {
+        if later.term.is_some() {
+            self.term = later.term;
+        }
+        if later.store.snapshot.is_some() {
+            self.store = later.store;
+        } else {
+            self.store.entries.extend(later.store.entries);
+        }
+        self.early.extend(later.early);
+        self.after.extend(later.after);
+        self.replies.extend(later.replies);
+        self.committed.extend(later.committed);
+        self.events.extend(later.events);
+    }
+}

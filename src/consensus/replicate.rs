@@ -1,0 +1,298 @@
+//! Replication: what a leader sends each follower, and what each side makes of the other's
+//! messages.
+
+use std::net::SocketAddr;
+
+use super::election;
+use super::message::{Append, Snapshot};
+use super::{Follower, Machine, Message, Payload, Phase, Position, Replica, Service};
+use crate::time::Millis;
+
+impl<S: Machine, V: Service<S>> Replica<S, V> {
+    /// Sends newly appended entries, and a newly started confirmation round, to every
+    /// follower at once.
+    pub(super) fn flush(&mut self, now: Millis) {
+        let Some((appended, beat_due)) = self.leading.as_ref().map(|l| (l.appended, l.rounds.due))
+        else {
+            return;
+        };
+        if !appended && !beat_due {
+            return;
+        }
+        for peer in self.peers() {
+            let msg = self.message_for(peer, now);
+            if msg.replicates() || beat_due {
+                self.send(peer, msg);
+            }
+        }
+        let leading = self.leading.as_mut().expect("leader");
+        leading.appended = false;
+        leading.rounds.due = false;
+    }
+
+    pub(super) fn bare_message(&self) -> Message<S> {
+        let mut msg = Message::<S>::bare(self.election.heartbeat(), self.log.last(), self.commit);
+        let (beat_term, beat) = self.leader_beat;
+        msg.beat = self.leading.as_ref().map_or(0, |l| l.rounds.beat());
+        if beat_term == self.election.term() {
+            msg.ack_beat = beat;
+        }
+        msg
+    }
+
+    /// The next message for `peer`: a heartbeat, plus (from a leader) what it lacks.
+    pub(super) fn message_for(&mut self, peer: SocketAddr, now: Millis) -> Message<S> {
+        let mut msg = self.bare_message();
+        let resend_after = self.cfg.tick_ms * 2;
+        let last = self.log.last();
+        if let Some(super::Leading {
+            phase: Phase::Collecting { fetching, .. },
+            ..
+        }) = &self.leading
+        {
+            // Taking over: nothing to send but our heartbeat, and the fetch.
+            msg.fetch = fetching.is_some_and(|(p, _)| p == peer);
+            return msg;
+        }
+        let Some(f) = self
+            .leading
+            .as_mut()
+            .and_then(|l| l.followers.get_mut(&peer))
+        else {
+            return msg;
+        };
+        if f.wants_snapshot {
+            let due = f
+                .progress
+                .snapshot_sent
+                .is_none_or(|at| now.saturating_sub(at) >= resend_after);
+            if due {
+                f.progress.snapshot_sent = Some(now);
+                msg.snapshot = Some(Box::new(Snapshot {
+                    position: last,
+                    state: self.state.snapshot(now),
+                }));
+            }
+            return msg;
+        }
+        if f.progress.matched.is_none() {
+            // Unknown follower: an empty append asks it for its position at once.
+            msg.append = Some(Append {
+                prev: last,
+                entries: Vec::new(),
+            });
+            return msg;
+        }
+        let from = f.progress.next - 1;
+        if from >= last.index {
+            return msg;
+        }
+        match self.log.after(from, super::MAX_ENTRIES_PER_MESSAGE) {
+            Some(entries) => {
+                let prev = Position {
+                    index: from,
+                    term: self.log.term_at(from).expect("retained"),
+                };
+                f.progress.next = entries.last().map_or(from, |e| e.index) + 1;
+                msg.append = Some(Append { prev, entries });
+            }
+            None => {
+                // What it needs was compacted away.
+                f.wants_snapshot = true;
+                f.progress.matched = None;
+                return self.message_for(peer, now);
+            }
+        }
+        msg
+    }
+
+    pub(super) fn on_peer(
+        &mut self,
+        now: Millis,
+        from: SocketAddr,
+        msg: Message<S>,
+        greeting: bool,
+    ) {
+        let hb = msg.heartbeat;
+        let input = if greeting {
+            election::Input::Greeting { from, hb }
+        } else {
+            election::Input::Heartbeat { from, hb }
+        };
+        match self.election.step(now, input) {
+            Ok(actions) => self.on_election(now, actions),
+            Err(e) => {
+                self.notice(format!("message from {from} ignored: {e}"));
+                return;
+            }
+        }
+        if self.leading.is_some() {
+            self.on_follower_report(now, from, msg);
+        } else if self.election.leader() == Some(from) {
+            self.on_leader_message(now, from, msg);
+        }
+    }
+
+    /// Leader: a follower told us its position.
+    fn on_follower_report(&mut self, now: Millis, from: SocketAddr, msg: Message<S>) {
+        if msg.heartbeat.is_leader {
+            return; // a rival claim, settled by the election; its log is not ours to track
+        }
+        if msg.heartbeat.term == self.election.term()
+            && msg.heartbeat.leader == Some(self.election.me())
+        {
+            self.on_ack(from, msg.ack_beat);
+        }
+        if self.taking_over() {
+            self.on_promise(now, from, msg);
+            return;
+        }
+        let log = &self.log;
+        let Some(f) = self
+            .leading
+            .as_mut()
+            .and_then(|l| l.followers.get_mut(&from))
+        else {
+            return;
+        };
+        let lost = msg.need_snapshot || f.progress.observe(log, msg.position, msg.reject);
+        let base = log.base();
+        let mut notice = None;
+        if lost && !f.wants_snapshot {
+            f.wants_snapshot = true;
+            f.progress.matched = None;
+            notice = Some(format!(
+                "follower {from} is at {} outside this leader's log (base {base}): sending a snapshot",
+                msg.position
+            ));
+        } else if !lost {
+            f.wants_snapshot = false;
+        }
+        let behind = f.wants_snapshot || f.progress.next <= self.log.last().index;
+        if let Some(n) = notice {
+            self.notice(n);
+        }
+        if behind {
+            let reply = self.message_for(from, now);
+            if reply.replicates() {
+                self.send(from, reply);
+            }
+        }
+    }
+
+    /// Whether `position` is in this beacon's history: its log holds it, or an entry of the
+    /// same term at or after it (one leader per term, and a follower only appends what
+    /// continues its leader's log, so an entry of that term implies everything before it).
+    fn holds(&self, position: Position) -> bool {
+        let last = self.log.last();
+        self.log.contains(position) || (last.term == position.term && last.index >= position.index)
+    }
+
+    /// Follower: the leader sent us entries or a snapshot.
+    fn on_leader_message(&mut self, now: Millis, from: SocketAddr, msg: Message<S>) {
+        if msg.heartbeat.term < self.election.max_seen_term() {
+            // We promised a newer term: an older leader's entries are not taken.
+            return;
+        }
+        if msg.fetch {
+            // A new leader takes over the most advanced state of a majority: ours.
+            let mut reply = self.bare_message();
+            reply.snapshot = Some(Box::new(self.snapshot(now)));
+            self.send(from, reply);
+            return;
+        }
+        // A new confirmation round of our leader's is acknowledged at once (below, with the
+        // answer to what it carries, or alone).
+        let term = msg.heartbeat.term;
+        let new_beat = if self.leader_beat.0 == term {
+            msg.beat > self.leader_beat.1
+        } else {
+            msg.beat > 0
+        };
+        if new_beat {
+            self.leader_beat = (term, msg.beat);
+        }
+        let mut reject = false;
+        let mut need_snapshot = false;
+        let replicates = msg.replicates();
+        // The last index known to match the leader's log.
+        let mut verified = if self.holds(msg.position) {
+            msg.position.index
+        } else {
+            0
+        };
+        if let Some(snapshot) = msg.snapshot {
+            let snapshot = *snapshot;
+            if self.holds(snapshot.position) {
+                // A late copy of a state we already have (and have built on): installing
+                // it would take back entries this beacon acknowledged.
+                verified = verified.max(snapshot.position.index);
+            } else {
+                verified = snapshot.position.index;
+                self.notice(format!(
+                    "installed a snapshot from leader {from} at {}",
+                    snapshot.position
+                ));
+                self.install(snapshot, now);
+            }
+        }
+        if let Some(append) = msg.append {
+            if !self.holds(append.prev) {
+                reject = true;
+            } else {
+                verified = verified.max(append.prev.index);
+                for entry in append.entries {
+                    if self.holds(entry.position()) {
+                        verified = verified.max(entry.index); // already have it
+                        continue;
+                    }
+                    match self.log.term_at(entry.index) {
+                        Some(_) => {
+                            // We hold different entries past `prev`: our state diverged and
+                            // cannot be rolled back entry by entry.
+                            need_snapshot = true;
+                            break;
+                        }
+                        None if entry.index != self.log.last().index + 1 => {
+                            reject = true;
+                            break;
+                        }
+                        None => {}
+                    }
+                    if let Payload::Command(command) = &entry.payload
+                        && let Err(e) = self.state.apply(command, now)
+                    {
+                        self.notice(format!(
+                            "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
+                            entry.position()
+                        ));
+                        need_snapshot = true;
+                        break;
+                    }
+                    verified = verified.max(entry.index);
+                    self.ready.store.entries.push(entry.clone());
+                    self.log.append(entry);
+                }
+            }
+        }
+        self.commit = self.commit.max(msg.commit.min(verified));
+        if replicates || new_beat {
+            let mut ack = self.bare_message();
+            ack.reject = reject;
+            ack.need_snapshot = need_snapshot;
+            self.send(from, ack);
+        }
+    }
+
+    /// A follower that reconnected starts from scratch in the leader's view.
+    pub(super) fn forget_follower(&mut self, peer: SocketAddr) {
+        let next = self.log.last().index + 1;
+        if let Some(f) = self
+            .leading
+            .as_mut()
+            .and_then(|l| l.followers.get_mut(&peer))
+        {
+            *f = Follower::new(next);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Quorum mode: a newly elected leader takes over the most advanced state of a majority that
+//! promised its term before it serves.
+
+use super::{Event, Machine, Phase, Replica, Service};
+use crate::time::Millis;
+
+impl<S: Machine, V: Service<S>> Replica<S, V> {
+    /// Collecting: with promises from a majority, takes over the most advanced state among
+    /// them (asking its holder for it if it is not ours).
+    pub(super) fn try_take_over(&mut self, now: Millis) {
+        let majority = self.majority();
+        let mine = self.log.last();
+        let Some(super::Leading {
+            phase: Phase::Collecting { promised, fetching },
+            ..
+        }) = self.leading.as_mut()
+        else {
+            return;
+        };
+        if fetching.is_some() || promised.len() + 1 < majority {
+            return;
+        }
+        // Ties go to our own state (last in the chain).
+        let (best, holder) = promised
+            .iter()
+            .map(|(p, pos)| (*pos, Some(*p)))
+            .chain(std::iter::once((mine, None)))
+            .max_by_key(|(pos, _)| (pos.term, pos.index))
+            .expect("at least our own position");
+        match holder {
+            None => self.become_ready(now),
+            Some(peer) => {
+                *fetching = Some((peer, best));
+                self.ready.events.push(Event::Notice(format!(
+                    "taking over: follower {peer} holds the most advanced state ({best}, ours {mine}); fetching it"
+                )));
+                let msg = self.message_for(peer, now);
+                self.send(peer, msg);
+            }
+        }
+    }
+
+    /// The leader has taken over: it serves from here, starting its term with an entry of
+    /// its own (committing it commits everything before it), its service afresh.
+    pub(super) fn become_ready(&mut self, now: Millis) {
+        let position = self.log.last();
+        let followers = self.fresh_followers();
+        let leading = self.leading.as_mut().expect("leader");
+        leading.phase = Phase::Ready;
+        leading.followers = followers;
+        // No lease is judged before a majority confirmed this leadership.
+        leading.rounds.confirm_before_judging();
+        self.service.lead(&self.state, now);
+        self.notice(format!(
+            "took over the state of a majority at {position}: serving"
+        ));
+        self.append_leader_start();
+    }
+
+    /// A follower's promise (and, when fetching from it, its state) while collecting.
+    /// Returns whether the message was taken as such.
+    pub(super) fn on_promise(
+        &mut self,
+        now: Millis,
+        from: std::net::SocketAddr,
+        msg: super::Message<S>,
+    ) -> bool {
+        let term = self.election.term();
+        let Some(super::Leading {
+            phase: Phase::Collecting { promised, fetching },
+            ..
+        }) = self.leading.as_mut()
+        else {
+            return false;
+        };
+        if msg.heartbeat.term < term {
+            return true; // it has not heard of our term yet: no promise
+        }
+        promised.insert(from, msg.position);
+        if let Some((peer, wanted)) = *fetching {
+            match msg.snapshot {
+                Some(snapshot) if peer == from && snapshot.position == wanted => {
+                    self.install(*snapshot, now);
+                    self.become_ready(now);
+                }
+                _ if peer == from && msg.position != wanted => {
+                    // It moved on meanwhile: choose again.
+                    *fetching = None;
+                    self.try_take_over(now);
+                }
+                _ => {}
+            }
+            return true;
+        }
+        self.try_take_over(now);
+        true
+    }
+}

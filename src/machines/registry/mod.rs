@@ -1,0 +1,50 @@
+//! The node-ID registry: services register and get a node ID unique in the cluster, keep it
+//! with periodic reports (a lease), and are told who else is alive.
+//!
+//! * [`state`]: the replicated table of registrations and quarantined IDs.
+//! * [`service`]: the leader's side: decisions on requests, leases, expiry.
+//! * [`wire`]: `proto/registry.proto` and the registry's parts of log entries, snapshots,
+//!   heartbeats and handshakes.
+//! * `rpc`: the server's handlers; [`client`]: the client API ([`Registration`], [`Watch`]);
+//!   [`cli`]: nebcli's commands; [`checker`]: the workload and invariants the simulations
+//!   drive it with.
+
+// pub mod checker;
+// pub mod cli;
+pub mod client;
+pub(crate) mod rpc;
+pub mod service;
+pub mod state;
+pub mod wire;
+
+pub use client::{LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
+pub use service::{
+    Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError, RegistryService,
+    Report, Request, Response, Target, Unregister,
+};
+pub use state::{
+    ApplyError, Change, Command, Exhausted, FencingToken, IdRange, InvalidRequest, NodeId,
+    NodeRecord, Registry, RegistrySnapshot, Tombstone, check_metadata, check_type,
+    parse_service_addr,
+};
+pub use wire::{RegistryCmd, RegistryErrorCode};
+
+use crate::config::Config;
+use crate::machines::Configured;
+
+/// A beacon's registry starts empty and replays its stored state; IDs outside the configured
+/// range are judged once the replay is over (see [`Registry::for_replay`]).
+impl Configured for Registry {
+    fn configured(config: &Config) -> Registry {
+        Registry::for_replay(config.id_range, config.id_reuse_delay_ms)
+    }
+}
+
+impl Configured for RegistryService {
+    fn configured(config: &Config) -> RegistryService {
+        RegistryService::new(RegistryConfig {
+            lease_ms: config.lease_ms,
+            subscriptions: config.subscriptions.clone(),
+        })
+    }
+}

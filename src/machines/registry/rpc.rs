@@ -1,0 +1,438 @@
+//! The registry's server handlers: register, report, unregister, watch, and the read-only
+//! views (`show nodes`, `show ids`, `show subscription`); and its part of a peer's handshake.
+//!
+//! Every field that comes off the wire is checked here, before the request reaches the
+//! driver, so a malformed registration is refused with the field at fault and changes
+//! nothing.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use super::service::{
+    NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response, Target,
+    Unregister, nodes,
+};
+use super::state::{
+    Change, FencingToken, InvalidRequest, Registry, check_metadata, check_type, parse_service_addr,
+};
+use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
+use crate::config::Config;
+use crate::consensus::ConsensusError;
+use crate::machines::{Part, Replica, Routes, Services, State};
+use crate::pb::registry as pb;
+use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
+use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
+
+/// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
+const WATCH_QUEUE: usize = 4096;
+
+/// Whether `cmd` is one of the registry's requests.
+pub(crate) fn owns(cmd: u32) -> bool {
+    RegistryCmd::from_code(cmd).is_some()
+}
+
+/// Whether requests `cmd` queued back to back go to the driver together (node reports:
+/// a client renewing many registrations over one connection).
+pub(crate) fn batches(cmd: u32) -> bool {
+    cmd == RegistryCmd::NodeReport.code()
+}
+
+/// The registry's part of our `Hello` to a peer: the node-ID range.
+pub(crate) fn hello_fields(config: &Config, buf: &mut Vec<u8>) {
+    buf.extend(hello_part(config.id_range));
+}
+
+/// Checks a peer's `Hello` (the whole message): beacons of one cluster allocate node IDs
+/// from the same range.
+pub(crate) fn check_hello(config: &Config, node: SocketAddr, hello: &[u8]) -> Result<(), Reject> {
+    let (first, last) = hello_range(hello).map_err(Reject::malformed)?;
+    let range = config.id_range;
+    if (first, last) != (range.first, range.last) {
+        return Err(Reject::close(
+            ErrorCode::ConfigMismatch,
+            format!(
+                "beacon `{node}` allocates node IDs from {first}..={last} but this beacon from {range}; every beacon of a cluster needs the same `id_range`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Serves one of the registry's requests.
+pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let Some(cmd) = RegistryCmd::from_code(frame.cmd) else {
+        unreachable!("routed here by `owns`");
+    };
+    match cmd {
+        RegistryCmd::Register => reply(frame, &register(ctx, frame.decode()?).await?),
+        RegistryCmd::NodeReport => reply(frame, &report(ctx, frame.decode()?).await?),
+        RegistryCmd::Unregister => reply(frame, &unregister(ctx, frame.decode()?).await?),
+        RegistryCmd::Nodes => reply(frame, &read_nodes(ctx, frame.decode()?).await?),
+        RegistryCmd::Ids => {
+            let _req: pb::IdsRequest = frame.decode()?;
+            reply(frame, &ids(ctx).await?)
+        }
+        RegistryCmd::Subscriptions => reply(frame, &subscriptions(ctx, frame.decode()?)?),
+        RegistryCmd::Watch => watch(frame, ctx).await,
+        RegistryCmd::NodeNotice => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "node notices (cmd 105) are sent by beacons to watchers, not to beacons",
+        )),
+    }
+}
+
+/// The code and text a registry refusal is sent with.
+fn reject(e: RegistryError) -> Reject {
+    let code: u32 = match &e {
+        RegistryError::Invalid(_) => ErrorCode::InvalidRequest.into(),
+        RegistryError::Exhausted(_) => RegistryErrorCode::IdsExhausted.into(),
+        RegistryError::Conflict { .. } => RegistryErrorCode::Conflict.into(),
+        RegistryError::NoLease { .. } => RegistryErrorCode::NoLease.into(),
+        RegistryError::UnknownTarget(_) => RegistryErrorCode::UnknownTarget.into(),
+        RegistryError::NotHolder { .. } => RegistryErrorCode::NotHolder.into(),
+        RegistryError::EndedBeforeCommit { .. } => ErrorCode::Unavailable.into(),
+    };
+    Reject::keep(code, e.to_string())
+}
+
+fn invalid(e: InvalidRequest) -> Reject {
+    reject(e.into())
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn optional_addr(field: &'static str, value: &str) -> Result<Option<SocketAddr>, InvalidRequest> {
+    match value {
+        "" => Ok(None),
+        v => parse_service_addr(field, v).map(Some),
+    }
+}
+
+/// Checks a registration.
+pub(crate) fn register_request(
+    req: pb::RegisterRequest,
+    max_metadata: usize,
+) -> Result<RegisterRequest, InvalidRequest> {
+    check_type(&req.node_type)?;
+    let addr = parse_service_addr("addr", &req.addr)?;
+    let access_addr = optional_addr("access_addr", &req.access_addr)?;
+    check_metadata(&req.metadata, max_metadata)?;
+    Ok(RegisterRequest {
+        node_type: req.node_type,
+        addr,
+        access_addr,
+        worker_num: req.worker_num,
+        metadata: req.metadata,
+        wall_ms: wall_ms(),
+    })
+}
+
+/// Submits a request to the registry's service; its refusals become replies.
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    ctx.driver
+        .submit::<RegistryService>(request)
+        .await?
+        .map_err(reject)
+}
+
+/// The service answered with the response of another kind: a bug, reported as such.
+fn unexpected(response: Response) -> Reject {
+    Reject::keep(
+        ErrorCode::Unavailable,
+        format!("internal error: unexpected response {response:?}"),
+    )
+}
+
+async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::RegisterReply, Reject> {
+    let req = register_request(req, ctx.config.max_metadata_bytes).map_err(invalid)?;
+    match submit(ctx, Request::Register(req)).await? {
+        Response::Registered {
+            record,
+            lease_ms,
+            subscribe,
+        } => Ok(pb::RegisterReply {
+            node: Some(record_to_pb(&record)),
+            lease_ms,
+            beacons: ctx.config.beacon_names(),
+            leader: ctx.config.node.to_string(),
+            subscribe,
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportReply, Reject> {
+    let report = Report {
+        node_id: req.node_id,
+        addr: parse_service_addr("addr", &req.addr).map_err(invalid)?,
+        token: FencingToken {
+            term: req.term,
+            index: req.index,
+        },
+        node: req.node.unwrap_or_default(),
+        workers: req.worker,
+    };
+    match submit(ctx, Request::Report(report)).await? {
+        Response::Reported {
+            node_id,
+            lease_ms,
+            token,
+        } => Ok(pb::NodeReportReply {
+            node_id,
+            lease_ms,
+            term: token.term,
+            index: token.index,
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn unregister(
+    ctx: &Ctx<'_>,
+    req: pb::UnregisterRequest,
+) -> Result<pb::UnregisterReply, Reject> {
+    let target = match (req.node_id, req.addr.as_str()) {
+        (0, "") => return Err(invalid(InvalidRequest::NoTarget)),
+        (0, addr) => Target::Addr(parse_service_addr("addr", addr).map_err(invalid)?),
+        (id, _) => Target::Id(id),
+    };
+    let unregister = Unregister {
+        target,
+        token: FencingToken {
+            term: req.term,
+            index: req.index,
+        },
+        release: req.release,
+    };
+    match submit(ctx, Request::Unregister(unregister)).await? {
+        Response::Unregistered(record) => Ok(pb::UnregisterReply {
+            node: Some(record_to_pb(&record)),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// The registry and its service within the replica.
+fn parts(replica: &Replica) -> (&Registry, &RegistryService) {
+    let registry = <State as Part<Registry>>::part(replica.state());
+    let service = <Services as Routes<State, RegistryService>>::service(replica.service());
+    (registry, service)
+}
+
+async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesReply, Reject> {
+    let node_type = match req.node_type.as_str() {
+        "" => None,
+        t => {
+            check_type(t).map_err(invalid)?;
+            Some(t.to_owned())
+        }
+    };
+    let filter = NodeFilter {
+        node_type,
+        addr: optional_addr("addr", &req.addr).map_err(invalid)?,
+        node_id: (req.node_id != 0).then_some(req.node_id),
+    };
+    ctx.driver
+        .read(move |replica, now| {
+            let (registry, service) = parts(replica);
+            pb::NodesReply {
+                node: replica.config().me.to_string(),
+                is_leader: replica.is_leader(),
+                index: replica.position().index,
+                nodes: nodes(registry, service, now, &filter)
+                    .into_iter()
+                    .map(|v| {
+                        let (report, workers) = match v.report {
+                            Some((node, workers)) => (Some(node), workers),
+                            None => (None, Vec::new()),
+                        };
+                        pb::NodeEntry {
+                            node: Some(record_to_pb(&v.record)),
+                            is_online: v.is_online,
+                            last_seen_ms: v.last_seen_ms,
+                            report,
+                            workers,
+                            quarantine_ms: v.quarantine_ms,
+                        }
+                    })
+                    .collect(),
+                stale: replica.staleness(),
+            }
+        })
+        .await
+}
+
+async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {
+    ctx.driver
+        .read(|replica, _| {
+            let (registry, _) = parts(replica);
+            let range = registry.range();
+            let mut quarantined: Vec<u32> =
+                registry.quarantined().map(|t| t.record.node_id).collect();
+            quarantined.sort_unstable();
+            pb::IdsReply {
+                first: range.first,
+                last: range.last,
+                last_node_id: registry.last_node_id(),
+                in_use: registry.len() as u32,
+                quarantined,
+                index: replica.position().index,
+                stale: replica.staleness(),
+            }
+        })
+        .await
+}
+
+fn subscriptions(
+    ctx: &Ctx<'_>,
+    req: pb::SubscriptionsRequest,
+) -> Result<pb::SubscriptionsReply, Reject> {
+    if !req.node_type.is_empty() {
+        check_type(&req.node_type).map_err(invalid)?;
+    }
+    let subscriptions = ctx
+        .config
+        .subscriptions
+        .iter()
+        .filter(|(t, _)| req.node_type.is_empty() || **t == req.node_type)
+        .map(|(t, subscribe)| pb::Subscription {
+            node_type: t.clone(),
+            subscribe: subscribe.clone(),
+        })
+        .collect();
+    Ok(pb::SubscriptionsReply { subscriptions })
+}
+
+/// Starts a watch (leader only): the current nodes of the types asked for as of the last log
+/// position, then a notice for every change committed after it. Changes up to that position
+/// are already in the initial set, so none is told twice.
+async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let req: pb::WatchRequest = frame.decode()?;
+    for t in &req.node_types {
+        check_type(t).map_err(invalid)?;
+    }
+    let types: BTreeSet<String> = req.node_types.into_iter().collect();
+    let started = ctx
+        .driver
+        .subscribe(move |replica, _| {
+            if !replica.is_leader() {
+                let leader = replica.election().leader();
+                return (Err(ConsensusError::NotLeader { leader }), None);
+            }
+            let (tx, rx) = mpsc::channel(WATCH_QUEUE);
+            let from = replica.position().index;
+            let (registry, _) = parts(replica);
+            let follows = move |t: &str| types.is_empty() || types.contains(t);
+            let nodes = registry
+                .nodes()
+                .filter(|r| follows(&r.node_type))
+                .map(record_to_pb)
+                .collect();
+            let subscriber: Subscriber = Box::new(move |index, change| {
+                let Some(change) = <State as Part<Registry>>::change(change) else {
+                    return !tx.is_closed();
+                };
+                if index <= from || !follows(&change.record().node_type) {
+                    return !tx.is_closed();
+                }
+                match tx.try_send(notice(index, change)) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        warn!("a watcher fell {WATCH_QUEUE} notices behind: dropped (it resyncs)");
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            });
+            (
+                Ok((pb::WatchReply { index: from, nodes }, rx)),
+                Some(subscriber),
+            )
+        })
+        .await?;
+    let (answer, pushes) = started?;
+    Ok(Handled::Stream {
+        reply: Frame::new(RegistryCmd::Watch.response(), frame.seq, 0, &answer),
+        pushes,
+        ended: "this beacon stopped leading: watch again at the leader",
+    })
+}
+
+/// The frame pushed to a watcher for a committed change.
+fn notice(index: u64, change: &Change) -> Frame {
+    let mut notice = pb::NodeNotice {
+        index,
+        ..Default::default()
+    };
+    let info = record_to_pb(change.record());
+    match change {
+        Change::Added(_) => notice.add_nodes.push(info),
+        Change::Updated(_) => notice.update_nodes.push(info),
+        Change::Removed(_) => notice.del_nodes.push(info),
+    }
+    Frame::new(RegistryCmd::NodeNotice.code(), 0, FLAG_ONEWAY, &notice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(node_type: &str, addr: &str, metadata: &str) -> pb::RegisterRequest {
+        pb::RegisterRequest {
+            node_type: node_type.into(),
+            addr: addr.into(),
+            metadata: metadata.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn registrations_are_checked_field_by_field() {
+        let ok = register_request(req("LOGIC", "10.0.0.1:80", r#"{"a":1}"#), 64).unwrap();
+        assert_eq!(ok.addr, "10.0.0.1:80".parse().unwrap());
+        assert!(ok.wall_ms > 0);
+        let err = |r| register_request(r, 16).unwrap_err().to_string();
+        assert_eq!(err(req("", "10.0.0.1:80", "")), "node_type is empty");
+        assert_eq!(
+            err(req("LOGIC", "nowhere", "")),
+            "addr `nowhere` is not an ip:port address (for example 10.0.0.5:8080)"
+        );
+        assert!(err(req("LOGIC", "0.0.0.0:80", "")).contains("wildcard"));
+        assert_eq!(
+            err(req("LOGIC", "10.0.0.1:80", &"x".repeat(17))),
+            "metadata is 17 bytes, over the limit of 16 bytes"
+        );
+        assert!(
+            err(req("LOGIC", "10.0.0.1:80", "{nope")).starts_with("metadata is not valid JSON")
+        );
+        let mut bad_access = req("LOGIC", "10.0.0.1:80", "");
+        bad_access.access_addr = "x:1".into();
+        assert!(err(bad_access).starts_with("access_addr `x:1`"));
+    }
+
+    #[test]
+    fn refusals_keep_their_code() {
+        assert_eq!(
+            invalid(InvalidRequest::EmptyType).code,
+            ErrorCode::InvalidRequest as u32
+        );
+        let lost = RegistryError::NoLease {
+            node_id: 3,
+            addr: "10.0.0.1:80".parse().unwrap(),
+            token: FencingToken { term: 1, index: 2 },
+        };
+        assert_eq!(reject(lost).code, RegistryErrorCode::NoLease as u32);
+        // The registry's codes never collide with the core's.
+        for code in RegistryErrorCode::ALL {
+            assert_eq!(ErrorCode::from_code(code as u32), None, "{code:?}");
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! The registry's leader-side service: registrations, reports, unregisters, and the leases
+//! that only the leader keeps.
+//!
+//! Services report to the leader, which ends a registration whose reports stop (an `Expire`
+//! command, the ID going to quarantine). A new leader starts every live registration's lease
+//! afresh, as etcd does, so services keep their IDs across a failover as long as they reach
+//! the new leader within a lease. A report is answered once the consensus core has confirmed
+//! that this beacon still leads (quorum mode), and leases are judged only while it knows it
+//! does.
+//!
+//! Every write that acts on a registration (a report, an unregister) names it by its fencing
+//! token and is refused when that registration no longer holds the ID, so a request that
+//! arrives late, after its registration ended and the ID went to someone else, cannot end or
+//! renew the next holder's registration.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::SocketAddr;
+
+use super::state::{
+    Command, Exhausted, FencingToken, InvalidRequest, NodeId, NodeRecord, Registry,
+};
+use super::wire::LoadStats;
+use crate::consensus::{Leader, Outcome, Service};
+use crate::machines::Part;
+use crate::time::Millis;
+
+/// The service's share of the configuration.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    pub lease_ms: u64,
+    /// Node type -> the node types it subscribes to.
+    pub subscriptions: BTreeMap<String, Vec<String>>,
+}
+
+/// A registration request, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterRequest {
+    pub node_type: String,
+    pub addr: SocketAddr,
+    pub access_addr: Option<SocketAddr>,
+    pub worker_num: u32,
+    pub metadata: String,
+    /// Wall-clock time of the request (ms since the Unix epoch), stamped by the server.
+    pub wall_ms: u64,
+}
+
+/// Where the registration to end is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Id(NodeId),
+    Addr(SocketAddr),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Id(id) => write!(f, "node ID {id}"),
+            Target::Addr(addr) => write!(f, "address {addr}"),
+        }
+    }
+}
+
+/// A request to end a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unregister {
+    pub target: Target,
+    /// The registration meant: if the one found at `target` has another token, nothing
+    /// changes.
+    pub token: FencingToken,
+    /// The holder gives its ID up (free at once); otherwise the ID goes to quarantine.
+    pub release: bool,
+}
+
+/// A service's periodic report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub node_id: NodeId,
+    pub addr: SocketAddr,
+    /// The registration the report renews.
+    pub token: FencingToken,
+    pub node: LoadStats,
+    pub workers: Vec<LoadStats>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Register(RegisterRequest),
+    Unregister(Unregister),
+    Report(Report),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Registered {
+        record: NodeRecord,
+        lease_ms: u64,
+        subscribe: Vec<String>,
+    },
+    Unregistered(NodeRecord),
+    Reported {
+        node_id: NodeId,
+        lease_ms: u64,
+        token: FencingToken,
+    },
+}
+
+/// Why the registry refused a request; nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
+    #[error(transparent)]
+    Exhausted(#[from] Exhausted),
+    #[error(
+        "address {addr} is already registered as type {node_type} (node {node_id}); unregister it first"
+    )]
+    Conflict {
+        addr: SocketAddr,
+        node_type: String,
+        node_id: NodeId,
+    },
+    #[error(
+        "node {node_id} at {addr} with fencing token {token} holds no lease (it expired, was unregistered, or never existed); stop using the ID and register again"
+    )]
+    NoLease {
+        node_id: NodeId,
+        addr: SocketAddr,
+        token: FencingToken,
+    },
+    #[error("no registration for {0}")]
+    UnknownTarget(String),
+    #[error(
+        "the registration named (fencing token {named}) no longer holds node ID {node_id}: it is now held by the registration {holder} at {addr}; nothing was changed"
+    )]
+    NotHolder {
+        node_id: NodeId,
+        named: FencingToken,
+        holder: FencingToken,
+        addr: SocketAddr,
+    },
+    #[error(
+        "node ID {node_id} was registered, but the registration ended (its lease ran out or it was unregistered) before it was committed; register again"
+    )]
+    EndedBeforeCommit { node_id: NodeId },
+}
+
+/// What a write waits with until committed.
+#[derive(Debug, Clone)]
+pub enum Waiting {
+    Registered(NodeId),
+    Unregistered(NodeRecord),
+}
+
+/// A live registration's lease, at the leader.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub last_seen: Millis,
+    pub report: Option<(LoadStats, Vec<LoadStats>)>,
+}
+
+impl Lease {
+    /// A lease that starts at `now`, with no report yet.
+    fn fresh(now: Millis) -> Lease {
+        Lease {
+            last_seen: now,
+            report: None,
+        }
+    }
+}
+
+/// Leases by node ID. Every node report looks one up (100k renewals a second at 100k
+/// registrations); node IDs are small integers the leader hands out itself, so one
+/// multiplication hashes them well, where the default SipHash showed in profiles.
+type Leases = HashMap<NodeId, Lease, BuildHasherDefault<IdHasher>>;
+
+/// Fibonacci hashing of a node ID.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by u32 keys; kept correct for any other.
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// The registry's leader-side service.
+#[derive(Debug, Clone)]
+pub struct RegistryService {
+    cfg: RegistryConfig,
+    /// Leases of live registrations; empty unless this beacon leads.
+    leases: Leases,
+}
+
+impl RegistryService {
+    pub fn new(cfg: RegistryConfig) -> RegistryService {
+        RegistryService {
+            cfg,
+            leases: Leases::default(),
+        }
+    }
+
+    pub fn config(&self) -> &RegistryConfig {
+        &self.cfg
+    }
+
+    /// The lease of node `id`, while this beacon leads.
+    pub fn lease(&self, id: NodeId) -> Option<&Lease> {
+        self.leases.get(&id)
+    }
+
+    /// Node types `node_type` subscribes to.
+    pub fn subscriptions_of(&self, node_type: &str) -> Vec<String> {
+        self.cfg
+            .subscriptions
+            .get(node_type)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Renews a lease.
+    fn touch(&mut self, id: NodeId, now: Millis) {
+        self.leases
+            .entry(id)
+            .and_modify(|l| l.last_seen = now)
+            .or_insert(Lease::fresh(now));
+    }
+
+    fn register<S: Part<Registry>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        req: RegisterRequest,
+    ) -> Outcome<Response, RegistryError, Waiting> {
+        let now = leader.now();
+        let registry = leader.state().part();
+        if let Some(existing) = registry.by_addr(req.addr).cloned() {
+            if existing.node_type != req.node_type {
+                return Outcome::Now(Err(RegistryError::Conflict {
+                    addr: req.addr,
+                    node_type: existing.node_type,
+                    node_id: existing.node_id,
+                }));
+            }
+            self.touch(existing.node_id, now);
+            let same = existing.access_addr == req.access_addr
+                && existing.worker_num == req.worker_num
+                && existing.metadata == req.metadata;
+            if same {
+                // Registering again while live returns the same ID, once everything that
+                // made the record what it is now is committed.
+                return Outcome::WhenCommitted {
+                    index: leader.last_index(),
+                    waiting: Waiting::Registered(existing.node_id),
+                };
+            }
+            // New details, same registration: the fencing token stays.
+            let updated = NodeRecord {
+                access_addr: req.access_addr,
+                worker_num: req.worker_num,
+                metadata: req.metadata,
+                ..existing
+            };
+            let id = updated.node_id;
+            return match leader.append(S::wrap(Command::Update(updated))) {
+                Some(index) => Outcome::WhenCommitted {
+                    index,
+                    waiting: Waiting::Registered(id),
+                },
+                None => Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id })),
+            };
+        }
+        let id = match registry.reclaimable(req.addr, &req.node_type) {
+            Some(id) => id,
+            None => match registry.allocate() {
+                Ok(id) => id,
+                Err(e) => return Outcome::Now(Err(e.into())),
+            },
+        };
+        let record = NodeRecord {
+            node_id: id,
+            node_type: req.node_type,
+            addr: req.addr,
+            access_addr: req.access_addr,
+            worker_num: req.worker_num,
+            metadata: req.metadata,
+            registered_ms: req.wall_ms,
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let Some(index) = leader.append(S::wrap(Command::Register(record))) else {
+            return Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id }));
+        };
+        self.touch(id, now);
+        Outcome::WhenCommitted {
+            index,
+            waiting: Waiting::Registered(id),
+        }
+    }
+
+    /// Ends the registration the request names, if it is still the one at its target: the
+    /// holder's own release frees the ID at once; anyone else's unregister sends it to
+    /// quarantine, as a missed lease does, since its holder may still be using it.
+    fn unregister<S: Part<Registry>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        req: Unregister,
+    ) -> Outcome<Response, RegistryError, Waiting> {
+        if !req.token.is_given() {
+            return Outcome::Now(Err(InvalidRequest::NoToken.into()));
+        }
+        let registry = leader.state().part();
+        let record = match req.target {
+            Target::Id(id) => registry.get(id),
+            Target::Addr(addr) => registry.by_addr(addr),
+        };
+        let Some(record) = record.cloned() else {
+            return Outcome::Now(Err(RegistryError::UnknownTarget(format!(
+                "{} (the registration named, {}, has ended)",
+                req.target, req.token
+            ))));
+        };
+        if record.token() != req.token {
+            return Outcome::Now(Err(RegistryError::NotHolder {
+                node_id: record.node_id,
+                named: req.token,
+                holder: record.token(),
+                addr: record.addr,
+            }));
+        }
+        self.leases.remove(&record.node_id);
+        let command = if req.release {
+            Command::Unregister(record.node_id)
+        } else {
+            Command::Expire(record.node_id)
+        };
+        match leader.append(S::wrap(command)) {
+            Some(index) => Outcome::WhenCommitted {
+                index,
+                waiting: Waiting::Unregistered(record),
+            },
+            None => Outcome::Now(Err(RegistryError::UnknownTarget(format!("{}", req.target)))),
+        }
+    }
+
+    /// Renews the lease of the registration the report names; answered once the core has
+    /// confirmed this beacon still leads.
+    fn report<S: Part<Registry>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        report: Report,
+    ) -> Outcome<Response, RegistryError, Waiting> {
+        if !report.token.is_given() {
+            return Outcome::Now(Err(InvalidRequest::NoToken.into()));
+        }
+        let live = leader
+            .state()
+            .part()
+            .get(report.node_id)
+            .is_some_and(|r| r.addr == report.addr && r.token() == report.token);
+        if !live {
+            return Outcome::Now(Err(RegistryError::NoLease {
+                node_id: report.node_id,
+                addr: report.addr,
+                token: report.token,
+            }));
+        }
+        let now = leader.now();
+        let lease = self
+            .leases
+            .entry(report.node_id)
+            .or_insert(Lease::fresh(now));
+        lease.last_seen = now;
+        lease.report = Some((report.node, report.workers));
+        Outcome::WhenConfirmed(Response::Reported {
+            node_id: report.node_id,
+            lease_ms: self.cfg.lease_ms,
+            token: report.token,
+        })
+    }
+}
+
+impl<S: Part<Registry>> Service<S> for RegistryService {
+    type Request = Request;
+    type Response = Response;
+    type Error = RegistryError;
+    type Waiting = Waiting;
+
+    /// Every live registration gets a fresh lease: its holder may have been reporting to
+    /// the old leader a moment ago.
+    fn lead(&mut self, state: &S, now: Millis) {
+        self.leases = state
+            .part()
+            .nodes()
+            .map(|r| (r.node_id, Lease::fresh(now)))
+            .collect();
+    }
+
+    fn step_down(&mut self) {
+        self.leases = Leases::default();
+    }
+
+    fn request(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        request: Request,
+    ) -> Outcome<Response, RegistryError, Waiting> {
+        match request {
+            Request::Register(req) => self.register(leader, req),
+            Request::Unregister(req) => self.unregister(leader, req),
+            Request::Report(report) => self.report(leader, report),
+        }
+    }
+
+    /// Expires missed leases and releases ended quarantines.
+    fn tick(&mut self, leader: &mut Leader<'_, S>) {
+        let now = leader.now();
+        let lease_ms = self.cfg.lease_ms;
+        let mut expired: Vec<NodeId> = self
+            .leases
+            .iter()
+            .filter(|(_, lease)| now.saturating_sub(lease.last_seen) > lease_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        expired.sort_unstable();
+        for id in expired {
+            leader.notice(format!(
+                "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
+            ));
+            self.leases.remove(&id);
+            leader.append(S::wrap(Command::Expire(id)));
+        }
+        for id in leader.state().part().due_releases(now) {
+            leader.append(S::wrap(Command::Release(id)));
+        }
+    }
+
+    fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, RegistryError> {
+        match waiting {
+            Waiting::Registered(id) => {
+                // Gone before it committed (its lease ran out while commits were slow, or
+                // it was unregistered meanwhile): say so; registering again is the answer.
+                let record = state
+                    .part()
+                    .get(id)
+                    .cloned()
+                    .ok_or(RegistryError::EndedBeforeCommit { node_id: id })?;
+                let subscribe = self.subscriptions_of(&record.node_type);
+                Ok(Response::Registered {
+                    record,
+                    lease_ms: self.cfg.lease_ms,
+                    subscribe,
+                })
+            }
+            Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),
+        }
+    }
+}
+
+/// Which registrations a view shows; `None` fields match any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeFilter {
+    pub node_type: Option<String>,
+    pub addr: Option<SocketAddr>,
+    pub node_id: Option<NodeId>,
+}
+
+impl NodeFilter {
+    fn wants(&self, r: &NodeRecord) -> bool {
+        self.node_type.as_ref().is_none_or(|t| r.node_type == *t)
+            && self.addr.is_none_or(|a| r.addr == a)
+            && self.node_id.is_none_or(|id| r.node_id == id)
+    }
+}
+
+/// One live (or quarantined) registration as seen from here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub record: NodeRecord,
+    pub is_online: bool,
+    /// Since its last report, on the leader.
+    pub last_seen_ms: Option<u64>,
+    pub report: Option<(LoadStats, Vec<LoadStats>)>,
+    /// Time left in quarantine (offline entries).
+    pub quarantine_ms: Option<u64>,
+}
+
+/// Live registrations and quarantined IDs, by ID, optionally only those that `filter`
+/// names; with lease details where `service` holds them (at the leader).
+pub fn nodes(
+    registry: &Registry,
+    service: &RegistryService,
+    now: Millis,
+    filter: &NodeFilter,
+) -> Vec<NodeView> {
+    let mut views: Vec<NodeView> = registry
+        .nodes()
+        .filter(|r| filter.wants(r))
+        .map(|r| {
+            let lease = service.lease(r.node_id);
+            NodeView {
+                record: r.clone(),
+                is_online: true,
+                last_seen_ms: lease.map(|l| now.saturating_sub(l.last_seen)),
+                report: lease.and_then(|l| l.report.clone()),
+                quarantine_ms: None,
+            }
+        })
+        .collect();
+    views.extend(
+        registry
+            .quarantined()
+            .filter(|t| filter.wants(&t.record))
+            .map(|t| NodeView {
+                record: t.record.clone(),
+                is_online: false,
+                last_seen_ms: None,
+                report: None,
+                quarantine_ms: Some(t.until.saturating_sub(now)),
+            }),
+    );
+    views.sort_by_key(|v| v.record.node_id);
+    views
+}

@@ -1,0 +1,382 @@
+//! The registry on the wire (`proto/registry.proto`): its command codes, its part of log
+//! entries, snapshots and heartbeats, and conversions between its messages and its types.
+//!
+//! Everything that comes off the wire is checked here, so a peer that sends a record with an
+//! address that does not parse gets a precise error instead of a panic or a silently dropped
+//! field.
+
+use prost::Message as _;
+
+use super::state::{Command, IdRange, NodeRecord, Registry, RegistrySnapshot};
+use crate::pb::registry as pb;
+use crate::wire::{Code, MachineWire, WireError, parse_addr};
+
+pub use crate::pb::registry::LoadStats;
+
+/// The registry's command codes (NebulaBeacon's where it had them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum RegistryCmd {
+    /// A service's periodic report, renewing its lease (`NodeReport` / `NodeReportReply`).
+    NodeReport = 101,
+    /// Register a service and get its node ID (`RegisterRequest` / `RegisterReply`).
+    Register = 103,
+    /// Pushed to watchers, one-way: what changed (`NodeNotice`).
+    NodeNotice = 105,
+    /// End a registration (`UnregisterRequest` / `UnregisterReply`).
+    Unregister = 115,
+    /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
+    Watch = 117,
+    /// Registered services (`NodesRequest` / `NodesReply`).
+    Nodes = 303,
+    /// The node-ID allocator (`IdsRequest` / `IdsReply`).
+    Ids = 305,
+    /// Configured subscriptions (`SubscriptionsRequest` / `SubscriptionsReply`).
+    Subscriptions = 307,
+}
+
+impl RegistryCmd {
+    pub const ALL: [RegistryCmd; 8] = [
+        RegistryCmd::NodeReport,
+        RegistryCmd::Register,
+        RegistryCmd::NodeNotice,
+        RegistryCmd::Unregister,
+        RegistryCmd::Watch,
+        RegistryCmd::Nodes,
+        RegistryCmd::Ids,
+        RegistryCmd::Subscriptions,
+    ];
+
+    pub fn from_code(code: u32) -> Option<RegistryCmd> {
+        RegistryCmd::ALL.into_iter().find(|c| *c as u32 == code)
+    }
+}
+
+impl Code for RegistryCmd {
+    fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// The registry's codes carried by `ErrorReply` (the core's are [`crate::wire::ErrorCode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum RegistryErrorCode {
+    /// Every node ID of the configured range is in use or in quarantine.
+    IdsExhausted = 12,
+    /// The address is registered under another node type.
+    Conflict = 13,
+    /// The reporting service holds no registration: it must stop using its ID.
+    NoLease = 14,
+    /// No registration matches the node ID or address given.
+    UnknownTarget = 15,
+    /// The registration named by the request's fencing token no longer holds the node ID
+    /// (it ended; the ID may have gone to another service): nothing was changed.
+    NotHolder = 19,
+}
+
+impl RegistryErrorCode {
+    pub const ALL: [RegistryErrorCode; 5] = [
+        RegistryErrorCode::IdsExhausted,
+        RegistryErrorCode::Conflict,
+        RegistryErrorCode::NoLease,
+        RegistryErrorCode::UnknownTarget,
+        RegistryErrorCode::NotHolder,
+    ];
+
+    pub fn from_code(code: u32) -> Option<RegistryErrorCode> {
+        RegistryErrorCode::ALL
+            .into_iter()
+            .find(|c| *c as u32 == code)
+    }
+}
+
+impl From<RegistryErrorCode> for u32 {
+    fn from(code: RegistryErrorCode) -> u32 {
+        code as u32
+    }
+}
+
+/// The registry's part of a peer's `Hello`: the node-ID range it allocates from.
+pub fn hello_part(range: IdRange) -> Vec<u8> {
+    pb::RegistryHello {
+        id_first: range.first,
+        id_last: range.last,
+    }
+    .encode_to_vec()
+}
+
+/// The node-ID range a peer's `Hello` (the whole message) announces, as `(first, last)`.
+pub fn hello_range(hello: &[u8]) -> Result<(u32, u32), WireError> {
+    let part = pb::RegistryHello::decode(hello)?;
+    Ok((part.id_first, part.id_last))
+}
+
+pub fn record_to_pb(r: &NodeRecord) -> pb::NodeInfo {
+    pb::NodeInfo {
+        node_id: r.node_id,
+        node_type: r.node_type.clone(),
+        addr: r.addr.to_string(),
+        access_addr: r.access_addr.map(|a| a.to_string()).unwrap_or_default(),
+        worker_num: r.worker_num,
+        metadata: r.metadata.clone(),
+        registered_ms: r.registered_ms,
+        term: r.term,
+        index: r.index,
+    }
+}
+
+pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
+    let access_addr = match n.access_addr.as_str() {
+        "" => None,
+        a => Some(parse_addr("NodeInfo.access_addr", a)?),
+    };
+    Ok(NodeRecord {
+        node_id: n.node_id,
+        addr: parse_addr("NodeInfo.addr", &n.addr)?,
+        node_type: n.node_type,
+        access_addr,
+        worker_num: n.worker_num,
+        metadata: n.metadata,
+        registered_ms: n.registered_ms,
+        term: n.term,
+        index: n.index,
+    })
+}
+
+impl MachineWire for Registry {
+    fn encode_command(command: &Command, buf: &mut Vec<u8>) {
+        use pb::registry_entry::Command as C;
+        let command = match command {
+            Command::Register(r) => C::Register(record_to_pb(r)),
+            Command::Update(r) => C::Update(record_to_pb(r)),
+            Command::Unregister(id) => C::Unregister(*id),
+            Command::Expire(id) => C::Expire(*id),
+            Command::Release(id) => C::Release(*id),
+        };
+        pb::RegistryEntry {
+            command: Some(command),
+        }
+        .encode_raw(buf);
+    }
+
+    fn decode_command(entry: &[u8]) -> Result<Option<Command>, WireError> {
+        use pb::registry_entry::Command as C;
+        let Some(command) = pb::RegistryEntry::decode(entry)?.command else {
+            return Ok(None);
+        };
+        Ok(Some(match command {
+            C::Register(r) => Command::Register(record_from_pb(r)?),
+            C::Update(r) => Command::Update(record_from_pb(r)?),
+            C::Unregister(id) => Command::Unregister(id),
+            C::Expire(id) => Command::Expire(id),
+            C::Release(id) => Command::Release(id),
+        }))
+    }
+
+    fn encode_snapshot(s: &RegistrySnapshot, buf: &mut Vec<u8>) {
+        pb::RegistrySnapshot {
+            last_node_id: s.last_node_id,
+            nodes: s.nodes.iter().map(record_to_pb).collect(),
+            quarantined: s
+                .quarantined
+                .iter()
+                .map(|(r, remaining)| pb::Tombstone {
+                    node: Some(record_to_pb(r)),
+                    remaining_ms: *remaining,
+                })
+                .collect(),
+        }
+        .encode_raw(buf);
+    }
+
+    fn decode_snapshot(bytes: &[u8]) -> Result<RegistrySnapshot, WireError> {
+        let s = pb::RegistrySnapshot::decode(bytes)?;
+        let nodes = s
+            .nodes
+            .into_iter()
+            .map(record_from_pb)
+            .collect::<Result<_, _>>()?;
+        let quarantined = s
+            .quarantined
+            .into_iter()
+            .map(|t| {
+                let node = t.node.ok_or(WireError::Missing("Tombstone.node"))?;
+                Ok((record_from_pb(node)?, t.remaining_ms))
+            })
+            .collect::<Result<_, WireError>>()?;
+        Ok(RegistrySnapshot {
+            last_node_id: s.last_node_id,
+            nodes,
+            quarantined,
+        })
+    }
+
+    /// NebulaBeacon's heartbeat fields: the allocator position after the entries carried,
+    /// and the IDs those entries allocate and free.
+    fn annotate(&self, commands: &[&Command], buf: &mut Vec<u8>) {
+        let mut hb = pb::RegistryHeartbeat {
+            last_node_id: self.last_node_id(),
+            ..Default::default()
+        };
+        for command in commands {
+            match command {
+                Command::Register(r) => hb.added_node_id.push(r.node_id),
+                Command::Unregister(id) | Command::Expire(id) => hb.removed_node_id.push(*id),
+                Command::Update(_) | Command::Release(_) => {}
+            }
+        }
+        hb.encode_raw(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::consensus::election::Heartbeat;
+    use crate::consensus::{Append, Entry, Payload, PeerMessage, Position, Snapshot};
+    use crate::wire::envelope::{
+        entry_bytes, entry_from_bytes, message_bytes, message_from_pb, snapshot_bytes,
+        snapshot_from_bytes,
+    };
+
+    fn record(id: u32) -> NodeRecord {
+        NodeRecord {
+            node_id: id,
+            node_type: "LOGIC".into(),
+            addr: SocketAddr::from(([10, 0, 0, 1], 9000 + id as u16)),
+            access_addr: Some(SocketAddr::from(([1, 2, 3, 4], 80))),
+            worker_num: 4,
+            metadata: r#"{"zone":"a"}"#.into(),
+            registered_ms: 1_700_000_000_000,
+            term: 2,
+            index: u64::from(id),
+        }
+    }
+
+    fn entry(index: u64, command: Command) -> Entry<Command> {
+        Entry {
+            index,
+            term: 4,
+            payload: Payload::Command(command),
+        }
+    }
+
+    /// A log entry as NebulaBeacon-era beacons wrote it, with the registry's fields inline.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OldLogEntry {
+        #[prost(uint64, tag = "1")]
+        index: u64,
+        #[prost(uint64, tag = "2")]
+        term: u64,
+        #[prost(message, optional, tag = "3")]
+        register: Option<pb::NodeInfo>,
+        #[prost(uint32, optional, tag = "6")]
+        expire: Option<u32>,
+        #[prost(bool, tag = "8")]
+        leader_start: bool,
+    }
+
+    #[test]
+    fn entries_read_and_write_the_bytes_beacon_always_wrote() {
+        let old = OldLogEntry {
+            index: 6,
+            term: 4,
+            register: Some(record_to_pb(&record(3))),
+            expire: None,
+            leader_start: false,
+        };
+        let bytes = old.encode_to_vec();
+        let e = entry_from_bytes::<Registry>(&bytes).unwrap();
+        assert_eq!(e, entry(6, Command::Register(record(3))));
+        assert_eq!(
+            OldLogEntry::decode(&entry_bytes::<Registry>(&e)[..]).unwrap(),
+            old
+        );
+        let start = OldLogEntry {
+            index: 7,
+            term: 4,
+            register: None,
+            expire: None,
+            leader_start: true,
+        };
+        let e = entry_from_bytes::<Registry>(&start.encode_to_vec()).unwrap();
+        assert_eq!(e.payload, Payload::LeaderStart);
+        let empty = OldLogEntry { index: 8, ..start };
+        let mut none = empty.clone();
+        none.leader_start = false;
+        assert_eq!(
+            entry_from_bytes::<Registry>(&none.encode_to_vec()),
+            Err(WireError::NoCommand { index: 8 })
+        );
+    }
+
+    #[test]
+    fn messages_round_trip_and_fill_the_seed_fields() {
+        let mut registry = Registry::new(super::super::state::IdRange::DEFAULT, 100);
+        registry.apply(&Command::Register(record(3)), 0).unwrap();
+        let snapshot = Snapshot {
+            position: Position { index: 5, term: 1 },
+            state: RegistrySnapshot {
+                last_node_id: 2,
+                nodes: vec![record(2)],
+                quarantined: vec![(record(1), 500)],
+            },
+        };
+        let mut m: PeerMessage<Command, RegistrySnapshot> = PeerMessage::bare(
+            Heartbeat {
+                is_leader: true,
+                term: 4,
+                leader: Some(SocketAddr::from(([127, 0, 0, 1], 16000))),
+                sees: 0b101,
+                eligible: true,
+            },
+            Position { index: 9, term: 4 },
+            7,
+        );
+        m.append = Some(Append {
+            prev: Position { index: 5, term: 1 },
+            entries: vec![
+                entry(6, Command::Register(record(3))),
+                entry(7, Command::Expire(1)),
+                entry(8, Command::Update(record(3))),
+                entry(9, Command::Unregister(2)),
+            ],
+        });
+        m.snapshot = Some(Box::new(snapshot.clone()));
+        m.need_snapshot = true;
+        m.beat = 7;
+        m.ack_beat = 3;
+        let bytes = message_bytes::<Registry>(&m, &registry);
+        let seed = pb::RegistryHeartbeat::decode(&bytes[..]).unwrap();
+        assert_eq!(seed.added_node_id, vec![3]);
+        assert_eq!(seed.removed_node_id, vec![1, 2]);
+        assert_eq!(seed.last_node_id, 3);
+        let decoded = crate::pb::Election::decode(&bytes[..]).unwrap();
+        assert_eq!(message_from_pb::<Registry>(decoded).unwrap(), m);
+        let s = snapshot_bytes::<Registry>(&snapshot);
+        assert_eq!(snapshot_from_bytes::<Registry>(&s).unwrap(), snapshot);
+    }
+
+    #[test]
+    fn bad_records_are_refused_with_the_field() {
+        let mut info = record_to_pb(&record(1));
+        info.addr = "nowhere".into();
+        let bytes = OldLogEntry {
+            index: 2,
+            term: 1,
+            register: Some(info),
+            expire: None,
+            leader_start: false,
+        }
+        .encode_to_vec();
+        assert_eq!(
+            entry_from_bytes::<Registry>(&bytes)
+                .unwrap_err()
+                .to_string(),
+            "NodeInfo.addr `nowhere` is not an ip:port address"
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! The machines' server handlers, by command code: one line per machine in each function.
+//!
+//! The server serves the core's own commands (handshake, heartbeats, beacon status) and hands
+//! every other request to the machine that owns its code.
+
+use std::net::SocketAddr;
+
+use super::registry;
+use crate::config::Config;
+use crate::server::handle::{Ctx, Handled, Reject};
+use crate::wire::Frame;
+
+/// Serves `frame` if a machine owns its command; `None` if none does.
+pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Option<Result<Handled, Reject>> {
+    if registry::rpc::owns(frame.cmd) {
+        return Some(registry::rpc::serve(frame, ctx).await);
+    }
+    None
+}
+
+/// Whether requests `cmd` queued back to back go to the driver together.
+pub(crate) fn batches(cmd: u32) -> bool {
+    registry::rpc::batches(cmd)
+}
+
+/// Adds every machine's part to our `Hello` to a peer.
+pub(crate) fn hello_fields(config: &Config, buf: &mut Vec<u8>) {
+    registry::rpc::hello_fields(config, buf);
+}
+
+/// Checks every machine's part of a peer's `Hello` (the whole message).
+pub(crate) fn check_hello(config: &Config, peer: SocketAddr, hello: &[u8]) -> Result<(), Reject> {
+    registry::rpc::check_hello(config, peer, hello)
+}

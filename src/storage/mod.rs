@@ -1,0 +1,433 @@
+//! The replicated state on disk: the highest term promised, a snapshot, and an append-only
+//! log of the entries after it.
+//!
+//! Files (in a [`Backend`]: the data directory, or memory in simulations):
+//! - `term`: the highest term this beacon has promised, as text. Stored before any message
+//!   announces it, so a beacon that crashes and restarts never goes back on a promise.
+//! - `snapshot`: `[crc32: u32][body]`, the whole state as of one log position (a
+//!   `Snapshot` message), replaced atomically.
+//! - `log`: the entries that follow the snapshot, as records of `[len: u32][crc32: u32][body]`
+//!   (big-endian; the body is a `LogEntry` message). Appends are made durable before
+//!   anything that depends on them is sent, so an entry a beacon acknowledged survives its
+//!   crash.
+//!
+//! On open the log is read record by record. A record cut short, one whose checksum does not
+//! match, or one that does not follow its predecessor ends the readable log: the tail from
+//! there is cut off (and reported, so the driver logs it), never loaded. A crash mid-append
+//! leaves exactly such a tail; anything else there is damage, and the beacon recovers the
+//! lost entries from its peers.
+//!
+//! Storing is what releases a step's outputs: [`Storage::store_term`] and [`Storage::store`]
+//! issue the receipts that [`crate::consensus::Ready`] asks for.
+
+mod backend;
+
+use std::marker::PhantomData;
+use std::path::PathBuf;
+
+pub use backend::{Backend, Files, Memory};
+
+use crate::consensus::{Entry, Snapshot, Store, Stored, TermStored};
+use crate::wire::MachineWire;
+use crate::wire::envelope::{entry_bytes, entry_from_bytes, snapshot_bytes, snapshot_from_bytes};
+
+const LOG_FILE: &str = "log";
+const SNAPSHOT_FILE: &str = "snapshot";
+const TERM_FILE: &str = "term";
+const RECORD_HEAD: usize = 8;
+/// A record larger than this is treated as damage rather than allocated.
+const MAX_RECORD: usize = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("data_dir {path}: {what}: {cause}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        cause: std::io::Error,
+    },
+    #[error("data_dir {path}: file `snapshot` is corrupt ({why}); refusing to start from a guess")]
+    CorruptSnapshot { path: PathBuf, why: String },
+    #[error("data_dir {path}: file `term` is corrupt ({content:?}); refusing to guess a term")]
+    CorruptTerm { path: PathBuf, content: String },
+}
+
+/// What was cut off the end of the log when it was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// Byte offset of the first record not loaded.
+    pub offset: u64,
+    /// Bytes cut off.
+    pub bytes: u64,
+    pub why: String,
+}
+
+/// The state found in storage.
+#[derive(Debug)]
+pub struct Restored<S: MachineWire> {
+    /// The highest term promised (0 if none).
+    pub term: u64,
+    pub snapshot: Option<Snapshot<S::Snapshot>>,
+    /// Entries after the snapshot, contiguous.
+    pub entries: Vec<Entry<S::Command>>,
+    pub truncated: Option<Truncation>,
+}
+
+/// The stored state of one beacon, replicating `S`, in backend `B`.
+pub struct Storage<S, B = Files> {
+    backend: B,
+    /// Entries in the log file (since the last snapshot).
+    logged: usize,
+    term: u64,
+    _state: PhantomData<fn() -> S>,
+}
+
+impl<S: MachineWire, B: Backend> Storage<S, B> {
+    fn io(&self, what: &'static str) -> impl FnOnce(std::io::Error) -> StorageError + '_ {
+        move |cause| StorageError::Io {
+            path: self.backend.location(),
+            what,
+            cause,
+        }
+    }
+
+    /// Opens the state in `backend`, cutting off a damaged log tail.
+    pub fn open(mut backend: B) -> Result<(Self, Restored<S>), StorageError> {
+        let path = backend.location();
+        let io = |what| {
+            let path = path.clone();
+            move |cause| StorageError::Io { path, what, cause }
+        };
+        let term = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
+            None => 0,
+            Some(bytes) => {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                text.trim().parse().map_err(|_| StorageError::CorruptTerm {
+                    path: path.clone(),
+                    content: text,
+                })?
+            }
+        };
+        let snapshot =
+            match backend
+                .read(SNAPSHOT_FILE)
+                .map_err(io("cannot read snapshot"))?
+            {
+                Some(bytes) => Some(decode_snapshot::<S>(&bytes).map_err(|why| {
+                    StorageError::CorruptSnapshot {
+                        path: path.clone(),
+                        why,
+                    }
+                })?),
+                None => None,
+            };
+        let bytes = backend
+            .read(LOG_FILE)
+            .map_err(io("cannot read log"))?
+            .unwrap_or_default();
+        let after = snapshot.as_ref().map_or(0, |s| s.position.index);
+        let (entries, bad) = read_records::<S>(&bytes, after);
+        let mut truncated = None;
+        if let Some((offset, why)) = bad {
+            backend
+                .truncate(LOG_FILE, offset as u64)
+                .map_err(io("cannot truncate the damaged log tail"))?;
+            truncated = Some(Truncation {
+                offset: offset as u64,
+                bytes: (bytes.len() - offset) as u64,
+                why,
+            });
+        }
+        let storage = Storage {
+            backend,
+            logged: entries.len(),
+            term,
+            _state: PhantomData,
+        };
+        Ok((
+            storage,
+            Restored {
+                term,
+                snapshot,
+                entries,
+                truncated,
+            },
+        ))
+    }
+
+    /// Entries in the log since the last snapshot.
+    pub fn logged(&self) -> usize {
+        self.logged
+    }
+
+    /// The highest term stored.
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// Stores the highest term promised, if it changed, before any message can announce it.
+    pub fn store_term(&mut self, term: Option<u64>) -> Result<TermStored, StorageError> {
+        if let Some(term) = term.filter(|t| *t > self.term) {
+            self.backend
+                .replace(TERM_FILE, format!("{term}\n").as_bytes())
+                .map_err(self.io("cannot store term"))?;
+            self.term = term;
+        }
+        Ok(TermStored::issue())
+    }
+
+    /// Stores what a step asks for: its snapshot (if any), then its entries.
+    pub fn store(&mut self, store: &Store<S>) -> Result<Stored, StorageError> {
+        if let Some(s) = &store.snapshot {
+            self.install(s)?;
+        }
+        self.append(&store.entries)?;
+        Ok(Stored::issue())
+    }
+
+    /// Appends entries durably.
+    fn append(&mut self, entries: &[Entry<S::Command>]) -> Result<(), StorageError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for e in entries {
+            let body = entry_bytes::<S>(e);
+            buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+            buf.extend_from_slice(&body);
+        }
+        self.backend
+            .append(LOG_FILE, &buf)
+            .map_err(self.io("cannot append to log"))?;
+        self.logged += entries.len();
+        Ok(())
+    }
+
+    /// Stores `snapshot` as the new base and empties the log: after installing a leader's
+    /// snapshot, or to compact. Crash-safe: until the snapshot is replaced the old snapshot
+    /// and log stand; after it, log entries at or before the new snapshot are skipped on
+    /// open.
+    pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
+        let body = snapshot_bytes::<S>(snapshot);
+        let mut bytes = crc32fast::hash(&body).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&body);
+        self.backend
+            .replace(SNAPSHOT_FILE, &bytes)
+            .map_err(self.io("cannot write snapshot"))?;
+        self.backend
+            .truncate(LOG_FILE, 0)
+            .map_err(self.io("cannot empty the log"))?;
+        self.logged = 0;
+        Ok(())
+    }
+
+    /// The backend, as the storage leaves it (a simulation reopens it after a crash).
+    pub fn into_backend(self) -> B {
+        self.backend
+    }
+
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+}
+
+fn decode_snapshot<S: MachineWire>(bytes: &[u8]) -> Result<Snapshot<S::Snapshot>, String> {
+    if bytes.len() < 4 {
+        return Err(format!("{} bytes, shorter than its checksum", bytes.len()));
+    }
+    let (crc, body) = bytes.split_at(4);
+    let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
+    if crc32fast::hash(body) != crc {
+        return Err("checksum mismatch".into());
+    }
+    snapshot_from_bytes::<S>(body).map_err(|e| e.to_string())
+}
+
+/// Reads log records. Entries at or before `after` (already in the snapshot) are skipped.
+/// Returns the entries and, if the log does not end cleanly, the offset where the readable
+/// part ends and why.
+#[allow(clippy::type_complexity)]
+fn read_records<S: MachineWire>(
+    bytes: &[u8],
+    after: u64,
+) -> (Vec<Entry<S::Command>>, Option<(usize, String)>) {
+    let mut entries: Vec<Entry<S::Command>> = Vec::new();
+    let mut at = 0;
+    let mut last = after;
+    while at < bytes.len() {
+        let bad = |why: String| Some((at, why));
+        if bytes.len() - at < RECORD_HEAD {
+            return (entries, bad("a record head cut short".into()));
+        }
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let start = at + RECORD_HEAD;
+        if len > MAX_RECORD || bytes.len() - start < len {
+            return (entries, bad(format!("a record of {len} bytes cut short")));
+        }
+        let body = &bytes[start..start + len];
+        if crc32fast::hash(body) != crc {
+            return (
+                entries,
+                bad("a record whose checksum does not match".into()),
+            );
+        }
+        let entry = match entry_from_bytes::<S>(body) {
+            Ok(e) => e,
+            Err(e) => return (entries, bad(format!("a record that does not decode: {e}"))),
+        };
+        if entry.index > after {
+            if entry.index != last + 1 {
+                return (
+                    entries,
+                    bad(format!("entry {} where {} was due", entry.index, last + 1)),
+                );
+            }
+            last = entry.index;
+            entries.push(entry);
+        }
+        at = start + len;
+    }
+    (entries, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::consensus::{Payload, Position};
+    use crate::machines::registry::{Command, NodeRecord, Registry, RegistrySnapshot};
+
+    type Disk = Storage<Registry, Files>;
+
+    fn entry(index: u64) -> Entry<Command> {
+        Entry {
+            index,
+            term: 1,
+            payload: Payload::Command(Command::Register(NodeRecord {
+                node_id: index as u32,
+                node_type: "LOGIC".into(),
+                addr: SocketAddr::from(([10, 0, 0, 1], index as u16)),
+                access_addr: None,
+                worker_num: 0,
+                metadata: String::new(),
+                registered_ms: 0,
+                term: 1,
+                index,
+            })),
+        }
+    }
+
+    fn snapshot(index: u64) -> Snapshot<RegistrySnapshot> {
+        Snapshot {
+            position: Position { index, term: 1 },
+            state: RegistrySnapshot {
+                last_node_id: index as u32,
+                nodes: vec![],
+                quarantined: vec![],
+            },
+        }
+    }
+
+    fn store(entries: Vec<Entry<Command>>) -> Store<Registry> {
+        Store {
+            snapshot: None,
+            entries,
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> (Disk, Restored<Registry>) {
+        Disk::open(Files::new(dir)).unwrap()
+    }
+
+    #[test]
+    fn entries_snapshots_and_the_term_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, r) = open(dir.path());
+        assert!(r.snapshot.is_none() && r.entries.is_empty() && r.truncated.is_none());
+        assert_eq!(r.term, 0);
+        s.store_term(Some(7)).unwrap();
+        s.store(&store(vec![entry(1), entry(2)])).unwrap();
+        s.store(&store(vec![entry(3)])).unwrap();
+        drop(s);
+        let (mut s, r) = open(dir.path());
+        assert_eq!(r.entries, vec![entry(1), entry(2), entry(3)]);
+        assert_eq!((r.term, s.logged()), (7, 3));
+        s.install(&snapshot(3)).unwrap();
+        s.store(&store(vec![entry(4)])).unwrap();
+        drop(s);
+        let (s, r) = open(dir.path());
+        assert_eq!(r.snapshot, Some(snapshot(3)));
+        assert_eq!(r.entries, vec![entry(4)]);
+        assert_eq!(s.logged(), 1);
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_off_and_reported() {
+        let mut mem = Memory::new();
+        let (mut s, _) = Storage::<Registry, Memory>::open(mem).unwrap();
+        s.store(&store(vec![entry(1), entry(2)])).unwrap();
+        mem = s.into_backend();
+        let good = mem.len(LOG_FILE);
+        // A crash mid-append: half a record.
+        mem.tear_next_append(7);
+        let (mut s, _) = Storage::<Registry, Memory>::open(mem).unwrap();
+        assert!(s.store(&store(vec![entry(3)])).is_err());
+        let mem = s.into_backend();
+        let (mut s, r) = Storage::<Registry, Memory>::open(mem).unwrap();
+        assert_eq!(r.entries.len(), 2);
+        let t = r.truncated.unwrap();
+        assert_eq!((t.offset, t.bytes), (good as u64, 7));
+        // Appending goes on after the good part.
+        s.store(&store(vec![entry(3)])).unwrap();
+        let (_, r) = Storage::<Registry, Memory>::open(s.into_backend()).unwrap();
+        assert_eq!(r.entries.len(), 3);
+        assert!(r.truncated.is_none());
+    }
+
+    #[test]
+    fn a_flipped_bit_ends_the_log_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = open(dir.path());
+        s.store(&store(vec![entry(1), entry(2), entry(3)])).unwrap();
+        drop(s);
+        let path = dir.path().join(LOG_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let second = RECORD_HEAD + entry_bytes::<Registry>(&entry(1)).len();
+        bytes[second + RECORD_HEAD + 2] ^= 0x10;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_, r) = open(dir.path());
+        assert_eq!(r.entries, vec![entry(1)]);
+        let t = r.truncated.unwrap();
+        assert!(t.why.contains("checksum"), "{t:?}");
+        assert_eq!(t.offset, second as u64);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            second as u64,
+            "cut off on disk"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_snapshot_or_term_stops_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(SNAPSHOT_FILE), b"\0\0\0\0garbage").unwrap();
+        let err = Disk::open(Files::new(dir.path()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("file `snapshot` is corrupt (checksum mismatch)"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(TERM_FILE), "12x").unwrap();
+        let err = Disk::open(Files::new(dir.path()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("file `term` is corrupt"), "{err}");
+    }
+}

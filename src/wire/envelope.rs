@@ -1,0 +1,187 @@
+//! The consensus core's messages on the wire, generic over what is replicated.
+//!
+//! A log entry, a snapshot and a heartbeat are each one protobuf message made of parts: the
+//! core writes its fields (`beacon.proto`: `LogEntry`, `Snapshot`, `Election`), and every
+//! machine writes its own fields, in its own range, into the same message ([`MachineWire`]).
+//! Protobuf merges concatenated messages field by field, so each side decodes its fields
+//! from the whole and skips the rest; the byte layout is the one beacon has always written,
+//! so stored logs and snapshots, and peers, stay readable.
+
+use prost::Message as _;
+
+use super::WireError;
+use crate::consensus::election::Heartbeat;
+use crate::consensus::{Append, Entry, Machine, Message, Payload, PeerMessage, Position, Snapshot};
+use crate::pb;
+
+/// A machine's part of the shared messages.
+pub trait MachineWire: Machine {
+    /// Writes `command` in this machine's `LogEntry` fields.
+    fn encode_command(command: &Self::Command, buf: &mut Vec<u8>);
+    /// The command in `entry` (a whole `LogEntry`), if this machine's fields hold one.
+    fn decode_command(entry: &[u8]) -> Result<Option<Self::Command>, WireError>;
+    /// Writes `snapshot` in this machine's `Snapshot` fields.
+    fn encode_snapshot(snapshot: &Self::Snapshot, buf: &mut Vec<u8>);
+    /// This machine's part of `snapshot` (a whole `Snapshot`); an absent part is an empty
+    /// state (a snapshot written before the machine existed).
+    fn decode_snapshot(snapshot: &[u8]) -> Result<Self::Snapshot, WireError>;
+    /// Writes this machine's `Election` fields for a heartbeat that carries `commands`.
+    fn annotate(&self, _commands: &[&Self::Command], _buf: &mut Vec<u8>) {}
+}
+
+/// A log entry as stored and sent.
+pub fn entry_bytes<S: MachineWire>(e: &Entry<S::Command>) -> Vec<u8> {
+    let head = pb::LogEntry {
+        index: e.index,
+        term: e.term,
+        leader_start: matches!(e.payload, Payload::LeaderStart),
+    };
+    let mut buf = head.encode_to_vec();
+    if let Payload::Command(c) = &e.payload {
+        S::encode_command(c, &mut buf);
+    }
+    buf
+}
+
+pub fn entry_from_bytes<S: MachineWire>(bytes: &[u8]) -> Result<Entry<S::Command>, WireError> {
+    let head = pb::LogEntry::decode(bytes)?;
+    let payload = if head.leader_start {
+        Payload::LeaderStart
+    } else {
+        let command =
+            S::decode_command(bytes)?.ok_or(WireError::NoCommand { index: head.index })?;
+        Payload::Command(command)
+    };
+    Ok(Entry {
+        index: head.index,
+        term: head.term,
+        payload,
+    })
+}
+
+/// A snapshot as stored and sent.
+pub fn snapshot_bytes<S: MachineWire>(s: &Snapshot<S::Snapshot>) -> Vec<u8> {
+    let head = pb::Snapshot {
+        index: s.position.index,
+        term: s.position.term,
+    };
+    let mut buf = head.encode_to_vec();
+    S::encode_snapshot(&s.state, &mut buf);
+    buf
+}
+
+pub fn snapshot_from_bytes<S: MachineWire>(
+    bytes: &[u8],
+) -> Result<Snapshot<S::Snapshot>, WireError> {
+    let head = pb::Snapshot::decode(bytes)?;
+    Ok(Snapshot {
+        position: Position {
+            index: head.index,
+            term: head.term,
+        },
+        state: S::decode_snapshot(bytes)?,
+    })
+}
+
+/// A heartbeat alone, as the election sees it.
+pub fn heartbeat_of(e: &pb::Election) -> Result<Heartbeat, WireError> {
+    let leader = match e.leader.as_str() {
+        "" => None,
+        l => Some(super::parse_addr("Election.leader", l)?),
+    };
+    Ok(Heartbeat {
+        is_leader: e.is_leader != 0,
+        term: e.term,
+        leader,
+        sees: e.sees,
+        eligible: e.eligible,
+    })
+}
+
+/// A message's core fields (handshakes carry these alone).
+pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
+    let mut e = pb::Election {
+        is_leader: i32::from(m.heartbeat.is_leader),
+        term: m.heartbeat.term,
+        leader: m
+            .heartbeat
+            .leader
+            .map(|l| l.to_string())
+            .unwrap_or_default(),
+        sees: m.heartbeat.sees,
+        eligible: m.heartbeat.eligible,
+        log_index: m.position.index,
+        log_term: m.position.term,
+        commit: m.commit,
+        reject: m.reject,
+        need_snapshot: m.need_snapshot,
+        fetch: m.fetch,
+        beat: m.beat,
+        ack_beat: m.ack_beat,
+        snapshot: m.snapshot.as_deref().map(snapshot_bytes::<S>),
+        ..Default::default()
+    };
+    if let Some(append) = &m.append {
+        e.prev_index = append.prev.index;
+        e.prev_term = append.prev.term;
+        e.entries = append.entries.iter().map(entry_bytes::<S>).collect();
+    }
+    e
+}
+
+/// A message as sent between beacons: the core's fields, then each machine's heartbeat
+/// fields for the entries carried (the registry fills NebulaBeacon's `last_node_id`,
+/// `added_node_id`, `removed_node_id`).
+pub fn message_bytes<S: MachineWire>(m: &Message<S>, state: &S) -> Vec<u8> {
+    let mut buf = message_to_pb::<S>(m).encode_to_vec();
+    let commands: Vec<&S::Command> = m
+        .append
+        .iter()
+        .flat_map(|a| a.entries.iter())
+        .filter_map(Entry::command)
+        .collect();
+    state.annotate(&commands, &mut buf);
+    buf
+}
+
+/// Decodes a peer message. An append is present when the sender gave a previous position or
+/// entries (an empty append at a nonzero position asks the receiver where it stands).
+pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, WireError> {
+    let heartbeat = heartbeat_of(&e)?;
+    let prev = Position {
+        index: e.prev_index,
+        term: e.prev_term,
+    };
+    let append = if e.prev_index != 0 || e.prev_term != 0 || !e.entries.is_empty() {
+        let entries = e
+            .entries
+            .iter()
+            .map(|b| entry_from_bytes::<S>(b))
+            .collect::<Result<_, _>>()?;
+        Some(Append { prev, entries })
+    } else {
+        None
+    };
+    let snapshot = e
+        .snapshot
+        .as_deref()
+        .map(snapshot_from_bytes::<S>)
+        .transpose()?
+        .map(Box::new);
+    let mut m = PeerMessage::bare(
+        heartbeat,
+        Position {
+            index: e.log_index,
+            term: e.log_term,
+        },
+        e.commit,
+    );
+    m.append = append;
+    m.snapshot = snapshot;
+    m.reject = e.reject;
+    m.need_snapshot = e.need_snapshot;
+    m.fetch = e.fetch;
+    m.beat = e.beat;
+    m.ack_beat = e.ack_beat;
+    Ok(m)
+}
