@@ -21,7 +21,7 @@ pub mod consensus;
 pub mod data_dir;
 pub mod machines;
 pub mod server;
-// pub mod sim;
+pub mod sim;
 pub mod storage;
 pub mod time;
 pub mod wire;

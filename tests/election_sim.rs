@@ -1,7 +1,8 @@
 //! Deterministic multi-node simulation of the election core.
 //!
 //! Beacons are [`Election`] instances wired through a simulated network that delivers every
-//! heartbeat one round (one tick) after it was sent, unless the link is cut. Rounds tick every
+//! heartbeat one round (one tick) after it was sent, unless the link is cut (the links, their
+//! interleaving and the seed runner are the testkit's simulation harness). Rounds tick every
 //! live beacon in a seeded random order. Faults: isolate a beacon, cut a link both ways or one
 //! way, heal everything, crash a beacon (its peers see the connection drop, or, for a silent
 //! crash such as a power cut, see nothing), restart it with the term it had stored.
@@ -16,40 +17,18 @@
 //! A failure prints its seed; `BEACON_SIM_SEED=<seed> cargo test --test election_sim` replays
 //! it alone, and `BEACON_SIM_SEEDS=<n>` runs more seeds.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use beacon::consensus::election::{Action, Election, Heartbeat, Input};
 use beacon_testkit::rng::SimRng as Rng;
+use beacon_testkit::sim::net::{Links, interleave};
+use beacon_testkit::sim::run_seeds;
 
 /// Rounds allowed from "healed" to "one leader agreed by all".
 const CONVERGE_ROUNDS: u64 = 6;
 const TICK_MS: u64 = 100;
-
-/// Shuffles messages across links while keeping each link's own order, as TCP does: links
-/// race each other, but one connection never reorders.
-fn interleave(
-    batch: Vec<(usize, usize, Heartbeat)>,
-    rng: &mut Rng,
-) -> Vec<(usize, usize, Heartbeat)> {
-    let mut slots: Vec<(usize, usize)> = batch.iter().map(|m| (m.0, m.1)).collect();
-    for i in (1..slots.len()).rev() {
-        slots.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    let mut queues: BTreeMap<(usize, usize), std::collections::VecDeque<Heartbeat>> =
-        BTreeMap::new();
-    for (from, to, hb) in batch {
-        queues.entry((from, to)).or_default().push_back(hb);
-    }
-    slots
-        .into_iter()
-        .map(|(from, to)| {
-            let hb = queues.get_mut(&(from, to)).unwrap().pop_front().unwrap();
-            (from, to, hb)
-        })
-        .collect()
-}
 
 struct Sim {
     addrs: Vec<SocketAddr>,
@@ -59,7 +38,7 @@ struct Sim {
     /// Last term observed per beacon, to check monotonicity across restarts.
     last_term: Vec<u64>,
     /// Directed links that drop everything: (from, to).
-    cut: BTreeSet<(usize, usize)>,
+    cut: Links<usize>,
     /// Heartbeats sent this round, delivered at the start of the next.
     inflight: Vec<(usize, usize, Heartbeat)>,
     round: u64,
@@ -95,7 +74,7 @@ impl Sim {
             nodes,
             disk: vec![0; n],
             last_term: vec![0; n],
-            cut: BTreeSet::new(),
+            cut: Links::default(),
             inflight,
             round: 0,
             dual: BTreeMap::new(),
@@ -157,12 +136,8 @@ impl Sim {
 
     fn isolate(&mut self, i: usize) {
         self.note(format!("isolate {i}"));
-        for j in 0..self.n() {
-            if j != i {
-                self.cut.insert((i, j));
-                self.cut.insert((j, i));
-            }
-        }
+        let all: Vec<usize> = (0..self.n()).collect();
+        self.cut.isolate(i, &all);
     }
 
     fn cut_link(&mut self, a: usize, b: usize, both: bool) {
@@ -170,15 +145,15 @@ impl Sim {
             "cut {a} -> {b}{}",
             if both { " both ways" } else { "" }
         ));
-        self.cut.insert((a, b));
+        self.cut.cut(a, b);
         if both {
-            self.cut.insert((b, a));
+            self.cut.cut(b, a);
         }
     }
 
     fn heal(&mut self) {
         self.note("heal all links");
-        self.cut.clear();
+        self.cut.heal();
     }
 
     /// Crashes `i`. A detected crash (process killed, kernel closes its sockets) tells every
@@ -197,7 +172,7 @@ impl Sim {
         self.inflight = rest;
         if detected {
             for (from, to, hb) in sent {
-                if !self.cut.contains(&(from, to)) {
+                if !self.cut.is_cut(from, to) {
                     let from = self.addrs[from];
                     self.input(to, Input::Heartbeat { from, hb });
                 }
@@ -206,7 +181,7 @@ impl Sim {
         if detected {
             let peer = self.addrs[i];
             for j in 0..self.n() {
-                if j != i && !self.cut.contains(&(i, j)) {
+                if j != i && !self.cut.is_cut(i, j) {
                     self.input(j, Input::PeerDown { peer });
                 }
             }
@@ -224,10 +199,10 @@ impl Sim {
                 continue;
             }
             if let Some(peer_hb) = self.nodes[j].as_ref().map(|n| n.heartbeat()) {
-                if !self.cut.contains(&(i, j)) {
+                if !self.cut.is_cut(i, j) {
                     self.inflight.push((i, j, hb));
                 }
-                if !self.cut.contains(&(j, i)) {
+                if !self.cut.is_cut(j, i) {
                     self.inflight.push((j, i, peer_hb));
                 }
             }
@@ -244,7 +219,7 @@ impl Sim {
         let now = self.now();
         let batch = interleave(std::mem::take(&mut self.inflight), rng);
         for (from, to, hb) in batch {
-            if !self.cut.contains(&(from, to)) {
+            if !self.cut.is_cut(from, to) {
                 if self.trace {
                     self.note(format!("  {from} -> {to}: {hb:?}"));
                 }
@@ -291,7 +266,7 @@ impl Sim {
                 // pass both ways. (Behind a cut a beacon may still show a peer online from
                 // heartbeats that predate the cut; no protocol can settle a conflict it cannot
                 // hear about.)
-                let hear = !self.cut.contains(&(a, b)) && !self.cut.contains(&(b, a));
+                let hear = !self.cut.is_cut(a, b) && !self.cut.is_cut(b, a);
                 if hear && na.is_online(self.addrs[b]) && nb.is_online(self.addrs[a]) {
                     let rounds = self.dual.get(&(a, b)).copied().unwrap_or(0) + 1;
                     if rounds > 1 {
@@ -427,33 +402,13 @@ fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
     Ok(stats)
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("BEACON_SIM_SEED") {
-        return vec![seed.parse().expect("BEACON_SIM_SEED must be a number")];
-    }
-    let count = std::env::var("BEACON_SIM_SEEDS")
-        .ok()
-        .map(|s| s.parse().expect("BEACON_SIM_SEEDS must be a number"))
-        .unwrap_or(500);
-    (0..count).collect()
-}
-
 fn run_all(n: usize) {
-    let mut worst = 0;
-    let mut heals = 0;
-    let seeds = seeds();
-    for &seed in &seeds {
-        match run_seed(seed, n, 20) {
-            Ok(stats) => {
-                worst = worst.max(stats.worst_converge);
-                heals += stats.heals;
-            }
-            Err(report) => panic!("{report}"),
-        }
-    }
+    let stats = run_seeds(500, "election_sim", |seed, _verbose| run_seed(seed, n, 20));
+    let worst = stats.iter().map(|s| s.worst_converge).max().unwrap_or(0);
+    let heals: u64 = stats.iter().map(|s| s.heals).sum();
     println!(
         "{n} beacons: {} seeds, {heals} heals, slowest convergence {worst} rounds (bound {CONVERGE_ROUNDS})",
-        seeds.len()
+        stats.len()
     );
 }
 

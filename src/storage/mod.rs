@@ -293,52 +293,39 @@ fn read_records<S: MachineWire>(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::net::SocketAddr;
+mod tally;
 
+#[cfg(test)]
+mod tests {
+    use super::tally::Tally;
     use super::*;
     use crate::consensus::{Payload, Position};
-    use crate::machines::registry::{Command, NodeRecord, Registry, RegistrySnapshot};
 
-    type Disk = Storage<Registry, Files>;
+    type Disk = Storage<Tally, Files>;
 
-    fn entry(index: u64) -> Entry<Command> {
+    fn entry(index: u64) -> Entry<u64> {
         Entry {
             index,
             term: 1,
-            payload: Payload::Command(Command::Register(NodeRecord {
-                node_id: index as u32,
-                node_type: "LOGIC".into(),
-                addr: SocketAddr::from(([10, 0, 0, 1], index as u16)),
-                access_addr: None,
-                worker_num: 0,
-                metadata: String::new(),
-                registered_ms: 0,
-                term: 1,
-                index,
-            })),
+            payload: Payload::Command(index * 10),
         }
     }
 
-    fn snapshot(index: u64) -> Snapshot<RegistrySnapshot> {
+    fn snapshot(index: u64) -> Snapshot<u64> {
         Snapshot {
             position: Position { index, term: 1 },
-            state: RegistrySnapshot {
-                last_node_id: index as u32,
-                nodes: vec![],
-                quarantined: vec![],
-            },
+            state: index * 100,
         }
     }
 
-    fn store(entries: Vec<Entry<Command>>) -> Store<Registry> {
+    fn store(entries: Vec<Entry<u64>>) -> Store<Tally> {
         Store {
             snapshot: None,
             entries,
         }
     }
 
-    fn open(dir: &std::path::Path) -> (Disk, Restored<Registry>) {
+    fn open(dir: &std::path::Path) -> (Disk, Restored<Tally>) {
         Disk::open(Files::new(dir)).unwrap()
     }
 
@@ -367,22 +354,22 @@ mod tests {
     #[test]
     fn a_torn_tail_is_cut_off_and_reported() {
         let mut mem = Memory::new();
-        let (mut s, _) = Storage::<Registry, Memory>::open(mem).unwrap();
+        let (mut s, _) = Storage::<Tally, Memory>::open(mem).unwrap();
         s.store(&store(vec![entry(1), entry(2)])).unwrap();
         mem = s.into_backend();
         let good = mem.len(LOG_FILE);
         // A crash mid-append: half a record.
         mem.tear_next_append(7);
-        let (mut s, _) = Storage::<Registry, Memory>::open(mem).unwrap();
+        let (mut s, _) = Storage::<Tally, Memory>::open(mem).unwrap();
         assert!(s.store(&store(vec![entry(3)])).is_err());
         let mem = s.into_backend();
-        let (mut s, r) = Storage::<Registry, Memory>::open(mem).unwrap();
+        let (mut s, r) = Storage::<Tally, Memory>::open(mem).unwrap();
         assert_eq!(r.entries.len(), 2);
         let t = r.truncated.unwrap();
         assert_eq!((t.offset, t.bytes), (good as u64, 7));
         // Appending goes on after the good part.
         s.store(&store(vec![entry(3)])).unwrap();
-        let (_, r) = Storage::<Registry, Memory>::open(s.into_backend()).unwrap();
+        let (_, r) = Storage::<Tally, Memory>::open(s.into_backend()).unwrap();
         assert_eq!(r.entries.len(), 3);
         assert!(r.truncated.is_none());
     }
@@ -395,7 +382,7 @@ mod tests {
         drop(s);
         let path = dir.path().join(LOG_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        let second = RECORD_HEAD + entry_bytes::<Registry>(&entry(1)).len();
+        let second = RECORD_HEAD + entry_bytes::<Tally>(&entry(1)).len();
         bytes[second + RECORD_HEAD + 2] ^= 0x10;
         std::fs::write(&path, &bytes).unwrap();
         let (_, r) = open(dir.path());

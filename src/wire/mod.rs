@@ -5,6 +5,7 @@
 //! each replicated machine has its own range (see [`crate::machines`]).
 
 pub mod envelope;
+pub mod field;
 pub mod fragment;
 pub mod frame;
 

@@ -5,6 +5,7 @@
 
 pub mod proxy;
 pub mod rng;
+pub mod sim;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //!   [`cli`]: nebcli's commands; [`checker`]: the workload and invariants the simulations
 //!   drive it with.
 
-// pub mod checker;
+pub mod checker;
 // pub mod cli;
 pub mod client;
 pub(crate) mod rpc;
@@ -27,7 +27,7 @@ pub use state::{
     NodeRecord, Registry, RegistrySnapshot, Tombstone, check_metadata, check_type,
     parse_service_addr,
 };
-pub use wire::{RegistryCmd, RegistryErrorCode};
+pub use wire::{LoadStats, RegistryCmd, RegistryErrorCode};
 
 use crate::config::Config;
 use crate::machines::Configured;

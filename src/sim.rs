@@ -1,0 +1,75 @@
+//! What a machine brings to the simulations: a [`Workload`] of clients that send it requests,
+//! judge every answer against what they were told before, and check invariants over every
+//! replica after every step.
+//!
+//! The harness that runs a workload (a simulated network with loss, delay, one-way cuts,
+//! rings and bridges; the real storage code on an in-memory disk that tears writes; crashes,
+//! restarts and pauses) lives in the testkit and names no machine, as the consensus core
+//! names none. Each machine keeps its workload in its own folder (`checker.rs`), beside the
+//! state it checks.
+
+use std::net::SocketAddr;
+
+use crate::consensus::{Machine, Replica, Reply, Service, Token};
+use crate::time::Millis;
+
+/// The outcome of a check: `Err` says what broke, for the failing seed's report.
+pub type Checked = Result<(), String>;
+
+/// What the harness offers a workload while it acts: the time, the seeded random source,
+/// the network to the beacons, and the trace.
+pub trait Context<R> {
+    fn now(&self) -> Millis;
+    /// Uniform in `0..n` (0 when `n` is 0).
+    fn below(&mut self, n: u64) -> u64;
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool;
+    /// Sends `request` from client `client` to the beacon it last found leading (or to any
+    /// running one). Its token, or `None` when no beacon runs. The request may be lost, late,
+    /// or held back for seconds; its answer comes to [`Workload::answered`].
+    fn send(&mut self, client: usize, request: R) -> Option<Token>;
+    /// A line for the trace of a failing seed.
+    fn note(&mut self, what: String);
+}
+
+/// One running replica, as a workload checks it.
+pub struct View<'a, S: Machine, V: Service<S>> {
+    pub addr: SocketAddr,
+    pub replica: &'a Replica<S, V>,
+}
+
+/// How a settled leader answered the probe after the faults healed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Served: the cluster works again.
+    Served,
+    /// A refusal a client rides out by asking again (the core's refusals always are).
+    Retry,
+    /// A refusal that must not happen once the faults are gone.
+    Refused,
+}
+
+/// A machine's clients and invariants, for the simulations.
+pub trait Workload<S: Machine, V: Service<S>> {
+    /// The clients act at `cx.now()`: start requests, retry them, give up.
+    fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked;
+    /// Beacon `from`, in `term`, answered a client's request `token`.
+    fn answered(
+        &mut self,
+        cx: &mut dyn Context<V::Request>,
+        from: SocketAddr,
+        term: u64,
+        token: Token,
+        reply: Reply<S, V>,
+    ) -> Checked;
+    /// The invariants over every running replica, after every step.
+    fn check(&mut self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
+    /// A request the one settled leader must serve once the faults heal.
+    fn probe(&mut self) -> V::Request;
+    /// Whether `reply` to the probe is service, or a refusal to retry or to fail on.
+    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe;
+    /// Once settled and probed: every replica agrees with what the clients rightly believe.
+    fn converged(&self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
+    /// Counters for the summary line, and for asserting that the clients got through.
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+}

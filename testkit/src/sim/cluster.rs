@@ -1,0 +1,960 @@
+//! Whole replicas under faults: beacons of any machine `S` served by `V`, driven through the
+//! simulated network and disk exactly as the daemon drives them, with a [`Workload`] of
+//! clients and invariants.
+//!
+//! Each step of a beacon stores its term, sends what its [`beacon::consensus::Ready`] lets
+//! leave early, stores its entries through the real storage code (a crash may fall between
+//! the two and tear the write) and only then releases the rest. Crashes close the
+//! beacon's connections (what was on them is gone) and its peers see them drop; a restart
+//! opens what it stored and dials everyone; a pause (SIGSTOP) keeps its connections open
+//! while it neither ticks nor reads.
+//!
+//! Checked after every step, beside the workload's own invariants: at most one leader per
+//! term; terms never decrease on any beacon, restarts included. After the faults heal, one
+//! leader that has taken over must be followed by all within [`HEAL_BOUND_MS`], serve the
+//! workload's probe, and, once the clients stop, every beacon must catch up with it and agree
+//! with what the clients believe.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+use beacon::consensus::{
+    self, ConsensusError, Input, InputOf, Message, Mode, Replica, Reply, ReplyError, Service, Token,
+};
+use beacon::sim::{Checked, Context, Probe, View, Workload};
+use beacon::time::Millis;
+use beacon::wire::MachineWire;
+
+use super::disk::Disk;
+use super::faults::Faults;
+use super::net::{self, Links, Mail};
+use crate::rng::SimRng as Rng;
+
+/// The beacons' tick.
+pub const TICK: u64 = 100;
+/// Simulated time advances in steps of this many milliseconds.
+pub const STEP: u64 = 10;
+/// How long faults are injected in a seeded run.
+pub const FAULTY_MS: u64 = 8_000;
+/// After healing, one serving leader followed by everyone within this.
+pub const HEAL_BOUND_MS: u64 = 4_000;
+/// Events kept for the report of a failing seed.
+const TRACE_KEEP: usize = 80;
+
+/// The shape of one simulated cluster.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub beacons: usize,
+    pub mode: Mode,
+    pub faults: Faults,
+    /// Log entries kept before a snapshot (small, so snapshots are exercised).
+    pub log_keep: usize,
+    /// Clients of the workload.
+    pub clients: usize,
+}
+
+/// Counts of what a run exercised.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub held_back: u64,
+    pub pauses: u64,
+    pub crashes: u64,
+    pub torn_writes: u64,
+    pub snapshots: u64,
+    /// Terms led (one per election, counting a leader that leads on in a later term).
+    pub elections: u64,
+}
+
+/// Something on its way.
+enum Delivery<S: consensus::Machine, V: Service<S>> {
+    /// A message between beacons. `lives` are the incarnations of sender and receiver when
+    /// it was sent: a restart closes the connection, and what was on it is gone.
+    /// `greeting`: the answer to the receiver's own handshake.
+    Peer {
+        from: SocketAddr,
+        to: SocketAddr,
+        lives: (u32, u32),
+        msg: Message<S>,
+        greeting: bool,
+    },
+    /// A client's request.
+    Request {
+        to: SocketAddr,
+        life: u32,
+        token: Token,
+        request: V::Request,
+    },
+    /// A beacon's answer, with its term when it answered.
+    Reply {
+        from: SocketAddr,
+        term: u64,
+        token: Token,
+        reply: Reply<S, V>,
+    },
+}
+
+impl<S: consensus::Machine, V: Service<S>> Delivery<S, V> {
+    /// The beacon that reads it (a stopped one reads nothing).
+    fn reader(&self) -> Option<SocketAddr> {
+        match self {
+            Delivery::Peer { to, .. } | Delivery::Request { to, .. } => Some(*to),
+            Delivery::Reply { .. } => None,
+        }
+    }
+}
+
+/// Everything but the workload: the beacons, their disks, the network and the faults.
+pub struct Core<S: consensus::Machine, V: Service<S>> {
+    pub seed: u64,
+    rng: Rng,
+    pub faults: Faults,
+    pub now: Millis,
+    pub beacons: Vec<SocketAddr>,
+    pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
+    disks: BTreeMap<SocketAddr, Disk<S>>,
+    life: BTreeMap<SocketAddr, u32>,
+    /// Stopped beacons and when they resume.
+    pub paused: BTreeMap<SocketAddr, Millis>,
+    pub links: Links<SocketAddr>,
+    mail: Mail<Delivery<S, V>>,
+    next_tick: BTreeMap<SocketAddr, Millis>,
+    /// Per client: the beacon it last found leading.
+    hints: Vec<Option<SocketAddr>>,
+    /// Requests awaiting an answer, by token: the client's, or `None` for scripted ones.
+    pending: BTreeMap<Token, Option<usize>>,
+    /// Answers to scripted requests.
+    pub answered: BTreeMap<Token, Reply<S, V>>,
+    next_token: Token,
+    pub stats: Stats,
+    leader_of_term: BTreeMap<u64, SocketAddr>,
+    last_terms: BTreeMap<SocketAddr, (u64, u64)>,
+    trace: VecDeque<String>,
+    verbose: bool,
+    config: consensus::Config,
+    fresh: Box<dyn Fn() -> (S, V)>,
+}
+
+/// A simulated cluster and its workload.
+pub struct Sim<S: consensus::Machine, V: Service<S>, W> {
+    pub core: Core<S, V>,
+    pub workload: W,
+}
+
+/// Beacon `i`'s address.
+pub fn beacon_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 7000 + i as u16))
+}
+
+impl<S, V, W> Sim<S, V, W>
+where
+    S: MachineWire,
+    V: Service<S>,
+    W: Workload<S, V>,
+{
+    /// A cluster of `setup.beacons`, each starting from `fresh()` (an empty state and its
+    /// service), with every link up.
+    pub fn new(
+        seed: u64,
+        setup: Setup,
+        fresh: impl Fn() -> (S, V) + 'static,
+        workload: W,
+        verbose: bool,
+    ) -> Self {
+        let beacons: Vec<SocketAddr> = (0..setup.beacons).map(beacon_addr).collect();
+        let config = consensus::Config {
+            me: beacons[0],
+            mode: setup.mode,
+            beacons: beacons.clone(),
+            tick_ms: TICK,
+            log_keep: setup.log_keep,
+            stored_term: 0,
+        };
+        let mut core = Core {
+            seed,
+            rng: Rng::new(seed ^ 0x5EED),
+            faults: setup.faults,
+            now: 0,
+            nodes: BTreeMap::new(),
+            disks: BTreeMap::new(),
+            life: BTreeMap::new(),
+            paused: BTreeMap::new(),
+            links: Links::default(),
+            mail: Mail::default(),
+            next_tick: BTreeMap::new(),
+            hints: vec![None; setup.clients],
+            pending: BTreeMap::new(),
+            answered: BTreeMap::new(),
+            next_token: 1,
+            stats: Stats::default(),
+            leader_of_term: BTreeMap::new(),
+            last_terms: BTreeMap::new(),
+            trace: VecDeque::new(),
+            verbose,
+            config,
+            fresh: Box::new(fresh),
+            beacons,
+        };
+        for b in core.beacons.clone() {
+            core.life.insert(b, 0);
+            core.disks.insert(b, Disk::default());
+            core.start(b).expect("an empty disk opens");
+            let offset = core.rng.below(TICK);
+            core.next_tick.insert(b, TICK + offset);
+        }
+        core.connect_all();
+        Sim { core, workload }
+    }
+
+    /// One step of [`STEP`] ms: pauses end, mail arrives, beacons tick, clients act, faults
+    /// strike, and everything is checked.
+    pub fn advance(&mut self) -> Checked {
+        self.step_all(true)
+    }
+
+    /// One step; the clients act only if `act`.
+    fn step_all(&mut self, act: bool) -> Checked {
+        let core = &mut self.core;
+        core.now += STEP;
+        core.resume_due();
+        let paused = core.paused.clone();
+        let due = core.mail.due(core.now, |d| {
+            d.reader().is_none_or(|r| !paused.contains_key(&r))
+        });
+        for d in due {
+            match d {
+                Delivery::Peer {
+                    from,
+                    to,
+                    lives,
+                    msg,
+                    greeting,
+                } => {
+                    if !core.current(from, lives.0)
+                        || !core.current(to, lives.1)
+                        || core.links.is_cut(from, to)
+                    {
+                        continue;
+                    }
+                    let input = if greeting {
+                        Input::Greeting { from, msg }
+                    } else {
+                        Input::Peer { from, msg }
+                    };
+                    core.step(to, input)?;
+                }
+                Delivery::Request {
+                    to,
+                    life,
+                    token,
+                    request,
+                } => {
+                    if core.current(to, life) {
+                        core.step(to, Input::Request { token, request })?;
+                    }
+                }
+                Delivery::Reply {
+                    from,
+                    term,
+                    token,
+                    reply,
+                } => {
+                    let Some(client) = core.pending.remove(&token) else {
+                        return Err(format!("{from} answered request {token} twice or unasked"));
+                    };
+                    let Some(client) = client else {
+                        core.answered.insert(token, reply);
+                        continue;
+                    };
+                    match &reply {
+                        Err(ReplyError::Consensus(ConsensusError::NotLeader { leader })) => {
+                            core.hints[client] = *leader;
+                        }
+                        Ok(_) => core.hints[client] = Some(from),
+                        Err(_) => {}
+                    }
+                    self.workload.answered(core, from, term, token, reply)?;
+                }
+            }
+        }
+        core.tick_due()?;
+        if act {
+            self.workload.act(core)?;
+        }
+        core.inject_faults()?;
+        self.check()
+    }
+
+    fn check(&mut self) -> Checked {
+        let core = &mut self.core;
+        for (at, node) in &core.nodes {
+            if !node.is_leader() {
+                continue;
+            }
+            let term = node.election().term();
+            match core.leader_of_term.get(&term) {
+                Some(other) if other != at => {
+                    return Err(format!("{at} and {other} both led term {term}"));
+                }
+                Some(_) => {}
+                None => {
+                    core.leader_of_term.insert(term, *at);
+                }
+            }
+        }
+        let views = core.views();
+        self.workload.check(core.now, &views)
+    }
+
+    /// The seeded run: faults for [`FAULTY_MS`], then everything heals; one leader must
+    /// settle, serve the probe, and the replicas converge.
+    pub fn run(&mut self) -> Checked {
+        while self.core.now < FAULTY_MS {
+            self.advance()?;
+        }
+        self.core.faults = self.core.faults.healed();
+        self.core.note("HEAL ALL".into());
+        self.core.heal();
+        self.core.paused.clear();
+        let healed_at = self.core.now;
+        let mut settled = None;
+        while self.core.now - healed_at <= HEAL_BOUND_MS {
+            self.advance()?;
+            if let Some(leader) = self.core.settled_leader() {
+                settled = Some(leader);
+                break;
+            }
+        }
+        let Some(leader) = settled else {
+            return Err(format!(
+                "no leader everyone follows {HEAL_BOUND_MS} ms after healing:\n{}",
+                self.core.dump()
+            ));
+        };
+        self.core.note(format!("SETTLED on {leader}"));
+        // The settled leader serves the probe (held requests may still arrive meanwhile; a
+        // leader may still move on to a later term, which a client rides out by retrying).
+        let asked_at = self.core.now;
+        let mut to = leader;
+        let probe = self.workload.probe();
+        let mut token = self.core.scripted_request(to, probe.clone(), Some(1));
+        loop {
+            let late = self.core.now - asked_at > HEAL_BOUND_MS;
+            match self.core.answered.get(&token) {
+                Some(reply) => match self.workload.probe_answer(reply) {
+                    Probe::Served => break,
+                    Probe::Retry if !late => {
+                        to = self.core.settled_leader().unwrap_or(to);
+                        token = self.core.scripted_request(to, probe.clone(), Some(1));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "the settled leader {to} refused the probe: {reply:?}\n{}",
+                            self.core.dump()
+                        ));
+                    }
+                },
+                None if late => {
+                    return Err(format!(
+                        "the settled leader {to} did not serve the probe within {HEAL_BOUND_MS} ms:\n{}",
+                        self.core.dump()
+                    ));
+                }
+                None => self.advance()?,
+            }
+        }
+        for _ in 0..(1_000 / STEP) {
+            self.advance()?;
+        }
+        // The clients stop sending: every beacon catches up with the leader.
+        let quiet_at = self.core.now;
+        while !self.core.caught_up() {
+            if self.core.now - quiet_at > HEAL_BOUND_MS {
+                return Err(format!(
+                    "the beacons did not catch up with the leader within {HEAL_BOUND_MS} ms of quiet:\n{}",
+                    self.core.dump()
+                ));
+            }
+            self.step_all(false)?;
+        }
+        let views = self.core.views();
+        self.workload
+            .converged(self.core.now, &views)
+            .map_err(|e| format!("{e}\n{}", self.core.dump()))
+    }
+
+    /// Runs `ms` (the workload acts, faults as the setup says), panicking on a broken
+    /// invariant.
+    pub fn run_for(&mut self, ms: Millis) {
+        let until = self.core.now + ms;
+        while self.core.now < until {
+            self.advance()
+                .unwrap_or_else(|e| panic!("{e}\n{}", self.core.dump()));
+        }
+    }
+
+    /// Runs until scripted request `token` is answered (at most `ms`), and returns the answer.
+    pub fn answer(&mut self, token: Token, ms: Millis) -> Reply<S, V> {
+        let until = self.core.now + ms;
+        while !self.core.answered.contains_key(&token) {
+            assert!(
+                self.core.now < until,
+                "request {token} unanswered\n{}",
+                self.core.dump()
+            );
+            self.advance()
+                .unwrap_or_else(|e| panic!("{e}\n{}", self.core.dump()));
+        }
+        self.core.answered[&token].clone()
+    }
+
+    /// The report of a failure: the seed, the faults, the last events.
+    pub fn report(&self, why: &str, test: &str) -> String {
+        let c = &self.core;
+        format!(
+            "seed {} failed at {} ms: {why}\nfaults: {:?}\nbeacons: {}\nlast events:\n{}\nreplay: BEACON_SIM_SEED={} cargo test --test {test}",
+            c.seed,
+            c.now,
+            c.faults,
+            c.beacons.len(),
+            c.trace.iter().cloned().collect::<Vec<_>>().join("\n"),
+            c.seed
+        )
+    }
+}
+
+impl<S: MachineWire, V: Service<S>> Context<V::Request> for Core<S, V> {
+    fn now(&self) -> Millis {
+        self.now
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.rng.below(n)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.chance(p)
+    }
+
+    fn send(&mut self, client: usize, request: V::Request) -> Option<Token> {
+        let live: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        let to = match self.hints[client].filter(|h| self.nodes.contains_key(h)) {
+            Some(h) if self.rng.chance(0.9) => h,
+            _ => self.rng.pick(&live)?,
+        };
+        let token = self.next_token;
+        self.next_token += 1;
+        self.pending.insert(token, Some(client));
+        self.send_request(to, token, request, None);
+        Some(token)
+    }
+
+    fn note(&mut self, what: String) {
+        let line = format!("{:>6} {what}", self.now);
+        if self.verbose {
+            println!("{line}");
+        }
+        self.trace.push_back(line);
+        if self.trace.len() > TRACE_KEEP {
+            self.trace.pop_front();
+        }
+    }
+}
+
+impl<S: MachineWire, V: Service<S>> Core<S, V> {
+    fn current(&self, at: SocketAddr, life: u32) -> bool {
+        self.nodes.contains_key(&at) && self.life.get(&at) == Some(&life)
+    }
+
+    /// Whether `at` runs and is not stopped.
+    pub fn live(&self, at: SocketAddr) -> bool {
+        self.nodes.contains_key(&at) && !self.paused.contains_key(&at)
+    }
+
+    /// Every running replica.
+    pub fn views(&self) -> Vec<View<'_, S, V>> {
+        self.nodes
+            .iter()
+            .map(|(addr, replica)| View {
+                addr: *addr,
+                replica,
+            })
+            .collect()
+    }
+
+    // ---- the network ---------------------------------------------------------------------
+
+    fn send_peer(&mut self, from: SocketAddr, to: SocketAddr, msg: Message<S>, greeting: bool) {
+        if !self.nodes.contains_key(&to) {
+            return;
+        }
+        let lives = (self.life[&from], self.life[&to]);
+        let net = self.faults.net;
+        for at in self.links.arrivals(&mut self.rng, &net, self.now, from, to) {
+            self.mail.push(
+                at,
+                Delivery::Peer {
+                    from,
+                    to,
+                    lives,
+                    msg: msg.clone(),
+                    greeting,
+                },
+            );
+        }
+    }
+
+    /// Sends a request to beacon `to`, arriving after `delay` (or a random one, perhaps held
+    /// back for seconds).
+    fn send_request(
+        &mut self,
+        to: SocketAddr,
+        token: Token,
+        request: V::Request,
+        delay: Option<Millis>,
+    ) {
+        let life = self.life[&to];
+        let at = match delay {
+            Some(d) => self.now.saturating_add(d),
+            None if self.rng.chance(self.faults.hold) => {
+                self.stats.held_back += 1;
+                self.note(format!("HOLD request {token} to {to}"));
+                self.now + 1_500 + self.rng.below(4_500)
+            }
+            None => {
+                if self.rng.chance(self.faults.net.loss) {
+                    return;
+                }
+                self.now + 1 + self.rng.below(self.faults.net.max_delay)
+            }
+        };
+        self.mail.push(
+            at,
+            Delivery::Request {
+                to,
+                life,
+                token,
+                request,
+            },
+        );
+    }
+
+    fn send_reply(&mut self, from: SocketAddr, token: Token, reply: Reply<S, V>) {
+        if self.rng.chance(self.faults.net.loss) {
+            return;
+        }
+        let term = self.nodes[&from].election().term();
+        let at = self.now + 1 + self.rng.below(self.faults.net.max_delay);
+        self.mail.push(
+            at,
+            Delivery::Reply {
+                from,
+                term,
+                token,
+                reply,
+            },
+        );
+    }
+
+    /// `a` dials `b` (and `b` dials `a`): each handshake carries the dialer's state, and
+    /// its answer the other's, which may overtake or trail what the other sends itself.
+    fn connect(&mut self, a: SocketAddr, b: SocketAddr) {
+        for (x, y) in [(a, b), (b, a)] {
+            if let (Some(dialer), Some(acceptor)) = (self.nodes.get(&x), self.nodes.get(&y)) {
+                let (hello, answer) = (dialer.greeting(), acceptor.greeting());
+                self.send_peer(x, y, hello, false);
+                self.send_peer(y, x, answer, true);
+            }
+        }
+    }
+
+    fn connect_all(&mut self) {
+        let live: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        for (i, a) in live.iter().enumerate() {
+            for b in &live[i + 1..] {
+                self.connect(*a, *b);
+            }
+        }
+    }
+
+    // ---- beacons -------------------------------------------------------------------------
+
+    /// Starts `at` from its disk.
+    fn start(&mut self, at: SocketAddr) -> Checked {
+        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
+        let restored = disk
+            .open()
+            .map_err(|e| format!("{at} cannot open its disk: {e}"))?;
+        if let Some(t) = &restored.truncated {
+            self.note(format!("{at}: torn log tail cut off: {t:?}"));
+        }
+        let config = consensus::Config {
+            me: at,
+            stored_term: restored.term,
+            ..self.config.clone()
+        };
+        let (state, service) = (self.fresh)();
+        let (node, notices) =
+            Replica::restore(config, state, service, restored.snapshot, restored.entries)
+                .map_err(|e| format!("{at} cannot start from its disk: {e}"))?;
+        let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
+        self.nodes.insert(at, node);
+        *self.life.get_mut(&at).expect("known beacon") += 1;
+        if !notices.is_empty() {
+            self.note(format!("{at}: {notices:?}"));
+        }
+        self.check_terms(at, term, max_seen)
+    }
+
+    /// Feeds `input` to beacon `at` and carries out its [`beacon::consensus::Ready`] as the
+    /// driver does. A crash may fall between the early messages and the store.
+    pub fn step(&mut self, at: SocketAddr, input: InputOf<S, V>) -> Checked {
+        let now = self.now;
+        let Some(node) = self.nodes.get_mut(&at) else {
+            return Ok(());
+        };
+        let was_leading = node.is_leader().then(|| node.election().term());
+        let mut ready = node.step(now, input);
+        let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
+        if node.is_leader() && was_leading != Some(term) {
+            self.stats.elections += 1;
+        }
+        for event in ready.take_events() {
+            self.note(format!("{at}: {event:?}"));
+        }
+        self.check_terms(at, term, max_seen)?;
+        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
+        let term_stored = disk
+            .store_term(ready.term())
+            .map_err(|e| format!("{at}: {e}"))?;
+        let early = ready.send_now(&term_stored);
+        let crash = !early.is_empty() && self.rng.chance(self.faults.crash_mid_store);
+        for (to, msg) in early {
+            self.send_peer(at, to, msg, false);
+        }
+        if crash {
+            if !ready.store().entries.is_empty() {
+                let keep = self.rng.below(64) as usize;
+                let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
+                if disk.store_torn(ready.store(), keep).is_ok() {
+                    return Err(format!("{at}: a torn write was reported stored"));
+                }
+                self.stats.torn_writes += 1;
+            }
+            return self.crash(at, "in the middle of storing");
+        }
+        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
+        let stored = disk
+            .store(ready.store())
+            .map_err(|e| format!("{at}: {e}"))?;
+        let released = ready.release(stored);
+        for (to, msg) in released.send {
+            self.send_peer(at, to, msg, false);
+        }
+        for (token, reply) in released.replies {
+            self.send_reply(at, token, reply);
+        }
+        self.compact(at)
+    }
+
+    /// Folds the log into a snapshot once it is long, as the driver does.
+    fn compact(&mut self, at: SocketAddr) -> Checked {
+        let node = &self.nodes[&at];
+        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
+        if disk.logged() > node.entries_to_keep() {
+            disk.install(&node.snapshot(self.now))
+                .map_err(|e| format!("{at}: {e}"))?;
+            self.stats.snapshots += 1;
+        }
+        Ok(())
+    }
+
+    fn check_terms(&mut self, at: SocketAddr, term: u64, max_seen: u64) -> Checked {
+        let (last_term, last_seen) = self.last_terms.get(&at).copied().unwrap_or_default();
+        if term < last_term || max_seen < last_seen {
+            return Err(format!(
+                "{at}: term went from {last_term} (seen {last_seen}) back to {term} (seen {max_seen})"
+            ));
+        }
+        self.last_terms.insert(at, (term, max_seen));
+        Ok(())
+    }
+
+    /// Kills `at`: its connections close, its peers see them drop.
+    pub fn crash(&mut self, at: SocketAddr, how: &str) -> Checked {
+        self.nodes.remove(&at);
+        self.paused.remove(&at);
+        if let Some(disk) = self.disks.get_mut(&at) {
+            disk.close();
+        }
+        *self.life.get_mut(&at).expect("known beacon") += 1;
+        self.stats.crashes += 1;
+        self.note(format!("CRASH {at} {how}"));
+        let others: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        for other in others {
+            // The survivors notice (a stopped one, once it resumes).
+            if !self.paused.contains_key(&other) {
+                self.step(other, Input::PeerDown { peer: at })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts `at` again from what it stored; it dials everyone.
+    pub fn restart(&mut self, at: SocketAddr) -> Checked {
+        self.start(at)?;
+        let term = self.nodes[&at].election().term();
+        self.note(format!("RESTART {at} (term {term})"));
+        self.next_tick.insert(at, self.now + TICK);
+        let others: Vec<SocketAddr> = self.nodes.keys().copied().filter(|o| *o != at).collect();
+        for other in others {
+            self.connect(at, other);
+        }
+        Ok(())
+    }
+
+    /// Stops `at` (SIGSTOP) for `ms`: it neither ticks nor reads; its connections stay open.
+    pub fn pause(&mut self, at: SocketAddr, ms: Millis) {
+        self.stats.pauses += 1;
+        self.note(format!("PAUSE {at} for {ms} ms"));
+        self.paused.insert(at, self.now + ms);
+    }
+
+    fn resume_due(&mut self) {
+        let due: Vec<SocketAddr> = self
+            .paused
+            .iter()
+            .filter(|(_, until)| **until <= self.now)
+            .map(|(a, _)| *a)
+            .collect();
+        for at in due {
+            self.paused.remove(&at);
+            self.note(format!("RESUME {at}"));
+            // A resumed process runs its overdue tick at some point among what queued up.
+            let offset = self.rng.below(TICK);
+            self.next_tick.insert(at, self.now + offset);
+        }
+    }
+
+    fn tick_due(&mut self) -> Checked {
+        let due: Vec<SocketAddr> = self
+            .next_tick
+            .iter()
+            .filter(|(a, t)| **t <= self.now && self.live(**a))
+            .map(|(a, _)| *a)
+            .collect();
+        for at in due {
+            self.next_tick.insert(at, self.now + TICK);
+            self.step(at, Input::Tick)?;
+        }
+        // A beacon that asked to be woken (a confirmation round due) is.
+        let wake: Vec<SocketAddr> = self
+            .nodes
+            .iter()
+            .filter(|(a, n)| n.wake_at().is_some_and(|t| t <= self.now) && self.live(**a))
+            .map(|(a, _)| *a)
+            .collect();
+        for at in wake {
+            self.step(at, Input::Wake)?;
+        }
+        Ok(())
+    }
+
+    // ---- faults --------------------------------------------------------------------------
+
+    /// Cuts the links `pairs` (by beacon index). With `resets`, a beacon whose links with a
+    /// peer are now cut both ways sees its connections to it close (a firewall that
+    /// rejects): it re-checks the leader at once, as the driver does.
+    pub fn cut(&mut self, pairs: &[(SocketAddr, SocketAddr)], resets: bool) -> Checked {
+        self.links.cut_all(pairs.iter().copied());
+        if resets {
+            for (a, b) in pairs {
+                if self.links.is_cut(*b, *a) && self.live(*a) {
+                    self.step(*a, Input::PeerDown { peer: *b })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every link works again; cut connections are made anew.
+    pub fn heal(&mut self) {
+        for (a, b) in self.links.heal() {
+            self.connect(a, b);
+        }
+    }
+
+    fn inject_faults(&mut self) -> Checked {
+        let f = self.faults.clone();
+        let beacons = self.beacons.clone();
+        if self.rng.chance(f.partition) {
+            let side = beacons
+                .iter()
+                .copied()
+                .filter(|_| self.rng.chance(0.5))
+                .collect();
+            let resets = self.rng.chance(0.5);
+            self.note(format!(
+                "PARTITION {side:?} | rest{}",
+                if resets { " (connections reset)" } else { "" }
+            ));
+            self.cut(&net::split(&beacons, &side), resets)?;
+        }
+        if self.rng.chance(f.one_way) {
+            let from = self.rng.pick(&beacons).expect("beacons");
+            let targets: Vec<SocketAddr> = if self.rng.chance(0.3) {
+                beacons.clone()
+            } else {
+                vec![self.rng.pick(&beacons).expect("beacons")]
+            };
+            for to in targets.into_iter().filter(|to| *to != from) {
+                self.note(format!("ONE-WAY {from} -> {to} dropped"));
+                self.links.cut(from, to);
+            }
+        }
+        if self.rng.chance(f.topology) {
+            let mut order = beacons.clone();
+            for i in (1..order.len()).rev() {
+                order.swap(i, self.rng.below(i as u64 + 1) as usize);
+            }
+            if self.rng.chance(0.5) && order.len() >= 4 {
+                self.note(format!("RING {order:?}"));
+                self.links.cut_all(net::ring(&order));
+            } else {
+                let left = order[1..].iter().step_by(2).copied().collect();
+                self.note(format!("BRIDGE via {}, {left:?} | the rest", order[0]));
+                self.links.cut_all(net::bridge(&order, order[0], &left));
+            }
+        }
+        if self.rng.chance(f.slow) {
+            let victim = self.rng.pick(&beacons).expect("beacons");
+            let late = 1_000 + self.rng.below(2_000);
+            let both = self.rng.chance(0.5);
+            self.note(format!(
+                "SLOW links {} {victim} by {late} ms",
+                if both { "to and from" } else { "to" }
+            ));
+            for other in beacons.iter().copied().filter(|o| *o != victim) {
+                self.links.slow_down(other, victim, late);
+                if both {
+                    self.links.slow_down(victim, other, late);
+                }
+            }
+        }
+        if self.links.is_faulty() && self.rng.chance(f.heal) {
+            self.note("HEAL".into());
+            self.heal();
+        }
+        if self.rng.chance(f.crash) {
+            let live: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+            if let Some(victim) = self.rng.pick(&live) {
+                self.crash(victim, "")?;
+            }
+        }
+        if self.rng.chance(f.pause) {
+            let running: Vec<SocketAddr> = self
+                .nodes
+                .keys()
+                .copied()
+                .filter(|a| !self.paused.contains_key(a))
+                .collect();
+            if let Some(victim) = self.rng.pick(&running) {
+                let ms = 300 + self.rng.below(2_700);
+                self.pause(victim, ms);
+            }
+        }
+        for b in beacons {
+            if !self.nodes.contains_key(&b) && self.rng.chance(f.restart) {
+                self.restart(b)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- scripted schedules and reports --------------------------------------------------
+
+    /// Sends a request from a scripted caller; `delay` `None` holds it until
+    /// [`Core::release`].
+    pub fn scripted_request(
+        &mut self,
+        to: SocketAddr,
+        request: V::Request,
+        delay: Option<Millis>,
+    ) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        self.pending.insert(token, None);
+        self.send_request(to, token, request, Some(delay.unwrap_or(Millis::MAX / 4)));
+        token
+    }
+
+    /// Lets a held request go: it arrives now.
+    pub fn release(&mut self, token: Token) {
+        self.mail.reschedule(
+            self.now,
+            |d| matches!(d, Delivery::Request { token: t, .. } if *t == token),
+        );
+    }
+
+    /// The one leader everyone follows, if there is one and it has taken over.
+    pub fn settled_leader(&self) -> Option<SocketAddr> {
+        if self.nodes.len() != self.beacons.len() || !self.paused.is_empty() {
+            return None;
+        }
+        let leaders: Vec<&SocketAddr> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.is_leader())
+            .map(|(a, _)| a)
+            .collect();
+        let [leader] = leaders[..] else {
+            return None;
+        };
+        let followed = self
+            .nodes
+            .values()
+            .all(|n| n.election().leader() == Some(*leader));
+        (followed && self.nodes[leader].has_taken_over()).then_some(*leader)
+    }
+
+    /// Whether one leader settled and every beacon stores and has committed what it has.
+    pub fn caught_up(&self) -> bool {
+        let Some(leader) = self.settled_leader() else {
+            return false;
+        };
+        let (position, commit) = (self.nodes[&leader].position(), self.nodes[&leader].commit());
+        self.nodes
+            .values()
+            .all(|n| n.position() == position && n.commit() == commit)
+    }
+
+    /// The settled leader; panics (with every beacon's view) if there is none.
+    pub fn leader(&self) -> SocketAddr {
+        self.settled_leader()
+            .unwrap_or_else(|| panic!("no settled leader\n{}", self.dump()))
+    }
+
+    /// Every beacon's view, for failure reports.
+    pub fn dump(&self) -> String {
+        let mut lines = Vec::new();
+        for (a, n) in &self.nodes {
+            lines.push(format!(
+                "  {a}: follows {:?}, term {} (seen {}), taken over {}, at {}, commit {}{}",
+                n.election().leader(),
+                n.election().term(),
+                n.election().max_seen_term(),
+                n.has_taken_over(),
+                n.position(),
+                n.commit(),
+                if self.paused.contains_key(a) {
+                    " (paused)"
+                } else {
+                    ""
+                }
+            ));
+            if n.is_leader() {
+                lines.push(format!("    {:?}", n.follower_progress()));
+            }
+        }
+        lines.join("\n")
+    }
+}

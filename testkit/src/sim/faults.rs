@@ -1,0 +1,90 @@
+//! The faults one seed injects, and how often: drawn from the seed, so that seeds between
+//! them cover quiet networks and stormy ones, crashes mid-write and long pauses.
+
+use super::net::Conditions;
+use crate::rng::SimRng as Rng;
+
+/// Fault rates of one seed: per simulated step, or per message for the network's.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    pub net: Conditions,
+    /// A symmetric split into two sides.
+    pub partition: f64,
+    /// Links cut in one direction only.
+    pub one_way: f64,
+    /// Rings and bridges.
+    pub topology: f64,
+    /// Every cut and slow link heals.
+    pub heal: f64,
+    /// A beacon is killed.
+    pub crash: f64,
+    /// A leader is killed between sending its entries and storing them, its write torn.
+    pub crash_mid_store: f64,
+    /// A killed beacon starts again from what it stored.
+    pub restart: f64,
+    /// A beacon is stopped (SIGSTOP) for up to 3 s: it neither ticks nor reads.
+    pub pause: f64,
+    /// A client's request is held back for seconds (at a stopped beacon, behind a cut).
+    pub hold: f64,
+    /// A beacon's links slow down: messages arrive seconds late, in order, so it acts on a
+    /// stale view.
+    pub slow: f64,
+}
+
+impl Faults {
+    pub fn draw(rng: &mut Rng) -> Faults {
+        let mut one_of = |options: &[f64]| options[rng.below(options.len() as u64) as usize];
+        let loss = one_of(&[0.0, 0.01, 0.05, 0.2]);
+        let dup = one_of(&[0.0, 0.01, 0.05]);
+        let max_delay = one_of(&[2.0, 20.0, 80.0, 250.0]) as u64;
+        let reorder = rng.chance(0.5);
+        let mut one_of = |options: &[f64]| options[rng.below(options.len() as u64) as usize];
+        Faults {
+            net: Conditions {
+                loss,
+                dup,
+                max_delay,
+                reorder,
+            },
+            partition: one_of(&[0.0, 0.002, 0.006]),
+            one_way: one_of(&[0.0, 0.002, 0.006]),
+            topology: one_of(&[0.0, 0.002, 0.004]),
+            heal: one_of(&[0.005, 0.02]),
+            crash: one_of(&[0.0, 0.002, 0.005]),
+            crash_mid_store: one_of(&[0.0, 0.01]),
+            restart: one_of(&[0.01, 0.05]),
+            pause: one_of(&[0.0, 0.002, 0.005]),
+            hold: one_of(&[0.0, 0.02, 0.1]),
+            slow: one_of(&[0.0, 0.002, 0.005]),
+        }
+    }
+
+    /// No faults at all (scripted schedules inject their own).
+    pub fn none() -> Faults {
+        Faults {
+            net: Conditions::quiet(),
+            partition: 0.0,
+            one_way: 0.0,
+            topology: 0.0,
+            heal: 0.0,
+            crash: 0.0,
+            crash_mid_store: 0.0,
+            restart: 0.0,
+            pause: 0.0,
+            hold: 0.0,
+            slow: 0.0,
+        }
+    }
+
+    /// What is left once everything heals: a prompt network, and every beacon comes back.
+    pub fn healed(&self) -> Faults {
+        Faults {
+            net: Conditions {
+                max_delay: self.net.max_delay.min(20),
+                ..Conditions::quiet()
+            },
+            restart: 1.0,
+            ..Faults::none()
+        }
+    }
+}
