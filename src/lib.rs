@@ -13,8 +13,10 @@
 //!   the list that composes them into what a beacon replicates.
 //! * [`server`]: the tokio daemon that owns sockets, timers and disk and drives the core;
 //!   [`client`]: the client side of the protocol; [`cli`]: what nebcli's commands share.
+//! * [`sim`]: what a machine brings to the simulations (its workload and invariants); the
+//!   harness that runs them is in the testkit.
 
-// pub mod cli;
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod consensus;

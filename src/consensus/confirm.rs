@@ -153,7 +153,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// When this beacon wants a step ([`super::Input::Wake`]) even if nothing else happens:
-    /// a confirmation round is wanted but waits for [`ROUND_GAP_MS`] to pass.
+    /// a confirmation round is wanted but waits for `ROUND_GAP_MS` to pass.
     pub fn wake_at(&self) -> Option<Millis> {
         let r = &self.leading.as_ref()?.rounds;
         (r.wanted && !r.in_flight()).then(|| r.started.map_or(0, |at| at + ROUND_GAP_MS))

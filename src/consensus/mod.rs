@@ -13,9 +13,9 @@
 //! such an entry); in classic mode, stored by every beacon that is online and keeps up.
 //!
 //! In quorum mode a newly elected leader first collects the positions of a majority that
-//! promised its term, takes over the most advanced state among them ([`takeover`]), and
+//! promised its term, takes over the most advanced state among them (`takeover`), and
 //! starts its term with an entry of its own. A leader acts on its own clock only while it
-//! knows it still leads ([`confirm`]): an answer read from its clock (a lease renewal) waits
+//! knows it still leads (`confirm`): an answer read from its clock (a lease renewal) waits
 //! for a majority to confirm the leadership after the request arrived, and after a gap in its
 //! steps it lets its service judge nothing until a majority has confirmed it again.
 

@@ -3,9 +3,10 @@
 //! A machine is one folder: its state and commands (`state.rs`, a [`Machine`]), its
 //! leader-side service (`service.rs`, a [`Service`]), its wire part (`wire.rs`: its own proto
 //! file, its command codes, its part of log entries, snapshots and heartbeats), its server
-//! handlers (`rpc.rs`), its client API (`client.rs`), its nebcli commands (`cli.rs`) and its
-//! invariants for the simulations (`checker.rs`). The consensus core names no machine: it is
-//! generic over the composite that [`compose!`] builds from one line per machine.
+//! handlers (`rpc.rs`), its client API (`client/`), its nebcli commands (`cli/`, a
+//! [`crate::cli::Commands`] set) and its workload and invariants for the simulations
+//! (`checker.rs`, a [`crate::sim::Workload`]). The consensus core names no machine: it is
+//! generic over the composite that [`compose!`](crate::compose) builds from one line per machine.
 //!
 //! Ranges each machine owns, so that their parts merge into the shared messages:
 //!
@@ -16,7 +17,9 @@
 //! | (next) | 401-499 | 20-29 | 20-29 | 40-49 | 20-29 | 30-39 |
 //!
 //! Adding a machine: its folder, and one line each in the list below, in `build.rs` and
-//! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table.
+//! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table
+//! (`nebcli/src/commands.rs`). `tests/counter/` is a small example, composed in
+//! `tests/counter_machine.rs`.
 
 pub mod registry;
 pub mod rpc;

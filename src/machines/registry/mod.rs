@@ -10,7 +10,7 @@
 //!   drive it with.
 
 pub mod checker;
-// pub mod cli;
+pub mod cli;
 pub mod client;
 pub(crate) mod rpc;
 pub mod service;

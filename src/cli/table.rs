@@ -33,6 +33,27 @@ pub fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()
 }
 
+/// A time in ms, or `-`.
+pub fn opt_ms(ms: Option<u64>) -> String {
+    ms.map_or("-".into(), |ms| ms.to_string())
+}
+
+/// A string, or `-` if empty.
+pub fn or_dash(s: &str) -> String {
+    if s.is_empty() {
+        "-".into()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// A line warning that an answer may be stale, or nothing.
+pub fn stale_warning(stale: Option<&str>) -> String {
+    stale.map_or(String::new(), |why| {
+        format!("warning: this answer may be stale: {why}\n")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

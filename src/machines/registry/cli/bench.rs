@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use beacon::client::{Cluster, ConnectOptions};
-use beacon::machines::registry::RegistryCmd;
-use beacon::pb;
+use crate::client::{Cluster, ConnectOptions};
+use crate::machines::registry::RegistryCmd;
+use crate::pb;
 use serde::Serialize;
 
 /// What one run measured.

@@ -1,67 +1,7 @@
-//! Tables for each `show` command, in the style of the original nebcli.
+//! Tables for the registry's `show` commands, in the style of the original nebcli.
 
-use beacon::pb;
-
-use crate::table::{self, yes_no};
-
-fn opt_ms(ms: Option<u64>) -> String {
-    ms.map_or("-".into(), |ms| ms.to_string())
-}
-
-fn or_dash(s: &str) -> String {
-    if s.is_empty() {
-        "-".into()
-    } else {
-        s.to_owned()
-    }
-}
-
-pub fn beacon(status: &pb::BeaconStatus) -> String {
-    let rows: Vec<Vec<String>> = status
-        .beacons
-        .iter()
-        .map(|b| {
-            vec![
-                b.node.clone(),
-                yes_no(b.is_leader),
-                yes_no(b.is_online),
-                b.term.to_string(),
-                opt_ms(b.last_seen_ms),
-                opt_ms(b.stored),
-            ]
-        })
-        .collect();
-    let mut out = table::render(
-        &[
-            "node",
-            "is_leader",
-            "is_online",
-            "term",
-            "last_seen_ms",
-            "stored",
-        ],
-        &rows,
-    );
-    out.push_str(&format!(
-        "mode {} · term {} · commit {} · log {}@{} · leader {} (answered by {})\n",
-        status.mode,
-        status.term,
-        status.commit,
-        status.index,
-        status.log_term,
-        status.leader.as_deref().unwrap_or("none"),
-        status.node
-    ));
-    out.push_str(&stale_warning(status.stale.as_deref()));
-    out
-}
-
-/// A line warning that an answer may be stale, or nothing.
-fn stale_warning(stale: Option<&str>) -> String {
-    stale.map_or(String::new(), |why| {
-        format!("warning: this answer may be stale: {why}\n")
-    })
-}
+use crate::cli::table::{self, opt_ms, or_dash, stale_warning, yes_no};
+use crate::pb;
 
 fn entries(
     reply: &pb::registry::NodesReply,

@@ -1,0 +1,177 @@
+//! What nebcli's commands share: the session with a beacon, failures and their exit codes,
+//! usage errors, argument parsing, tables and JSON. Each machine keeps its own commands in
+//! its folder (`machines/<name>/cli`) as a [`Commands`] set; nebcli lists the sets, one line
+//! each, and this module's [`beacon`] set (`show beacon`) is the core's.
+
+pub mod beacon;
+pub mod table;
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::client::{Client, ClientError, Cluster, ConnectOptions};
+
+/// A set of nebcli commands: parsed from a line of words, run against a session.
+pub trait Commands: Sized {
+    /// `(syntax, what it shows or does)` per command, for `help`.
+    const HELP: &'static [(&'static str, &'static str)];
+    /// The `show` subjects this set owns, for the message that lists them all.
+    const SUBJECTS: &'static [&'static str];
+    /// The command in `words`, if this set owns it (keywords are case-insensitive;
+    /// `head` holds the first two words lowercased). `None` if not this set's.
+    fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>>;
+    /// Runs the command; returns what to print.
+    fn run(&self, session: &mut Session) -> impl Future<Output = Result<String, Failure>>;
+}
+
+/// A line nebcli could not make sense of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; type `help` for the list of commands", self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+pub fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+/// What a command failure means for the exit code.
+#[derive(Debug)]
+pub enum Failure {
+    Usage(UsageError),
+    Beacon(ClientError),
+    /// The command ran but its result is a failure (a benchmark found duplicates).
+    Check(String),
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Beacon(e)
+    }
+}
+
+impl Failure {
+    /// The message and the exit code: 2 for a command line not understood, 1 otherwise.
+    pub fn report(&self) -> (String, u8) {
+        match self {
+            Failure::Usage(e) => (e.to_string(), 2),
+            Failure::Beacon(e) => (e.to_string(), 1),
+            Failure::Check(e) => (e.clone(), 1),
+        }
+    }
+}
+
+/// One nebcli session: the options and a connection opened on first use.
+pub struct Session {
+    pub server: String,
+    pub opts: ConnectOptions,
+    pub json: bool,
+    pub client: Option<Client>,
+}
+
+impl Session {
+    pub fn new(server: String, opts: ConnectOptions, json: bool) -> Session {
+        Session {
+            server,
+            opts,
+            json,
+            client: None,
+        }
+    }
+
+    pub async fn client(&mut self) -> Result<&mut Client, ClientError> {
+        if self.client.is_none() {
+            self.client = Some(Client::connect(&self.server, &self.opts).await?);
+        }
+        Ok(self.client.as_mut().expect("just connected"))
+    }
+
+    /// Runs `f` on the connection; a failed connection is dropped so the next command
+    /// reconnects.
+    pub async fn with_client<T>(
+        &mut self,
+        f: impl AsyncFnOnce(&mut Client) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
+        let result = f(self.client().await?).await;
+        if result.is_err() {
+            self.client = None;
+        }
+        result
+    }
+
+    /// The cluster's leader, reached through the server given; for writes.
+    pub fn cluster(&self) -> Cluster {
+        Cluster::new(
+            vec![self.server.clone()],
+            self.opts.clone(),
+            self.opts.timeout.max(Duration::from_secs(10)),
+        )
+    }
+
+    /// `value` as JSON with `--json`, else as `table` renders it.
+    pub fn print<T: serde::Serialize>(
+        &self,
+        value: &T,
+        table: impl FnOnce(&T) -> String,
+    ) -> String {
+        if self.json { json(value) } else { table(value) }
+    }
+}
+
+/// `value` as pretty JSON, with a trailing newline.
+pub fn json<T: serde::Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string_pretty(value).expect("replies serialise");
+    text.push('\n');
+    text
+}
+
+/// No arguments after `cmd`.
+pub fn none(cmd: &str, args: &[&str]) -> Result<(), UsageError> {
+    match args {
+        [] => Ok(()),
+        _ => Err(usage(format!(
+            "`{cmd}` takes no arguments (got `{}`)",
+            args.join(" ")
+        ))),
+    }
+}
+
+/// At most one optional argument after `cmd`.
+pub fn optional(cmd: &str, args: &[&str]) -> Result<Option<String>, UsageError> {
+    match args {
+        [] => Ok(None),
+        [one] => Ok(Some((*one).to_owned())),
+        _ => Err(usage(format!(
+            "`{cmd}` takes at most one argument (got `{}`)",
+            args.join(" ")
+        ))),
+    }
+}
+
+/// `--flag value` pairs (flag names lowercased).
+pub fn flags<'a>(cmd: &str, args: &[&'a str]) -> Result<Vec<(String, &'a str)>, UsageError> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let Some(name) = flag.strip_prefix("--") else {
+            return Err(usage(format!("`{cmd}`: expected a --flag, got `{flag}`")));
+        };
+        let value = it
+            .next()
+            .ok_or_else(|| usage(format!("`{cmd}`: --{name} needs a value")))?;
+        out.push((name.to_ascii_lowercase(), *value));
+    }
+    Ok(out)
+}
+
+/// The number given to `--flag`.
+pub fn number<T: std::str::FromStr>(cmd: &str, flag: &str, value: &str) -> Result<T, UsageError> {
+    value
+        .parse()
+        .map_err(|_| usage(format!("`{cmd}`: --{flag} `{value}` is not a number")))
+}
