@@ -11,7 +11,6 @@ use anyhow::{Context, anyhow};
 use beacon::client::ConnectOptions;
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
-use beacon::wire::Cmd;
 use zookeeper_client as zk;
 
 use super::systems::Kind;

@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use beacon::client::{Client, ConnectOptions};
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
-use beacon::wire::{Cmd, Frame};
+use beacon::wire::{Code as _, Frame};
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
 use tokio::sync::Mutex;
