@@ -233,7 +233,7 @@ impl Clients {
 
     /// Moves client `i` on as time passes: registrations start, retries fall due, leases
     /// lapse, holders stop.
-    fn advance(&mut self, cx: &mut dyn Context<Request>, i: usize) -> Option<Phase> {
+    fn advance<R>(&mut self, cx: &mut dyn Context<R>, i: usize) -> Option<Phase> {
         let now = cx.now();
         let timeout = self.timing.request_timeout;
         let phase = self.clients[i].phase;
@@ -299,28 +299,6 @@ impl Clients {
     }
 }
 
-/// Lets the phase logic, which reads only time, randomness and notes, run on a composite's
-/// context.
-struct Plain<'a, R>(&'a mut dyn Context<R>);
-
-impl<R> Context<Request> for Plain<'_, R> {
-    fn now(&self) -> Millis {
-        self.0.now()
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.0.below(n)
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        self.0.chance(p)
-    }
-    fn send(&mut self, _client: usize, _request: Request) -> Option<Token> {
-        unreachable!("phases only move; requests go through Clients::send")
-    }
-    fn note(&mut self, what: String) {
-        self.0.note(what)
-    }
-}
-
 impl<S, V> Workload<S, V> for Clients
 where
     S: Part<Registry>,
@@ -329,7 +307,7 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for i in 0..self.clients.len() {
-            if let Some(p) = self.advance(&mut Plain(&mut *cx), i) {
+            if let Some(p) = self.advance(cx, i) {
                 self.clients[i].phase = p;
             }
             match self.clients[i].phase {

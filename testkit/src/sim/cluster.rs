@@ -49,7 +49,7 @@ pub struct Setup {
     pub faults: Faults,
     /// Log entries kept before a snapshot (small, so snapshots are exercised).
     pub log_keep: usize,
-    /// Clients of the workload.
+    /// Clients of the workload: it sends as clients `0..clients`.
     pub clients: usize,
 }
 
