@@ -346,3 +346,42 @@ compose! {
 
 /// A beacon's replica of every machine.
 pub type Replica = crate::consensus::Replica<State, Services>;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::registry::{RegistryCmd, RegistryErrorCode};
+    use crate::wire::{Cmd, Code, ErrorCode};
+
+    /// Every request code and its response (`cmd + 1`) belongs to one owner.
+    fn claim(taken: &mut BTreeSet<u32>, owner: &str, code: u32) {
+        assert!(taken.insert(code), "{owner}: code {code} is taken twice");
+        assert!(
+            taken.insert(code + 1),
+            "{owner}: response code {} is taken twice",
+            code + 1
+        );
+    }
+
+    #[test]
+    fn the_machines_command_and_error_codes_do_not_overlap() {
+        let mut cmds = BTreeSet::new();
+        for c in Cmd::ALL {
+            claim(&mut cmds, "core", c.code());
+        }
+        for c in RegistryCmd::ALL {
+            claim(&mut cmds, "registry", c.code());
+        }
+        let mut errors = BTreeSet::new();
+        for e in ErrorCode::ALL {
+            assert!(errors.insert(e as u32), "core error {e:?}");
+        }
+        for e in RegistryErrorCode::ALL {
+            assert!(
+                errors.insert(u32::from(e)),
+                "registry error {e:?} is a core code"
+            );
+        }
+    }
+}
