@@ -774,18 +774,7 @@ fn pending_writes_fail_clearly_when_leadership_is_lost() {
         addr(A),
         Input::Peer {
             from: addr(B),
-            msg: PeerMessage {
-                heartbeat: Heartbeat::bare(true, 9),
-                position: Position::default(),
-                commit: 0,
-                append: None,
-                snapshot: None,
-                reject: false,
-                need_snapshot: false,
-                fetch: false,
-                beat: 0,
-                ack_beat: 0,
-            },
+            msg: PeerMessage::bare(Heartbeat::bare(true, 9), Position::default(), 0),
         },
     );
     assert_eq!(

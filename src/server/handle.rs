@@ -85,20 +85,15 @@ impl DriverHandle {
     }
 
     pub(crate) async fn peer_message(&self, from: SocketAddr, msg: Message<State>) {
-        let greeting = false;
-        let _ = self
-            .tx
-            .send(Event::Peer {
-                from,
-                msg,
-                greeting,
-            })
-            .await;
+        self.peer(from, msg, false).await;
     }
 
     /// A peer's state from its answer to our handshake (see [`crate::consensus::Input`]).
     pub(crate) async fn peer_greeting(&self, from: SocketAddr, msg: Message<State>) {
-        let greeting = true;
+        self.peer(from, msg, true).await;
+    }
+
+    async fn peer(&self, from: SocketAddr, msg: Message<State>, greeting: bool) {
         let _ = self
             .tx
             .send(Event::Peer {

@@ -277,10 +277,6 @@ impl<T> Mail<T> {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
