@@ -3,7 +3,7 @@
 //! core's log entries and snapshots, beacon status) and one file per replicated machine.
 
 /// Machines' proto files, one line per machine.
-const MACHINE_PROTOS: &[&str] = &["registry.proto"];
+const MACHINE_PROTOS: &[&str] = &["registry.proto", "sequence.proto"];
 
 /// Messages that nebcli and the admin HTTP API print as JSON.
 const JSON_MESSAGES: &[&str] = &[
@@ -16,6 +16,11 @@ const JSON_MESSAGES: &[&str] = &[
     "beacon.registry.IdsReply",
     "beacon.registry.Subscription",
     "beacon.registry.SubscriptionsReply",
+    "beacon.sequence.SequenceInfo",
+    "beacon.sequence.Segment",
+    "beacon.sequence.SegmentReply",
+    "beacon.sequence.SequenceReply",
+    "beacon.sequence.SequencesReply",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

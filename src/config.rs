@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::consensus::Mode;
 use crate::machines::registry::{self, IdRange};
+use crate::machines::sequence::SequenceLimits;
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
 /// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.
@@ -57,6 +58,8 @@ pub struct Config {
     /// Beacon identity -> the address to connect to it at, where that differs (a NAT, a
     /// port forward, a proxy). Identities stay what the `beacon` list says.
     pub dial: BTreeMap<SocketAddr, SocketAddr>,
+    /// The sequence issuer's limits (key `sequence`).
+    pub sequence: SequenceLimits,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -145,7 +148,25 @@ struct RawConfig {
     mode: Option<String>,
     #[serde(default)]
     dial: BTreeMap<String, String>,
+    #[serde(default)]
+    sequence: RawSequence,
 }
+
+/// Key `sequence`: the sequence issuer's limits; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawSequence {
+    /// Defaults to the built-in default step, or `max_step` when that is smaller.
+    default_step: Option<u64>,
+    max_step: Option<u64>,
+    max_sequences: Option<usize>,
+}
+
+/// Upper limit on `sequence.max_step`: a segment is one log entry however large, but a
+/// client holds two, and a lost one burns its numbers.
+pub const MAX_SEQUENCE_STEP: u64 = 1 << 40;
+/// Upper limit on `sequence.max_sequences`.
+pub const MAX_SEQUENCES_LIMIT: usize = 1_000_000;
 
 /// One entry of `node_type`, as in NebulaBeacon: services of `node_type` are told about
 /// the nodes of the types in `subscribe`.
@@ -471,6 +492,8 @@ impl RawConfig {
             dial.insert(beacon, check.addr("dial", None, via)?);
         }
 
+        let sequence = self.sequence.check(&check)?;
+
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
             Some("classic") => Mode::Classic,
@@ -500,6 +523,42 @@ impl RawConfig {
             max_metadata_bytes: self.max_metadata_bytes,
             subscriptions,
             log_keep: self.log_keep,
+            sequence,
+        })
+    }
+}
+
+impl RawSequence {
+    fn check(&self, check: &Checker) -> Result<SequenceLimits, ConfigError> {
+        let d = SequenceLimits::default();
+        let max_step = self.max_step.unwrap_or(d.max_step);
+        if !(1..=MAX_SEQUENCE_STEP).contains(&max_step) {
+            return Err(check.err(
+                "sequence.max_step",
+                None,
+                format!("{max_step} is out of range 1..={MAX_SEQUENCE_STEP}"),
+            ));
+        }
+        let default_step = self.default_step.unwrap_or(d.default_step.min(max_step));
+        if !(1..=max_step).contains(&default_step) {
+            return Err(check.err(
+                "sequence.default_step",
+                None,
+                format!("{default_step} is out of range 1..={max_step} (key `sequence.max_step`)"),
+            ));
+        }
+        let max_sequences = self.max_sequences.unwrap_or(d.max_sequences);
+        if !(1..=MAX_SEQUENCES_LIMIT).contains(&max_sequences) {
+            return Err(check.err(
+                "sequence.max_sequences",
+                None,
+                format!("{max_sequences} is out of range 1..={MAX_SEQUENCES_LIMIT}"),
+            ));
+        }
+        Ok(SequenceLimits {
+            default_step,
+            max_step,
+            max_sequences,
         })
     }
 }
@@ -656,6 +715,24 @@ mod tests {
             err(r#"{"node": "127.0.0.1:1", "node_type": [{"node_type": "A", "subscirbe": []}]}"#)
                 .contains("unknown field `subscirbe`")
         );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "sequence": {"max_step": 0}}"#)
+                .contains("key `sequence.max_step`: 0 is out of range")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "sequence": {"max_step": 10, "default_step": 20}}"#)
+                .contains("key `sequence.default_step`: 20 is out of range 1..=10")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "sequence": {"max_sequences": 0}}"#)
+                .contains("key `sequence.max_sequences`")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "sequence": {"step": 5}}"#)
+                .contains("key `sequence.step`: unknown field `step`")
+        );
+        let c = parse(r#"{"node": "127.0.0.1:1", "sequence": {"max_step": 50}}"#).unwrap();
+        assert_eq!((c.sequence.default_step, c.sequence.max_step), (50, 50));
     }
 
     #[test]

@@ -36,6 +36,11 @@ pub mod pb {
     pub mod registry {
         include!(concat!(env!("OUT_DIR"), "/beacon.registry.rs"));
     }
+
+    /// The sequence issuer's messages (`proto/sequence.proto`).
+    pub mod sequence {
+        include!(concat!(env!("OUT_DIR"), "/beacon.sequence.rs"));
+    }
 }
 
 pub use config::Config;

@@ -65,6 +65,7 @@ fn release(node: &pb::registry::NodeInfo) -> pb::registry::UnregisterRequest {
         term: node.term,
         index: node.index,
         release: true,
+        ..Default::default()
     }
 }
 

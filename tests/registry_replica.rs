@@ -65,6 +65,7 @@ fn unwrap_reply(reply: consensus::Reply<State, Services>) -> Result<Response, Re
         Ok(machines::Response::Registry(r)) => Ok(r),
         Err(ReplyError::Consensus(e)) => Err(RequestError::Core(e)),
         Err(ReplyError::Machine(machines::Error::Registry(e))) => Err(RequestError::Registry(e)),
+        other => panic!("only registry requests are sent here, got {other:?}"),
     }
 }
 
@@ -90,12 +91,14 @@ fn fresh() -> (State, Services) {
     (
         State {
             registry: Registry::for_replay(IdRange { first: 1, last: 8 }, REUSE),
+            sequence: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
                 lease_ms: LEASE,
                 subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
             }),
+            sequence: Default::default(),
         },
     )
 }
@@ -121,6 +124,7 @@ fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
             ..LoadStats::default()
         },
         workers: Vec::new(),
+        clock_ms: 0,
     })
 }
 
@@ -130,6 +134,7 @@ fn release_req(port: u16, token: FencingToken) -> Request {
         target: Target::Addr(svc(port)),
         token,
         release: true,
+        clock_ms: 0,
     })
 }
 
@@ -243,8 +248,9 @@ impl Net {
                 "one reply per request"
             );
         }
-        let changes = released.committed.into_iter().map(|(i, c)| match c {
-            machines::Change::Registry(c) => (i, c),
+        let changes = released.committed.into_iter().filter_map(|(i, c)| match c {
+            machines::Change::Registry(c) => Some((i, c)),
+            machines::Change::Sequence(_) => None,
         });
         self.committed.entry(at).or_default().extend(changes);
     }
@@ -388,6 +394,7 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
             record,
             lease_ms,
             subscribe,
+            ..
         })) => {
             assert_eq!((record.node_id, record.addr, record.index), (1, svc(1), 1));
             assert_eq!(*lease_ms, LEASE);
@@ -422,6 +429,7 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
             node_id: 2,
             lease_ms: LEASE,
             token: two,
+            clock_ms: 0,
         }))
     );
     let t6 = net.request(A, report_req(2, 3, two));
@@ -470,6 +478,7 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
             target: Target::Id(5),
             token: one,
             release: true,
+            clock_ms: 0,
         }),
     );
     assert!(matches!(
@@ -701,6 +710,7 @@ fn a_restarted_follower_catches_up_with_a_snapshot() {
             target: Target::Id(2),
             token: two,
             release: true,
+            clock_ms: 0,
         }),
     );
     net.deliver();

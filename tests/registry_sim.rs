@@ -38,12 +38,14 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
         (
             State {
                 registry: Registry::for_replay(range, reuse_delay),
+                sequence: Default::default(),
             },
             Services {
                 registry: RegistryService::new(RegistryConfig {
                     lease_ms: LEASE,
                     subscriptions: BTreeMap::new(),
                 }),
+                sequence: Default::default(),
             },
         )
     }
@@ -166,6 +168,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
                 target: Target::Id(first.node_id),
                 token: first.token(),
                 release: true,
+                clock_ms: 0,
             },
         )),
         None,
@@ -197,6 +200,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
             token: first.token(),
             node: LoadStats::default(),
             workers: Vec::new(),
+            clock_ms: 0,
         })),
         Some(1),
     );

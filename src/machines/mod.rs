@@ -14,7 +14,8 @@
 //! |---|---|---|---|---|---|---|
 //! | core | 1-2, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-20 | 1-5, 8-9 | 1-11, 16-18 |
 //! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19 |
-//! | (next) | 401-499 | 20-29 | 20-29 | 40-49 | 20-29 | 30-39 |
+//! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
+//! | (next) | 501-599 | 30-39 | 30-39 | 40-49 | 20-29 | 40-49 |
 //!
 //! Adding a machine: its folder, and one line each in the list below, in `build.rs` and
 //! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table
@@ -23,6 +24,7 @@
 
 pub mod registry;
 pub mod rpc;
+pub mod sequence;
 
 pub use crate::consensus::{Machine, Service};
 
@@ -342,6 +344,7 @@ macro_rules! compose {
 // The machines beacon replicates: one line per machine.
 compose! {
     registry: Registry => registry::Registry, registry::RegistryService;
+    sequence: Sequence => sequence::Sequences, sequence::SequenceService;
 }
 
 /// A beacon's replica of every machine.
@@ -352,6 +355,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::registry::{RegistryCmd, RegistryErrorCode};
+    use super::sequence::{SequenceCmd, SequenceErrorCode};
     use crate::wire::{Cmd, Code, ErrorCode};
 
     /// Every request code and its response (`cmd + 1`) belongs to one owner.
@@ -373,6 +377,9 @@ mod tests {
         for c in RegistryCmd::ALL {
             claim(&mut cmds, "registry", c.code());
         }
+        for c in SequenceCmd::ALL {
+            claim(&mut cmds, "sequence", c.code());
+        }
         let mut errors = BTreeSet::new();
         for e in ErrorCode::ALL {
             assert!(errors.insert(e as u32), "core error {e:?}");
@@ -382,6 +389,9 @@ mod tests {
                 errors.insert(u32::from(e)),
                 "registry error {e:?} is a core code"
             );
+        }
+        for e in SequenceErrorCode::ALL {
+            assert!(errors.insert(u32::from(e)), "sequence error {e:?} is taken");
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use super::registry;
+use super::{registry, sequence};
 use crate::config::Config;
 use crate::server::handle::{Ctx, Handled, Reject};
 use crate::wire::Frame;
@@ -15,12 +15,15 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Option<Result<Handled
     if registry::rpc::owns(frame.cmd) {
         return Some(registry::rpc::serve(frame, ctx).await);
     }
+    if sequence::rpc::owns(frame.cmd) {
+        return Some(sequence::rpc::serve(frame, ctx).await);
+    }
     None
 }
 
 /// Whether requests `cmd` queued back to back go to the driver together.
 pub(crate) fn batches(cmd: u32) -> bool {
-    registry::rpc::batches(cmd)
+    registry::rpc::batches(cmd) || sequence::rpc::batches(cmd)
 }
 
 /// Adds every machine's part to our `Hello` to a peer.

@@ -150,6 +150,7 @@ fn report_request(h: &Holding) -> Request {
         token: h.token,
         node: LoadStats::default(),
         workers: Vec::new(),
+        clock_ms: 0,
     })
 }
 
@@ -349,6 +350,7 @@ where
                         target,
                         token: held.token,
                         release: true,
+                        clock_ms: 0,
                     });
                     let kind = Kind::Unregister { token: held.token };
                     if let Some(token) = self.send::<S, V>(cx, i, kind, request) {

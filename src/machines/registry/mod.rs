@@ -17,7 +17,7 @@ pub mod service;
 pub mod state;
 pub mod wire;
 
-pub use client::{LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
+pub use client::{ClockShare, LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
 pub use service::{
     Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError, RegistryService,
     Report, Request, Response, Target, Unregister,

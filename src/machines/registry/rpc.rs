@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -25,6 +24,7 @@ use crate::consensus::ConsensusError;
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
+use crate::time::wall_ms;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 
 /// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
@@ -103,12 +103,6 @@ fn invalid(e: InvalidRequest) -> Reject {
     reject(e.into())
 }
 
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 fn optional_addr(field: &'static str, value: &str) -> Result<Option<SocketAddr>, InvalidRequest> {
     match value {
         "" => Ok(None),
@@ -158,12 +152,16 @@ async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::Registe
             record,
             lease_ms,
             subscribe,
+            clock_floor_ms,
         } => Ok(pb::RegisterReply {
             node: Some(record_to_pb(&record)),
             lease_ms,
             beacons: ctx.config.beacon_names(),
             leader: ctx.config.node.to_string(),
             subscribe,
+            clock_floor_ms,
+            id_first: ctx.config.id_range.first,
+            id_last: ctx.config.id_range.last,
         }),
         other => Err(unexpected(other)),
     }
@@ -179,17 +177,20 @@ async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportRepl
         },
         node: req.node.unwrap_or_default(),
         workers: req.worker,
+        clock_ms: req.clock_ms,
     };
     match submit(ctx, Request::Report(report)).await? {
         Response::Reported {
             node_id,
             lease_ms,
             token,
+            clock_ms,
         } => Ok(pb::NodeReportReply {
             node_id,
             lease_ms,
             term: token.term,
             index: token.index,
+            clock_ms,
         }),
         other => Err(unexpected(other)),
     }
@@ -211,6 +212,7 @@ async fn unregister(
             index: req.index,
         },
         release: req.release,
+        clock_ms: req.clock_ms,
     };
     match submit(ctx, Request::Unregister(unregister)).await? {
         Response::Unregistered(record) => Ok(pb::UnregisterReply {

@@ -70,6 +70,8 @@ pub struct Unregister {
     pub token: FencingToken,
     /// The holder gives its ID up (free at once); otherwise the ID goes to quarantine.
     pub release: bool,
+    /// With `release`: the last timestamp the holder used in snowflake IDs (0: none).
+    pub clock_ms: u64,
 }
 
 /// A service's periodic report.
@@ -81,6 +83,9 @@ pub struct Report {
     pub token: FencingToken,
     pub node: LoadStats,
     pub workers: Vec<LoadStats>,
+    /// A registration generating snowflake IDs: the highest timestamp it asks to use before
+    /// its next report (0: none).
+    pub clock_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -96,12 +101,16 @@ pub enum Response {
         record: NodeRecord,
         lease_ms: u64,
         subscribe: Vec<String>,
+        /// The highest timestamp a previous holder of the ID may have used (snowflake).
+        clock_floor_ms: u64,
     },
     Unregistered(NodeRecord),
     Reported {
         node_id: NodeId,
         lease_ms: u64,
         token: FencingToken,
+        /// The snowflake timestamp committed as usable (0 when the report asked none).
+        clock_ms: u64,
     },
 }
 
@@ -150,6 +159,8 @@ pub enum RegistryError {
 pub enum Waiting {
     Registered(NodeId),
     Unregistered(NodeRecord),
+    /// A report whose clock reservation is being committed.
+    Reported(Response),
 }
 
 /// A live registration's lease, at the leader.
@@ -339,6 +350,14 @@ impl RegistryService {
             }));
         }
         self.leases.remove(&record.node_id);
+        if req.release && req.clock_ms > 0 {
+            // The holder has stopped: its last timestamp replaces its reservation, so its
+            // successor need not wait out a reservation it never used.
+            leader.append(S::wrap(Command::Clock {
+                node_id: record.node_id,
+                ms: req.clock_ms,
+            }));
+        }
         let command = if req.release {
             Command::Unregister(record.node_id)
         } else {
@@ -382,11 +401,38 @@ impl RegistryService {
             .or_insert(Lease::fresh(now));
         lease.last_seen = now;
         lease.report = Some((report.node, report.workers));
-        Outcome::WhenConfirmed(Response::Reported {
+        let mut reply = Response::Reported {
             node_id: report.node_id,
             lease_ms: self.cfg.lease_ms,
             token: report.token,
-        })
+            clock_ms: 0,
+        };
+        if report.clock_ms == 0 {
+            return Outcome::WhenConfirmed(reply);
+        }
+        // A snowflake reservation: committed before it is confirmed, so that a later leader
+        // tells the ID's next holder about it. Its commit also confirms the leadership.
+        let ms = report
+            .clock_ms
+            .max(leader.state().part().clock(report.node_id));
+        if let Response::Reported { clock_ms, .. } = &mut reply {
+            *clock_ms = ms;
+        }
+        let command = Command::Clock {
+            node_id: report.node_id,
+            ms,
+        };
+        match leader.append(S::wrap(command)) {
+            Some(index) => Outcome::WhenCommitted {
+                index,
+                waiting: Waiting::Reported(reply),
+            },
+            None => Outcome::Now(Err(RegistryError::NoLease {
+                node_id: report.node_id,
+                addr: report.addr,
+                token: report.token,
+            })),
+        }
     }
 }
 
@@ -460,9 +506,11 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
                     record,
                     lease_ms: self.cfg.lease_ms,
                     subscribe,
+                    clock_floor_ms: state.part().clock(id),
                 })
             }
             Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),
+            Waiting::Reported(reply) => Ok(reply),
         }
     }
 }

@@ -129,6 +129,9 @@ pub enum Command {
     Expire(NodeId),
     /// A quarantine is over: the ID may be allocated again.
     Release(NodeId),
+    /// The highest timestamp (ms since the Unix epoch) the holders of a node ID may have
+    /// used in snowflake IDs: set by the leader as they report it.
+    Clock { node_id: NodeId, ms: u64 },
 }
 
 /// What a command changed, as watchers see it.
@@ -190,6 +193,8 @@ pub struct RegistrySnapshot {
     pub nodes: Vec<NodeRecord>,
     /// Quarantined records with the time left in quarantine.
     pub quarantined: Vec<(NodeRecord, Millis)>,
+    /// Snowflake clock marks by node ID.
+    pub clocks: Vec<(NodeId, u64)>,
 }
 
 /// The state machine.
@@ -207,6 +212,9 @@ pub struct Registry {
     /// Quarantined IDs by their last holder's address: a registration looks up whether its
     /// address may take an ID back, and with heavy churn the quarantine holds many thousands.
     quarantine_by_addr: HashMap<SocketAddr, Vec<NodeId>>,
+    /// Per node ID, the highest timestamp its holders may have used in snowflake IDs. Kept
+    /// when the ID is freed: the next holder starts after it.
+    clocks: BTreeMap<NodeId, u64>,
 }
 
 impl Registry {
@@ -220,6 +228,7 @@ impl Registry {
             by_addr: HashMap::new(),
             quarantine: BTreeMap::new(),
             quarantine_by_addr: HashMap::new(),
+            clocks: BTreeMap::new(),
         }
     }
 
@@ -375,7 +384,16 @@ impl Registry {
                     .ok_or(ApplyError::NotQuarantined(*id))?;
                 Ok(None)
             }
+            Command::Clock { node_id, ms } => {
+                self.clocks.insert(*node_id, *ms);
+                Ok(None)
+            }
         }
+    }
+
+    /// The highest timestamp the holders of `id` may have used in snowflake IDs (0: none).
+    pub fn clock(&self, id: NodeId) -> u64 {
+        self.clocks.get(&id).copied().unwrap_or(0)
     }
 
     fn remove(&mut self, id: NodeId) -> Result<NodeRecord, ApplyError> {
@@ -394,6 +412,7 @@ impl Registry {
                 .values()
                 .map(|t| (t.record.clone(), t.until.saturating_sub(now)))
                 .collect(),
+            clocks: self.clocks.iter().map(|(id, ms)| (*id, *ms)).collect(),
         }
     }
 
@@ -404,6 +423,7 @@ impl Registry {
         self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
+        self.clocks = snapshot.clocks.into_iter().collect();
         for (record, left) in snapshot.quarantined {
             self.quarantine_insert(Tombstone {
                 record,

@@ -153,6 +153,10 @@ impl MachineWire for Registry {
             Command::Unregister(id) => C::Unregister(*id),
             Command::Expire(id) => C::Expire(*id),
             Command::Release(id) => C::Release(*id),
+            Command::Clock { node_id, ms } => C::Clock(pb::ClockMark {
+                node_id: *node_id,
+                ms: *ms,
+            }),
         };
         pb::RegistryEntry {
             command: Some(command),
@@ -171,6 +175,10 @@ impl MachineWire for Registry {
             C::Unregister(id) => Command::Unregister(id),
             C::Expire(id) => Command::Expire(id),
             C::Release(id) => Command::Release(id),
+            C::Clock(mark) => Command::Clock {
+                node_id: mark.node_id,
+                ms: mark.ms,
+            },
         }))
     }
 
@@ -184,6 +192,14 @@ impl MachineWire for Registry {
                 .map(|(r, remaining)| pb::Tombstone {
                     node: Some(record_to_pb(r)),
                     remaining_ms: *remaining,
+                })
+                .collect(),
+            clocks: s
+                .clocks
+                .iter()
+                .map(|(node_id, ms)| pb::ClockMark {
+                    node_id: *node_id,
+                    ms: *ms,
                 })
                 .collect(),
         }
@@ -209,6 +225,7 @@ impl MachineWire for Registry {
             last_node_id: s.last_node_id,
             nodes,
             quarantined,
+            clocks: s.clocks.into_iter().map(|m| (m.node_id, m.ms)).collect(),
         })
     }
 
@@ -223,7 +240,7 @@ impl MachineWire for Registry {
             match command {
                 Command::Register(r) => hb.added_node_id.push(r.node_id),
                 Command::Unregister(id) | Command::Expire(id) => hb.removed_node_id.push(*id),
-                Command::Update(_) | Command::Release(_) => {}
+                Command::Update(_) | Command::Release(_) | Command::Clock { .. } => {}
             }
         }
         hb.encode_raw(buf);
@@ -323,6 +340,7 @@ mod tests {
                 last_node_id: 2,
                 nodes: vec![record(2)],
                 quarantined: vec![(record(1), 500)],
+                clocks: vec![(1, 1_700_000_000_123)],
             },
         };
         let mut m: PeerMessage<Command, RegistrySnapshot> = PeerMessage::bare(

@@ -164,6 +164,7 @@ pub async fn register(
                     term: node.term,
                     index: node.index,
                     release: true,
+                    clock_ms: 0,
                 };
                 let r: Result<pb::registry::UnregisterReply, _> = cluster
                     .call(RegistryCmd::Unregister, &req, "the unregistration")

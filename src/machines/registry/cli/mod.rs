@@ -276,6 +276,7 @@ impl Commands for Command {
                     term: node.term,
                     index: node.index,
                     release: *free,
+                    clock_ms: 0,
                 };
                 let reply: pb::registry::UnregisterReply = session
                     .cluster()

@@ -17,10 +17,11 @@
 //! late one can never renew or end a later holder's registration of the same ID.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -105,6 +106,70 @@ pub struct Registration {
     load: watch::Sender<(pb::LoadStats, Vec<pb::LoadStats>)>,
     stop: CancellationToken,
     task: Option<JoinHandle<Cluster>>,
+    clock: Arc<ClockShare>,
+}
+
+/// What a registration shares with a snowflake generator on its node ID (see
+/// [`crate::machines::sequence::client::Snowflake`]): the previous holder's last timestamp,
+/// the highest timestamp used, and the reservation the leader committed. Reports carry a
+/// reservation only once a generator is attached.
+#[derive(Debug)]
+pub struct ClockShare {
+    floor_ms: u64,
+    id_range: (u32, u32),
+    attached: AtomicBool,
+    used_ms: AtomicU64,
+    /// Timestamps up to this are confirmed; 0 once the lease is lost or given up.
+    reserved_ms: AtomicU64,
+    /// Wakes the keepalive to report at once (a generator was attached).
+    kick: Notify,
+}
+
+impl ClockShare {
+    /// The highest timestamp a previous holder of the node ID may have used.
+    pub fn floor_ms(&self) -> u64 {
+        self.floor_ms
+    }
+
+    /// The timestamp up to which the leader has confirmed this registration may generate.
+    pub fn reserved_ms(&self) -> u64 {
+        self.reserved_ms.load(Ordering::Acquire)
+    }
+
+    /// A generator starts at `from_ms`: reports carry reservations from now on, starting at
+    /// once.
+    pub fn attach(&self, from_ms: u64) {
+        self.used_ms.fetch_max(from_ms, Ordering::AcqRel);
+        self.attached.store(true, Ordering::Release);
+        self.kick.notify_one();
+    }
+
+    /// The generator used timestamp `ms`.
+    pub fn used(&self, ms: u64) {
+        self.used_ms.fetch_max(ms, Ordering::AcqRel);
+    }
+
+    /// The reservation to ask for: past everything used and the wall clock by `ahead`.
+    fn ask(&self, ahead: Duration) -> u64 {
+        if !self.attached.load(Ordering::Acquire) {
+            return 0;
+        }
+        let from = self
+            .used_ms
+            .load(Ordering::Acquire)
+            .max(crate::time::wall_ms());
+        from + ahead.as_millis() as u64
+    }
+
+    /// Stops generation; the last timestamp used, if a generator was attached.
+    fn stop(&self) -> u64 {
+        self.reserved_ms.store(0, Ordering::Release);
+        if self.attached.load(Ordering::Acquire) {
+            self.used_ms.load(Ordering::Acquire)
+        } else {
+            0
+        }
+    }
 }
 
 impl Registration {
@@ -127,7 +192,16 @@ impl Registration {
         let stop = CancellationToken::new();
         let lease = Duration::from_millis(reply.lease_ms.max(1));
         let confirmed_until = Arc::new(Mutex::new(sent_at + lease));
+        let clock = Arc::new(ClockShare {
+            floor_ms: reply.clock_floor_ms,
+            id_range: (reply.id_first, reply.id_last),
+            attached: AtomicBool::new(false),
+            used_ms: AtomicU64::new(0),
+            reserved_ms: AtomicU64::new(0),
+            kick: Notify::new(),
+        });
         let keepalive = Keepalive {
+            clock: clock.clone(),
             cluster,
             node_id: node.node_id,
             addr: opts.addr,
@@ -149,7 +223,18 @@ impl Registration {
             load,
             stop,
             task: Some(task),
+            clock,
         })
+    }
+
+    /// What a snowflake generator on this registration's node ID shares with it.
+    pub fn clock_share(&self) -> Arc<ClockShare> {
+        self.clock.clone()
+    }
+
+    /// The cluster's node-ID range `(first, last)`, as the leader stated it.
+    pub fn id_range(&self) -> (u32, u32) {
+        self.clock.id_range
     }
 
     pub fn node_id(&self) -> u32 {
@@ -238,12 +323,15 @@ impl Registration {
             Some(task) => task.await.expect("keepalive task does not panic"),
             None => unreachable!("the task is taken only here"),
         };
+        // The keepalive has stopped: no reply can renew the reservation after this.
+        let clock_ms = self.clock.stop();
         let req = pb::UnregisterRequest {
             node_id: self.node.node_id,
             addr: String::new(),
             term: self.node.term,
             index: self.node.index,
             release: true,
+            clock_ms,
         };
         match cluster
             .call::<_, pb::UnregisterReply>(Cmd::Unregister, &req, "the unregistration")
@@ -262,11 +350,13 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        self.clock.stop();
         self.stop.cancel();
     }
 }
 
 struct Keepalive {
+    clock: Arc<ClockShare>,
     cluster: Cluster,
     node_id: u32,
     addr: SocketAddr,
@@ -290,18 +380,26 @@ impl Keepalive {
             tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
                 _ = tokio::time::sleep(every) => {}
+                _ = self.clock.kick.notified() => {}
             }
             let sent_at = Instant::now();
             let deadline = confirmed_at + self.lease;
             let remaining = deadline.saturating_duration_since(sent_at);
-            let report = self.report();
+            // Two reports' worth ahead: a generator stops on its own after two reports
+            // went unconfirmed, well within the lease.
+            let report = self.report(self.clock.ask(every * 2));
             let attempt = tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
                 r = tokio::time::timeout(remaining, self.cluster.call::<_, pb::NodeReportReply>(
                     Cmd::NodeReport, &report, "the node report")) => r,
             };
             let error = match attempt {
-                Ok(Ok(_)) => {
+                Ok(Ok(reply)) => {
+                    if reply.clock_ms > 0 {
+                        self.clock
+                            .reserved_ms
+                            .fetch_max(reply.clock_ms, Ordering::AcqRel);
+                    }
                     self.confirmed_at = sent_at;
                     *self.confirmed_until.lock().expect("never poisoned") = sent_at + self.lease;
                     continue;
@@ -324,7 +422,7 @@ impl Keepalive {
         }
     }
 
-    fn report(&self) -> pb::NodeReport {
+    fn report(&self, clock_ms: u64) -> pb::NodeReport {
         let (node, worker) = self.load.borrow().clone();
         pb::NodeReport {
             node_id: self.node_id,
@@ -333,10 +431,12 @@ impl Keepalive {
             worker,
             term: self.token.0,
             index: self.token.1,
+            clock_ms,
         }
     }
 
     fn lose(&self, why: LeaseLost) {
+        self.clock.stop();
         tracing::warn!(node_id = self.node_id, "lease lost: {why}");
         self.lost.send_replace(Some(why));
     }

@@ -1,0 +1,1 @@
+//! The sequence issuer's workload and invariants for the simulations.

@@ -1,0 +1,1 @@
+//! nebcli's sequence commands.

@@ -1,0 +1,166 @@
+//! The sequence issuer's server handlers: create, change, delete, next segment, give back,
+//! and the read-only list (`show sequences`). Names and numbers are checked by the service
+//! against the state; what only the wire can get wrong (a missing field) is checked here.
+
+use super::service::{Request, Response, SequenceError, SequenceService};
+use super::state::Sequences;
+use super::wire::{SequenceCmd, SequenceErrorCode, record_to_pb, segment_from_pb, segment_to_pb};
+use crate::machines::{Part, State};
+use crate::pb::sequence as pb;
+use crate::server::handle::{Ctx, Handled, Reject, reply};
+use crate::time::wall_ms;
+use crate::wire::ErrorCode;
+
+/// Whether `cmd` is one of the sequence issuer's requests.
+pub(crate) fn owns(cmd: u32) -> bool {
+    SequenceCmd::from_code(cmd).is_some()
+}
+
+/// Segment requests queued back to back on one connection go to the driver together.
+pub(crate) fn batches(cmd: u32) -> bool {
+    cmd == SequenceCmd::Next as u32
+}
+
+/// Serves one of the sequence issuer's requests.
+pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let Some(cmd) = SequenceCmd::from_code(frame.cmd) else {
+        unreachable!("routed here by `owns`");
+    };
+    match cmd {
+        SequenceCmd::Create => {
+            let req: pb::CreateSequence = frame.decode()?;
+            let request = Request::Create {
+                name: req.name,
+                start: (req.start != 0).then_some(req.start),
+                step: (req.step != 0).then_some(req.step),
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &sequence_reply(submit(ctx, request).await?)?)
+        }
+        SequenceCmd::Change => {
+            let req: pb::ChangeSequence = frame.decode()?;
+            if req.step == 0 && req.start == 0 {
+                return Err(Reject::keep(
+                    ErrorCode::InvalidRequest,
+                    "a change names a new step, a new start, or both",
+                ));
+            }
+            let request = Request::Change {
+                name: req.name,
+                step: (req.step != 0).then_some(req.step),
+                start: (req.start != 0).then_some(req.start),
+            };
+            reply(frame, &sequence_reply(submit(ctx, request).await?)?)
+        }
+        SequenceCmd::Delete => {
+            let req: pb::DeleteSequence = frame.decode()?;
+            let answer = submit(ctx, Request::Delete(req.name)).await?;
+            reply(frame, &sequence_reply(answer)?)
+        }
+        SequenceCmd::Next => {
+            let req: pb::NextSegment = frame.decode()?;
+            let request = Request::Next {
+                name: req.name,
+                count: req.count,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &segment_reply(submit(ctx, request).await?)?)
+        }
+        SequenceCmd::GiveBack => {
+            let req: pb::GiveBack = frame.decode()?;
+            let tail = segment_from_pb(pb::Segment {
+                name: req.name,
+                start: req.start,
+                end: req.end,
+                index: req.index,
+                wall_ms: 0,
+            });
+            reply(
+                frame,
+                &segment_reply(submit(ctx, Request::GiveBack(tail)).await?)?,
+            )
+        }
+        SequenceCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
+    }
+}
+
+/// The code and text a refusal is sent with.
+fn reject(e: SequenceError) -> Reject {
+    let code: u32 = match &e {
+        SequenceError::Invalid(_) | SequenceError::Backward { .. } => {
+            ErrorCode::InvalidRequest.into()
+        }
+        SequenceError::Unknown(_) => SequenceErrorCode::UnknownSequence.into(),
+        SequenceError::Exists { .. } => SequenceErrorCode::SequenceExists.into(),
+        SequenceError::Exhausted { .. } => SequenceErrorCode::SequenceExhausted.into(),
+        SequenceError::NotLast { .. } => SequenceErrorCode::NotLastSegment.into(),
+        SequenceError::TooMany { .. } => SequenceErrorCode::TooManySequences.into(),
+    };
+    Reject::keep(code, e.to_string())
+}
+
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    ctx.driver
+        .submit::<SequenceService>(request)
+        .await?
+        .map_err(reject)
+}
+
+/// The service answered with the response of another kind: a bug, reported as such.
+fn unexpected(response: Response) -> Reject {
+    Reject::keep(
+        ErrorCode::Unavailable,
+        format!("internal error: unexpected response {response:?}"),
+    )
+}
+
+fn sequence_reply(answer: Response) -> Result<pb::SequenceReply, Reject> {
+    match answer {
+        Response::Sequence(record) => Ok(pb::SequenceReply {
+            sequence: Some(record_to_pb(&record)),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn segment_reply(answer: Response) -> Result<pb::SegmentReply, Reject> {
+    match answer {
+        Response::Segment {
+            segment,
+            step,
+            max_step,
+        } => Ok(pb::SegmentReply {
+            segment: Some(segment_to_pb(&segment)),
+            step,
+            max_step,
+        }),
+        Response::GaveBack(tail) => Ok(pb::SegmentReply {
+            segment: Some(segment_to_pb(&tail)),
+            ..Default::default()
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesReply, Reject> {
+    if !req.name.is_empty() {
+        super::state::check_name(&req.name).map_err(|e| reject(e.into()))?;
+    }
+    ctx.driver
+        .read(move |replica, _| {
+            let sequences = <State as Part<Sequences>>::part(replica.state());
+            pb::SequencesReply {
+                node: replica.config().me.to_string(),
+                is_leader: replica.is_leader(),
+                index: replica.position().index,
+                sequences: sequences
+                    .iter()
+                    .filter(|r| req.name.is_empty() || r.name == req.name)
+                    .map(record_to_pb)
+                    .collect(),
+                now_ms: wall_ms(),
+                stale: replica.staleness(),
+            }
+        })
+        .await
+}
