@@ -3,20 +3,26 @@
 
 use beacon::cli::beacon::ShowBeacon;
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
-use beacon::machines::registry;
+use beacon::machines::{registry, sequence};
 
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Beacon(ShowBeacon),
     Registry(registry::cli::Command),
+    Sequence(sequence::cli::Command),
     Help,
     Quit,
 }
 
 /// Every `show` subject, for the message that lists them.
 fn subjects() -> Vec<&'static str> {
-    [ShowBeacon::SUBJECTS, registry::cli::Command::SUBJECTS].concat()
+    [
+        ShowBeacon::SUBJECTS,
+        registry::cli::Command::SUBJECTS,
+        sequence::cli::Command::SUBJECTS,
+    ]
+    .concat()
 }
 
 pub fn help_text() -> String {
@@ -25,7 +31,13 @@ pub fn help_text() -> String {
         ("help", "this list"),
         ("quit | exit", "leave the interactive shell"),
     ];
-    for (cmd, what) in [ShowBeacon::HELP, registry::cli::Command::HELP, own].concat() {
+    let sets = [
+        ShowBeacon::HELP,
+        registry::cli::Command::HELP,
+        sequence::cli::Command::HELP,
+        own,
+    ];
+    for (cmd, what) in sets.concat() {
         out.push_str(&format!("  {cmd}\n      {what}\n"));
     }
     out.push_str(
@@ -48,6 +60,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = registry::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Registry(c)));
     }
+    if let Some(cmd) = sequence::cli::Command::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Sequence(c)));
+    }
     match head.as_slice() {
         [] => Ok(None),
         ["help" | "?", ..] => Ok(Some(Command::Help)),
@@ -67,6 +82,7 @@ impl Command {
         match self {
             Command::Beacon(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
+            Command::Sequence(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
             Command::Quit => Ok(String::new()),
         }

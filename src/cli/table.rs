@@ -47,6 +47,28 @@ pub fn or_dash(s: &str) -> String {
     }
 }
 
+/// Milliseconds since the Unix epoch as UTC, `2026-11-23T09:15:02.123Z`.
+pub fn utc_ms(ms: u64) -> String {
+    let (days, rest) = (ms / 86_400_000, ms % 86_400_000);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1_000 % 60,
+        rest % 1_000
+    )
+}
+
 /// A line warning that an answer may be stale, or nothing.
 pub fn stale_warning(stale: Option<&str>) -> String {
     stale.map_or(String::new(), |why| {
@@ -57,6 +79,16 @@ pub fn stale_warning(stale: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_print_as_utc() {
+        assert_eq!(utc_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_ms(1_704_067_200_000), "2024-01-01T00:00:00.000Z");
+        assert_eq!(
+            utc_ms(951_782_400_000 + 3_723_004),
+            "2000-02-29T01:02:03.004Z"
+        );
+    }
 
     #[test]
     fn columns_align_to_the_widest_cell() {

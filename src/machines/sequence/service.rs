@@ -91,7 +91,7 @@ pub enum SequenceError {
         last_index: u64,
     },
     #[error(
-        "sequence `{name}` has handed out numbers up to {max}; it may only move forward (start above {max})"
+        "sequence `{name}` has handed out numbers up to {max}; it may only move forward (--start {} or more)", max.saturating_add(1)
     )]
     Backward { name: String, max: u64 },
     #[error(
