@@ -4,7 +4,9 @@
 //! another: the leader killed, a follower killed with the tail of its log cut off, the
 //! leader or a follower stopped (SIGSTOP), the leader cut off in one direction (either
 //! one; connections reset or bytes silently dropped), 3/2 and 4/1 splits, rings and
-//! bridges. Requests are in flight across all of them.
+//! bridges. Requests are in flight across all of them. Beside them, clients take segments
+//! of two sequences (raw, and through the double-buffered client) and services generate
+//! snowflake IDs on their registrations.
 //!
 //! Checked from the services' side, with one clock:
 //! * no node ID held by two services at once (a service holds its ID from its registration
@@ -13,6 +15,8 @@
 //! * no service is told its registration ended while its lease rightly holds: a write that
 //!   acted on a registration other than its sender's would show up so;
 //! * a ring or a bridge raises the term by at most two elections' worth;
+//! * no number of a sequence is handed out twice, and no snowflake ID is generated twice
+//!   (across every holder of every worker ID);
 //! * once healed, every beacon follows one leader and holds the same registrations.
 //!
 //! It prints what it measured: faults by kind, writes checked, and how long writes were
@@ -28,6 +32,7 @@ use std::time::{Duration, Instant};
 use beacon::client::{Cluster as Leader, ConnectOptions};
 use beacon::machines::registry::RegistryCmd;
 use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration};
+use beacon::machines::sequence::client::{Sequence, SequenceOptions, Snowflake, SnowflakeOptions};
 use beacon::pb;
 use beacon_testkit::proxy::{Cut, Mesh};
 use beacon_testkit::rng::SimRng;
@@ -73,6 +78,135 @@ struct Held {
     token: (u64, u64),
     from: Instant,
     until: Instant,
+}
+
+/// What the sequence and snowflake clients were handed.
+#[derive(Default)]
+struct Numbers {
+    /// Per sequence: (start, end) of raw segments, and numbers served by double buffers.
+    segments: BTreeMap<String, Vec<(u64, u64)>>,
+    served: BTreeMap<String, Vec<u64>>,
+    snowflakes: Vec<u64>,
+    /// Snowflake generators started (one per registration held).
+    generators: u64,
+}
+
+const SEQUENCES: [&str; 2] = ["orders", "invoices"];
+
+/// Takes segments of a sequence without pause, each attempt bounded.
+async fn segments(
+    i: usize,
+    beacons: Vec<String>,
+    numbers: Arc<Mutex<Numbers>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut leader = Leader::new(beacons, opts(300), Duration::from_millis(500));
+    let name = SEQUENCES[i % SEQUENCES.len()];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let attempt = tokio::time::timeout(
+            Duration::from_millis(500),
+            leader.next_segment(name, 1 + n % 20),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(reply)) => {
+                let s = reply.segment.unwrap_or_default();
+                let mut h = numbers.lock().unwrap();
+                h.segments
+                    .entry(name.into())
+                    .or_default()
+                    .push((s.start, s.end));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Serves numbers from a double buffer, at a steady pace, across every fault.
+async fn served(
+    i: usize,
+    beacons: Vec<String>,
+    numbers: Arc<Mutex<Numbers>>,
+    stop: Arc<AtomicBool>,
+) {
+    let name = SEQUENCES[i % SEQUENCES.len()];
+    let options = SequenceOptions {
+        connect: opts(300),
+        retry_for: Duration::from_millis(500),
+        wait_for: Duration::from_millis(200),
+        ..SequenceOptions::default()
+    };
+    let seq = loop {
+        match Sequence::open(beacons.clone(), name, options.clone()).await {
+            Ok(seq) => break seq,
+            Err(_) if !stop.load(Ordering::Relaxed) => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(_) => return,
+        }
+    };
+    let mut mine = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        // Both buffers empty through a long outage: it says so and is asked again.
+        if let Ok(n) = seq.next_id_async().await {
+            mine.push(n);
+        }
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    numbers
+        .lock()
+        .unwrap()
+        .served
+        .entry(name.into())
+        .or_default()
+        .extend(mine);
+}
+
+/// A service generating snowflake IDs while it holds its registration; it registers again
+/// (maybe getting another holder's old ID) when the lease is lost or after a while.
+async fn snowflakes(
+    i: usize,
+    beacons: Vec<String>,
+    numbers: Arc<Mutex<Numbers>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut n: u32 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let addr = SocketAddr::from(([10, 7, i as u8, (n % 250) as u8], 7000));
+        let mut options = RegisterOptions::new("SNOWFLAKE", addr);
+        options.connect = opts(500);
+        options.retry_for = Duration::from_secs(3);
+        let Ok(reg) = Registration::register(beacons.clone(), options).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let flake = match Snowflake::new(&reg, SnowflakeOptions::default()).await {
+            Ok(f) => f,
+            Err(_) => continue,
+        };
+        numbers.lock().unwrap().generators += 1;
+        let mut ids = Vec::new();
+        let until = Instant::now() + Duration::from_millis(2_000 + 500 * (n % 5) as u64);
+        while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+            match flake.next_id() {
+                Ok(id) => ids.push(id),
+                // No longer confirmed: it stopped on its own; register again.
+                Err(_) => break,
+            }
+            if ids.len() % 16 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        numbers.lock().unwrap().snowflakes.extend(ids);
+        drop(flake);
+        if n.is_multiple_of(2) {
+            let _ = reg.unregister().await;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -294,6 +428,21 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         writes.clone(),
         stop.clone(),
     )));
+    let numbers = Arc::new(Mutex::new(Numbers::default()));
+    let mut leader = Leader::new(beacons.clone(), opts(500), Duration::from_secs(10));
+    for name in SEQUENCES {
+        leader.create_sequence(name, 0, 10).await.expect("create");
+    }
+    for i in 0..4 {
+        let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
+        tasks.push(tokio::spawn(segments(i, b, n, s)));
+        let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
+        tasks.push(tokio::spawn(snowflakes(i, b, n, s)));
+    }
+    for i in 0..2 {
+        let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
+        tasks.push(tokio::spawn(served(i, b, n, s)));
+    }
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     let mut rng = SimRng::new(42);
@@ -481,6 +630,53 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
             );
         }
     }
+    // No number of a sequence handed out twice, by segments or by double buffers; no
+    // snowflake ID generated twice.
+    let nums = numbers.lock().unwrap();
+    let mut handed = 0;
+    for name in SEQUENCES {
+        let mut ranges: Vec<(u64, u64)> = nums.segments.get(name).cloned().unwrap_or_default();
+        ranges.sort_unstable();
+        for pair in ranges.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].0,
+                "`{name}`: segments {:?} and {:?} overlap",
+                pair[0],
+                pair[1]
+            );
+        }
+        let served = nums.served.get(name).cloned().unwrap_or_default();
+        let unique: std::collections::BTreeSet<u64> = served.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            served.len(),
+            "`{name}`: a number served twice"
+        );
+        for n in &served {
+            let i = ranges.partition_point(|r| r.0 <= *n);
+            assert!(
+                i == 0 || ranges[i - 1].1 < *n,
+                "`{name}`: {n} served and in a segment"
+            );
+        }
+        assert!(
+            !ranges.is_empty() && !served.is_empty(),
+            "`{name}` was used"
+        );
+        handed += ranges.len();
+    }
+    let mut flakes = nums.snowflakes.clone();
+    flakes.sort_unstable();
+    let generated = flakes.len();
+    flakes.dedup();
+    assert_eq!(flakes.len(), generated, "a snowflake ID generated twice");
+    assert!(nums.generators >= 4, "snowflake services got through");
+    println!(
+        "sequences: {handed} segments and {} served numbers, none twice; snowflake: {generated} IDs from {} generators, none twice",
+        nums.served.values().map(Vec::len).sum::<usize>(),
+        nums.generators
+    );
+
     let registrations = h.held.len();
     assert!(
         registrations >= 100,

@@ -46,6 +46,19 @@ impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
         crate::time::wall_ms()
     }
+
+    /// A millisecond's sequence numbers used up: spin to the next millisecond rather than
+    /// sleep, which would overshoot it.
+    fn sleep_ms(&self, ms: u64) {
+        if ms > 1 {
+            std::thread::sleep(Duration::from_millis(ms));
+            return;
+        }
+        let from = self.now_ms();
+        while self.now_ms() == from {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// The bit widths of an ID (they add up to 63: the sign bit stays 0) and its epoch.
@@ -410,11 +423,13 @@ impl Snowflake {
         loop {
             let now = opts.clock.now_ms();
             let reserved = share.reserved_ms();
-            if now > floor_ms && reserved >= now {
+            // A clock a few milliseconds short of the floor is waited out by the generator.
+            let near = now + max_backward_ms > floor_ms;
+            if near && reserved > now.max(floor_ms) {
                 break;
             }
             if began.elapsed() >= opts.start_wait {
-                if now <= floor_ms {
+                if !near {
                     return Err(SnowflakeError::BehindPreviousHolder {
                         worker,
                         now_ms: now,
@@ -453,7 +468,6 @@ impl Snowflake {
                     self.share.used(generator.last_ms());
                     return Ok(id);
                 }
-                Step::Wait(ms) if ms <= 1 => std::hint::spin_loop(),
                 Step::Wait(ms) => self.clock.sleep_ms(ms),
             }
         }
