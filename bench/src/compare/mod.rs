@@ -1,9 +1,11 @@
 //! `beacon-bench compare`: beacon, etcd and ZooKeeper side by side, three members each on
 //! loopback, measured by the same client code with the same concurrency.
 //!
-//! Three measurements: failover after a SIGKILL of the leader, ID allocation throughput and
-//! latency, and liveness capacity (live registrations renewed once a second under a CPU
-//! budget on the leader). Results go to a Markdown table (ratios beacon/peer) and JSON.
+//! Four measurements: failover after a SIGKILL of the leader, ID allocation throughput and
+//! latency, liveness capacity (live registrations renewed once a second under a CPU budget
+//! on the leader), and beacon's sequence issuer (segments, the double-buffered client,
+//! snowflake IDs) beside the same "give me a unique number" of etcd and ZooKeeper. Results
+//! go to a Markdown table (ratios beacon/peer) and JSON.
 
 mod alloc;
 mod clients;
@@ -12,6 +14,7 @@ mod failover;
 mod liveness;
 mod proc;
 mod report;
+mod sequence;
 mod systems;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ pub enum Part {
     Failover,
     Alloc,
     Liveness,
+    Sequence,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -81,6 +85,18 @@ pub struct Options {
     /// CPU budget of the leader in the liveness benchmark (share of one core).
     #[arg(long, default_value_t = 0.5)]
     cpu_limit: f64,
+    /// Threads calling the double buffer's next_id() in the sequence part.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 16])]
+    sequence_threads: Vec<usize>,
+    /// Length of each sequence run.
+    #[arg(long, default_value_t = 3)]
+    sequence_secs: u64,
+    /// How long the proxy holds back each chunk of a slowed segment fetch.
+    #[arg(long, default_value_t = 50)]
+    sequence_delay_ms: u64,
+    /// The sequences' own step (the client's adaptive requests start there).
+    #[arg(long, default_value_t = 1_000)]
+    sequence_step: u64,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -92,6 +108,7 @@ pub struct Results {
     pub failover: Vec<(String, failover::Failover)>,
     pub alloc: Vec<(String, alloc::Throughput)>,
     pub liveness: Vec<(String, liveness::Liveness)>,
+    pub sequence: Option<sequence::SequenceResults>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -179,6 +196,31 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         }
     }
 
+    if wants(Part::Sequence) && runs(Kind::Beacon) {
+        println!("sequence: numbers from segments, the double buffer and snowflake IDs");
+        // The default node-ID range, whose IDs fit the default snowflake layout's 10
+        // worker bits; a segment cap that lets the adaptive step outgrow a slowed fetch.
+        let setup = BeaconSetup {
+            tick_ms: 1000,
+            config: serde_json::json!({ "sequence": { "max_step": 100_000_000u64 } }),
+        };
+        let cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
+        let leader = cluster.ready(Duration::from_secs(60)).await?;
+        let mut at = cluster.endpoints(&[leader]);
+        at.extend(cluster.endpoints(&(0..MEMBERS).filter(|i| *i != leader).collect::<Vec<_>>()));
+        let s = sequence::run(
+            &at,
+            &opts.sequence_threads,
+            &opts.clients,
+            opts.sequence_secs,
+            opts.sequence_delay_ms,
+            opts.sequence_step,
+        )
+        .await;
+        keep(cluster, opts.keep);
+        results.sequence = Some(s?);
+    }
+
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -198,7 +240,14 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .alloc
             .iter()
             .map(|(_, t)| t.duplicates)
-            .sum::<usize>();
+            .sum::<usize>()
+        + results.sequence.as_ref().map_or(0, |s| {
+            s.segments
+                .iter()
+                .chain(&s.numbers)
+                .map(|t| t.duplicates)
+                .sum::<usize>()
+        });
     if duplicates > 0 {
         anyhow::bail!("{duplicates} IDs were acknowledged twice: see the tables above");
     }

@@ -66,10 +66,7 @@ pub fn markdown(r: &Results) -> String {
             ("p99", " ms", 2, |t| t.p99_ms),
         ] {
             rows.push(Row {
-                what: format!(
-                    "allocation {what}, {c} client{}",
-                    if c == 1 { "" } else { "s" }
-                ),
+                what: format!("allocation {what}, {}", n_clients(c)),
                 beacon: alloc("beacon", c).map(pick),
                 etcd: alloc("etcd", c).map(pick),
                 zookeeper: alloc("ZooKeeper", c).map(pick),
@@ -109,6 +106,10 @@ pub fn markdown(r: &Results) -> String {
             unit: " B",
             decimals: 0,
         });
+    }
+
+    if let Some(s) = &r.sequence {
+        sequence_rows(r, s, &mut rows);
     }
 
     let mut out = String::new();
@@ -173,6 +174,55 @@ pub fn markdown(r: &Results) -> String {
             .unwrap();
         }
     }
+    if let Some(s) = &r.sequence {
+        writeln!(
+            out,
+            "\nSequence runs (sequences created with step {}; segments of one number; {} times a next_id() found both buffers empty and waited):\n",
+            s.step, s.empty_waits
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| what | clients | count | per second | p50 | p99 | max | errors | duplicates |"
+        )
+        .unwrap();
+        writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+        for (what, list) in [
+            ("segments", &s.segments),
+            ("double-buffer numbers", &s.numbers),
+        ] {
+            for t in list {
+                writeln!(
+                    out,
+                    "| {what} | {} | {} | {:.0} | {:.4} ms | {:.4} ms | {:.2} ms | {} | {} |",
+                    t.clients,
+                    t.ok,
+                    t.per_sec,
+                    t.p50_ms,
+                    t.p99_ms,
+                    t.max_ms,
+                    t.errors,
+                    t.duplicates
+                )
+                .unwrap();
+            }
+        }
+        for (threads, per_sec, waits) in &s.next_id {
+            writeln!(
+                out,
+                "| next_id() on {threads} threads | {threads} | - | {per_sec:.0} | - | - | - | {waits} waits | - |"
+            )
+            .unwrap();
+        }
+        if let Some(slow) = &s.slowed {
+            writeln!(
+                out,
+                "\nnext_id() while each fetch crossed a proxy holding every chunk back {} ms: {} calls, p50 {:.0} ns, p99 {:.0} ns, p99.9 {:.0} ns, max {:.0} ns; {} segments fetched, {} waits for an empty buffer.",
+                slow.delay_ms, slow.calls, slow.p50_ns, slow.p99_ns, slow.p999_ns, slow.max_ns, slow.fetches, slow.waits
+            )
+            .unwrap();
+        }
+    }
     if !r.liveness.is_empty() {
         writeln!(
             out,
@@ -200,4 +250,81 @@ pub fn markdown(r: &Results) -> String {
         }
     }
     out
+}
+
+fn n_clients(n: usize) -> String {
+    format!("{n} client{}", if n == 1 { "" } else { "s" })
+}
+
+/// The sequence part's rows: beacon's own figures, and unique numbers beside the allocation
+/// runs of etcd (a revision per put) and ZooKeeper (a sequential znode) at the same clients.
+fn sequence_rows(r: &Results, s: &super::sequence::SequenceResults, rows: &mut Vec<Row>) {
+    let beacon_only = |what: String, v: f64, unit: &'static str, decimals: usize| Row {
+        what,
+        beacon: Some(v),
+        etcd: None,
+        zookeeper: None,
+        unit,
+        decimals,
+    };
+    for (threads, per_sec, _) in &s.next_id {
+        rows.push(beacon_only(
+            format!(
+                "sequence: numbers/s from next_id(), one process, {threads} thread{}",
+                if *threads == 1 { "" } else { "s" }
+            ),
+            *per_sec,
+            "/s",
+            0,
+        ));
+    }
+    if let Some(slow) = &s.slowed {
+        rows.push(beacon_only(
+            format!(
+                "sequence: next_id() p99.9 while fetches are slowed by {} ms (lower is better)",
+                slow.delay_ms
+            ),
+            slow.p999_ns,
+            " ns",
+            0,
+        ));
+    }
+    let peer = |name: &str, c: usize| {
+        r.alloc
+            .iter()
+            .find(|(n, t)| n == name && t.clients == c)
+            .map(|(_, t)| t.per_sec)
+    };
+    for t in &s.numbers {
+        rows.push(Row {
+            what: format!(
+                "unique numbers/s, {} (beacon: double-buffered sequence; etcd: a revision per put; ZooKeeper: a sequential znode)",
+                n_clients(t.clients)
+            ),
+            beacon: Some(t.per_sec),
+            etcd: peer("etcd", t.clients),
+            zookeeper: peer("ZooKeeper", t.clients),
+            unit: "/s",
+            decimals: 0,
+        });
+    }
+    for t in &s.segments {
+        rows.push(Row {
+            what: format!(
+                "sequence: segments/s at the leader, {} (one committed entry each; etcd and ZooKeeper: one write per number)",
+                n_clients(t.clients)
+            ),
+            beacon: Some(t.per_sec),
+            etcd: peer("etcd", t.clients),
+            zookeeper: peer("ZooKeeper", t.clients),
+            unit: "/s",
+            decimals: 0,
+        });
+    }
+    rows.push(beacon_only(
+        "snowflake: IDs/s from one thread (the layout's ceiling: 4,096,000/s)".into(),
+        s.snowflake_per_sec,
+        "/s",
+        0,
+    ));
 }

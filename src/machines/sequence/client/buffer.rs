@@ -456,6 +456,7 @@ impl Fetcher {
                 }
             }
             let count = self.shared.lock().count;
+            let asked_at = Instant::now();
             let fetched = tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
                 r = self.cluster.next_segment(&self.shared.name, count) => r,
@@ -463,7 +464,7 @@ impl Fetcher {
             match fetched {
                 Ok(reply) => {
                     pause = Duration::from_millis(50);
-                    self.got(reply);
+                    self.got(reply, asked_at.elapsed());
                 }
                 Err(e) => {
                     self.shared.failures.fetch_add(1, Ordering::Relaxed);
@@ -480,8 +481,15 @@ impl Fetcher {
         }
     }
 
-    /// A segment arrived: hold it as the next one and size the request after it.
-    fn got(&mut self, reply: pb::SegmentReply) {
+    /// A segment arrived (`took` after it was asked for): hold it as the next one and size
+    /// the next request.
+    ///
+    /// Leaf's rule sizes it by how long the last segment lasted against the target period
+    /// (shorter: double; more than twice as long: halve). On top of that, a segment must
+    /// outlast a fetch: at the rate the last one was used, the part left after the prefetch
+    /// point must cover four fetches, so a burst that outgrows the step is caught up with
+    /// in one fetch instead of a series of doublings.
+    fn got(&mut self, reply: pb::SegmentReply, took: Duration) {
         let segment = reply.segment.unwrap_or_default();
         self.step = reply.step.max(1);
         self.max_step = reply.max_step.max(1);
@@ -491,13 +499,17 @@ impl Fetcher {
         let ceiling = self.max_step.min(self.shared.opts.max_count).max(1);
         let mut slow = self.shared.lock();
         let asked = slow.count.max(1);
-        slow.count = if lasted < target {
-            asked.saturating_mul(2).min(ceiling)
+        let by_period = if lasted < target {
+            asked.saturating_mul(2)
         } else if lasted > target * 2 {
-            (asked / 2).max(self.step).min(ceiling)
+            (asked / 2).max(self.step)
         } else {
-            asked.min(ceiling)
+            asked
         };
+        let rate = asked as f64 / lasted.as_secs_f64().max(1e-6);
+        let after_prefetch = (1.0 - self.shared.opts.prefetch_at).max(0.05);
+        let cover = (rate * took.as_secs_f64() * 4.0 / after_prefetch) as u64;
+        slow.count = by_period.max(cover).min(ceiling);
         if slow.outage.take().is_some() {
             tracing::info!(sequence = %self.shared.name, "a beacon answers again");
         }
