@@ -15,7 +15,7 @@ use beacon::machines::registry::{
     NodeView, RegisterRequest, Registry, RegistryConfig, RegistryError, RegistryService, Report,
     Request, Response, Target, Unregister,
 };
-use beacon::machines::{self, Services, State};
+use beacon::machines::{self, Part, Services, State};
 use beacon::time::Millis;
 use beacon_testkit::sim::Disk;
 
@@ -979,4 +979,97 @@ fn an_older_terms_entry_on_a_majority_commits_only_with_the_new_leaders_own_entr
     net.settle();
     assert_eq!(net.node(B).commit(), net.node(B).position().index);
     assert!(net.registry_ids(C).contains(&(1, svc(1))));
+}
+
+/// A report carrying a snowflake clock reservation is answered only once the reservation is
+/// stored by the followers, with the value committed; the next leader holds it, and the next
+/// holder of the ID learns it at registration. A holder's own release replaces its
+/// reservation with the last timestamp it used.
+#[test]
+fn clock_reservations_commit_before_they_are_confirmed_and_pass_to_the_next_holder() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    let t = net.request(A, register_req(1, "LOGIC"));
+    net.deliver();
+    let one = net.registered(t).clone();
+    assert!(matches!(
+        net.reply(t),
+        Some(Ok(Response::Registered {
+            clock_floor_ms: 0,
+            ..
+        }))
+    ));
+    let mut report = report_req(one.node_id, 1, one.token());
+    if let Request::Report(r) = &mut report {
+        r.clock_ms = 5_000;
+    }
+    let t = net.request(A, report.clone());
+    assert_eq!(
+        net.reply(t),
+        None,
+        "not before a majority stores the reservation"
+    );
+    net.deliver();
+    assert!(matches!(
+        net.reply(t),
+        Some(Ok(Response::Reported {
+            clock_ms: 5_000,
+            ..
+        }))
+    ));
+    // A lower one later does not lower it.
+    if let Request::Report(r) = &mut report {
+        r.clock_ms = 4_000;
+    }
+    let t = net.request(A, report);
+    net.deliver();
+    assert!(matches!(
+        net.reply(t),
+        Some(Ok(Response::Reported {
+            clock_ms: 5_000,
+            ..
+        }))
+    ));
+    // The leader dies; the next one holds the reservation.
+    net.kill(A);
+    let leader = net.leader();
+    for p in [B, C] {
+        let registry = <State as Part<Registry>>::part(net.node(p).state());
+        assert_eq!(registry.clock(one.node_id), 5_000, "beacon {p}");
+    }
+    // The holder gives its ID up, saying it used up to 4,200: that is what the next holder
+    // waits for.
+    let t = net.request(
+        leader,
+        Request::Unregister(Unregister {
+            target: Target::Id(one.node_id),
+            token: one.token(),
+            release: true,
+            clock_ms: 4_200,
+        }),
+    );
+    net.deliver();
+    assert!(matches!(net.reply(t), Some(Ok(Response::Unregistered(_)))));
+    // The allocator moves on; once it wraps, ID 1 goes to a new service, told the floor.
+    for port in 2..=8 {
+        let t = net.request(leader, register_req(port, "LOGIC"));
+        net.deliver();
+        assert!(matches!(
+            net.reply(t),
+            Some(Ok(Response::Registered {
+                clock_floor_ms: 0,
+                ..
+            }))
+        ));
+    }
+    let t = net.request(leader, register_req(9, "LOGIC"));
+    net.deliver();
+    assert_eq!(net.registered_id(t), one.node_id);
+    assert!(matches!(
+        net.reply(t),
+        Some(Ok(Response::Registered {
+            clock_floor_ms: 4_200,
+            ..
+        }))
+    ));
 }
