@@ -44,6 +44,29 @@ fn sequence_opts() -> SequenceOptions {
     }
 }
 
+/// `per` values from `next` on each of `threads` threads, sorted; none may come twice.
+fn on_threads(
+    threads: usize,
+    per: usize,
+    next: impl Fn() -> u64 + Clone + Send + 'static,
+) -> Vec<u64> {
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let next = next.clone();
+            std::thread::spawn(move || (0..per).map(|_| next()).collect::<Vec<u64>>())
+        })
+        .collect();
+    let mut all: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "a value came twice");
+    all
+}
+
 async fn max_of(c: &mut beacon::client::Client, name: &str) -> u64 {
     let reply = c.sequences(name).await.expect("list");
     reply.sequences.first().map_or(0, |s| s.max)
@@ -162,24 +185,8 @@ async fn the_double_buffer_serves_threads_prefetches_adapts_and_hands_its_tail_b
         ..sequence_opts()
     };
     let seq = Arc::new(Sequence::open(names(&cluster), "ids", opts).await.unwrap());
-    let threads: Vec<_> = (0..8)
-        .map(|_| {
-            let seq = seq.clone();
-            std::thread::spawn(move || {
-                (0..5_000)
-                    .map(|_| seq.next_id().expect("numbers"))
-                    .collect::<Vec<u64>>()
-            })
-        })
-        .collect();
-    let mut all: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let taken = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), taken, "no number handed out twice");
+    let s = seq.clone();
+    let all = on_threads(8, 5_000, move || s.next_id().expect("numbers"));
     let status = seq.status();
     assert!(status.fetches >= 4, "{status:?}");
     // Segments used up well within the target period: the requests grew.
@@ -310,24 +317,8 @@ async fn snowflake_ids_are_unique_start_after_the_previous_holder_and_stop_with_
             .await
             .unwrap(),
     );
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let f = flake.clone();
-            std::thread::spawn(move || {
-                (0..20_000)
-                    .map(|_| f.next_id().expect("ids"))
-                    .collect::<Vec<u64>>()
-            })
-        })
-        .collect();
-    let mut ids: Vec<u64> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    let n = ids.len();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), n, "no ID generated twice");
+    let f = flake.clone();
+    let ids = on_threads(4, 20_000, move || f.next_id().expect("ids"));
     let layout = Layout::default();
     assert!(ids.iter().all(|id| layout.decode(*id).worker == 1));
     let last_ms = layout.decode(*ids.last().unwrap()).unix_ms;

@@ -202,12 +202,26 @@ impl Shared {
         Ok(false)
     }
 
-    fn empty(&self, waited: Duration, slow: &Slow) -> SequenceClientError {
-        SequenceClientError::Empty {
-            name: self.name.clone(),
-            waited,
-            outage: slow.outage.clone(),
+    /// Both segments are used up: how much longer a caller that began waiting at
+    /// `started` (now, if not yet) may wait, or the error once `wait_for` has passed.
+    fn left_to_wait(
+        &self,
+        started: &mut Option<Instant>,
+        slow: &Slow,
+    ) -> Result<Duration, SequenceClientError> {
+        let began = *started.get_or_insert_with(|| {
+            self.waits.fetch_add(1, Ordering::Relaxed);
+            Instant::now()
+        });
+        let left = self.opts.wait_for.saturating_sub(began.elapsed());
+        if left.is_zero() {
+            return Err(SequenceClientError::Empty {
+                name: self.name.clone(),
+                waited: began.elapsed(),
+                outage: slow.outage.clone(),
+            });
         }
+        Ok(left)
     }
 
     /// The fast path: a number of the current segment, or the segment that was used up.
@@ -301,14 +315,7 @@ impl Sequence {
             if self.shared.switch(&mut slow, &seen)? {
                 continue;
             }
-            let began = *started.get_or_insert_with(|| {
-                self.shared.waits.fetch_add(1, Ordering::Relaxed);
-                Instant::now()
-            });
-            let left = self.shared.opts.wait_for.saturating_sub(began.elapsed());
-            if left.is_zero() {
-                return Err(self.shared.empty(began.elapsed(), &slow));
-            }
+            let left = self.shared.left_to_wait(&mut started, &slow)?;
             let (guard, _) = self
                 .shared
                 .refilled
@@ -335,15 +342,7 @@ impl Sequence {
                 if self.shared.switch(&mut slow, &seen)? {
                     continue;
                 }
-                let began = *started.get_or_insert_with(|| {
-                    self.shared.waits.fetch_add(1, Ordering::Relaxed);
-                    Instant::now()
-                });
-                let left = self.shared.opts.wait_for.saturating_sub(began.elapsed());
-                if left.is_zero() {
-                    return Err(self.shared.empty(began.elapsed(), &slow));
-                }
-                left
+                self.shared.left_to_wait(&mut started, &slow)?
             };
             let _ = tokio::time::timeout(left, refilled).await;
         }
