@@ -12,6 +12,15 @@ mod cluster;
 
 pub use cluster::Cluster;
 
+// Each machine's client API, where services look for it.
+pub use crate::machines::registry::client::{
+    LeaseLost, RegisterOptions, Registration, Watch, WatchEvent,
+};
+pub use crate::machines::sequence::client::{
+    Layout, Sequence, SequenceClientError, SequenceOptions, SequenceStatus, Snowflake,
+    SnowflakeError, SnowflakeOptions,
+};
+
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -64,6 +73,8 @@ pub enum ClientError {
         got: u32,
         got_seq: u32,
     },
+    #[error("the answer to {what} makes no sense: {msg}")]
+    BadReply { what: &'static str, msg: String },
 }
 
 impl ClientError {
@@ -100,7 +111,7 @@ impl ClientError {
                         | ErrorCode::NoQuorum
                 )
             ),
-            ClientError::NoLeader { .. } => false,
+            ClientError::NoLeader { .. } | ClientError::BadReply { .. } => false,
         }
     }
 

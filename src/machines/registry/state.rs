@@ -432,10 +432,10 @@ impl Registry {
         }
     }
 
-    /// Records the state holds: live registrations and quarantined IDs. A snapshot writes
-    /// this many.
+    /// Records the state holds: live registrations, quarantined IDs and snowflake clock
+    /// marks. A snapshot writes this many.
     pub fn records(&self) -> usize {
-        self.nodes.len() + self.quarantine.len()
+        self.nodes.len() + self.quarantine.len() + self.clocks.len()
     }
 
     /// IDs this state holds (live or in quarantine) that lie outside `range`: state stored

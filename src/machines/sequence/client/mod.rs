@@ -82,7 +82,16 @@ impl Cluster {
             name: name.to_owned(),
             count,
         };
-        self.call(Cmd::Next, &req, "the segment request").await
+        let reply: pb::SegmentReply = self.call(Cmd::Next, &req, "the segment request").await?;
+        // A number handed out is used as is: a reply that does not hold a range of the
+        // sequence asked for is refused rather than served.
+        match &reply.segment {
+            Some(s) if s.name == name && s.start >= 1 && s.end >= s.start => Ok(reply),
+            other => Err(ClientError::BadReply {
+                what: "the segment request",
+                msg: format!("asked for a segment of `{name}`, got {other:?}"),
+            }),
+        }
     }
 
     /// Hands back `start..=end` of the segment handed out at `index`: accepted only while
