@@ -85,6 +85,13 @@ async fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let mut leader = leader_of(&cluster);
     leader.create_sequence("orders", 0, 10).await.unwrap();
     leader.next_segment("orders", 0).await.unwrap();
+    let last = leader
+        .next_segment("orders", 0)
+        .await
+        .unwrap()
+        .segment
+        .unwrap();
+    assert_eq!((last.start, last.end), (11, 20));
     let mut c = beacon::client::Client::connect(&names(&cluster)[0], &opts())
         .await
         .unwrap();
@@ -120,7 +127,7 @@ async fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     let (code, msg) = refused(leader.change_sequence("orders", 0, 3).await.map(|_| ()));
     assert_eq!(code, ErrorCode::InvalidRequest as u32);
     assert!(
-        msg.contains("may only move forward (--start 11 or more)"),
+        msg.contains("may only move forward (--start 21 or more)"),
         "{msg}"
     );
     let (code, msg) = refused(leader.create_sequence("orders", 0, 20).await.map(|_| ()));
@@ -131,6 +138,15 @@ async fn bad_input_is_refused_with_a_clear_error_and_changes_nothing() {
     assert_eq!(code, SequenceErrorCode::NotLastSegment as u32);
     let (code, _) = refused(leader.give_back("orders", 9, 3, 2).await.map(|_| ()));
     assert_eq!(code, ErrorCode::InvalidRequest as u32);
+    // The last segment named right, but reaching back into the one before it: refused.
+    let (code, msg) = refused(
+        leader
+            .give_back("orders", 5, last.end, last.index)
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, SequenceErrorCode::NotLastSegment as u32);
+    assert!(msg.contains("nothing came back"), "{msg}");
     // The limit on the number of sequences.
     leader.create_sequence("b", 0, 0).await.unwrap();
     leader.create_sequence("c", 0, 0).await.unwrap();

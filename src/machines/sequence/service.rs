@@ -83,7 +83,7 @@ pub enum SequenceError {
     #[error("sequence `{name}` is exhausted: every number up to {max} has been handed out")]
     Exhausted { name: String, max: u64 },
     #[error(
-        "segment {segment} is no longer the last one handed out of its sequence (max {max}, last segment at index {last_index}); it is kept, nothing came back"
+        "{segment} is not the unused end of the last segment handed out of its sequence (max {max}, last segment at index {last_index}); nothing came back"
     )]
     NotLast {
         segment: Segment,
@@ -173,6 +173,7 @@ impl SequenceService {
             segments: 0,
             last_ms: 0,
             last_index: 0,
+            last_start: 0,
             created_ms: wall_ms,
         }))
     }
@@ -248,7 +249,11 @@ impl SequenceService {
             .into());
         }
         let record = known(sequences, &tail.name)?;
-        if record.max != tail.end || record.last_index != tail.index {
+        if record.max != tail.end
+            || record.last_index != tail.index
+            || record.last_start == 0
+            || tail.start < record.last_start
+        {
             return Err(SequenceError::NotLast {
                 segment: tail.clone(),
                 max: record.max,

@@ -29,6 +29,9 @@ pub struct SequenceRecord {
     pub last_ms: u64,
     /// Log index of the last segment's entry (0 before the first): a give-back names it.
     pub last_index: u64,
+    /// First number of the last segment (0 before the first): a give-back returns numbers
+    /// of that segment only, never an earlier holder's.
+    pub last_start: u64,
     /// Wall-clock time of creation.
     pub created_ms: u64,
 }
@@ -152,6 +155,7 @@ impl Sequences {
                 record.segments += 1;
                 record.last_ms = segment.wall_ms;
                 record.last_index = segment.index;
+                record.last_start = segment.start;
                 Ok(Some(Change::Advanced(segment.clone())))
             }
             Command::GiveBack(tail) => {
@@ -161,7 +165,8 @@ impl Sequences {
                     .ok_or_else(|| ApplyError::Unknown(tail.name.clone()))?;
                 if record.max != tail.end
                     || record.last_index != tail.index
-                    || tail.start == 0
+                    || record.last_start == 0
+                    || tail.start < record.last_start
                     || tail.start > tail.end
                 {
                     return Err(ApplyError::NotLast {
@@ -241,6 +246,7 @@ mod tests {
             segments: 0,
             last_ms: 0,
             last_index: 0,
+            last_start: 0,
             created_ms: 1,
         }
     }
@@ -274,9 +280,21 @@ mod tests {
         assert!(s.apply(&Command::GiveBack(segment(15, 20, 2))).is_err());
         s.apply(&Command::GiveBack(segment(15, 20, 3))).unwrap();
         let r = s.get("orders").unwrap();
-        assert_eq!((r.max, r.segments, r.last_index), (14, 2, 3));
+        assert_eq!(
+            (r.max, r.segments, r.last_index, r.last_start),
+            (14, 2, 3, 11)
+        );
         // Twice is refused: `max` is no longer the tail's end.
         assert!(s.apply(&Command::GiveBack(segment(15, 20, 3))).is_err());
+        // Numbers before the last segment were someone else's: never given back.
+        assert!(matches!(
+            s.apply(&Command::GiveBack(segment(5, 14, 3))),
+            Err(ApplyError::NotLast { .. })
+        ));
+        s.apply(&Command::GiveBack(segment(11, 14, 3))).unwrap();
+        assert_eq!(s.get("orders").unwrap().max, 10);
+        assert!(s.apply(&Command::GiveBack(segment(11, 10, 3))).is_err());
+        s.apply(&Command::Advance(segment(11, 14, 4))).unwrap();
         assert!(matches!(
             s.apply(&Command::Put(record("orders", 3))),
             Err(ApplyError::Backward { max: 14, to: 3, .. })

@@ -93,6 +93,7 @@ pub fn record_to_pb(r: &SequenceRecord) -> pb::SequenceInfo {
         last_ms: r.last_ms,
         last_index: r.last_index,
         created_ms: r.created_ms,
+        last_start: r.last_start,
     }
 }
 
@@ -105,6 +106,7 @@ pub fn record_from_pb(r: pb::SequenceInfo) -> SequenceRecord {
         last_ms: r.last_ms,
         last_index: r.last_index,
         created_ms: r.created_ms,
+        last_start: r.last_start,
     }
 }
 
@@ -194,6 +196,7 @@ mod tests {
             segments: 1,
             last_ms: 3,
             last_index: 4,
+            last_start: 3,
             created_ms: 1,
         };
         for command in [
