@@ -16,7 +16,8 @@ use super::service::{
     Unregister, nodes,
 };
 use super::state::{
-    Change, FencingToken, InvalidRequest, Registry, check_metadata, check_type, parse_service_addr,
+    Change, FencingToken, InvalidRequest, Registry, check_clock, check_metadata, check_type,
+    parse_service_addr,
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
 use crate::config::Config;
@@ -177,7 +178,7 @@ async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportRepl
         },
         node: req.node.unwrap_or_default(),
         workers: req.worker,
-        clock_ms: req.clock_ms,
+        clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
     };
     match submit(ctx, Request::Report(report)).await? {
         Response::Reported {
@@ -212,7 +213,7 @@ async fn unregister(
             index: req.index,
         },
         release: req.release,
-        clock_ms: req.clock_ms,
+        clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
     };
     match submit(ctx, Request::Unregister(unregister)).await? {
         Response::Unregistered(record) => Ok(pb::UnregisterReply {

@@ -516,6 +516,26 @@ pub enum InvalidRequest {
         "name the registration: give its fencing token (term and index, as `show node_detail` prints it, term.index)"
     )]
     NoToken,
+    #[error(
+        "{field} {ms} is more than an hour ahead of this beacon's clock ({now} ms since the Unix epoch): check the service's clock"
+    )]
+    ClockAhead {
+        field: &'static str,
+        ms: u64,
+        now: u64,
+    },
+}
+
+/// How far ahead of the beacon's wall clock a snowflake timestamp may be: more is a broken
+/// clock, which would make the node ID unusable for its next holders.
+pub const MAX_CLOCK_AHEAD_MS: u64 = 3_600_000;
+
+/// Checks a snowflake timestamp a service sent (0: none) against the beacon's clock `now`.
+pub fn check_clock(field: &'static str, ms: u64, now: u64) -> Result<u64, InvalidRequest> {
+    if ms > now.saturating_add(MAX_CLOCK_AHEAD_MS) {
+        return Err(InvalidRequest::ClockAhead { field, ms, now });
+    }
+    Ok(ms)
 }
 
 /// Checks a node type.
@@ -570,6 +590,15 @@ pub fn check_metadata(metadata: &str, max: usize) -> Result<(), InvalidRequest> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snowflake_timestamp_far_ahead_of_the_beacon_is_refused() {
+        let now = 1_800_000_000_000;
+        assert_eq!(check_clock("clock_ms", 0, now), Ok(0));
+        assert_eq!(check_clock("clock_ms", now + 5_000, now), Ok(now + 5_000));
+        let e = check_clock("clock_ms", now + MAX_CLOCK_AHEAD_MS + 1, now).unwrap_err();
+        assert!(e.to_string().contains("more than an hour ahead"), "{e}");
+    }
 
     fn record(id: NodeId, port: u16) -> NodeRecord {
         NodeRecord {
