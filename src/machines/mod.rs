@@ -22,6 +22,7 @@
 //! (`nebcli/src/commands.rs`). `tests/counter/` is a small example, composed in
 //! `tests/counter_machine.rs`.
 
+pub mod assign;
 pub mod registry;
 pub mod rpc;
 pub mod sequence;

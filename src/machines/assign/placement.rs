@@ -1,0 +1,342 @@
+//! Where resources go: pure functions over the state and the live services, so the leader's
+//! decisions can be tested without a cluster.
+//!
+//! * [`orphans`]: every resource without a live holder goes to the eligible live service
+//!   with the least total weight (ties: the lowest node ID), heaviest resources first, as the
+//!   seed's least-load rule. Holders that are live keep what they hold (assignment is sticky).
+//! * [`rebalance`]: moves from the most to the least loaded eligible service, each of them
+//!   narrowing the spread, until the spread is within a bound or a limit of moves is reached
+//!   (so a join does not move everything at once).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::state::{Assignments, Holder, Resource};
+use crate::machines::registry::{FencingToken, NodeId, NodeRecord};
+
+/// A live service that may hold resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub node_id: NodeId,
+    pub addr: SocketAddr,
+    pub registration: FencingToken,
+    pub node_type: String,
+    /// The top-level fields of its registration metadata, as text.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Candidate {
+    pub fn of(record: &NodeRecord) -> Candidate {
+        Candidate {
+            node_id: record.node_id,
+            addr: record.addr,
+            registration: record.token(),
+            node_type: record.node_type.clone(),
+            labels: labels_of(&record.metadata),
+        }
+    }
+
+    /// Whether this service is the holder `h` (the same registration, not only the same ID).
+    pub fn is(&self, h: &Holder) -> bool {
+        self.node_id == h.node_id && self.registration == h.registration
+    }
+}
+
+/// The labels a registration carries: the top-level fields of its metadata (a JSON object);
+/// strings as they are, other values as their JSON text.
+pub fn labels_of(metadata: &str) -> BTreeMap<String, String> {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(metadata) else {
+        return BTreeMap::new();
+    };
+    fields
+        .into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            (k, text)
+        })
+        .collect()
+}
+
+/// Whether `c` may run `r`: its node type, and every label `r` asks for.
+pub fn eligible(r: &Resource, c: &Candidate) -> bool {
+    c.node_type == r.node_type && r.labels.iter().all(|(k, v)| c.labels.get(k) == Some(v))
+}
+
+/// Whether `r`'s holder is one of the live `candidates`.
+pub fn held_live(r: &Resource, candidates: &[Candidate]) -> bool {
+    r.holder
+        .as_ref()
+        .is_some_and(|h| candidates.iter().any(|c| c.is(h)))
+}
+
+/// Each candidate's load: the weight of what it holds.
+fn loads(state: &Assignments, candidates: &[Candidate]) -> BTreeMap<NodeId, u64> {
+    let mut loads: BTreeMap<NodeId, u64> = candidates.iter().map(|c| (c.node_id, 0)).collect();
+    for r in state.iter() {
+        if let Some(h) = &r.holder
+            && candidates.iter().any(|c| c.is(h))
+        {
+            *loads.entry(h.node_id).or_default() += u64::from(r.weight);
+        }
+    }
+    loads
+}
+
+/// The eligible candidate with the least load (ties: the lowest node ID).
+fn least_loaded<'a>(
+    r: &Resource,
+    candidates: &'a [Candidate],
+    loads: &BTreeMap<NodeId, u64>,
+) -> Option<&'a Candidate> {
+    candidates
+        .iter()
+        .filter(|c| eligible(r, c))
+        .min_by_key(|c| (loads.get(&c.node_id).copied().unwrap_or(0), c.node_id))
+}
+
+/// Where each resource without a live holder goes: `Some(node)` for the least-loaded
+/// eligible candidate, `None` when none is eligible (and its holder is gone). Resources
+/// that are already unassigned with no eligible candidate are left out (nothing changes).
+pub fn orphans(state: &Assignments, candidates: &[Candidate]) -> Vec<(String, Option<NodeId>)> {
+    let mut loads = loads(state, candidates);
+    let mut orphans: Vec<&Resource> = state.iter().filter(|r| !held_live(r, candidates)).collect();
+    // Heaviest first: the least-load rule balances best when the large pieces go first.
+    orphans.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    let mut placed = Vec::new();
+    for r in orphans {
+        match least_loaded(r, candidates, &loads) {
+            Some(c) => {
+                *loads.entry(c.node_id).or_default() += u64::from(r.weight);
+                placed.push((r.name.clone(), Some(c.node_id)));
+            }
+            None if r.holder.is_some() => placed.push((r.name.clone(), None)),
+            None => {}
+        }
+    }
+    placed
+}
+
+/// The node ID a new resource goes to: the least-loaded eligible candidate.
+pub fn place_new(state: &Assignments, r: &Resource, candidates: &[Candidate]) -> Option<NodeId> {
+    least_loaded(r, candidates, &loads(state, candidates)).map(|c| c.node_id)
+}
+
+/// Moves (resource, to) that narrow the spread of load among the candidates of `node_type`
+/// (every type when `None`) until it is at most `bound`, at most `limit` of them. Each move
+/// takes, from the most loaded candidate, the resource whose weight comes closest to half
+/// the spread without reaching it, so every move narrows it. Resources being revoked stay.
+pub fn rebalance(
+    state: &Assignments,
+    candidates: &[Candidate],
+    node_type: Option<&str>,
+    bound: u64,
+    limit: usize,
+) -> Vec<(String, NodeId)> {
+    let mut types: Vec<&str> = candidates
+        .iter()
+        .map(|c| c.node_type.as_str())
+        .filter(|t| node_type.is_none_or(|want| want == *t))
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    let mut loads = loads(state, candidates);
+    let mut holder: BTreeMap<&str, NodeId> = state
+        .iter()
+        .filter_map(|r| {
+            let h = r.holder.as_ref()?;
+            candidates
+                .iter()
+                .any(|c| c.is(h))
+                .then_some((r.name.as_str(), h.node_id))
+        })
+        .collect();
+    let mut moves = Vec::new();
+    for t in types {
+        let of_type: Vec<&Candidate> = candidates.iter().filter(|c| c.node_type == t).collect();
+        while moves.len() < limit {
+            let by_load = |c: &&&Candidate| (loads[&c.node_id], c.node_id);
+            let (Some(most), Some(least)) = (
+                of_type.iter().max_by_key(by_load).copied(),
+                of_type.iter().min_by_key(by_load).copied(),
+            ) else {
+                break;
+            };
+            let spread = loads[&most.node_id] - loads[&least.node_id];
+            if spread <= bound {
+                break;
+            }
+            let pick = state
+                .iter()
+                .filter(|r| {
+                    holder.get(r.name.as_str()) == Some(&most.node_id)
+                        && !r.revoking
+                        && u64::from(r.weight) < spread
+                        && eligible(r, least)
+                })
+                .min_by_key(|r| (u64::from(r.weight) * 2).abs_diff(spread));
+            let Some(r) = pick else {
+                break;
+            };
+            let w = u64::from(r.weight);
+            *loads.get_mut(&most.node_id).expect("a candidate") -= w;
+            *loads.get_mut(&least.node_id).expect("a candidate") += w;
+            holder.insert(r.name.as_str(), least.node_id);
+            moves.push((r.name.clone(), least.node_id));
+        }
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machines::assign::state::{Command, Placement};
+
+    fn candidate(node_id: NodeId, node_type: &str, labels: &[(&str, &str)]) -> Candidate {
+        Candidate {
+            node_id,
+            addr: SocketAddr::from(([10, 0, 0, node_id as u8], 80)),
+            registration: FencingToken {
+                term: 1,
+                index: u64::from(node_id),
+            },
+            node_type: node_type.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        }
+    }
+
+    fn resource(name: &str, weight: u32, labels: &[(&str, &str)]) -> Resource {
+        Resource {
+            name: name.into(),
+            node_type: "CRAWLER".into(),
+            weight,
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            holder: None,
+            revoking: false,
+            created_ms: 0,
+        }
+    }
+
+    /// Applies placements as the leader would: one command, whose log position is every new
+    /// holder's token.
+    fn place(
+        state: &mut Assignments,
+        candidates: &[Candidate],
+        moves: &[(String, Option<NodeId>)],
+    ) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let index = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let placements = moves
+            .iter()
+            .map(|(name, to)| Placement {
+                name: name.clone(),
+                to: to.map(|id| {
+                    let c = candidates.iter().find(|c| c.node_id == id).unwrap();
+                    Holder {
+                        node_id: id,
+                        addr: c.addr,
+                        registration: c.registration,
+                        token: FencingToken { term: 9, index },
+                        since_ms: 0,
+                    }
+                }),
+            })
+            .collect();
+        state.apply(&Command::Place(placements)).unwrap();
+    }
+
+    fn spread(state: &Assignments, candidates: &[Candidate]) -> u64 {
+        let loads = loads(state, candidates);
+        loads.values().max().unwrap() - loads.values().min().unwrap()
+    }
+
+    #[test]
+    fn the_seed_story_five_resources_split_three_two_then_all_move_to_the_survivor() {
+        let mut state = Assignments::default();
+        for i in 1..=5 {
+            state
+                .apply(&Command::Add(resource(&format!("r{i}"), 1, &[])))
+                .unwrap();
+        }
+        let two = vec![candidate(1, "CRAWLER", &[]), candidate(2, "CRAWLER", &[])];
+        let moves = orphans(&state, &two);
+        place(&mut state, &two, &moves);
+        assert_eq!(state.loads(), BTreeMap::from([(1, 3), (2, 2)]));
+        // Worker 1 dies: its three go to worker 2, in one command.
+        let one = vec![two[1].clone()];
+        let moves = orphans(&state, &one);
+        assert_eq!(moves.len(), 3);
+        place(&mut state, &one, &moves);
+        assert_eq!(state.loads(), BTreeMap::from([(2, 5)]));
+        // Worker 1 comes back (a new registration): nothing moves on its own.
+        let back = vec![candidate(1, "CRAWLER", &[]), two[1].clone()];
+        assert!(orphans(&state, &back).is_empty(), "assignment is sticky");
+        // Asked to, a rebalance moves two, one at a time narrowing the spread.
+        let moves = rebalance(&state, &back, None, 1, 10);
+        assert_eq!(moves.len(), 2);
+        let moves: Vec<_> = moves.into_iter().map(|(n, id)| (n, Some(id))).collect();
+        place(&mut state, &back, &moves);
+        assert_eq!(state.loads(), BTreeMap::from([(1, 2), (2, 3)]));
+    }
+
+    #[test]
+    fn labels_and_types_decide_who_is_eligible() {
+        let mut state = Assignments::default();
+        state
+            .apply(&Command::Add(resource("gpu-job", 1, &[("gpu", "true")])))
+            .unwrap();
+        let c = vec![
+            candidate(1, "CRAWLER", &[]),
+            candidate(2, "OTHER", &[("gpu", "true")]),
+        ];
+        assert!(orphans(&state, &c).is_empty(), "nobody eligible: it waits");
+        let c = vec![c[0].clone(), candidate(3, "CRAWLER", &[("gpu", "true")])];
+        assert_eq!(orphans(&state, &c), vec![("gpu-job".into(), Some(3))]);
+        assert_eq!(
+            labels_of(r#"{"gpu": true, "zone": "b", "n": 3}"#),
+            BTreeMap::from([
+                ("gpu".into(), "true".into()),
+                ("n".into(), "3".into()),
+                ("zone".into(), "b".into())
+            ])
+        );
+        assert!(labels_of("not json").is_empty());
+    }
+
+    #[test]
+    fn least_load_keeps_the_spread_within_the_largest_weight_and_rebalance_is_bounded() {
+        let mut state = Assignments::default();
+        let weights = [5, 1, 3, 2, 8, 1, 1, 4, 2, 6, 3, 1];
+        for (i, w) in weights.iter().enumerate() {
+            state
+                .apply(&Command::Add(resource(&format!("r{i:02}"), *w, &[])))
+                .unwrap();
+        }
+        let three: Vec<Candidate> = (1..=3).map(|i| candidate(i, "CRAWLER", &[])).collect();
+        let moves = orphans(&state, &three);
+        place(&mut state, &three, &moves);
+        assert!(spread(&state, &three) <= 8, "{:?}", state.loads());
+        // A fourth worker joins: at most `limit` moves, each narrowing the spread.
+        let four: Vec<Candidate> = (1..=4).map(|i| candidate(i, "CRAWLER", &[])).collect();
+        let before = spread(&state, &four);
+        let moves = rebalance(&state, &four, Some("CRAWLER"), 1, 2);
+        assert!(moves.len() <= 2 && !moves.is_empty());
+        let moves: Vec<_> = moves.into_iter().map(|(n, id)| (n, Some(id))).collect();
+        place(&mut state, &four, &moves);
+        assert!(spread(&state, &four) < before);
+        // Unbounded, it settles within the largest weight.
+        let moves = rebalance(&state, &four, None, 0, 100);
+        let moves: Vec<_> = moves.into_iter().map(|(n, id)| (n, Some(id))).collect();
+        place(&mut state, &four, &moves);
+        assert!(spread(&state, &four) <= 8, "{:?}", state.loads());
+    }
+}

@@ -1,0 +1,355 @@
+//! The work-assignment machine's replicated state: resources, each run by at most one live
+//! service at a time, and who holds what.
+//!
+//! Every change of holder is a command of its own, and a holder is named by its
+//! registration (node ID and the registration's fencing token), so a node ID reused by a
+//! later registration never inherits its predecessor's resources. Each assignment carries
+//! the log position of the command that made it as its fencing token: successive holders of
+//! a resource have rising tokens, and a holder's work can be fenced by it downstream.
+//!
+//! A move that is not forced by the holder's end (a rebalance) happens in two steps: the
+//! resource is first marked `revoking` (the holder still owns it and is told to let it go),
+//! and only once the holder acknowledges the release, or its registration ends, is it
+//! assigned to the next holder. So at every point of the committed state a resource has at
+//! most one owner, and the next one starts only after the previous one stopped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use crate::consensus::Machine;
+use crate::machines::registry::{FencingToken, NodeId};
+use crate::time::Millis;
+
+/// Longest resource name.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// The service that runs a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub node_id: NodeId,
+    pub addr: SocketAddr,
+    /// The holder's registration (a later registration of the same ID is someone else).
+    pub registration: FencingToken,
+    /// The log position of the assignment: rises with each new holder of the resource.
+    pub token: FencingToken,
+    /// Wall-clock time of the assignment (ms since the Unix epoch).
+    pub since_ms: u64,
+}
+
+/// A unit of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    pub name: String,
+    /// Services of this node type may run it.
+    pub node_type: String,
+    /// Its share of a holder's load.
+    pub weight: u32,
+    /// Labels a service must carry in its registration metadata to be eligible.
+    pub labels: BTreeMap<String, String>,
+    pub holder: Option<Holder>,
+    /// The holder has been asked to let it go (a rebalance); it owns it until it does.
+    pub revoking: bool,
+    pub created_ms: u64,
+}
+
+/// One change of holder: `to` (or nobody) from the entry at `token`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub name: String,
+    pub to: Option<Holder>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A new resource (with its first holder, if one was eligible).
+    Add(Resource),
+    Delete(String),
+    /// Holders change, all in one entry (a holder's end moves all of its resources at once).
+    Place(Vec<Placement>),
+    /// The holders of these resources are asked to let them go.
+    Revoke(Vec<String>),
+}
+
+/// What a command changed, for watchers: each resource whose holder changed, as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Added(Resource),
+    Deleted(Resource),
+    /// The resource as it was, and as it is.
+    Moved {
+        from: Resource,
+        to: Resource,
+    },
+}
+
+/// A command that does not fit the state: the replicas have diverged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("resource `{0}` does not exist")]
+    Unknown(String),
+    #[error("resource `{0}` exists already")]
+    Exists(String),
+    #[error(
+        "resource `{name}` would go to a holder with token {to}, not above its holder's {from}"
+    )]
+    TokenNotRising {
+        name: String,
+        from: FencingToken,
+        to: FencingToken,
+    },
+}
+
+/// The work-assignment state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignments {
+    resources: BTreeMap<String, Resource>,
+}
+
+impl Assignments {
+    pub fn get(&self, name: &str) -> Option<&Resource> {
+        self.resources.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Resource> {
+        self.resources.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.resources.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_empty()
+    }
+
+    /// Total weight each registration holds, by node ID.
+    pub fn loads(&self) -> BTreeMap<NodeId, u64> {
+        let mut loads = BTreeMap::new();
+        for r in self.resources.values() {
+            if let Some(h) = &r.holder {
+                *loads.entry(h.node_id).or_default() += u64::from(r.weight);
+            }
+        }
+        loads
+    }
+
+    pub fn apply(&mut self, command: &Command) -> Result<Option<Vec<Change>>, ApplyError> {
+        match command {
+            Command::Add(resource) => {
+                if self.resources.contains_key(&resource.name) {
+                    return Err(ApplyError::Exists(resource.name.clone()));
+                }
+                self.resources
+                    .insert(resource.name.clone(), resource.clone());
+                Ok(Some(vec![Change::Added(resource.clone())]))
+            }
+            Command::Delete(name) => {
+                let gone = self
+                    .resources
+                    .remove(name)
+                    .ok_or_else(|| ApplyError::Unknown(name.clone()))?;
+                Ok(Some(vec![Change::Deleted(gone)]))
+            }
+            Command::Place(placements) => {
+                // Checked whole before anything changes: a command applies entirely or not.
+                for p in placements {
+                    let r = self
+                        .resources
+                        .get(&p.name)
+                        .ok_or_else(|| ApplyError::Unknown(p.name.clone()))?;
+                    if let (Some(from), Some(to)) = (&r.holder, &p.to)
+                        && to.token <= from.token
+                    {
+                        return Err(ApplyError::TokenNotRising {
+                            name: p.name.clone(),
+                            from: from.token,
+                            to: to.token,
+                        });
+                    }
+                }
+                let mut changes = Vec::with_capacity(placements.len());
+                for p in placements {
+                    let r = self.resources.get_mut(&p.name).expect("checked above");
+                    let from = r.clone();
+                    r.holder = p.to.clone();
+                    r.revoking = false;
+                    changes.push(Change::Moved {
+                        from,
+                        to: r.clone(),
+                    });
+                }
+                Ok(Some(changes))
+            }
+            Command::Revoke(names) => {
+                for name in names {
+                    if !self.resources.contains_key(name) {
+                        return Err(ApplyError::Unknown(name.clone()));
+                    }
+                }
+                let mut changes = Vec::new();
+                for name in names {
+                    let r = self.resources.get_mut(name).expect("checked above");
+                    if r.holder.is_some() && !r.revoking {
+                        let from = r.clone();
+                        r.revoking = true;
+                        changes.push(Change::Moved {
+                            from,
+                            to: r.clone(),
+                        });
+                    }
+                }
+                Ok(Some(changes))
+            }
+        }
+    }
+}
+
+impl Machine for Assignments {
+    type Command = Command;
+    type Change = Vec<Change>;
+    type Snapshot = Vec<Resource>;
+    type ApplyError = ApplyError;
+
+    fn apply(
+        &mut self,
+        command: &Command,
+        _now: Millis,
+    ) -> Result<Option<Vec<Change>>, ApplyError> {
+        Assignments::apply(self, command)
+    }
+
+    fn snapshot(&self, _now: Millis) -> Vec<Resource> {
+        self.resources.values().cloned().collect()
+    }
+
+    fn restore(&mut self, snapshot: Vec<Resource>, _now: Millis) {
+        self.resources = snapshot.into_iter().map(|r| (r.name.clone(), r)).collect();
+    }
+
+    fn records(&self) -> usize {
+        self.resources.len()
+    }
+
+    fn summary(&self) -> String {
+        let held = self
+            .resources
+            .values()
+            .filter(|r| r.holder.is_some())
+            .count();
+        format!("{} resources ({held} held)", self.resources.len())
+    }
+}
+
+/// A request field that is not acceptable; nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidResource {
+    #[error(
+        "resource name `{0}` is invalid: use 1 to {MAX_NAME_LEN} characters from A-Z a-z 0-9 . _ - : /"
+    )]
+    Name(String),
+    #[error("weight 0 carries no load: use a weight of at least 1")]
+    ZeroWeight,
+    #[error("label `{0}` is invalid: use key=value, the key from A-Z a-z 0-9 . _ -")]
+    Label(String),
+}
+
+/// Checks a resource name.
+pub fn check_name(name: &str) -> Result<(), InvalidResource> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "._-:/".contains(c);
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.chars().all(ok) {
+        return Err(InvalidResource::Name(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// Checks a label key.
+pub fn check_label(key: &str) -> Result<(), InvalidResource> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if key.is_empty() || key.len() > 64 || !key.chars().all(ok) {
+        return Err(InvalidResource::Label(key.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(node_id: NodeId, index: u64) -> Holder {
+        Holder {
+            node_id,
+            addr: SocketAddr::from(([10, 0, 0, node_id as u8], 80)),
+            registration: FencingToken {
+                term: 1,
+                index: u64::from(node_id),
+            },
+            token: FencingToken { term: 1, index },
+            since_ms: 0,
+        }
+    }
+
+    fn resource(name: &str, holder: Option<Holder>) -> Resource {
+        Resource {
+            name: name.into(),
+            node_type: "CRAWLER".into(),
+            weight: 2,
+            labels: BTreeMap::new(),
+            holder,
+            revoking: false,
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn holders_change_whole_commands_at_a_time_with_rising_tokens() {
+        let mut s = Assignments::default();
+        s.apply(&Command::Add(resource("a", Some(holder(1, 5)))))
+            .unwrap();
+        s.apply(&Command::Add(resource("b", None))).unwrap();
+        assert!(matches!(
+            s.apply(&Command::Add(resource("a", None))),
+            Err(ApplyError::Exists(_))
+        ));
+        assert_eq!(s.loads(), BTreeMap::from([(1, 2)]));
+        // A token not above the holder's is refused, and the whole command with it.
+        let bad = Command::Place(vec![
+            Placement {
+                name: "b".into(),
+                to: Some(holder(2, 6)),
+            },
+            Placement {
+                name: "a".into(),
+                to: Some(holder(2, 5)),
+            },
+        ]);
+        assert!(matches!(
+            s.apply(&bad),
+            Err(ApplyError::TokenNotRising { .. })
+        ));
+        assert_eq!(s.get("b").unwrap().holder, None, "nothing applied");
+        s.apply(&Command::Revoke(vec!["a".into()])).unwrap();
+        assert!(s.get("a").unwrap().revoking);
+        let moved = s
+            .apply(&Command::Place(vec![Placement {
+                name: "a".into(),
+                to: Some(holder(2, 7)),
+            }]))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(&moved[0], Change::Moved { from, to }
+            if from.holder.as_ref().unwrap().node_id == 1 && to.holder.as_ref().unwrap().node_id == 2));
+        assert!(!s.get("a").unwrap().revoking);
+        assert_eq!(s.loads(), BTreeMap::from([(2, 2)]));
+        s.apply(&Command::Delete("a".into())).unwrap();
+        assert!(s.apply(&Command::Delete("a".into())).is_err());
+    }
+
+    #[test]
+    fn names_and_labels_are_checked() {
+        assert!(check_name("crawler/site-1").is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name("a b").is_err());
+        assert!(check_label("gpu").is_ok());
+        assert!(check_label("g=pu").is_err());
+    }
+}
