@@ -3,7 +3,7 @@
 //! core's log entries and snapshots, beacon status) and one file per replicated machine.
 
 /// Machines' proto files, one line per machine.
-const MACHINE_PROTOS: &[&str] = &["registry.proto", "sequence.proto"];
+const MACHINE_PROTOS: &[&str] = &["registry.proto", "sequence.proto", "assign.proto"];
 
 /// Messages that nebcli and the admin HTTP API print as JSON.
 const JSON_MESSAGES: &[&str] = &[
@@ -21,6 +21,12 @@ const JSON_MESSAGES: &[&str] = &[
     "beacon.sequence.SegmentReply",
     "beacon.sequence.SequenceReply",
     "beacon.sequence.SequencesReply",
+    "beacon.assign.HolderInfo",
+    "beacon.assign.ResourceInfo",
+    "beacon.assign.ResourceReply",
+    "beacon.assign.ResourcesReply",
+    "beacon.assign.RebalanceReply",
+    "beacon.assign.Move",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::consensus::Mode;
+use crate::machines::assign::AssignLimits;
 use crate::machines::registry::{self, IdRange};
 use crate::machines::sequence::SequenceLimits;
 
@@ -60,6 +61,8 @@ pub struct Config {
     pub dial: BTreeMap<SocketAddr, SocketAddr>,
     /// The sequence issuer's limits (key `sequence`).
     pub sequence: SequenceLimits,
+    /// Work assignment's limits (key `assign`).
+    pub assign: AssignLimits,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -150,6 +153,48 @@ struct RawConfig {
     dial: BTreeMap<String, String>,
     #[serde(default)]
     sequence: RawSequence,
+    #[serde(default)]
+    assign: RawAssign,
+}
+
+/// Key `assign`: work assignment's limits; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawAssign {
+    max_moves: Option<usize>,
+    max_resources: Option<usize>,
+    max_weight: Option<u32>,
+}
+
+impl RawAssign {
+    fn check(&self, check: &Checker) -> Result<AssignLimits, ConfigError> {
+        let d = AssignLimits::default();
+        let max_moves = self.max_moves.unwrap_or(d.max_moves);
+        if !(1..=100_000).contains(&max_moves) {
+            return Err(check.err(
+                "assign.max_moves",
+                None,
+                format!("{max_moves} is out of range 1..=100000"),
+            ));
+        }
+        let max_resources = self.max_resources.unwrap_or(d.max_resources);
+        if !(1..=10_000_000).contains(&max_resources) {
+            return Err(check.err(
+                "assign.max_resources",
+                None,
+                format!("{max_resources} is out of range 1..=10000000"),
+            ));
+        }
+        let max_weight = self.max_weight.unwrap_or(d.max_weight);
+        if max_weight == 0 {
+            return Err(check.err("assign.max_weight", None, "must be at least 1".into()));
+        }
+        Ok(AssignLimits {
+            max_moves,
+            max_resources,
+            max_weight,
+        })
+    }
 }
 
 /// Key `sequence`: the sequence issuer's limits; every field optional.
@@ -493,6 +538,7 @@ impl RawConfig {
         }
 
         let sequence = self.sequence.check(&check)?;
+        let assign = self.assign.check(&check)?;
 
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
@@ -524,6 +570,7 @@ impl RawConfig {
             subscriptions,
             log_keep: self.log_keep,
             sequence,
+            assign,
         })
     }
 }
@@ -730,6 +777,14 @@ mod tests {
         assert!(
             err(r#"{"node": "127.0.0.1:1", "sequence": {"step": 5}}"#)
                 .contains("key `sequence.step`: unknown field `step`")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "assign": {"max_moves": 0}}"#)
+                .contains("key `assign.max_moves`")
+        );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "assign": {"moves": 3}}"#)
+                .contains("unknown field `moves`")
         );
         let c = parse(r#"{"node": "127.0.0.1:1", "sequence": {"max_step": 50}}"#).unwrap();
         assert_eq!((c.sequence.default_step, c.sequence.max_step), (50, 50));

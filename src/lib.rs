@@ -41,6 +41,11 @@ pub mod pb {
     pub mod sequence {
         include!(concat!(env!("OUT_DIR"), "/beacon.sequence.rs"));
     }
+
+    /// The work-assignment machine's messages (`proto/assign.proto`).
+    pub mod assign {
+        include!(concat!(env!("OUT_DIR"), "/beacon.assign.rs"));
+    }
 }
 
 pub use config::Config;

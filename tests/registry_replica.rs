@@ -92,6 +92,7 @@ fn fresh() -> (State, Services) {
         State {
             registry: Registry::for_replay(IdRange { first: 1, last: 8 }, REUSE),
             sequence: Default::default(),
+            assign: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -99,6 +100,7 @@ fn fresh() -> (State, Services) {
                 subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
             }),
             sequence: Default::default(),
+            assign: Default::default(),
         },
     )
 }
@@ -250,7 +252,7 @@ impl Net {
         }
         let changes = released.committed.into_iter().filter_map(|(i, c)| match c {
             machines::Change::Registry(c) => Some((i, c)),
-            machines::Change::Sequence(_) => None,
+            machines::Change::Sequence(_) | machines::Change::Assign(_) => None,
         });
         self.committed.entry(at).or_default().extend(changes);
     }

@@ -39,6 +39,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
             State {
                 registry: Registry::for_replay(range, reuse_delay),
                 sequence: Default::default(),
+                assign: Default::default(),
             },
             Services {
                 registry: RegistryService::new(RegistryConfig {
@@ -46,6 +47,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
                     subscriptions: BTreeMap::new(),
                 }),
                 sequence: Default::default(),
+                assign: Default::default(),
             },
         )
     }

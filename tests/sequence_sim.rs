@@ -42,10 +42,12 @@ fn fresh() -> (State, Services) {
         State {
             registry,
             sequence: Sequences::default(),
+            assign: Default::default(),
         },
         Services {
             registry: registry_service,
             sequence: SequenceService::new(limits()),
+            assign: Default::default(),
         },
     )
 }

@@ -3,7 +3,7 @@
 
 use beacon::cli::beacon::ShowBeacon;
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
-use beacon::machines::{registry, sequence};
+use beacon::machines::{assign, registry, sequence};
 
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +11,7 @@ pub enum Command {
     Beacon(ShowBeacon),
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
+    Assign(assign::cli::Command),
     Help,
     Quit,
 }
@@ -21,6 +22,7 @@ fn subjects() -> Vec<&'static str> {
         ShowBeacon::SUBJECTS,
         registry::cli::Command::SUBJECTS,
         sequence::cli::Command::SUBJECTS,
+        assign::cli::Command::SUBJECTS,
     ]
     .concat()
 }
@@ -35,6 +37,7 @@ pub fn help_text() -> String {
         ShowBeacon::HELP,
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
+        assign::cli::Command::HELP,
         own,
     ];
     for (cmd, what) in sets.concat() {
@@ -63,6 +66,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = sequence::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Sequence(c)));
     }
+    if let Some(cmd) = assign::cli::Command::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Assign(c)));
+    }
     match head.as_slice() {
         [] => Ok(None),
         ["help" | "?", ..] => Ok(Some(Command::Help)),
@@ -83,6 +89,7 @@ impl Command {
             Command::Beacon(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,
+            Command::Assign(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
             Command::Quit => Ok(String::new()),
         }

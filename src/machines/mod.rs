@@ -15,7 +15,8 @@
 //! | core | 1-2, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-20 | 1-5, 8-9 | 1-11, 16-18 |
 //! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19 |
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
-//! | (next) | 501-599 | 30-39 | 30-39 | 40-49 | 20-29 | 40-49 |
+//! | assign | 501-510 | 30-33 | 30 | - | - | 40-43 |
+//! | (next) | 601-699 | 40-49 | 40-49 | 40-49 | 20-29 | 50-59 |
 //!
 //! Adding a machine: its folder, and one line each in the list below, in `build.rs` and
 //! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table
@@ -346,6 +347,7 @@ macro_rules! compose {
 compose! {
     registry: Registry => registry::Registry, registry::RegistryService;
     sequence: Sequence => sequence::Sequences, sequence::SequenceService;
+    assign: Assign => assign::Assignments, assign::AssignService;
 }
 
 /// A beacon's replica of every machine.
@@ -355,6 +357,7 @@ pub type Replica = crate::consensus::Replica<State, Services>;
 mod tests {
     use std::collections::BTreeSet;
 
+    use super::assign::{AssignCmd, AssignErrorCode};
     use super::registry::{RegistryCmd, RegistryErrorCode};
     use super::sequence::{SequenceCmd, SequenceErrorCode};
     use crate::wire::{Cmd, Code, ErrorCode};
@@ -381,6 +384,9 @@ mod tests {
         for c in SequenceCmd::ALL {
             claim(&mut cmds, "sequence", c.code());
         }
+        for c in AssignCmd::ALL {
+            claim(&mut cmds, "assign", c.code());
+        }
         let mut errors = BTreeSet::new();
         for e in ErrorCode::ALL {
             assert!(errors.insert(e as u32), "core error {e:?}");
@@ -393,6 +399,9 @@ mod tests {
         }
         for e in SequenceErrorCode::ALL {
             assert!(errors.insert(u32::from(e)), "sequence error {e:?} is taken");
+        }
+        for e in AssignErrorCode::ALL {
+            assert!(errors.insert(u32::from(e)), "assign error {e:?} is taken");
         }
     }
 }

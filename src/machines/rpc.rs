@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use super::{registry, sequence};
+use super::{assign, registry, sequence};
 use crate::config::Config;
 use crate::server::handle::{Ctx, Handled, Reject};
 use crate::wire::Frame;
@@ -17,6 +17,9 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Option<Result<Handled
     }
     if sequence::rpc::owns(frame.cmd) {
         return Some(sequence::rpc::serve(frame, ctx).await);
+    }
+    if assign::rpc::owns(frame.cmd) {
+        return Some(assign::rpc::serve(frame, ctx).await);
     }
     None
 }

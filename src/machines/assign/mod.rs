@@ -6,8 +6,34 @@
 //! * [`placement`]: the leader's rules as pure functions: least load for new and orphaned
 //!   resources, sticky holders, bounded rebalancing.
 //!
-//! This machine is not composed into what beacons replicate yet: its leader-side service,
-//! wire part, handlers, client and nebcli commands come next, as the sequence issuer's did.
+//! * [`service`]: the leader's side: add, delete, rebalance, release, and moving the
+//!   resources of ended registrations on its tick.
+//! * [`wire`]: `proto/assign.proto`, its codes, its part of log entries and snapshots.
+//! * `rpc`: the server's handlers; [`client`]: its calls; [`cli`]: nebcli's commands.
 
+pub mod cli;
+pub mod client;
 pub mod placement;
+pub(crate) mod rpc;
+pub mod service;
 pub mod state;
+pub mod wire;
+
+pub use service::{AssignError, AssignLimits, AssignService, Request, Response};
+pub use state::{Assignments, Command, Holder, Placement, Resource};
+pub use wire::{AssignCmd, AssignErrorCode};
+
+use crate::config::Config;
+use crate::machines::Configured;
+
+impl Configured for Assignments {
+    fn configured(_config: &Config) -> Assignments {
+        Assignments::default()
+    }
+}
+
+impl Configured for AssignService {
+    fn configured(config: &Config) -> AssignService {
+        AssignService::new(config.assign)
+    }
+}

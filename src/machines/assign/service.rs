@@ -1,0 +1,452 @@
+//! The work-assignment machine's leader-side service: it places new resources on the least
+//! loaded eligible live service, moves the resources of a service whose registration ended
+//! (at the tick that ends it, in one command), and runs rebalances as revoke, release, assign.
+//!
+//! Everything it decides on is replicated (the resources, their holders, the registry's live
+//! registrations), so a new leader needs no reload. The only thing it keeps of its own is
+//! where each revoked resource is meant to go; a new leader that lacks it places a released
+//! resource by least load instead.
+
+use std::collections::BTreeMap;
+
+use super::placement::{self, Candidate};
+use super::state::{
+    Assignments, Command, Holder, InvalidResource, Placement, Resource, check_label, check_name,
+};
+use crate::consensus::{Leader, Outcome, Service};
+use crate::machines::Part;
+use crate::machines::registry::{FencingToken, NodeId, Registry, check_type};
+use crate::time::Millis;
+
+/// The configured limits (config key `assign`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AssignLimits {
+    /// Moves one rebalance begins at most (a join does not move everything at once).
+    pub max_moves: usize,
+    /// How many resources a cluster may hold.
+    pub max_resources: usize,
+    /// Largest weight of one resource.
+    pub max_weight: u32,
+}
+
+impl Default for AssignLimits {
+    fn default() -> AssignLimits {
+        AssignLimits {
+            max_moves: 32,
+            max_resources: 100_000,
+            max_weight: 1_000_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Add {
+        name: String,
+        node_type: String,
+        weight: u32,
+        labels: BTreeMap<String, String>,
+        wall_ms: u64,
+    },
+    Delete(String),
+    /// Rebalance the services of one node type, or all.
+    Rebalance(Option<String>),
+    /// The holder of `name` (its assignment named by `token`) lets it go.
+    Release {
+        name: String,
+        token: FencingToken,
+        wall_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The resource as it is (after add or release), or as it was (after delete; `None` if
+    /// there was none).
+    Resource(Option<Resource>),
+    /// Moves begun: (resource, from, to).
+    Moves(Vec<(String, NodeId, NodeId)>),
+}
+
+/// Why a request was refused; nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidResource),
+    #[error("{0}")]
+    InvalidType(String),
+    #[error("weight {weight} is over the limit of {max} (key `assign.max_weight`)")]
+    WeightTooLarge { weight: u32, max: u32 },
+    #[error(
+        "resource `{name}` exists with node type {node_type}, weight {weight} and labels {labels:?}; delete it first to change it"
+    )]
+    Conflict {
+        name: String,
+        node_type: String,
+        weight: u32,
+        labels: BTreeMap<String, String>,
+    },
+    #[error("no resource named `{0}`")]
+    Unknown(String),
+    #[error(
+        "resource `{name}` is not held under fencing token {named} (its holder now: {holder}); nothing was changed"
+    )]
+    NotHolder {
+        name: String,
+        named: FencingToken,
+        holder: String,
+    },
+    #[error(
+        "this cluster holds {max} resources, the most it may (key `assign.max_resources`); delete one first"
+    )]
+    TooMany { max: usize },
+}
+
+/// What a write waits with until committed.
+#[derive(Debug, Clone)]
+pub enum Waiting {
+    /// Answer with the resource as the committed state has it.
+    Resource(String),
+    Deleted(Option<Resource>),
+    Moves(Vec<(String, NodeId, NodeId)>),
+}
+
+/// The work-assignment machine's leader-side service.
+#[derive(Debug, Clone, Default)]
+pub struct AssignService {
+    limits: AssignLimits,
+    /// Where each revoked resource is meant to go once its holder lets it go.
+    moving: BTreeMap<String, NodeId>,
+    /// Wall-clock minus the leader's clock, from the last request that carried wall time:
+    /// placements made on a tick are stamped with it, and the service reads no clock.
+    wall_offset: i64,
+}
+
+/// The live registrations, as candidates.
+fn candidates<S: Part<Registry>>(state: &S) -> Vec<Candidate> {
+    state.part().nodes().map(Candidate::of).collect()
+}
+
+/// The resources, in a state that also holds the registry.
+fn resources<S: Part<Assignments>>(state: &S) -> &Assignments {
+    state.part()
+}
+
+/// The holder a placement on `node` makes, at the log position `token`.
+fn holder_on(
+    candidates: &[Candidate],
+    node: NodeId,
+    token: FencingToken,
+    wall_ms: u64,
+) -> Option<Holder> {
+    candidates
+        .iter()
+        .find(|c| c.node_id == node)
+        .map(|c| Holder {
+            node_id: c.node_id,
+            addr: c.addr,
+            registration: c.registration,
+            token,
+            since_ms: wall_ms,
+        })
+}
+
+impl AssignService {
+    pub fn new(limits: AssignLimits) -> AssignService {
+        AssignService {
+            limits,
+            moving: BTreeMap::new(),
+            wall_offset: 0,
+        }
+    }
+
+    pub fn limits(&self) -> AssignLimits {
+        self.limits
+    }
+
+    fn check(
+        &self,
+        name: &str,
+        node_type: &str,
+        weight: u32,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), AssignError> {
+        check_name(name)?;
+        check_type(node_type).map_err(|e| AssignError::InvalidType(e.to_string()))?;
+        if weight == 0 {
+            return Err(InvalidResource::ZeroWeight.into());
+        }
+        if weight > self.limits.max_weight {
+            return Err(AssignError::WeightTooLarge {
+                weight,
+                max: self.limits.max_weight,
+            });
+        }
+        for key in labels.keys() {
+            check_label(key)?;
+        }
+        Ok(())
+    }
+
+    fn add<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        resource: Resource,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Err(e) = self.check(
+            &resource.name,
+            &resource.node_type,
+            resource.weight,
+            &resource.labels,
+        ) {
+            return Outcome::Now(Err(e));
+        }
+        let assignments = resources(leader.state());
+        if let Some(old) = assignments.get(&resource.name) {
+            let same = old.node_type == resource.node_type
+                && old.weight == resource.weight
+                && old.labels == resource.labels;
+            if !same {
+                return Outcome::Now(Err(AssignError::Conflict {
+                    name: old.name.clone(),
+                    node_type: old.node_type.clone(),
+                    weight: old.weight,
+                    labels: old.labels.clone(),
+                }));
+            }
+            // Added before (a retry whose answer was lost): answered as it is, once what made
+            // it so is committed.
+            return Outcome::WhenCommitted {
+                index: leader.last_index(),
+                waiting: Waiting::Resource(resource.name),
+            };
+        }
+        if assignments.len() >= self.limits.max_resources {
+            return Outcome::Now(Err(AssignError::TooMany {
+                max: self.limits.max_resources,
+            }));
+        }
+        let candidates = candidates(leader.state());
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let holder = placement::place_new(assignments, &resource, &candidates)
+            .and_then(|node| holder_on(&candidates, node, token, resource.created_ms));
+        let name = resource.name.clone();
+        let resource = Resource { holder, ..resource };
+        write(leader, Command::Add(resource), Waiting::Resource(name))
+    }
+
+    fn delete<S: Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        name: String,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Err(e) = check_name(&name) {
+            return Outcome::Now(Err(e.into()));
+        }
+        self.moving.remove(&name);
+        match resources(leader.state()).get(&name).cloned() {
+            // Deleting what is not there: nothing to do, answered as such.
+            None => Outcome::WhenCommitted {
+                index: leader.last_index(),
+                waiting: Waiting::Deleted(None),
+            },
+            Some(old) => write(leader, Command::Delete(name), Waiting::Deleted(Some(old))),
+        }
+    }
+
+    fn rebalance<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        node_type: Option<String>,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Some(t) = &node_type
+            && let Err(e) = check_type(t)
+        {
+            return Outcome::Now(Err(AssignError::InvalidType(e.to_string())));
+        }
+        let assignments = resources(leader.state());
+        let candidates = candidates(leader.state());
+        let in_flight = self.moving.len();
+        let limit = self.limits.max_moves.saturating_sub(in_flight);
+        let planned =
+            placement::rebalance(assignments, &candidates, node_type.as_deref(), 0, limit);
+        // A move narrows the spread; one that would only swap who is heavier is not made.
+        let moves: Vec<(String, NodeId, NodeId)> = planned
+            .into_iter()
+            .filter_map(|(name, to)| {
+                let from = assignments.get(&name)?.holder.as_ref()?.node_id;
+                Some((name, from, to))
+            })
+            .collect();
+        if moves.is_empty() {
+            return Outcome::WhenCommitted {
+                index: leader.last_index(),
+                waiting: Waiting::Moves(Vec::new()),
+            };
+        }
+        for (name, _, to) in &moves {
+            self.moving.insert(name.clone(), *to);
+        }
+        let names = moves.iter().map(|(n, _, _)| n.clone()).collect();
+        write(leader, Command::Revoke(names), Waiting::Moves(moves))
+    }
+
+    fn release<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        name: String,
+        token: FencingToken,
+        wall_ms: u64,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Err(e) = check_name(&name) {
+            return Outcome::Now(Err(e.into()));
+        }
+        let assignments = resources(leader.state());
+        let Some(r) = assignments.get(&name) else {
+            return Outcome::Now(Err(AssignError::Unknown(name)));
+        };
+        let Some(h) = r.holder.as_ref().filter(|h| h.token == token) else {
+            let holder = r.holder.as_ref().map_or("nobody".to_owned(), |h| {
+                format!("node {} with token {}", h.node_id, h.token)
+            });
+            return Outcome::Now(Err(AssignError::NotHolder {
+                name,
+                named: token,
+                holder,
+            }));
+        };
+        let releasing = h.node_id;
+        // The next holder: where a rebalance meant it to go, else the least loaded other.
+        let others: Vec<Candidate> = candidates(leader.state())
+            .into_iter()
+            .filter(|c| c.node_id != releasing)
+            .collect();
+        let target = self
+            .moving
+            .remove(&name)
+            .filter(|to| {
+                others
+                    .iter()
+                    .any(|c| c.node_id == *to && placement::eligible(r, c))
+            })
+            .or_else(|| placement::place_new(assignments, r, &others));
+        let next = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let to = target.and_then(|node| holder_on(&others, node, next, wall_ms));
+        write(
+            leader,
+            Command::Place(vec![Placement {
+                name: name.clone(),
+                to,
+            }]),
+            Waiting::Resource(name),
+        )
+    }
+}
+
+/// Appends `command`; answered with `waiting` once committed.
+fn write<S: Part<Assignments>>(
+    leader: &mut Leader<'_, S>,
+    command: Command,
+    waiting: Waiting,
+) -> Outcome<Response, AssignError, Waiting> {
+    match leader.append(S::wrap(command)) {
+        Some(index) => Outcome::WhenCommitted { index, waiting },
+        // Checked against the state just before: a bug, and the leader's notice says so.
+        None => Outcome::Now(Err(AssignError::Unknown(
+            "(the leader refused its own command; see its log)".into(),
+        ))),
+    }
+}
+
+impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
+    type Request = Request;
+    type Response = Response;
+    type Error = AssignError;
+    type Waiting = Waiting;
+
+    fn lead(&mut self, _state: &S, _now: Millis) {
+        self.moving.clear();
+    }
+
+    fn step_down(&mut self) {
+        self.moving.clear();
+    }
+
+    fn request(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        request: Request,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Request::Add { wall_ms, .. } | Request::Release { wall_ms, .. } = &request {
+            self.wall_offset = *wall_ms as i64 - leader.now() as i64;
+        }
+        match request {
+            Request::Add {
+                name,
+                node_type,
+                weight,
+                labels,
+                wall_ms,
+            } => {
+                let resource = Resource {
+                    name,
+                    node_type,
+                    weight,
+                    labels,
+                    holder: None,
+                    revoking: false,
+                    created_ms: wall_ms,
+                };
+                self.add(leader, resource)
+            }
+            Request::Delete(name) => self.delete(leader, name),
+            Request::Rebalance(node_type) => self.rebalance(leader, node_type),
+            Request::Release {
+                name,
+                token,
+                wall_ms,
+            } => self.release(leader, name, token, wall_ms),
+        }
+    }
+
+    /// Resources whose holder's registration has ended (this very tick, or by an unregister
+    /// since the last) go to the least loaded eligible live services, all in one command.
+    fn tick(&mut self, leader: &mut Leader<'_, S>) {
+        let candidates = candidates(leader.state());
+        let assignments = resources(leader.state());
+        let moves = placement::orphans(assignments, &candidates);
+        if moves.is_empty() {
+            return;
+        }
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let wall_ms = (leader.now() as i64 + self.wall_offset).max(0) as u64;
+        let placements = moves
+            .into_iter()
+            .map(|(name, to)| {
+                self.moving.remove(&name);
+                Placement {
+                    to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
+                    name,
+                }
+            })
+            .collect();
+        leader.append(<S as Part<Assignments>>::wrap(Command::Place(placements)));
+    }
+
+    fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, AssignError> {
+        Ok(match waiting {
+            Waiting::Resource(name) => Response::Resource(resources(state).get(&name).cloned()),
+            Waiting::Deleted(old) => Response::Resource(old),
+            Waiting::Moves(moves) => Response::Moves(moves),
+        })
+    }
+}

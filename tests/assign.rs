@@ -1,0 +1,257 @@
+//! Work assignment against real beacon processes: the seed's crawler story (resources split
+//! by least load, moved when a worker dies, left alone when it returns, moved back only by
+//! a rebalance that revokes first), idempotent adds and deletes, and bad input.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::client::{RegisterOptions, Registration};
+use beacon::machines::assign::AssignErrorCode;
+use beacon::pb::assign as pb;
+use beacon::wire::ErrorCode;
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(2),
+        ..ConnectOptions::default()
+    }
+}
+
+async fn worker(beacons: &[String], i: u8) -> Registration {
+    let options = RegisterOptions {
+        connect: opts(),
+        ..RegisterOptions::new("CRAWLER", SocketAddr::from(([10, 8, 0, i], 9000)))
+    };
+    Registration::register(beacons.to_vec(), options)
+        .await
+        .unwrap_or_else(|e| panic!("worker {i}: {e}"))
+}
+
+/// Resources by holder node ID (0: nobody).
+async fn by_holder(c: &mut Client) -> BTreeMap<u32, Vec<String>> {
+    let mut held: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for r in c.resources("").await.unwrap().resources {
+        let id = r.holder.map_or(0, |h| h.node_id);
+        held.entry(id).or_default().push(r.name);
+    }
+    held
+}
+
+/// Waits (bounded) until `f` holds for the resources as a beacon sees them.
+async fn until(c: &mut Client, what: &str, f: impl Fn(&[pb::ResourceInfo]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let resources = c.resources("").await.unwrap().resources;
+        if f(&resources) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {resources:#?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_story_split_move_on_death_stay_on_return_rebalance_on_request() {
+    let ports = free_ports(3);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-story",
+        r#"{"lease_ms": 1000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let addrs: Vec<SocketAddr> = cluster.beacons.iter().map(|b| b.addr).collect();
+    let leader_addr = eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+        .await
+        .expect("a leader");
+    let mut c = Client::connect(&leader_addr, &opts()).await.unwrap();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+
+    let one = worker(&beacons, 1).await;
+    let two = worker(&beacons, 2).await;
+    for i in 1..=5 {
+        let r = leader
+            .add_resource(&format!("site-{i}"), "CRAWLER", 1, BTreeMap::new())
+            .await
+            .unwrap();
+        assert!(r.holder.is_some(), "placed at once");
+    }
+    let held = by_holder(&mut c).await;
+    let counts: Vec<usize> = held.values().map(Vec::len).collect();
+    assert_eq!(counts, vec![3, 2], "split 3/2 by least load: {held:?}");
+    // Ties go to the lowest node ID: the first worker holds three.
+    assert_eq!(held[&one.node_id()].len(), 3, "{held:?}");
+    let tokens: BTreeMap<String, (u64, u64)> = c
+        .resources("")
+        .await
+        .unwrap()
+        .resources
+        .into_iter()
+        .map(|r| {
+            let h = r.holder.unwrap();
+            (r.name, (h.term, h.index))
+        })
+        .collect();
+
+    // Worker one dies (its keepalive stops): once its lease ends, all five are worker two's,
+    // each with a token above its previous holder's.
+    let died = Instant::now();
+    drop(one);
+    let second = two.node_id();
+    until(&mut c, "all five move to the survivor", |rs| {
+        rs.iter()
+            .all(|r| r.holder.as_ref().is_some_and(|h| h.node_id == second))
+    })
+    .await;
+    println!(
+        "moved {:?} after the worker stopped reporting",
+        died.elapsed()
+    );
+    for r in c.resources("").await.unwrap().resources {
+        let h = r.holder.unwrap();
+        assert!(
+            (h.term, h.index) >= tokens[&r.name],
+            "{}: token fell",
+            r.name
+        );
+    }
+
+    // It comes back (a new registration): nothing moves on its own.
+    let back = worker(&beacons, 1).await;
+    tokio::time::sleep(Duration::from_millis(5 * TICK_MS)).await;
+    assert_eq!(by_holder(&mut c).await.get(&second).map(Vec::len), Some(5));
+
+    // A rebalance revokes two; each moves once its holder lets it go.
+    let moves = leader.rebalance("CRAWLER").await.unwrap();
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    for m in &moves {
+        assert_eq!((m.from, m.to), (second, back.node_id()));
+    }
+    let resources = c.resources("").await.unwrap().resources;
+    for m in &moves {
+        let r = resources.iter().find(|r| r.name == m.name).unwrap();
+        assert!(r.revoking, "{} is being revoked", r.name);
+        assert_eq!(r.holder.as_ref().unwrap().node_id, second, "still owned");
+        let h = r.holder.as_ref().unwrap();
+        let moved = leader
+            .release_resource(&r.name, h.term, h.index)
+            .await
+            .unwrap();
+        assert_eq!(moved.holder.unwrap().node_id, back.node_id());
+        // A second release with the old token is refused.
+        let e = leader
+            .release_resource(&r.name, h.term, h.index)
+            .await
+            .unwrap_err();
+        assert!(e.is(AssignErrorCode::NotResourceHolder), "{e}");
+    }
+    let counts: Vec<usize> = by_holder(&mut c).await.values().map(Vec::len).collect();
+    assert_eq!(counts.iter().sum::<usize>(), 5);
+    assert!(counts.iter().all(|n| *n == 2 || *n == 3), "{counts:?}");
+    drop(two);
+    drop(back);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_and_deletes_are_idempotent_and_bad_input_changes_nothing() {
+    let ports = free_ports(1);
+    let cluster = Cluster::start(BEACON.as_ref(), &ports, TICK_MS, "assign-bad");
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+
+    // No service of the type yet: the resource waits, unassigned.
+    let labels = BTreeMap::from([("zone".to_string(), "b".to_string())]);
+    let r = leader
+        .add_resource("job", "GPU", 2, labels.clone())
+        .await
+        .unwrap();
+    assert!(r.holder.is_none());
+    let again = leader
+        .add_resource("job", "GPU", 2, labels.clone())
+        .await
+        .unwrap();
+    assert_eq!(again, r, "adding the same again returns it as it is");
+    let before = c.resources("").await.unwrap().resources;
+
+    let refused = |r: Result<(), ClientError>| {
+        let e = r.expect_err("refused");
+        (e.code().expect("a refusal"), e.to_string())
+    };
+    let (code, msg) = refused(
+        leader
+            .add_resource("job", "GPU", 3, labels.clone())
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, AssignErrorCode::ResourceConflict as u32);
+    assert!(msg.contains("delete it first"), "{msg}");
+    let (code, msg) = refused(
+        leader
+            .add_resource("bad name", "GPU", 1, BTreeMap::new())
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, ErrorCode::InvalidRequest as u32);
+    assert!(msg.contains("resource name `bad name` is invalid"), "{msg}");
+    let (code, msg) = refused(
+        leader
+            .add_resource("x", "", 1, BTreeMap::new())
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, ErrorCode::InvalidRequest as u32);
+    assert!(msg.contains("node_type"), "{msg}");
+    let (code, msg) = refused(
+        leader
+            .add_resource("x", "GPU", 2_000_000, BTreeMap::new())
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, ErrorCode::InvalidRequest as u32);
+    assert!(msg.contains("assign.max_weight"), "{msg}");
+    let bad_label = BTreeMap::from([("a=b".to_string(), "c".to_string())]);
+    let (code, _) = refused(
+        leader
+            .add_resource("x", "GPU", 1, bad_label)
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, ErrorCode::InvalidRequest as u32);
+    let (code, _) = refused(leader.release_resource("nope", 1, 1).await.map(|_| ()));
+    assert_eq!(code, AssignErrorCode::UnknownResource as u32);
+    assert_eq!(
+        c.resources("").await.unwrap().resources,
+        before,
+        "nothing changed"
+    );
+
+    // A service with the labels registers: the waiting resource goes to it.
+    let mut options = RegisterOptions::new("GPU", "10.8.1.1:9000".parse().unwrap());
+    options.connect = opts();
+    options.metadata = r#"{"zone": "b"}"#.into();
+    let gpu = Registration::register(beacons.clone(), options)
+        .await
+        .unwrap();
+    until(&mut c, "the waiting resource is placed", |rs| {
+        rs.iter().all(|r| {
+            r.holder
+                .as_ref()
+                .is_some_and(|h| h.node_id == gpu.node_id())
+        })
+    })
+    .await;
+
+    // Deleting twice: the first returns it, the second nothing, and neither fails.
+    let gone = leader.delete_resource("job").await.unwrap();
+    assert_eq!(gone.map(|r| r.name), Some("job".to_string()));
+    assert_eq!(leader.delete_resource("job").await.unwrap(), None);
+    assert!(c.resources("").await.unwrap().resources.is_empty());
+}
