@@ -11,6 +11,7 @@
 //! * [`wire`]: `proto/assign.proto`, its codes, its part of log entries and snapshots.
 //! * `rpc`: the server's handlers; [`client`]: its calls; [`cli`]: nebcli's commands.
 
+pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod placement;

@@ -1,0 +1,385 @@
+//! Work assignment's workload and invariants for the simulations.
+//!
+//! Workers register (the registry's requests), report to keep their leases, now and then die
+//! (stop reporting) and come back as new registrations; an admin adds resources of random
+//! weights, deletes and re-adds some, and asks for rebalances. Checked on every replica
+//! after every step, in its committed states (a replica's state may also hold entries a
+//! later leader overwrites; its committed states are prefixes of one history):
+//!
+//! * a resource changes holder only once its previous holder's registration has ended in
+//!   that replica's state, or its holder was revoking it (one owner at a time);
+//! * fencing tokens of successive holders of a resource rise;
+//! * once healed and quiet, every beacon holds the same assignments, and no resource is held
+//!   by a registration that has ended.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+
+use super::service::{
+    AssignError, AssignService, Request as AssignRequest, Response as AssignResponse,
+};
+use super::state::{Assignments, Resource};
+use crate::consensus::{Reply, ReplyError, Service, Token};
+use crate::machines::registry::{
+    FencingToken, LoadStats, NodeId, RegisterRequest, Registry, RegistryService, Report,
+    Request as RegistryRequest, Response as RegistryResponse,
+};
+use crate::machines::{Part, Routes};
+use crate::sim::{Checked, Context, Probe, View, Workload};
+use crate::time::Millis;
+
+/// Resources the admin keeps.
+const RESOURCES: usize = 8;
+/// Client index of the admin; workers are the others.
+const ADMIN: usize = 0;
+
+#[derive(Debug, Clone)]
+enum Life {
+    /// Not registered; registers again from this time.
+    Down {
+        until: Millis,
+    },
+    Registering,
+    Up {
+        id: NodeId,
+        token: FencingToken,
+        addr: SocketAddr,
+        reported: Millis,
+    },
+}
+
+#[derive(Debug, Clone)]
+enum Sent {
+    Register(SocketAddr),
+    Report,
+    Admin,
+}
+
+/// What a replica showed of a resource at the last check.
+#[derive(Debug, Clone)]
+struct Seen {
+    /// A resource deleted and added again is another one.
+    created_ms: u64,
+    registration: Option<(NodeId, FencingToken)>,
+    token: Option<FencingToken>,
+    revoking: bool,
+}
+
+/// The clients: workers and an admin, of work assignment's service `X` (the real one, or
+/// one a test breaks on purpose to see the invariants catch it).
+#[derive(Debug)]
+pub struct Clients<X = AssignService> {
+    clients: usize,
+    lives: BTreeMap<usize, Life>,
+    born: u16,
+    busy: BTreeMap<usize, Millis>,
+    pending: BTreeMap<Token, (usize, Sent)>,
+    /// Per replica (by address and applied-position floor), per resource, what it showed.
+    seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, Seen>)>,
+    pub moves: u64,
+    pub registrations: u64,
+    pub admin_writes: u64,
+    service: PhantomData<X>,
+}
+
+impl<X> Clients<X> {
+    pub fn new(clients: usize) -> Clients<X> {
+        Clients {
+            clients: clients.max(2),
+            lives: BTreeMap::new(),
+            born: 0,
+            busy: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            moves: 0,
+            registrations: 0,
+            admin_writes: 0,
+            service: PhantomData,
+        }
+    }
+
+    /// The clients this workload uses (the admin and at least one worker).
+    pub fn clients(&self) -> usize {
+        self.clients
+    }
+}
+
+fn registration_of(r: &Resource) -> Option<(NodeId, FencingToken)> {
+    r.holder.as_ref().map(|h| (h.node_id, h.registration))
+}
+
+fn live(registry: &Registry, (id, token): (NodeId, FencingToken)) -> bool {
+    registry.get(id).is_some_and(|n| n.token() == token)
+}
+
+impl<S, V, X> Workload<S, V> for Clients<X>
+where
+    S: Part<Registry> + Part<Assignments>,
+    X: Service<S, Request = AssignRequest, Response = AssignResponse, Error = AssignError>,
+    V: Routes<S, RegistryService> + Routes<S, X>,
+{
+    fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
+        let now = cx.now();
+        for client in 0..self.clients {
+            if self.busy.get(&client).is_some_and(|until| now < *until) {
+                continue;
+            }
+            let (request, sent) = if client == ADMIN {
+                let i = cx.below(RESOURCES as u64);
+                let name = format!("r{i}");
+                let request = if cx.chance(0.05) {
+                    AssignRequest::Rebalance(None)
+                } else if cx.chance(0.05) {
+                    AssignRequest::Delete(name)
+                } else {
+                    AssignRequest::Add {
+                        // Always the same for a name: adding it again is idempotent.
+                        weight: 1 + (i % 3) as u32,
+                        name,
+                        node_type: "WORKER".into(),
+                        labels: BTreeMap::new(),
+                        wall_ms: now,
+                    }
+                };
+                (<V as Routes<S, X>>::request(request), Sent::Admin)
+            } else {
+                let life = self
+                    .lives
+                    .entry(client)
+                    .or_insert(Life::Down { until: 0 })
+                    .clone();
+                match life {
+                    Life::Down { until } if now >= until => {
+                        self.born = self.born.wrapping_add(1);
+                        let addr = SocketAddr::from(([10, 9, 0, client as u8], 1000 + self.born));
+                        self.lives.insert(client, Life::Registering);
+                        let request = RegistryRequest::Register(RegisterRequest {
+                            node_type: "WORKER".into(),
+                            addr,
+                            access_addr: None,
+                            worker_num: 1,
+                            metadata: String::new(),
+                            wall_ms: now,
+                        });
+                        (
+                            <V as Routes<S, RegistryService>>::request(request),
+                            Sent::Register(addr),
+                        )
+                    }
+                    Life::Up {
+                        id,
+                        token,
+                        addr,
+                        reported,
+                    } => {
+                        if cx.chance(0.002) {
+                            // It dies: no more reports; a new life later.
+                            let until = now + 500 + cx.below(3_000);
+                            self.lives.insert(client, Life::Down { until });
+                            continue;
+                        }
+                        if now < reported + 250 {
+                            continue;
+                        }
+                        self.lives.insert(
+                            client,
+                            Life::Up {
+                                id,
+                                token,
+                                addr,
+                                reported: now,
+                            },
+                        );
+                        let request = RegistryRequest::Report(Report {
+                            node_id: id,
+                            addr,
+                            token,
+                            node: LoadStats::default(),
+                            workers: Vec::new(),
+                            clock_ms: 0,
+                        });
+                        (
+                            <V as Routes<S, RegistryService>>::request(request),
+                            Sent::Report,
+                        )
+                    }
+                    _ => continue,
+                }
+            };
+            if let Some(token) = cx.send(client, request) {
+                self.pending.insert(token, (client, sent));
+                self.busy.insert(client, now + 300);
+            }
+        }
+        Ok(())
+    }
+
+    fn answered(
+        &mut self,
+        cx: &mut dyn Context<V::Request>,
+        _from: SocketAddr,
+        _term: u64,
+        token: Token,
+        reply: Reply<S, V>,
+    ) -> Checked {
+        let Some((client, sent)) = self.pending.remove(&token) else {
+            return Ok(());
+        };
+        self.busy.remove(&client);
+        let now = cx.now();
+        match sent {
+            Sent::Register(addr) => {
+                let registered = match reply {
+                    Ok(r) => <V as Routes<S, RegistryService>>::response(r),
+                    Err(_) => None,
+                };
+                match registered {
+                    Some(RegistryResponse::Registered { record, .. }) if record.addr == addr => {
+                        self.registrations += 1;
+                        self.lives.insert(
+                            client,
+                            Life::Up {
+                                id: record.node_id,
+                                token: record.token(),
+                                addr,
+                                reported: now,
+                            },
+                        );
+                    }
+                    _ => {
+                        self.lives.insert(client, Life::Down { until: now + 200 });
+                    }
+                }
+            }
+            Sent::Report => {
+                if let Err(ReplyError::Machine(_)) = reply {
+                    // The lease is gone: a new life.
+                    self.lives.insert(client, Life::Down { until: now + 200 });
+                }
+            }
+            Sent::Admin => match reply {
+                Ok(_) => self.admin_writes += 1,
+                Err(ReplyError::Consensus(_)) => {}
+                Err(ReplyError::Machine(e)) => {
+                    let e = <V as Routes<S, X>>::error(e);
+                    return Err(format!("the admin's request was refused: {e:?}"));
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
+        for v in replicas {
+            // A replica's state may hold entries a later leader overwrites; its committed
+            // states are prefixes of one history, so only those are compared over time.
+            let index = v.replica.position().index;
+            if v.replica.commit() < index {
+                continue;
+            }
+            let state = v.replica.state();
+            let registry: &Registry = state.part();
+            let assignments: &Assignments = state.part();
+            let (floor, seen) = self
+                .seen
+                .entry(v.addr)
+                .or_insert_with(|| (index, BTreeMap::new()));
+            // A replica that went back (restarted, or its unstored tail cut) starts over.
+            if index < *floor {
+                seen.clear();
+            }
+            *floor = index;
+            let mut now_seen = BTreeMap::new();
+            for r in assignments.iter() {
+                let current = Seen {
+                    created_ms: r.created_ms,
+                    registration: registration_of(r),
+                    token: r.holder.as_ref().map(|h| h.token),
+                    revoking: r.revoking,
+                };
+                if let Some(before) = seen.get(&r.name).filter(|b| b.created_ms == r.created_ms) {
+                    let moved = before.registration != current.registration;
+                    if moved
+                        && let Some(old) = before.registration
+                        && !before.revoking
+                        && live(registry, old)
+                    {
+                        return Err(format!(
+                            "{}: resource {} moved from node {} (registration {}) to {:?} while that registration is live and was not revoking it",
+                            v.addr, r.name, old.0, old.1, current.registration
+                        ));
+                    }
+                    if moved && let (Some(a), Some(b)) = (before.token, current.token) {
+                        if b <= a {
+                            return Err(format!(
+                                "{}: resource {} went to a holder with token {b}, not above its previous holder's {a}",
+                                v.addr, r.name
+                            ));
+                        }
+                        self.moves += 1;
+                    }
+                }
+                now_seen.insert(r.name.clone(), current);
+            }
+            *seen = now_seen;
+        }
+        Ok(())
+    }
+
+    fn probe(&mut self) -> V::Request {
+        <V as Routes<S, X>>::request(AssignRequest::Add {
+            name: "probe".into(),
+            node_type: "PROBE".into(),
+            weight: 1,
+            labels: BTreeMap::new(),
+            wall_ms: 0,
+        })
+    }
+
+    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe {
+        match reply {
+            Ok(_) => Probe::Served,
+            Err(ReplyError::Consensus(_)) => Probe::Retry,
+            Err(ReplyError::Machine(_)) => Probe::Refused,
+        }
+    }
+
+    fn converged(&self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
+        let first = replicas.first().map(|v| {
+            let a: &Assignments = v.replica.state().part();
+            a
+        });
+        for v in replicas {
+            let assignments: &Assignments = v.replica.state().part();
+            if Some(assignments) != first {
+                return Err(format!(
+                    "{} holds {assignments:?}, another beacon {first:?}",
+                    v.addr
+                ));
+            }
+            if v.replica.is_leader() {
+                let registry: &Registry = v.replica.state().part();
+                for r in assignments.iter() {
+                    if let Some(reg) = registration_of(r)
+                        && !live(registry, reg)
+                    {
+                        return Err(format!(
+                            "leader {}: resource {} is held by node {} whose registration has ended",
+                            v.addr, r.name, reg.0
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("moves", self.moves),
+            ("registrations", self.registrations),
+            ("admin_writes", self.admin_writes),
+        ]
+    }
+}
