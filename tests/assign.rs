@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use beacon::client::{AssignmentEvent, Assignments, RegisterOptions, Registration};
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
-use beacon::client::{RegisterOptions, Registration};
 use beacon::machines::assign::AssignErrorCode;
 use beacon::pb::assign as pb;
 use beacon::wire::ErrorCode;
@@ -254,4 +254,69 @@ async fn adds_and_deletes_are_idempotent_and_bad_input_changes_nothing() {
     assert_eq!(gone.map(|r| r.name), Some("job".to_string()));
     assert_eq!(leader.delete_resource("job").await.unwrap(), None);
     assert!(c.resources("").await.unwrap().resources.is_empty());
+}
+
+/// The next event within a few seconds.
+async fn event(a: &mut Assignments) -> AssignmentEvent {
+    tokio::time::timeout(Duration::from_secs(5), a.next())
+        .await
+        .expect("an event within 5 s")
+        .expect("the watch goes on")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_follows_its_own_assignments_and_loses_them_with_its_lease() {
+    let ports = free_ports(1);
+    let mut cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-watch",
+        r#"{"lease_ms": 1000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let a = worker(&beacons, 1).await;
+    let mut mine = Assignments::start(&a).await.unwrap();
+    assert_eq!(mine.held().count(), 0);
+    for name in ["x", "y"] {
+        leader
+            .add_resource(name, "CRAWLER", 1, BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let mut added = Vec::new();
+    for _ in 0..2 {
+        match event(&mut mine).await {
+            AssignmentEvent::Added(r) => added.push(r.name),
+            other => panic!("{other:?}"),
+        }
+    }
+    added.sort();
+    assert_eq!(added, vec!["x", "y"]);
+
+    // Another worker joins and a rebalance asks this one to let one go.
+    let b = worker(&beacons, 2).await;
+    let moves = leader.rebalance("").await.unwrap();
+    assert_eq!(moves.len(), 1);
+    let AssignmentEvent::Revoking(r) = event(&mut mine).await else {
+        panic!("a revocation")
+    };
+    assert_eq!(r.name, moves[0].name);
+    let next = mine.release(&r.name).await.unwrap();
+    assert_eq!(next.holder.unwrap().node_id, b.node_id());
+    assert!(matches!(event(&mut mine).await, AssignmentEvent::Removed(g) if g.name == r.name));
+    assert_eq!(mine.held().count(), 1);
+
+    // The beacon goes away: the lease is lost and with it everything held.
+    cluster.beacons[0].kill();
+    match event(&mut mine).await {
+        AssignmentEvent::Lost { resources, why } => {
+            assert_eq!(resources.len(), 1, "{why}");
+            assert!(!why.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(mine.next().await.is_err(), "the watch has ended");
+    drop(b);
 }

@@ -13,6 +13,7 @@ mod cluster;
 pub use cluster::Cluster;
 
 // Each machine's client API, where services look for it.
+pub use crate::machines::assign::client::{AssignmentEvent, Assignments};
 pub use crate::machines::registry::client::{
     LeaseLost, RegisterOptions, Registration, Watch, WatchEvent,
 };
@@ -75,6 +76,8 @@ pub enum ClientError {
     },
     #[error("the answer to {what} makes no sense: {msg}")]
     BadReply { what: &'static str, msg: String },
+    #[error("{what} has ended: {why}")]
+    Ended { what: &'static str, why: String },
 }
 
 impl ClientError {
@@ -111,7 +114,9 @@ impl ClientError {
                         | ErrorCode::NoQuorum
                 )
             ),
-            ClientError::NoLeader { .. } | ClientError::BadReply { .. } => false,
+            ClientError::NoLeader { .. }
+            | ClientError::BadReply { .. }
+            | ClientError::Ended { .. } => false,
         }
     }
 

@@ -1,15 +1,19 @@
 //! Work assignment's server handlers: add, delete, rebalance, release, and the read-only
 //! list (`show resources`).
 
+use tokio::sync::mpsc;
+use tracing::warn;
+
 use super::service::{AssignError, AssignService, Request, Response};
-use super::state::Assignments;
+use super::state::{Assignments, Change, Resource};
 use super::wire::{AssignCmd, AssignErrorCode, resource_to_pb};
+use crate::consensus::ConsensusError;
 use crate::machines::registry::FencingToken;
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
-use crate::server::handle::{Ctx, Handled, Reject, reply};
+use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
 use crate::time::wall_ms;
-use crate::wire::{ErrorCode, Frame};
+use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 
 /// Whether `cmd` is one of work assignment's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
@@ -67,7 +71,103 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
             reply(frame, &resource_reply(submit(ctx, request).await?)?)
         }
         AssignCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
+        AssignCmd::Watch => watch(frame, ctx).await,
+        AssignCmd::Notice => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "assignment notices (cmd 513) are sent by beacons to watchers, not to beacons",
+        )),
     }
+}
+
+/// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
+const WATCH_QUEUE: usize = 4096;
+
+/// Starts a watch of one registration's assignments (leader only): what it holds as of the
+/// last log position, then a notice for every committed change after it that concerns it.
+async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let req: pb::WatchAssignments = frame.decode()?;
+    let me = (
+        req.node_id,
+        FencingToken {
+            term: req.term,
+            index: req.index,
+        },
+    );
+    if !me.1.is_given() {
+        return Err(Reject::keep(
+            ErrorCode::InvalidRequest,
+            "name the registration: give its node ID and fencing token (term, index)",
+        ));
+    }
+    let mine = move |r: &Resource| {
+        r.holder
+            .as_ref()
+            .is_some_and(|h| (h.node_id, h.registration) == me)
+    };
+    let started = ctx
+        .driver
+        .subscribe(move |replica, _| {
+            if !replica.is_leader() {
+                let leader = replica.election().leader();
+                return (Err(ConsensusError::NotLeader { leader }), None);
+            }
+            let (tx, rx) = mpsc::channel(WATCH_QUEUE);
+            let from = replica.position().index;
+            let resources = <State as Part<Assignments>>::part(replica.state());
+            let held = resources
+                .iter()
+                .filter(|r| mine(r))
+                .map(resource_to_pb)
+                .collect();
+            let subscriber: Subscriber = Box::new(move |index, change| {
+                let Some(changes) = <State as Part<Assignments>>::change(change) else {
+                    return !tx.is_closed();
+                };
+                if index <= from {
+                    return !tx.is_closed();
+                }
+                let mut notice = pb::AssignmentNotice {
+                    index,
+                    ..Default::default()
+                };
+                for c in changes {
+                    match c {
+                        Change::Added(r) if mine(r) => notice.held.push(resource_to_pb(r)),
+                        Change::Deleted(r) if mine(r) => notice.gone.push(resource_to_pb(r)),
+                        Change::Moved { to, .. } if mine(to) => {
+                            notice.held.push(resource_to_pb(to))
+                        }
+                        Change::Moved { from, .. } if mine(from) => {
+                            notice.gone.push(resource_to_pb(from))
+                        }
+                        _ => {}
+                    }
+                }
+                if notice.held.is_empty() && notice.gone.is_empty() {
+                    return !tx.is_closed();
+                }
+                let frame = Frame::new(AssignCmd::Notice.code(), 0, FLAG_ONEWAY, &notice);
+                match tx.try_send(frame) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        warn!("an assignment watcher fell {WATCH_QUEUE} notices behind: dropped (it resyncs)");
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                }
+            });
+            (
+                Ok((pb::WatchAssignmentsReply { index: from, held }, rx)),
+                Some(subscriber),
+            )
+        })
+        .await?;
+    let (answer, pushes) = started?;
+    Ok(Handled::Stream {
+        reply: Frame::new(AssignCmd::Watch.response(), frame.seq, 0, &answer),
+        pushes,
+        ended: "this beacon stopped leading: watch again at the leader",
+    })
 }
 
 /// The code and text a refusal is sent with.

@@ -24,15 +24,22 @@ pub enum AssignCmd {
     Rebalance = 507,
     /// A holder lets a resource go (`Release` / `ResourceReply`).
     Release = 509,
+    /// Follow one registration's assignments (`WatchAssignments` / `WatchAssignmentsReply`,
+    /// then `AssignmentNotice`s).
+    Watch = 511,
+    /// Pushed to watchers, one-way: what changed (`AssignmentNotice`).
+    Notice = 513,
 }
 
 impl AssignCmd {
-    pub const ALL: [AssignCmd; 5] = [
+    pub const ALL: [AssignCmd; 7] = [
         AssignCmd::Add,
         AssignCmd::Delete,
         AssignCmd::List,
         AssignCmd::Rebalance,
         AssignCmd::Release,
+        AssignCmd::Watch,
+        AssignCmd::Notice,
     ];
 
     pub fn from_code(code: u32) -> Option<AssignCmd> {

@@ -1,5 +1,10 @@
 //! Work assignment's client calls: on a [`Cluster`] (the leader, followed across failovers)
-//! add, delete, rebalance and release; on a [`Client`] (one beacon) the list.
+//! add, delete, rebalance and release; on a [`Client`] (one beacon) the list; and
+//! [`Assignments`], a service's own assignments followed.
+
+mod assignments;
+
+pub use assignments::{AssignmentEvent, Assignments};
 
 use std::collections::BTreeMap;
 

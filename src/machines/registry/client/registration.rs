@@ -232,6 +232,16 @@ impl Registration {
         self.clock.clone()
     }
 
+    /// How this registration reaches the cluster, for the watches a service starts on it.
+    pub fn connect_options(&self) -> &ConnectOptions {
+        &self.connect
+    }
+
+    /// How long its calls keep looking for a leader.
+    pub fn retry_for(&self) -> Duration {
+        self.retry_for
+    }
+
     /// The cluster's node-ID range `(first, last)`, as the leader stated it.
     pub fn id_range(&self) -> (u32, u32) {
         self.clock.id_range

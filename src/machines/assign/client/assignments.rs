@@ -1,0 +1,266 @@
+//! A service's own assignments, followed.
+//!
+//! The leader answers a watch with the resources the registration holds and then pushes a
+//! notice per committed change that concerns it. When leadership moves, [`Assignments`]
+//! watches again at the new leader and reports only the difference. When the registration's
+//! lease is lost, every resource it held is reported lost at once, so the service stops
+//! work it may no longer own.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use tokio::sync::watch;
+
+use crate::client::{Client, ClientError, Cluster};
+use crate::machines::assign::wire::AssignCmd;
+use crate::machines::registry::{LeaseLost, Registration};
+use crate::pb::assign as pb;
+use crate::wire::Code;
+
+/// One change to what this service holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AssignmentEvent {
+    /// Start running it: it is this service's, under the fencing token in its holder.
+    Added(pb::ResourceInfo),
+    /// Let it go: a rebalance moves it; call [`Assignments::release`] once stopped.
+    Revoking(pb::ResourceInfo),
+    /// Stop running it: it is no longer this service's.
+    Removed(pb::ResourceInfo),
+    /// The lease is lost: stop running all of these; the watch ends.
+    Lost {
+        resources: Vec<pb::ResourceInfo>,
+        why: String,
+    },
+}
+
+/// The resources one registration holds, and every change to them.
+pub struct Assignments {
+    cluster: Cluster,
+    node_id: u32,
+    token: (u64, u64),
+    conn: Option<Client>,
+    held: BTreeMap<String, pb::ResourceInfo>,
+    pending: VecDeque<AssignmentEvent>,
+    lost: watch::Receiver<Option<LeaseLost>>,
+    ended: Option<String>,
+    resyncs: u64,
+}
+
+impl Assignments {
+    /// Starts following `registration`'s assignments; [`Assignments::held`] then holds what
+    /// it holds (each an `Added` event too, so a loop over [`Assignments::next`] starts all).
+    pub async fn start(registration: &Registration) -> Result<Assignments, ClientError> {
+        let mut a = Assignments {
+            cluster: Cluster::new(
+                registration.reply().beacons.clone(),
+                registration.connect_options().clone(),
+                registration.retry_for(),
+            ),
+            node_id: registration.node_id(),
+            token: registration.fencing_token(),
+            conn: None,
+            held: BTreeMap::new(),
+            pending: VecDeque::new(),
+            lost: registration.lease_lost(),
+            ended: None,
+            resyncs: 0,
+        };
+        let fresh = a.subscribe().await?;
+        a.resync(fresh);
+        Ok(a)
+    }
+
+    /// What this service holds now, by name.
+    pub fn held(&self) -> impl Iterator<Item = &pb::ResourceInfo> {
+        self.held.values()
+    }
+
+    /// How many times the watch moved to a new leader.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs
+    }
+
+    async fn subscribe(&mut self) -> Result<Vec<pb::ResourceInfo>, ClientError> {
+        let req = pb::WatchAssignments {
+            node_id: self.node_id,
+            term: self.token.0,
+            index: self.token.1,
+        };
+        let (conn, reply): (Client, pb::WatchAssignmentsReply) = self
+            .cluster
+            .start_stream("the assignment watch", async |c| {
+                c.request(AssignCmd::Watch, &req, "the assignment watch")
+                    .await
+            })
+            .await?;
+        self.conn = Some(conn);
+        Ok(reply.held)
+    }
+
+    /// The next change. Waits as long as nothing changes; rides out failovers; ends with
+    /// [`AssignmentEvent::Lost`] when the lease is lost, after which it fails.
+    pub async fn next(&mut self) -> Result<AssignmentEvent, ClientError> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Ok(event);
+            }
+            if let Some(why) = &self.ended {
+                return Err(ClientError::Ended {
+                    what: "the assignment watch",
+                    why: why.clone(),
+                });
+            }
+            let mut lost = self.lost.clone();
+            let frame = match self.conn.as_mut() {
+                Some(conn) => tokio::select! {
+                    frame = conn.next_pushed("the assignment watch") => Some(frame),
+                    _ = lost.wait_for(Option::is_some) => None,
+                },
+                None => Some(Err(ClientError::Closed {
+                    addr: String::new(),
+                })),
+            };
+            let Some(frame) = frame else {
+                self.lose_lease();
+                continue;
+            };
+            let notice = frame.and_then(|f| {
+                if f.cmd != AssignCmd::Notice.code() {
+                    return Err(ClientError::BadReply {
+                        what: "the assignment watch",
+                        msg: format!("a pushed frame of cmd {}", f.cmd),
+                    });
+                }
+                f.decode::<pb::AssignmentNotice>()
+                    .map_err(|cause| ClientError::Frame {
+                        addr: String::new(),
+                        cause,
+                    })
+            });
+            match notice {
+                Ok(notice) => self.apply(notice),
+                Err(e) if e.is_retryable() => {
+                    self.conn = None;
+                    // Watching again at the next leader, unless the lease is lost meanwhile.
+                    let mut lost = self.lost.clone();
+                    let fresh = tokio::select! {
+                        fresh = self.subscribe() => Some(fresh?),
+                        _ = lost.wait_for(Option::is_some) => None,
+                    };
+                    match fresh {
+                        Some(fresh) => {
+                            self.resyncs += 1;
+                            self.resync(fresh);
+                        }
+                        None => self.lose_lease(),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Lets `name` go (after a `Revoking`, or of the service's own accord): it goes to
+    /// another service at once.
+    pub async fn release(&mut self, name: &str) -> Result<pb::ResourceInfo, ClientError> {
+        let Some((term, index)) = self
+            .held
+            .get(name)
+            .and_then(|r| r.holder.as_ref())
+            .map(|h| (h.term, h.index))
+        else {
+            return Err(ClientError::Ended {
+                what: "the release",
+                why: format!("resource `{name}` is not held by this service"),
+            });
+        };
+        let next = self.cluster.release_resource(name, term, index).await?;
+        if let Some(r) = self.held.remove(name) {
+            self.pending.push_back(AssignmentEvent::Removed(r));
+        }
+        Ok(next)
+    }
+
+    /// The lease is lost: everything held is lost with it.
+    fn lose_lease(&mut self) {
+        let why = self
+            .lost
+            .borrow()
+            .clone()
+            .map_or("the registration's keepalive stopped".to_owned(), |l| {
+                l.to_string()
+            });
+        self.lose(why);
+    }
+
+    fn lose(&mut self, why: String) {
+        let resources: Vec<pb::ResourceInfo> =
+            std::mem::take(&mut self.held).into_values().collect();
+        self.conn = None;
+        self.pending.push_back(AssignmentEvent::Lost {
+            resources,
+            why: why.clone(),
+        });
+        self.ended = Some(why);
+    }
+
+    /// The assignment token of `r`, which names this holding.
+    fn token(r: &pb::ResourceInfo) -> Option<(u64, u64)> {
+        r.holder.as_ref().map(|h| (h.term, h.index))
+    }
+
+    fn held_event(&mut self, r: pb::ResourceInfo) {
+        let event = match self.held.get(&r.name) {
+            Some(old) if Self::token(old) == Self::token(&r) => {
+                if r.revoking && !old.revoking {
+                    Some(AssignmentEvent::Revoking(r.clone()))
+                } else {
+                    None
+                }
+            }
+            Some(old) => {
+                // Held again under a new assignment: the old one ended.
+                self.pending
+                    .push_back(AssignmentEvent::Removed(old.clone()));
+                Some(AssignmentEvent::Added(r.clone()))
+            }
+            None => Some(AssignmentEvent::Added(r.clone())),
+        };
+        self.held.insert(r.name.clone(), r);
+        self.pending.extend(event);
+    }
+
+    fn apply(&mut self, notice: pb::AssignmentNotice) {
+        for r in notice.gone {
+            let ours = self
+                .held
+                .get(&r.name)
+                .is_some_and(|old| Self::token(old) == Self::token(&r));
+            if ours && let Some(old) = self.held.remove(&r.name) {
+                self.pending.push_back(AssignmentEvent::Removed(old));
+            }
+        }
+        for r in notice.held {
+            self.held_event(r);
+        }
+    }
+
+    /// Turns the difference between what was held and `fresh` into events.
+    fn resync(&mut self, fresh: Vec<pb::ResourceInfo>) {
+        let fresh: BTreeMap<String, pb::ResourceInfo> =
+            fresh.into_iter().map(|r| (r.name.clone(), r)).collect();
+        let gone: Vec<String> = self
+            .held
+            .keys()
+            .filter(|name| !fresh.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(old) = self.held.remove(&name) {
+                self.pending.push_back(AssignmentEvent::Removed(old));
+            }
+        }
+        for r in fresh.into_values() {
+            self.held_event(r);
+        }
+    }
+}
