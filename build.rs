@@ -27,6 +27,11 @@ const JSON_MESSAGES: &[&str] = &[
     "beacon.assign.ResourcesReply",
     "beacon.assign.RebalanceReply",
     "beacon.assign.Move",
+    "beacon.assign.SlotGroupInfo",
+    "beacon.assign.SlotInfo",
+    "beacon.assign.GroupView",
+    "beacon.assign.GroupsReply",
+    "beacon.assign.GroupReply",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

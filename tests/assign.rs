@@ -320,3 +320,135 @@ async fn a_service_follows_its_own_assignments_and_loses_them_with_its_lease() {
     assert!(mine.next().await.is_err(), "the watch has ended");
     drop(b);
 }
+
+async fn robot(beacons: &[String], i: u8) -> Registration {
+    let options = RegisterOptions {
+        connect: opts(),
+        ..RegisterOptions::new("ROBOT", SocketAddr::from(([10, 8, 2, i], 9000)))
+    };
+    Registration::register(beacons.to_vec(), options)
+        .await
+        .unwrap_or_else(|e| panic!("robot {i}: {e}"))
+}
+
+/// Slot holders of `group` as a beacon sees them (`None`: free), and its standbys.
+async fn slots(c: &mut Client, group: &str) -> (Vec<Option<u32>>, Vec<u32>) {
+    let reply = c.slot_groups(group).await.unwrap();
+    let view = reply.groups.into_iter().next().expect("the group");
+    let g = view.group.unwrap();
+    (
+        g.slots
+            .iter()
+            .map(|s| s.holder.as_ref().map(|h| h.node_id))
+            .collect(),
+        view.standbys,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slot_story_three_slots_five_services_a_standby_takes_over() {
+    let ports = free_ports(1);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-slots",
+        r#"{"lease_ms": 1000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+    let mut robots = Vec::new();
+    for i in 1..=5 {
+        robots.push(Some(robot(&beacons, i).await));
+    }
+    let ids: Vec<u32> = robots
+        .iter()
+        .map(|r| r.as_ref().unwrap().node_id())
+        .collect();
+    let g = leader.create_slots("robots", "ROBOT", 3).await.unwrap();
+    assert_eq!(g.slots.len(), 3);
+    // Creating it again as it is answers with it; with another count, refused.
+    leader.create_slots("robots", "ROBOT", 3).await.unwrap();
+    let e = leader.create_slots("robots", "ROBOT", 4).await.unwrap_err();
+    assert!(e.is(AssignErrorCode::GroupConflict), "{e}");
+
+    // The three oldest registrations get the slots; two stand by.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (held, standbys) = loop {
+        let (held, standbys) = slots(&mut c, "robots").await;
+        if held.iter().all(Option::is_some) {
+            break (held, standbys);
+        }
+        assert!(Instant::now() < deadline, "slots granted: {held:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(held, vec![Some(ids[0]), Some(ids[1]), Some(ids[2])]);
+    assert_eq!(standbys, vec![ids[3], ids[4]]);
+
+    // A robot bound to slot 1 runs where that slot's holder is.
+    let bot = leader
+        .add_slot_resource("bot-1", "robots", 1, 1)
+        .await
+        .unwrap();
+    assert_eq!(bot.holder.as_ref().unwrap().node_id, ids[1]);
+    // A claim of a held slot, or with a stale version, is refused.
+    let me = robots[3].as_ref().unwrap();
+    let reg = (me.node_id(), me.fencing_token().0, me.fencing_token().1);
+    let e = leader.claim_slot("robots", 1, 1, reg).await.unwrap_err();
+    assert!(e.is(AssignErrorCode::SlotTaken), "{e}");
+
+    // The holder of slot 1 dies: the oldest standby takes its slot, and the robot with it.
+    let died = Instant::now();
+    robots[1] = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (held, standbys) = slots(&mut c, "robots").await;
+        if held[1] == Some(ids[3]) {
+            assert_eq!(standbys, vec![ids[4]]);
+            break;
+        }
+        assert!(Instant::now() < deadline, "a standby takes over: {held:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "slot 1 taken over {:?} after its holder stopped reporting",
+        died.elapsed()
+    );
+    let bots = c.resources("").await.unwrap().resources;
+    assert_eq!(
+        bots[0].holder.as_ref().unwrap().node_id,
+        ids[3],
+        "the robot moved with the slot"
+    );
+
+    // An explicit unregister hands the slot over at once (no lease to wait for).
+    let gone = robots[0].take().unwrap();
+    let handed = Instant::now();
+    gone.unregister().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (held, _) = slots(&mut c, "robots").await;
+        if held[0] == Some(ids[4]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the last standby takes slot 0: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!(
+        "slot 0 handed over {:?} after an unregister",
+        handed.elapsed()
+    );
+    let e = leader.delete_slots("robots").await.unwrap_err();
+    assert!(e.is(AssignErrorCode::GroupInUse), "{e}");
+    leader.delete_resource("bot-1").await.unwrap();
+    assert!(leader.delete_slots("robots").await.unwrap().is_some());
+    assert!(
+        leader.delete_slots("robots").await.unwrap().is_none(),
+        "idempotent"
+    );
+    drop(robots);
+}

@@ -139,6 +139,7 @@ where
                         name,
                         node_type: "WORKER".into(),
                         labels: BTreeMap::new(),
+                        slot: None,
                         wall_ms: now,
                     }
                 };
@@ -333,6 +334,7 @@ where
             node_type: "PROBE".into(),
             weight: 1,
             labels: BTreeMap::new(),
+            slot: None,
             wall_ms: 0,
         })
     }

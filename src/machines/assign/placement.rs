@@ -173,6 +173,7 @@ pub fn rebalance(
                 .filter(|r| {
                     holder.get(r.name.as_str()) == Some(&most.node_id)
                         && !r.revoking
+                        && r.slot.is_none()
                         && u64::from(r.weight) < spread
                         && eligible(r, least)
                 })
@@ -188,6 +189,44 @@ pub fn rebalance(
         }
     }
     moves
+}
+
+/// Slots to grant in `group`: each free slot, or one whose holder's registration has ended,
+/// goes to the oldest standby (a live service of the group's node type holding no slot of
+/// it, oldest registration first); with no standby, a slot whose holder ended is freed.
+pub fn slot_grants(
+    group: &super::state::SlotGroup,
+    candidates: &[Candidate],
+) -> Vec<(u32, Option<NodeId>)> {
+    let live_holder = |s: &super::state::Slot| {
+        s.holder
+            .as_ref()
+            .is_some_and(|h| candidates.iter().any(|c| c.is(h)))
+    };
+    let mut standbys: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.node_type == group.node_type)
+        .filter(|c| {
+            !group
+                .slots
+                .iter()
+                .any(|s| s.holder.as_ref().is_some_and(|h| c.is(h)))
+        })
+        .collect();
+    standbys.sort_by_key(|c| (c.registration, c.node_id));
+    let mut standbys = standbys.into_iter();
+    let mut grants = Vec::new();
+    for (i, slot) in group.slots.iter().enumerate() {
+        if live_holder(slot) {
+            continue;
+        }
+        match standbys.next() {
+            Some(c) => grants.push((i as u32, Some(c.node_id))),
+            None if slot.holder.is_some() => grants.push((i as u32, None)),
+            None => {}
+        }
+    }
+    grants
 }
 
 #[cfg(test)]
@@ -223,6 +262,7 @@ mod tests {
             holder: None,
             revoking: false,
             created_ms: 0,
+            slot: None,
         }
     }
 
@@ -286,6 +326,45 @@ mod tests {
         let moves: Vec<_> = moves.into_iter().map(|(n, id)| (n, Some(id))).collect();
         place(&mut state, &back, &moves);
         assert_eq!(state.loads(), BTreeMap::from([(1, 2), (2, 3)]));
+    }
+
+    #[test]
+    fn free_slots_go_to_the_oldest_standbys() {
+        use crate::machines::assign::state::{Slot, SlotGroup};
+        let five: Vec<Candidate> = (1..=5).map(|i| candidate(i, "ROBOT", &[])).collect();
+        let mut group = SlotGroup {
+            name: "g".into(),
+            node_type: "ROBOT".into(),
+            slots: vec![Slot::default(); 3],
+            created_ms: 0,
+        };
+        // Three free slots: the three oldest registrations (tokens 1, 2, 3) get them.
+        let grants = slot_grants(&group, &five);
+        assert_eq!(grants, vec![(0, Some(1)), (1, Some(2)), (2, Some(3))]);
+        for (slot, node) in grants {
+            let c = &five[node.unwrap() as usize - 1];
+            group.slots[slot as usize].holder = Some(Holder {
+                node_id: c.node_id,
+                addr: c.addr,
+                registration: c.registration,
+                token: FencingToken { term: 1, index: 10 },
+                since_ms: 0,
+            });
+        }
+        assert!(
+            slot_grants(&group, &five).is_empty(),
+            "all held by live services"
+        );
+        // The holder of slot 1 dies: the oldest standby (4) takes it; 5 stands by.
+        let four: Vec<Candidate> = five.iter().filter(|c| c.node_id != 2).cloned().collect();
+        assert_eq!(slot_grants(&group, &four), vec![(1, Some(4))]);
+        // No standby left: the slot is freed.
+        let two: Vec<Candidate> = five
+            .iter()
+            .filter(|c| c.node_id <= 1 || c.node_id == 3)
+            .cloned()
+            .collect();
+        assert_eq!(slot_grants(&group, &two), vec![(1, None)]);
     }
 
     #[test]

@@ -6,9 +6,9 @@ use tracing::warn;
 
 use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource};
-use super::wire::{AssignCmd, AssignErrorCode, resource_to_pb};
+use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::consensus::ConsensusError;
-use crate::machines::registry::FencingToken;
+use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
 use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
@@ -33,6 +33,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
                 node_type: req.node_type,
                 weight: if req.weight == 0 { 1 } else { req.weight },
                 labels: req.labels.into_iter().collect(),
+                slot: (!req.slot_group.is_empty()).then_some((req.slot_group, req.slot)),
                 wall_ms: wall_ms(),
             };
             reply(frame, &resource_reply(submit(ctx, request).await?)?)
@@ -72,6 +73,41 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         AssignCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
         AssignCmd::Watch => watch(frame, ctx).await,
+        AssignCmd::CreateGroup => {
+            let req: pb::CreateGroup = frame.decode()?;
+            let request = Request::CreateGroup {
+                name: req.name,
+                node_type: req.node_type,
+                count: req.count,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &group_reply(submit(ctx, request).await?)?)
+        }
+        AssignCmd::DeleteGroup => {
+            let req: pb::DeleteGroup = frame.decode()?;
+            reply(
+                frame,
+                &group_reply(submit(ctx, Request::DeleteGroup(req.name)).await?)?,
+            )
+        }
+        AssignCmd::Claim => {
+            let req: pb::Claim = frame.decode()?;
+            let request = Request::Claim {
+                group: req.group,
+                slot: req.slot,
+                version: req.version,
+                node: (
+                    req.node_id,
+                    FencingToken {
+                        term: req.term,
+                        index: req.index,
+                    },
+                ),
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &group_reply(submit(ctx, request).await?)?)
+        }
+        AssignCmd::Groups => reply(frame, &groups(ctx, frame.decode()?).await?),
         AssignCmd::Notice => Err(Reject::keep(
             ErrorCode::UnknownCommand,
             "assignment notices (cmd 513) are sent by beacons to watchers, not to beacons",
@@ -180,6 +216,15 @@ fn reject(e: AssignError) -> Reject {
         AssignError::Unknown(_) => AssignErrorCode::UnknownResource.into(),
         AssignError::NotHolder { .. } => AssignErrorCode::NotResourceHolder.into(),
         AssignError::TooMany { .. } => AssignErrorCode::TooManyResources.into(),
+        AssignError::UnknownGroup(_) | AssignError::NoSlot { .. } => {
+            AssignErrorCode::UnknownGroup.into()
+        }
+        AssignError::GroupConflict { .. } => AssignErrorCode::GroupConflict.into(),
+        AssignError::SlotTaken { .. } => AssignErrorCode::SlotTaken.into(),
+        AssignError::GroupInUse { .. } => AssignErrorCode::GroupInUse.into(),
+        AssignError::SlotCount { .. } | AssignError::NotEligible(_) => {
+            ErrorCode::InvalidRequest.into()
+        }
     };
     Reject::keep(code, e.to_string())
 }
@@ -196,6 +241,62 @@ fn unexpected(response: Response) -> Reject {
         ErrorCode::Unavailable,
         format!("internal error: unexpected response {response:?}"),
     )
+}
+
+fn group_reply(answer: Response) -> Result<pb::GroupReply, Reject> {
+    match answer {
+        Response::Group(g) => Ok(pb::GroupReply {
+            group: g.as_ref().map(group_to_pb),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// The slot groups with their standbys: live services of the group's type holding no slot
+/// of it, oldest registration first (the order they get freed slots in).
+async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply, Reject> {
+    if !req.name.is_empty() {
+        super::state::check_name(&req.name)
+            .map_err(|e| Reject::keep(ErrorCode::InvalidRequest, e.to_string()))?;
+    }
+    ctx.driver
+        .read(move |replica, _| {
+            let state = replica.state();
+            let assignments = <State as Part<Assignments>>::part(state);
+            let registry = <State as Part<Registry>>::part(state);
+            let groups = assignments
+                .groups()
+                .filter(|g| req.name.is_empty() || g.name == req.name)
+                .map(|g| {
+                    let mut standbys: Vec<_> = registry
+                        .nodes()
+                        .filter(|n| n.node_type == g.node_type)
+                        .filter(|n| {
+                            !g.slots.iter().any(|s| {
+                                s.holder.as_ref().is_some_and(|h| {
+                                    (h.node_id, h.registration) == (n.node_id, n.token())
+                                })
+                            })
+                        })
+                        .map(|n| (n.token(), n.node_id))
+                        .collect();
+                    standbys.sort_unstable();
+                    pb::GroupView {
+                        group: Some(group_to_pb(g)),
+                        standbys: standbys.into_iter().map(|(_, id)| id).collect(),
+                    }
+                })
+                .collect();
+            pb::GroupsReply {
+                node: replica.config().me.to_string(),
+                is_leader: replica.is_leader(),
+                index: replica.position().index,
+                groups,
+                now_ms: wall_ms(),
+                stale: replica.staleness(),
+            }
+        })
+        .await
 }
 
 fn resource_reply(answer: Response) -> Result<pb::ResourceReply, Reject> {

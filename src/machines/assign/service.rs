@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use super::placement::{self, Candidate};
 use super::state::{
-    Assignments, Command, Holder, InvalidResource, Placement, Resource, check_label, check_name,
+    Assignments, Command, Grant, Holder, InvalidResource, Placement, Resource, Slot, SlotGroup,
+    check_label, check_name,
 };
 use crate::consensus::{Leader, Outcome, Service};
 use crate::machines::Part;
@@ -43,9 +44,27 @@ impl Default for AssignLimits {
 pub enum Request {
     Add {
         name: String,
+        /// With `slot`: the group's type (or empty).
         node_type: String,
         weight: u32,
         labels: BTreeMap<String, String>,
+        /// Bound to a slot (group, number) instead of a node type.
+        slot: Option<(String, u32)>,
+        wall_ms: u64,
+    },
+    CreateGroup {
+        name: String,
+        node_type: String,
+        count: u32,
+        wall_ms: u64,
+    },
+    DeleteGroup(String),
+    /// Registration `node` claims `slot` of `group`, expecting it at `version`.
+    Claim {
+        group: String,
+        slot: u32,
+        version: u64,
+        node: (NodeId, FencingToken),
         wall_ms: u64,
     },
     Delete(String),
@@ -66,6 +85,8 @@ pub enum Response {
     Resource(Option<Resource>),
     /// Moves begun: (resource, from, to).
     Moves(Vec<(String, NodeId, NodeId)>),
+    /// The group as it is (after create or claim), or as it was (after delete).
+    Group(Option<SlotGroup>),
 }
 
 /// Why a request was refused; nothing was changed.
@@ -100,11 +121,49 @@ pub enum AssignError {
         "this cluster holds {max} resources, the most it may (key `assign.max_resources`); delete one first"
     )]
     TooMany { max: usize },
+    #[error("no slot group named `{0}`")]
+    UnknownGroup(String),
+    #[error("slot group `{group}` has {count} slots: no slot {slot}")]
+    NoSlot {
+        group: String,
+        slot: u32,
+        count: usize,
+    },
+    #[error(
+        "slot group `{name}` exists with node type {node_type} and {count} slots; delete it first to change it"
+    )]
+    GroupConflict {
+        name: String,
+        node_type: String,
+        count: usize,
+    },
+    #[error("a slot group has 1 to {max} slots, not {count}")]
+    SlotCount { count: u32, max: u32 },
+    #[error(
+        "slot {slot} of `{group}` is at version {version}{}, not the version {expected} claimed; nothing was changed",
+        holder.as_ref().map(|h| format!(", held by live node {h}")).unwrap_or_default()
+    )]
+    SlotTaken {
+        group: String,
+        slot: u32,
+        version: u64,
+        expected: u64,
+        holder: Option<NodeId>,
+    },
+    #[error("{count} resources are bound to slot group `{group}`: delete or rebind them first")]
+    GroupInUse { group: String, count: usize },
+    #[error("node {0} with that fencing token holds no live registration of the group's type")]
+    NotEligible(NodeId),
 }
+
+/// Most slots in one group.
+pub const MAX_SLOTS: u32 = 10_000;
 
 /// What a write waits with until committed.
 #[derive(Debug, Clone)]
 pub enum Waiting {
+    /// Answer with the group as the committed state has it (or as it was, deleted).
+    Group(String, Option<SlotGroup>),
     /// Answer with the resource as the committed state has it.
     Resource(String),
     Deleted(Option<Resource>),
@@ -205,7 +264,8 @@ impl AssignService {
         if let Some(old) = assignments.get(&resource.name) {
             let same = old.node_type == resource.node_type
                 && old.weight == resource.weight
-                && old.labels == resource.labels;
+                && old.labels == resource.labels
+                && old.slot == resource.slot;
             if !same {
                 return Outcome::Now(Err(AssignError::Conflict {
                     name: old.name.clone(),
@@ -231,11 +291,149 @@ impl AssignService {
             term: leader.term(),
             index: leader.next_index(),
         };
-        let holder = placement::place_new(assignments, &resource, &candidates)
-            .and_then(|node| holder_on(&candidates, node, token, resource.created_ms));
+        let holder = match &resource.slot {
+            // Bound to a slot: where its holder is.
+            Some((group, slot)) => assignments
+                .group(group)
+                .and_then(|g| g.slots.get(*slot as usize))
+                .and_then(|s| s.holder.clone())
+                .map(|h| Holder {
+                    token,
+                    since_ms: resource.created_ms,
+                    ..h
+                }),
+            None => placement::place_new(assignments, &resource, &candidates)
+                .and_then(|node| holder_on(&candidates, node, token, resource.created_ms)),
+        };
         let name = resource.name.clone();
         let resource = Resource { holder, ..resource };
         write(leader, Command::Add(resource), Waiting::Resource(name))
+    }
+
+    fn create_group<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        group: SlotGroup,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Err(e) = check_name(&group.name) {
+            return Outcome::Now(Err(e.into()));
+        }
+        if let Err(e) = check_type(&group.node_type) {
+            return Outcome::Now(Err(AssignError::InvalidType(e.to_string())));
+        }
+        let count = group.slots.len();
+        if let Some(old) = resources(leader.state()).group(&group.name) {
+            if old.node_type == group.node_type && old.slots.len() == count {
+                return Outcome::WhenCommitted {
+                    index: leader.last_index(),
+                    waiting: Waiting::Group(group.name, None),
+                };
+            }
+            return Outcome::Now(Err(AssignError::GroupConflict {
+                name: old.name.clone(),
+                node_type: old.node_type.clone(),
+                count: old.slots.len(),
+            }));
+        }
+        let name = group.name.clone();
+        // The slots are granted to the oldest services of the type on the next tick.
+        write(
+            leader,
+            Command::CreateGroup(group),
+            Waiting::Group(name, None),
+        )
+    }
+
+    fn delete_group<S: Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        name: String,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        if let Err(e) = check_name(&name) {
+            return Outcome::Now(Err(e.into()));
+        }
+        let state = resources(leader.state());
+        let Some(old) = state.group(&name).cloned() else {
+            return Outcome::WhenCommitted {
+                index: leader.last_index(),
+                waiting: Waiting::Group(name, None),
+            };
+        };
+        let bound = state
+            .iter()
+            .filter(|r| r.slot.as_ref().is_some_and(|(g, _)| *g == name))
+            .count();
+        if bound > 0 {
+            return Outcome::Now(Err(AssignError::GroupInUse {
+                group: name,
+                count: bound,
+            }));
+        }
+        write(
+            leader,
+            Command::DeleteGroup(name.clone()),
+            Waiting::Group(name, Some(old)),
+        )
+    }
+
+    fn claim<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        group: String,
+        slot: u32,
+        version: u64,
+        node: (NodeId, FencingToken),
+        wall_ms: u64,
+    ) -> Outcome<Response, AssignError, Waiting> {
+        let candidates = candidates(leader.state());
+        let state = resources(leader.state());
+        let Some(g) = state.group(&group) else {
+            return Outcome::Now(Err(AssignError::UnknownGroup(group)));
+        };
+        let Some(current) = g.slots.get(slot as usize) else {
+            return Outcome::Now(Err(AssignError::NoSlot {
+                group,
+                slot,
+                count: g.slots.len(),
+            }));
+        };
+        let Some(claimant) = candidates
+            .iter()
+            .find(|c| (c.node_id, c.registration) == node && c.node_type == g.node_type)
+        else {
+            return Outcome::Now(Err(AssignError::NotEligible(node.0)));
+        };
+        let live = current
+            .holder
+            .as_ref()
+            .filter(|h| candidates.iter().any(|c| c.is(h)));
+        let holds_other =
+            g.slots.iter().enumerate().any(|(i, s)| {
+                i != slot as usize && s.holder.as_ref().is_some_and(|h| claimant.is(h))
+            });
+        if current.version != version || live.is_some_and(|h| !claimant.is(h)) || holds_other {
+            return Outcome::Now(Err(AssignError::SlotTaken {
+                group,
+                slot,
+                version: current.version,
+                expected: version,
+                holder: live.map(|h| h.node_id),
+            }));
+        }
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let to = holder_on(&candidates, claimant.node_id, token, wall_ms);
+        write(
+            leader,
+            Command::Grant(vec![Grant {
+                group: group.clone(),
+                slot,
+                to,
+            }]),
+            Waiting::Group(group, None),
+        )
     }
 
     fn delete<S: Part<Assignments>>(
@@ -383,7 +581,11 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
         leader: &mut Leader<'_, S>,
         request: Request,
     ) -> Outcome<Response, AssignError, Waiting> {
-        if let Request::Add { wall_ms, .. } | Request::Release { wall_ms, .. } = &request {
+        if let Request::Add { wall_ms, .. }
+        | Request::Release { wall_ms, .. }
+        | Request::CreateGroup { wall_ms, .. }
+        | Request::Claim { wall_ms, .. } = &request
+        {
             self.wall_offset = *wall_ms as i64 - leader.now() as i64;
         }
         match request {
@@ -392,8 +594,26 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
                 node_type,
                 weight,
                 labels,
+                slot,
                 wall_ms,
             } => {
+                // A resource bound to a slot is of its group's type.
+                let node_type = match &slot {
+                    Some((group, number)) => {
+                        let Some(g) = resources(leader.state()).group(group) else {
+                            return Outcome::Now(Err(AssignError::UnknownGroup(group.clone())));
+                        };
+                        if *number as usize >= g.slots.len() {
+                            return Outcome::Now(Err(AssignError::NoSlot {
+                                group: group.clone(),
+                                slot: *number,
+                                count: g.slots.len(),
+                            }));
+                        }
+                        g.node_type.clone()
+                    }
+                    None => node_type,
+                };
                 let resource = Resource {
                     name,
                     node_type,
@@ -402,9 +622,38 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
                     holder: None,
                     revoking: false,
                     created_ms: wall_ms,
+                    slot,
                 };
                 self.add(leader, resource)
             }
+            Request::CreateGroup {
+                name,
+                node_type,
+                count,
+                wall_ms,
+            } => {
+                if count == 0 || count > MAX_SLOTS {
+                    return Outcome::Now(Err(AssignError::SlotCount {
+                        count,
+                        max: MAX_SLOTS,
+                    }));
+                }
+                let group = SlotGroup {
+                    name,
+                    node_type,
+                    slots: vec![Slot::default(); count as usize],
+                    created_ms: wall_ms,
+                };
+                self.create_group(leader, group)
+            }
+            Request::DeleteGroup(name) => self.delete_group(leader, name),
+            Request::Claim {
+                group,
+                slot,
+                version,
+                node,
+                wall_ms,
+            } => self.claim(leader, group, slot, version, node, wall_ms),
             Request::Delete(name) => self.delete(leader, name),
             Request::Rebalance(node_type) => self.rebalance(leader, node_type),
             Request::Release {
@@ -419,6 +668,27 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     /// since the last) go to the least loaded eligible live services, all in one command.
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
         let candidates = candidates(leader.state());
+        let wall_ms = (leader.now() as i64 + self.wall_offset).max(0) as u64;
+        // Slots whose holder ended go to the oldest standbys, with their resources.
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let grants: Vec<Grant> = resources(leader.state())
+            .groups()
+            .flat_map(|g| {
+                placement::slot_grants(g, &candidates)
+                    .into_iter()
+                    .map(|(slot, to)| Grant {
+                        group: g.name.clone(),
+                        slot,
+                        to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
+                    })
+            })
+            .collect();
+        if !grants.is_empty() {
+            leader.append(<S as Part<Assignments>>::wrap(Command::Grant(grants)));
+        }
         let assignments = resources(leader.state());
         let moves = placement::orphans(assignments, &candidates);
         if moves.is_empty() {
@@ -428,7 +698,6 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
             term: leader.term(),
             index: leader.next_index(),
         };
-        let wall_ms = (leader.now() as i64 + self.wall_offset).max(0) as u64;
         let placements = moves
             .into_iter()
             .map(|(name, to)| {
@@ -444,6 +713,8 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
 
     fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, AssignError> {
         Ok(match waiting {
+            Waiting::Group(name, None) => Response::Group(resources(state).group(&name).cloned()),
+            Waiting::Group(_, gone) => Response::Group(gone),
             Waiting::Resource(name) => Response::Resource(resources(state).get(&name).cloned()),
             Waiting::Deleted(old) => Response::Resource(old),
             Waiting::Moves(moves) => Response::Moves(moves),

@@ -50,6 +50,34 @@ pub struct Resource {
     /// The holder has been asked to let it go (a rebalance); it owns it until it does.
     pub revoking: bool,
     pub created_ms: u64,
+    /// Bound to a slot (group, slot number) instead of a node type: it runs wherever the
+    /// slot's holder is, and moves with the slot.
+    pub slot: Option<(String, u32)>,
+}
+
+/// One slot of a group: at most one holder, and a version that rises with each change (a
+/// claim names the version it expects: compare and swap).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slot {
+    pub holder: Option<Holder>,
+    pub version: u64,
+}
+
+/// M slots for services of one node type; services beyond M stand by in registration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotGroup {
+    pub name: String,
+    pub node_type: String,
+    pub slots: Vec<Slot>,
+    pub created_ms: u64,
+}
+
+/// One slot changes holder: `to` (or nobody).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub group: String,
+    pub slot: u32,
+    pub to: Option<Holder>,
 }
 
 /// One change of holder: `to` (or nobody) from the entry at `token`.
@@ -68,6 +96,10 @@ pub enum Command {
     Place(Vec<Placement>),
     /// The holders of these resources are asked to let them go.
     Revoke(Vec<String>),
+    CreateGroup(SlotGroup),
+    DeleteGroup(String),
+    /// Slots change holder, and the resources bound to them move along, in one entry.
+    Grant(Vec<Grant>),
 }
 
 /// What a command changed, for watchers: each resource whose holder changed, as it is now.
@@ -79,6 +111,11 @@ pub enum Change {
     Moved {
         from: Resource,
         to: Resource,
+    },
+    /// A slot group as it is (created, or a slot granted), or `None` once deleted.
+    Group {
+        name: String,
+        now: Option<SlotGroup>,
     },
 }
 
@@ -97,12 +134,26 @@ pub enum ApplyError {
         from: FencingToken,
         to: FencingToken,
     },
+    #[error("slot group `{0}` does not exist")]
+    UnknownGroup(String),
+    #[error("slot group `{0}` exists already")]
+    GroupExists(String),
+    #[error("slot group `{group}` has no slot {slot}")]
+    NoSlot { group: String, slot: u32 },
+}
+
+/// The state as a snapshot holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssignSnapshot {
+    pub resources: Vec<Resource>,
+    pub groups: Vec<SlotGroup>,
 }
 
 /// The work-assignment state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Assignments {
     resources: BTreeMap<String, Resource>,
+    groups: BTreeMap<String, SlotGroup>,
 }
 
 impl Assignments {
@@ -120,6 +171,14 @@ impl Assignments {
 
     pub fn is_empty(&self) -> bool {
         self.resources.is_empty()
+    }
+
+    pub fn group(&self, name: &str) -> Option<&SlotGroup> {
+        self.groups.get(name)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &SlotGroup> {
+        self.groups.values()
     }
 
     /// Total weight each registration holds, by node ID.
@@ -200,6 +259,69 @@ impl Assignments {
                 }
                 Ok(Some(changes))
             }
+            Command::CreateGroup(group) => {
+                if self.groups.contains_key(&group.name) {
+                    return Err(ApplyError::GroupExists(group.name.clone()));
+                }
+                self.groups.insert(group.name.clone(), group.clone());
+                Ok(Some(vec![Change::Group {
+                    name: group.name.clone(),
+                    now: Some(group.clone()),
+                }]))
+            }
+            Command::DeleteGroup(name) => {
+                self.groups
+                    .remove(name)
+                    .ok_or_else(|| ApplyError::UnknownGroup(name.clone()))?;
+                Ok(Some(vec![Change::Group {
+                    name: name.clone(),
+                    now: None,
+                }]))
+            }
+            Command::Grant(grants) => {
+                for g in grants {
+                    let group = self
+                        .groups
+                        .get(&g.group)
+                        .ok_or_else(|| ApplyError::UnknownGroup(g.group.clone()))?;
+                    if g.slot as usize >= group.slots.len() {
+                        return Err(ApplyError::NoSlot {
+                            group: g.group.clone(),
+                            slot: g.slot,
+                        });
+                    }
+                }
+                let mut changes = Vec::new();
+                let mut touched = Vec::new();
+                for g in grants {
+                    let group = self.groups.get_mut(&g.group).expect("checked above");
+                    let slot = &mut group.slots[g.slot as usize];
+                    slot.holder = g.to.clone();
+                    slot.version += 1;
+                    if !touched.contains(&g.group) {
+                        touched.push(g.group.clone());
+                    }
+                    // The resources bound to the slot move with it.
+                    for r in self.resources.values_mut() {
+                        if r.slot.as_ref() == Some(&(g.group.clone(), g.slot)) {
+                            let from = r.clone();
+                            r.holder = g.to.clone();
+                            r.revoking = false;
+                            changes.push(Change::Moved {
+                                from,
+                                to: r.clone(),
+                            });
+                        }
+                    }
+                }
+                for name in touched {
+                    changes.push(Change::Group {
+                        now: self.groups.get(&name).cloned(),
+                        name,
+                    });
+                }
+                Ok(Some(changes))
+            }
         }
     }
 }
@@ -207,7 +329,7 @@ impl Assignments {
 impl Machine for Assignments {
     type Command = Command;
     type Change = Vec<Change>;
-    type Snapshot = Vec<Resource>;
+    type Snapshot = AssignSnapshot;
     type ApplyError = ApplyError;
 
     fn apply(
@@ -218,16 +340,28 @@ impl Machine for Assignments {
         Assignments::apply(self, command)
     }
 
-    fn snapshot(&self, _now: Millis) -> Vec<Resource> {
-        self.resources.values().cloned().collect()
+    fn snapshot(&self, _now: Millis) -> AssignSnapshot {
+        AssignSnapshot {
+            resources: self.resources.values().cloned().collect(),
+            groups: self.groups.values().cloned().collect(),
+        }
     }
 
-    fn restore(&mut self, snapshot: Vec<Resource>, _now: Millis) {
-        self.resources = snapshot.into_iter().map(|r| (r.name.clone(), r)).collect();
+    fn restore(&mut self, snapshot: AssignSnapshot, _now: Millis) {
+        self.resources = snapshot
+            .resources
+            .into_iter()
+            .map(|r| (r.name.clone(), r))
+            .collect();
+        self.groups = snapshot
+            .groups
+            .into_iter()
+            .map(|g| (g.name.clone(), g))
+            .collect();
     }
 
     fn records(&self) -> usize {
-        self.resources.len()
+        self.resources.len() + self.groups.values().map(|g| g.slots.len()).sum::<usize>()
     }
 
     fn summary(&self) -> String {
@@ -297,6 +431,7 @@ mod tests {
             holder,
             revoking: false,
             created_ms: 0,
+            slot: None,
         }
     }
 

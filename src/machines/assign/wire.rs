@@ -5,7 +5,9 @@
 
 use prost::Message as _;
 
-use super::state::{Assignments, Command, Holder, Placement, Resource};
+use super::state::{
+    AssignSnapshot, Assignments, Command, Grant, Holder, Placement, Resource, Slot, SlotGroup,
+};
 use crate::machines::registry::FencingToken;
 use crate::pb::assign as pb;
 use crate::wire::{Code, MachineWire, WireError, parse_addr};
@@ -29,10 +31,18 @@ pub enum AssignCmd {
     Watch = 511,
     /// Pushed to watchers, one-way: what changed (`AssignmentNotice`).
     Notice = 513,
+    /// Create a slot group (`CreateGroup` / `GroupReply`).
+    CreateGroup = 515,
+    /// Delete a slot group (`DeleteGroup` / `GroupReply`).
+    DeleteGroup = 517,
+    /// The slot groups (`GroupsRequest` / `GroupsReply`).
+    Groups = 519,
+    /// Claim a slot, compare and swap (`Claim` / `GroupReply`).
+    Claim = 521,
 }
 
 impl AssignCmd {
-    pub const ALL: [AssignCmd; 7] = [
+    pub const ALL: [AssignCmd; 11] = [
         AssignCmd::Add,
         AssignCmd::Delete,
         AssignCmd::List,
@@ -40,6 +50,10 @@ impl AssignCmd {
         AssignCmd::Release,
         AssignCmd::Watch,
         AssignCmd::Notice,
+        AssignCmd::CreateGroup,
+        AssignCmd::DeleteGroup,
+        AssignCmd::Groups,
+        AssignCmd::Claim,
     ];
 
     pub fn from_code(code: u32) -> Option<AssignCmd> {
@@ -65,14 +79,26 @@ pub enum AssignErrorCode {
     NotResourceHolder = 42,
     /// The cluster holds as many resources as `assign.max_resources` allows.
     TooManyResources = 43,
+    /// No slot group has the name given, or it has no such slot.
+    UnknownGroup = 44,
+    /// A slot group of that name exists with another node type or count.
+    GroupConflict = 45,
+    /// A claim expected another version of the slot, or the slot is held by a live service.
+    SlotTaken = 46,
+    /// Resources are bound to the group: delete or rebind them first.
+    GroupInUse = 47,
 }
 
 impl AssignErrorCode {
-    pub const ALL: [AssignErrorCode; 4] = [
+    pub const ALL: [AssignErrorCode; 8] = [
         AssignErrorCode::UnknownResource,
         AssignErrorCode::ResourceConflict,
         AssignErrorCode::NotResourceHolder,
         AssignErrorCode::TooManyResources,
+        AssignErrorCode::UnknownGroup,
+        AssignErrorCode::GroupConflict,
+        AssignErrorCode::SlotTaken,
+        AssignErrorCode::GroupInUse,
     ];
 
     pub fn from_code(code: u32) -> Option<AssignErrorCode> {
@@ -123,6 +149,8 @@ pub fn resource_to_pb(r: &Resource) -> pb::ResourceInfo {
         holder: r.holder.as_ref().map(holder_to_pb),
         revoking: r.revoking,
         created_ms: r.created_ms,
+        slot_group: r.slot.as_ref().map(|(g, _)| g.clone()).unwrap_or_default(),
+        slot: r.slot.as_ref().map_or(0, |(_, s)| *s),
     }
 }
 
@@ -135,6 +163,41 @@ pub fn resource_from_pb(r: pb::ResourceInfo) -> Result<Resource, WireError> {
         holder: r.holder.map(holder_from_pb).transpose()?,
         revoking: r.revoking,
         created_ms: r.created_ms,
+        slot: (!r.slot_group.is_empty()).then_some((r.slot_group, r.slot)),
+    })
+}
+
+pub fn group_to_pb(g: &SlotGroup) -> pb::SlotGroupInfo {
+    pb::SlotGroupInfo {
+        name: g.name.clone(),
+        node_type: g.node_type.clone(),
+        slots: g
+            .slots
+            .iter()
+            .map(|s| pb::SlotInfo {
+                holder: s.holder.as_ref().map(holder_to_pb),
+                version: s.version,
+            })
+            .collect(),
+        created_ms: g.created_ms,
+    }
+}
+
+pub fn group_from_pb(g: pb::SlotGroupInfo) -> Result<SlotGroup, WireError> {
+    Ok(SlotGroup {
+        name: g.name,
+        node_type: g.node_type,
+        slots: g
+            .slots
+            .into_iter()
+            .map(|s| {
+                Ok(Slot {
+                    holder: s.holder.map(holder_from_pb).transpose()?,
+                    version: s.version,
+                })
+            })
+            .collect::<Result<_, WireError>>()?,
+        created_ms: g.created_ms,
     })
 }
 
@@ -155,6 +218,18 @@ impl MachineWire for Assignments {
             }),
             Command::Revoke(names) => C::Revoke(pb::Names {
                 names: names.clone(),
+            }),
+            Command::CreateGroup(g) => C::CreateGroup(group_to_pb(g)),
+            Command::DeleteGroup(name) => C::DeleteGroup(name.clone()),
+            Command::Grant(grants) => C::Grant(pb::Grants {
+                grants: grants
+                    .iter()
+                    .map(|g| pb::Grant {
+                        group: g.group.clone(),
+                        slot: g.slot,
+                        to: g.to.as_ref().map(holder_to_pb),
+                    })
+                    .collect(),
             }),
         };
         pb::AssignEntry {
@@ -183,22 +258,45 @@ impl MachineWire for Assignments {
                     .collect::<Result<_, WireError>>()?,
             ),
             C::Revoke(names) => Command::Revoke(names.names),
+            C::CreateGroup(g) => Command::CreateGroup(group_from_pb(g)?),
+            C::DeleteGroup(name) => Command::DeleteGroup(name),
+            C::Grant(g) => Command::Grant(
+                g.grants
+                    .into_iter()
+                    .map(|g| {
+                        Ok(Grant {
+                            group: g.group,
+                            slot: g.slot,
+                            to: g.to.map(holder_from_pb).transpose()?,
+                        })
+                    })
+                    .collect::<Result<_, WireError>>()?,
+            ),
         }))
     }
 
-    fn encode_snapshot(resources: &Vec<Resource>, buf: &mut Vec<u8>) {
+    fn encode_snapshot(s: &AssignSnapshot, buf: &mut Vec<u8>) {
         pb::AssignSnapshot {
-            resources: resources.iter().map(resource_to_pb).collect(),
+            resources: s.resources.iter().map(resource_to_pb).collect(),
+            groups: s.groups.iter().map(group_to_pb).collect(),
         }
         .encode_raw(buf);
     }
 
-    fn decode_snapshot(bytes: &[u8]) -> Result<Vec<Resource>, WireError> {
-        pb::AssignSnapshot::decode(bytes)?
-            .resources
-            .into_iter()
-            .map(resource_from_pb)
-            .collect()
+    fn decode_snapshot(bytes: &[u8]) -> Result<AssignSnapshot, WireError> {
+        let s = pb::AssignSnapshot::decode(bytes)?;
+        Ok(AssignSnapshot {
+            resources: s
+                .resources
+                .into_iter()
+                .map(resource_from_pb)
+                .collect::<Result<_, _>>()?,
+            groups: s
+                .groups
+                .into_iter()
+                .map(group_from_pb)
+                .collect::<Result<_, _>>()?,
+        })
     }
 }
 
@@ -228,6 +326,19 @@ mod tests {
             holder: Some(holder.clone()),
             revoking: true,
             created_ms: 5,
+            slot: Some(("robots".into(), 2)),
+        };
+        let group = SlotGroup {
+            name: "robots".into(),
+            node_type: "ROBOT".into(),
+            slots: vec![
+                Slot {
+                    holder: Some(holder.clone()),
+                    version: 3,
+                },
+                Slot::default(),
+            ],
+            created_ms: 1,
         };
         for command in [
             Command::Add(resource),
@@ -243,6 +354,13 @@ mod tests {
                 },
             ]),
             Command::Revoke(vec!["site-1".into()]),
+            Command::CreateGroup(group),
+            Command::DeleteGroup("robots".into()),
+            Command::Grant(vec![Grant {
+                group: "robots".into(),
+                slot: 1,
+                to: None,
+            }]),
         ] {
             let e = Entry {
                 index: 9,

@@ -24,6 +24,23 @@ pub enum Command {
     Delete(String),
     /// `resource rebalance [TYPE]`
     Rebalance(Option<String>),
+    /// `resource add NAME --slot GROUP/N [--weight N]`
+    AddToSlot {
+        name: String,
+        group: String,
+        slot: u32,
+        weight: u32,
+    },
+    /// `show slots [GROUP]`
+    ShowSlots(Option<String>),
+    /// `slots create GROUP --type T --count M`
+    CreateSlots {
+        name: String,
+        node_type: String,
+        count: u32,
+    },
+    /// `slots delete GROUP`
+    DeleteSlots(String),
 }
 
 const USAGE: &str = "usage: `resource add NAME --type T [--weight N] [--label k=v]`, `resource delete NAME`, `resource rebalance [TYPE]`";
@@ -33,9 +50,21 @@ fn parse_add(args: &[&str]) -> Result<Command, UsageError> {
         return Err(usage("`resource add` needs a resource name"));
     };
     let (mut node_type, mut weight, mut labels) = (String::new(), 1, BTreeMap::new());
+    let mut slot = None;
     for (flag, value) in flags("resource add", rest)? {
         match flag.as_str() {
             "type" => node_type = value.to_owned(),
+            "slot" => {
+                let parsed = value
+                    .rsplit_once('/')
+                    .and_then(|(g, n)| Some((g.to_owned(), n.parse::<u32>().ok()?)));
+                let Some(parsed) = parsed else {
+                    return Err(usage(format!(
+                        "`resource add`: --slot `{value}` is not GROUP/N (a slot number from 0)"
+                    )));
+                };
+                slot = Some(parsed);
+            }
             "weight" => {
                 weight = number("resource add", "weight", value)?;
                 if weight == 0 {
@@ -53,9 +82,22 @@ fn parse_add(args: &[&str]) -> Result<Command, UsageError> {
             other => return Err(usage(format!("`resource add`: unknown flag --{other}"))),
         }
     }
+    if let Some((group, slot)) = slot {
+        if !node_type.is_empty() || !labels.is_empty() {
+            return Err(usage(
+                "`resource add`: a resource bound to a slot takes its group's type; give --slot or --type, not both, and no labels",
+            ));
+        }
+        return Ok(Command::AddToSlot {
+            name: (*name).to_owned(),
+            group,
+            slot,
+            weight,
+        });
+    }
     if node_type.is_empty() {
         return Err(usage(
-            "`resource add` needs --type T (the node type that runs it)",
+            "`resource add` needs --type T (the node type that runs it) or --slot GROUP/N",
         ));
     }
     Ok(Command::Add {
@@ -80,6 +122,93 @@ fn parse_resource(words: &[&str]) -> Result<Command, UsageError> {
         "rebalance" => optional("resource rebalance", args).map(Command::Rebalance),
         _ => Err(usage(USAGE)),
     }
+}
+
+fn parse_slots(words: &[&str]) -> Result<Command, UsageError> {
+    const SLOTS_USAGE: &str =
+        "usage: `slots create GROUP --type T --count M`, `slots delete GROUP`";
+    let Some(sub) = words.first() else {
+        return Err(usage(SLOTS_USAGE));
+    };
+    let args = &words[1..];
+    match sub.to_ascii_lowercase().as_str() {
+        "create" => {
+            let Some((name, rest)) = args.split_first().filter(|(n, _)| !n.starts_with("--"))
+            else {
+                return Err(usage("`slots create` needs a group name"));
+            };
+            let (mut node_type, mut count) = (String::new(), 0u32);
+            for (flag, value) in flags("slots create", rest)? {
+                match flag.as_str() {
+                    "type" => node_type = value.to_owned(),
+                    "count" => count = number("slots create", "count", value)?,
+                    other => return Err(usage(format!("`slots create`: unknown flag --{other}"))),
+                }
+            }
+            if node_type.is_empty() || count == 0 {
+                return Err(usage(
+                    "`slots create` needs --type T and --count M (at least 1)",
+                ));
+            }
+            Ok(Command::CreateSlots {
+                name: (*name).to_owned(),
+                node_type,
+                count,
+            })
+        }
+        "delete" => match args {
+            [name] => Ok(Command::DeleteSlots((*name).to_owned())),
+            _ => Err(usage("usage: `slots delete GROUP`")),
+        },
+        _ => Err(usage(SLOTS_USAGE)),
+    }
+}
+
+/// `show slots` as a table: one row per slot.
+fn slots_table(reply: &pb::GroupsReply) -> String {
+    let mut rows = Vec::new();
+    for view in &reply.groups {
+        let Some(g) = &view.group else { continue };
+        let standbys: Vec<String> = view.standbys.iter().map(u32::to_string).collect();
+        for (i, slot) in g.slots.iter().enumerate() {
+            let (holder, addr, since, token) = match &slot.holder {
+                Some(h) => (
+                    h.node_id.to_string(),
+                    h.addr.clone(),
+                    reply.now_ms.saturating_sub(h.since_ms).to_string(),
+                    format!("{}.{}", h.term, h.index),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            rows.push(vec![
+                g.name.clone(),
+                g.node_type.clone(),
+                i.to_string(),
+                holder,
+                addr,
+                since,
+                token,
+                slot.version.to_string(),
+                or_dash(&standbys.join(",")),
+            ]);
+        }
+    }
+    let mut out = stale_warning(reply.stale.as_deref());
+    out.push_str(&render(
+        &[
+            "group",
+            "node_type",
+            "slot",
+            "holder",
+            "address",
+            "since_ms",
+            "token",
+            "version",
+            "standbys",
+        ],
+        &rows,
+    ));
+    out
 }
 
 fn holder_cells(r: &pb::ResourceInfo, now_ms: u64) -> [String; 4] {
@@ -162,11 +291,27 @@ impl Commands for Command {
             "delete a resource (deleting one that does not exist changes nothing)",
         ),
         (
+            "resource add NAME --slot GROUP/N [--weight N]",
+            "add a resource bound to slot N of a slot group: it runs wherever that slot's holder is, and moves with the slot",
+        ),
+        (
+            "show slots [GROUP]",
+            "slot groups: group, node_type, slot, holder, address, since_ms, token, version, standbys (oldest first)",
+        ),
+        (
+            "slots create GROUP --type T --count M",
+            "M slots for services of type T; each live service holds at most one, the others stand by and take a slot the moment its holder's registration ends",
+        ),
+        (
+            "slots delete GROUP",
+            "delete a slot group (refused while resources are bound to it)",
+        ),
+        (
             "resource rebalance [TYPE]",
             "move resources from the most to the least loaded services, a bounded number at a time; each holder lets go before the next one gets it",
         ),
     ];
-    const SUBJECTS: &'static [&'static str] = &["resources"];
+    const SUBJECTS: &'static [&'static str] = &["resources", "slots"];
 
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         Some(match head {
@@ -174,6 +319,10 @@ impl Commands for Command {
                 optional("show resources", words.get(2..).unwrap_or_default()).map(Command::Show)
             }
             ["resource", ..] => parse_resource(&words[1..]),
+            ["show", "slots"] => {
+                optional("show slots", words.get(2..).unwrap_or_default()).map(Command::ShowSlots)
+            }
+            ["slots", ..] => parse_slots(&words[1..]),
             _ => return None,
         })
     }
@@ -197,6 +346,49 @@ impl Commands for Command {
                     .await?;
                 session.print(&r, |r| resource_line("added", r))
             }
+            Command::AddToSlot {
+                name,
+                group,
+                slot,
+                weight,
+            } => {
+                let r = session
+                    .cluster()
+                    .add_slot_resource(name, group, *slot, *weight)
+                    .await?;
+                session.print(&r, |r| resource_line("added", r))
+            }
+            Command::ShowSlots(g) => {
+                let g = g.as_deref().unwrap_or("");
+                let reply = session
+                    .with_client(async |c| c.slot_groups(g).await)
+                    .await?;
+                session.print(&reply, slots_table)
+            }
+            Command::CreateSlots {
+                name,
+                node_type,
+                count,
+            } => {
+                let g = session
+                    .cluster()
+                    .create_slots(name, node_type, *count)
+                    .await?;
+                session.print(&g, |g| {
+                    format!(
+                        "slot group {} of {} slots for {} services; free slots go to the oldest of them at the next tick\n",
+                        g.name,
+                        g.slots.len(),
+                        g.node_type
+                    )
+                })
+            }
+            Command::DeleteSlots(name) => match session.cluster().delete_slots(name).await? {
+                Some(g) => session.print(&g, |g| format!("deleted slot group {}\n", g.name)),
+                None => session.print(&serde_json::Value::Null, |_| {
+                    format!("no slot group named {name}: nothing to delete\n")
+                }),
+            },
             Command::Delete(name) => match session.cluster().delete_resource(name).await? {
                 Some(r) => session.print(&r, |r| resource_line("deleted", r)),
                 None => session.print(&serde_json::Value::Null, |_| {
@@ -266,5 +458,31 @@ mod tests {
         );
         assert_eq!(parse("show resources"), Ok(Command::Show(None)));
         assert!(parse("resource frob").is_err());
+        assert_eq!(
+            parse("resource add bot-1 --slot robots/2"),
+            Ok(Command::AddToSlot {
+                name: "bot-1".into(),
+                group: "robots".into(),
+                slot: 2,
+                weight: 1
+            })
+        );
+        assert!(parse("resource add bot-1 --slot robots").is_err());
+        assert!(parse("resource add bot-1 --slot robots/1 --type X").is_err());
+        assert_eq!(
+            parse("slots create robots --type ROBOT --count 3"),
+            Ok(Command::CreateSlots {
+                name: "robots".into(),
+                node_type: "ROBOT".into(),
+                count: 3
+            })
+        );
+        assert!(parse("slots create robots --type ROBOT --count 0").is_err());
+        assert!(parse("slots create robots --count 3").is_err());
+        assert_eq!(
+            parse("slots delete robots"),
+            Ok(Command::DeleteSlots("robots".into()))
+        );
+        assert_eq!(parse("show slots"), Ok(Command::ShowSlots(None)));
     }
 }

@@ -13,6 +13,14 @@ use crate::client::{Client, ClientError, Cluster};
 use crate::pb::assign as pb;
 
 impl Client {
+    /// The slot groups this beacon holds (`""`: all), with their standbys.
+    pub async fn slot_groups(&mut self, name: &str) -> Result<pb::GroupsReply, ClientError> {
+        let req = pb::GroupsRequest {
+            name: name.to_owned(),
+        };
+        self.request(Cmd::Groups, &req, "the slots request").await
+    }
+
     /// The resources this beacon holds, of one node type (`""`: all).
     pub async fn resources(&mut self, node_type: &str) -> Result<pb::ResourcesReply, ClientError> {
         let req = pb::ResourcesRequest {
@@ -36,9 +44,86 @@ impl Cluster {
             node_type: node_type.to_owned(),
             weight,
             labels: labels.into_iter().collect(),
+            ..Default::default()
         };
+        self.add(req).await
+    }
+
+    /// Adds a resource bound to slot `slot` of `group`: it runs wherever that slot's holder
+    /// is, and moves with the slot.
+    pub async fn add_slot_resource(
+        &mut self,
+        name: &str,
+        group: &str,
+        slot: u32,
+        weight: u32,
+    ) -> Result<pb::ResourceInfo, ClientError> {
+        let req = pb::AddResource {
+            name: name.to_owned(),
+            weight,
+            slot_group: group.to_owned(),
+            slot,
+            ..Default::default()
+        };
+        self.add(req).await
+    }
+
+    async fn add(&mut self, req: pb::AddResource) -> Result<pb::ResourceInfo, ClientError> {
         let reply: pb::ResourceReply = self.call(Cmd::Add, &req, "the resource add").await?;
         Ok(reply.resource.unwrap_or_default())
+    }
+
+    /// Creates a slot group of `count` slots for services of `node_type` (idempotent).
+    pub async fn create_slots(
+        &mut self,
+        name: &str,
+        node_type: &str,
+        count: u32,
+    ) -> Result<pb::SlotGroupInfo, ClientError> {
+        let req = pb::CreateGroup {
+            name: name.to_owned(),
+            node_type: node_type.to_owned(),
+            count,
+        };
+        let reply: pb::GroupReply = self
+            .call(Cmd::CreateGroup, &req, "the slots create")
+            .await?;
+        Ok(reply.group.unwrap_or_default())
+    }
+
+    /// Deletes a slot group (idempotent); returns it as it was, if it existed.
+    pub async fn delete_slots(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<pb::SlotGroupInfo>, ClientError> {
+        let req = pb::DeleteGroup {
+            name: name.to_owned(),
+        };
+        let reply: pb::GroupReply = self
+            .call(Cmd::DeleteGroup, &req, "the slots delete")
+            .await?;
+        Ok(reply.group)
+    }
+
+    /// Registration `(node_id, term, index)` claims `slot` of `group`, expecting it at
+    /// `version` (compare and swap).
+    pub async fn claim_slot(
+        &mut self,
+        group: &str,
+        slot: u32,
+        version: u64,
+        registration: (u32, u64, u64),
+    ) -> Result<pb::SlotGroupInfo, ClientError> {
+        let req = pb::Claim {
+            group: group.to_owned(),
+            slot,
+            version,
+            node_id: registration.0,
+            term: registration.1,
+            index: registration.2,
+        };
+        let reply: pb::GroupReply = self.call(Cmd::Claim, &req, "the slot claim").await?;
+        Ok(reply.group.unwrap_or_default())
     }
 
     /// Deletes a resource (idempotent); returns it as it was, if it existed.
