@@ -2,9 +2,11 @@
 //! stored through the real storage code, under drawn faults (loss, delay, one-way cuts,
 //! splits, rings, bridges, crashes with torn writes, pauses), with workers registering,
 //! reporting, dying and coming back, and an admin adding, deleting and rebalancing
-//! resources. The invariants are the checker's (`machines/assign/checker.rs`): a resource
-//! changes holder only once its previous holder's registration has ended (or it was being
-//! revoked), and fencing tokens of successive holders rise.
+//! resources and a slot group. The invariants are the checker's
+//! (`machines/assign/checker.rs`): a resource or a slot changes holder only once its
+//! previous holder's registration has ended (or, for a resource, it was being revoked),
+//! fencing tokens of successive holders and slot versions rise, and no service holds two
+//! slots of a group.
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
@@ -60,23 +62,25 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
                 sim.workload.registrations,
                 sim.workload.admin_writes,
                 sim.core.stats.snapshots,
+                sim.workload.slot_moves,
             )),
             Err(why) => Err(sim.report(&why, "assign_sim")),
         }
     });
-    let sum = results.iter().fold((0, 0, 0, 0), |t, r| {
-        (t.0 + r.0, t.1 + r.1, t.2 + r.2, t.3 + r.3)
+    let sum = results.iter().fold((0, 0, 0, 0, 0), |t, r| {
+        (t.0 + r.0, t.1 + r.1, t.2 + r.2, t.3 + r.3, t.4 + r.4)
     });
     println!(
-        "{} seeds: {} holder changes seen, {} registrations, {} admin writes, {} snapshots",
+        "{} seeds: {} resource and {} slot holder changes seen, {} registrations, {} admin writes, {} snapshots",
         results.len(),
         sum.0,
+        sum.4,
         sum.1,
         sum.2,
         sum.3
     );
     if results.len() > 1 {
-        assert!(sum.0 > 0 && sum.1 > 0 && sum.2 > 0 && sum.3 > 0);
+        assert!(sum.0 > 0 && sum.1 > 0 && sum.2 > 0 && sum.3 > 0 && sum.4 > 0);
     }
 }
 

@@ -56,6 +56,9 @@ enum Sent {
     Admin,
 }
 
+/// A slot as a replica showed it: its holder's registration, and its version.
+type SlotSeen = (Option<(NodeId, FencingToken)>, u64);
+
 /// What a replica showed of a resource at the last check.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -77,7 +80,10 @@ pub struct Clients<X = AssignService> {
     pending: BTreeMap<Token, (usize, Sent)>,
     /// Per replica (by address and applied-position floor), per resource, what it showed.
     seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, Seen>)>,
+    /// Per replica, per slot of group `g`: its holder's registration and version.
+    slots: BTreeMap<SocketAddr, Vec<SlotSeen>>,
     pub moves: u64,
+    pub slot_moves: u64,
     pub registrations: u64,
     pub admin_writes: u64,
     service: PhantomData<X>,
@@ -92,7 +98,9 @@ impl<X> Clients<X> {
             busy: BTreeMap::new(),
             pending: BTreeMap::new(),
             seen: BTreeMap::new(),
+            slots: BTreeMap::new(),
             moves: 0,
+            slot_moves: 0,
             registrations: 0,
             admin_writes: 0,
             service: PhantomData,
@@ -129,6 +137,13 @@ where
                 let i = cx.below(RESOURCES as u64);
                 let name = format!("r{i}");
                 let request = if cx.chance(0.05) {
+                    AssignRequest::CreateGroup {
+                        name: "g".into(),
+                        node_type: "WORKER".into(),
+                        count: 2,
+                        wall_ms: now,
+                    }
+                } else if cx.chance(0.05) {
                     AssignRequest::Rebalance(None)
                 } else if cx.chance(0.05) {
                     AssignRequest::Delete(name)
@@ -289,8 +304,56 @@ where
             // A replica that went back (restarted, or its unstored tail cut) starts over.
             if index < *floor {
                 seen.clear();
+                self.slots.remove(&v.addr);
             }
             *floor = index;
+            if let Some(g) = assignments.group("g") {
+                let now: Vec<SlotSeen> = g
+                    .slots
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.holder.as_ref().map(|h| (h.node_id, h.registration)),
+                            s.version,
+                        )
+                    })
+                    .collect();
+                for (i, (holder, _)) in now.iter().enumerate() {
+                    if holder.is_some() && now[..i].iter().any(|(other, _)| other == holder) {
+                        return Err(format!(
+                            "{}: registration {holder:?} holds two slots of group g",
+                            v.addr
+                        ));
+                    }
+                }
+                if let Some(before) = self.slots.get(&v.addr)
+                    && before.len() == now.len()
+                {
+                    for (i, ((old, old_version), (new, version))) in
+                        before.iter().zip(&now).enumerate()
+                    {
+                        if version < old_version {
+                            return Err(format!(
+                                "{}: slot {i} of g went back from version {old_version} to {version}",
+                                v.addr
+                            ));
+                        }
+                        if old != new {
+                            self.slot_moves += 1;
+                        }
+                        if old != new
+                            && let Some(old) = old
+                            && live(registry, *old)
+                        {
+                            return Err(format!(
+                                "{}: slot {i} of g moved from node {} to {new:?} while its registration is live",
+                                v.addr, old.0
+                            ));
+                        }
+                    }
+                }
+                self.slots.insert(v.addr, now);
+            }
             let mut now_seen = BTreeMap::new();
             for r in assignments.iter() {
                 let current = Seen {
@@ -380,6 +443,7 @@ where
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("moves", self.moves),
+            ("slot_moves", self.slot_moves),
             ("registrations", self.registrations),
             ("admin_writes", self.admin_writes),
         ]
