@@ -36,7 +36,7 @@ enum Bench {
     Failover(failover::Options),
     /// beacon, etcd and ZooKeeper side by side: failover, allocation, liveness capacity.
     #[cfg(feature = "peers")]
-    Compare(compare::Options),
+    Compare(Box<compare::Options>),
 }
 
 fn beacon_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {

@@ -105,6 +105,33 @@ impl Cluster {
         }
     }
 
+    /// Sends `req` (a request that starts a stream, such as a watch) to the leader, following
+    /// redirects and riding out elections as [`Cluster::call`] does, and takes the
+    /// connection, which the stream holds. Unlike [`Cluster::start_stream`] it takes no
+    /// closure, so its future is `Send` and a watch built on it can run in a spawned task.
+    pub async fn open_stream<Req, Resp>(
+        &mut self,
+        cmd: impl Code,
+        req: &Req,
+        what: &'static str,
+    ) -> Result<(Client, Resp), ClientError>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let mut retry = Retry::new();
+        loop {
+            let result = match self.connection().await {
+                Ok(conn) => conn.request(cmd, req, what).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(answer) => return Ok((self.conn.take().expect("connected"), answer)),
+                Err(e) => self.failed(&mut retry, e, what).await?,
+            }
+        }
+    }
+
     /// Runs `start` at the leader (a request that starts a stream, such as a watch),
     /// following redirects and riding out elections as [`Cluster::call`] does, and takes the
     /// connection, which the stream holds.

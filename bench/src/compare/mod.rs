@@ -8,6 +8,7 @@
 //! go to a Markdown table (ratios beacon/peer) and JSON.
 
 mod alloc;
+mod assign;
 mod clients;
 mod etcd_lease;
 mod failover;
@@ -33,6 +34,7 @@ pub enum Part {
     Alloc,
     Liveness,
     Sequence,
+    Assign,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -97,6 +99,19 @@ pub struct Options {
     /// The sequences' own step (the client's adaptive requests start there).
     #[arg(long, default_value_t = 1_000)]
     sequence_step: u64,
+    /// Workers and resources of the assignment part.
+    #[arg(long, default_value_t = 10)]
+    assign_workers: usize,
+    #[arg(long, default_value_t = 1_000)]
+    assign_resources: usize,
+    /// Deaths (and unregisters) the assignment part times.
+    #[arg(long, default_value_t = 5)]
+    assign_rounds: usize,
+    /// Resources and workers of the assignment part's steady-state CPU measurement.
+    #[arg(long, default_value_t = 10_000)]
+    assign_steady_resources: usize,
+    #[arg(long, default_value_t = 100)]
+    assign_steady_workers: usize,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -109,6 +124,7 @@ pub struct Results {
     pub alloc: Vec<(String, alloc::Throughput)>,
     pub liveness: Vec<(String, liveness::Liveness)>,
     pub sequence: Option<sequence::SequenceResults>,
+    pub assign: Option<assign::AssignResults>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -219,6 +235,70 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         .await;
         keep(cluster, opts.keep);
         results.sequence = Some(s?);
+    }
+
+    if wants(Part::Assign) && runs(Kind::Beacon) {
+        println!("assignment: resources moved off a dead or departed worker; balance; leader CPU");
+        // A short tick and the shortest lease, so the times show beacon's own delays.
+        let (tick_ms, lease_ms) = (100, 1_000);
+        let setup = BeaconSetup {
+            tick_ms,
+            config: serde_json::json!({ "lease_ms": lease_ms, "assign": { "max_moves": 1_000 } }),
+        };
+        let cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
+        let leader = cluster.ready(Duration::from_secs(60)).await?;
+        let mut at = cluster.endpoints(&[leader]);
+        at.extend(cluster.endpoints(&(0..MEMBERS).filter(|i| *i != leader).collect::<Vec<_>>()));
+        let pid = cluster.members[leader].pid();
+        let mut a = assign::run(
+            &at,
+            None,
+            tick_ms,
+            lease_ms,
+            opts.assign_workers,
+            opts.assign_resources,
+            opts.assign_rounds,
+            Duration::from_secs(opts.window_secs),
+        )
+        .await;
+        keep(cluster, opts.keep);
+        // The leader at steady state: a cluster at beacon's defaults, many resources.
+        if let Ok(a) = &mut a {
+            let cluster = start(&programs, Kind::Beacon);
+            let leader = cluster.ready(Duration::from_secs(60)).await?;
+            let at = cluster.endpoints(&[leader]);
+            let steady = assign::run(
+                &at,
+                cluster.members[leader].pid(),
+                1_000,
+                10_000,
+                opts.assign_steady_workers,
+                opts.assign_steady_resources,
+                0,
+                Duration::from_secs(opts.window_secs),
+            )
+            .await;
+            keep(cluster, opts.keep);
+            let steady = steady?;
+            a.steady_cpu = steady.steady_cpu;
+            a.steady_resources = steady.steady_resources;
+            a.steady_workers = steady.steady_workers;
+        }
+        let _ = pid;
+        let a = a?;
+        let (m, x) = assign::median_max(&a.after_death_ms);
+        let (um, ux) = assign::median_max(&a.after_unregister_ms);
+        println!(
+            "  after a death: median {m:.0} ms, max {x:.0} ms (lease {lease_ms} ms); after an unregister: median {um:.0} ms, max {ux:.0} ms; spread {} / {} / {} (largest weight {}); leader CPU {:.1}% with {} resources on {} workers",
+            a.spread_after_adds,
+            a.spread_after_death,
+            a.spread_after_join,
+            a.max_weight,
+            a.steady_cpu.unwrap_or(0.0) * 100.0,
+            a.steady_resources,
+            a.steady_workers
+        );
+        results.assign = Some(a);
     }
 
     let table = report::markdown(&results);

@@ -111,6 +111,54 @@ pub fn markdown(r: &Results) -> String {
     if let Some(s) = &r.sequence {
         sequence_rows(r, s, &mut rows);
     }
+    if let Some(a) = &r.assign {
+        let only = |what: String, v: f64, unit: &'static str, decimals: usize| Row {
+            what,
+            beacon: Some(v),
+            etcd: None,
+            zookeeper: None,
+            unit,
+            decimals,
+        };
+        let (m, x) = super::assign::median_max(&a.after_death_ms);
+        rows.push(only(
+            format!(
+                "assignment: a dead worker's resources running again, median (lease {} ms, tick {} ms; lower is better)",
+                a.lease_ms, a.tick_ms
+            ),
+            m,
+            " ms",
+            0,
+        ));
+        rows.push(only("assignment: the same, max".into(), x, " ms", 0));
+        let (m, _) = super::assign::median_max(&a.after_unregister_ms);
+        rows.push(only(
+            "assignment: an unregistered worker's resources running again, median (lower is better)".into(),
+            m,
+            " ms",
+            0,
+        ));
+        rows.push(only(
+            format!(
+                "assignment: spread of load after a join and a rebalance (largest weight {})",
+                a.max_weight
+            ),
+            a.spread_after_join as f64,
+            "",
+            0,
+        ));
+        if let Some(cpu) = a.steady_cpu {
+            rows.push(only(
+                format!(
+                    "assignment: leader CPU at steady state, {} resources on {} workers (lower is better)",
+                    a.steady_resources, a.steady_workers
+                ),
+                cpu * 100.0,
+                "%",
+                1,
+            ));
+        }
+    }
 
     let mut out = String::new();
     writeln!(

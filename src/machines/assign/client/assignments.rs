@@ -87,10 +87,7 @@ impl Assignments {
         };
         let (conn, reply): (Client, pb::WatchAssignmentsReply) = self
             .cluster
-            .start_stream("the assignment watch", async |c| {
-                c.request(AssignCmd::Watch, &req, "the assignment watch")
-                    .await
-            })
+            .open_stream(AssignCmd::Watch, &req, "the assignment watch")
             .await?;
         self.conn = Some(conn);
         Ok(reply.held)
