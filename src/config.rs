@@ -164,6 +164,8 @@ struct RawAssign {
     max_moves: Option<usize>,
     max_resources: Option<usize>,
     max_weight: Option<u32>,
+    delay_ms: BTreeMap<String, u64>,
+    auto_rebalance_spread: Option<u64>,
 }
 
 impl RawAssign {
@@ -189,10 +191,23 @@ impl RawAssign {
         if max_weight == 0 {
             return Err(check.err("assign.max_weight", None, "must be at least 1".into()));
         }
+        for (node_type, ms) in &self.delay_ms {
+            registry::check_type(node_type)
+                .map_err(|e| check.err("assign.delay_ms", None, e.to_string()))?;
+            if *ms > MAX_ID_REUSE_DELAY_MS {
+                return Err(check.err(
+                    "assign.delay_ms",
+                    None,
+                    format!("{ms} for {node_type} is over the limit of {MAX_ID_REUSE_DELAY_MS}"),
+                ));
+            }
+        }
         Ok(AssignLimits {
             max_moves,
             max_resources,
             max_weight,
+            delay_ms: self.delay_ms.clone(),
+            auto_rebalance_spread: self.auto_rebalance_spread,
         })
     }
 }
@@ -786,6 +801,16 @@ mod tests {
             err(r#"{"node": "127.0.0.1:1", "assign": {"moves": 3}}"#)
                 .contains("unknown field `moves`")
         );
+        assert!(
+            err(r#"{"node": "127.0.0.1:1", "assign": {"delay_ms": {"a b": 5}}}"#)
+                .contains("key `assign.delay_ms`")
+        );
+        let c = parse(
+            r#"{"node": "127.0.0.1:1", "assign": {"delay_ms": {"CRAWLER": 5000}, "auto_rebalance_spread": 2}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.assign.delay_ms["CRAWLER"], 5000);
+        assert_eq!(c.assign.auto_rebalance_spread, Some(2));
         let c = parse(r#"{"node": "127.0.0.1:1", "sequence": {"max_step": 50}}"#).unwrap();
         assert_eq!((c.sequence.default_step, c.sequence.max_step), (50, 50));
     }

@@ -452,3 +452,84 @@ async fn the_slot_story_three_slots_five_services_a_standby_takes_over() {
     );
     drop(robots);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_window_keeps_resources_for_a_returning_holder_and_a_join_rebalances_itself() {
+    let ports = free_ports(1);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-delay",
+        r#"{"lease_ms": 1000, "assign": {"delay_ms": {"CRAWLER": 60000}, "auto_rebalance_spread": 1, "max_moves": 2}}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+    let one = worker(&beacons, 1).await;
+    let two = worker(&beacons, 2).await;
+    for i in 1..=4 {
+        leader
+            .add_resource(&format!("site-{i}"), "CRAWLER", 1, BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let first = one.node_id();
+    let mine = |rs: &[pb::ResourceInfo], id: u32| {
+        rs.iter()
+            .filter(|r| r.holder.as_ref().is_some_and(|h| h.node_id == id))
+            .count()
+    };
+    assert_eq!(mine(&c.resources("").await.unwrap().resources, first), 2);
+
+    // Worker one's lease ends: its two resources wait for it (a minute's window) ...
+    drop(one);
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(
+        mine(&c.resources("").await.unwrap().resources, first),
+        2,
+        "kept for the holder to come back"
+    );
+    // ... and it comes back at the same address: they are its again, under new tokens.
+    let back = worker(&beacons, 1).await;
+    let again = back.node_id();
+    until(
+        &mut c,
+        "the returning holder gets its resources back",
+        |rs| mine(rs, again) == 2,
+    )
+    .await;
+
+    // It ends again, and an operator does not want to wait: moved now.
+    drop(back);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    leader.reassign_now("CRAWLER").await.unwrap();
+    let second = two.node_id();
+    until(&mut c, "all four on the survivor", |rs| {
+        mine(rs, second) == 4
+    })
+    .await;
+
+    // A third worker joins and holds nothing: the leader revokes up to max_moves on its
+    // own; once released they are the newcomer's.
+    let three = worker(&beacons, 3).await;
+    until(&mut c, "an automatic rebalance revokes", |rs| {
+        rs.iter().filter(|r| r.revoking).count() == 2
+    })
+    .await;
+    for r in c.resources("").await.unwrap().resources {
+        if r.revoking {
+            let h = r.holder.unwrap();
+            let moved = leader
+                .release_resource(&r.name, h.term, h.index)
+                .await
+                .unwrap();
+            assert_eq!(moved.holder.unwrap().node_id, three.node_id());
+        }
+    }
+    assert_eq!(
+        mine(&c.resources("").await.unwrap().resources, three.node_id()),
+        2
+    );
+    drop(two);
+}

@@ -102,7 +102,7 @@ mod eager {
 
     impl beacon::machines::Configured for Eager {
         fn configured(config: &beacon::config::Config) -> Eager {
-            Eager(AssignService::new(config.assign))
+            Eager(AssignService::new(config.assign.clone()))
         }
     }
 

@@ -35,6 +35,6 @@ impl Configured for Assignments {
 
 impl Configured for AssignService {
     fn configured(config: &Config) -> AssignService {
-        AssignService::new(config.assign)
+        AssignService::new(config.assign.clone())
     }
 }

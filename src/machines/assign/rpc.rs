@@ -108,6 +108,12 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
             reply(frame, &group_reply(submit(ctx, request).await?)?)
         }
         AssignCmd::Groups => reply(frame, &groups(ctx, frame.decode()?).await?),
+        AssignCmd::Reassign => {
+            let req: pb::Reassign = frame.decode()?;
+            let node_type = (!req.node_type.is_empty()).then_some(req.node_type);
+            submit(ctx, Request::ReassignNow(node_type)).await?;
+            reply(frame, &pb::RebalanceReply { moves: Vec::new() })
+        }
         AssignCmd::Notice => Err(Reject::keep(
             ErrorCode::UnknownCommand,
             "assignment notices (cmd 513) are sent by beacons to watchers, not to beacons",

@@ -19,15 +19,23 @@ use crate::machines::Part;
 use crate::machines::registry::{FencingToken, NodeId, Registry, check_type};
 use crate::time::Millis;
 
-/// The configured limits (config key `assign`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The configured limits and policies (config key `assign`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AssignLimits {
-    /// Moves one rebalance begins at most (a join does not move everything at once).
+    /// Moves in flight at most (revoked, not yet released): a rebalance, asked for or
+    /// automatic, begins no more, so a join does not move everything at once.
     pub max_moves: usize,
     /// How many resources a cluster may hold.
     pub max_resources: usize,
     /// Largest weight of one resource.
     pub max_weight: u32,
+    /// Per node type: how long the resources of a holder whose registration ended wait for
+    /// it to come back (a new registration at the same address keeps them) before they go to
+    /// others. None by default: they move at once.
+    pub delay_ms: BTreeMap<String, u64>,
+    /// Rebalance on its own when a service of a type holds nothing while the spread of load
+    /// among that type's services is over this (off when `None`).
+    pub auto_rebalance_spread: Option<u64>,
 }
 
 impl Default for AssignLimits {
@@ -36,6 +44,8 @@ impl Default for AssignLimits {
             max_moves: 32,
             max_resources: 100_000,
             max_weight: 1_000_000,
+            delay_ms: BTreeMap::new(),
+            auto_rebalance_spread: None,
         }
     }
 }
@@ -70,6 +80,8 @@ pub enum Request {
     Delete(String),
     /// Rebalance the services of one node type, or all.
     Rebalance(Option<String>),
+    /// Move the resources waiting out a delay window now (of one node type, or all).
+    ReassignNow(Option<String>),
     /// The holder of `name` (its assignment named by `token`) lets it go.
     Release {
         name: String,
@@ -176,6 +188,10 @@ pub struct AssignService {
     limits: AssignLimits,
     /// Where each revoked resource is meant to go once its holder lets it go.
     moving: BTreeMap<String, NodeId>,
+    /// Resources whose holder ended, waiting out their type's delay window: since when.
+    waiting_since: BTreeMap<String, Millis>,
+    /// Node types whose waiting resources move at the next tick (`None`: every type).
+    reassign_now: Option<Option<String>>,
     /// Wall-clock minus the leader's clock, from the last request that carried wall time:
     /// placements made on a tick are stamped with it, and the service reads no clock.
     wall_offset: i64,
@@ -215,12 +231,106 @@ impl AssignService {
         AssignService {
             limits,
             moving: BTreeMap::new(),
+            waiting_since: BTreeMap::new(),
+            reassign_now: None,
             wall_offset: 0,
         }
     }
 
-    pub fn limits(&self) -> AssignLimits {
-        self.limits
+    pub fn limits(&self) -> &AssignLimits {
+        &self.limits
+    }
+
+    /// Of the orphans' moves, those to make now: a resource whose holder's type has a delay
+    /// window goes back to a new registration at its holder's address at once, waits while
+    /// the window lasts, and moves by least load after it (or when asked to now).
+    fn due(
+        &mut self,
+        assignments: &Assignments,
+        candidates: &[Candidate],
+        moves: Vec<(String, Option<NodeId>)>,
+        now: Millis,
+    ) -> Vec<(String, Option<NodeId>)> {
+        let forced = self.reassign_now.take();
+        let mut due = Vec::with_capacity(moves.len());
+        for (name, to) in moves {
+            let Some(r) = assignments.get(&name) else {
+                continue;
+            };
+            let delay = self.limits.delay_ms.get(&r.node_type).copied().unwrap_or(0);
+            let Some(old) = r.holder.as_ref().filter(|_| delay > 0) else {
+                self.waiting_since.remove(&name);
+                due.push((name, to));
+                continue;
+            };
+            let back = candidates
+                .iter()
+                .find(|c| c.addr == old.addr && placement::eligible(r, c));
+            let now_forced = forced
+                .as_ref()
+                .is_some_and(|t| t.as_ref().is_none_or(|t| *t == r.node_type));
+            let since = *self.waiting_since.entry(name.clone()).or_insert(now);
+            match back {
+                Some(c) => {
+                    self.waiting_since.remove(&name);
+                    due.push((name, Some(c.node_id)));
+                }
+                None if now_forced || now.saturating_sub(since) >= delay => {
+                    self.waiting_since.remove(&name);
+                    due.push((name, to));
+                }
+                None => {}
+            }
+        }
+        due
+    }
+
+    /// A service of a type holds nothing while the spread among that type's services is
+    /// over the configured bound: revoke the moves that narrow it (no more than the cap of
+    /// moves in flight).
+    fn auto_rebalance<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        candidates: &[Candidate],
+    ) {
+        let Some(bound) = self.limits.auto_rebalance_spread else {
+            return;
+        };
+        if !self.moving.is_empty() {
+            return;
+        }
+        let assignments = resources(leader.state());
+        let loads = assignments.loads();
+        let idle_type = candidates
+            .iter()
+            .find(|c| {
+                !loads.contains_key(&c.node_id)
+                    && assignments
+                        .iter()
+                        .any(|r| r.node_type == c.node_type && r.slot.is_none())
+            })
+            .map(|c| c.node_type.clone());
+        let Some(node_type) = idle_type else {
+            return;
+        };
+        let planned = placement::rebalance(
+            assignments,
+            candidates,
+            Some(&node_type),
+            bound,
+            self.limits.max_moves,
+        );
+        if planned.is_empty() {
+            return;
+        }
+        for (name, to) in &planned {
+            self.moving.insert(name.clone(), *to);
+        }
+        let names = planned.into_iter().map(|(n, _)| n).collect();
+        leader.notice(format!(
+            "a {node_type} service holds nothing: rebalancing (spread over {bound})"
+        ));
+        leader.append(<S as Part<Assignments>>::wrap(Command::Revoke(names)));
     }
 
     fn check(
@@ -568,12 +678,15 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     type Error = AssignError;
     type Waiting = Waiting;
 
+    /// A new leader starts the delay windows afresh (waiting longer, never less).
     fn lead(&mut self, _state: &S, _now: Millis) {
         self.moving.clear();
+        self.waiting_since.clear();
     }
 
     fn step_down(&mut self) {
         self.moving.clear();
+        self.waiting_since.clear();
     }
 
     fn request(
@@ -656,6 +769,18 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
             } => self.claim(leader, group, slot, version, node, wall_ms),
             Request::Delete(name) => self.delete(leader, name),
             Request::Rebalance(node_type) => self.rebalance(leader, node_type),
+            Request::ReassignNow(node_type) => {
+                if let Some(t) = &node_type
+                    && let Err(e) = check_type(t)
+                {
+                    return Outcome::Now(Err(AssignError::InvalidType(e.to_string())));
+                }
+                self.reassign_now = Some(node_type);
+                Outcome::WhenCommitted {
+                    index: leader.last_index(),
+                    waiting: Waiting::Moves(Vec::new()),
+                }
+            }
             Request::Release {
                 name,
                 token,
@@ -691,7 +816,9 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
         }
         let assignments = resources(leader.state());
         let moves = placement::orphans(assignments, &candidates);
+        let moves = self.due(assignments, &candidates, moves, leader.now());
         if moves.is_empty() {
+            self.auto_rebalance(leader, &candidates);
             return;
         }
         let token = FencingToken {

@@ -39,10 +39,12 @@ pub enum AssignCmd {
     Groups = 519,
     /// Claim a slot, compare and swap (`Claim` / `GroupReply`).
     Claim = 521,
+    /// Move resources waiting out a delay window now (`Reassign` / `RebalanceReply`).
+    Reassign = 523,
 }
 
 impl AssignCmd {
-    pub const ALL: [AssignCmd; 11] = [
+    pub const ALL: [AssignCmd; 12] = [
         AssignCmd::Add,
         AssignCmd::Delete,
         AssignCmd::List,
@@ -54,6 +56,7 @@ impl AssignCmd {
         AssignCmd::DeleteGroup,
         AssignCmd::Groups,
         AssignCmd::Claim,
+        AssignCmd::Reassign,
     ];
 
     pub fn from_code(code: u32) -> Option<AssignCmd> {

@@ -24,6 +24,8 @@ pub enum Command {
     Delete(String),
     /// `resource rebalance [TYPE]`
     Rebalance(Option<String>),
+    /// `resource reassign [TYPE]`
+    Reassign(Option<String>),
     /// `resource add NAME --slot GROUP/N [--weight N]`
     AddToSlot {
         name: String,
@@ -120,6 +122,7 @@ fn parse_resource(words: &[&str]) -> Result<Command, UsageError> {
             _ => Err(usage("usage: `resource delete NAME`")),
         },
         "rebalance" => optional("resource rebalance", args).map(Command::Rebalance),
+        "reassign" => optional("resource reassign", args).map(Command::Reassign),
         _ => Err(usage(USAGE)),
     }
 }
@@ -307,6 +310,10 @@ impl Commands for Command {
             "delete a slot group (refused while resources are bound to it)",
         ),
         (
+            "resource reassign [TYPE]",
+            "move now the resources waiting for their ended holder to come back (assign.delay_ms)",
+        ),
+        (
             "resource rebalance [TYPE]",
             "move resources from the most to the least loaded services, a bounded number at a time; each holder lets go before the next one gets it",
         ),
@@ -395,6 +402,15 @@ impl Commands for Command {
                     format!("no resource named {name}: nothing to delete\n")
                 }),
             },
+            Command::Reassign(t) => {
+                session
+                    .cluster()
+                    .reassign_now(t.as_deref().unwrap_or(""))
+                    .await?;
+                session.print(&serde_json::Value::Null, |_| {
+                    "resources waiting for their holder to come back move at the next tick\n".into()
+                })
+            }
             Command::Rebalance(t) => {
                 let moves = session
                     .cluster()

@@ -148,6 +148,16 @@ impl Cluster {
         Ok(reply.moves)
     }
 
+    /// The resources waiting out a delay window (`assign.delay_ms`) move at the leader's
+    /// next tick, of `node_type` (`""`: every type).
+    pub async fn reassign_now(&mut self, node_type: &str) -> Result<(), ClientError> {
+        let req = pb::Reassign {
+            node_type: node_type.to_owned(),
+        };
+        let _: pb::RebalanceReply = self.call(Cmd::Reassign, &req, "the reassign").await?;
+        Ok(())
+    }
+
     /// The holder of `name`, whose assignment has fencing token `(term, index)`, lets it go;
     /// returns the resource with its next holder.
     pub async fn release_resource(
