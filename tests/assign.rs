@@ -311,7 +311,7 @@ async fn a_service_follows_its_own_assignments_and_loses_them_with_its_lease() {
     // The beacon goes away: the lease is lost and with it everything held.
     cluster.beacons[0].kill();
     match event(&mut mine).await {
-        AssignmentEvent::Lost { resources, why } => {
+        AssignmentEvent::Lost { resources, why, .. } => {
             assert_eq!(resources.len(), 1, "{why}");
             assert!(!why.is_empty());
         }
@@ -398,6 +398,12 @@ async fn the_slot_story_three_slots_five_services_a_standby_takes_over() {
     let e = leader.claim_slot("robots", 1, 1, reg).await.unwrap_err();
     assert!(e.is(AssignErrorCode::SlotTaken), "{e}");
 
+    // The oldest standby follows its assignments: it is pushed the slot, never polls.
+    let mut standby = Assignments::start(robots[3].as_ref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(standby.slots().count(), 0);
+
     // The holder of slot 1 dies: the oldest standby takes its slot, and the robot with it.
     let died = Instant::now();
     robots[1] = None;
@@ -421,6 +427,16 @@ async fn the_slot_story_three_slots_five_services_a_standby_takes_over() {
         ids[3],
         "the robot moved with the slot"
     );
+    let (mut granted, mut added) = (None, None);
+    while granted.is_none() || added.is_none() {
+        match event(&mut standby).await {
+            AssignmentEvent::SlotGranted(s) => granted = Some((s.group, s.slot)),
+            AssignmentEvent::Added(r) => added = Some(r.name),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(granted, Some(("robots".to_string(), 1)));
+    assert_eq!(added.as_deref(), Some("bot-1"));
 
     // An explicit unregister hands the slot over at once (no lease to wait for).
     let gone = robots[0].take().unwrap();

@@ -5,7 +5,7 @@ use tokio::sync::mpsc;
 use tracing::warn;
 
 use super::service::{AssignError, AssignService, Request, Response};
-use super::state::{Assignments, Change, Resource};
+use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::consensus::ConsensusError;
 use crate::machines::registry::{FencingToken, Registry};
@@ -146,6 +146,23 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             .as_ref()
             .is_some_and(|h| (h.node_id, h.registration) == me)
     };
+    // The slots of `g` this registration holds.
+    let my_slots = move |g: &SlotGroup| -> Vec<pb::SlotHeld> {
+        g.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let h = s.holder.as_ref()?;
+                ((h.node_id, h.registration) == me).then(|| pb::SlotHeld {
+                    group: g.name.clone(),
+                    slot: i as u32,
+                    version: s.version,
+                    term: h.token.term,
+                    index: h.token.index,
+                })
+            })
+            .collect()
+    };
     let started = ctx
         .driver
         .subscribe(move |replica, _| {
@@ -160,6 +177,12 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 .iter()
                 .filter(|r| mine(r))
                 .map(resource_to_pb)
+                .collect();
+            let slots = resources.groups().flat_map(my_slots).collect();
+            // Per group, the slots held as last told, to tell grants from losses.
+            let mut told: std::collections::BTreeMap<String, Vec<pb::SlotHeld>> = resources
+                .groups()
+                .map(|g| (g.name.clone(), my_slots(g)))
                 .collect();
             let subscriber: Subscriber = Box::new(move |index, change| {
                 let Some(changes) = <State as Part<Assignments>>::change(change) else {
@@ -182,10 +205,31 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                         Change::Moved { from, .. } if mine(from) => {
                             notice.gone.push(resource_to_pb(from))
                         }
+                        Change::Group { name, now } => {
+                            let held = now.as_ref().map(my_slots).unwrap_or_default();
+                            let before = told.remove(name).unwrap_or_default();
+                            for s in &before {
+                                if !held.iter().any(|h| h.slot == s.slot) {
+                                    notice.slots_gone.push(s.clone());
+                                }
+                            }
+                            for s in &held {
+                                if !before.iter().any(|b| b.slot == s.slot) {
+                                    notice.slots_held.push(s.clone());
+                                }
+                            }
+                            if now.is_some() {
+                                told.insert(name.clone(), held);
+                            }
+                        }
                         _ => {}
                     }
                 }
-                if notice.held.is_empty() && notice.gone.is_empty() {
+                if notice.held.is_empty()
+                    && notice.gone.is_empty()
+                    && notice.slots_held.is_empty()
+                    && notice.slots_gone.is_empty()
+                {
                     return !tx.is_closed();
                 }
                 let frame = Frame::new(AssignCmd::Notice.code(), 0, FLAG_ONEWAY, &notice);
@@ -199,7 +243,14 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 }
             });
             (
-                Ok((pb::WatchAssignmentsReply { index: from, held }, rx)),
+                Ok((
+                    pb::WatchAssignmentsReply {
+                        index: from,
+                        held,
+                        slots,
+                    },
+                    rx,
+                )),
                 Some(subscriber),
             )
         })

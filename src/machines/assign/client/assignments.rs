@@ -25,9 +25,14 @@ pub enum AssignmentEvent {
     Revoking(pb::ResourceInfo),
     /// Stop running it: it is no longer this service's.
     Removed(pb::ResourceInfo),
-    /// The lease is lost: stop running all of these; the watch ends.
+    /// A slot is this service's (it was standing by, or claimed it): run what the slot runs.
+    SlotGranted(pb::SlotHeld),
+    /// A slot is no longer this service's.
+    SlotGone(pb::SlotHeld),
+    /// The lease is lost: stop running all of these, and give up these slots; the watch ends.
     Lost {
         resources: Vec<pb::ResourceInfo>,
+        slots: Vec<pb::SlotHeld>,
         why: String,
     },
 }
@@ -39,6 +44,7 @@ pub struct Assignments {
     token: (u64, u64),
     conn: Option<Client>,
     held: BTreeMap<String, pb::ResourceInfo>,
+    slots: BTreeMap<(String, u32), pb::SlotHeld>,
     pending: VecDeque<AssignmentEvent>,
     lost: watch::Receiver<Option<LeaseLost>>,
     ended: Option<String>,
@@ -59,6 +65,7 @@ impl Assignments {
             token: registration.fencing_token(),
             conn: None,
             held: BTreeMap::new(),
+            slots: BTreeMap::new(),
             pending: VecDeque::new(),
             lost: registration.lease_lost(),
             ended: None,
@@ -67,6 +74,11 @@ impl Assignments {
         let fresh = a.subscribe().await?;
         a.resync(fresh);
         Ok(a)
+    }
+
+    /// The slots this service holds, as (group, slot).
+    pub fn slots(&self) -> impl Iterator<Item = &pb::SlotHeld> {
+        self.slots.values()
     }
 
     /// What this service holds now, by name.
@@ -79,7 +91,7 @@ impl Assignments {
         self.resyncs
     }
 
-    async fn subscribe(&mut self) -> Result<Vec<pb::ResourceInfo>, ClientError> {
+    async fn subscribe(&mut self) -> Result<pb::WatchAssignmentsReply, ClientError> {
         let req = pb::WatchAssignments {
             node_id: self.node_id,
             term: self.token.0,
@@ -90,7 +102,7 @@ impl Assignments {
             .open_stream(AssignCmd::Watch, &req, "the assignment watch")
             .await?;
         self.conn = Some(conn);
-        Ok(reply.held)
+        Ok(reply)
     }
 
     /// The next change. Waits as long as nothing changes; rides out failovers; ends with
@@ -192,9 +204,11 @@ impl Assignments {
     fn lose(&mut self, why: String) {
         let resources: Vec<pb::ResourceInfo> =
             std::mem::take(&mut self.held).into_values().collect();
+        let slots: Vec<pb::SlotHeld> = std::mem::take(&mut self.slots).into_values().collect();
         self.conn = None;
         self.pending.push_back(AssignmentEvent::Lost {
             resources,
+            slots,
             why: why.clone(),
         });
         self.ended = Some(why);
@@ -239,12 +253,48 @@ impl Assignments {
         for r in notice.held {
             self.held_event(r);
         }
+        for s in notice.slots_gone {
+            if self.slots.remove(&(s.group.clone(), s.slot)).is_some() {
+                self.pending.push_back(AssignmentEvent::SlotGone(s));
+            }
+        }
+        for s in notice.slots_held {
+            if self
+                .slots
+                .insert((s.group.clone(), s.slot), s.clone())
+                .is_none()
+            {
+                self.pending.push_back(AssignmentEvent::SlotGranted(s));
+            }
+        }
     }
 
     /// Turns the difference between what was held and `fresh` into events.
-    fn resync(&mut self, fresh: Vec<pb::ResourceInfo>) {
-        let fresh: BTreeMap<String, pb::ResourceInfo> =
-            fresh.into_iter().map(|r| (r.name.clone(), r)).collect();
+    fn resync(&mut self, fresh: pb::WatchAssignmentsReply) {
+        let slots: BTreeMap<(String, u32), pb::SlotHeld> = fresh
+            .slots
+            .into_iter()
+            .map(|s| ((s.group.clone(), s.slot), s))
+            .collect();
+        let before = std::mem::take(&mut self.slots);
+        for (key, old) in &before {
+            if !slots.contains_key(key) {
+                self.pending
+                    .push_back(AssignmentEvent::SlotGone(old.clone()));
+            }
+        }
+        for (key, s) in slots {
+            if !before.contains_key(&key) {
+                self.pending
+                    .push_back(AssignmentEvent::SlotGranted(s.clone()));
+            }
+            self.slots.insert(key, s);
+        }
+        let fresh: BTreeMap<String, pb::ResourceInfo> = fresh
+            .held
+            .into_iter()
+            .map(|r| (r.name.clone(), r))
+            .collect();
         let gone: Vec<String> = self
             .held
             .keys()
