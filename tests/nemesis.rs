@@ -17,6 +17,8 @@
 //! * a ring or a bridge raises the term by at most two elections' worth;
 //! * no number of a sequence is handed out twice, and no snowflake ID is generated twice
 //!   (across every holder of every worker ID);
+//! * no resource is run by two workers at once (each ownership from the push that gave it
+//!   to the push that took it, or its lease's end), and holder tokens rise;
 //! * once healed, every beacon follows one leader and holds the same registrations.
 //!
 //! It prints what it measured: faults by kind, writes checked, and how long writes were
@@ -29,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use beacon::client::{AssignmentEvent, Assignments};
 use beacon::client::{Cluster as Leader, ConnectOptions};
 use beacon::machines::registry::RegistryCmd;
 use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration};
@@ -92,6 +95,92 @@ struct Numbers {
 }
 
 const SEQUENCES: [&str; 2] = ["orders", "invoices"];
+
+/// Resources the assignment workers share.
+const RESOURCES: usize = 12;
+
+/// One worker's ownership of a resource, from the push that gave it to when it stopped.
+#[derive(Debug, Clone)]
+struct Owned {
+    worker: usize,
+    resource: String,
+    token: (u64, u64),
+    from: Instant,
+    until: Instant,
+}
+
+/// A worker running the resources pushed to it, registering again whenever its lease is
+/// lost; every ownership is recorded, ended no later than its lease was confirmed.
+async fn assignee(
+    i: usize,
+    beacons: Vec<String>,
+    owned: Arc<Mutex<Vec<Owned>>>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut n: u32 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let addr = SocketAddr::from(([10, 11, i as u8, (n % 250) as u8], 7000));
+        let mut options = RegisterOptions::new("ASSIGNEE", addr);
+        options.connect = opts(500);
+        options.retry_for = Duration::from_secs(3);
+        let Ok(reg) = Registration::register(beacons.clone(), options).await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(mut mine) = Assignments::start(&reg).await else {
+            continue;
+        };
+        let mut running: BTreeMap<String, ((u64, u64), Instant)> = BTreeMap::new();
+        let close = |running: &mut BTreeMap<String, ((u64, u64), Instant)>,
+                     name: &str,
+                     reg: &Registration| {
+            running.remove(name).map(|(token, from)| Owned {
+                worker: i,
+                resource: name.to_owned(),
+                token,
+                from,
+                until: Instant::now().min(reg.confirmed_until()),
+            })
+        };
+        let hold = Duration::from_millis(3_000 + 1_000 * u64::from(n % 4));
+        let until = Instant::now() + hold;
+        loop {
+            let next = tokio::select! {
+                e = mine.next() => e,
+                _ = tokio::time::sleep_until(until.into()) => break,
+            };
+            let mut ended = Vec::new();
+            match next {
+                Ok(AssignmentEvent::Added(r)) => {
+                    let h = r.holder.clone().unwrap_or_default();
+                    running.insert(r.name, ((h.term, h.index), Instant::now()));
+                }
+                Ok(AssignmentEvent::Removed(r)) => ended.extend(close(&mut running, &r.name, &reg)),
+                Ok(AssignmentEvent::Lost { .. }) | Err(_) => {
+                    let names: Vec<String> = running.keys().cloned().collect();
+                    for name in names {
+                        ended.extend(close(&mut running, &name, &reg));
+                    }
+                    owned.lock().unwrap().extend(ended);
+                    break;
+                }
+                Ok(_) => {}
+            }
+            owned.lock().unwrap().extend(ended);
+        }
+        // It stops (gives its registration up, or just drops it): all of it ends here.
+        let names: Vec<String> = running.keys().cloned().collect();
+        let mut ended = Vec::new();
+        for name in names {
+            ended.extend(close(&mut running, &name, &reg));
+        }
+        owned.lock().unwrap().extend(ended);
+        if n.is_multiple_of(2) {
+            let _ = reg.unregister().await;
+        }
+    }
+}
 
 /// Takes segments of a sequence without pause, each attempt bounded.
 async fn segments(
@@ -439,6 +528,17 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
         tasks.push(tokio::spawn(snowflakes(i, b, n, s)));
     }
+    let owned = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..RESOURCES {
+        leader
+            .add_resource(&format!("job-{i}"), "ASSIGNEE", 1, BTreeMap::new())
+            .await
+            .expect("add a resource");
+    }
+    for i in 0..4 {
+        let (b, o, s) = (beacons.clone(), owned.clone(), stop.clone());
+        tasks.push(tokio::spawn(assignee(i, b, o, s)));
+    }
     for i in 0..2 {
         let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
         tasks.push(tokio::spawn(served(i, b, n, s)));
@@ -675,6 +775,45 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         "sequences: {handed} segments and {} served numbers, none twice; snowflake: {generated} IDs from {} generators, none twice",
         nums.served.values().map(Vec::len).sum::<usize>(),
         nums.generators
+    );
+
+    // No resource run by two workers at once; holder tokens rise.
+    let owned = owned.lock().unwrap().clone();
+    let mut by_resource: BTreeMap<&str, Vec<&Owned>> = BTreeMap::new();
+    for o in &owned {
+        by_resource.entry(o.resource.as_str()).or_default().push(o);
+    }
+    for (name, list) in &mut by_resource {
+        list.sort_by_key(|o| o.from);
+        for pair in list.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.worker != b.worker || a.token != b.token {
+                assert!(
+                    b.from >= a.until,
+                    "{name}: worker {} ran it (token {:?}) {:?} past worker {} starting it (token {:?})",
+                    a.worker,
+                    a.token,
+                    a.until - b.from,
+                    b.worker,
+                    b.token
+                );
+                assert!(
+                    b.token > a.token,
+                    "{name}: token {:?} after {:?}",
+                    b.token,
+                    a.token
+                );
+            }
+        }
+    }
+    assert!(
+        owned.len() >= RESOURCES,
+        "assignments got through: {}",
+        owned.len()
+    );
+    println!(
+        "assignment: {} ownerships of {RESOURCES} resources by 4 workers checked, none overlapping",
+        owned.len()
     );
 
     let registrations = h.held.len();
