@@ -555,6 +555,7 @@ impl AssignService {
             return Outcome::Now(Err(e.into()));
         }
         self.moving.remove(&name);
+        self.waiting_since.remove(&name);
         match resources(leader.state()).get(&name).cloned() {
             // Deleting what is not there: nothing to do, answered as such.
             None => Outcome::WhenCommitted {
