@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 
-use crate::consensus::{Machine, Replica, Reply, Service, Token};
+use crate::consensus::{Machine, Replica, Reply, ReplyError, Service, Token};
 use crate::time::Millis;
 
 /// The outcome of a check: `Err` says what broke, for the failing seed's report.
@@ -66,8 +66,15 @@ pub trait Workload<S: Machine, V: Service<S>> {
     fn check(&mut self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
     /// A request the one settled leader must serve once the faults heal.
     fn probe(&mut self) -> V::Request;
-    /// Whether `reply` to the probe is service, or a refusal to retry or to fail on.
-    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe;
+    /// Whether `reply` to the probe is service, or a refusal to retry or to fail on. By
+    /// default: any answer is service, the core's refusals are retried, the machine's fail.
+    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe {
+        match reply {
+            Ok(_) => Probe::Served,
+            Err(ReplyError::Consensus(_)) => Probe::Retry,
+            Err(ReplyError::Machine(_)) => Probe::Refused,
+        }
+    }
     /// Once settled and probed: every replica agrees with what the clients rightly believe.
     fn converged(&self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
     /// Counters for the summary line, and for asserting that the clients got through.

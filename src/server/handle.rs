@@ -246,6 +246,29 @@ pub(crate) fn shutting_down() -> Reject {
     Reject::close(ErrorCode::Unavailable, "beacon is shutting down")
 }
 
+/// Submits `request` to service `V` and returns its answer; its own refusals become replies
+/// through `reject` (each machine's codes), the core's keep theirs.
+pub(crate) async fn submit<V>(
+    ctx: &Ctx<'_>,
+    request: V::Request,
+    reject: impl FnOnce(V::Error) -> Reject,
+) -> Result<V::Response, Reject>
+where
+    V: Service<State>,
+    Services: Routes<State, V>,
+{
+    ctx.driver.submit::<V>(request).await?.map_err(reject)
+}
+
+/// A service answered with a response of another kind than the request asks: a bug,
+/// reported as such rather than a panic.
+pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
+    Reject::keep(
+        ErrorCode::Unavailable,
+        format!("internal error: unexpected response {response:?}"),
+    )
+}
+
 /// What a handler made of a request.
 pub(crate) enum Handled {
     /// The response frame.

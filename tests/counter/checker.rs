@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use beacon::consensus::{Reply, ReplyError, Token};
 use beacon::machines::{Part, Routes};
-use beacon::sim::{Checked, Context, Probe, View, Workload};
+use beacon::sim::{Checked, Context, View, Workload};
 use beacon::time::Millis;
 
 use super::service::{CounterService, Request, Response};
@@ -152,14 +152,6 @@ where
 
     fn probe(&mut self) -> V::Request {
         <V as Routes<S, CounterService>>::request(Request::Add(1))
-    }
-
-    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe {
-        match reply {
-            Ok(_) => Probe::Served,
-            Err(ReplyError::Consensus(_)) => Probe::Retry,
-            Err(ReplyError::Machine(_)) => Probe::Refused,
-        }
     }
 
     fn converged(&self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {

@@ -112,6 +112,17 @@ async fn held_by(leader_addr: &str) -> anyhow::Result<BTreeMap<u32, Vec<(String,
     Ok(by)
 }
 
+/// The names of what worker `id` holds.
+async fn names_of(leader_addr: &str, id: u32) -> anyhow::Result<Vec<String>> {
+    Ok(held_by(leader_addr)
+        .await?
+        .remove(&id)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect())
+}
+
 fn spread(by: &BTreeMap<u32, Vec<(String, u32)>>, workers: &[u32]) -> u64 {
     let loads: Vec<u64> = workers
         .iter()
@@ -177,13 +188,7 @@ pub async fn run(
         let victim = round % pool.len();
         let reg = pool[victim].reg.take().expect("a live worker");
         let id = reg.node_id();
-        let names: Vec<String> = held_by(&leader_addr)
-            .await?
-            .remove(&id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        let names = names_of(&leader_addr, id).await?;
         let died = Instant::now();
         drop(reg);
         pool[victim].task.abort();
@@ -206,13 +211,7 @@ pub async fn run(
         let victim = (round + 1) % pool.len();
         let reg = pool[victim].reg.take().expect("a live worker");
         let id = reg.node_id();
-        let names: Vec<String> = held_by(&leader_addr)
-            .await?
-            .remove(&id)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        let names = names_of(&leader_addr, id).await?;
         let sent = Instant::now();
         reg.unregister().await?;
         pool[victim].task.abort();

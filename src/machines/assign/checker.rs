@@ -26,7 +26,7 @@ use crate::machines::registry::{
     Request as RegistryRequest, Response as RegistryResponse,
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, Probe, View, Workload};
+use crate::sim::{Checked, Context, View, Workload};
 use crate::time::Millis;
 
 /// Resources the admin keeps.
@@ -400,14 +400,6 @@ where
             slot: None,
             wall_ms: 0,
         })
-    }
-
-    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe {
-        match reply {
-            Ok(_) => Probe::Served,
-            Err(ReplyError::Consensus(_)) => Probe::Retry,
-            Err(ReplyError::Machine(_)) => Probe::Refused,
-        }
     }
 
     fn converged(&self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {

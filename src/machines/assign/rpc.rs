@@ -11,7 +11,7 @@ use crate::consensus::ConsensusError;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
-use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
+use crate::server::handle::{self, Ctx, Handled, Reject, Subscriber, reply, unexpected};
 use crate::time::wall_ms;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 
@@ -263,6 +263,11 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     })
 }
 
+/// Submits a request to this machine's service; its refusals become replies.
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    handle::submit::<AssignService>(ctx, request, reject).await
+}
+
 /// The code and text a refusal is sent with.
 fn reject(e: AssignError) -> Reject {
     let code: u32 = match &e {
@@ -284,20 +289,6 @@ fn reject(e: AssignError) -> Reject {
         }
     };
     Reject::keep(code, e.to_string())
-}
-
-async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
-    ctx.driver
-        .submit::<AssignService>(request)
-        .await?
-        .map_err(reject)
-}
-
-fn unexpected(response: Response) -> Reject {
-    Reject::keep(
-        ErrorCode::Unavailable,
-        format!("internal error: unexpected response {response:?}"),
-    )
 }
 
 fn group_reply(answer: Response) -> Result<pb::GroupReply, Reject> {

@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::consensus::ConsensusError;
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
-use crate::server::handle::{Ctx, Handled, Reject, Subscriber, reply};
+use crate::server::handle::{self, Ctx, Handled, Reject, Subscriber, reply, unexpected};
 use crate::time::wall_ms;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 
@@ -86,6 +86,11 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
     }
 }
 
+/// Submits a request to this machine's service; its refusals become replies.
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    handle::submit::<RegistryService>(ctx, request, reject).await
+}
+
 /// The code and text a registry refusal is sent with.
 fn reject(e: RegistryError) -> Reject {
     let code: u32 = match &e {
@@ -128,22 +133,6 @@ pub(crate) fn register_request(
         metadata: req.metadata,
         wall_ms: wall_ms(),
     })
-}
-
-/// Submits a request to the registry's service; its refusals become replies.
-async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
-    ctx.driver
-        .submit::<RegistryService>(request)
-        .await?
-        .map_err(reject)
-}
-
-/// The service answered with the response of another kind: a bug, reported as such.
-fn unexpected(response: Response) -> Reject {
-    Reject::keep(
-        ErrorCode::Unavailable,
-        format!("internal error: unexpected response {response:?}"),
-    )
 }
 
 async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::RegisterReply, Reject> {

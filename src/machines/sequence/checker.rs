@@ -18,7 +18,7 @@ use super::service::{Request, Response, SequenceError, SequenceService};
 use super::state::{Segment, Sequences};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, Probe, View, Workload};
+use crate::sim::{Checked, Context, View, Workload};
 use crate::time::Millis;
 
 /// The sequences the clients use.
@@ -269,14 +269,6 @@ where
             step: None,
             wall_ms: 0,
         })
-    }
-
-    fn probe_answer(&self, reply: &Reply<S, V>) -> Probe {
-        match reply {
-            Ok(_) => Probe::Served,
-            Err(ReplyError::Consensus(_)) => Probe::Retry,
-            Err(ReplyError::Machine(_)) => Probe::Refused,
-        }
     }
 
     fn converged(&self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {

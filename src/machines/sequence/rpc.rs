@@ -7,7 +7,7 @@ use super::state::Sequences;
 use super::wire::{SequenceCmd, SequenceErrorCode, record_to_pb, segment_from_pb, segment_to_pb};
 use crate::machines::{Part, State};
 use crate::pb::sequence as pb;
-use crate::server::handle::{Ctx, Handled, Reject, reply};
+use crate::server::handle::{self, Ctx, Handled, Reject, reply, unexpected};
 use crate::time::wall_ms;
 use crate::wire::ErrorCode;
 
@@ -84,6 +84,11 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
     }
 }
 
+/// Submits a request to this machine's service; its refusals become replies.
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    handle::submit::<SequenceService>(ctx, request, reject).await
+}
+
 /// The code and text a refusal is sent with.
 fn reject(e: SequenceError) -> Reject {
     let code: u32 = match &e {
@@ -97,21 +102,6 @@ fn reject(e: SequenceError) -> Reject {
         SequenceError::TooMany { .. } => SequenceErrorCode::TooManySequences.into(),
     };
     Reject::keep(code, e.to_string())
-}
-
-async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
-    ctx.driver
-        .submit::<SequenceService>(request)
-        .await?
-        .map_err(reject)
-}
-
-/// The service answered with the response of another kind: a bug, reported as such.
-fn unexpected(response: Response) -> Reject {
-    Reject::keep(
-        ErrorCode::Unavailable,
-        format!("internal error: unexpected response {response:?}"),
-    )
 }
 
 fn sequence_reply(answer: Response) -> Result<pb::SequenceReply, Reject> {
