@@ -397,6 +397,13 @@ async fn the_slot_story_three_slots_five_services_a_standby_takes_over() {
     let reg = (me.node_id(), me.fencing_token().0, me.fencing_token().1);
     let e = leader.claim_slot("robots", 1, 1, reg).await.unwrap_err();
     assert!(e.is(AssignErrorCode::SlotTaken), "{e}");
+    // A robot moves only with its slot: its holder cannot hand it to someone else.
+    let h = bot.holder.clone().unwrap();
+    let e = leader
+        .release_resource("bot-1", h.term, h.index)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("moves only with the slot"), "{e}");
 
     // The oldest standby follows its assignments: it is pushed the slot, never polls.
     let mut standby = Assignments::start(robots[3].as_ref().unwrap())

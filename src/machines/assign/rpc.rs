@@ -284,9 +284,9 @@ fn reject(e: AssignError) -> Reject {
         AssignError::GroupConflict { .. } => AssignErrorCode::GroupConflict.into(),
         AssignError::SlotTaken { .. } => AssignErrorCode::SlotTaken.into(),
         AssignError::GroupInUse { .. } => AssignErrorCode::GroupInUse.into(),
-        AssignError::SlotCount { .. } | AssignError::NotEligible(_) => {
-            ErrorCode::InvalidRequest.into()
-        }
+        AssignError::SlotCount { .. }
+        | AssignError::NotEligible(_)
+        | AssignError::BoundToSlot { .. } => ErrorCode::InvalidRequest.into(),
     };
     Reject::keep(code, e.to_string())
 }

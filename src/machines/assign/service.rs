@@ -166,6 +166,14 @@ pub enum AssignError {
     GroupInUse { group: String, count: usize },
     #[error("node {0} with that fencing token holds no live registration of the group's type")]
     NotEligible(NodeId),
+    #[error(
+        "resource `{name}` is bound to slot {slot} of `{group}`: it runs wherever that slot's holder is, and moves only with the slot"
+    )]
+    BoundToSlot {
+        name: String,
+        group: String,
+        slot: u32,
+    },
 }
 
 /// Most slots in one group.
@@ -627,6 +635,13 @@ impl AssignService {
                 holder,
             }));
         };
+        if let Some((group, slot)) = &r.slot {
+            return Outcome::Now(Err(AssignError::BoundToSlot {
+                name,
+                group: group.clone(),
+                slot: *slot,
+            }));
+        }
         let releasing = h.node_id;
         // The next holder: where a rebalance meant it to go, else the least loaded other.
         let others: Vec<Candidate> = candidates(leader.state())
