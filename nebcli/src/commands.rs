@@ -51,11 +51,7 @@ pub fn help_text() -> String {
 
 /// Parses one command line. `Ok(None)` for a blank line.
 pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
-    let lower: Vec<String> = words
-        .iter()
-        .take(2)
-        .map(|w| w.to_ascii_lowercase())
-        .collect();
+    let lower = beacon::cli::head(words);
     let head: Vec<&str> = lower.iter().map(String::as_str).collect();
     if let Some(cmd) = ShowBeacon::parse(&head, words) {
         return cmd.map(|c| Some(Command::Beacon(c)));

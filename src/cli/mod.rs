@@ -24,6 +24,23 @@ pub trait Commands: Sized {
     fn run(&self, session: &mut Session) -> impl Future<Output = Result<String, Failure>>;
 }
 
+/// The first two words of a command line, lowercased: what [`Commands::parse`] matches
+/// keywords against.
+pub fn head(words: &[&str]) -> Vec<String> {
+    words
+        .iter()
+        .take(2)
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
+}
+
+/// The command of set `C` in `words`, if `C` owns it.
+pub fn parse_words<C: Commands>(words: &[&str]) -> Option<Result<C, UsageError>> {
+    let lower = head(words);
+    let head: Vec<&str> = lower.iter().map(String::as_str).collect();
+    C::parse(&head, words)
+}
+
 /// A line nebcli could not make sense of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError(pub String);

@@ -119,17 +119,9 @@ impl Cluster {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let mut retry = Retry::new();
-        loop {
-            let result = match self.connection().await {
-                Ok(conn) => conn.request(cmd, req, what).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(answer) => return Ok((self.conn.take().expect("connected"), answer)),
-                Err(e) => self.failed(&mut retry, e, what).await?,
-            }
-        }
+        // A call that succeeded leaves the connection it went over in place: take it.
+        let answer = self.call(cmd, req, what).await?;
+        Ok((self.conn.take().expect("connected"), answer))
     }
 
     /// Runs `start` at the leader (a request that starts a stream, such as a watch),

@@ -269,6 +269,30 @@ pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
     )
 }
 
+/// Notices queued per watcher; a watcher that falls this far behind is dropped (it
+/// watches again and resyncs).
+pub(crate) const WATCH_QUEUE: usize = 4096;
+
+/// A watcher's queue of pushed frames.
+pub(crate) fn watch_queue() -> (mpsc::Sender<Frame>, mpsc::Receiver<Frame>) {
+    mpsc::channel(WATCH_QUEUE)
+}
+
+/// Queues `frame` for a watcher of `what`: false once the watcher is gone, or fell
+/// [`WATCH_QUEUE`] notices behind and is dropped (it resyncs).
+pub(crate) fn push(tx: &mpsc::Sender<Frame>, frame: Frame, what: &str) -> bool {
+    match tx.try_send(frame) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            tracing::warn!(
+                "a watcher of {what} fell {WATCH_QUEUE} notices behind: dropped (it resyncs)"
+            );
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
 /// What a handler made of a request.
 pub(crate) enum Handled {
     /// The response frame.

@@ -1,9 +1,6 @@
 //! Work assignment's server handlers: add, delete, rebalance, release, and the read-only
 //! list (`show resources`).
 
-use tokio::sync::mpsc;
-use tracing::warn;
-
 use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
@@ -11,7 +8,9 @@ use crate::consensus::ConsensusError;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
-use crate::server::handle::{self, Ctx, Handled, Reject, Subscriber, reply, unexpected};
+use crate::server::handle::{
+    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
+};
 use crate::time::wall_ms;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 
@@ -121,9 +120,6 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
     }
 }
 
-/// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
-const WATCH_QUEUE: usize = 4096;
-
 /// Starts a watch of one registration's assignments (leader only): what it holds as of the
 /// last log position, then a notice for every committed change after it that concerns it.
 async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
@@ -170,7 +166,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 let leader = replica.election().leader();
                 return (Err(ConsensusError::NotLeader { leader }), None);
             }
-            let (tx, rx) = mpsc::channel(WATCH_QUEUE);
+            let (tx, rx) = watch_queue();
             let from = replica.position().index;
             let resources = <State as Part<Assignments>>::part(replica.state());
             let held = resources
@@ -233,14 +229,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                     return !tx.is_closed();
                 }
                 let frame = Frame::new(AssignCmd::Notice.code(), 0, FLAG_ONEWAY, &notice);
-                match tx.try_send(frame) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        warn!("an assignment watcher fell {WATCH_QUEUE} notices behind: dropped (it resyncs)");
-                        false
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                }
+                push(&tx, frame, "assignments")
             });
             (
                 Ok((

@@ -8,9 +8,6 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
-use tokio::sync::mpsc;
-use tracing::warn;
-
 use super::service::{
     NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response, Target,
     Unregister, nodes,
@@ -24,12 +21,11 @@ use crate::config::Config;
 use crate::consensus::ConsensusError;
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
-use crate::server::handle::{self, Ctx, Handled, Reject, Subscriber, reply, unexpected};
+use crate::server::handle::{
+    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
+};
 use crate::time::wall_ms;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
-
-/// Notices queued per watcher; a watcher that falls this far behind is dropped (it resyncs).
-const WATCH_QUEUE: usize = 4096;
 
 /// Whether `cmd` is one of the registry's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
@@ -319,7 +315,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 let leader = replica.election().leader();
                 return (Err(ConsensusError::NotLeader { leader }), None);
             }
-            let (tx, rx) = mpsc::channel(WATCH_QUEUE);
+            let (tx, rx) = watch_queue();
             let from = replica.position().index;
             let (registry, _) = parts(replica);
             let follows = move |t: &str| types.is_empty() || types.contains(t);
@@ -335,14 +331,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 if index <= from || !follows(&change.record().node_type) {
                     return !tx.is_closed();
                 }
-                match tx.try_send(notice(index, change)) {
-                    Ok(()) => true,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        warn!("a watcher fell {WATCH_QUEUE} notices behind: dropped (it resyncs)");
-                        false
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => false,
-                }
+                push(&tx, notice(index, change), "nodes")
             });
             (
                 Ok((pb::WatchReply { index: from, nodes }, rx)),

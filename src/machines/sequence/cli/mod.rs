@@ -294,13 +294,7 @@ mod tests {
 
     fn parse(line: &str) -> Result<Command, UsageError> {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let lower: Vec<String> = words
-            .iter()
-            .take(2)
-            .map(|w| w.to_ascii_lowercase())
-            .collect();
-        let head: Vec<&str> = lower.iter().map(String::as_str).collect();
-        Command::parse(&head, &words).expect("owned")
+        crate::cli::parse_words::<Command>(&words).expect("owned")
     }
 
     #[test]
