@@ -57,7 +57,7 @@ async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
     };
 
     // The beacon stops: a report times out, and another is given up by dropping it.
-    c.beacons[0].signal(libc::SIGSTOP);
+    c.beacons[0].pause();
     let err = client.report(&report).await.unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }), "{err}");
     let dropped = tokio::time::timeout(Duration::from_millis(50), client.report(&report)).await;
@@ -97,7 +97,7 @@ async fn a_registration_unregisters_after_its_keepalive_was_cut_short() {
     // Stop the beacon while a report is on its way, and let the keepalive's own deadline
     // cut that report short; then unregister on the same connection.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    c.beacons[0].signal(libc::SIGSTOP);
+    c.beacons[0].pause();
     tokio::time::sleep(Duration::from_millis(400)).await;
     c.beacons[0].signal(libc::SIGCONT);
     let freed = tokio::time::timeout(Duration::from_secs(5), reg.unregister())

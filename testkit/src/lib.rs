@@ -94,6 +94,19 @@ impl Process {
         }
     }
 
+    /// SIGSTOP, and waits (bounded by 2 s) until every thread of the process has stopped:
+    /// `kill` returns once the signal is queued, and a thread already running may still
+    /// answer a request sent just after it.
+    pub fn pause(&self) {
+        let Some(child) = &self.child else { return };
+        unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+        let tasks = format!("/proc/{}/task", child.id());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && !all_stopped(&tasks) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Sends `signal` and waits (bounded) for the exit status.
     pub fn signal_and_wait(
         &mut self,
@@ -174,6 +187,11 @@ impl Beacon {
     /// Sends `signal` (e.g. SIGSTOP / SIGCONT) without waiting.
     pub fn signal(&self, signal: i32) {
         self.process.signal(signal);
+    }
+
+    /// SIGSTOP, returning once every thread has stopped (see [`Process::pause`]).
+    pub fn pause(&self) {
+        self.process.pause();
     }
 
     /// Sends `signal` and waits (bounded) for the exit status.
@@ -361,4 +379,21 @@ pub fn row(status: &pb::BeaconStatus, node: SocketAddr) -> &pb::BeaconEntry {
         .iter()
         .find(|b| b.node == node)
         .expect("row for node")
+}
+
+/// Whether every thread listed under `/proc/<pid>/task` is stopped (state `T` or `t`).
+fn all_stopped(tasks: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(tasks) else {
+        return true;
+    };
+    entries.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                // The state follows the command name, which is in parentheses.
+                let after = &stat[stat.rfind(')')? + 1..];
+                after.split_whitespace().next().map(str::to_owned)
+            })
+            .is_none_or(|state| state == "T" || state == "t")
+    })
 }
