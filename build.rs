@@ -3,7 +3,12 @@
 //! core's log entries and snapshots, beacon status) and one file per replicated machine.
 
 /// Machines' proto files, one line per machine.
-const MACHINE_PROTOS: &[&str] = &["registry.proto", "sequence.proto", "assign.proto"];
+const MACHINE_PROTOS: &[&str] = &[
+    "registry.proto",
+    "sequence.proto",
+    "assign.proto",
+    "tasks.proto",
+];
 
 /// Messages that nebcli and the admin HTTP API print as JSON.
 const JSON_MESSAGES: &[&str] = &[
@@ -32,6 +37,10 @@ const JSON_MESSAGES: &[&str] = &[
     "beacon.assign.GroupView",
     "beacon.assign.GroupsReply",
     "beacon.assign.GroupReply",
+    "beacon.tasks.QueueInfo",
+    "beacon.tasks.QueueView",
+    "beacon.tasks.QueuesReply",
+    "beacon.tasks.QueueReply",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

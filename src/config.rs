@@ -14,6 +14,7 @@ use crate::consensus::Mode;
 use crate::machines::assign::AssignLimits;
 use crate::machines::registry::{self, IdRange};
 use crate::machines::sequence::SequenceLimits;
+use crate::machines::tasks::TaskLimits;
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
 /// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.
@@ -63,6 +64,8 @@ pub struct Config {
     pub sequence: SequenceLimits,
     /// Work assignment's limits (key `assign`).
     pub assign: AssignLimits,
+    /// Task queues' limits and defaults (key `tasks`).
+    pub tasks: TaskLimits,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -155,6 +158,89 @@ struct RawConfig {
     sequence: RawSequence,
     #[serde(default)]
     assign: RawAssign,
+    #[serde(default)]
+    tasks: RawTasks,
+}
+
+/// Key `tasks`: task queues' limits and defaults; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawTasks {
+    max_payload_bytes: Option<usize>,
+    max_tasks: Option<usize>,
+    max_queues: Option<usize>,
+    result_ttl_ms: Option<u64>,
+    default_timeout_ms: Option<u64>,
+    default_max_attempts: Option<u32>,
+    backoff_base_ms: Option<u64>,
+    backoff_max_ms: Option<u64>,
+}
+
+impl RawTasks {
+    fn check(&self, check: &Checker, max_frame_bytes: usize) -> Result<TaskLimits, ConfigError> {
+        let d = TaskLimits::default();
+        let range = |key: &'static str, value: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&value) {
+                Ok(value)
+            } else {
+                Err(check.err(key, None, format!("{value} is out of range {lo}..={hi}")))
+            }
+        };
+        // A payload and its envelope fit one frame, with room to spare.
+        let frame_room = (max_frame_bytes / 2) as u64;
+        let limits = TaskLimits {
+            max_payload_bytes: range(
+                "tasks.max_payload_bytes",
+                self.max_payload_bytes
+                    .unwrap_or(d.max_payload_bytes.min(frame_room as usize)) as u64,
+                1,
+                frame_room,
+            )? as usize,
+            max_tasks: range(
+                "tasks.max_tasks",
+                self.max_tasks.unwrap_or(d.max_tasks) as u64,
+                1,
+                10_000_000,
+            )? as usize,
+            max_queues: range(
+                "tasks.max_queues",
+                self.max_queues.unwrap_or(d.max_queues) as u64,
+                1,
+                100_000,
+            )? as usize,
+            result_ttl_ms: range(
+                "tasks.result_ttl_ms",
+                self.result_ttl_ms.unwrap_or(d.result_ttl_ms),
+                0,
+                30 * 86_400_000,
+            )?,
+            default_timeout_ms: range(
+                "tasks.default_timeout_ms",
+                self.default_timeout_ms.unwrap_or(d.default_timeout_ms),
+                1,
+                crate::machines::tasks::service::MAX_TIMEOUT_MS,
+            )?,
+            default_max_attempts: range(
+                "tasks.default_max_attempts",
+                u64::from(self.default_max_attempts.unwrap_or(d.default_max_attempts)),
+                1,
+                1_000,
+            )? as u32,
+            backoff_base_ms: range(
+                "tasks.backoff_base_ms",
+                self.backoff_base_ms.unwrap_or(d.backoff_base_ms),
+                0,
+                3_600_000,
+            )?,
+            backoff_max_ms: range(
+                "tasks.backoff_max_ms",
+                self.backoff_max_ms.unwrap_or(d.backoff_max_ms),
+                0,
+                86_400_000,
+            )?,
+        };
+        Ok(limits)
+    }
 }
 
 /// Key `assign`: work assignment's limits; every field optional.
@@ -554,6 +640,7 @@ impl RawConfig {
 
         let sequence = self.sequence.check(&check)?;
         let assign = self.assign.check(&check)?;
+        let tasks = self.tasks.check(&check, self.max_frame_bytes)?;
 
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
@@ -586,6 +673,7 @@ impl RawConfig {
             log_keep: self.log_keep,
             sequence,
             assign,
+            tasks,
         })
     }
 }

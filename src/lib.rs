@@ -46,6 +46,13 @@ pub mod pb {
     pub mod assign {
         include!(concat!(env!("OUT_DIR"), "/beacon.assign.rs"));
     }
+
+    /// The task-queue machine's messages (`proto/tasks.proto`). A log entry's command is
+    /// decoded once and applied at once, so its variants are left unboxed.
+    #[allow(clippy::large_enum_variant)]
+    pub mod tasks {
+        include!(concat!(env!("OUT_DIR"), "/beacon.tasks.rs"));
+    }
 }
 
 pub use config::Config;

@@ -27,6 +27,7 @@ fn fresh() -> (State, Services) {
             registry: Registry::for_replay(IdRange { first: 1, last: 16 }, 1_000),
             sequence: Sequences::default(),
             assign: Assignments::default(),
+            tasks: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -38,6 +39,7 @@ fn fresh() -> (State, Services) {
                 max_moves: 3,
                 ..AssignLimits::default()
             }),
+            tasks: Default::default(),
         },
     )
 }

@@ -93,6 +93,7 @@ fn fresh() -> (State, Services) {
             registry: Registry::for_replay(IdRange { first: 1, last: 8 }, REUSE),
             sequence: Default::default(),
             assign: Default::default(),
+            tasks: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -101,6 +102,7 @@ fn fresh() -> (State, Services) {
             }),
             sequence: Default::default(),
             assign: Default::default(),
+            tasks: Default::default(),
         },
     )
 }
@@ -252,7 +254,9 @@ impl Net {
         }
         let changes = released.committed.into_iter().filter_map(|(i, c)| match c {
             machines::Change::Registry(c) => Some((i, c)),
-            machines::Change::Sequence(_) | machines::Change::Assign(_) => None,
+            machines::Change::Sequence(_)
+            | machines::Change::Assign(_)
+            | machines::Change::Tasks(_) => None,
         });
         self.committed.entry(at).or_default().extend(changes);
     }

@@ -40,6 +40,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
                 registry: Registry::for_replay(range, reuse_delay),
                 sequence: Default::default(),
                 assign: Default::default(),
+                tasks: Default::default(),
             },
             Services {
                 registry: RegistryService::new(RegistryConfig {
@@ -48,6 +49,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
                 }),
                 sequence: Default::default(),
                 assign: Default::default(),
+                tasks: Default::default(),
             },
         )
     }

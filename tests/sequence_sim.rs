@@ -43,11 +43,13 @@ fn fresh() -> (State, Services) {
             registry,
             sequence: Sequences::default(),
             assign: Default::default(),
+            tasks: Default::default(),
         },
         Services {
             registry: registry_service,
             sequence: SequenceService::new(limits()),
             assign: Default::default(),
+            tasks: Default::default(),
         },
     )
 }

@@ -16,7 +16,8 @@
 //! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19 |
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
 //! | assign | 501-524 | 30-36 | 30-31 | - | - | 40-47 |
-//! | (next) | 601-699 | 40-49 | 40-49 | 40-49 | 20-29 | 50-59 |
+//! | tasks | 601-632 | 40-48 | 40-42 | - | - | 50-57 |
+//! | (next) | 701-799 | 50-59 | 50-59 | 50-59 | 20-29 | 60-69 |
 //!
 //! Adding a machine: its folder, and one line each in the list below, in `build.rs` and
 //! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table
@@ -27,6 +28,7 @@ pub mod assign;
 pub mod registry;
 pub mod rpc;
 pub mod sequence;
+pub mod tasks;
 
 pub use crate::consensus::{Machine, Service};
 
@@ -348,6 +350,7 @@ compose! {
     registry: Registry => registry::Registry, registry::RegistryService;
     sequence: Sequence => sequence::Sequences, sequence::SequenceService;
     assign: Assign => assign::Assignments, assign::AssignService;
+    tasks: Tasks => tasks::Tasks, tasks::TaskService;
 }
 
 /// A beacon's replica of every machine.
@@ -360,6 +363,7 @@ mod tests {
     use super::assign::{AssignCmd, AssignErrorCode};
     use super::registry::{RegistryCmd, RegistryErrorCode};
     use super::sequence::{SequenceCmd, SequenceErrorCode};
+    use super::tasks::{TasksCmd, TasksErrorCode};
     use crate::wire::{Cmd, Code, ErrorCode};
 
     /// Every request code and its response (`cmd + 1`) belongs to one owner.
@@ -387,6 +391,9 @@ mod tests {
         for c in AssignCmd::ALL {
             claim(&mut cmds, "assign", c.code());
         }
+        for c in TasksCmd::ALL {
+            claim(&mut cmds, "tasks", c.code());
+        }
         let mut errors = BTreeSet::new();
         for e in ErrorCode::ALL {
             assert!(errors.insert(e as u32), "core error {e:?}");
@@ -402,6 +409,9 @@ mod tests {
         }
         for e in AssignErrorCode::ALL {
             assert!(errors.insert(u32::from(e)), "assign error {e:?} is taken");
+        }
+        for e in TasksErrorCode::ALL {
+            assert!(errors.insert(u32::from(e)), "tasks error {e:?} is taken");
         }
     }
 }

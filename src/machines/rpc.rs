@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use super::{assign, registry, sequence};
+use super::{assign, registry, sequence, tasks};
 use crate::config::Config;
 use crate::server::handle::{Ctx, Handled, Reject};
 use crate::wire::Frame;
@@ -21,12 +21,15 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Option<Result<Handled
     if assign::rpc::owns(frame.cmd) {
         return Some(assign::rpc::serve(frame, ctx).await);
     }
+    if tasks::rpc::owns(frame.cmd) {
+        return Some(tasks::rpc::serve(frame, ctx).await);
+    }
     None
 }
 
 /// Whether requests `cmd` queued back to back go to the driver together.
 pub(crate) fn batches(cmd: u32) -> bool {
-    registry::rpc::batches(cmd) || sequence::rpc::batches(cmd)
+    registry::rpc::batches(cmd) || sequence::rpc::batches(cmd) || tasks::rpc::batches(cmd)
 }
 
 /// Adds every machine's part to our `Hello` to a peer.

@@ -67,6 +67,8 @@ pub enum WireError {
     NoCommand { index: u64 },
     #[error("{0} is missing")]
     Missing(&'static str),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Parses an address carried in a wire message.

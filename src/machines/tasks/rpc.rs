@@ -1,0 +1,490 @@
+//! Task queues' server handlers: queues, submits, workers' reports, the worker and queue
+//! streams, and the read-only lists (`show queues`, `show tasks`).
+
+use super::service::{Request, Response, TaskError, TaskService};
+use super::state::{Change, Task, TaskState, Tasks, WorkerId};
+use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
+use crate::consensus::ConsensusError;
+use crate::machines::registry::{FencingToken, Registry};
+use crate::machines::{Part, State};
+use crate::pb::tasks as pb;
+use crate::server::handle::{
+    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
+};
+use crate::time::wall_ms;
+use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
+
+/// Whether `cmd` is one of the task queues' requests.
+pub(crate) fn owns(cmd: u32) -> bool {
+    TasksCmd::from_code(cmd).is_some()
+}
+
+/// Whether requests `cmd` queued back to back go to the driver together.
+pub(crate) fn batches(cmd: u32) -> bool {
+    [
+        TasksCmd::Submit,
+        TasksCmd::Complete,
+        TasksCmd::Fail,
+        TasksCmd::Heartbeat,
+    ]
+    .iter()
+    .any(|c| c.code() == cmd)
+}
+
+fn token(term: u64, index: u64) -> FencingToken {
+    FencingToken { term, index }
+}
+
+/// Serves one of the task queues' requests.
+pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let Some(cmd) = TasksCmd::from_code(frame.cmd) else {
+        unreachable!("routed here by `owns`");
+    };
+    match cmd {
+        TasksCmd::CreateQueue => {
+            let req: pb::CreateQueue = frame.decode()?;
+            let request = Request::CreateQueue {
+                name: req.name,
+                timeout_ms: (req.timeout_ms > 0).then_some(req.timeout_ms),
+                max_attempts: (req.max_attempts > 0).then_some(req.max_attempts),
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &queue_reply(submit(ctx, request).await?)?)
+        }
+        TasksCmd::DeleteQueue => {
+            let req: pb::DeleteQueue = frame.decode()?;
+            let answer = submit(ctx, Request::DeleteQueue(req.name)).await?;
+            reply(frame, &queue_reply(answer)?)
+        }
+        TasksCmd::Submit => {
+            let req: pb::Submit = frame.decode()?;
+            let request = Request::Submit {
+                queue: req.queue,
+                name: req.name,
+                payload: req.payload,
+                priority: req.priority,
+                timeout_ms: (req.timeout_ms > 0).then_some(req.timeout_ms),
+                max_attempts: (req.max_attempts > 0).then_some(req.max_attempts),
+                delay_ms: req.delay_ms,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &task_reply(submit(ctx, request).await?, true)?)
+        }
+        TasksCmd::Get => {
+            let req: pb::GetTask = frame.decode()?;
+            reply(frame, &get(ctx, req).await?)
+        }
+        TasksCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
+        TasksCmd::Queues => reply(frame, &queues(ctx).await?),
+        TasksCmd::Cancel => {
+            let req: pb::Cancel = frame.decode()?;
+            let request = Request::Cancel {
+                queue: req.queue,
+                name: req.name,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &task_reply(submit(ctx, request).await?, true)?)
+        }
+        TasksCmd::Complete => {
+            let req: pb::Complete = frame.decode()?;
+            let request = Request::Complete {
+                queue: req.queue,
+                name: req.name,
+                token: token(req.term, req.index),
+                result: req.result,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &task_reply(submit(ctx, request).await?, true)?)
+        }
+        TasksCmd::Fail => {
+            let req: pb::Fail = frame.decode()?;
+            let request = Request::Fail {
+                queue: req.queue,
+                name: req.name,
+                token: token(req.term, req.index),
+                error: req.error,
+                retry: req.retry,
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &task_reply(submit(ctx, request).await?, true)?)
+        }
+        TasksCmd::Heartbeat => {
+            let req: pb::Heartbeat = frame.decode()?;
+            let request = Request::Heartbeat {
+                queue: req.queue,
+                name: req.name,
+                token: token(req.term, req.index),
+            };
+            reply(frame, &task_reply(submit(ctx, request).await?, true)?)
+        }
+        TasksCmd::Work => work(frame, ctx).await,
+        TasksCmd::WatchQueue => watch_queue_stream(frame, ctx).await,
+        TasksCmd::Requeue => {
+            let req: pb::Requeue = frame.decode()?;
+            let request = Request::Requeue {
+                queue: req.queue,
+                names: req.names,
+            };
+            reply(frame, &tasks_done(submit(ctx, request).await?)?)
+        }
+        TasksCmd::Purge => {
+            let req: pb::Purge = frame.decode()?;
+            let request = Request::Purge {
+                queue: req.queue,
+                names: req.names,
+            };
+            reply(frame, &tasks_done(submit(ctx, request).await?)?)
+        }
+        TasksCmd::WorkNotice | TasksCmd::QueueNotice => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            format!(
+                "task notices (cmd {}) are sent by beacons to watchers, not to beacons",
+                frame.cmd
+            ),
+        )),
+    }
+}
+
+/// A worker begins serving (committed first), then follows what it is given: the tasks it
+/// runs as of the last log position, then a notice per committed change that starts one on
+/// it or ends one of its attempts without its report.
+async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let req: pb::Work = frame.decode()?;
+    let me: WorkerId = (req.node_id, token(req.term, req.index));
+    if !me.1.is_given() {
+        return Err(Reject::keep(
+            ErrorCode::InvalidRequest,
+            "name the worker's registration: give its node ID and fencing token (term, index)",
+        ));
+    }
+    let request = Request::Serve {
+        worker: me,
+        queues: req.queues,
+        capacity: req.capacity,
+        wall_ms: wall_ms(),
+    };
+    match submit(ctx, request).await? {
+        Response::Served => {}
+        other => return Err(unexpected(other)),
+    }
+    let started = ctx
+        .driver
+        .subscribe(move |replica, _| {
+            if !replica.is_leader() {
+                let leader = replica.election().leader();
+                return (Err(ConsensusError::NotLeader { leader }), None);
+            }
+            let (tx, rx) = watch_queue();
+            let from = replica.position().index;
+            let state = <State as Part<Tasks>>::part(replica.state());
+            let running = state
+                .running_on(&me)
+                .map(|t| task_to_pb(t, false))
+                .collect();
+            let subscriber: Subscriber = Box::new(move |index, change| {
+                let Some(changes) = <State as Part<Tasks>>::change(change) else {
+                    return !tx.is_closed();
+                };
+                if index <= from {
+                    return !tx.is_closed();
+                }
+                let mut notice = pb::WorkNotice {
+                    index,
+                    ..Default::default()
+                };
+                for c in changes {
+                    match c {
+                        Change::Task(t) if t.running().is_some_and(|r| r.worker == me) => {
+                            notice.started.push(task_to_pb(t, false))
+                        }
+                        Change::Released { queue, name, run } if run.worker == me => {
+                            notice.lost.push(pb::TaskInfo {
+                                queue: queue.clone(),
+                                name: name.clone(),
+                                run: Some(super::wire::run_to_pb(run)),
+                                ..Default::default()
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+                if notice.started.is_empty() && notice.lost.is_empty() {
+                    return !tx.is_closed();
+                }
+                let frame = Frame::new(TasksCmd::WorkNotice.code(), 0, FLAG_ONEWAY, &notice);
+                push(&tx, frame, "a worker's tasks")
+            });
+            (
+                Ok((
+                    pb::WorkReply {
+                        index: from,
+                        running,
+                    },
+                    rx,
+                )),
+                Some(subscriber),
+            )
+        })
+        .await?;
+    let (answer, pushes) = started?;
+    Ok(Handled::Stream {
+        reply: Frame::new(TasksCmd::Work.response(), frame.seq, 0, &answer),
+        pushes,
+        ended: "this beacon stopped leading: serve again at the leader",
+    })
+}
+
+/// Follows a queue's finished tasks (leader only): those of the names asked about that have
+/// finished, then a notice per committed change that finishes tasks of the queue.
+async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let req: pb::WatchQueue = frame.decode()?;
+    super::state::check_name("queue", &req.queue).map_err(invalid)?;
+    let started = ctx
+        .driver
+        .subscribe(move |replica, _| {
+            if !replica.is_leader() {
+                let leader = replica.election().leader();
+                return (Err(ConsensusError::NotLeader { leader }), None);
+            }
+            let state = <State as Part<Tasks>>::part(replica.state());
+            let Some(q) = state.queue(&req.queue) else {
+                return (
+                    Ok(Err(Reject::keep(
+                        TasksErrorCode::UnknownQueue,
+                        TaskError::UnknownQueue(req.queue.clone()).to_string(),
+                    ))),
+                    None,
+                );
+            };
+            let (tx, rx) = watch_queue();
+            let from = replica.position().index;
+            let mut answer = pb::WatchQueueReply {
+                index: from,
+                ..Default::default()
+            };
+            for name in &req.names {
+                match q.get(name) {
+                    Some(t) if t.state.is_finished() => answer.finished.push(task_to_pb(t, false)),
+                    Some(_) => {}
+                    None => answer.unknown.push(name.clone()),
+                }
+            }
+            let queue = req.queue.clone();
+            let subscriber: Subscriber = Box::new(move |index, change| {
+                let Some(changes) = <State as Part<Tasks>>::change(change) else {
+                    return !tx.is_closed();
+                };
+                if index <= from {
+                    return !tx.is_closed();
+                }
+                let finished: Vec<pb::TaskInfo> = changes
+                    .iter()
+                    .filter_map(|c| match c {
+                        Change::Task(t) if t.queue == queue && t.state.is_finished() => {
+                            Some(task_to_pb(t, false))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if finished.is_empty() {
+                    return !tx.is_closed();
+                }
+                let notice = pb::QueueNotice { index, finished };
+                let frame = Frame::new(TasksCmd::QueueNotice.code(), 0, FLAG_ONEWAY, &notice);
+                push(&tx, frame, "a queue's finished tasks")
+            });
+            (Ok(Ok((answer, rx))), Some(subscriber))
+        })
+        .await?;
+    let (answer, pushes) = started??;
+    Ok(Handled::Stream {
+        reply: Frame::new(TasksCmd::WatchQueue.response(), frame.seq, 0, &answer),
+        pushes,
+        ended: "this beacon stopped leading: watch again at the leader",
+    })
+}
+
+/// Submits a request to this machine's service; its refusals become replies.
+async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
+    handle::submit::<TaskService>(ctx, request, reject).await
+}
+
+fn invalid(e: impl std::fmt::Display) -> Reject {
+    Reject::keep(ErrorCode::InvalidRequest, e.to_string())
+}
+
+/// The code and text a refusal is sent with.
+fn reject(e: TaskError) -> Reject {
+    let code: u32 = match &e {
+        TaskError::Name(_) | TaskError::Invalid(_) | TaskError::NotRegistered(_) => {
+            ErrorCode::InvalidRequest.into()
+        }
+        TaskError::TooLarge { .. } => TasksErrorCode::TooLarge.into(),
+        TaskError::UnknownQueue(_) => TasksErrorCode::UnknownQueue.into(),
+        TaskError::UnknownTask { .. } => TasksErrorCode::UnknownTask.into(),
+        TaskError::QueueConflict { .. } => TasksErrorCode::QueueConflict.into(),
+        TaskError::QueueInUse { .. } => TasksErrorCode::QueueInUse.into(),
+        TaskError::TooMany { .. } => TasksErrorCode::TooManyTasks.into(),
+        TaskError::NotHolder { .. } => TasksErrorCode::NotTaskHolder.into(),
+        TaskError::Finished { .. } => TasksErrorCode::TaskFinished.into(),
+    };
+    Reject::keep(code, e.to_string())
+}
+
+fn queue_reply(answer: Response) -> Result<pb::QueueReply, Reject> {
+    match answer {
+        Response::Queue(q) => Ok(pb::QueueReply {
+            queue: q.as_ref().map(queue_to_pb),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn task_reply(answer: Response, brief: bool) -> Result<pb::TaskReply, Reject> {
+    match answer {
+        Response::Task(t) => Ok(pb::TaskReply {
+            task: Some(task_to_pb(&t, brief)),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn tasks_done(answer: Response) -> Result<pb::TasksDone, Reject> {
+    match answer {
+        Response::Tasks(tasks) => Ok(pb::TasksDone {
+            tasks: tasks.iter().map(|t| task_to_pb(t, true)).collect(),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// One task, read from this beacon's state.
+async fn get(ctx: &Ctx<'_>, req: pb::GetTask) -> Result<pb::TaskReply, Reject> {
+    super::state::check_name("queue", &req.queue).map_err(invalid)?;
+    super::state::check_name("task", &req.name).map_err(invalid)?;
+    ctx.driver
+        .read(move |replica, _| {
+            let state = <State as Part<Tasks>>::part(replica.state());
+            match state.queue(&req.queue) {
+                None => Err(Reject::keep(
+                    TasksErrorCode::UnknownQueue,
+                    TaskError::UnknownQueue(req.queue).to_string(),
+                )),
+                Some(q) => match q.get(&req.name) {
+                    None => Err(Reject::keep(
+                        TasksErrorCode::UnknownTask,
+                        TaskError::UnknownTask {
+                            queue: req.queue,
+                            name: req.name,
+                        }
+                        .to_string(),
+                    )),
+                    Some(t) => Ok(pb::TaskReply {
+                        task: Some(task_to_pb(t, false)),
+                    }),
+                },
+            }
+        })
+        .await?
+}
+
+const STATES: [&str; 6] = [
+    "pending",
+    "running",
+    "completed",
+    "failed",
+    "dead",
+    "cancelled",
+];
+
+async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Reject> {
+    super::state::check_name("queue", &req.queue).map_err(invalid)?;
+    if !req.state.is_empty() && !STATES.contains(&req.state.as_str()) {
+        return Err(invalid(format!(
+            "`{}` is no task state: use one of {}",
+            req.state,
+            STATES.join(", ")
+        )));
+    }
+    let limit = if req.limit == 0 { 1000 } else { req.limit } as usize;
+    ctx.driver
+        .read(move |replica, _| {
+            let state = <State as Part<Tasks>>::part(replica.state());
+            let Some(q) = state.queue(&req.queue) else {
+                return Err(Reject::keep(
+                    TasksErrorCode::UnknownQueue,
+                    TaskError::UnknownQueue(req.queue).to_string(),
+                ));
+            };
+            let of_state = |t: &&Task| req.state.is_empty() || t.state.name() == req.state;
+            // Pending tasks in the order they start in; the others by submission.
+            let mut chosen: Vec<&Task> = if req.state == "pending" {
+                q.pending().collect()
+            } else {
+                let mut all: Vec<&Task> = q.tasks().filter(of_state).collect();
+                all.sort_by_key(|t| t.seq);
+                all
+            };
+            let total = chosen.len() as u64;
+            chosen.truncate(limit);
+            Ok(pb::TasksReply {
+                node: replica.config().me.to_string(),
+                is_leader: replica.is_leader(),
+                index: replica.position().index,
+                tasks: chosen
+                    .into_iter()
+                    .map(|t| task_to_pb(t, req.brief))
+                    .collect(),
+                total,
+                now_ms: wall_ms(),
+                stale: replica.staleness(),
+            })
+        })
+        .await?
+}
+
+async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
+    ctx.driver
+        .read(move |replica, _| {
+            let state = replica.state();
+            let tasks = <State as Part<Tasks>>::part(state);
+            let registry = <State as Part<Registry>>::part(state);
+            let queues = tasks
+                .queues()
+                .map(|q| {
+                    let mut view = pb::QueueView {
+                        queue: Some(queue_to_pb(&q.spec)),
+                        ..Default::default()
+                    };
+                    for t in q.tasks() {
+                        match t.state {
+                            TaskState::Pending => view.pending += 1,
+                            TaskState::Running(_) => view.running += 1,
+                            TaskState::Completed(_) => view.completed += 1,
+                            TaskState::Failed => view.failed += 1,
+                            TaskState::Dead => view.dead += 1,
+                            TaskState::Cancelled => view.cancelled += 1,
+                        }
+                    }
+                    view.oldest_pending_ms = q.pending().map(|t| t.submitted_ms).min().unwrap_or(0);
+                    for w in tasks.workers() {
+                        let live = registry.get(w.id.0).is_some_and(|n| n.token() == w.id.1);
+                        if live && w.queues.contains(&q.spec.name) {
+                            view.workers += 1;
+                            view.capacity += u64::from(w.capacity);
+                        }
+                    }
+                    view
+                })
+                .collect();
+            pb::QueuesReply {
+                node: replica.config().me.to_string(),
+                is_leader: replica.is_leader(),
+                index: replica.position().index,
+                queues,
+                now_ms: wall_ms(),
+                stale: replica.staleness(),
+            }
+        })
+        .await
+}
