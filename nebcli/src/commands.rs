@@ -3,7 +3,7 @@
 
 use beacon::cli::beacon::ShowBeacon;
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
-use beacon::machines::{assign, registry, sequence};
+use beacon::machines::{assign, registry, sequence, tasks};
 
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +12,7 @@ pub enum Command {
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
     Assign(assign::cli::Command),
+    Tasks(tasks::cli::Command),
     Help,
     Quit,
 }
@@ -23,6 +24,7 @@ fn subjects() -> Vec<&'static str> {
         registry::cli::Command::SUBJECTS,
         sequence::cli::Command::SUBJECTS,
         assign::cli::Command::SUBJECTS,
+        tasks::cli::Command::SUBJECTS,
     ]
     .concat()
 }
@@ -38,6 +40,7 @@ pub fn help_text() -> String {
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
         assign::cli::Command::HELP,
+        tasks::cli::Command::HELP,
         own,
     ];
     for (cmd, what) in sets.concat() {
@@ -65,6 +68,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = assign::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Assign(c)));
     }
+    if let Some(cmd) = tasks::cli::Command::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Tasks(c)));
+    }
     match head.as_slice() {
         [] => Ok(None),
         ["help" | "?", ..] => Ok(Some(Command::Help)),
@@ -86,6 +92,7 @@ impl Command {
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,
             Command::Assign(c) => c.run(session).await,
+            Command::Tasks(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
             Command::Quit => Ok(String::new()),
         }

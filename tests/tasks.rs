@@ -1,0 +1,311 @@
+//! Task queues against real processes: 3 beacons, 8 workers (`nebcli task work`), 5,000
+//! tasks; workers SIGKILLed mid-task and the leader SIGKILLed twice while tasks run. Every
+//! task ends completed with its own result, none is lost, none has two accepted
+//! completions, and the dedupe by name holds. Then bad input: each refusal clear, nothing
+//! changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::machines::tasks::TasksErrorCode;
+use beacon::machines::tasks::client::{SubmitOptions, TaskOutcome, Tasks};
+use beacon::wire::ErrorCode;
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const CLUSTER: &str = "tasks";
+const TASKS: usize = 5_000;
+const WORKERS: usize = 8;
+
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(2),
+        ..ConnectOptions::default()
+    }
+}
+
+/// nebcli, built beside the beacon binary (a no-op when it is up to date).
+fn nebcli() -> PathBuf {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "nebcli"])
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build -p nebcli");
+    Path::new(BEACON).with_file_name("nebcli")
+}
+
+fn worker(nebcli: &Path, dir: &Path, beacon: &str, i: usize, life: usize) -> Process {
+    Process::start(
+        nebcli,
+        [
+            "-s",
+            beacon,
+            "--cluster",
+            CLUSTER,
+            "task",
+            "work",
+            "work",
+            "--capacity",
+            "4",
+            "--sleep-ms",
+            "20",
+        ]
+        .map(String::from)
+        .to_vec(),
+        Vec::new(),
+        dir.join(format!("worker-{i}-{life}.log")),
+    )
+}
+
+async fn leader_index(c: &Cluster) -> usize {
+    let addrs: Vec<_> = c.beacons.iter().map(|b| b.addr).collect();
+    let leader = eventually(Duration::from_secs(15), || agreed_leader(&addrs))
+        .await
+        .unwrap_or_else(|| panic!("no leader\n{}", c.logs()));
+    c.beacons
+        .iter()
+        .position(|b| b.addr.to_string() == leader)
+        .expect("a beacon of the cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_completes_once_across_killed_workers_and_leaders() {
+    let nebcli = nebcli();
+    let mut c = Cluster::start_with(
+        BEACON.as_ref(),
+        &free_ports(3),
+        100,
+        CLUSTER,
+        r#"{"lease_ms": 1000, "tasks": {"backoff_base_ms": 100, "backoff_max_ms": 1000}}"#,
+    );
+    leader_index(&c).await;
+    let beacons: Vec<String> = c.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut admin = Leader::new(beacons.clone(), opts(), Duration::from_secs(20));
+    admin.create_queue("work", 3_000, 50).await.unwrap();
+
+    // The dedupe: a name pending is returned, not submitted twice.
+    let later = SubmitOptions {
+        delay_ms: 600_000,
+        ..SubmitOptions::default()
+    };
+    let first = admin
+        .submit_task("work", "dup", b"a", &later)
+        .await
+        .unwrap();
+    let again = admin
+        .submit_task("work", "dup", b"b", &later)
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.seq, again.payload.len()),
+        (again.seq, 0),
+        "{again:?}"
+    );
+    assert_eq!(again.state, "pending");
+    admin.cancel_task("work", "dup").await.unwrap();
+
+    let logs = tempfile::tempdir().unwrap();
+    let mut workers: Vec<Process> = (0..WORKERS)
+        .map(|i| worker(&nebcli, logs.path(), &beacons[i % 3], i, 0))
+        .collect();
+
+    // Four submitters, each awaiting its tasks' results.
+    let tasks = Arc::new(Tasks::new(beacons.clone(), opts(), Duration::from_secs(20)));
+    let mut submitters = Vec::new();
+    for s in 0..4 {
+        let tasks = tasks.clone();
+        submitters.push(tokio::spawn(async move {
+            let mut handles = Vec::new();
+            for i in (s..TASKS).step_by(4) {
+                let name = format!("t{i}");
+                let handle = tasks
+                    .submit("work", &name, name.as_bytes())
+                    .await
+                    .unwrap_or_else(|e| panic!("submit {name}: {e}"));
+                handles.push((name, handle));
+            }
+            let mut outcomes = Vec::new();
+            for (name, handle) in handles {
+                let outcome = handle.result_within(Duration::from_secs(120)).await;
+                outcomes.push((name, outcome));
+            }
+            outcomes
+        }));
+    }
+
+    // Faults while tasks run: two workers killed mid-task (and started again as new
+    // registrations), the leader killed and restarted, then again with another worker.
+    let mut killed_workers = 0;
+    let started = Instant::now();
+    for round in 0..2 {
+        let wait_for = 1_500 * (round + 1);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut client = Client::connect(&beacons[0], &opts()).await;
+            let done = match client.as_mut() {
+                Ok(c) => c
+                    .tasks("work", "completed", 1, true)
+                    .await
+                    .map(|r| r.total)
+                    .unwrap_or(0),
+                Err(_) => 0,
+            };
+            if done as usize >= wait_for || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for w in [round * 3, round * 3 + 1] {
+            workers[w].kill();
+            killed_workers += 1;
+        }
+        let leader = leader_index(&c).await;
+        c.beacons[leader].kill();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        c.beacons[leader].restart();
+        for w in [round * 3, round * 3 + 1] {
+            workers[w] = worker(&nebcli, logs.path(), &beacons[(w + 1) % 3], w, round + 1);
+        }
+    }
+
+    let mut outcomes = BTreeMap::new();
+    for s in submitters {
+        for (name, outcome) in s.await.unwrap() {
+            outcomes.insert(name, outcome);
+        }
+    }
+    println!(
+        "{TASKS} tasks through {WORKERS} workers, {killed_workers} workers and 2 leaders killed: {:?}",
+        started.elapsed()
+    );
+    for (name, outcome) in &outcomes {
+        match outcome {
+            Ok(TaskOutcome::Completed(result)) => {
+                assert_eq!(result, name.as_bytes(), "task {name}'s result")
+            }
+            other => panic!("task {name}: {other:?}\n{}", c.logs()),
+        }
+    }
+    assert_eq!(outcomes.len(), TASKS);
+
+    // Every beacon holds them all completed; none pending, running or dead.
+    let mut client = Client::connect(&beacons[0], &opts()).await.unwrap();
+    let reply = eventually(Duration::from_secs(10), || async {
+        let mut client = Client::connect(&beacons[0], &opts()).await.ok()?;
+        let r = client.tasks("work", "completed", 1, true).await.ok()?;
+        (r.total as usize == TASKS).then_some(r)
+    })
+    .await;
+    assert!(reply.is_some(), "all {TASKS} completed on every beacon");
+    for state in ["pending", "running", "dead", "failed"] {
+        let r = client.tasks("work", state, 10, true).await.unwrap();
+        assert_eq!(r.total, 0, "{state}: {:?}", r.tasks);
+    }
+
+    // No task has two accepted completions: each worker printed every completion it had
+    // accepted (a worker killed between the acceptance and the line may miss some).
+    drop(workers);
+    let mut accepted: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in std::fs::read_dir(logs.path()).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("completed work ") {
+                let name = rest.split_whitespace().next().unwrap().to_owned();
+                *accepted.entry(name).or_default() += 1;
+            }
+        }
+    }
+    let twice: Vec<_> = accepted.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "accepted twice: {twice:?}");
+    let missing = TASKS - accepted.len();
+    assert!(
+        missing <= killed_workers * 4,
+        "{missing} completions printed by no worker"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_clearly_and_changes_nothing() {
+    let c = Cluster::start_with(
+        BEACON.as_ref(),
+        &free_ports(1),
+        100,
+        CLUSTER,
+        r#"{"tasks": {"max_payload_bytes": 1024}}"#,
+    );
+    leader_index(&c).await;
+    let beacons = vec![c.beacons[0].addr.to_string()];
+    let mut admin = Leader::new(beacons.clone(), opts(), Duration::from_secs(5));
+    fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>, code: u32, says: &str) {
+        let e = r.expect_err("refused");
+        assert!(e.is(code), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    refused(
+        admin
+            .submit_task("nope", "t", b"", &SubmitOptions::default())
+            .await,
+        TasksErrorCode::UnknownQueue.into(),
+        "no queue named `nope`",
+    );
+    admin.create_queue("q", 0, 0).await.unwrap();
+    refused(
+        admin.create_queue("q", 5, 0).await,
+        TasksErrorCode::QueueConflict.into(),
+        "exists with timeout",
+    );
+    refused(
+        admin
+            .submit_task("q", "big", &[7; 2000], &SubmitOptions::default())
+            .await,
+        TasksErrorCode::TooLarge.into(),
+        "tasks.max_payload_bytes",
+    );
+    refused(
+        admin
+            .submit_task("q", "a b", b"", &SubmitOptions::default())
+            .await,
+        ErrorCode::InvalidRequest.into(),
+        "task name `a b` is invalid",
+    );
+    let t = admin
+        .submit_task("q", "t", b"p", &SubmitOptions::default())
+        .await
+        .unwrap();
+    refused(
+        admin.complete_task("q", "t", (1, 999), b"r").await,
+        TasksErrorCode::NotTaskHolder.into(),
+        "is not running under token 1.999",
+    );
+    refused(
+        admin.complete_task("q", "zz", (1, 1), b"r").await,
+        TasksErrorCode::UnknownTask.into(),
+        "no task named `zz`",
+    );
+    refused(
+        admin.heartbeat_task("q", "t", (1, 1)).await,
+        TasksErrorCode::NotTaskHolder.into(),
+        "it is pending",
+    );
+    refused(
+        admin.delete_queue("q").await,
+        TasksErrorCode::QueueInUse.into(),
+        "1 pending or running",
+    );
+    // Nothing changed: the task is as it was submitted.
+    let mut client = Client::connect(&beacons[0], &opts()).await.unwrap();
+    let now = client.task("q", "t").await.unwrap();
+    assert_eq!(
+        (now.state.as_str(), now.seq, now.attempt),
+        ("pending", t.seq, 0)
+    );
+    assert_eq!(client.tasks("q", "", 10, true).await.unwrap().total, 1);
+    admin.cancel_task("q", "t").await.unwrap();
+    // Cancelling again answers as it is; deleting the queue now works.
+    let again = admin.cancel_task("q", "t").await.unwrap();
+    assert_eq!(again.state, "cancelled");
+    assert!(admin.delete_queue("q").await.unwrap().is_some());
+}
