@@ -17,6 +17,7 @@ mod proc;
 mod report;
 mod sequence;
 mod systems;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,6 +36,7 @@ pub enum Part {
     Liveness,
     Sequence,
     Assign,
+    Tasks,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -112,6 +114,13 @@ pub struct Options {
     assign_steady_resources: usize,
     #[arg(long, default_value_t = 100)]
     assign_steady_workers: usize,
+    /// Workers and submitters of the task part, and the length of each of its runs.
+    #[arg(long, default_value_t = 16)]
+    tasks_workers: usize,
+    #[arg(long, default_value_t = 16)]
+    tasks_submitters: usize,
+    #[arg(long, default_value_t = 5)]
+    tasks_secs: u64,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -125,6 +134,7 @@ pub struct Results {
     pub liveness: Vec<(String, liveness::Liveness)>,
     pub sequence: Option<sequence::SequenceResults>,
     pub assign: Option<assign::AssignResults>,
+    pub tasks: Option<tasks::TaskResults>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -299,6 +309,41 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             a.steady_workers
         );
         results.assign = Some(a);
+    }
+
+    if wants(Part::Tasks) && runs(Kind::Beacon) {
+        println!("tasks: submit -> run -> complete -> result, and a leader killed mid-run");
+        let setup = BeaconSetup {
+            tick_ms: 1000,
+            config: serde_json::json!({}),
+        };
+        let mut cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
+        let leader = cluster.ready(Duration::from_secs(60)).await?;
+        let mut order = vec![leader];
+        order.extend((0..MEMBERS).filter(|i| *i != leader));
+        let at: Vec<String> = cluster
+            .endpoints(&order)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let t = tasks::run(
+            &mut cluster,
+            &at,
+            opts.tasks_workers,
+            opts.tasks_submitters,
+            opts.tasks_secs,
+        )
+        .await;
+        keep(cluster, opts.keep);
+        let t = t?;
+        println!(
+            "  {:.0} tasks/s end to end, p50 {:.2} ms, p99 {:.2} ms ({} workers, {} submitters); leader killed: longest pause {:.0} ms; {} lost",
+            t.per_sec, t.p50_ms, t.p99_ms, t.workers, t.submitters, t.failover_pause_ms, t.lost
+        );
+        if t.lost > 0 {
+            anyhow::bail!("{} acknowledged tasks never completed", t.lost);
+        }
+        results.tasks = Some(t);
     }
 
     let table = report::markdown(&results);

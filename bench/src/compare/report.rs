@@ -160,6 +160,51 @@ pub fn markdown(r: &Results) -> String {
         }
     }
 
+    if let Some(t) = &r.tasks {
+        let only = |what: String, v: f64, unit: &'static str, decimals: usize| Row {
+            what,
+            beacon: Some(v),
+            etcd: None,
+            zookeeper: None,
+            unit,
+            decimals,
+        };
+        rows.push(only(
+            format!(
+                "tasks: end to end tasks/s ({} workers, {} submitters, no-op tasks)",
+                t.workers, t.submitters
+            ),
+            t.per_sec,
+            "/s",
+            0,
+        ));
+        rows.push(only(
+            "tasks: latency p50 (lower is better)".into(),
+            t.p50_ms,
+            " ms",
+            2,
+        ));
+        rows.push(only(
+            "tasks: latency p99 (lower is better)".into(),
+            t.p99_ms,
+            " ms",
+            2,
+        ));
+        rows.push(only(
+            "tasks: longest pause between results with the leader SIGKILLed (lower is better)"
+                .into(),
+            t.failover_pause_ms,
+            " ms",
+            0,
+        ));
+        rows.push(only(
+            "tasks: acknowledged tasks lost".into(),
+            t.lost as f64,
+            "",
+            0,
+        ));
+    }
+
     let mut out = String::new();
     writeln!(
         out,
