@@ -123,6 +123,7 @@ struct Context {
     active: Active,
     counters: Counters,
     events: broadcast::Sender<WorkerEvent>,
+    /// The longest pause between heartbeats (a third of the timeout when that is shorter).
     heartbeat: Duration,
 }
 
@@ -188,7 +189,7 @@ impl Worker {
             active: Arc::new(Mutex::new(HashMap::new())),
             counters: Counters::default(),
             events: broadcast::channel(4096).0,
-            heartbeat: Duration::from_millis(1000),
+            heartbeat: Duration::from_secs(10),
         });
         let lost = registration.lease_lost();
         let follow = tokio::spawn(follow(ctx.clone(), stream, req, conn, first, lost));
@@ -253,7 +254,9 @@ fn begin(ctx: &Arc<Context>, task: &pb::TaskInfo) {
         runner.abort();
     }
     ctx.counters.started.fetch_add(1, Ordering::Relaxed);
-    let runner = tokio::spawn(run(ctx.clone(), input.clone()));
+    // Three heartbeats per timeout, so one lost beat does not cost the attempt.
+    let beat = Duration::from_millis((task.timeout_ms / 3).max(50)).min(ctx.heartbeat);
+    let runner = tokio::spawn(run(ctx.clone(), input.clone(), beat));
     active.insert(key, (input.token, runner.abort_handle()));
 }
 
@@ -277,11 +280,11 @@ fn lose(ctx: &Context, queue: &str, name: &str, token: (u64, u64)) {
 }
 
 /// Runs one attempt: the handler, heartbeats meanwhile, then the report.
-async fn run(ctx: Arc<Context>, input: TaskInput) {
+async fn run(ctx: Arc<Context>, input: TaskInput, beat: Duration) {
     let work = (ctx.handler)(input.clone());
     let beats = async {
         loop {
-            tokio::time::sleep(ctx.heartbeat).await;
+            tokio::time::sleep(beat).await;
             let beat = ctx
                 .reporters
                 .get()
