@@ -118,7 +118,7 @@ fn registration_of(r: &Resource) -> Option<(NodeId, FencingToken)> {
 }
 
 fn live(registry: &Registry, (id, token): (NodeId, FencingToken)) -> bool {
-    registry.get(id).is_some_and(|n| n.token() == token)
+    registry.is_live(id, token)
 }
 
 impl<S, V, X> Workload<S, V> for Clients<X>

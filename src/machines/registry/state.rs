@@ -271,6 +271,12 @@ impl Registry {
         self.nodes.get(&id)
     }
 
+    /// Whether registration `token` of `id` is live (a later registration of the same ID is
+    /// someone else).
+    pub fn is_live(&self, id: NodeId, token: FencingToken) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.token() == token)
+    }
+
     /// The live registration at `addr`.
     pub fn by_addr(&self, addr: SocketAddr) -> Option<&NodeRecord> {
         self.by_addr.get(&addr).and_then(|id| self.nodes.get(id))

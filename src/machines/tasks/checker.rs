@@ -121,10 +121,6 @@ impl<X> Clients<X> {
     }
 }
 
-fn live(registry: &Registry, (id, token): (NodeId, FencingToken)) -> bool {
-    registry.get(id).is_some_and(|n| n.token() == token)
-}
-
 fn result_of(task: &Task) -> Option<Vec<u8>> {
     match &task.state {
         TaskState::Completed(r) => Some(r.clone()),
@@ -472,7 +468,7 @@ where
             for q in tasks.queues() {
                 for t in q.tasks() {
                     if let Some(run) = t.running()
-                        && !live(registry, run.worker)
+                        && !registry.is_live(run.worker.0, run.worker.1)
                     {
                         return Err(format!(
                             "leader {}: task {} runs on node {} whose registration has ended",

@@ -249,10 +249,7 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
             let state = <State as Part<Tasks>>::part(replica.state());
             let Some(q) = state.queue(&req.queue) else {
                 return (
-                    Ok(Err(Reject::keep(
-                        TasksErrorCode::UnknownQueue,
-                        TaskError::UnknownQueue(req.queue.clone()).to_string(),
-                    ))),
+                    Ok(Err(reject(TaskError::UnknownQueue(req.queue.clone())))),
                     None,
                 );
             };
@@ -366,19 +363,12 @@ async fn get(ctx: &Ctx<'_>, req: pb::GetTask) -> Result<pb::TaskReply, Reject> {
         .read(move |replica, _| {
             let state = <State as Part<Tasks>>::part(replica.state());
             match state.queue(&req.queue) {
-                None => Err(Reject::keep(
-                    TasksErrorCode::UnknownQueue,
-                    TaskError::UnknownQueue(req.queue).to_string(),
-                )),
+                None => Err(reject(TaskError::UnknownQueue(req.queue))),
                 Some(q) => match q.get(&req.name) {
-                    None => Err(Reject::keep(
-                        TasksErrorCode::UnknownTask,
-                        TaskError::UnknownTask {
-                            queue: req.queue,
-                            name: req.name,
-                        }
-                        .to_string(),
-                    )),
+                    None => Err(reject(TaskError::UnknownTask {
+                        queue: req.queue,
+                        name: req.name,
+                    })),
                     Some(t) => Ok(pb::TaskReply {
                         task: Some(task_to_pb(t, false)),
                     }),
@@ -411,10 +401,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
         .read(move |replica, _| {
             let state = <State as Part<Tasks>>::part(replica.state());
             let Some(q) = state.queue(&req.queue) else {
-                return Err(Reject::keep(
-                    TasksErrorCode::UnknownQueue,
-                    TaskError::UnknownQueue(req.queue).to_string(),
-                ));
+                return Err(reject(TaskError::UnknownQueue(req.queue)));
             };
             let of_state = |t: &&Task| req.state.is_empty() || t.state.name() == req.state;
             // Pending tasks in the order they start in; the others by submission.
@@ -468,8 +455,7 @@ async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
                     }
                     view.oldest_pending_ms = q.pending().map(|t| t.submitted_ms).min().unwrap_or(0);
                     for w in tasks.workers() {
-                        let live = registry.get(w.id.0).is_some_and(|n| n.token() == w.id.1);
-                        if live && w.queues.contains(&q.spec.name) {
+                        if registry.is_live(w.id.0, w.id.1) && w.queues.contains(&q.spec.name) {
                             view.workers += 1;
                             view.capacity += u64::from(w.capacity);
                         }

@@ -229,10 +229,7 @@ fn tasks<S: Part<Tasks>>(state: &S) -> &Tasks {
 
 /// Whether `worker` is a live registration.
 fn live<S: Part<Registry>>(state: &S, worker: &WorkerId) -> bool {
-    state
-        .part()
-        .get(worker.0)
-        .is_some_and(|n| n.token() == worker.1)
+    state.part().is_live(worker.0, worker.1)
 }
 
 /// A number spread over u64 from its inputs (splitmix64): the jitter of a retry, decided by
@@ -825,14 +822,12 @@ fn write_task<S: Part<Tasks>>(
     queue: &str,
     name: &str,
 ) -> Outcome<Response, TaskError, Waiting> {
-    match leader.append(S::wrap(command)) {
-        Some(index) => Outcome::WhenCommitted {
+    match write(leader, command, Waiting::Tasks(Vec::new())) {
+        Outcome::WhenCommitted { index, .. } => Outcome::WhenCommitted {
             index,
             waiting: task_now(leader, queue, name),
         },
-        None => Outcome::Now(Err(TaskError::Invalid(
-            "the leader refused its own command; see its log".into(),
-        ))),
+        refused => refused,
     }
 }
 

@@ -596,20 +596,7 @@ impl Commands for Command {
                         .submit_with(queue, name, payload.as_bytes(), options)
                         .await?;
                     handle.result().await?;
-                    let task = tasks
-                        .cluster()
-                        .await
-                        .call(
-                            crate::machines::tasks::TasksCmd::Get,
-                            &pb::GetTask {
-                                queue: queue.clone(),
-                                name: name.clone(),
-                            },
-                            "the task request",
-                        )
-                        .await;
-                    let task: pb::TaskReply = task?;
-                    let t = task.task.unwrap_or_default();
+                    let t = tasks.cluster().await.task(queue, name).await?;
                     if session.json {
                         crate::cli::json(&task_json(&t))
                     } else {

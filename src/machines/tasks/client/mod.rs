@@ -68,6 +68,16 @@ impl Client {
 }
 
 impl Cluster {
+    /// One task as the leader holds it, with its payload and result.
+    pub async fn task(&mut self, queue: &str, name: &str) -> Result<pb::TaskInfo, ClientError> {
+        let req = pb::GetTask {
+            queue: queue.to_owned(),
+            name: name.to_owned(),
+        };
+        let reply: pb::TaskReply = self.call(Cmd::Get, &req, "the task request").await?;
+        Ok(reply.task.unwrap_or_default())
+    }
+
     /// Creates a queue (idempotent); 0 takes the configured default.
     pub async fn create_queue(
         &mut self,

@@ -231,17 +231,7 @@ impl Tasks {
     pub async fn handle(&self, queue: &str, name: &str) -> Result<TaskHandle, ClientError> {
         self.watching(queue).await?;
         let rx = self.shared.wait((queue.to_owned(), name.to_owned()));
-        let req = pb::GetTask {
-            queue: queue.to_owned(),
-            name: name.to_owned(),
-        };
-        let reply: pb::TaskReply = self
-            .cluster
-            .lock()
-            .await
-            .call(TasksCmd::Get, &req, "the task request")
-            .await?;
-        let task = reply.task.unwrap_or_default();
+        let task = self.cluster.lock().await.task(queue, name).await?;
         if TaskOutcome::of(&task).is_some() {
             self.shared.deliver(task.clone());
         }
