@@ -272,14 +272,24 @@ async fn a_leader_cut_off_in_one_direction_for_8_s_does_not_stall_the_cluster_on
         assert!(served.is_some(), "the others serve\n{}", c.logs());
         tokio::time::sleep(Duration::from_secs(8)).await;
         let term_before = status(addrs[old]).await.map(|s| s.term);
+        let new_at: SocketAddr = new.parse().expect("leader address");
+        let new_term = status(new_at).await.map(|s| s.term);
         mesh.heal_all();
         let healed = Instant::now();
+        // A stall is an election forced by the returning beacon: writes wait for it. The bound
+        // here is generous (this machine is shared); the term is what shows that none happened.
         let took = first_write_after(&beacons, healed, Duration::from_secs(5))
             .await
             .unwrap_or_else(|| panic!("no write after healing\n{}", c.logs()));
         assert!(
-            took <= 500,
+            took <= 3_000,
             "cannot send {cannot_send}, {how:?}: first write {took} ms after healing\n{}",
+            c.logs()
+        );
+        assert_eq!(
+            status(new_at).await.map(|s| s.term),
+            new_term,
+            "cannot send {cannot_send}, {how:?}: the returning beacon forced an election\n{}",
             c.logs()
         );
         // The cut-off beacon takes no leadership on its return.
