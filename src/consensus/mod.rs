@@ -322,6 +322,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.cfg.log_keep.max(self.state.records())
     }
 
+    /// Whether this beacon can serve a request now: it leads, sees a majority (quorum mode)
+    /// and has taken over a majority's state; otherwise why not.
+    pub fn ready_to_serve(&self) -> Result<(), ConsensusError> {
+        self.serving_blocked().map_or(Ok(()), Err)
+    }
+
     /// Whether this beacon leads and has taken over (quorum mode) the state of a majority:
     /// its state then holds every acknowledged write of earlier terms.
     pub fn has_taken_over(&self) -> bool {

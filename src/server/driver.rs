@@ -16,7 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::handle::{ConnId, DriverHandle, Event, Greeting, Outgoing, Subscriber};
+use super::handle::{ConnId, DriverHandle, Event, Greeting, Outgoing, Subscriber, Subscription};
 use super::load::Loaded;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
@@ -68,6 +68,8 @@ pub(crate) struct Driver {
     next_token: Token,
     /// Followers of committed changes (leader only).
     subscribers: Vec<Subscriber>,
+    /// Subscriptions whose first answer waits for this log index to commit (leader only).
+    commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
     started: Instant,
     rx: mpsc::Receiver<Event>,
 }
@@ -102,6 +104,7 @@ impl Driver {
             waiting: HashMap::new(),
             next_token: 1,
             subscribers: Vec::new(),
+            commit_waiters: Vec::new(),
             started: Instant::now(),
             rx,
         };
@@ -196,10 +199,16 @@ impl Driver {
                 self.step(consensus::Input::Request { token, request });
             }
             Event::Read(read) => read(&self.core, now),
-            Event::Subscribe(subscribe) => {
-                if let Some(subscriber) = subscribe(&self.core, now) {
-                    self.subscribers.push(subscriber);
-                }
+            Event::Subscribe(Subscription { start, committed }) => {
+                let Some(subscriber) = start(&self.core, now) else {
+                    // Refused, or nothing to follow: no entry to wait for.
+                    let _ = committed.send(());
+                    return;
+                };
+                self.subscribers.push(subscriber);
+                self.commit_waiters
+                    .push((self.core.position().index, committed));
+                self.release_commit_waiters();
             }
         }
     }
@@ -264,6 +273,7 @@ impl Driver {
             );
             self.subscribers.clear();
         }
+        self.release_commit_waiters();
         let greeting = message_to_pb::<State>(&self.core.greeting());
         self.current.send_replace((self.round, greeting));
     }
@@ -301,6 +311,23 @@ impl Driver {
                 ),
             },
             consensus::Event::Notice(msg) => info!("{msg}"),
+        }
+    }
+
+    /// Lets go the subscriptions whose entries are committed; drops them all (their first
+    /// answer fails: watch again at the leader) once this beacon no longer leads.
+    fn release_commit_waiters(&mut self) {
+        if !self.core.is_leader() {
+            self.commit_waiters.clear();
+            return;
+        }
+        let commit = self.core.commit();
+        for (index, tx) in std::mem::take(&mut self.commit_waiters) {
+            if index <= commit {
+                let _ = tx.send(());
+            } else {
+                self.commit_waiters.push((index, tx));
+            }
         }
     }
 

@@ -29,6 +29,17 @@ pub(crate) type Read = Box<dyn FnOnce(&Replica, Millis) + Send>;
 /// A read that may leave a [`Subscriber`] behind.
 pub(crate) type Subscribe = Box<dyn FnOnce(&Replica, Millis) -> Option<Subscriber> + Send>;
 
+/// A subscription as the driver takes it: the read, and who to tell once everything the
+/// read saw (the state as of the last log position) is committed. The driver drops
+/// `committed` if this beacon stops leading first.
+pub(crate) struct Subscription {
+    pub(crate) start: Subscribe,
+    pub(crate) committed: oneshot::Sender<()>,
+}
+
+/// How long a subscription's first answer waits for the entries it reflects to commit.
+const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(crate) enum Event {
     Peer {
         from: SocketAddr,
@@ -49,7 +60,7 @@ pub(crate) enum Event {
         reply: oneshot::Sender<Reply<State, Services>>,
     },
     Read(Read),
-    Subscribe(Subscribe),
+    Subscribe(Subscription),
 }
 
 /// Identifies one connection with a peer (either direction).
@@ -159,20 +170,38 @@ impl DriverHandle {
         .await
     }
 
-    /// Runs `f` on the replica between steps; the [`Subscriber`] it may leave is told every
-    /// change committed after that moment.
+    /// Runs `f` on the replica between steps, when this beacon can serve (it leads and, in
+    /// quorum mode, sees a majority and has taken over its state); the [`Subscriber`] it may
+    /// leave is told every change committed after that moment. The answer comes back once
+    /// everything `f` saw is committed: a first answer never shows a write that a later
+    /// leader could lose, and a leader still collecting a majority's state (which it then
+    /// takes over whole, telling no subscriber) is never subscribed to.
     pub(crate) async fn subscribe<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Replica, Millis) -> (T, Option<Subscriber>) + Send + 'static,
     ) -> Result<T, Reject> {
-        self.ask(|tx| {
-            Event::Subscribe(Box::new(move |replica, now| {
-                let (answer, subscriber) = f(replica, now);
-                let _ = tx.send(answer);
-                subscriber
-            }))
-        })
-        .await
+        let (committed, barrier) = oneshot::channel();
+        let answer = self
+            .ask(|tx| {
+                Event::Subscribe(Subscription {
+                    start: Box::new(move |replica, now| {
+                        if let Err(e) = replica.ready_to_serve() {
+                            let _ = tx.send(Err(e));
+                            return None;
+                        }
+                        let (answer, subscriber) = f(replica, now);
+                        let _ = tx.send(Ok(answer));
+                        subscriber
+                    }),
+                    committed,
+                })
+            })
+            .await??;
+        match tokio::time::timeout(COMMIT_WAIT, barrier).await {
+            Ok(Ok(())) => Ok(answer),
+            Ok(Err(_)) => Err(ConsensusError::LeaderChanged.into()),
+            Err(_) => Err(ConsensusError::NotReady.into()),
+        }
     }
 }
 

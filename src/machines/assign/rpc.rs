@@ -4,7 +4,6 @@
 use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
-use crate::consensus::ConsensusError;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
@@ -162,10 +161,6 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let started = ctx
         .driver
         .subscribe(move |replica, _| {
-            if !replica.is_leader() {
-                let leader = replica.election().leader();
-                return (Err(ConsensusError::NotLeader { leader }), None);
-            }
             let (tx, rx) = watch_queue();
             let from = replica.position().index;
             let resources = <State as Part<Assignments>>::part(replica.state());
@@ -232,19 +227,19 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 push(&tx, frame, "assignments")
             });
             (
-                Ok((
+                (
                     pb::WatchAssignmentsReply {
                         index: from,
                         held,
                         slots,
                     },
                     rx,
-                )),
+                ),
                 Some(subscriber),
             )
         })
         .await?;
-    let (answer, pushes) = started?;
+    let (answer, pushes) = started;
     Ok(Handled::Stream {
         reply: Frame::new(AssignCmd::Watch.response(), frame.seq, 0, &answer),
         pushes,

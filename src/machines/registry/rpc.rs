@@ -18,7 +18,6 @@ use super::state::{
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
 use crate::config::Config;
-use crate::consensus::ConsensusError;
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::server::handle::{
@@ -311,10 +310,6 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let started = ctx
         .driver
         .subscribe(move |replica, _| {
-            if !replica.is_leader() {
-                let leader = replica.election().leader();
-                return (Err(ConsensusError::NotLeader { leader }), None);
-            }
             let (tx, rx) = watch_queue();
             let from = replica.position().index;
             let (registry, _) = parts(replica);
@@ -334,12 +329,12 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 push(&tx, notice(index, change), "nodes")
             });
             (
-                Ok((pb::WatchReply { index: from, nodes }, rx)),
+                (pb::WatchReply { index: from, nodes }, rx),
                 Some(subscriber),
             )
         })
         .await?;
-    let (answer, pushes) = started?;
+    let (answer, pushes) = started;
     Ok(Handled::Stream {
         reply: Frame::new(RegistryCmd::Watch.response(), frame.seq, 0, &answer),
         pushes,

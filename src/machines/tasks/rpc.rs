@@ -4,7 +4,6 @@
 use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
-use crate::consensus::ConsensusError;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;
@@ -170,10 +169,6 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let started = ctx
         .driver
         .subscribe(move |replica, _| {
-            if !replica.is_leader() {
-                let leader = replica.election().leader();
-                return (Err(ConsensusError::NotLeader { leader }), None);
-            }
             let (tx, rx) = watch_queue();
             let from = replica.position().index;
             let state = <State as Part<Tasks>>::part(replica.state());
@@ -215,18 +210,18 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 push(&tx, frame, "a worker's tasks")
             });
             (
-                Ok((
+                (
                     pb::WorkReply {
                         index: from,
                         running,
                     },
                     rx,
-                )),
+                ),
                 Some(subscriber),
             )
         })
         .await?;
-    let (answer, pushes) = started?;
+    let (answer, pushes) = started;
     Ok(Handled::Stream {
         reply: Frame::new(TasksCmd::Work.response(), frame.seq, 0, &answer),
         pushes,
@@ -242,14 +237,10 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
     let started = ctx
         .driver
         .subscribe(move |replica, _| {
-            if !replica.is_leader() {
-                let leader = replica.election().leader();
-                return (Err(ConsensusError::NotLeader { leader }), None);
-            }
             let state = <State as Part<Tasks>>::part(replica.state());
             let Some(q) = state.queue(&req.queue) else {
                 return (
-                    Ok(Err(reject(TaskError::UnknownQueue(req.queue.clone())))),
+                    Err(reject(TaskError::UnknownQueue(req.queue.clone()))),
                     None,
                 );
             };
@@ -290,10 +281,10 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                 let frame = Frame::new(TasksCmd::QueueNotice.code(), 0, FLAG_ONEWAY, &notice);
                 push(&tx, frame, "a queue's finished tasks")
             });
-            (Ok(Ok((answer, rx))), Some(subscriber))
+            (Ok((answer, rx)), Some(subscriber))
         })
         .await?;
-    let (answer, pushes) = started??;
+    let (answer, pushes) = started?;
     Ok(Handled::Stream {
         reply: Frame::new(TasksCmd::WatchQueue.response(), frame.seq, 0, &answer),
         pushes,
