@@ -19,6 +19,8 @@
 //!   (across every holder of every worker ID);
 //! * no resource is run by two workers at once (each ownership from the push that gave it
 //!   to the push that took it, or its lease's end), and holder tokens rise;
+//! * no task runs on two workers at once, attempt tokens rise, and every acknowledged task
+//!   ends completed with the result of one attempt that ran to its end (see `queue`);
 //! * once healed, every beacon follows one leader and holds the same registrations.
 //!
 //! It prints what it measured: faults by kind, writes checked, and how long writes were
@@ -40,6 +42,9 @@ use beacon::pb;
 use beacon_testkit::proxy::{Cut, Mesh};
 use beacon_testkit::rng::SimRng;
 use beacon_testkit::*;
+
+#[path = "nemesis/queue.rs"]
+mod queue;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;
@@ -543,6 +548,19 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         let (b, n, s) = (beacons.clone(), numbers.clone(), stop.clone());
         tasks.push(tokio::spawn(served(i, b, n, s)));
     }
+    // Task workers outlive the faults: they finish the backlog before the check.
+    let task_log = Arc::new(Mutex::new(queue::TaskLog::default()));
+    let workers_stop = Arc::new(AtomicBool::new(false));
+    queue::create_queue(&mut leader).await;
+    let mut workers = Vec::new();
+    for i in 0..4 {
+        let (b, l, s) = (beacons.clone(), task_log.clone(), workers_stop.clone());
+        workers.push(tokio::spawn(queue::worker(i, b, l, s)));
+    }
+    for i in 0..2 {
+        let (b, l, s) = (beacons.clone(), task_log.clone(), stop.clone());
+        tasks.push(tokio::spawn(queue::submitter(i, b, l, s)));
+    }
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     let mut rng = SimRng::new(42);
@@ -696,6 +714,15 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
         .await;
         assert!(same.is_some(), "{a} differs from the leader\n{}", c.logs());
     }
+
+    // Every acknowledged task completes once the faults are over; none ran twice at once.
+    let summary = queue::check_completed(beacons.clone(), &task_log, Duration::from_secs(60)).await;
+    workers_stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(15), w).await;
+    }
+    queue::check_attempts(&task_log);
+    println!("{summary}");
 
     let h = history.lock().unwrap();
     assert!(

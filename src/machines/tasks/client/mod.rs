@@ -6,7 +6,7 @@ mod tasks;
 pub mod worker;
 
 pub use tasks::{TaskHandle, TaskOutcome, Tasks};
-pub use worker::{TaskFailure, TaskInput, Worker, WorkerStats};
+pub use worker::{TaskFailure, TaskInput, Worker, WorkerEvent, WorkerStats};
 
 use super::wire::TasksCmd as Cmd;
 use crate::client::{Client, ClientError, Cluster};
