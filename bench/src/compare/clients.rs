@@ -71,16 +71,7 @@ impl Allocator {
                         .context("connect to etcd")?,
                 ))
             }
-            Kind::ZooKeeper => {
-                let hosts: Vec<String> = endpoints.iter().map(|a| a.to_string()).collect();
-                let client = zk::Client::connector()
-                    .with_connection_timeout(timeout)
-                    .with_session_timeout(Duration::from_secs(10))
-                    .connect(&hosts.join(","))
-                    .await
-                    .context("connect to ZooKeeper")?;
-                Allocator::ZooKeeper(client)
-            }
+            Kind::ZooKeeper => Allocator::ZooKeeper(zk_connect(endpoints, timeout).await?),
         })
     }
 
@@ -114,6 +105,18 @@ impl Allocator {
             }
         }
     }
+}
+
+/// A ZooKeeper client of the ensemble at `endpoints` (a session of 10 s), with `timeout`
+/// for connecting.
+pub async fn zk_connect(endpoints: &[SocketAddr], timeout: Duration) -> anyhow::Result<zk::Client> {
+    let hosts: Vec<String> = endpoints.iter().map(|a| a.to_string()).collect();
+    zk::Client::connector()
+        .with_connection_timeout(timeout)
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(&hosts.join(","))
+        .await
+        .context("connect to ZooKeeper")
 }
 
 /// What a system needs before allocations start (ZooKeeper: the parent znode).

@@ -1,11 +1,12 @@
 //! `beacon-bench compare`: beacon, etcd and ZooKeeper side by side, three members each on
 //! loopback, measured by the same client code with the same concurrency.
 //!
-//! Four measurements: failover after a SIGKILL of the leader, ID allocation throughput and
-//! latency, liveness capacity (live registrations renewed once a second under a CPU budget
-//! on the leader), and beacon's sequence issuer (segments, the double-buffered client,
-//! snowflake IDs) beside the same "give me a unique number" of etcd and ZooKeeper. Results
-//! go to a Markdown table (ratios beacon/peer) and JSON.
+//! The parts: failover after a SIGKILL of the leader, ID allocation throughput and latency,
+//! liveness capacity (live registrations renewed once a second under a CPU budget on the
+//! leader), beacon's sequence issuer (segments, the double-buffered client, snowflake IDs)
+//! beside the same "give me a unique number" of etcd and ZooKeeper, work assignment, and
+//! task queues beside seed 003's design on ZooKeeper. Results go to a Markdown table
+//! (ratios beacon/peer) and JSON.
 
 mod alloc;
 mod assign;
@@ -18,6 +19,7 @@ mod report;
 mod sequence;
 mod systems;
 mod tasks;
+mod zk_tasks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -134,7 +136,7 @@ pub struct Results {
     pub liveness: Vec<(String, liveness::Liveness)>,
     pub sequence: Option<sequence::SequenceResults>,
     pub assign: Option<assign::AssignResults>,
-    pub tasks: Option<tasks::TaskResults>,
+    pub tasks: Vec<(String, tasks::TaskResults)>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -311,39 +313,41 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         results.assign = Some(a);
     }
 
-    if wants(Part::Tasks) && runs(Kind::Beacon) {
+    if wants(Part::Tasks) {
         println!("tasks: submit -> run -> complete -> result, and a leader killed mid-run");
-        let setup = BeaconSetup {
-            tick_ms: 1000,
-            config: serde_json::json!({}),
-        };
-        let mut cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
-        let leader = cluster.ready(Duration::from_secs(60)).await?;
-        let mut order = vec![leader];
-        order.extend((0..MEMBERS).filter(|i| *i != leader));
-        let at: Vec<String> = cluster
-            .endpoints(&order)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let t = tasks::run(
-            &mut cluster,
-            &at,
-            opts.tasks_workers,
-            opts.tasks_submitters,
-            opts.tasks_secs,
-        )
-        .await;
-        keep(cluster, opts.keep);
-        let t = t?;
-        println!(
-            "  {:.0} tasks/s end to end, p50 {:.2} ms, p99 {:.2} ms ({} workers, {} submitters); leader killed: longest pause {:.0} ms; {} lost",
-            t.per_sec, t.p50_ms, t.p99_ms, t.workers, t.submitters, t.failover_pause_ms, t.lost
-        );
-        if t.lost > 0 {
-            anyhow::bail!("{} acknowledged tasks never completed", t.lost);
+        for kind in [Kind::Beacon, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+        {
+            let mut cluster = start(&programs, kind);
+            let leader = cluster.ready(Duration::from_secs(120)).await?;
+            let mut order = vec![leader];
+            order.extend((0..MEMBERS).filter(|i| *i != leader));
+            let at = cluster.endpoints(&order);
+            let t = tasks::run(
+                kind,
+                &mut cluster,
+                &at,
+                opts.tasks_workers,
+                opts.tasks_submitters,
+                opts.tasks_secs,
+            )
+            .await;
+            keep(cluster, opts.keep);
+            let t = t.with_context(|| format!("{kind} task queue"))?;
+            println!(
+                "  {kind}: {:.0} tasks/s end to end, p50 {:.2} ms, p99 {:.2} ms ({} workers, {} submitters); leader killed: longest pause {:.0} ms; {} lost",
+                t.per_sec, t.p50_ms, t.p99_ms, t.workers, t.submitters, t.failover_pause_ms, t.lost
+            );
+            if t.lost > 0 {
+                anyhow::bail!(
+                    "{kind}: {} acknowledged tasks never completed: {}",
+                    t.lost,
+                    t.lost_how.join("; ")
+                );
+            }
+            results.tasks.push((kind.to_string(), t));
         }
-        results.tasks = Some(t);
     }
 
     let table = report::markdown(&results);

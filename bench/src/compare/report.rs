@@ -160,49 +160,42 @@ pub fn markdown(r: &Results) -> String {
         }
     }
 
-    if let Some(t) = &r.tasks {
-        let only = |what: String, v: f64, unit: &'static str, decimals: usize| Row {
-            what,
-            beacon: Some(v),
-            etcd: None,
-            zookeeper: None,
-            unit,
-            decimals,
-        };
-        rows.push(only(
-            format!(
-                "tasks: end to end tasks/s ({} workers, {} submitters, no-op tasks)",
-                t.workers, t.submitters
+    let tasks = |name: &str| r.tasks.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+    if let Some(t) = tasks("beacon").or_else(|| r.tasks.first().map(|(_, t)| t)) {
+        let what = format!(
+            "tasks: end to end tasks/s ({} workers, {} submitters, no-op tasks)",
+            t.workers, t.submitters
+        );
+        for (what, unit, decimals, pick) in [
+            (
+                what.as_str(),
+                "/s",
+                0,
+                (|t: &super::tasks::TaskResults| t.per_sec) as fn(&_) -> f64,
             ),
-            t.per_sec,
-            "/s",
-            0,
-        ));
-        rows.push(only(
-            "tasks: latency p50 (lower is better)".into(),
-            t.p50_ms,
-            " ms",
-            2,
-        ));
-        rows.push(only(
-            "tasks: latency p99 (lower is better)".into(),
-            t.p99_ms,
-            " ms",
-            2,
-        ));
-        rows.push(only(
-            "tasks: longest pause between results with the leader SIGKILLed (lower is better)"
-                .into(),
-            t.failover_pause_ms,
-            " ms",
-            0,
-        ));
-        rows.push(only(
-            "tasks: acknowledged tasks lost".into(),
-            t.lost as f64,
-            "",
-            0,
-        ));
+            ("tasks: latency p50 (lower is better)", " ms", 2, |t| {
+                t.p50_ms
+            }),
+            ("tasks: latency p99 (lower is better)", " ms", 2, |t| {
+                t.p99_ms
+            }),
+            (
+                "tasks: longest pause between results with the leader SIGKILLed (lower is better)",
+                " ms",
+                0,
+                |t| t.failover_pause_ms,
+            ),
+            ("tasks: acknowledged tasks lost", "", 0, |t| t.lost as f64),
+        ] {
+            rows.push(Row {
+                what: what.to_owned(),
+                beacon: tasks("beacon").map(pick),
+                etcd: None,
+                zookeeper: tasks("ZooKeeper").map(pick),
+                unit,
+                decimals,
+            });
+        }
     }
 
     let mut out = String::new();

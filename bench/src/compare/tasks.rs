@@ -1,7 +1,8 @@
 //! Task queues measured end to end: submitters submit no-op tasks and await each result
-//! (submit -> started on a worker -> completed -> result received), with workers running
-//! them through the client library (`Tasks`, `Worker`); then the same with the leader
-//! SIGKILLed mid-run: the longest pause between two results, and whether any task was lost.
+//! (submit -> started on a worker -> completed -> result received); then the same with the
+//! leader SIGKILLed mid-run: the longest pause between two results, and whether any task
+//! was lost. beacon's workers and submitters are the client library's (`Tasks`, `Worker`);
+//! ZooKeeper's are seed 003's design ([`super::zk_tasks`]). The same loop drives both.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use beacon::machines::tasks::client::{TaskOutcome, Tasks, Worker};
 use serde::Serialize;
 
 use super::alloc::percentile;
-use super::systems::Cluster;
+use super::systems::{Cluster, Kind};
+use super::zk_tasks;
 
 /// What the task part measured.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -29,6 +31,8 @@ pub struct TaskResults {
     pub failover_pause_ms: f64,
     /// Tasks acknowledged as submitted whose result never came (must be 0).
     pub lost: usize,
+    /// What became of the first few of them.
+    pub lost_how: Vec<String>,
 }
 
 fn opts() -> ConnectOptions {
@@ -38,24 +42,66 @@ fn opts() -> ConnectOptions {
     }
 }
 
+/// A client that submits a task and awaits its result, of either system.
+enum Submitter {
+    Beacon(Box<Tasks>),
+    ZooKeeper(zk_tasks::Submitter),
+}
+
+impl Submitter {
+    async fn connect(kind: Kind, at: &[SocketAddr]) -> anyhow::Result<Submitter> {
+        Ok(match kind {
+            Kind::ZooKeeper => Submitter::ZooKeeper(zk_tasks::Submitter::connect(at).await?),
+            _ => Submitter::Beacon(Box::new(Tasks::new(
+                at.iter().map(ToString::to_string).collect(),
+                opts(),
+                Duration::from_secs(20),
+            ))),
+        })
+    }
+
+    /// `Err`: the submit was not acknowledged; `Ok(Err(why))`: acknowledged, and no
+    /// result within `within`.
+    async fn run(&self, name: &str, within: Duration) -> anyhow::Result<Result<(), String>> {
+        match self {
+            Submitter::Beacon(tasks) => {
+                let handle = tasks.submit("bench", name, b"").await?;
+                Ok(match handle.result_within(within).await {
+                    Ok(TaskOutcome::Completed(_)) => Ok(()),
+                    Ok(other) => Err(format!("{name}: {other:?}")),
+                    Err(e) => Err(format!("{name}: {e}")),
+                })
+            }
+            Submitter::ZooKeeper(z) => Ok(match z.run(name, b"", within).await? {
+                Some(_) => Ok(()),
+                None => Err(format!("{name}: no result within {within:?}")),
+            }),
+        }
+    }
+}
+
 /// One timed run: `submitters` loops of submit-and-await for `secs`; the leader is killed
-/// at half time when `kill` is given. Returns the latencies, the result times, and the
-/// tasks lost.
+/// at half time when `kill` is given. Returns the latencies, the result times, and what
+/// became of each task lost.
 async fn round(
-    at: &[String],
+    kind: Kind,
+    at: &[SocketAddr],
     submitters: usize,
     secs: u64,
     tag: &str,
     mut kill: Option<&mut Cluster>,
-) -> anyhow::Result<(Vec<Duration>, Vec<Instant>, usize)> {
+) -> anyhow::Result<(Vec<Duration>, Vec<Instant>, Vec<String>)> {
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let done_at = Arc::new(Mutex::new(Vec::new()));
-    let lost = Arc::new(Mutex::new(0usize));
+    let lost = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for _ in 0..submitters {
+        clients.push(Submitter::connect(kind, at).await?);
+    }
     let end = Instant::now() + Duration::from_secs(secs);
     let mut loops = Vec::new();
-    for s in 0..submitters {
+    for (s, submitter) in clients.into_iter().enumerate() {
         let (latencies, done_at, lost) = (latencies.clone(), done_at.clone(), lost.clone());
-        let tasks = Tasks::new(at.to_vec(), opts(), Duration::from_secs(20));
         let tag = tag.to_owned();
         loops.push(tokio::spawn(async move {
             let mut i = 0u64;
@@ -63,15 +109,13 @@ async fn round(
                 let name = format!("{tag}-{s}-{i}");
                 i += 1;
                 let began = Instant::now();
-                let Ok(handle) = tasks.submit("bench", &name, b"").await else {
-                    continue;
-                };
-                match handle.result_within(Duration::from_secs(30)).await {
-                    Ok(TaskOutcome::Completed(_)) => {
+                match submitter.run(&name, Duration::from_secs(30)).await {
+                    Ok(Ok(())) => {
                         latencies.lock().unwrap().push(began.elapsed());
                         done_at.lock().unwrap().push(Instant::now());
                     }
-                    _ => *lost.lock().unwrap() += 1,
+                    Ok(Err(why)) => lost.lock().unwrap().push(why),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
                 }
             }
         }));
@@ -86,42 +130,76 @@ async fn round(
     }
     let latencies = std::mem::take(&mut *latencies.lock().unwrap());
     let done_at = std::mem::take(&mut *done_at.lock().unwrap());
-    let lost = *lost.lock().unwrap();
+    let lost = std::mem::take(&mut *lost.lock().unwrap());
     Ok((latencies, done_at, lost))
 }
 
-pub async fn run(
-    cluster: &mut Cluster,
-    at: &[String],
-    workers: usize,
-    submitters: usize,
-    secs: u64,
-) -> anyhow::Result<TaskResults> {
-    let mut admin = Leader::new(at.to_vec(), opts(), Duration::from_secs(20));
+/// The workers of either system (and ZooKeeper's master); stopped when dropped.
+#[derive(Default)]
+struct Workers {
+    _beacon: Vec<(Registration, Worker)>,
+    _zookeeper: Vec<zk_tasks::Spawned>,
+}
+
+async fn start_workers(kind: Kind, at: &[SocketAddr], n: usize) -> anyhow::Result<Workers> {
+    if kind == Kind::ZooKeeper {
+        let mut spawned = vec![zk_tasks::start_master(at).await?];
+        for i in 0..n {
+            spawned.push(zk_tasks::start_worker(at, &format!("worker-{i}"), CAPACITY).await?);
+        }
+        return Ok(Workers {
+            _zookeeper: spawned,
+            ..Workers::default()
+        });
+    }
+    let beacons: Vec<String> = at.iter().map(ToString::to_string).collect();
+    let mut admin = Leader::new(beacons.clone(), opts(), Duration::from_secs(20));
     admin
         .create_queue("bench", 10_000, 10)
         .await
         .context("create the queue")?;
     let mut running = Vec::new();
-    for i in 0..workers {
+    for i in 0..n {
         let options = RegisterOptions {
             connect: opts(),
             ..RegisterOptions::new("WORKER", SocketAddr::from(([10, 7, 1, i as u8], 7000)))
         };
-        let reg = Registration::register(at.to_vec(), options).await?;
-        let worker = Worker::start(&reg, vec!["bench".into()], 4, |input| async move {
-            Ok(input.payload)
-        })
+        let reg = Registration::register(beacons.clone(), options).await?;
+        let worker = Worker::start(
+            &reg,
+            vec!["bench".into()],
+            CAPACITY as u32,
+            |input| async move { Ok(input.payload) },
+        )
         .await?;
         running.push((reg, worker));
     }
+    Ok(Workers {
+        _beacon: running,
+        ..Workers::default()
+    })
+}
+
+/// Tasks a worker runs at once, in either system.
+const CAPACITY: usize = 4;
+
+/// Measures `kind`'s task queue; `at` lists the members, beacon's leader first.
+pub async fn run(
+    kind: Kind,
+    cluster: &mut Cluster,
+    at: &[SocketAddr],
+    workers: usize,
+    submitters: usize,
+    secs: u64,
+) -> anyhow::Result<TaskResults> {
+    let running = start_workers(kind, at, workers).await?;
     // Warm up, then measure.
-    round(at, submitters, 1, "warm", None).await?;
-    let (mut latencies, _, lost) = round(at, submitters, secs, "run", None).await?;
+    round(kind, at, submitters, 1, "warm", None).await?;
+    let (mut latencies, _, lost) = round(kind, at, submitters, secs, "run", None).await?;
     latencies.sort();
     let per_sec = latencies.len() as f64 / secs as f64;
-    let (_, mut done_at, lost_in_failover) =
-        round(at, submitters, secs.max(4), "kill", Some(cluster)).await?;
+    let (_, mut done_at, mut lost_in_failover) =
+        round(kind, at, submitters, secs.max(4), "kill", Some(cluster)).await?;
     done_at.sort();
     let pause = done_at
         .windows(2)
@@ -137,6 +215,11 @@ pub async fn run(
         p50_ms: percentile(&latencies, 0.50),
         p99_ms: percentile(&latencies, 0.99),
         failover_pause_ms: pause.as_secs_f64() * 1000.0,
-        lost: lost + lost_in_failover,
+        lost: lost.len() + lost_in_failover.len(),
+        lost_how: {
+            lost_in_failover.extend(lost);
+            lost_in_failover.truncate(5);
+            lost_in_failover
+        },
     })
 }
