@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::client::{SubmitOptions, TaskOutcome, Tasks};
 use beacon::machines::tasks::TasksErrorCode;
-use beacon::machines::tasks::client::{SubmitOptions, TaskOutcome, Tasks};
 use beacon::wire::ErrorCode;
 use beacon_testkit::*;
 

@@ -21,6 +21,10 @@ pub use crate::machines::sequence::client::{
     Layout, Sequence, SequenceClientError, SequenceOptions, SequenceStatus, Snowflake,
     SnowflakeError, SnowflakeOptions,
 };
+pub use crate::machines::tasks::client::{
+    SubmitOptions, TaskFailure, TaskHandle, TaskInput, TaskOutcome, Tasks, Worker, WorkerEvent,
+    WorkerStats,
+};
 
 use std::time::Duration;
 

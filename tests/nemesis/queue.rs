@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use beacon::client::Cluster as Leader;
+use beacon::client::{TaskInput, TaskOutcome, Tasks, Worker, WorkerEvent};
 use beacon::machines::registry::{RegisterOptions, Registration};
-use beacon::machines::tasks::client::{TaskInput, TaskOutcome, Tasks, Worker, WorkerEvent};
 use tokio::task::JoinHandle;
 
 use super::opts;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use beacon::client::{Cluster as Leader, ConnectOptions, RegisterOptions, Registration};
-use beacon::machines::tasks::client::{TaskOutcome, Tasks, Worker};
+use beacon::client::{TaskOutcome, Tasks, Worker};
 use serde::Serialize;
 
 use super::alloc::percentile;
