@@ -15,6 +15,7 @@ use crate::machines::assign::AssignLimits;
 use crate::machines::registry::{self, IdRange};
 use crate::machines::sequence::SequenceLimits;
 use crate::machines::tasks::TaskLimits;
+use crate::transport::tls::TlsFiles;
 
 /// The configuration used when `beacon` is started without `--config`: a single beacon on
 /// 127.0.0.1:16000, leader at once. The same text as `conf/beacon.json`.
@@ -66,6 +67,8 @@ pub struct Config {
     pub assign: AssignLimits,
     /// Task queues' limits and defaults (key `tasks`).
     pub tasks: TaskLimits,
+    /// Key `tls`: TLS on the beacon port for peers and clients; `None`: plain TCP.
+    pub tls: Option<TlsFiles>,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -83,6 +86,10 @@ pub struct Overrides {
     pub data_dir: Option<String>,
     /// `--admin`: an address, or `off`.
     pub admin: Option<String>,
+    /// `--tls-cert`, `--tls-key`, `--tls-ca`: replace `tls.cert`, `tls.key`, `tls.ca`.
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
+    pub tls_ca: Option<String>,
 }
 
 /// Where a value came from, for error messages.
@@ -160,6 +167,85 @@ struct RawConfig {
     assign: RawAssign,
     #[serde(default)]
     tasks: RawTasks,
+    #[serde(default)]
+    tls: RawTls,
+}
+
+/// Key `tls`: PEM files; `cert` and `key` together turn TLS on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawTls {
+    cert: Option<String>,
+    key: Option<String>,
+    ca: Option<String>,
+}
+
+impl RawTls {
+    fn check(
+        self,
+        check: &Checker,
+        o: &Overrides,
+        beacons: usize,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let pick = |file: Option<String>, flag: &Option<String>, name: &'static str| match flag {
+            Some(v) => (Some(v.clone()), Some(name)),
+            None => (file, None),
+        };
+        let (cert, cert_flag) = pick(self.cert, &o.tls_cert, "--tls-cert");
+        let (key, key_flag) = pick(self.key, &o.tls_key, "--tls-key");
+        let (ca, ca_flag) = pick(self.ca, &o.tls_ca, "--tls-ca");
+        let files = match (cert, key) {
+            (None, None) => {
+                if ca.is_some() {
+                    return Err(check.err(
+                        "tls.ca",
+                        ca_flag,
+                        "set without `tls.cert` and `tls.key`: a CA alone turns nothing on".into(),
+                    ));
+                }
+                return Ok(None);
+            }
+            (Some(_), None) => {
+                return Err(check.err(
+                    "tls.key",
+                    key_flag,
+                    "`tls.cert` is set: give its key too".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(check.err(
+                    "tls.cert",
+                    cert_flag,
+                    "`tls.key` is set: give its certificate too".into(),
+                ));
+            }
+            (Some(cert), Some(key)) => TlsFiles {
+                cert: cert.into(),
+                key: key.into(),
+                ca: ca.map(PathBuf::from),
+            },
+        };
+        if files.ca.is_none() && beacons > 1 {
+            return Err(check.err(
+                "tls.ca",
+                ca_flag,
+                format!("a cluster of {beacons} beacons needs the CA that signed their certificates, so that they can verify each other"),
+            ));
+        }
+        // Checked now, so that a wrong path is a configuration error, not a failed start.
+        let what: [(&'static str, Option<&'static str>, &PathBuf); 2] = [
+            ("tls.cert", cert_flag, &files.cert),
+            ("tls.key", key_flag, &files.key),
+        ];
+        for (key, flag, path) in what
+            .into_iter()
+            .chain(files.ca.as_ref().map(|p| ("tls.ca", ca_flag, p)))
+        {
+            std::fs::metadata(path)
+                .map_err(|e| check.err(key, flag, format!("{}: {e}", path.display())))?;
+        }
+        Ok(Some(files))
+    }
 }
 
 /// Key `tasks`: task queues' limits and defaults; every field optional.
@@ -641,6 +727,7 @@ impl RawConfig {
         let sequence = self.sequence.check(&check)?;
         let assign = self.assign.check(&check)?;
         let tasks = self.tasks.check(&check, self.max_frame_bytes)?;
+        let tls = self.tls.check(&check, o, beacons.len())?;
 
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
@@ -674,6 +761,7 @@ impl RawConfig {
             sequence,
             assign,
             tasks,
+            tls,
         })
     }
 }
@@ -766,6 +854,63 @@ mod tests {
     }
 
     #[test]
+    fn tls_keys_are_checked_together_and_their_files_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, "x").unwrap();
+            p.display().to_string()
+        };
+        let (cert, key, ca) = (file("c.pem"), file("k.pem"), file("ca.pem"));
+        let with = |tls: serde_json::Value, beacons: &[&str]| {
+            let text =
+                serde_json::json!({"node": "127.0.0.1:16000", "beacon": beacons, "tls": tls});
+            parse(&text.to_string())
+        };
+        let one = ["127.0.0.1:16000"];
+        let three = ["127.0.0.1:16000", "127.0.0.1:17000", "127.0.0.1:18000"];
+        let c = with(serde_json::json!({"cert": cert, "key": key}), &one).unwrap();
+        assert_eq!(
+            c.tls.unwrap().cert,
+            PathBuf::from(&cert),
+            "a lone beacon needs no CA"
+        );
+        let e = with(serde_json::json!({"cert": cert}), &one)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `tls.key`"), "{e}");
+        let e = with(serde_json::json!({"ca": ca}), &one)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `tls.ca`"), "{e}");
+        let e = with(serde_json::json!({"cert": cert, "key": key}), &three)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `tls.ca`") && e.contains("3 beacons"), "{e}");
+        let missing = dir.path().join("nope.pem").display().to_string();
+        let e = with(
+            serde_json::json!({"cert": missing, "key": key, "ca": ca}),
+            &three,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key `tls.cert`") && e.contains("nope.pem"),
+            "{e}"
+        );
+        let c = with(
+            serde_json::json!({"cert": cert, "key": key, "ca": ca}),
+            &three,
+        )
+        .unwrap();
+        assert_eq!(c.tls.unwrap().ca, Some(PathBuf::from(&ca)));
+        assert!(
+            with(serde_json::json!({"crt": cert}), &one).is_err(),
+            "unknown keys refused"
+        );
+    }
+
+    #[test]
     fn flags_override_the_file() {
         let o = Overrides {
             listen: Some("127.0.0.1:17000".into()),
@@ -774,6 +919,7 @@ mod tests {
             cluster: Some("prod".into()),
             data_dir: Some("/tmp/b/{node}".into()),
             admin: Some("off".into()),
+            ..Overrides::default()
         };
         let c = Config::from_json(Origin::Embedded, EMBEDDED_DEFAULT, &o).unwrap();
         assert_eq!(c.node.port(), 17000);

@@ -26,6 +26,7 @@ pub mod server;
 pub mod sim;
 pub mod storage;
 pub mod time;
+pub mod transport;
 pub mod wire;
 
 /// Protobuf messages of `proto/beacon.proto` (the core's) and of each machine's proto file.

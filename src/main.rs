@@ -36,6 +36,15 @@ struct Args {
     /// Admin HTTP address, or `off` (overrides `admin`).
     #[arg(long, value_name = "IP:PORT|off")]
     admin: Option<String>,
+    /// This beacon's TLS certificate, PEM (overrides `tls.cert`); with --tls-key, TLS on.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<String>,
+    /// The key of --tls-cert, PEM (overrides `tls.key`).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<String>,
+    /// The CA that signed the beacons' certificates, PEM (overrides `tls.ca`).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<String>,
     /// Validate the configuration, print it, and exit.
     #[arg(long)]
     check_config: bool,
@@ -73,6 +82,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster: args.cluster,
         data_dir: args.data_dir,
         admin: args.admin,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
+        tls_ca: args.tls_ca,
     };
     let config = Config::load(args.config.as_deref(), &overrides)?;
     if args.check_config {

@@ -39,6 +39,7 @@ impl Cluster {
                 cluster: Some(cluster.into()),
                 data_dir: Some(dir.path().join("{node}").display().to_string()),
                 admin: Some("off".into()),
+                ..Overrides::default()
             };
             let config = Config::from_json(
                 Origin::Embedded,

@@ -26,6 +26,7 @@ pub use crate::machines::tasks::client::{
     WorkerStats,
 };
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -33,6 +34,7 @@ use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
 
 use crate::pb;
+use crate::transport::{Stream, tls};
 use crate::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, FrameError, PROTOCOL_VERSION};
 
 /// Default time allowed for connecting and for each request.
@@ -42,6 +44,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum ClientError {
     #[error("cannot reach beacon at {addr}: {cause}")]
     Connect { addr: String, cause: std::io::Error },
+    /// The TLS handshake failed on what was said in it (a certificate that does not
+    /// verify, a name it does not carry), or TLS cannot be set up for this address.
+    #[error("beacon at {addr}: TLS: {cause}")]
+    Tls { addr: String, cause: String },
     #[error("beacon at {addr} did not answer {what} within {timeout:?}")]
     Timeout {
         addr: String,
@@ -119,6 +125,7 @@ impl ClientError {
                 )
             ),
             ClientError::NoLeader { .. }
+            | ClientError::Tls { .. }
             | ClientError::BadReply { .. }
             | ClientError::Ended { .. } => false,
         }
@@ -146,6 +153,8 @@ pub struct ConnectOptions {
     pub timeout: Duration,
     /// Largest frame accepted.
     pub max_frame_bytes: usize,
+    /// TLS to the beacons (see [`crate::transport::tls::client_config`]); `None`: plain TCP.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ConnectOptions {
@@ -154,6 +163,7 @@ impl Default for ConnectOptions {
             cluster: None,
             timeout: DEFAULT_TIMEOUT,
             max_frame_bytes: crate::wire::frame::DEFAULT_MAX_FRAME,
+            tls: None,
         }
     }
 }
@@ -161,7 +171,7 @@ impl Default for ConnectOptions {
 /// A handshaken client connection to one beacon.
 #[derive(Debug)]
 pub struct Client {
-    framed: Framed<TcpStream, FrameCodec>,
+    framed: Framed<Stream, FrameCodec>,
     addr: String,
     seq: u32,
     timeout: Duration,
@@ -172,18 +182,43 @@ pub struct Client {
 impl Client {
     /// Connects to `addr` (`ip:port` or `host:port`) and performs the client handshake.
     pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Client, ClientError> {
-        let stream = tokio::time::timeout(opts.timeout, TcpStream::connect(addr))
+        let timed_out = |what| ClientError::Timeout {
+            addr: addr.to_owned(),
+            what,
+            timeout: opts.timeout,
+        };
+        let tcp = tokio::time::timeout(opts.timeout, TcpStream::connect(addr))
             .await
-            .map_err(|_| ClientError::Timeout {
-                addr: addr.to_owned(),
-                what: "connect",
-                timeout: opts.timeout,
-            })?
+            .map_err(|_| timed_out("connect"))?
             .map_err(|cause| ClientError::Connect {
                 addr: addr.to_owned(),
                 cause,
             })?;
-        stream.set_nodelay(true).ok();
+        tcp.set_nodelay(true).ok();
+        let stream = match &opts.tls {
+            None => Stream::Plain(tcp),
+            Some(config) => {
+                let name = tls::server_name(addr).map_err(|e| ClientError::Tls {
+                    addr: addr.to_owned(),
+                    cause: e.to_string(),
+                })?;
+                let dialled =
+                    tokio::time::timeout(opts.timeout, tls::dial(tcp, config.clone(), name))
+                        .await
+                        .map_err(|_| timed_out("the TLS handshake"))?;
+                dialled.map_err(|cause| match cause.kind() {
+                    // What the other end said did not verify: trying again will not help.
+                    std::io::ErrorKind::InvalidData => ClientError::Tls {
+                        addr: addr.to_owned(),
+                        cause: cause.to_string(),
+                    },
+                    _ => ClientError::Connect {
+                        addr: addr.to_owned(),
+                        cause,
+                    },
+                })?
+            }
+        };
         let mut client = Client {
             framed: Framed::new(stream, FrameCodec::new(opts.max_frame_bytes)),
             addr: addr.to_owned(),
@@ -209,7 +244,7 @@ impl Client {
     /// registrations reporting over one connection, say): it sends frames without waiting
     /// and matches replies to requests by `seq`. The beacon answers a connection's requests
     /// in the order they were sent.
-    pub fn into_framed(self) -> Framed<TcpStream, FrameCodec> {
+    pub fn into_framed(self) -> Framed<Stream, FrameCodec> {
         self.framed
     }
 

@@ -21,6 +21,7 @@ use super::handle::{ConnId, Handled, Reject, next_conn_id, reply};
 use super::shared::Shared;
 use crate::machines::{self, State};
 use crate::pb;
+use crate::transport::{self, Stream};
 use crate::wire::envelope::message_from_pb;
 use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
@@ -38,14 +39,48 @@ enum Peer {
     Client,
 }
 
-type Conn = Framed<TcpStream, FrameCodec>;
+type Conn = Framed<Stream, FrameCodec>;
 
-pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, shared: Arc<Shared>) {
-    stream.set_nodelay(true).ok();
+/// A new connection: TLS first when configured (a failed or unfinished TLS handshake, say
+/// plaintext sent to a TLS port, is logged and closed), then [`serve`].
+pub(crate) async fn accept(tcp: TcpStream, remote: SocketAddr, shared: Arc<Shared>) {
+    tcp.set_nodelay(true).ok();
+    let stream = match &shared.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => {
+            // Closed before a byte was sent: a port probe, not worth a warning.
+            let mut first = [0u8; 1];
+            if let Ok(Ok(0)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
+                debug!(%remote, "closed before the TLS handshake");
+                return;
+            }
+            let config = tls.accept.current();
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, transport::tls::accept(tcp, config)).await
+            {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => {
+                    warn!(%remote, "TLS handshake failed: {e}; connection closed");
+                    return;
+                }
+                Err(_) => {
+                    warn!(%remote, "no TLS handshake within {HANDSHAKE_TIMEOUT:?}; connection closed");
+                    return;
+                }
+            }
+        }
+    };
+    serve(stream, remote, shared).await
+}
+
+async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
+    let verified = stream.peer_verified();
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
     let id: ConnId = next_conn_id();
-    let peer = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&mut conn, remote, &shared))
-        .await
+    let peer = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        handshake(&mut conn, remote, verified, &shared),
+    )
+    .await
     {
         Ok(Some(peer)) => peer,
         Ok(None) => return,
@@ -64,7 +99,13 @@ pub(crate) async fn serve(stream: TcpStream, remote: SocketAddr, shared: Arc<Sha
 }
 
 /// Reads frames until a valid `Hello`. Returns `None` when the connection should close.
-async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Option<Peer> {
+/// `verified`: the other end presented a certificate of the cluster's CA.
+async fn handshake(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    verified: bool,
+    shared: &Shared,
+) -> Option<Peer> {
     loop {
         let frame = next_frame(conn, remote).await?;
         if frame.cmd != Cmd::Hello.code() {
@@ -86,7 +127,7 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
             continue;
         }
         let result = match frame.decode::<pb::Hello>() {
-            Ok(hello) => accept_hello(hello, &frame.body, shared),
+            Ok(hello) => accept_hello(hello, &frame.body, verified, shared),
             Err(e) => Err(Reject::close(ErrorCode::MalformedBody, e.to_string())),
         };
         match result {
@@ -120,6 +161,7 @@ async fn handshake(conn: &mut Conn, remote: SocketAddr, shared: &Shared) -> Opti
 fn accept_hello(
     hello: pb::Hello,
     body: &[u8],
+    verified: bool,
     shared: &Shared,
 ) -> Result<(Peer, pb::HelloAck, Option<crate::consensus::Message<State>>), Reject> {
     let config = &shared.config;
@@ -162,6 +204,14 @@ fn accept_hello(
                 return Err(Reject::close(
                     ErrorCode::UnknownBeacon,
                     format!("Hello.node `{node}` is this beacon's own address"),
+                ));
+            }
+            if shared.tls.as_ref().is_some_and(|t| t.verifies_peers()) && !verified {
+                return Err(Reject::close(
+                    ErrorCode::Unauthenticated,
+                    format!(
+                        "`{node}` says it is a beacon but presented no certificate signed by this cluster's CA (key `tls.ca`)"
+                    ),
                 ));
             }
             if !config.beacons.contains(&node) {

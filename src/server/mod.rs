@@ -38,6 +38,8 @@ const LINK_QUEUE: usize = 1024;
 pub enum ServerError {
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error("key `tls`: {0}")]
+    Tls(#[from] crate::transport::tls::TlsError),
     #[error("cannot listen on {addr} (key `{key}`): {cause}")]
     Bind {
         key: &'static str,
@@ -49,6 +51,7 @@ pub enum ServerError {
 /// A beacon whose sockets are bound and whose stored state is loaded, ready to run.
 pub struct Server {
     config: Arc<Config>,
+    tls: Option<shared::ServerTls>,
     listener: TcpListener,
     admin: Option<TcpListener>,
     loaded: Loaded,
@@ -64,6 +67,7 @@ impl Server {
     /// [`Server::bind`] with start options (`--adopt-config`).
     pub async fn bind_with(config: Config, options: StartOptions) -> Result<Server, ServerError> {
         let loaded = load::load(&config, options)?;
+        let tls = shared::ServerTls::load(&config)?;
         let bind = |key, addr| async move {
             TcpListener::bind(addr)
                 .await
@@ -76,6 +80,7 @@ impl Server {
         };
         Ok(Server {
             config: Arc::new(config),
+            tls,
             listener,
             admin,
             loaded,
@@ -100,6 +105,7 @@ impl Server {
     async fn serve(self, shutdown: impl Future<Output = ()>) {
         let Server {
             config,
+            tls,
             listener,
             admin,
             loaded,
@@ -140,6 +146,7 @@ impl Server {
             current,
             shutdown: token.clone(),
             peer_up,
+            tls,
         });
 
         tracker.spawn(driver.run(token.clone()).in_current_span());
@@ -178,7 +185,7 @@ async fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, tracker: &Tas
         match listener.accept().await {
             Ok((stream, remote)) => {
                 let span = error_span!("conn", %remote);
-                tracker.spawn(conn::serve(stream, remote, shared.clone()).instrument(span));
+                tracker.spawn(conn::accept(stream, remote, shared.clone()).instrument(span));
             }
             Err(e) => {
                 // Typically out of file descriptors: wait instead of spinning.

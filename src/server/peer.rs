@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
@@ -19,6 +20,7 @@ use super::handle::{ConnId, Outgoing, next_conn_id};
 use super::shared::Shared;
 use crate::machines::{self, State};
 use crate::pb;
+use crate::transport::{Stream, tls};
 use crate::wire::envelope::message_from_pb;
 use crate::wire::{Cmd, Code, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
 
@@ -29,6 +31,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 enum LinkError {
     #[error("connect failed: {0}")]
     Connect(std::io::Error),
+    #[error("TLS handshake failed: {0}")]
+    Tls(std::io::Error),
     #[error("no answer within {0:?}")]
     Timeout(Duration),
     #[error("refused our handshake: {0}")]
@@ -43,7 +47,7 @@ enum LinkError {
     Closed,
 }
 
-type Conn = Framed<TcpStream, FrameCodec>;
+type Conn = Framed<Stream, FrameCodec>;
 
 pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     let tick = Duration::from_millis(shared.config.tick_ms);
@@ -109,11 +113,22 @@ async fn connect(
     io_timeout: Duration,
 ) -> Result<(Conn, ConnId, u64), LinkError> {
     let at = shared.config.dial.get(&peer).copied().unwrap_or(peer);
-    let stream = tokio::time::timeout(io_timeout, TcpStream::connect(at))
+    let tcp = tokio::time::timeout(io_timeout, TcpStream::connect(at))
         .await
         .map_err(|_| LinkError::Timeout(io_timeout))?
         .map_err(LinkError::Connect)?;
-    stream.set_nodelay(true).ok();
+    tcp.set_nodelay(true).ok();
+    // The peer's certificate must name its configured address, wherever `dial` sends us.
+    let stream = match shared.tls.as_ref().and_then(|t| t.dial.as_ref()) {
+        None => Stream::Plain(tcp),
+        Some(dial) => {
+            let name = ServerName::IpAddress(peer.ip().into());
+            tokio::time::timeout(io_timeout, tls::dial(tcp, dial.current(), name))
+                .await
+                .map_err(|_| LinkError::Timeout(io_timeout))?
+                .map_err(LinkError::Tls)?
+        }
+    };
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
     let (greeted, state) = shared.current.borrow().clone();
     let hello = pb::Hello {

@@ -10,6 +10,36 @@ use tokio_util::sync::CancellationToken;
 
 use super::handle::{Ctx, DriverHandle, Greeting};
 use crate::config::Config;
+use crate::transport::tls::{self, Reloading, TlsError};
+
+/// A beacon's TLS: what it accepts connections with, and (with a CA, as every beacon of a
+/// cluster of more than one has) what it dials its peers with.
+pub(crate) struct ServerTls {
+    pub(crate) accept: Reloading<rustls::ServerConfig>,
+    pub(crate) dial: Option<Reloading<rustls::ClientConfig>>,
+}
+
+impl ServerTls {
+    /// Loads the configured files; `None` when TLS is off.
+    pub(crate) fn load(config: &Config) -> Result<Option<ServerTls>, TlsError> {
+        let Some(files) = &config.tls else {
+            return Ok(None);
+        };
+        let dial = match files.ca {
+            Some(_) => Some(Reloading::new(files.clone(), tls::peer_client_config)?),
+            None => None,
+        };
+        Ok(Some(ServerTls {
+            accept: Reloading::new(files.clone(), tls::server_config)?,
+            dial,
+        }))
+    }
+
+    /// Whether peers must present a certificate of the cluster's CA.
+    pub(crate) fn verifies_peers(&self) -> bool {
+        self.dial.is_some()
+    }
+}
 
 /// State shared by the tasks of one beacon.
 pub(crate) struct Shared {
@@ -22,6 +52,8 @@ pub(crate) struct Shared {
     /// retries at once instead of after its backoff (a restarted peer rejoins in a round
     /// trip, not in up to a tick).
     pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
+    /// `None`: plain TCP.
+    pub(crate) tls: Option<ServerTls>,
 }
 
 impl Shared {

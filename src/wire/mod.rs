@@ -112,10 +112,15 @@ pub enum ErrorCode {
     ConfigMismatch = 17,
     /// Quorum mode: the leader cannot see a majority, so it cannot write.
     NoQuorum = 18,
+    /// Who is asking is not established: no credential, or one that does not verify (a
+    /// beacon without a certificate from the cluster's CA, an unknown token).
+    Unauthenticated = 20,
+    /// Who is asking is known, and may not do this.
+    PermissionDenied = 21,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -130,6 +135,8 @@ impl ErrorCode {
         ErrorCode::LeaderChanged,
         ErrorCode::ConfigMismatch,
         ErrorCode::NoQuorum,
+        ErrorCode::Unauthenticated,
+        ErrorCode::PermissionDenied,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {

@@ -3,6 +3,7 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
+pub mod certs;
 pub mod proxy;
 pub mod rng;
 pub mod sim;
@@ -316,9 +317,14 @@ pub fn wait_listening(addr: SocketAddr) {
 
 /// `addr`'s view of the beacon cluster, or `None` if it cannot be asked.
 pub async fn status(addr: SocketAddr) -> Option<pb::BeaconStatus> {
+    status_with(addr, &ConnectOptions::default()).await
+}
+
+/// [`status`] asked with `opts` (TLS, say), within 2 s.
+pub async fn status_with(addr: SocketAddr, opts: &ConnectOptions) -> Option<pb::BeaconStatus> {
     let opts = ConnectOptions {
         timeout: Duration::from_secs(2),
-        ..ConnectOptions::default()
+        ..opts.clone()
     };
     let mut client = Client::connect(&addr.to_string(), &opts).await.ok()?;
     client.beacon_status().await.ok()
@@ -326,9 +332,14 @@ pub async fn status(addr: SocketAddr) -> Option<pb::BeaconStatus> {
 
 /// The leader all of `addrs` agree on, if they do and it claims leadership in each view.
 pub async fn agreed_leader(addrs: &[SocketAddr]) -> Option<String> {
+    agreed_leader_with(addrs, &ConnectOptions::default()).await
+}
+
+/// [`agreed_leader`] asked with `opts`.
+pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> Option<String> {
     let mut agreed: Option<String> = None;
     for a in addrs {
-        let s = status(*a).await?;
+        let s = status_with(*a, opts).await?;
         let leader = s.leader?;
         let claims = s
             .beacons

@@ -1,0 +1,81 @@
+//! The byte streams beacon speaks over: plain TCP, or TLS (rustls) when `tls` is
+//! configured. Beacons, peers and clients alike read and write a [`Stream`]; what differs is
+//! only how it was opened ([`tls`]).
+
+pub mod tls;
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// One connection, plain or under TLS.
+#[derive(Debug)]
+pub enum Stream {
+    Plain(TcpStream),
+    /// Accepted by a beacon.
+    Accepted(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// Dialled by a beacon or a client.
+    Dialled(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Stream::Plain(_))
+    }
+
+    /// Whether the other end presented a certificate that this beacon's CA verified
+    /// (accepted connections only; rustls refuses any certificate that does not verify).
+    pub fn peer_verified(&self) -> bool {
+        match self {
+            Stream::Accepted(s) => s.get_ref().1.peer_certificates().is_some(),
+            _ => false,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Accepted(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Dialled(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Accepted(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Dialled(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Accepted(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Dialled(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Accepted(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Dialled(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! TLS on the beacon port, with real processes: a three-beacon cluster whose beacons verify
+//! each other against one CA elects and serves clients over TLS; a beacon with a
+//! certificate from another CA is kept out while the other two carry on; a TLS client
+//! without a certificate that says it is a beacon is refused; plaintext, garbage, a
+//! half-finished handshake, an expired certificate and a client that does not know the CA
+//! each fail clearly, and the beacons keep serving.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
+use beacon::pb;
+use beacon::transport::tls;
+use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
+use beacon_testkit::certs::{Ca, Issued};
+use beacon_testkit::*;
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Framed;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+
+fn tls_keys(issued: &Issued, ca: &Ca) -> String {
+    serde_json::json!({
+        "tls": {
+            "cert": issued.cert,
+            "key": issued.key,
+            "ca": ca.pem,
+        }
+    })
+    .to_string()
+}
+
+fn client_opts(ca: &Ca, identity: Option<&Issued>) -> ConnectOptions {
+    let config = tls::client_config(
+        &ca.pem,
+        identity.map(|i| (i.cert.as_path(), i.key.as_path())),
+    )
+    .expect("client TLS config");
+    ConnectOptions {
+        timeout: Duration::from_secs(2),
+        tls: Some(Arc::new(config)),
+        ..ConnectOptions::default()
+    }
+}
+
+async fn register(
+    beacons: &[SocketAddr],
+    opts: &ConnectOptions,
+    addr: &str,
+) -> Result<u32, ClientError> {
+    let names = beacons.iter().map(ToString::to_string).collect();
+    let mut leader = Leader::new(names, opts.clone(), Duration::from_secs(5));
+    let req = pb::registry::RegisterRequest {
+        node_type: "LOGIC".into(),
+        addr: addr.into(),
+        ..Default::default()
+    };
+    let reply: pb::registry::RegisterReply =
+        leader.call(RegistryCmd::Register, &req, "register").await?;
+    Ok(reply.node.map(|n| n.node_id).unwrap_or_default())
+}
+
+/// Whether the beacon at `at` answers a TLS client's status request.
+async fn serves(at: SocketAddr, opts: &ConnectOptions) -> bool {
+    status_with(at, opts).await.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_serves_and_keeps_out_what_does_not_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "cluster-ca");
+    let other_ca = Ca::new(dir.path(), "other-ca");
+    let ports = free_ports(3);
+    let addrs: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
+    // The third beacon's certificate comes from another CA (it trusts the cluster's CA).
+    let configs: Vec<String> = (0..3)
+        .map(|i| {
+            let signer = if i == 2 { &other_ca } else { &ca };
+            tls_keys(&signer.issue(dir.path(), &format!("beacon-{i}")), &ca)
+        })
+        .collect();
+    let c = Cluster::start_each(BEACON.as_ref(), &ports, TICK_MS, "tls", &configs);
+    let opts = client_opts(&ca, None);
+
+    // The two beacons of the cluster's CA elect one of themselves and serve.
+    let good = &addrs[..2];
+    let leader = eventually(Duration::from_secs(15), || agreed_leader_with(good, &opts))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "no leader among the beacons of the cluster's CA\n{}",
+                c.logs()
+            )
+        });
+    let id = register(good, &opts, "10.0.0.1:7000")
+        .await
+        .unwrap_or_else(|e| panic!("register over TLS: {e}\n{}", c.logs()));
+    assert!(id > 0);
+    // The outsider is not taken in: the others see it offline, and say why in their logs.
+    let s = status_with(addrs[0], &opts).await.expect("status");
+    assert!(
+        !row(&s, addrs[2]).is_online,
+        "the beacon of another CA is online in {leader}'s view\n{}",
+        c.logs()
+    );
+    assert!(
+        c.beacons[0].log().contains("TLS handshake failed")
+            || c.beacons[1].log().contains("TLS handshake failed"),
+        "a refused peer is logged\n{}",
+        c.logs()
+    );
+
+    // A TLS client without a certificate that says it is a beacon of the cluster.
+    let tcp = TcpStream::connect(addrs[0]).await.unwrap();
+    let config = opts.tls.clone().unwrap();
+    let name = tls::server_name(&addrs[0].to_string()).unwrap();
+    let stream = tls::dial(tcp, config, name)
+        .await
+        .expect("TLS handshake as a client");
+    let mut conn = Framed::new(stream, FrameCodec::new(1 << 20));
+    let hello = pb::Hello {
+        cluster: "tls".into(),
+        role: pb::Role::Peer as i32,
+        node: addrs[1].to_string(),
+        version: PROTOCOL_VERSION,
+        ..Default::default()
+    };
+    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+        .await
+        .unwrap();
+    let reply = conn.next().await.expect("an answer").expect("a frame");
+    let err: pb::ErrorReply = reply.decode().unwrap();
+    assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
+    assert!(err.msg.contains("certificate"), "{}", err.msg);
+
+    // Plaintext to the TLS port, garbage, and a handshake left half-done: each closed.
+    let mut plain = TcpStream::connect(addrs[0]).await.unwrap();
+    let hello = Frame::new(Cmd::Hello.code(), 1, 0, &pb::Hello::default());
+    let mut bytes = bytes::BytesMut::new();
+    tokio_util::codec::Encoder::encode(&mut FrameCodec::new(1 << 20), hello, &mut bytes).unwrap();
+    plain.write_all(&bytes).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), plain.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(_)) | Ok(Err(_))),
+        "plaintext to a TLS port is answered or closed, not left hanging"
+    );
+    let mut garbage = TcpStream::connect(addrs[0]).await.unwrap();
+    garbage
+        .write_all(&[0x16, 0x03, 0x01, 0xff, 0xff, 1, 2, 3])
+        .await
+        .unwrap();
+    let mut half = TcpStream::connect(addrs[0]).await.unwrap();
+    half.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
+    // Meanwhile it serves, and it logged the plaintext attempt with the remote address.
+    assert!(
+        serves(addrs[0], &opts).await,
+        "serves beside broken connections\n{}",
+        c.logs()
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            c.beacons[0]
+                .log()
+                .contains("TLS handshake failed")
+                .then_some(())
+        })
+        .await
+        .is_some(),
+        "{}",
+        c.logs()
+    );
+    drop((garbage, half));
+
+    // A client that does not know the cluster's CA: a clear TLS error, not a hang.
+    let stranger = client_opts(&other_ca, None);
+    let e = Client::connect(&addrs[0].to_string(), &stranger)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Tls { .. }), "{e:?}");
+    assert!(!e.is_retryable(), "{e}");
+    // A plaintext client: refused or closed, quickly.
+    let plain_opts = ConnectOptions {
+        timeout: Duration::from_secs(2),
+        ..ConnectOptions::default()
+    };
+    assert!(
+        Client::connect(&addrs[0].to_string(), &plain_opts)
+            .await
+            .is_err()
+    );
+    // An expired client certificate is refused by the beacon.
+    let expired = ca.issue_expired(dir.path(), "old-client");
+    let e = status_with(addrs[0], &client_opts(&ca, Some(&expired))).await;
+    assert!(e.is_none(), "an expired client certificate was accepted");
+    assert!(
+        eventually(Duration::from_secs(3), || async {
+            c.beacons[0].log().contains("expired").then_some(())
+        })
+        .await
+        .is_some(),
+        "the expired certificate is named in the log\n{}",
+        c.logs()
+    );
+    // And still it serves.
+    register(good, &opts, "10.0.0.2:7000")
+        .await
+        .unwrap_or_else(|e| panic!("register after the bad input: {e}\n{}", c.logs()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_used_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let ports = free_ports(1);
+    let at = addr(ports[0]);
+    let issued = ca.issue(dir.path(), "beacon");
+    let c = Cluster::start_each(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "renew",
+        &[tls_keys(&issued, &ca)],
+    );
+    let opts = client_opts(&ca, None);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            serves(at, &opts).await.then_some(())
+        })
+        .await
+        .is_some(),
+        "{}",
+        c.logs()
+    );
+    // The CA is replaced, and the beacon's certificate with one it signed: new clients
+    // of the new CA are served, without a restart.
+    let new_ca = Ca::new(dir.path(), "new-ca");
+    let renewed = new_ca.issue(dir.path(), "beacon-renewed");
+    // Same paths as configured: overwrite them.
+    std::fs::copy(&renewed.cert, &issued.cert).unwrap();
+    std::fs::copy(&renewed.key, &issued.key).unwrap();
+    std::fs::copy(&new_ca.pem, &ca.pem).unwrap();
+    let new_opts = client_opts(&new_ca, None);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            serves(at, &new_opts).await.then_some(())
+        })
+        .await
+        .is_some(),
+        "the renewed certificate is not in use\n{}",
+        c.logs()
+    );
+    assert!(
+        c.beacons[0].log().contains("certificates reloaded"),
+        "{}",
+        c.logs()
+    );
+}
