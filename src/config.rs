@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::auth::{AuthConfig, Role, TokenEntry, TokenHash};
 use crate::consensus::Mode;
 use crate::machines::assign::AssignLimits;
 use crate::machines::registry::{self, IdRange};
@@ -69,6 +70,8 @@ pub struct Config {
     pub tasks: TaskLimits,
     /// Key `tls`: TLS on the beacon port for peers and clients; `None`: plain TCP.
     pub tls: Option<TlsFiles>,
+    /// Key `auth`: tokens and certificate names with their roles; empty: no authentication.
+    pub auth: AuthConfig,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -169,6 +172,102 @@ struct RawConfig {
     tasks: RawTasks,
     #[serde(default)]
     tls: RawTls,
+    #[serde(default)]
+    auth: RawAuth,
+}
+
+/// Key `auth`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawAuth {
+    tokens: Vec<RawToken>,
+    certs: Vec<RawCert>,
+    allow_plaintext_tokens: bool,
+}
+
+/// One entry of `auth.tokens`: the token itself, a file holding it, or its SHA-256.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    name: String,
+    role: Role,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    token_file: Option<String>,
+    #[serde(default)]
+    token_sha256: Option<String>,
+}
+
+/// One entry of `auth.certs`: a client certificate's common name and its role.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCert {
+    name: String,
+    role: Role,
+}
+
+impl RawAuth {
+    fn check(self, check: &Checker) -> Result<AuthConfig, ConfigError> {
+        let mut names = BTreeSet::new();
+        let mut tokens: Vec<TokenEntry> = Vec::new();
+        for t in self.tokens {
+            let err = |msg: String| check.err("auth.tokens", None, format!("`{}`: {msg}", t.name));
+            if t.name.trim().is_empty() {
+                return Err(check.err("auth.tokens", None, "an entry without a name".into()));
+            }
+            if !names.insert(t.name.clone()) {
+                return Err(err("named twice".into()));
+            }
+            let (hash, file) = match (&t.token, &t.token_file, &t.token_sha256) {
+                (Some(token), None, None) if !token.is_empty() => (TokenHash::of(token), None),
+                (None, Some(path), None) => {
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| err(format!("token_file {path}: {e}")))?;
+                    let token = text.trim();
+                    if token.is_empty() {
+                        return Err(err(format!("token_file {path} is empty")));
+                    }
+                    (TokenHash::of(token), Some(PathBuf::from(path)))
+                }
+                (None, None, Some(hex)) => (
+                    TokenHash::from_hex(hex)
+                        .ok_or_else(|| err("token_sha256 must be 64 hex digits".into()))?,
+                    None,
+                ),
+                _ => {
+                    return Err(err(
+                        "give exactly one of `token` (not empty), `token_file` and `token_sha256`"
+                            .into(),
+                    ));
+                }
+            };
+            if tokens.iter().any(|other| other.hash == hash) {
+                return Err(err("its token is another entry's too".into()));
+            }
+            tokens.push(TokenEntry {
+                name: t.name,
+                role: t.role,
+                hash,
+                file,
+            });
+        }
+        let mut certs = BTreeMap::new();
+        for c in self.certs {
+            if c.name.trim().is_empty() || certs.insert(c.name.clone(), c.role).is_some() {
+                return Err(check.err(
+                    "auth.certs",
+                    None,
+                    format!("`{}`: empty or named twice", c.name),
+                ));
+            }
+        }
+        Ok(AuthConfig {
+            tokens,
+            certs,
+            allow_plaintext_tokens: self.allow_plaintext_tokens,
+        })
+    }
 }
 
 /// Key `tls`: PEM files; `cert` and `key` together turn TLS on.
@@ -728,6 +827,14 @@ impl RawConfig {
         let assign = self.assign.check(&check)?;
         let tasks = self.tasks.check(&check, self.max_frame_bytes)?;
         let tls = self.tls.check(&check, o, beacons.len())?;
+        let auth = self.auth.check(&check)?;
+        if !auth.certs.is_empty() && tls.as_ref().is_none_or(|t| t.ca.is_none()) {
+            return Err(check.err(
+                "auth.certs",
+                None,
+                "client certificates are verified against `tls.ca`, which is not set".into(),
+            ));
+        }
 
         let mode = match self.mode.as_deref() {
             None => Mode::default_for(beacons.len()),
@@ -762,6 +869,7 @@ impl RawConfig {
             assign,
             tasks,
             tls,
+            auth,
         })
     }
 }

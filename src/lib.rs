@@ -16,6 +16,7 @@
 //! * [`sim`]: what a machine brings to the simulations (its workload and invariants); the
 //!   harness that runs them is in the testkit.
 
+pub mod auth;
 pub mod cli;
 pub mod client;
 pub mod config;

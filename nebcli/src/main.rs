@@ -11,10 +11,12 @@ mod commands;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use beacon::cli::{Failure, Session};
-use beacon::client::ConnectOptions;
+use beacon::client::{ConnectOptions, Token};
+use beacon::transport::tls;
 use clap::Parser;
 use commands::Command;
 use rustyline::error::ReadlineError;
@@ -44,6 +46,24 @@ struct Args {
     /// Time allowed for connecting and for each request.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     timeout_ms: u64,
+    /// Connect over TLS, verifying the beacon's certificate against this CA (PEM).
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// Client certificate (PEM) to present over TLS; with --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The key of --cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Token for a beacon that requires authentication (better: the BEACON_TOKEN
+    /// environment variable, which other users cannot see in the process list).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BEACON_TOKEN",
+        hide_env_values = true
+    )]
+    token: Option<String>,
     /// The command, e.g. `show beacon`; none opens the interactive prompt.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -61,9 +81,30 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let tls = match (&args.cacert, &args.cert) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            eprintln!(
+                "nebcli: --cert needs --cacert (the CA that signed the beacons' certificates)"
+            );
+            return ExitCode::from(2);
+        }
+        (Some(ca), _) => {
+            let identity = args.cert.as_deref().zip(args.key.as_deref());
+            match tls::client_config(ca, identity) {
+                Ok(config) => Some(Arc::new(config)),
+                Err(e) => {
+                    eprintln!("nebcli: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    };
     let opts = ConnectOptions {
         cluster: args.cluster,
         timeout: Duration::from_millis(args.timeout_ms),
+        tls,
+        token: args.token.filter(|t| !t.is_empty()).map(Token::new),
         ..ConnectOptions::default()
     };
     let mut session = Session::new(args.server, opts, args.json);

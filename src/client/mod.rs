@@ -155,6 +155,28 @@ pub struct ConnectOptions {
     pub max_frame_bytes: usize,
     /// TLS to the beacons (see [`crate::transport::tls::client_config`]); `None`: plain TCP.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The token sent in the handshake to a beacon that requires authentication.
+    pub token: Option<Token>,
+}
+
+/// A token, kept out of debug output and logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(token: impl Into<String>) -> Token {
+        Token(token.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
 }
 
 impl Default for ConnectOptions {
@@ -164,6 +186,7 @@ impl Default for ConnectOptions {
             timeout: DEFAULT_TIMEOUT,
             max_frame_bytes: crate::wire::frame::DEFAULT_MAX_FRAME,
             tls: None,
+            token: None,
         }
     }
 }
@@ -232,6 +255,11 @@ impl Client {
             role: pb::Role::Client as i32,
             node: String::new(),
             version: PROTOCOL_VERSION,
+            token: opts
+                .token
+                .as_ref()
+                .map(|t| t.expose().to_owned())
+                .unwrap_or_default(),
             ..Default::default()
         };
         let ack: pb::HelloAck = client.request(Cmd::Hello, &hello, "the handshake").await?;

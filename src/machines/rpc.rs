@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 
 use super::{assign, registry, sequence, tasks};
+use crate::auth::Role;
 use crate::config::Config;
 use crate::server::handle::{Ctx, Handled, Reject};
 use crate::wire::Frame;
@@ -25,6 +26,15 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Option<Result<Handled
         return Some(tasks::rpc::serve(frame, ctx).await);
     }
     None
+}
+
+/// The role a client needs to send `cmd` (when authentication is on); `None` if no
+/// machine owns it.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    registry::rpc::role(cmd)
+        .or_else(|| sequence::rpc::role(cmd))
+        .or_else(|| assign::rpc::role(cmd))
+        .or_else(|| tasks::rpc::role(cmd))
 }
 
 /// Whether requests `cmd` queued back to back go to the driver together.

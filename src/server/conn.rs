@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::handle::{ConnId, Handled, Reject, next_conn_id, reply};
 use super::shared::Shared;
+use crate::auth::{Identity, Role};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
@@ -33,10 +34,18 @@ use crate::wire::{
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Who is on the other end, once the handshake is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Peer {
     Beacon(SocketAddr),
-    Client,
+    /// A client, and who it is when this beacon requires authentication (key `auth`).
+    Client(Option<Arc<Identity>>),
+}
+
+/// What the connection itself says of the other end.
+struct Credentials {
+    tls: bool,
+    /// It presented a certificate the cluster's CA verified, with this name.
+    certificate: Option<String>,
 }
 
 type Conn = Framed<Stream, FrameCodec>;
@@ -73,12 +82,17 @@ pub(crate) async fn accept(tcp: TcpStream, remote: SocketAddr, shared: Arc<Share
 }
 
 async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
-    let verified = stream.peer_verified();
+    let credentials = Credentials {
+        tls: stream.is_tls(),
+        certificate: stream
+            .peer_verified()
+            .then(|| stream.peer_certificate_name().unwrap_or_default()),
+    };
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
     let id: ConnId = next_conn_id();
     let peer = match tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        handshake(&mut conn, remote, verified, &shared),
+        handshake(&mut conn, remote, &credentials, &shared),
     )
     .await
     {
@@ -92,18 +106,17 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
     if let Peer::Beacon(node) = peer {
         shared.driver.peer_connected(node, id).await;
     }
-    serve_requests(&mut conn, remote, peer, &shared).await;
+    serve_requests(&mut conn, remote, &peer, &shared).await;
     if let Peer::Beacon(node) = peer {
         shared.driver.peer_disconnected(node, id).await;
     }
 }
 
 /// Reads frames until a valid `Hello`. Returns `None` when the connection should close.
-/// `verified`: the other end presented a certificate of the cluster's CA.
 async fn handshake(
     conn: &mut Conn,
     remote: SocketAddr,
-    verified: bool,
+    credentials: &Credentials,
     shared: &Shared,
 ) -> Option<Peer> {
     loop {
@@ -127,7 +140,7 @@ async fn handshake(
             continue;
         }
         let result = match frame.decode::<pb::Hello>() {
-            Ok(hello) => accept_hello(hello, &frame.body, verified, shared),
+            Ok(hello) => accept_hello(hello, &frame.body, credentials, shared),
             Err(e) => Err(Reject::close(ErrorCode::MalformedBody, e.to_string())),
         };
         match result {
@@ -139,7 +152,8 @@ async fn handshake(
                     debug!(%remote, "cannot answer Hello: {e}");
                     return None;
                 }
-                if let (Peer::Beacon(node), Some(msg)) = (peer, initial) {
+                if let (Peer::Beacon(node), Some(msg)) = (&peer, initial) {
+                    let node = *node;
                     info!(peer = %node, %remote, "beacon connected");
                     if let Some(up) = shared.peer_up.get(&node) {
                         up.notify_one();
@@ -161,7 +175,7 @@ async fn handshake(
 fn accept_hello(
     hello: pb::Hello,
     body: &[u8],
-    verified: bool,
+    credentials: &Credentials,
     shared: &Shared,
 ) -> Result<(Peer, pb::HelloAck, Option<crate::consensus::Message<State>>), Reject> {
     let config = &shared.config;
@@ -188,6 +202,8 @@ fn accept_hello(
         node: config.node.to_string(),
         version: PROTOCOL_VERSION,
         election: None,
+        identity: String::new(),
+        role: String::new(),
     };
     match pb::Role::try_from(hello.role) {
         Ok(pb::Role::Peer) => {
@@ -206,7 +222,9 @@ fn accept_hello(
                     format!("Hello.node `{node}` is this beacon's own address"),
                 ));
             }
-            if shared.tls.as_ref().is_some_and(|t| t.verifies_peers()) && !verified {
+            if shared.tls.as_ref().is_some_and(|t| t.verifies_peers())
+                && credentials.certificate.is_none()
+            {
                 return Err(Reject::close(
                     ErrorCode::Unauthenticated,
                     format!(
@@ -254,7 +272,21 @@ fn accept_hello(
             if !hello.cluster.is_empty() && hello.cluster != config.cluster {
                 return Err(wrong_cluster());
             }
-            Ok((Peer::Client, ack, None))
+            if !config.auth.enabled() {
+                return Ok((Peer::Client(None), ack, None));
+            }
+            let who = config
+                .auth
+                .authenticate(
+                    &hello.token,
+                    credentials.tls,
+                    credentials.certificate.as_deref(),
+                    config.node,
+                )
+                .map_err(|e| Reject::close(ErrorCode::Unauthenticated, e.to_string()))?;
+            ack.identity = who.name.clone();
+            ack.role = who.role.to_string();
+            Ok((Peer::Client(Some(Arc::new(who))), ack, None))
         }
         _ => Err(Reject::close(
             ErrorCode::MalformedBody,
@@ -282,7 +314,7 @@ async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
 
 /// Passes `frame` through the connection's reassembly: fragments (a snapshot larger than a
 /// frame) are accepted from beacons only and come out as one frame once whole.
-fn reassemble(parts: &mut Reassembly, frame: Frame, peer: Peer) -> Result<Option<Frame>, Reject> {
+fn reassemble(parts: &mut Reassembly, frame: Frame, peer: &Peer) -> Result<Option<Frame>, Reject> {
     if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
         return Err(Reject::keep(
             ErrorCode::FrameTooLarge,
@@ -302,7 +334,7 @@ fn reassemble(parts: &mut Reassembly, frame: Frame, peer: Peer) -> Result<Option
     })
 }
 
-async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: Peer, shared: &Shared) {
+async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared: &Shared) {
     let mut streaming: Option<Streaming> = None;
     let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {
@@ -434,10 +466,13 @@ async fn answer(
 }
 
 /// Handles one request: the core's commands here, every other by the machine that owns it.
-async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Handled, Reject> {
+async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, Reject> {
+    if let Peer::Client(Some(who)) = peer {
+        permit(frame.cmd, who)?;
+    }
     match Cmd::from_code(frame.cmd) {
         Some(Cmd::LeaderElection) => {
-            let Peer::Beacon(node) = peer else {
+            let Peer::Beacon(node) = *peer else {
                 return Err(Reject::keep(
                     ErrorCode::UnknownCommand,
                     "heartbeats (cmd 113) are accepted from beacons only",
@@ -473,6 +508,22 @@ async fn dispatch(frame: &Frame, peer: Peer, shared: &Shared) -> Result<Handled,
     }
 }
 
+/// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
+fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
+    let needs = match Cmd::from_code(cmd) {
+        Some(Cmd::BeaconStatus | Cmd::Hello) => Role::Read,
+        Some(_) => Role::Admin,
+        None => machines::rpc::role(cmd).unwrap_or(Role::Read),
+    };
+    if who.role >= needs {
+        return Ok(());
+    }
+    Err(Reject::keep(
+        ErrorCode::PermissionDenied,
+        format!("{who} may not send cmd {cmd}: it needs role `{needs}`"),
+    ))
+}
+
 /// The next frame, or `None` when the connection is finished (closed, or its bytes were not
 /// frames; in that case the error was logged and, where possible, answered).
 async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
@@ -497,6 +548,11 @@ async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject:
     if reject.code == ErrorCode::NotLeader as u32 {
         // Part of normal operation: clients find the leader this way.
         debug!(%remote, cmd = frame.cmd, seq = frame.seq, "redirected: {}", reject.msg);
+    } else if reject.code == ErrorCode::Unauthenticated as u32
+        || reject.code == ErrorCode::PermissionDenied as u32
+    {
+        // The audit trail of refused credentials and permissions.
+        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, audit = true, "access refused: {}", reject.msg);
     } else {
         warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
     }

@@ -118,6 +118,12 @@ impl Server {
             term = loaded.stored_term,
             "beacon starting"
         );
+        if !config.node.ip().is_loopback() && config.tls.is_none() && !config.auth.enabled() {
+            warn!(
+                "open: this beacon listens on {} with neither TLS nor authentication (keys `tls`, `auth`); anyone who reaches the port can register, unregister and read everything",
+                config.node
+            );
+        }
         for (warning, notice) in &loaded.notices {
             if *warning {
                 warn!("{notice}");

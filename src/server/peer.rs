@@ -139,6 +139,7 @@ async fn connect(
         election: Some(state),
         mode: shared.config.mode.to_string(),
         beacons: shared.config.beacon_names(),
+        token: String::new(),
     };
     // Each machine adds what beacons of one cluster must agree on (the registry: its range).
     let mut body = prost::Message::encode_to_vec(&hello);

@@ -34,6 +34,26 @@ impl Stream {
             _ => false,
         }
     }
+
+    /// The name on the verified certificate the other end presented: its subject's common
+    /// name, or else its first DNS name.
+    pub fn peer_certificate_name(&self) -> Option<String> {
+        let Stream::Accepted(s) = self else {
+            return None;
+        };
+        let der = s.get_ref().1.peer_certificates()?.first()?;
+        let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
+        if let Some(cn) = cert.subject().iter_common_name().next()
+            && let Ok(name) = cn.as_str()
+        {
+            return Some(name.to_owned());
+        }
+        let sans = cert.subject_alternative_name().ok()??;
+        sans.value.general_names.iter().find_map(|n| match n {
+            x509_parser::extensions::GeneralName::DNSName(d) => Some((*d).to_owned()),
+            _ => None,
+        })
+    }
 }
 
 impl AsyncRead for Stream {

@@ -4,6 +4,7 @@
 use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
+use crate::auth::Role;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
@@ -16,6 +17,22 @@ use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 /// Whether `cmd` is one of work assignment's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
     AssignCmd::from_code(cmd).is_some()
+}
+
+/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
+/// `None` if this machine does not own it.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    Some(match AssignCmd::from_code(cmd)? {
+        AssignCmd::Add
+        | AssignCmd::Delete
+        | AssignCmd::Rebalance
+        | AssignCmd::CreateGroup
+        | AssignCmd::DeleteGroup
+        | AssignCmd::Reassign
+        | AssignCmd::Notice => Role::Admin,
+        AssignCmd::Release | AssignCmd::Watch | AssignCmd::Claim => Role::Service,
+        AssignCmd::List | AssignCmd::Groups => Role::Read,
+    })
 }
 
 /// Serves one of work assignment's requests.

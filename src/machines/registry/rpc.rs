@@ -17,6 +17,7 @@ use super::state::{
     parse_service_addr,
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
+use crate::auth::Role;
 use crate::config::Config;
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
@@ -29,6 +30,19 @@ use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 /// Whether `cmd` is one of the registry's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
     RegistryCmd::from_code(cmd).is_some()
+}
+
+/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
+/// `None` if this machine does not own it.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    Some(match RegistryCmd::from_code(cmd)? {
+        RegistryCmd::NodeReport | RegistryCmd::Register | RegistryCmd::Unregister => Role::Service,
+        RegistryCmd::Watch | RegistryCmd::Nodes | RegistryCmd::Ids | RegistryCmd::Subscriptions => {
+            Role::Read
+        }
+        // Pushed by beacons, never sent to one.
+        RegistryCmd::NodeNotice => Role::Admin,
+    })
 }
 
 /// Whether requests `cmd` queued back to back go to the driver together (node reports:

@@ -5,6 +5,7 @@
 use super::service::{Request, Response, SequenceError, SequenceService};
 use super::state::Sequences;
 use super::wire::{SequenceCmd, SequenceErrorCode, record_to_pb, segment_from_pb, segment_to_pb};
+use crate::auth::Role;
 use crate::machines::{Part, State};
 use crate::pb::sequence as pb;
 use crate::server::handle::{self, Ctx, Handled, Reject, reply, unexpected};
@@ -14,6 +15,16 @@ use crate::wire::ErrorCode;
 /// Whether `cmd` is one of the sequence issuer's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
     SequenceCmd::from_code(cmd).is_some()
+}
+
+/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
+/// `None` if this machine does not own it.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    Some(match SequenceCmd::from_code(cmd)? {
+        SequenceCmd::Create | SequenceCmd::Change | SequenceCmd::Delete => Role::Admin,
+        SequenceCmd::Next | SequenceCmd::GiveBack => Role::Service,
+        SequenceCmd::List => Role::Read,
+    })
 }
 
 /// Segment requests queued back to back on one connection go to the driver together.

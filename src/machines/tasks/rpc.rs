@@ -4,6 +4,7 @@
 use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
+use crate::auth::Role;
 use crate::machines::registry::{FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;
@@ -16,6 +17,26 @@ use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
 /// Whether `cmd` is one of the task queues' requests.
 pub(crate) fn owns(cmd: u32) -> bool {
     TasksCmd::from_code(cmd).is_some()
+}
+
+/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
+/// `None` if this machine does not own it.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    Some(match TasksCmd::from_code(cmd)? {
+        TasksCmd::CreateQueue
+        | TasksCmd::DeleteQueue
+        | TasksCmd::Requeue
+        | TasksCmd::Purge
+        | TasksCmd::WorkNotice
+        | TasksCmd::QueueNotice => Role::Admin,
+        TasksCmd::Submit
+        | TasksCmd::Cancel
+        | TasksCmd::Complete
+        | TasksCmd::Fail
+        | TasksCmd::Heartbeat
+        | TasksCmd::Work => Role::Service,
+        TasksCmd::Get | TasksCmd::List | TasksCmd::Queues | TasksCmd::WatchQueue => Role::Read,
+    })
 }
 
 /// Whether requests `cmd` queued back to back go to the driver together.

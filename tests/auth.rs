@@ -1,0 +1,177 @@
+//! Authentication and roles, with real processes: three beacons that require a token (over
+//! loopback, where plain TCP is allowed) or a client certificate (over TLS). A client
+//! without a token, with a wrong one, a `read` identity registering, a `service` identity
+//! creating a sequence: each is refused with its code, and nothing changed; each role does
+//! what it may. (A token over plain TCP to a beacon listening off loopback is refused: every
+//! address these tests can bind is loopback, so `auth`'s unit tests cover that rule.)
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Token};
+use beacon::machines::registry::RegistryCmd;
+use beacon::pb;
+use beacon::transport::tls;
+use beacon::wire::ErrorCode;
+use beacon_testkit::certs::Ca;
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+
+fn opts(token: Option<&str>) -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(2),
+        token: token.map(Token::new),
+        ..ConnectOptions::default()
+    }
+}
+
+fn leader(addrs: &[SocketAddr], opts: ConnectOptions) -> Leader {
+    let beacons = addrs.iter().map(ToString::to_string).collect();
+    Leader::new(beacons, opts, Duration::from_secs(5))
+}
+
+async fn register(l: &mut Leader, addr: &str) -> Result<pb::registry::RegisterReply, ClientError> {
+    let req = pb::registry::RegisterRequest {
+        node_type: "LOGIC".into(),
+        addr: addr.into(),
+        ..Default::default()
+    };
+    l.call(RegistryCmd::Register, &req, "register").await
+}
+
+fn auth_keys() -> serde_json::Value {
+    serde_json::json!({
+        "tokens": [
+            { "name": "ops", "token": "ops-secret", "role": "admin" },
+            { "name": "billing", "token": "billing-secret", "role": "service" },
+            // "viewer-secret", given as its SHA-256.
+            { "name": "viewer", "token_sha256": sha256_hex("viewer-secret"), "role": "read" },
+        ],
+    })
+}
+
+fn sha256_hex(s: &str) -> String {
+    use std::fmt::Write;
+    let digest = ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
+    digest.as_ref().iter().fold(String::new(), |mut out, b| {
+        write!(out, "{b:02x}").unwrap();
+        out
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_does_what_it_may_and_nothing_else() {
+    let ports = free_ports(3);
+    let addrs: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
+    let config = serde_json::json!({ "auth": auth_keys() }).to_string();
+    let c = Cluster::start_with(BEACON.as_ref(), &ports, TICK_MS, "auth", &config);
+    let admin = opts(Some("ops-secret"));
+    eventually(Duration::from_secs(15), || {
+        agreed_leader_with(&addrs, &admin)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no leader\n{}", c.logs()));
+    let at = addrs[0].to_string();
+
+    // No token, a wrong token: refused at the handshake.
+    for (token, what) in [(None, "no token"), (Some("guess"), "a wrong token")] {
+        let e = Client::connect(&at, &opts(token)).await.unwrap_err();
+        assert!(e.is(ErrorCode::Unauthenticated), "{what}: {e}");
+        assert!(!e.is_retryable(), "{what}: {e}");
+    }
+    // The reader reads, and may not register.
+    let mut reader = leader(&addrs, opts(Some("viewer-secret")));
+    let e = register(&mut reader, "10.0.0.1:7000").await.unwrap_err();
+    assert!(e.is(ErrorCode::PermissionDenied), "{e}");
+    assert!(
+        e.to_string().contains("`viewer`") && e.to_string().contains("service"),
+        "{e}"
+    );
+    let mut reading = Client::connect(&at, &opts(Some("viewer-secret")))
+        .await
+        .unwrap();
+    assert!(
+        reading.nodes("", "").await.unwrap().nodes.is_empty(),
+        "nothing registered"
+    );
+    // The service registers, and may not create a sequence.
+    let mut service = leader(&addrs, opts(Some("billing-secret")));
+    let node = register(&mut service, "10.0.0.2:7000")
+        .await
+        .unwrap_or_else(|e| panic!("a service registers: {e}\n{}", c.logs()))
+        .node
+        .unwrap();
+    assert!(node.node_id > 0);
+    let e = service.create_sequence("orders", 0, 100).await.unwrap_err();
+    assert!(e.is(ErrorCode::PermissionDenied), "{e}");
+    // The admin does.
+    let mut ops = leader(&addrs, admin.clone());
+    ops.create_sequence("orders", 0, 100)
+        .await
+        .unwrap_or_else(|e| panic!("the admin creates a sequence: {e}"));
+    // What was refused changed nothing: one registration, the one sequence.
+    let nodes = reading.nodes("", "").await.unwrap().nodes;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    // The refusals are in the audit trail with the remote address.
+    let logs = c.logs();
+    assert!(
+        logs.contains("access refused") && logs.contains("audit"),
+        "{logs}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_need_tls_off_loopback_and_certificates_name_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    // A lone TLS beacon whose clients authenticate by certificate or by token.
+    let ca = Ca::new(dir.path(), "ca");
+    let server = ca.issue(dir.path(), "beacon");
+    let dashboard = ca.issue(dir.path(), "dashboard");
+    let stranger = ca.issue(dir.path(), "stranger");
+    let ports = free_ports(1);
+    let at = addr(ports[0]);
+    let config = serde_json::json!({
+        "tls": { "cert": server.cert, "key": server.key, "ca": ca.pem },
+        "auth": {
+            "tokens": [{ "name": "ops", "token": "ops-secret", "role": "admin" }],
+            "certs": [{ "name": "dashboard", "role": "read" }],
+        },
+    })
+    .to_string();
+    let c = Cluster::start_with(BEACON.as_ref(), &ports, TICK_MS, "certs", &config);
+    let with_cert = |who: &beacon_testkit::certs::Issued, token: Option<&str>| {
+        let config =
+            tls::client_config(&ca.pem, Some((who.cert.as_path(), who.key.as_path()))).unwrap();
+        ConnectOptions {
+            tls: Some(Arc::new(config)),
+            ..opts(token)
+        }
+    };
+    // The dashboard's certificate is its identity: it reads, and may not register.
+    let dash = with_cert(&dashboard, None);
+    assert!(
+        eventually(Duration::from_secs(10), || status_with(at, &dash))
+            .await
+            .is_some(),
+        "{}",
+        c.logs()
+    );
+    let mut reader = leader(&[at], dash);
+    let e = register(&mut reader, "10.0.0.3:7000").await.unwrap_err();
+    assert!(e.is(ErrorCode::PermissionDenied), "{e}");
+    assert!(e.to_string().contains("certificate"), "{e}");
+    // A certificate the CA signed but auth.certs does not name: refused, by name.
+    let e = Client::connect(&at.to_string(), &with_cert(&stranger, None))
+        .await
+        .unwrap_err();
+    assert!(e.is(ErrorCode::Unauthenticated), "{e}");
+    assert!(e.to_string().contains("stranger"), "{e}");
+    // A token over TLS: its own identity, whatever the certificate.
+    let mut ops = leader(&[at], with_cert(&stranger, Some("ops-secret")));
+    register(&mut ops, "10.0.0.4:7000")
+        .await
+        .unwrap_or_else(|e| panic!("the admin token over TLS: {e}\n{}", c.logs()));
+}
