@@ -122,6 +122,41 @@ pub struct AuthConfig {
     pub certs: BTreeMap<String, Role>,
     /// Accept tokens over plain TCP on a non-loopback address.
     pub allow_plaintext_tokens: bool,
+    /// The token beacons of the cluster prove themselves to each other with, where TLS does
+    /// not (no `tls.ca`).
+    pub peer_token: Option<PeerToken>,
+}
+
+/// `auth.peer_token`: sent in a beacon's `Hello` to its peers, checked in theirs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerToken {
+    token: String,
+    hash: TokenHash,
+}
+
+impl fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PeerToken(..)")
+    }
+}
+
+impl PeerToken {
+    pub fn new(token: &str) -> PeerToken {
+        PeerToken {
+            token: token.to_owned(),
+            hash: TokenHash::of(token),
+        }
+    }
+
+    /// What this beacon sends.
+    pub fn expose(&self) -> &str {
+        &self.token
+    }
+
+    /// Whether a peer sent the same.
+    pub fn accepts(&self, sent: &str) -> bool {
+        self.hash.matches(&TokenHash::of(sent))
+    }
 }
 
 /// Why a client could not authenticate.
@@ -216,6 +251,7 @@ mod tests {
             ],
             certs: [("dashboard".to_owned(), Role::Read)].into(),
             allow_plaintext_tokens: false,
+            peer_token: Some(PeerToken::new("beacons-only")),
         }
     }
 
@@ -252,6 +288,14 @@ mod tests {
         assert!(c.authenticate("s3cret", true, None, net).is_ok());
         c.allow_plaintext_tokens = true;
         assert!(c.authenticate("s3cret", false, None, net).is_ok());
+    }
+
+    #[test]
+    fn the_peer_token_accepts_itself_only() {
+        let p = config().peer_token.unwrap();
+        assert!(p.accepts("beacons-only"));
+        assert!(!p.accepts("") && !p.accepts("beacons-onl"));
+        assert_eq!(format!("{p:?}"), "PeerToken(..)", "never printed");
     }
 
     #[test]

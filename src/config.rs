@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::auth::{AuthConfig, Role, TokenEntry, TokenHash};
+use crate::auth::{AuthConfig, PeerToken, Role, TokenEntry, TokenHash};
 use crate::consensus::Mode;
 use crate::machines::assign::AssignLimits;
 use crate::machines::registry::{self, IdRange};
@@ -183,6 +183,8 @@ struct RawAuth {
     tokens: Vec<RawToken>,
     certs: Vec<RawCert>,
     allow_plaintext_tokens: bool,
+    peer_token: Option<String>,
+    peer_token_file: Option<String>,
 }
 
 /// One entry of `auth.tokens`: the token itself, a file holding it, or its SHA-256.
@@ -262,10 +264,34 @@ impl RawAuth {
                 ));
             }
         }
+        let peer_token = match (self.peer_token, self.peer_token_file) {
+            (None, None) => None,
+            (Some(t), None) if !t.is_empty() => Some(PeerToken::new(&t)),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| check.err("auth.peer_token_file", None, format!("{path}: {e}")))?;
+                if text.trim().is_empty() {
+                    return Err(check.err(
+                        "auth.peer_token_file",
+                        None,
+                        format!("{path} is empty"),
+                    ));
+                }
+                Some(PeerToken::new(text.trim()))
+            }
+            _ => {
+                return Err(check.err(
+                    "auth.peer_token",
+                    None,
+                    "give one of `peer_token` (not empty) and `peer_token_file`".into(),
+                ));
+            }
+        };
         Ok(AuthConfig {
             tokens,
             certs,
             allow_plaintext_tokens: self.allow_plaintext_tokens,
+            peer_token,
         })
     }
 }
@@ -828,6 +854,14 @@ impl RawConfig {
         let tasks = self.tasks.check(&check, self.max_frame_bytes)?;
         let tls = self.tls.check(&check, o, beacons.len())?;
         let auth = self.auth.check(&check)?;
+        let tls_verifies_peers = tls.as_ref().is_some_and(|t| t.ca.is_some());
+        if auth.enabled() && beacons.len() > 1 && !tls_verifies_peers && auth.peer_token.is_none() {
+            return Err(check.err(
+                "auth.peer_token",
+                None,
+                "clients must authenticate, but a beacon could still join by saying it is one: verify beacons by TLS (`tls.ca`) or give every beacon the same `auth.peer_token`".into(),
+            ));
+        }
         if !auth.certs.is_empty() && tls.as_ref().is_none_or(|t| t.ca.is_none()) {
             return Err(check.err(
                 "auth.certs",
@@ -1015,6 +1049,52 @@ mod tests {
         assert!(
             with(serde_json::json!({"crt": cert}), &one).is_err(),
             "unknown keys refused"
+        );
+    }
+
+    #[test]
+    fn auth_without_a_way_for_beacons_to_prove_themselves_is_refused() {
+        let three = ["127.0.0.1:16000", "127.0.0.1:17000", "127.0.0.1:18000"];
+        let with = |auth: serde_json::Value, beacons: &[&str]| {
+            let text =
+                serde_json::json!({"node": "127.0.0.1:16000", "beacon": beacons, "auth": auth});
+            parse(&text.to_string())
+        };
+        let tokens = serde_json::json!([{"name": "ops", "token": "t", "role": "admin"}]);
+        let e = with(serde_json::json!({"tokens": tokens}), &three)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `auth.peer_token`"), "{e}");
+        assert!(
+            with(serde_json::json!({"tokens": tokens}), &three[..1]).is_ok(),
+            "a lone beacon has no peers"
+        );
+        let c = with(
+            serde_json::json!({"tokens": tokens, "peer_token": "p"}),
+            &three,
+        )
+        .unwrap();
+        assert!(c.auth.peer_token.unwrap().accepts("p"));
+        let e = with(serde_json::json!({"tokens": [{"name": "a", "token": "t", "token_sha256": "00", "role": "read"}]}), &three[..1])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly one of"), "{e}");
+        let e = with(
+            serde_json::json!({"tokens": [{"name": "a", "token": "t", "role": "root"}]}),
+            &three[..1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("root"), "{e}");
+        let e = with(
+            serde_json::json!({"certs": [{"name": "dash", "role": "read"}]}),
+            &three[..1],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("key `auth.certs`") && e.contains("tls.ca"),
+            "{e}"
         );
     }
 

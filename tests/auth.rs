@@ -13,9 +13,11 @@ use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Tok
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use beacon::transport::tls;
-use beacon::wire::ErrorCode;
+use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
 use beacon_testkit::certs::Ca;
 use beacon_testkit::*;
+use futures_util::{SinkExt, StreamExt};
+use tokio_util::codec::Framed;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;
@@ -44,6 +46,8 @@ async fn register(l: &mut Leader, addr: &str) -> Result<pb::registry::RegisterRe
 
 fn auth_keys() -> serde_json::Value {
     serde_json::json!({
+        // Beacons prove themselves to each other with it (no TLS here).
+        "peer_token": "beacons-only",
         "tokens": [
             { "name": "ops", "token": "ops-secret", "role": "admin" },
             { "name": "billing", "token": "billing-secret", "role": "service" },
@@ -115,6 +119,24 @@ async fn each_role_does_what_it_may_and_nothing_else() {
     // What was refused changed nothing: one registration, the one sequence.
     let nodes = reading.nodes("", "").await.unwrap().nodes;
     assert_eq!(nodes.len(), 1, "{nodes:?}");
+    // Something that says it is a beacon of the cluster, without the peer token, as a
+    // script that knows the cluster's name and a beacon's address would: refused.
+    let tcp = tokio::net::TcpStream::connect(addrs[0]).await.unwrap();
+    let mut conn = Framed::new(tcp, FrameCodec::new(1 << 20));
+    let hello = pb::Hello {
+        cluster: "auth".into(),
+        role: pb::Role::Peer as i32,
+        node: addrs[1].to_string(),
+        version: PROTOCOL_VERSION,
+        ..Default::default()
+    };
+    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+        .await
+        .unwrap();
+    let reply = conn.next().await.expect("an answer").expect("a frame");
+    let err: pb::ErrorReply = reply.decode().unwrap();
+    assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
+    assert!(err.msg.contains("peer_token"), "{}", err.msg);
     // The refusals are in the audit trail with the remote address.
     let logs = c.logs();
     assert!(

@@ -232,6 +232,16 @@ fn accept_hello(
                     ),
                 ));
             }
+            if let Some(expected) = &config.auth.peer_token
+                && !expected.accepts(&hello.token)
+            {
+                return Err(Reject::close(
+                    ErrorCode::Unauthenticated,
+                    format!(
+                        "`{node}` says it is a beacon but its Hello does not carry this cluster's `auth.peer_token`"
+                    ),
+                ));
+            }
             if !config.beacons.contains(&node) {
                 return Err(Reject::close(
                     ErrorCode::UnknownBeacon,

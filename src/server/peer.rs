@@ -139,7 +139,13 @@ async fn connect(
         election: Some(state),
         mode: shared.config.mode.to_string(),
         beacons: shared.config.beacon_names(),
-        token: String::new(),
+        token: shared
+            .config
+            .auth
+            .peer_token
+            .as_ref()
+            .map(|t| t.expose().to_owned())
+            .unwrap_or_default(),
     };
     // Each machine adds what beacons of one cluster must agree on (the registry: its range).
     let mut body = prost::Message::encode_to_vec(&hello);
