@@ -51,6 +51,7 @@ fn auth_keys() -> serde_json::Value {
         "tokens": [
             { "name": "ops", "token": "ops-secret", "role": "admin" },
             { "name": "billing", "token": "billing-secret", "role": "service" },
+            { "name": "shipping", "token": "shipping-secret", "role": "service" },
             // "viewer-secret", given as its SHA-256.
             { "name": "viewer", "token_sha256": sha256_hex("viewer-secret"), "role": "read" },
         ],
@@ -116,6 +117,30 @@ async fn each_role_does_what_it_may_and_nothing_else() {
     ops.create_sequence("orders", 0, 100)
         .await
         .unwrap_or_else(|e| panic!("the admin creates a sequence: {e}"));
+    // Another service may not end billing's registration, nor renew it.
+    let mut shipping = leader(&addrs, opts(Some("shipping-secret")));
+    let unregister = pb::registry::UnregisterRequest {
+        node_id: node.node_id,
+        term: node.term,
+        index: node.index,
+        ..Default::default()
+    };
+    let e = shipping
+        .call::<_, pb::registry::UnregisterReply>(
+            RegistryCmd::Unregister,
+            &unregister,
+            "unregister",
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is(ErrorCode::PermissionDenied), "{e}");
+    assert!(e.to_string().contains("`billing`"), "{e}");
+    // The registration names its owner.
+    let listed = reading.nodes("", "").await.unwrap().nodes;
+    assert_eq!(
+        listed[0].node.as_ref().map(|n| n.owner.as_str()),
+        Some("billing")
+    );
     // What was refused changed nothing: one registration, the one sequence.
     let nodes = reading.nodes("", "").await.unwrap().nodes;
     assert_eq!(nodes.len(), 1, "{nodes:?}");

@@ -81,6 +81,7 @@ fn both_machines_parts_survive_the_storage_round_trip() {
     let mut disk = sim::Disk::<State>::default();
     disk.open().unwrap();
     let record = NodeRecord {
+        owner: String::new(),
         node_id: 3,
         node_type: "LOGIC".into(),
         addr: SocketAddr::from(([10, 0, 0, 1], 1)),

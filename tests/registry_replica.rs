@@ -11,9 +11,9 @@ use beacon::consensus::{
     self, ConsensusError, Input, Message, Mode, PeerMessage, Position, ReplyError, Token,
 };
 use beacon::machines::registry::{
-    self, Change, FencingToken, IdRange, InvalidRequest, LoadStats, NodeFilter, NodeId, NodeRecord,
-    NodeView, RegisterRequest, Registry, RegistryConfig, RegistryError, RegistryService, Report,
-    Request, Response, Target, Unregister,
+    self, Caller, Change, FencingToken, IdRange, InvalidRequest, LoadStats, NodeFilter, NodeId,
+    NodeRecord, NodeView, RegisterRequest, Registry, RegistryConfig, RegistryError,
+    RegistryService, Report, Request, Response, Target, Unregister,
 };
 use beacon::machines::{self, Part, Services, State};
 use beacon::time::Millis;
@@ -109,6 +109,7 @@ fn fresh() -> (State, Services) {
 
 fn register_req(port: u16, node_type: &str) -> Request {
     Request::Register(RegisterRequest {
+        caller: Default::default(),
         node_type: node_type.into(),
         addr: svc(port),
         access_addr: None,
@@ -120,6 +121,7 @@ fn register_req(port: u16, node_type: &str) -> Request {
 
 fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
     Request::Report(Report {
+        caller: Default::default(),
         node_id: id,
         addr: svc(port),
         token,
@@ -135,6 +137,7 @@ fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
 /// The request a holder sends to give up the registration `token` at service `port`.
 fn release_req(port: u16, token: FencingToken) -> Request {
     Request::Unregister(Unregister {
+        caller: Default::default(),
         target: Target::Addr(svc(port)),
         token,
         release: true,
@@ -481,6 +484,7 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
     let t8 = net.request(
         A,
         Request::Unregister(Unregister {
+            caller: Default::default(),
             target: Target::Id(5),
             token: one,
             release: true,
@@ -713,6 +717,7 @@ fn a_restarted_follower_catches_up_with_a_snapshot() {
     net.request(
         A,
         Request::Unregister(Unregister {
+            caller: Default::default(),
             target: Target::Id(2),
             token: two,
             release: true,
@@ -815,6 +820,52 @@ fn invalid_requests_change_nothing() {
         "no free node ID: all 8 IDs of range 1..=8 are taken (8 in use, 0 in quarantine)"
     );
     assert_eq!(net.node(A).position(), before);
+}
+
+#[test]
+fn a_service_identity_acts_only_on_its_own_registrations() {
+    let mut net = Net::new(&[A], 100);
+    let service = |name: &str| Caller {
+        name: name.into(),
+        restricted: true,
+    };
+    let as_caller = |req: Request, caller: Caller| match req {
+        Request::Register(r) => Request::Register(RegisterRequest { caller, ..r }),
+        Request::Report(r) => Request::Report(Report { caller, ..r }),
+        Request::Unregister(u) => Request::Unregister(Unregister { caller, ..u }),
+    };
+    let t = net.request(A, as_caller(register_req(1, "LOGIC"), service("billing")));
+    let record = net.registered(t).clone();
+    assert_eq!(
+        record.owner, "billing",
+        "the identity is recorded with the registration"
+    );
+    let token = record.token();
+    let before = net.node(A).position();
+    let not_owner = RequestError::Registry(RegistryError::NotOwner {
+        node_id: 1,
+        owner: "billing".into(),
+        caller: "shipping".into(),
+    });
+    // Another service may not report for it, unregister it, or register its address.
+    for req in [
+        report_req(1, 1, token),
+        release_req(1, token),
+        register_req(1, "LOGIC"),
+    ] {
+        let t = net.request(A, as_caller(req, service("shipping")));
+        assert_eq!(net.reply(t), Some(&Err(not_owner.clone())));
+    }
+    assert_eq!(net.node(A).position(), before, "nothing changed");
+    // Its owner may; so may an admin (an unrestricted caller).
+    let t = net.request(A, as_caller(report_req(1, 1, token), service("billing")));
+    assert!(matches!(net.reply(t), Some(Ok(Response::Reported { .. }))));
+    let admin = Caller {
+        name: "ops".into(),
+        restricted: false,
+    };
+    let t = net.request(A, as_caller(release_req(1, token), admin));
+    assert!(matches!(net.reply(t), Some(Ok(Response::Unregistered(_)))));
 }
 
 // ---- quorum mode ---------------------------------------------------------------------------
@@ -1048,6 +1099,7 @@ fn clock_reservations_commit_before_they_are_confirmed_and_pass_to_the_next_hold
     let t = net.request(
         leader,
         Request::Unregister(Unregister {
+            caller: Default::default(),
             target: Target::Id(one.node_id),
             token: one.token(),
             release: true,

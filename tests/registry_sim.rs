@@ -173,6 +173,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
                 token: first.token(),
                 release: true,
                 clock_ms: 0,
+                caller: Default::default(),
             },
         )),
         None,
@@ -205,6 +206,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
             node: LoadStats::default(),
             workers: Vec::new(),
             clock_ms: 0,
+            caller: Default::default(),
         })),
         Some(1),
     );

@@ -477,7 +477,11 @@ async fn answer(
 
 /// Handles one request: the core's commands here, every other by the machine that owns it.
 async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, Reject> {
-    if let Peer::Client(Some(who)) = peer {
+    let identity = match peer {
+        Peer::Client(Some(who)) => Some(who.as_ref()),
+        _ => None,
+    };
+    if let Some(who) = identity {
         permit(frame.cmd, who)?;
     }
     match Cmd::from_code(frame.cmd) {
@@ -501,7 +505,7 @@ async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled
             ErrorCode::MalformedBody,
             "duplicate Hello: this connection has already completed its handshake",
         )),
-        None => match machines::rpc::serve(frame, &shared.ctx()).await {
+        None => match machines::rpc::serve(frame, &shared.ctx(identity)).await {
             Some(handled) => handled,
             None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
                 ErrorCode::UnknownCommand,

@@ -209,6 +209,8 @@ impl DriverHandle {
 pub(crate) struct Ctx<'a> {
     pub(crate) config: &'a Config,
     pub(crate) driver: &'a DriverHandle,
+    /// Who sent the request, when this beacon requires authentication (key `auth`).
+    pub(crate) identity: Option<&'a crate::auth::Identity>,
 }
 
 /// A request that is answered with an error; the connection goes on unless `close`.

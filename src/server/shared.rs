@@ -57,11 +57,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// What request handlers have at hand.
-    pub(crate) fn ctx(&self) -> Ctx<'_> {
+    /// What request handlers have at hand, for a request from `identity`.
+    pub(crate) fn ctx<'a>(&'a self, identity: Option<&'a crate::auth::Identity>) -> Ctx<'a> {
         Ctx {
             config: &self.config,
             driver: &self.driver,
+            identity,
         }
     }
 }

@@ -171,6 +171,7 @@ where
                         let addr = SocketAddr::from(([10, 9, 0, client as u8], 1000 + self.born));
                         self.lives.insert(client, Life::Registering);
                         let request = RegistryRequest::Register(RegisterRequest {
+                            caller: Default::default(),
                             node_type: "WORKER".into(),
                             addr,
                             access_addr: None,
@@ -208,6 +209,7 @@ where
                             },
                         );
                         let request = RegistryRequest::Report(Report {
+                            caller: Default::default(),
                             node_id: id,
                             addr,
                             token,

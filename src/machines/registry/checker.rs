@@ -133,6 +133,7 @@ fn service_addr(client: usize, n: u16) -> SocketAddr {
 /// A registration of `addr` as the client library sends it.
 pub fn register_request(addr: SocketAddr, wall_ms: u64) -> Request {
     Request::Register(RegisterRequest {
+        caller: Default::default(),
         node_type: "LOGIC".into(),
         addr,
         access_addr: None,
@@ -145,6 +146,7 @@ pub fn register_request(addr: SocketAddr, wall_ms: u64) -> Request {
 /// A report renewing `h`.
 fn report_request(h: &Holding) -> Request {
     Request::Report(Report {
+        caller: Default::default(),
         node_id: h.id,
         addr: h.addr,
         token: h.token,
@@ -347,6 +349,7 @@ where
                         Target::Id(held.id)
                     };
                     let request = Request::Unregister(Unregister {
+                        caller: Default::default(),
                         target,
                         token: held.token,
                         release: true,

@@ -19,8 +19,8 @@ pub mod wire;
 
 pub use client::{ClockShare, LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
 pub use service::{
-    Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError, RegistryService,
-    Report, Request, Response, Target, Unregister,
+    Caller, Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError,
+    RegistryService, Report, Request, Response, Target, Unregister,
 };
 pub use state::{
     ApplyError, Change, Command, Exhausted, FencingToken, IdRange, InvalidRequest, NodeId,

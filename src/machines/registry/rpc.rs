@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use super::service::{
-    NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response, Target,
-    Unregister, nodes,
+    Caller, NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response,
+    Target, Unregister, nodes,
 };
 use super::state::{
     Change, FencingToken, InvalidRequest, Registry, check_clock, check_metadata, check_type,
@@ -110,6 +110,7 @@ fn reject(e: RegistryError) -> Reject {
         RegistryError::UnknownTarget(_) => RegistryErrorCode::UnknownTarget.into(),
         RegistryError::NotHolder { .. } => RegistryErrorCode::NotHolder.into(),
         RegistryError::EndedBeforeCommit { .. } => ErrorCode::Unavailable.into(),
+        RegistryError::NotOwner { .. } => ErrorCode::PermissionDenied.into(),
     };
     Reject::keep(code, e.to_string())
 }
@@ -141,11 +142,23 @@ pub(crate) fn register_request(
         worker_num: req.worker_num,
         metadata: req.metadata,
         wall_ms: wall_ms(),
+        caller: Caller::default(),
+    })
+}
+
+/// Who sends the request: a `service` identity may act only on its own registrations.
+fn caller(ctx: &Ctx<'_>) -> Caller {
+    ctx.identity.map_or_else(Caller::default, |who| Caller {
+        name: who.name.clone(),
+        restricted: who.role < Role::Admin,
     })
 }
 
 async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::RegisterReply, Reject> {
-    let req = register_request(req, ctx.config.max_metadata_bytes).map_err(invalid)?;
+    let req = RegisterRequest {
+        caller: caller(ctx),
+        ..register_request(req, ctx.config.max_metadata_bytes).map_err(invalid)?
+    };
     match submit(ctx, Request::Register(req)).await? {
         Response::Registered {
             record,
@@ -177,6 +190,7 @@ async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportRepl
         node: req.node.unwrap_or_default(),
         workers: req.worker,
         clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
+        caller: caller(ctx),
     };
     match submit(ctx, Request::Report(report)).await? {
         Response::Reported {
@@ -212,6 +226,7 @@ async fn unregister(
         },
         release: req.release,
         clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
+        caller: caller(ctx),
     };
     match submit(ctx, Request::Unregister(unregister)).await? {
         Response::Unregistered(record) => Ok(pb::UnregisterReply {

@@ -43,6 +43,32 @@ pub struct RegisterRequest {
     pub metadata: String,
     /// Wall-clock time of the request (ms since the Unix epoch), stamped by the server.
     pub wall_ms: u64,
+    /// Who asks: recorded as the owner; a restricted caller (a `service` identity) gets no
+    /// other owner's registration back.
+    pub caller: Caller,
+}
+
+/// Who sends a request, as far as the registry cares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The identity's name (empty without authentication).
+    pub name: String,
+    /// A `service` identity: it may act only on registrations it owns.
+    pub restricted: bool,
+}
+
+impl Caller {
+    /// Refuses a restricted caller acting on another's registration.
+    pub fn may_act_on(&self, record: &NodeRecord) -> Result<(), RegistryError> {
+        if self.restricted && record.owner != self.name {
+            return Err(RegistryError::NotOwner {
+                node_id: record.node_id,
+                owner: record.owner.clone(),
+                caller: self.name.clone(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Where the registration to end is found.
@@ -62,7 +88,7 @@ impl std::fmt::Display for Target {
 }
 
 /// A request to end a registration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unregister {
     pub target: Target,
     /// The registration meant: if the one found at `target` has another token, nothing
@@ -72,6 +98,7 @@ pub struct Unregister {
     pub release: bool,
     /// With `release`: the last timestamp the holder used in snowflake IDs (0: none).
     pub clock_ms: u64,
+    pub caller: Caller,
 }
 
 /// A service's periodic report.
@@ -86,6 +113,7 @@ pub struct Report {
     /// A registration generating snowflake IDs: the highest timestamp it asks to use before
     /// its next report (0: none).
     pub clock_ms: u64,
+    pub caller: Caller,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +180,14 @@ pub enum RegistryError {
         "node ID {node_id} was registered, but the registration ended (its lease ran out or it was unregistered) before it was committed; register again"
     )]
     EndedBeforeCommit { node_id: NodeId },
+    #[error(
+        "node ID {node_id} was registered by `{owner}`; `{caller}` may act only on its own registrations"
+    )]
+    NotOwner {
+        node_id: NodeId,
+        owner: String,
+        caller: String,
+    },
 }
 
 /// What a write waits with until committed.
@@ -263,6 +299,9 @@ impl RegistryService {
                     node_id: existing.node_id,
                 }));
             }
+            if let Err(e) = req.caller.may_act_on(&existing) {
+                return Outcome::Now(Err(e));
+            }
             self.touch(existing.node_id, now);
             let same = existing.access_addr == req.access_addr
                 && existing.worker_num == req.worker_num
@@ -308,6 +347,7 @@ impl RegistryService {
             registered_ms: req.wall_ms,
             term: leader.term(),
             index: leader.next_index(),
+            owner: req.caller.name,
         };
         let Some(index) = leader.append(S::wrap(Command::Register(record))) else {
             return Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id }));
@@ -349,6 +389,9 @@ impl RegistryService {
                 addr: record.addr,
             }));
         }
+        if let Err(e) = req.caller.may_act_on(&record) {
+            return Outcome::Now(Err(e));
+        }
         self.leases.remove(&record.node_id);
         if req.release && req.clock_ms > 0 {
             // The holder has stopped: its last timestamp replaces its reservation, so its
@@ -386,13 +429,16 @@ impl RegistryService {
             .state()
             .part()
             .get(report.node_id)
-            .is_some_and(|r| r.addr == report.addr && r.token() == report.token);
-        if !live {
+            .filter(|r| r.addr == report.addr && r.token() == report.token);
+        let Some(record) = live else {
             return Outcome::Now(Err(RegistryError::NoLease {
                 node_id: report.node_id,
                 addr: report.addr,
                 token: report.token,
             }));
+        };
+        if let Err(e) = report.caller.may_act_on(record) {
+            return Outcome::Now(Err(e));
         }
         let now = leader.now();
         let lease = self

@@ -105,6 +105,8 @@ pub struct NodeRecord {
     /// [`FencingToken`]); an update keeps it.
     pub term: u64,
     pub index: u64,
+    /// The identity that registered it (empty when no authentication was required).
+    pub owner: String,
 }
 
 impl NodeRecord {
@@ -608,6 +610,7 @@ mod tests {
 
     fn record(id: NodeId, port: u16) -> NodeRecord {
         NodeRecord {
+            owner: String::new(),
             node_id: id,
             node_type: "LOGIC".into(),
             addr: SocketAddr::from(([10, 0, 0, 1], port)),

@@ -123,6 +123,7 @@ pub fn record_to_pb(r: &NodeRecord) -> pb::NodeInfo {
         registered_ms: r.registered_ms,
         term: r.term,
         index: r.index,
+        owner: r.owner.clone(),
     }
 }
 
@@ -141,6 +142,7 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
         registered_ms: n.registered_ms,
         term: n.term,
         index: n.index,
+        owner: n.owner,
     })
 }
 
@@ -261,6 +263,7 @@ mod tests {
 
     fn record(id: u32) -> NodeRecord {
         NodeRecord {
+            owner: String::new(),
             node_id: id,
             node_type: "LOGIC".into(),
             addr: SocketAddr::from(([10, 0, 0, 1], 9000 + id as u16)),

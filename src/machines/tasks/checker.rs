@@ -189,6 +189,7 @@ where
                         let addr = SocketAddr::from(([10, 8, 0, client as u8], 1000 + self.born));
                         self.lives.insert(client, Life::Registering);
                         let request = RegistryRequest::Register(RegisterRequest {
+                            caller: Default::default(),
                             node_type: "WORKER".into(),
                             addr,
                             access_addr: None,
@@ -234,6 +235,7 @@ where
                                 },
                             );
                             let request = RegistryRequest::Report(Report {
+                                caller: Default::default(),
                                 node_id: id,
                                 addr,
                                 token,
