@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Token};
 use beacon::machines::registry::RegistryCmd;
+use beacon::machines::tasks::TasksCmd;
 use beacon::pb;
 use beacon::transport::tls;
 use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
@@ -135,6 +136,22 @@ async fn each_role_does_what_it_may_and_nothing_else() {
         .unwrap_err();
     assert!(e.is(ErrorCode::PermissionDenied), "{e}");
     assert!(e.to_string().contains("`billing`"), "{e}");
+    // Nor serve task queues as billing's registration.
+    ops.create_queue("jobs", 0, 0)
+        .await
+        .expect("the admin creates a queue");
+    let work = pb::tasks::Work {
+        node_id: node.node_id,
+        term: node.term,
+        index: node.index,
+        queues: vec!["jobs".into()],
+        capacity: 1,
+    };
+    let e = shipping
+        .call::<_, pb::tasks::WorkReply>(TasksCmd::Work, &work, "work")
+        .await
+        .unwrap_err();
+    assert!(e.is(ErrorCode::PermissionDenied), "{e}");
     // The registration names its owner.
     let listed = reading.nodes("", "").await.unwrap().nodes;
     assert_eq!(

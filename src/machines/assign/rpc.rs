@@ -5,7 +5,7 @@ use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
-use crate::machines::registry::{FencingToken, Registry};
+use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
 use crate::server::handle::{
@@ -76,6 +76,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         AssignCmd::Release => {
             let req: pb::Release = frame.decode()?;
+            check_holder(ctx, &req.name).await?;
             let request = Request::Release {
                 name: req.name,
                 token: FencingToken {
@@ -107,6 +108,11 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         AssignCmd::Claim => {
             let req: pb::Claim = frame.decode()?;
+            let registration = FencingToken {
+                term: req.term,
+                index: req.index,
+            };
+            registry::rpc::check_owner(ctx, req.node_id, registration).await?;
             let request = Request::Claim {
                 group: req.group,
                 slot: req.slot,
@@ -153,6 +159,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             "name the registration: give its node ID and fencing token (term, index)",
         ));
     }
+    registry::rpc::check_owner(ctx, me.0, me.1).await?;
     let mine = move |r: &Resource| {
         r.holder
             .as_ref()
@@ -262,6 +269,30 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         pushes,
         ended: "this beacon stopped leading: watch again at the leader",
     })
+}
+
+/// A `service` identity releases only what its own registrations hold.
+async fn check_holder(ctx: &Ctx<'_>, name: &str) -> Result<(), Reject> {
+    if ctx.identity.is_none() {
+        return Ok(());
+    }
+    let name = name.to_owned();
+    let holder = ctx
+        .driver
+        .read(move |replica, _| {
+            let resources = <State as Part<Assignments>>::part(replica.state());
+            resources
+                .get(&name)
+                .and_then(|r| r.holder.as_ref())
+                .map(|h| (h.node_id, h.registration))
+        })
+        .await?;
+    match holder {
+        Some((node_id, registration)) => {
+            registry::rpc::check_owner(ctx, node_id, registration).await
+        }
+        None => Ok(()),
+    }
 }
 
 /// Submits a request to this machine's service; its refusals become replies.

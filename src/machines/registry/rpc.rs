@@ -13,8 +13,8 @@ use super::service::{
     Target, Unregister, nodes,
 };
 use super::state::{
-    Change, FencingToken, InvalidRequest, Registry, check_clock, check_metadata, check_type,
-    parse_service_addr,
+    Change, FencingToken, InvalidRequest, NodeId, Registry, check_clock, check_metadata,
+    check_type, parse_service_addr,
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
 use crate::auth::Role;
@@ -144,6 +144,34 @@ pub(crate) fn register_request(
         wall_ms: wall_ms(),
         caller: Caller::default(),
     })
+}
+
+/// A `service` identity acting for registration `node_id` (fencing token `token`) must own
+/// it; an admin may act for any, and an unknown registration is left to the machine's own
+/// checks (which refuse it).
+pub(crate) async fn check_owner(
+    ctx: &Ctx<'_>,
+    node_id: NodeId,
+    token: FencingToken,
+) -> Result<(), Reject> {
+    let caller = caller(ctx);
+    if !caller.restricted {
+        return Ok(());
+    }
+    let record = ctx
+        .driver
+        .read(move |replica, _| {
+            let (registry, _) = parts(replica);
+            registry
+                .get(node_id)
+                .filter(|r| r.token() == token)
+                .cloned()
+        })
+        .await?;
+    match record {
+        Some(record) => caller.may_act_on(&record).map_err(reject),
+        None => Ok(()),
+    }
 }
 
 /// Who sends the request: a `service` identity may act only on its own registrations.

@@ -5,7 +5,7 @@ use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
 use crate::auth::Role;
-use crate::machines::registry::{FencingToken, Registry};
+use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;
 use crate::server::handle::{
@@ -107,6 +107,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         TasksCmd::Complete => {
             let req: pb::Complete = frame.decode()?;
+            check_runner(ctx, &req.queue, &req.name).await?;
             let request = Request::Complete {
                 queue: req.queue,
                 name: req.name,
@@ -118,6 +119,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         TasksCmd::Fail => {
             let req: pb::Fail = frame.decode()?;
+            check_runner(ctx, &req.queue, &req.name).await?;
             let request = Request::Fail {
                 queue: req.queue,
                 name: req.name,
@@ -130,6 +132,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         TasksCmd::Heartbeat => {
             let req: pb::Heartbeat = frame.decode()?;
+            check_runner(ctx, &req.queue, &req.name).await?;
             let request = Request::Heartbeat {
                 queue: req.queue,
                 name: req.name,
@@ -177,6 +180,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             "name the worker's registration: give its node ID and fencing token (term, index)",
         ));
     }
+    registry::rpc::check_owner(ctx, me.0, me.1).await?;
     let request = Request::Serve {
         worker: me,
         queues: req.queues,
@@ -311,6 +315,30 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
         pushes,
         ended: "this beacon stopped leading: watch again at the leader",
     })
+}
+
+/// A `service` identity reports only on attempts its own registrations run.
+async fn check_runner(ctx: &Ctx<'_>, queue: &str, name: &str) -> Result<(), Reject> {
+    if ctx.identity.is_none() {
+        return Ok(());
+    }
+    let (queue, name) = (queue.to_owned(), name.to_owned());
+    let runner = ctx
+        .driver
+        .read(move |replica, _| {
+            let tasks = <State as Part<Tasks>>::part(replica.state());
+            tasks
+                .queue(&queue)
+                .and_then(|q| q.get(&name))
+                .and_then(|t| t.running().map(|r| r.worker))
+        })
+        .await?;
+    match runner {
+        Some((node_id, registration)) => {
+            registry::rpc::check_owner(ctx, node_id, registration).await
+        }
+        None => Ok(()),
+    }
 }
 
 /// Submits a request to this machine's service; its refusals become replies.
