@@ -213,19 +213,34 @@ async fn a_tls_cluster_serves_and_keeps_out_what_does_not_verify() {
         .unwrap_or_else(|e| panic!("register after the bad input: {e}\n{}", c.logs()));
 }
 
+/// `GET path` over HTTPS to `at`, verified against `opts`' CA: the status line.
+async fn https_get(at: SocketAddr, opts: &ConnectOptions, path: &str) -> std::io::Result<String> {
+    let tcp = TcpStream::connect(at).await?;
+    let name = tls::server_name(&at.to_string()).unwrap();
+    let mut stream = tls::dial(tcp, opts.tls.clone().unwrap(), name).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {at}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    Ok(answer.lines().next().unwrap_or_default().to_owned())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renewed_certificate_is_used_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new(dir.path(), "ca");
-    let ports = free_ports(1);
-    let at = addr(ports[0]);
+    let ports = free_ports(2);
+    let (at, admin) = (addr(ports[0]), addr(ports[1]));
     let issued = ca.issue(dir.path(), "beacon");
+    let mut keys: serde_json::Value = serde_json::from_str(&tls_keys(&issued, &ca)).unwrap();
+    keys["admin"] = admin.to_string().into();
     let c = Cluster::start_each(
         BEACON.as_ref(),
-        &ports,
+        &ports[..1],
         TICK_MS,
         "renew",
-        &[tls_keys(&issued, &ca)],
+        &[keys.to_string()],
     );
     let opts = client_opts(&ca, None);
     assert!(
@@ -236,6 +251,22 @@ async fn a_renewed_certificate_is_used_without_a_restart() {
         .is_some(),
         "{}",
         c.logs()
+    );
+    // The admin HTTP API is served over TLS too; plain HTTP gets no answer.
+    let line = https_get(admin, &opts, "/v1/beacon")
+        .await
+        .expect("HTTPS to the admin port");
+    assert!(line.contains("200"), "{line}\n{}", c.logs());
+    let mut plain = TcpStream::connect(admin).await.unwrap();
+    plain
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(6), plain.read_to_end(&mut buf)).await;
+    assert!(
+        !String::from_utf8_lossy(&buf).contains("HTTP/1.1 200"),
+        "plain HTTP answered"
     );
     // The CA is replaced, and the beacon's certificate with one it signed: new clients
     // of the new CA are served, without a restart.

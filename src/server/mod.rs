@@ -163,7 +163,8 @@ impl Server {
         if let Some(admin) = admin {
             let addr = admin.local_addr().ok();
             info!(?addr, "admin HTTP API listening");
-            tracker.spawn(admin::serve(admin, handle, token.clone()).in_current_span());
+            let tls = shared.tls.as_ref().map(|t| t.accept.clone());
+            tracker.spawn(admin::serve(admin, tls, handle, token.clone()).in_current_span());
         }
         info!(addr = %config.node, "listening for beacons and clients");
 

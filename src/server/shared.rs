@@ -15,7 +15,8 @@ use crate::transport::tls::{self, Reloading, TlsError};
 /// A beacon's TLS: what it accepts connections with, and (with a CA, as every beacon of a
 /// cluster of more than one has) what it dials its peers with.
 pub(crate) struct ServerTls {
-    pub(crate) accept: Reloading<rustls::ServerConfig>,
+    /// Shared with the admin HTTP API, which is served over TLS too.
+    pub(crate) accept: Arc<Reloading<rustls::ServerConfig>>,
     pub(crate) dial: Option<Reloading<rustls::ClientConfig>>,
 }
 
@@ -30,7 +31,7 @@ impl ServerTls {
             None => None,
         };
         Ok(Some(ServerTls {
-            accept: Reloading::new(files.clone(), tls::server_config)?,
+            accept: Arc::new(Reloading::new(files.clone(), tls::server_config)?),
             dial,
         }))
     }

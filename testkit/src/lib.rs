@@ -284,8 +284,17 @@ impl Cluster {
             .iter()
             .zip(configs)
             .map(|(p, config)| {
-                let keys = serde_json::from_str(config).expect("config keys are a JSON object");
-                let args = beacon_args(dir.path(), *p, ports, tick_ms, cluster, keys);
+                let keys: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(config).expect("config keys are a JSON object");
+                // An admin address in the keys is meant: it is not turned off.
+                let admin = keys
+                    .get("admin")
+                    .and_then(|a| a.as_str())
+                    .map(str::to_owned);
+                let mut args = beacon_args(dir.path(), *p, ports, tick_ms, cluster, keys);
+                if let Some(admin) = admin {
+                    args.extend(["--admin".into(), admin]);
+                }
                 let b = Beacon::start(bin, addr(*p), dir.path(), args);
                 // Start in sorted order, each listening before the next starts, so the first
                 // beacon is the first online everywhere (as in the seed's demo).
