@@ -191,10 +191,10 @@ async fn each_role_does_what_it_may_and_nothing_else() {
 async fn tokens_need_tls_off_loopback_and_certificates_name_identities() {
     let dir = tempfile::tempdir().unwrap();
     // A lone TLS beacon whose clients authenticate by certificate or by token.
-    let ca = Ca::new(dir.path(), "ca");
-    let server = ca.issue(dir.path(), "beacon");
-    let dashboard = ca.issue(dir.path(), "dashboard");
-    let stranger = ca.issue(dir.path(), "stranger");
+    let ca = Ca::new(dir.path(), "ca").unwrap();
+    let server = ca.issue(dir.path(), "beacon").unwrap();
+    let dashboard = ca.issue(dir.path(), "dashboard").unwrap();
+    let stranger = ca.issue(dir.path(), "stranger").unwrap();
     let ports = free_ports(1);
     let at = addr(ports[0]);
     let config = serde_json::json!({

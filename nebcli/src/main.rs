@@ -6,6 +6,7 @@
 //! Exit codes: 0 success, 1 the beacon could not be reached or refused the request, 2 the
 //! command line was not understood.
 
+mod certs;
 mod commands;
 
 use std::io::IsTerminal;
@@ -71,6 +72,19 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Local: needs no beacon.
+    if args.command.first().is_some_and(|c| c == "certs") {
+        return match certs::run(&args.command[1..]) {
+            Ok(out) => {
+                println!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("nebcli: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -559,3 +559,41 @@ fn bench_register_reports_rate_latency_and_uniqueness() {
     // The benchmark cleans up after itself.
     assert!(node_pairs(&c.addrs[0]).is_empty());
 }
+
+#[test]
+fn certs_makes_a_ca_and_certificates_that_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("certs");
+    let o = nebcli(
+        &[
+            "certs",
+            out.to_str().unwrap(),
+            "--beacon",
+            "127.0.0.1:16000",
+            "--client",
+            "dashboard",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("--cacert"), "{}", text(&o.stdout));
+    let files = beacon::transport::tls::TlsFiles {
+        cert: out.join("beacon-127.0.0.1_16000.pem"),
+        key: out.join("beacon-127.0.0.1_16000.key"),
+        ca: Some(out.join("ca.pem")),
+    };
+    beacon::transport::tls::server_config(&files).expect("the beacon's files load");
+    let client = (out.join("dashboard.pem"), out.join("dashboard.key"));
+    beacon::transport::tls::client_config(&out.join("ca.pem"), Some((&client.0, &client.1)))
+        .expect("the client's files load");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(out.join("ca.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "keys are for their owner only");
+    // Bad arguments: a clear error, exit 2.
+    let o = nebcli(&["certs"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("<DIR>"), "{}", text(&o.stderr));
+}

@@ -159,6 +159,9 @@ fn magic_hint(head: &[u8]) -> &'static str {
     const HTTP: [&[u8]; 5] = [b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE"];
     if HTTP.iter().any(|m| head.starts_with(m)) {
         " (looks like HTTP: the admin HTTP API listens on its own address, see `admin` in the config)"
+    } else if head.len() >= 2 && matches!(head[0], 0x15 | 0x16) && head[1] == 0x03 {
+        // A TLS record (alert or handshake) where plain frames were expected.
+        " (looks like TLS: this beacon requires it; connect with its CA, nebcli --cacert or ConnectOptions.tls)"
     } else {
         ""
     }

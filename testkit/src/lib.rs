@@ -3,8 +3,10 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
-pub mod certs;
 pub mod proxy;
+
+/// Throw-away CAs and certificates, re-exported for tests.
+pub use beacon::transport::certs;
 pub mod rng;
 pub mod sim;
 
