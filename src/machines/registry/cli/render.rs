@@ -48,6 +48,7 @@ pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
                 n.worker_num.to_string(),
                 n.registered_ms.to_string(),
                 format!("{}.{}", n.term, n.index),
+                or_dash(&n.owner),
                 or_dash(&n.metadata),
             ]
         })
@@ -61,6 +62,7 @@ pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
             "worker_num",
             "registered_ms",
             "fencing_token",
+            "owner",
             "metadata",
         ],
         &rows,
