@@ -39,6 +39,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 pub async fn run(
     kind: Kind,
     endpoints: &[SocketAddr],
+    beacon: &beacon::client::ConnectOptions,
     clients: usize,
     duration: Duration,
     next: &Arc<AtomicUsize>,
@@ -46,9 +47,15 @@ pub async fn run(
     let mut conns = Vec::new();
     for _ in 0..clients {
         conns.push(
-            Allocator::connect(kind, endpoints, Duration::from_secs(5), next.clone())
-                .await
-                .with_context(|| format!("connect a {kind} client"))?,
+            Allocator::connect(
+                kind,
+                endpoints,
+                beacon,
+                Duration::from_secs(5),
+                next.clone(),
+            )
+            .await
+            .with_context(|| format!("connect a {kind} client"))?,
         );
     }
     let started = Instant::now();

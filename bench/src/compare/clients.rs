@@ -45,6 +45,7 @@ impl Allocator {
     pub async fn connect(
         kind: Kind,
         endpoints: &[SocketAddr],
+        beacon: &ConnectOptions,
         timeout: Duration,
         next: Arc<AtomicUsize>,
     ) -> anyhow::Result<Allocator> {
@@ -52,7 +53,7 @@ impl Allocator {
             Kind::Beacon => {
                 let opts = ConnectOptions {
                     timeout,
-                    ..ConnectOptions::default()
+                    ..beacon.clone()
                 };
                 let beacons = endpoints.iter().map(|a| a.to_string()).collect();
                 Allocator::Beacon {
@@ -125,8 +126,14 @@ pub async fn prepare(kind: Kind, endpoints: &[SocketAddr]) -> anyhow::Result<()>
         return Ok(());
     }
     let next = Arc::new(AtomicUsize::new(0));
-    let Allocator::ZooKeeper(client) =
-        Allocator::connect(kind, endpoints, Duration::from_secs(10), next).await?
+    let Allocator::ZooKeeper(client) = Allocator::connect(
+        kind,
+        endpoints,
+        &ConnectOptions::default(),
+        Duration::from_secs(10),
+        next,
+    )
+    .await?
     else {
         unreachable!("a ZooKeeper client");
     };

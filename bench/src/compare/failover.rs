@@ -57,8 +57,14 @@ pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failove
         let stop = Arc::new(AtomicBool::new(false));
         let mut writers = Vec::new();
         for _ in 0..WRITERS {
-            let mut conn =
-                Allocator::connect(cluster.kind, &endpoints, REQUEST_TIMEOUT, next.clone()).await?;
+            let mut conn = Allocator::connect(
+                cluster.kind,
+                &endpoints,
+                &cluster.beacon_client,
+                REQUEST_TIMEOUT,
+                next.clone(),
+            )
+            .await?;
             let (shared, stop) = (shared.clone(), stop.clone());
             writers.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {

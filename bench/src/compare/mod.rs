@@ -39,6 +39,8 @@ pub enum Part {
     Sequence,
     Assign,
     Tasks,
+    /// beacon's allocation and failover with TLS on, beside plaintext.
+    Tls,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -137,6 +139,8 @@ pub struct Results {
     pub sequence: Option<sequence::SequenceResults>,
     pub assign: Option<assign::AssignResults>,
     pub tasks: Vec<(String, tasks::TaskResults)>,
+    /// ("plaintext" or "TLS", what it measured).
+    pub tls: Vec<(String, TlsRun)>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -198,11 +202,18 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             clients::prepare(kind, &at).await?;
             let next = Arc::new(AtomicUsize::new(0));
             // Warm up (connections, the JVM's compiler, page cache) before measuring.
-            alloc::run(kind, &at, 16, Duration::from_secs(2), &next)
-                .await
-                .with_context(|| format!("{kind} warm-up"))?;
+            alloc::run(
+                kind,
+                &at,
+                &cluster.beacon_client,
+                16,
+                Duration::from_secs(2),
+                &next,
+            )
+            .await
+            .with_context(|| format!("{kind} warm-up"))?;
             for &c in &opts.clients {
-                let t = alloc::run(kind, &at, c, duration, &next).await?;
+                let t = alloc::run(kind, &at, &cluster.beacon_client, c, duration, &next).await?;
                 println!(
                     "  {kind}, {c} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {} duplicates",
                     t.per_sec, t.p50_ms, t.p99_ms, t.errors, t.duplicates
@@ -350,6 +361,33 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         }
     }
 
+    if wants(Part::Tls) && runs(Kind::Beacon) {
+        println!("TLS: beacon's allocation and failover with TLS on, beside plaintext");
+        for with_tls in [false, true] {
+            let setup = beacon_setup(1000);
+            let mut cluster = if with_tls {
+                Cluster::start_beacon_tls(&programs, MEMBERS, &setup)?
+            } else {
+                Cluster::start_beacon(&programs, MEMBERS, &setup)
+            };
+            let name = if with_tls { "TLS" } else { "plaintext" };
+            let run = tls_run(&mut cluster, opts).await;
+            keep(cluster, opts.keep);
+            let run = run.with_context(|| format!("beacon with {name}"))?;
+            for t in &run.alloc {
+                println!(
+                    "  {name}, {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms",
+                    t.clients, t.per_sec, t.p50_ms, t.p99_ms
+                );
+            }
+            println!(
+                "  {name}: failover median {:.1} ms, max {:.1} ms",
+                run.failover.median_ms, run.failover.max_ms
+            );
+            results.tls.push((name.to_owned(), run));
+        }
+    }
+
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -370,6 +408,13 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .iter()
             .map(|(_, t)| t.duplicates)
             .sum::<usize>()
+        + results
+            .tls
+            .iter()
+            .map(|(_, t)| {
+                t.failover.duplicates + t.alloc.iter().map(|a| a.duplicates).sum::<usize>()
+            })
+            .sum::<usize>()
         + results.sequence.as_ref().map_or(0, |s| {
             s.segments
                 .iter()
@@ -383,9 +428,53 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// beacon with or without TLS: allocation at each client count, then failover rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsRun {
+    pub alloc: Vec<alloc::Throughput>,
+    pub failover: failover::Failover,
+}
+
+async fn tls_run(cluster: &mut Cluster, opts: &Options) -> anyhow::Result<TlsRun> {
+    let leader = cluster.ready(Duration::from_secs(60)).await?;
+    let at = cluster.endpoints(&[leader]);
+    let next = Arc::new(AtomicUsize::new(0));
+    let duration = Duration::from_secs(opts.alloc_secs);
+    alloc::run(
+        Kind::Beacon,
+        &at,
+        &cluster.beacon_client,
+        16,
+        Duration::from_secs(1),
+        &next,
+    )
+    .await?;
+    let mut runs = Vec::new();
+    for &c in &opts.clients {
+        runs.push(
+            alloc::run(
+                Kind::Beacon,
+                &at,
+                &cluster.beacon_client,
+                c,
+                duration,
+                &next,
+            )
+            .await?,
+        );
+    }
+    let failover = failover::run(cluster, opts.rounds).await?;
+    Ok(TlsRun {
+        alloc: runs,
+        failover,
+    })
+}
+
 /// Stops the cluster; with `--keep`, leaves its data and logs behind and says where.
 fn keep(cluster: Cluster, keep: bool) {
-    let Cluster { kind, members, dir } = cluster;
+    let Cluster {
+        kind, members, dir, ..
+    } = cluster;
     drop(members);
     if keep {
         println!("  {kind} data and logs kept in {}", dir.keep().display());

@@ -219,6 +219,8 @@ pub fn markdown(r: &Results) -> String {
         .unwrap();
     }
 
+    tls_table(r, &mut out);
+
     if !r.failover.is_empty() {
         writeln!(
             out,
@@ -413,4 +415,53 @@ fn sequence_rows(r: &Results, s: &super::sequence::SequenceResults, rows: &mut V
         "/s",
         0,
     ));
+}
+
+/// beacon with TLS beside plaintext: what TLS costs.
+fn tls_table(r: &Results, out: &mut String) {
+    let run = |name: &str| r.tls.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+    let (Some(plain), Some(tls)) = (run("plaintext"), run("TLS")) else {
+        return;
+    };
+    writeln!(
+        out,
+        "\nbeacon with TLS (3 beacons, quorum mode, tick 1000 ms):\n"
+    )
+    .unwrap();
+    writeln!(out, "| measure | plaintext | TLS | TLS/plaintext |").unwrap();
+    writeln!(out, "|---|---|---|---|").unwrap();
+    let mut row = |what: String, p: f64, t: f64, unit: &str, decimals: usize| {
+        writeln!(
+            out,
+            "| {what} | {p:.decimals$}{unit} | {t:.decimals$}{unit} | {} |",
+            ratio(Some(t), Some(p))
+        )
+        .unwrap();
+    };
+    for (p, t) in plain.alloc.iter().zip(&tls.alloc) {
+        let c = n_clients(p.clients);
+        row(
+            format!("TLS: allocation IDs/s, {c}"),
+            p.per_sec,
+            t.per_sec,
+            "/s",
+            0,
+        );
+        row(
+            format!("TLS: allocation p99, {c}"),
+            p.p99_ms,
+            t.p99_ms,
+            " ms",
+            2,
+        );
+    }
+    let (p, t) = (&plain.failover, &tls.failover);
+    row(
+        "TLS: failover median".into(),
+        p.median_ms,
+        t.median_ms,
+        " ms",
+        1,
+    );
+    row("TLS: failover max".into(), p.max_ms, t.max_ms, " ms", 1);
 }

@@ -13,7 +13,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use beacon::client::ConnectOptions;
+use beacon::transport::certs::Ca;
+use beacon::transport::tls;
 use beacon_testkit::{Process, addr, beacon_args, free_ports, wait_listening};
+use std::sync::Arc;
 
 /// Which coordinator a cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +71,8 @@ impl Member {
 pub struct Cluster {
     pub kind: Kind,
     pub members: Vec<Member>,
+    /// How beacon clients connect (TLS for a cluster started with it).
+    pub beacon_client: ConnectOptions,
     /// Kept for its lifetime: the members' data and logs.
     pub dir: tempfile::TempDir,
 }
@@ -120,6 +126,44 @@ pub struct BeaconSetup {
 impl Cluster {
     pub fn start_beacon(programs: &Programs, n: usize, setup: &BeaconSetup) -> Cluster {
         let dir = tempfile::tempdir().expect("work directory");
+        Cluster::start_beacon_in(dir, programs, n, setup, ConnectOptions::default())
+    }
+
+    /// [`Cluster::start_beacon`] with TLS: a throw-away CA signs each beacon's certificate,
+    /// and the beacons verify each other against it; clients verify the beacons.
+    pub fn start_beacon_tls(
+        programs: &Programs,
+        n: usize,
+        setup: &BeaconSetup,
+    ) -> anyhow::Result<Cluster> {
+        let dir = tempfile::tempdir().expect("work directory");
+        let ca = Ca::new(dir.path(), "ca")?;
+        ca.issue(dir.path(), "beacon")?;
+        let mut setup = setup.clone();
+        if let Some(keys) = setup.config.as_object_mut() {
+            keys.insert(
+                "tls".into(),
+                serde_json::json!({
+                    "cert": dir.path().join("beacon.pem"),
+                    "key": dir.path().join("beacon.key"),
+                    "ca": ca.pem,
+                }),
+            );
+        }
+        let client = ConnectOptions {
+            tls: Some(Arc::new(tls::client_config(&ca.pem, None)?)),
+            ..ConnectOptions::default()
+        };
+        Ok(Cluster::start_beacon_in(dir, programs, n, &setup, client))
+    }
+
+    fn start_beacon_in(
+        dir: tempfile::TempDir,
+        programs: &Programs,
+        n: usize,
+        setup: &BeaconSetup,
+        beacon_client: ConnectOptions,
+    ) -> Cluster {
         let ports = free_ports(n);
         let members = ports
             .iter()
@@ -141,6 +185,7 @@ impl Cluster {
         Cluster {
             kind: Kind::Beacon,
             members,
+            beacon_client,
             dir,
         }
     }
@@ -180,6 +225,7 @@ impl Cluster {
         Cluster {
             kind: Kind::Etcd,
             members,
+            beacon_client: ConnectOptions::default(),
             dir,
         }
     }
@@ -233,6 +279,7 @@ impl Cluster {
         Cluster {
             kind: Kind::ZooKeeper,
             members,
+            beacon_client: ConnectOptions::default(),
             dir,
         }
     }
@@ -240,7 +287,7 @@ impl Cluster {
     /// The member that leads now, as that member itself says.
     pub async fn leader(&self) -> Option<usize> {
         for (i, m) in self.members.iter().enumerate() {
-            if m.pid().is_some() && is_leader(self.kind, m.client).await {
+            if m.pid().is_some() && is_leader(self.kind, m.client, &self.beacon_client).await {
                 return Some(i);
             }
         }
@@ -253,7 +300,7 @@ impl Cluster {
         loop {
             let mut up = 0;
             for m in &self.members {
-                up += usize::from(responds(self.kind, m.client).await);
+                up += usize::from(responds(self.kind, m.client, &self.beacon_client).await);
             }
             if up == self.members.len()
                 && let Some(l) = self.leader().await
@@ -279,9 +326,9 @@ impl Cluster {
 
 /// Whether the member at `a` answers its health probe (a beacon: and sees every beacon
 /// online, so a restarted member has rejoined before the next round).
-async fn responds(kind: Kind, a: SocketAddr) -> bool {
+async fn responds(kind: Kind, a: SocketAddr, beacon: &ConnectOptions) -> bool {
     match kind {
-        Kind::Beacon => beacon_testkit::status(a)
+        Kind::Beacon => beacon_testkit::status_with(a, beacon)
             .await
             .is_some_and(|s| s.beacons.iter().all(|b| b.is_online)),
         Kind::Etcd => etcd_status(a).await.is_some(),
@@ -291,14 +338,16 @@ async fn responds(kind: Kind, a: SocketAddr) -> bool {
     }
 }
 
-async fn is_leader(kind: Kind, a: SocketAddr) -> bool {
+async fn is_leader(kind: Kind, a: SocketAddr, beacon: &ConnectOptions) -> bool {
     match kind {
-        Kind::Beacon => beacon_testkit::status(a).await.is_some_and(|s| {
-            s.leader.as_deref() == Some(a.to_string().as_str())
-                && s.beacons
-                    .iter()
-                    .any(|b| b.node == a.to_string() && b.is_leader)
-        }),
+        Kind::Beacon => beacon_testkit::status_with(a, beacon)
+            .await
+            .is_some_and(|s| {
+                s.leader.as_deref() == Some(a.to_string().as_str())
+                    && s.beacons
+                        .iter()
+                        .any(|b| b.node == a.to_string() && b.is_leader)
+            }),
         Kind::Etcd => etcd_status(a)
             .await
             .is_some_and(|(me, leader)| me == leader),
