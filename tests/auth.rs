@@ -6,14 +6,12 @@
 //! address these tests can bind is loopback, so `auth`'s unit tests cover that rule.)
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Token};
 use beacon::machines::registry::RegistryCmd;
 use beacon::machines::tasks::TasksCmd;
 use beacon::pb;
-use beacon::transport::tls;
 use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
 use beacon_testkit::certs::Ca;
 use beacon_testkit::*;
@@ -207,12 +205,9 @@ async fn tokens_need_tls_off_loopback_and_certificates_name_identities() {
     .to_string();
     let c = Cluster::start_with(BEACON.as_ref(), &ports, TICK_MS, "certs", &config);
     let with_cert = |who: &beacon_testkit::certs::Issued, token: Option<&str>| {
-        let config =
-            tls::client_config(&ca.pem, Some((who.cert.as_path(), who.key.as_path()))).unwrap();
-        ConnectOptions {
-            tls: Some(Arc::new(config)),
-            ..opts(token)
-        }
+        opts(token)
+            .with_tls(&ca.pem, Some((who.cert.as_path(), who.key.as_path())))
+            .unwrap()
     };
     // The dashboard's certificate is its identity: it reads, and may not register.
     let dash = with_cert(&dashboard, None);

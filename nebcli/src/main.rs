@@ -12,12 +12,10 @@ mod commands;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use beacon::cli::{Failure, Session};
-use beacon::client::{ConnectOptions, Token};
-use beacon::transport::tls;
+use beacon::client::ConnectOptions;
 use clap::Parser;
 use commands::Command;
 use rustyline::error::ReadlineError;
@@ -95,8 +93,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let tls = match (&args.cacert, &args.cert) {
-        (None, None) => None,
+    let mut opts = ConnectOptions {
+        cluster: args.cluster,
+        timeout: Duration::from_millis(args.timeout_ms),
+        ..ConnectOptions::default()
+    };
+    if let Some(token) = args.token.filter(|t| !t.is_empty()) {
+        opts = opts.with_token(token);
+    }
+    match (&args.cacert, &args.cert) {
+        (None, None) => {}
         (None, Some(_)) => {
             eprintln!(
                 "nebcli: --cert needs --cacert (the CA that signed the beacons' certificates)"
@@ -105,22 +111,15 @@ fn main() -> ExitCode {
         }
         (Some(ca), _) => {
             let identity = args.cert.as_deref().zip(args.key.as_deref());
-            match tls::client_config(ca, identity) {
-                Ok(config) => Some(Arc::new(config)),
+            opts = match opts.with_tls(ca, identity) {
+                Ok(opts) => opts,
                 Err(e) => {
                     eprintln!("nebcli: {e}");
                     return ExitCode::from(2);
                 }
-            }
+            };
         }
-    };
-    let opts = ConnectOptions {
-        cluster: args.cluster,
-        timeout: Duration::from_millis(args.timeout_ms),
-        tls,
-        token: args.token.filter(|t| !t.is_empty()).map(Token::new),
-        ..ConnectOptions::default()
-    };
+    }
     let mut session = Session::new(args.server, opts, args.json);
     if args.command.is_empty() {
         interactive(&runtime, &mut session)

@@ -159,6 +159,30 @@ pub struct ConnectOptions {
     pub token: Option<Token>,
 }
 
+impl ConnectOptions {
+    /// TLS to beacons whose certificates the CA in `ca` (PEM) signed, presenting
+    /// `identity` (certificate and key, PEM) when given: nebcli's `--cacert`, `--cert`,
+    /// `--key`.
+    pub fn with_tls(
+        self,
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<ConnectOptions, crate::transport::tls::TlsError> {
+        Ok(ConnectOptions {
+            tls: Some(Arc::new(tls::client_config(ca, identity)?)),
+            ..self
+        })
+    }
+
+    /// The token sent in the handshake: nebcli's `--token` (or `BEACON_TOKEN`).
+    pub fn with_token(self, token: impl Into<String>) -> ConnectOptions {
+        ConnectOptions {
+            token: Some(Token::new(token)),
+            ..self
+        }
+    }
+}
+
 /// A token, kept out of debug output and logs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Token(String);
