@@ -141,6 +141,27 @@ async fn a_tls_cluster_serves_and_keeps_out_what_does_not_verify() {
     assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
     assert!(err.msg.contains("certificate"), "{}", err.msg);
 
+    // A client certificate of the cluster's CA (a name, no address) claiming to be a beacon.
+    let dashboard = ca.issue_client(dir.path(), "dashboard").unwrap();
+    let tcp = TcpStream::connect(addrs[0]).await.unwrap();
+    let config = client_opts(&ca, Some(&dashboard)).tls.unwrap();
+    let name = tls::server_name(&addrs[0].to_string()).unwrap();
+    let stream = tls::dial(tcp, config, name)
+        .await
+        .expect("TLS with a client certificate");
+    let mut conn = Framed::new(stream, FrameCodec::new(1 << 20));
+    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+        .await
+        .unwrap();
+    let reply = conn.next().await.expect("an answer").expect("a frame");
+    let err: pb::ErrorReply = reply.decode().unwrap();
+    assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
+    assert!(
+        err.msg.contains("`dashboard`") && err.msg.contains("is not for"),
+        "{}",
+        err.msg
+    );
+
     // Plaintext to the TLS port, garbage, and a handshake left half-done: each closed.
     let mut plain = TcpStream::connect(addrs[0]).await.unwrap();
     let hello = Frame::new(Cmd::Hello.code(), 1, 0, &pb::Hello::default());

@@ -53,7 +53,7 @@ pub fn run(words: &[String]) -> anyhow::Result<String> {
         out.push_str(&format!("beacon {b}: add to its config: {keys}\n"));
     }
     for c in &args.clients {
-        let issued = ca.issue(&dir, c)?;
+        let issued = ca.issue_client(&dir, c)?;
         out.push_str(&format!(
             "client `{c}`: nebcli --cacert {} --cert {} --key {} ...\n",
             ca.pem.display(),

@@ -46,6 +46,8 @@ struct Credentials {
     tls: bool,
     /// It presented a certificate the cluster's CA verified, with this name.
     certificate: Option<String>,
+    /// That certificate.
+    der: Option<rustls::pki_types::CertificateDer<'static>>,
 }
 
 type Conn = Framed<Stream, FrameCodec>;
@@ -87,6 +89,7 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
         certificate: stream
             .peer_verified()
             .then(|| stream.peer_certificate_name().unwrap_or_default()),
+        der: stream.peer_certificate(),
     };
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
     let id: ConnId = next_conn_id();
@@ -222,15 +225,25 @@ fn accept_hello(
                     format!("Hello.node `{node}` is this beacon's own address"),
                 ));
             }
-            if shared.tls.as_ref().is_some_and(|t| t.verifies_peers())
-                && credentials.certificate.is_none()
-            {
-                return Err(Reject::close(
-                    ErrorCode::Unauthenticated,
-                    format!(
-                        "`{node}` says it is a beacon but presented no certificate signed by this cluster's CA (key `tls.ca`)"
-                    ),
-                ));
+            if shared.tls.as_ref().is_some_and(|t| t.verifies_peers()) {
+                let Some(der) = &credentials.der else {
+                    return Err(Reject::close(
+                        ErrorCode::Unauthenticated,
+                        format!(
+                            "`{node}` says it is a beacon but presented no certificate signed by this cluster's CA (key `tls.ca`)"
+                        ),
+                    ));
+                };
+                if !transport::tls::certificate_names(der, node.ip()) {
+                    return Err(Reject::close(
+                        ErrorCode::Unauthenticated,
+                        format!(
+                            "`{node}` says it is a beacon but its certificate (`{}`) is not for {}",
+                            credentials.certificate.as_deref().unwrap_or("?"),
+                            node.ip()
+                        ),
+                    ));
+                }
             }
             if let Some(expected) = &config.auth.peer_token
                 && !expected.accepts(&hello.token)

@@ -77,17 +77,22 @@ impl Ca {
     /// A certificate for `name` (its common name), valid for 127.0.0.1 and `localhost`,
     /// for servers and clients alike, written to `dir/name.pem` and `dir/name.key`.
     pub fn issue(&self, dir: &Path, name: &str) -> Result<Issued, CertError> {
-        self.make(dir, name, &[], false)
+        self.make(dir, name, &[], true, false)
     }
 
     /// [`Ca::issue`], also valid for `hosts` (IP addresses or DNS names).
     pub fn issue_for(&self, dir: &Path, name: &str, hosts: &[String]) -> Result<Issued, CertError> {
-        self.make(dir, name, hosts, false)
+        self.make(dir, name, hosts, true, false)
+    }
+
+    /// A client's certificate: its name only, valid for no host.
+    pub fn issue_client(&self, dir: &Path, name: &str) -> Result<Issued, CertError> {
+        self.make(dir, name, &[], false, false)
     }
 
     /// [`Ca::issue`], but valid only in the year 2000.
     pub fn issue_expired(&self, dir: &Path, name: &str) -> Result<Issued, CertError> {
-        self.make(dir, name, &[], true)
+        self.make(dir, name, &[], true, true)
     }
 
     fn make(
@@ -95,13 +100,17 @@ impl Ca {
         dir: &Path,
         name: &str,
         hosts: &[String],
+        loopback: bool,
         expired: bool,
     ) -> Result<Issued, CertError> {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned()]).map_err(make_err(name))?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(make_err(name))?;
+        if loopback {
+            let localhost = "localhost".to_owned().try_into().map_err(make_err(name))?;
+            params.subject_alt_names.push(SanType::DnsName(localhost));
+            params
+                .subject_alt_names
+                .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        }
         for host in hosts {
             let san = match host.parse::<IpAddr>() {
                 Ok(ip) => SanType::IpAddress(ip),

@@ -37,6 +37,21 @@ impl Stream {
         }
     }
 
+    /// The verified certificate the other end presented (its leaf), if any.
+    pub fn peer_certificate(&self) -> Option<rustls::pki_types::CertificateDer<'static>> {
+        let Stream::Accepted(s) = self else {
+            return None;
+        };
+        Some(
+            s.get_ref()
+                .1
+                .peer_certificates()?
+                .first()?
+                .clone()
+                .into_owned(),
+        )
+    }
+
     /// The name on the verified certificate the other end presented: its subject's common
     /// name, or else its first DNS name.
     pub fn peer_certificate_name(&self) -> Option<String> {

@@ -162,6 +162,16 @@ pub fn server_name(addr: &str) -> Result<ServerName<'static>, TlsError> {
     ServerName::try_from(host.to_owned()).map_err(|_| TlsError::ServerName(addr.to_owned()))
 }
 
+/// Whether certificate `der` is valid for `ip` (carries it as an IP address name): a beacon
+/// that says it is the peer at `ip` must hold a certificate for that address, not merely
+/// one the CA signed for some client.
+pub fn certificate_names(der: &CertificateDer<'_>, ip: IpAddr) -> bool {
+    let Ok(parsed) = rustls::server::ParsedCertificate::try_from(der) else {
+        return false;
+    };
+    rustls::client::verify_server_name(&parsed, &ServerName::IpAddress(ip.into())).is_ok()
+}
+
 /// Dials TLS over an open TCP connection.
 pub async fn dial(
     tcp: TcpStream,
