@@ -12,11 +12,9 @@ use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Tok
 use beacon::machines::registry::RegistryCmd;
 use beacon::machines::tasks::TasksCmd;
 use beacon::pb;
-use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
+use beacon::wire::ErrorCode;
 use beacon_testkit::certs::Ca;
 use beacon_testkit::*;
-use futures_util::{SinkExt, StreamExt};
-use tokio_util::codec::Framed;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;
@@ -162,19 +160,9 @@ async fn each_role_does_what_it_may_and_nothing_else() {
     // Something that says it is a beacon of the cluster, without the peer token, as a
     // script that knows the cluster's name and a beacon's address would: refused.
     let tcp = tokio::net::TcpStream::connect(addrs[0]).await.unwrap();
-    let mut conn = Framed::new(tcp, FrameCodec::new(1 << 20));
-    let hello = pb::Hello {
-        cluster: "auth".into(),
-        role: pb::Role::Peer as i32,
-        node: addrs[1].to_string(),
-        version: PROTOCOL_VERSION,
-        ..Default::default()
-    };
-    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+    let err = claim_to_be_a_beacon(tcp, "auth", addrs[1])
         .await
-        .unwrap();
-    let reply = conn.next().await.expect("an answer").expect("a frame");
-    let err: pb::ErrorReply = reply.decode().unwrap();
+        .expect("a refusal");
     assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
     assert!(err.msg.contains("peer_token"), "{}", err.msg);
     // The refusals are in the audit trail with the remote address.

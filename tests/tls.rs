@@ -13,13 +13,11 @@ use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use beacon::transport::tls;
-use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, PROTOCOL_VERSION};
+use beacon::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec};
 use beacon_testkit::certs::{Ca, Issued};
 use beacon_testkit::*;
-use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;
@@ -125,19 +123,9 @@ async fn a_tls_cluster_serves_and_keeps_out_what_does_not_verify() {
     let stream = tls::dial(tcp, config, name)
         .await
         .expect("TLS handshake as a client");
-    let mut conn = Framed::new(stream, FrameCodec::new(1 << 20));
-    let hello = pb::Hello {
-        cluster: "tls".into(),
-        role: pb::Role::Peer as i32,
-        node: addrs[1].to_string(),
-        version: PROTOCOL_VERSION,
-        ..Default::default()
-    };
-    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+    let err = claim_to_be_a_beacon(stream, "tls", addrs[1])
         .await
-        .unwrap();
-    let reply = conn.next().await.expect("an answer").expect("a frame");
-    let err: pb::ErrorReply = reply.decode().unwrap();
+        .expect("a refusal");
     assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
     assert!(err.msg.contains("certificate"), "{}", err.msg);
 
@@ -149,12 +137,9 @@ async fn a_tls_cluster_serves_and_keeps_out_what_does_not_verify() {
     let stream = tls::dial(tcp, config, name)
         .await
         .expect("TLS with a client certificate");
-    let mut conn = Framed::new(stream, FrameCodec::new(1 << 20));
-    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+    let err = claim_to_be_a_beacon(stream, "tls", addrs[1])
         .await
-        .unwrap();
-    let reply = conn.next().await.expect("an answer").expect("a frame");
-    let err: pb::ErrorReply = reply.decode().unwrap();
+        .expect("a refusal");
     assert_eq!(err.code, ErrorCode::Unauthenticated as u32, "{}", err.msg);
     assert!(
         err.msg.contains("`dashboard`") && err.msg.contains("is not for"),

@@ -419,3 +419,31 @@ fn all_stopped(tasks: &str) -> bool {
             .is_none_or(|state| state == "T" || state == "t")
     })
 }
+
+/// Says to be beacon `node` of `cluster` over `stream` (a `Hello` with no credentials but
+/// what the stream carries) and returns the beacon's answer: its refusal, or `None` if it
+/// accepted.
+pub async fn claim_to_be_a_beacon<S>(
+    stream: S,
+    cluster: &str,
+    node: SocketAddr,
+) -> Option<pb::ErrorReply>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use beacon::wire::{Cmd, Code, Frame, FrameCodec, PROTOCOL_VERSION};
+    use futures_util::{SinkExt, StreamExt};
+    let mut conn = tokio_util::codec::Framed::new(stream, FrameCodec::new(1 << 20));
+    let hello = pb::Hello {
+        cluster: cluster.into(),
+        role: pb::Role::Peer as i32,
+        node: node.to_string(),
+        version: PROTOCOL_VERSION,
+        ..Default::default()
+    };
+    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+        .await
+        .ok()?;
+    let reply = conn.next().await?.ok()?;
+    reply.is_error().then(|| reply.decode().ok()).flatten()
+}
