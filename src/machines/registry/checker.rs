@@ -132,9 +132,15 @@ fn service_addr(client: usize, n: u16) -> SocketAddr {
 
 /// A registration of `addr` as the client library sends it.
 pub fn register_request(addr: SocketAddr, wall_ms: u64) -> Request {
+    register_as("LOGIC", addr, wall_ms)
+}
+
+/// A registration of `addr` as a service of `node_type` (the other machines' workloads
+/// register workers so).
+pub fn register_as(node_type: &str, addr: SocketAddr, wall_ms: u64) -> Request {
     Request::Register(RegisterRequest {
         caller: Default::default(),
-        node_type: "LOGIC".into(),
+        node_type: node_type.into(),
         addr,
         access_addr: None,
         worker_num: 1,
@@ -145,11 +151,16 @@ pub fn register_request(addr: SocketAddr, wall_ms: u64) -> Request {
 
 /// A report renewing `h`.
 fn report_request(h: &Holding) -> Request {
+    renewal(h.id, h.addr, h.token)
+}
+
+/// A bare report renewing registration `token` of node `id` at `addr`.
+pub fn renewal(id: NodeId, addr: SocketAddr, token: FencingToken) -> Request {
     Request::Report(Report {
         caller: Default::default(),
-        node_id: h.id,
-        addr: h.addr,
-        token: h.token,
+        node_id: id,
+        addr,
+        token,
         node: LoadStats::default(),
         workers: Vec::new(),
         clock_ms: 0,

@@ -25,8 +25,8 @@ use super::service::{Request as TaskRequest, Response as TaskResponse, TaskError
 use super::state::{Task, TaskState, Tasks};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::registry::{
-    FencingToken, LoadStats, NodeId, RegisterRequest, Registry, RegistryService, Report,
-    Request as RegistryRequest, Response as RegistryResponse,
+    FencingToken, NodeId, Registry, RegistryService, Response as RegistryResponse,
+    checker::{register_as, renewal},
 };
 use crate::machines::{Part, Routes};
 use crate::sim::{Checked, Context, View, Workload};
@@ -188,15 +188,7 @@ where
                         self.born = self.born.wrapping_add(1);
                         let addr = SocketAddr::from(([10, 8, 0, client as u8], 1000 + self.born));
                         self.lives.insert(client, Life::Registering);
-                        let request = RegistryRequest::Register(RegisterRequest {
-                            caller: Default::default(),
-                            node_type: "WORKER".into(),
-                            addr,
-                            access_addr: None,
-                            worker_num: 1,
-                            metadata: String::new(),
-                            wall_ms: now,
-                        });
+                        let request = register_as("WORKER", addr, now);
                         (
                             <V as Routes<S, RegistryService>>::request(request),
                             Sent::Register(addr),
@@ -234,15 +226,7 @@ where
                                     served,
                                 },
                             );
-                            let request = RegistryRequest::Report(Report {
-                                caller: Default::default(),
-                                node_id: id,
-                                addr,
-                                token,
-                                node: LoadStats::default(),
-                                workers: Vec::new(),
-                                clock_ms: 0,
-                            });
+                            let request = renewal(id, addr, token);
                             (
                                 <V as Routes<S, RegistryService>>::request(request),
                                 Sent::Report,
