@@ -58,3 +58,7 @@ pub mod pb {
 }
 
 pub use config::Config;
+
+/// This beacon's version (the package version), shown by `show beacon`, `/v1/beacon` and
+/// `--version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

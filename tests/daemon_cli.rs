@@ -35,7 +35,7 @@ async fn no_arguments_runs_a_lone_leader_on_16000() {
     assert_eq!(s.leader.as_deref(), Some("127.0.0.1:16000"));
     assert_eq!(
         (s.cluster.as_str(), s.tick_ms, s.beacons.len()),
-        ("default", 1000, 1)
+        ("default", 100, 1)
     );
     // The default data_dir is relative to the working directory.
     assert!(dir.path().join("data/127.0.0.1_16000/term").exists());

@@ -598,7 +598,7 @@ fn a_new_leader_waits_for_followers_it_has_not_heard_from_yet() {
 }
 
 #[test]
-fn a_stuck_follower_stops_holding_writes_after_two_ticks() {
+fn a_stuck_follower_stops_holding_writes_after_the_leaders_patience() {
     let mut net = Net::new(&[A, B, C], 100);
     net.settle();
     // C keeps heartbeating (so it stays online) but loses every entry sent to it.
@@ -624,12 +624,10 @@ fn a_stuck_follower_stops_holding_writes_after_two_ticks() {
         net.queue
             .retain(|(from, to, _)| !(*from == addr(A) && *to == addr(C)));
         net.deliver();
-        assert!(ticks < 10);
+        assert!(ticks < 40);
     }
-    assert_eq!(
-        ticks, 3,
-        "left out once two ticks have passed without progress"
-    );
+    // Two ticks, but at least 2 s: a slow disk is not given up on at once.
+    assert_eq!(ticks, 21, "left out once 2 s have passed without progress");
 }
 
 #[test]

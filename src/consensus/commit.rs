@@ -11,7 +11,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     fn classic_commit(&mut self, now: Millis) -> Option<u64> {
         let leading = self.leading.as_mut()?;
         let last = self.log.last().index;
-        let stall_after = self.cfg.tick_ms * 2;
+        let stall_after = self.cfg.patience_ms();
         let mut commit = last;
         let mut notices = Vec::new();
         for (peer, f) in leading.followers.iter_mut() {

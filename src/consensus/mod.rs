@@ -100,6 +100,19 @@ pub struct Config {
     pub stored_term: u64,
 }
 
+/// Least time a leader waits on a follower that is online but not answering (before classic
+/// mode stops holding writes for it, or a snapshot it was sent is sent again): a busy disk's
+/// fsync can take longer than two short ticks, and giving up on a follower early costs more
+/// than the wait.
+const PATIENCE_MS: u64 = 2_000;
+
+impl Config {
+    /// How long a leader waits on an online follower that makes no progress.
+    pub fn patience_ms(&self) -> u64 {
+        (self.tick_ms * 2).max(PATIENCE_MS)
+    }
+}
+
 /// Something the outside world tells a replica.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input<C, S, R> {
@@ -184,6 +197,9 @@ pub struct Replica<S: Machine, V: Service<S>> {
     state: S,
     service: V,
     commit: u64,
+    /// Follower: the highest commit index a leader has announced to it (how far behind it
+    /// is, for readiness).
+    leader_commit: u64,
     leading: Option<Leading<S, V>>,
     /// Follower: the latest confirmation round seen from the leader of `(term, beat)`.
     leader_beat: (u64, u64),
@@ -222,6 +238,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             state,
             service,
             commit: 0,
+            leader_commit: 0,
             leading: None,
             leader_beat: (0, 0),
             last_step: None,
@@ -350,6 +367,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 in_sync: f.in_sync,
             })
             .collect()
+    }
+
+    /// Why a write sent to this beacon now would fail, if it would: a leader that cannot
+    /// serve (no majority in sight, still taking over), or a follower that knows no leader
+    /// or (quorum mode) sees no majority. `None` means it can write: it serves the write or
+    /// forwards it to a leader that can.
+    pub fn cannot_write(&self) -> Option<String> {
+        if self.leading.is_some() {
+            return self.serving_blocked().map(|e| e.to_string());
+        }
+        self.staleness()
+    }
+
+    /// Committed entries this beacon lacks that its leader has announced (0 on a leader).
+    pub fn lag(&self) -> u64 {
+        if self.leading.is_some() {
+            return 0;
+        }
+        self.leader_commit.saturating_sub(self.commit)
     }
 
     /// Why reads from this beacon may be stale, if they may: (quorum mode) this beacon

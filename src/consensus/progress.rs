@@ -58,7 +58,7 @@ pub(crate) struct Follower {
     /// Since when it has lacked entries the leader has (unknown position counts as lacking).
     pub(crate) behind_since: Option<Millis>,
     /// Whether commits wait for it (classic mode, while online). A follower that makes no
-    /// progress for two ticks is left out until it has caught up again, so one stuck beacon
+    /// progress for two ticks (at least 2 s, [`super::Config::patience_ms`]) is left out until it has caught up again, so one stuck beacon
     /// cannot stall every write.
     pub(crate) in_sync: bool,
     /// The latest confirmation round of ours it acknowledged.

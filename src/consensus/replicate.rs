@@ -43,7 +43,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The next message for `peer`: a heartbeat, plus (from a leader) what it lacks.
     pub(super) fn message_for(&mut self, peer: SocketAddr, now: Millis) -> Message<S> {
         let mut msg = self.bare_message();
-        let resend_after = self.cfg.tick_ms * 2;
+        let resend_after = self.cfg.patience_ms();
         let last = self.log.last();
         if let Some(super::Leading {
             phase: Phase::Collecting { fetching, .. },
@@ -276,6 +276,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         self.commit = self.commit.max(msg.commit.min(verified));
+        self.leader_commit = self.leader_commit.max(msg.commit);
         if replicates || new_beat {
             let mut ack = self.bare_message();
             ack.reject = reject;

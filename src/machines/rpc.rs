@@ -37,6 +37,17 @@ pub(crate) fn role(cmd: u32) -> Option<Role> {
         .or_else(|| tasks::rpc::role(cmd))
 }
 
+/// The name of request `cmd` (a metric's label), or `None` for a code no machine knows.
+pub(crate) fn name(cmd: u32) -> Option<String> {
+    use super::{assign::wire::AssignCmd, registry::wire::RegistryCmd};
+    use super::{sequence::wire::SequenceCmd, tasks::wire::TasksCmd};
+    RegistryCmd::from_code(cmd)
+        .map(|c| format!("{c:?}"))
+        .or_else(|| SequenceCmd::from_code(cmd).map(|c| format!("{c:?}")))
+        .or_else(|| AssignCmd::from_code(cmd).map(|c| format!("{c:?}")))
+        .or_else(|| TasksCmd::from_code(cmd).map(|c| format!("{c:?}")))
+}
+
 /// Whether requests `cmd` queued back to back go to the driver together.
 pub(crate) fn batches(cmd: u32) -> bool {
     registry::rpc::batches(cmd) || sequence::rpc::batches(cmd) || tasks::rpc::batches(cmd)

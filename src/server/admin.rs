@@ -1,7 +1,14 @@
 //! Admin HTTP API: JSON views of the beacon for monitoring and scripts.
 //!
-//! * `GET /health`: 200 when this beacon knows a leader, 503 otherwise.
-//! * `GET /v1/beacon`: the same view as `nebcli show beacon --json`.
+//! * `GET /health`: 200 when a write sent to this beacon now would succeed (it leads and sees
+//!   a majority, or follows a leader that does, in quorum mode); 503 with the reason
+//!   otherwise. A lone beacon of a three-beacon cluster is not healthy, however well it runs.
+//! * `GET /livez`: 200 while the beacon's core answers (Kubernetes' liveness probe: restart
+//!   it when this fails); `GET /readyz`: 200 when it can write and, as a follower, lacks at
+//!   most [`READY_LAG`] committed entries (Kubernetes' readiness probe). Both answer `ok` or
+//!   the reason as plain text.
+//! * `GET /metrics`: Prometheus metrics ([`super::metrics`]).
+//! * `GET /v1/beacon`: the same view as `nebcli show beacon --json`, with the version.
 //!
 //! Unknown paths are 404 and wrong methods 405, each with a JSON body saying why. With `tls`
 //! configured it is served over TLS (HTTPS) with the beacon's certificate.
@@ -22,20 +29,37 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::handle::DriverHandle;
+use super::metrics::Metrics;
 use crate::transport::Stream;
 use crate::transport::tls::{self, Reloading};
+
+/// What the admin handlers read.
+#[derive(Clone)]
+pub(crate) struct AdminState {
+    pub(crate) driver: DriverHandle,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+impl axum::extract::FromRef<AdminState> for DriverHandle {
+    fn from_ref(state: &AdminState) -> DriverHandle {
+        state.driver.clone()
+    }
+}
 
 pub(crate) async fn serve(
     listener: TcpListener,
     tls: Option<Arc<Reloading<rustls::ServerConfig>>>,
-    driver: DriverHandle,
+    state: AdminState,
     shutdown: CancellationToken,
 ) {
     let app = Router::new()
         .route("/health", get(health))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/v1/beacon", get(beacon))
         .fallback(not_found)
-        .with_state(driver);
+        .with_state(state);
     let served = match tls {
         None => {
             axum::serve(listener, app)
@@ -114,41 +138,108 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-fn unavailable() -> Response {
+/// A follower further behind its leader than this many committed entries (just restarted,
+/// installing a snapshot) is not ready.
+pub const READY_LAG: u64 = 1_000;
+
+/// How long a probe waits for the core: a core that takes longer is not alive.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn unavailable(why: &str) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        Json(json!({"error": "beacon is shutting down"})),
+        Json(json!({"health": false, "reason": why})),
     )
         .into_response()
 }
 
+/// The core's status, or why there is none (shutting down, or not answering in time).
+async fn status(driver: &DriverHandle) -> Result<crate::pb::BeaconStatus, &'static str> {
+    match tokio::time::timeout(PROBE_TIMEOUT, driver.status()).await {
+        Ok(Ok(status)) => Ok(status),
+        Ok(Err(_)) => Err("beacon is shutting down"),
+        Err(_) => Err("the beacon's core did not answer within 2 s"),
+    }
+}
+
 async fn health(State(driver): State<DriverHandle>) -> Response {
-    let Ok(status) = driver.status().await else {
-        return unavailable();
+    let status = match status(&driver).await {
+        Ok(status) => status,
+        Err(why) => return unavailable(why),
     };
-    match status.leader {
-        Some(leader) => {
-            Json(json!({"health": true, "leader": leader, "term": status.term})).into_response()
-        }
-        None => (
+    match &status.cannot_write {
+        None => Json(json!({
+            "health": true,
+            "leader": status.leader,
+            "term": status.term,
+            "version": status.version,
+        }))
+        .into_response(),
+        Some(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"health": false, "reason": "no leader known", "term": status.term})),
+            Json(json!({
+                "health": false,
+                "reason": why,
+                "leader": status.leader,
+                "term": status.term,
+                "version": status.version,
+            })),
         )
             .into_response(),
     }
 }
 
+fn probe(result: Result<(), String>) -> Response {
+    match result {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
+    }
+}
+
+async fn livez(State(driver): State<DriverHandle>) -> Response {
+    probe(status(&driver).await.map(|_| ()).map_err(str::to_owned))
+}
+
+async fn readyz(State(driver): State<DriverHandle>) -> Response {
+    probe(match status(&driver).await {
+        Err(why) => Err(why.to_owned()),
+        Ok(s) => match s.cannot_write {
+            Some(why) => Err(why),
+            None if s.lag > READY_LAG => Err(format!(
+                "{} committed entries behind the leader (ready at {READY_LAG} or fewer)",
+                s.lag
+            )),
+            None => Ok(()),
+        },
+    })
+}
+
+/// The metrics in the text format Prometheus scrapes (OpenMetrics).
+async fn metrics(State(state): State<AdminState>) -> Response {
+    // The state gauges are set by the core; without it (stuck, shutting down) the
+    // counters still go out, and `beacon_server_can_write` keeps its last value.
+    let _ = tokio::time::timeout(PROBE_TIMEOUT, state.driver.refresh_metrics()).await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
 async fn beacon(State(driver): State<DriverHandle>) -> Response {
-    match driver.status().await {
+    match status(&driver).await {
         Ok(status) => Json(status).into_response(),
-        Err(_) => unavailable(),
+        Err(why) => unavailable(why),
     }
 }
 
 async fn not_found(uri: Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        Json(json!({"error": format!("no endpoint {}; try /health or /v1/beacon", uri.path())})),
+        Json(json!({"error": format!("no endpoint {}; try /health, /livez, /readyz, /metrics or /v1/beacon", uri.path())})),
     )
         .into_response()
 }

@@ -166,10 +166,32 @@ async fn handshake(
                 return Some(peer);
             }
             Err(reject) => {
+                count_refusal(shared, reject.code);
                 reply_error(conn, remote, &frame, reject).await;
                 return None;
             }
         }
+    }
+}
+
+/// Counts a refusal of credentials or permissions in the metrics.
+fn count_refusal(shared: &Shared, code: u32) {
+    if code == ErrorCode::Unauthenticated as u32 {
+        shared.metrics.refused("unauthenticated");
+    } else if code == ErrorCode::PermissionDenied as u32 {
+        shared.metrics.refused("permission_denied");
+    }
+}
+
+/// The result label of an answer: `OK`, or its error code's name (a machine's own codes by
+/// number).
+fn result_code(result: &Result<Handled, Reject>) -> String {
+    match result {
+        Ok(_) => "OK".into(),
+        Err(reject) => match ErrorCode::from_code(reject.code) {
+            Some(code) => format!("{code:?}"),
+            None => reject.code.to_string(),
+        },
     }
 }
 
@@ -421,8 +443,20 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
                 }
             }
         }
+        let started = std::time::Instant::now();
         let results = join_all(batch.iter().map(|f| dispatch(f, peer, shared))).await;
         for (frame, result) in batch.iter().zip(results) {
+            // Heartbeats on a peer's inbound link are not requests.
+            if !matches!(peer, Peer::Beacon(_)) {
+                let code = result_code(&result);
+                if let Err(reject) = &result {
+                    count_refusal(shared, reject.code);
+                }
+                let command = machines::rpc::name(frame.cmd)
+                    .or_else(|| Cmd::from_code(frame.cmd).map(|c| format!("{c:?}")))
+                    .unwrap_or_else(|| "unknown".into());
+                shared.metrics.request(&command, &code, started.elapsed());
+            }
             let result = match result {
                 Ok(Handled::Stream {
                     reply,

@@ -18,6 +18,7 @@ use tracing::{debug, error, info, warn};
 
 use super::handle::{ConnId, DriverHandle, Event, Greeting, Outgoing, Subscriber, Subscription};
 use super::load::Loaded;
+use super::metrics::Metrics;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
@@ -72,6 +73,12 @@ pub(crate) struct Driver {
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
     started: Instant,
     rx: mpsc::Receiver<Event>,
+    metrics: Arc<Metrics>,
+    /// Commit index and log position as of the last metrics update, for the counters.
+    counted: (u64, u64),
+    /// Leader: per follower, the last entry sent while none was outstanding, and when; its
+    /// acknowledgement times the replication round trip.
+    in_flight: HashMap<SocketAddr, (u64, Instant)>,
 }
 
 impl Driver {
@@ -80,6 +87,7 @@ impl Driver {
         config: Arc<Config>,
         loaded: Loaded,
         links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
+        metrics: Arc<Metrics>,
     ) -> (Driver, DriverHandle, watch::Receiver<Greeting>) {
         let Loaded {
             data_dir,
@@ -88,6 +96,7 @@ impl Driver {
             ..
         } = loaded;
         let greeting = message_to_pb::<State>(&core.greeting());
+        let counted = (core.commit(), core.position().index);
         let (current, current_rx) = watch::channel((0, greeting));
         let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
@@ -107,6 +116,9 @@ impl Driver {
             commit_waiters: Vec::new(),
             started: Instant::now(),
             rx,
+            counted,
+            metrics,
+            in_flight: HashMap::new(),
         };
         (driver, DriverHandle::new(tx), current_rx)
     }
@@ -121,6 +133,7 @@ impl Driver {
                 term = self.core.election().term(),
                 "configured alone: leading"
             );
+            self.metrics.leader_changes.inc();
             // The term taken at construction (a lone beacon leads at once) is stored before
             // anyone can hear it.
             let term = self.core.election().max_seen_term();
@@ -141,18 +154,19 @@ impl Driver {
                 .map(|at| self.started + Duration::from_millis(at));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = ticks.tick() => self.step(consensus::Input::Tick),
+                _ = ticks.tick() => {
+                    // Heartbeats that queued while this beacon was busy (a slow fsync) or
+                    // stopped count before the tick judges who is online: a late tick must
+                    // not declare silent a peer whose heartbeat is already here.
+                    self.handle_queued(BATCH);
+                    self.step(consensus::Input::Tick)
+                }
                 _ = sleep_until_some(wake) => self.step(consensus::Input::Wake),
                 event = self.rx.recv() => match event {
                     Some(event) => {
                         self.handle(event);
                         // Whatever else is queued joins this batch: one fsync for all.
-                        for _ in 1..BATCH {
-                            match self.rx.try_recv() {
-                                Ok(event) => self.handle(event),
-                                Err(_) => break,
-                            }
-                        }
+                        self.handle_queued(BATCH - 1);
                     }
                     None => break,
                 },
@@ -167,6 +181,16 @@ impl Driver {
         debug!("driver stopped");
     }
 
+    /// Handles up to `most` events that are already queued, without waiting for more.
+    fn handle_queued(&mut self, most: usize) {
+        for _ in 0..most {
+            match self.rx.try_recv() {
+                Ok(event) => self.handle(event),
+                Err(_) => break,
+            }
+        }
+    }
+
     fn handle(&mut self, event: Event) {
         let now = self.now();
         match event {
@@ -174,11 +198,14 @@ impl Driver {
                 from,
                 msg,
                 greeting,
-            } => self.step(if greeting {
-                consensus::Input::Greeting { from, msg }
-            } else {
-                consensus::Input::Peer { from, msg }
-            }),
+            } => {
+                self.count_received(from, &msg);
+                self.step(if greeting {
+                    consensus::Input::Greeting { from, msg }
+                } else {
+                    consensus::Input::Peer { from, msg }
+                })
+            }
             Event::PeerConnected { peer, conn } => {
                 self.conns.entry(peer).or_default().insert(conn);
             }
@@ -191,6 +218,10 @@ impl Driver {
             }
             Event::Status(reply) => {
                 let _ = reply.send(self.status(now));
+            }
+            Event::Metrics(done) => {
+                self.refresh_metrics(now);
+                let _ = done.send(());
             }
             Event::Request { request, reply } => {
                 let token = self.next_token;
@@ -243,7 +274,13 @@ impl Driver {
         for (to, msg) in ready.send_now(&term_stored) {
             self.send(to, &msg);
         }
-        let stored = match self.storage.store(ready.store()) {
+        let appends = !ready.store().entries.is_empty();
+        let started = std::time::Instant::now();
+        let stored = self.storage.store(ready.store());
+        if appends {
+            self.metrics.fsync.observe(started.elapsed().as_secs_f64());
+        }
+        let stored = match stored {
             Ok(receipt) => receipt,
             Err(e) => {
                 self.failed = Some(format!("cannot store the replicated state: {e}"));
@@ -259,6 +296,9 @@ impl Driver {
             self.send(to, &msg);
         }
         for (token, reply) in released.replies {
+            if matches!(reply, Err(consensus::ReplyError::Consensus(_))) {
+                self.metrics.failed.inc();
+            }
             if let Some(waiting) = self.waiting.remove(&token) {
                 let _ = waiting.send(reply);
             }
@@ -274,6 +314,7 @@ impl Driver {
             self.subscribers.clear();
         }
         self.release_commit_waiters();
+        self.count_progress();
         let greeting = message_to_pb::<State>(&self.core.greeting());
         self.current.send_replace((self.round, greeting));
     }
@@ -289,10 +330,18 @@ impl Driver {
         Ok(())
     }
 
-    fn send(&self, to: SocketAddr, msg: &Message<State>) {
+    fn send(&mut self, to: SocketAddr, msg: &Message<State>) {
         let Some(link) = self.links.get(&to) else {
             return;
         };
+        if msg.snapshot.is_some() {
+            self.metrics.snapshots_sent.inc();
+        }
+        if let Some(last) = msg.append.as_ref().and_then(|a| a.entries.last()) {
+            self.in_flight
+                .entry(to)
+                .or_insert_with(|| (last.index, Instant::now()));
+        }
         let bytes = message_bytes::<State>(msg, self.core.state());
         if link.try_send((self.round, bytes.into())).is_err() {
             // The leader resends what was lost on its next tick.
@@ -300,7 +349,87 @@ impl Driver {
         }
     }
 
+    /// Counts what a peer's message says for the metrics: a snapshot received, or a
+    /// follower's acknowledgement that ends a replication round trip.
+    fn count_received(&mut self, from: SocketAddr, msg: &Message<State>) {
+        if msg.snapshot.is_some() {
+            self.metrics.snapshots_received.inc();
+        }
+        if let Some((index, sent)) = self.in_flight.get(&from).copied()
+            && msg.position.index >= index
+        {
+            self.in_flight.remove(&from);
+            self.metrics
+                .replication_rtt
+                .get_or_create(&super::metrics::PeerLabel {
+                    peer: from.to_string(),
+                })
+                .observe(sent.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Adds what was committed and applied since the last call to the counters.
+    fn count_progress(&mut self) {
+        let (commit, index) = (self.core.commit(), self.core.position().index);
+        let (counted_commit, counted_index) = self.counted;
+        self.metrics
+            .committed
+            .inc_by(commit.saturating_sub(counted_commit));
+        self.metrics
+            .applied
+            .inc_by(index.saturating_sub(counted_index));
+        // A log cut back (a diverged follower) counts again what it re-applies.
+        self.counted = (commit.max(counted_commit), index);
+        if !self.core.is_leader() {
+            self.in_flight.clear();
+        }
+    }
+
+    /// Sets the state gauges, for a scrape.
+    fn refresh_metrics(&mut self, now: Millis) {
+        let m = &self.metrics;
+        let election = self.core.election();
+        m.has_leader.set(i64::from(election.leader().is_some()));
+        m.is_leader.set(i64::from(self.core.is_leader()));
+        m.term.set(election.term() as i64);
+        m.can_write
+            .set(i64::from(self.core.cannot_write().is_none()));
+        m.lag.set(self.core.lag() as i64);
+        m.pending.set(self.waiting.len() as i64);
+        m.log_entries.set(self.storage.logged() as i64);
+        m.snapshot_bytes.set(self.storage.snapshot_size() as i64);
+        m.uptime.set(now as f64 / 1e3);
+        for v in election.view(now).into_iter().filter(|v| !v.is_self) {
+            m.peer_online
+                .get_or_create(&super::metrics::PeerLabel {
+                    peer: v.node.to_string(),
+                })
+                .set(i64::from(v.is_online));
+        }
+        let ids = crate::machines::registry::rpc::gauges(&self.core);
+        m.ids_in_use.set(ids.in_use as i64);
+        m.ids_free.set(ids.free as i64);
+        m.ids_quarantined.set(ids.quarantined as i64);
+        // Node types that had registrations and have none now read 0, not their last count.
+        m.registrations.clear();
+        for node_type in self.config.subscriptions.keys() {
+            m.registrations
+                .get_or_create(&super::metrics::NodeTypeLabel {
+                    node_type: node_type.clone(),
+                })
+                .set(0);
+        }
+        for (node_type, n) in ids.by_type {
+            m.registrations
+                .get_or_create(&super::metrics::NodeTypeLabel { node_type })
+                .set(n as i64);
+        }
+    }
+
     fn log_event(&self, event: consensus::Event) {
+        if matches!(event, consensus::Event::LeaderChanged { .. }) {
+            self.metrics.leader_changes.inc();
+        }
         match event {
             consensus::Event::LeaderChanged { leader, term } => match leader {
                 Some(l) if l == self.config.node => info!(term, "this beacon is now the leader"),
@@ -377,6 +506,9 @@ impl Driver {
             index: position.index,
             log_term: position.term,
             stale: self.core.staleness(),
+            version: crate::VERSION.to_owned(),
+            cannot_write: self.core.cannot_write(),
+            lag: self.core.lag(),
         }
     }
 }

@@ -55,6 +55,8 @@ pub(crate) enum Event {
         conn: ConnId,
     },
     Status(oneshot::Sender<pb::BeaconStatus>),
+    /// Set the state gauges of the metrics now (a scrape is about to read them).
+    Metrics(oneshot::Sender<()>),
     Request {
         request: crate::machines::Request,
         reply: oneshot::Sender<Reply<State, Services>>,
@@ -131,6 +133,11 @@ impl DriverHandle {
 
     pub(crate) async fn status(&self) -> Result<pb::BeaconStatus, Reject> {
         self.ask(Event::Status).await
+    }
+
+    /// Brings the metrics' state gauges up to date.
+    pub(crate) async fn refresh_metrics(&self) -> Result<(), Reject> {
+        self.ask(Event::Metrics).await
     }
 
     /// Submits a request to service `V`; the answer comes once the core allows it (a write

@@ -6,6 +6,7 @@ mod conn;
 mod driver;
 pub(crate) mod handle;
 mod load;
+mod metrics;
 mod peer;
 mod shared;
 
@@ -141,7 +142,8 @@ impl Server {
             links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
-        let (driver, handle, current) = Driver::new(config.clone(), loaded, links);
+        let metrics = Arc::new(metrics::Metrics::new(crate::VERSION, config.mode.as_str()));
+        let (driver, handle, current) = Driver::new(config.clone(), loaded, links, metrics.clone());
         let peer_up = link_rxs
             .iter()
             .map(|(peer, _)| (*peer, Arc::new(Notify::new())))
@@ -153,6 +155,7 @@ impl Server {
             shutdown: token.clone(),
             peer_up,
             tls,
+            metrics: metrics.clone(),
         });
 
         tracker.spawn(driver.run(token.clone()).in_current_span());
@@ -164,7 +167,11 @@ impl Server {
             let addr = admin.local_addr().ok();
             info!(?addr, "admin HTTP API listening");
             let tls = shared.tls.as_ref().map(|t| t.accept.clone());
-            tracker.spawn(admin::serve(admin, tls, handle, token.clone()).in_current_span());
+            let state = admin::AdminState {
+                driver: handle,
+                metrics,
+            };
+            tracker.spawn(admin::serve(admin, tls, state, token.clone()).in_current_span());
         }
         info!(addr = %config.node, "listening for beacons and clients");
 

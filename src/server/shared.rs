@@ -55,6 +55,7 @@ pub(crate) struct Shared {
     pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
     /// `None`: plain TCP.
     pub(crate) tls: Option<ServerTls>,
+    pub(crate) metrics: Arc<super::metrics::Metrics>,
 }
 
 impl Shared {

@@ -78,6 +78,8 @@ pub struct Storage<S, B = Files> {
     backend: B,
     /// Entries in the log file (since the last snapshot).
     logged: usize,
+    /// Bytes of the stored snapshot (0 without one).
+    snapshot_size: u64,
     term: u64,
     _state: PhantomData<fn() -> S>,
 }
@@ -108,11 +110,12 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 })?
             }
         };
+        let stored = backend
+            .read(SNAPSHOT_FILE)
+            .map_err(io("cannot read snapshot"))?;
+        let snapshot_size = stored.as_ref().map_or(0, |b| b.len() as u64);
         let snapshot =
-            match backend
-                .read(SNAPSHOT_FILE)
-                .map_err(io("cannot read snapshot"))?
-            {
+            match stored {
                 Some(bytes) => Some(decode_snapshot::<S>(&bytes).map_err(|why| {
                     StorageError::CorruptSnapshot {
                         path: path.clone(),
@@ -141,6 +144,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         let storage = Storage {
             backend,
             logged: entries.len(),
+            snapshot_size,
             term,
             _state: PhantomData,
         };
@@ -158,6 +162,11 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// Entries in the log since the last snapshot.
     pub fn logged(&self) -> usize {
         self.logged
+    }
+
+    /// Bytes of the stored snapshot (0 without one).
+    pub fn snapshot_size(&self) -> u64 {
+        self.snapshot_size
     }
 
     /// The highest term stored.
@@ -215,6 +224,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         self.backend
             .replace(SNAPSHOT_FILE, &bytes)
             .map_err(self.io("cannot write snapshot"))?;
+        self.snapshot_size = bytes.len() as u64;
         self.backend
             .truncate(LOG_FILE, 0)
             .map_err(self.io("cannot empty the log"))?;

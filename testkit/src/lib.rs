@@ -227,17 +227,34 @@ pub fn beacon_args(
     ports: &[u16],
     tick_ms: u64,
     cluster: &str,
+    keys: serde_json::Map<String, serde_json::Value>,
+) -> Vec<String> {
+    let all: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
+    beacon_args_at(dir, addr(port), &all, tick_ms, cluster, keys)
+}
+
+/// [`beacon_args`] for beacons on any addresses (each in a network namespace of its own).
+pub fn beacon_args_at(
+    dir: &Path,
+    me: SocketAddr,
+    all: &[SocketAddr],
+    tick_ms: u64,
+    cluster: &str,
     mut keys: serde_json::Map<String, serde_json::Value>,
 ) -> Vec<String> {
-    let peers: Vec<String> = ports.iter().map(|p| addr(*p).to_string()).collect();
-    keys.insert("node".into(), addr(port).to_string().into());
-    let file = dir.join(format!("beacon-{port}.json"));
+    let peers: Vec<String> = all.iter().map(|a| a.to_string()).collect();
+    keys.insert("node".into(), me.to_string().into());
+    let file = if me.ip().is_loopback() {
+        dir.join(format!("beacon-{}.json", me.port()))
+    } else {
+        dir.join(format!("beacon-{}_{}.json", me.ip(), me.port()))
+    };
     std::fs::write(&file, serde_json::Value::Object(keys).to_string()).expect("write config");
     vec![
         "--config".into(),
         file.display().to_string(),
         "--listen".into(),
-        addr(port).to_string(),
+        me.to_string(),
         "--peers".into(),
         peers.join(","),
         "--tick-ms".into(),
@@ -324,6 +341,60 @@ pub fn wait_listening(addr: SocketAddr) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// `GET path` from the plain-HTTP admin API at `admin`: the status code and the body, or
+/// `None` when it cannot be reached (bounded by 5 s).
+pub fn http_get(admin: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let limit = Some(Duration::from_secs(5));
+    let mut s = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(5)).ok()?;
+    s.set_read_timeout(limit).ok()?;
+    s.set_write_timeout(limit).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).ok()?;
+    let resp = String::from_utf8_lossy(&resp).into_owned();
+    let code = resp.get(9..12)?.parse().ok()?;
+    let (head, body) = resp.split_once("\r\n\r\n")?;
+    // axum answers small bodies whole; a chunked one is joined here.
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Some((code, body))
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The value of the Prometheus sample `name` (with its labels, as written: `a{b="c"}`) in
+/// `metrics`, if present.
+pub fn metric(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (n, v) = l.rsplit_once(' ')?;
+        (n == name).then(|| v.parse().ok()).flatten()
+    })
 }
 
 /// `addr`'s view of the beacon cluster, or `None` if it cannot be asked.

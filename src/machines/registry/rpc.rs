@@ -5,7 +5,7 @@
 //! driver, so a malformed registration is refused with the field at fault and changes
 //! nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use super::service::{
@@ -312,6 +312,33 @@ async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesRep
             }
         })
         .await
+}
+
+/// What the metrics show of the registry.
+pub(crate) struct Gauges {
+    pub(crate) in_use: u64,
+    pub(crate) free: u64,
+    pub(crate) quarantined: u64,
+    /// Live registrations by node type.
+    pub(crate) by_type: BTreeMap<String, u64>,
+}
+
+pub(crate) fn gauges(replica: &Replica) -> Gauges {
+    let (registry, _) = parts(replica);
+    let range = registry.range();
+    let in_use = registry.len() as u64;
+    let quarantined = registry.quarantined().count() as u64;
+    let size = u64::from(range.last - range.first) + 1;
+    let mut by_type = BTreeMap::new();
+    for record in registry.nodes() {
+        *by_type.entry(record.node_type.clone()).or_insert(0) += 1;
+    }
+    Gauges {
+        in_use,
+        free: size.saturating_sub(in_use + quarantined),
+        quarantined,
+        by_type,
+    }
 }
 
 async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {

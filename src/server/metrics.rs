@@ -1,0 +1,346 @@
+//! Prometheus metrics, served at `GET /metrics` on the admin port.
+//!
+//! Names follow etcd's where they mean the same (`beacon_server_has_leader` is
+//! `etcd_server_has_leader`, `beacon_disk_wal_fsync_duration_seconds` is
+//! `etcd_disk_wal_fsync_duration_seconds`), so dashboards and alerts written for etcd carry
+//! over; and Prometheus's conventions: one prefix, base units (seconds, bytes), `_total` on
+//! counters, labels of bounded cardinality only (command, result code, peer beacon, node type
+//! as configured).
+//!
+//! Counters and histograms are updated where things happen (the driver, the connection
+//! handlers); gauges that describe state (leader, term, log size, registrations, IDs) are
+//! set by the driver when a scrape asks, so they are exact at that moment and cost nothing
+//! between scrapes.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct CommandLabel {
+    pub(crate) command: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResultLabel {
+    pub(crate) command: String,
+    pub(crate) code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PeerLabel {
+    pub(crate) peer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct NodeTypeLabel {
+    pub(crate) node_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabel {
+    pub(crate) reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+    mode: String,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// Every metric of one beacon. Cheap to clone handles are kept by whoever updates them.
+pub(crate) struct Metrics {
+    registry: Registry,
+    pub(crate) has_leader: Gauge,
+    pub(crate) is_leader: Gauge,
+    pub(crate) leader_changes: Counter,
+    pub(crate) term: Gauge,
+    pub(crate) committed: Counter,
+    pub(crate) applied: Counter,
+    pub(crate) failed: Counter,
+    pub(crate) pending: Gauge,
+    pub(crate) can_write: Gauge,
+    pub(crate) lag: Gauge,
+    pub(crate) log_entries: Gauge,
+    pub(crate) snapshot_bytes: Gauge,
+    pub(crate) fsync: Histogram,
+    pub(crate) request_duration: Family<CommandLabel, Histogram>,
+    pub(crate) requests: Family<ResultLabel, Counter>,
+    pub(crate) refusals: Family<ReasonLabel, Counter>,
+    pub(crate) replication_rtt: Family<PeerLabel, Histogram>,
+    pub(crate) peer_online: Family<PeerLabel, Gauge>,
+    pub(crate) snapshots_sent: Counter,
+    pub(crate) snapshots_received: Counter,
+    pub(crate) registrations: Family<NodeTypeLabel, Gauge>,
+    pub(crate) ids_in_use: Gauge,
+    pub(crate) ids_free: Gauge,
+    pub(crate) ids_quarantined: Gauge,
+    pub(crate) uptime: FloatGauge,
+}
+
+/// 100 µs to about 13 s, doubling: fsyncs and requests both live in this range.
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.0001, 2.0, 18)
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(latency_buckets())
+}
+
+impl Metrics {
+    pub(crate) fn new(version: &str, mode: &str) -> Metrics {
+        let mut root = Registry::with_prefix("beacon");
+        let m = Metrics {
+            registry: Registry::default(),
+            has_leader: Gauge::default(),
+            is_leader: Gauge::default(),
+            leader_changes: Counter::default(),
+            term: Gauge::default(),
+            committed: Counter::default(),
+            applied: Counter::default(),
+            failed: Counter::default(),
+            pending: Gauge::default(),
+            can_write: Gauge::default(),
+            lag: Gauge::default(),
+            log_entries: Gauge::default(),
+            snapshot_bytes: Gauge::default(),
+            fsync: latency_histogram(),
+            request_duration: Family::new_with_constructor(latency_histogram),
+            requests: Family::default(),
+            refusals: Family::default(),
+            replication_rtt: Family::new_with_constructor(latency_histogram),
+            peer_online: Family::default(),
+            snapshots_sent: Counter::default(),
+            snapshots_received: Counter::default(),
+            registrations: Family::default(),
+            ids_in_use: Gauge::default(),
+            ids_free: Gauge::default(),
+            ids_quarantined: Gauge::default(),
+            uptime: FloatGauge::default(),
+        };
+        // Both reasons from the start, so that a rate over them is 0 rather than absent.
+        for reason in ["unauthenticated", "permission_denied"] {
+            m.refusals
+                .get_or_create(&ReasonLabel {
+                    reason: reason.into(),
+                })
+                .inc_by(0);
+        }
+        let build = Family::<BuildLabel, Gauge>::default();
+        build
+            .get_or_create(&BuildLabel {
+                version: version.to_owned(),
+                mode: mode.to_owned(),
+            })
+            .set(1);
+        root.register(
+            "build_info",
+            "Always 1; the labels say which version runs, in which mode",
+            build,
+        );
+        root.register_with_unit(
+            "uptime",
+            "Time since this beacon started",
+            Unit::Seconds,
+            m.uptime.clone(),
+        );
+        let server = root.sub_registry_with_prefix("server");
+        server.register(
+            "has_leader",
+            "1 while this beacon knows a leader (itself or another)",
+            m.has_leader.clone(),
+        );
+        server.register(
+            "is_leader",
+            "1 while this beacon leads",
+            m.is_leader.clone(),
+        );
+        server.register(
+            "leader_changes_seen",
+            "Times the leader this beacon follows (or is) changed, including to none",
+            m.leader_changes.clone(),
+        );
+        server.register("term", "This beacon's term", m.term.clone());
+        server.register(
+            "can_write",
+            "1 while a write sent to this beacon would succeed (what /health says)",
+            m.can_write.clone(),
+        );
+        server.register(
+            "proposals_committed",
+            "Log entries this beacon has seen committed",
+            m.committed.clone(),
+        );
+        server.register(
+            "proposals_applied",
+            "Log entries applied to this beacon's state",
+            m.applied.clone(),
+        );
+        server.register(
+            "proposals_failed",
+            "Requests the core answered with a consensus error (no leader, no quorum, leadership lost before commit)",
+            m.failed.clone(),
+        );
+        server.register(
+            "proposals_pending",
+            "Requests in the core waiting for their answer",
+            m.pending.clone(),
+        );
+        server.register(
+            "lag_entries",
+            "Committed entries this follower lacks that its leader has announced",
+            m.lag.clone(),
+        );
+        server.register(
+            "log_entries",
+            "Entries in the stored log since the last snapshot",
+            m.log_entries.clone(),
+        );
+        server.register_with_unit(
+            "snapshot_size",
+            "Size of the stored snapshot",
+            Unit::Bytes,
+            m.snapshot_bytes.clone(),
+        );
+        server.register(
+            "snapshots_sent",
+            "Snapshots this leader sent to followers",
+            m.snapshots_sent.clone(),
+        );
+        server.register(
+            "snapshots_received",
+            "Snapshots this beacon received from a leader",
+            m.snapshots_received.clone(),
+        );
+        let disk = root.sub_registry_with_prefix("disk");
+        disk.register_with_unit(
+            "wal_fsync_duration",
+            "Time to append a batch of entries to the log and fsync it",
+            Unit::Seconds,
+            m.fsync.clone(),
+        );
+        let requests = root.sub_registry_with_prefix("request");
+        requests.register_with_unit(
+            "duration",
+            "Time from a request's arrival to its answer, by command",
+            Unit::Seconds,
+            m.request_duration.clone(),
+        );
+        root.register(
+            "requests",
+            "Requests answered, by command and result code (OK or the error code)",
+            m.requests.clone(),
+        );
+        root.register(
+            "auth_refusals",
+            "Connections and requests refused for their credentials (unauthenticated) or permissions (permission_denied)",
+            m.refusals.clone(),
+        );
+        let network = root.sub_registry_with_prefix("network");
+        network.register_with_unit(
+            "replication_round_trip",
+            "Leader: time from sending entries to a follower until it acknowledges storing them (both ways over the network plus the follower's fsync)",
+            Unit::Seconds,
+            m.replication_rtt.clone(),
+        );
+        network.register(
+            "peer_online",
+            "1 while this beacon hears the peer's heartbeats",
+            m.peer_online.clone(),
+        );
+        root.register(
+            "registrations",
+            "Live registrations by node type (leader's view)",
+            m.registrations.clone(),
+        );
+        let ids = root.sub_registry_with_prefix("ids");
+        ids.register(
+            "in_use",
+            "Node IDs held by live registrations",
+            m.ids_in_use.clone(),
+        );
+        ids.register(
+            "free",
+            "Node IDs that can be handed out now",
+            m.ids_free.clone(),
+        );
+        ids.register(
+            "quarantined",
+            "Node IDs of ended registrations waiting out id_reuse_delay_ms",
+            m.ids_quarantined.clone(),
+        );
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// The metrics in the text exposition format (OpenMetrics, which Prometheus reads).
+    pub(crate) fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Records one answered request.
+    pub(crate) fn request(&self, command: &str, code: &str, took: Duration) {
+        self.request_duration
+            .get_or_create(&CommandLabel {
+                command: command.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+        self.requests
+            .get_or_create(&ResultLabel {
+                command: command.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Records a refusal of credentials or permissions.
+    pub(crate) fn refused(&self, reason: &str) {
+        self.refusals
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_conventions() {
+        let m = Metrics::new("1.2.3", "quorum");
+        m.leader_changes.inc();
+        m.request("Register", "OK", Duration::from_millis(2));
+        m.refused("unauthenticated");
+        m.registrations
+            .get_or_create(&NodeTypeLabel {
+                node_type: "LOGIC".into(),
+            })
+            .set(3);
+        let text = m.encode();
+        for line in [
+            "beacon_build_info{version=\"1.2.3\",mode=\"quorum\"} 1",
+            "beacon_server_leader_changes_seen_total 1",
+            "beacon_requests_total{command=\"Register\",code=\"OK\"} 1",
+            "beacon_auth_refusals_total{reason=\"unauthenticated\"} 1",
+            "beacon_registrations{node_type=\"LOGIC\"} 3",
+            "# TYPE beacon_disk_wal_fsync_duration_seconds histogram",
+            "beacon_request_duration_seconds_count{command=\"Register\"} 1",
+        ] {
+            assert!(text.contains(line), "no `{line}` in:\n{text}");
+        }
+    }
+}

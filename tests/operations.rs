@@ -1,0 +1,242 @@
+//! What an operator watches, against real beacon processes: `/health` means "a write would
+//! succeed", `/livez` and `/readyz` as Kubernetes probes them, and Prometheus metrics that
+//! move with a registration, a leader kill and a lost majority.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use beacon::client::{Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::RegistryCmd;
+use beacon::pb;
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+
+struct Ops {
+    cluster: Cluster,
+    admin: Vec<SocketAddr>,
+}
+
+impl Ops {
+    fn start() -> Ops {
+        let ports = free_ports(6);
+        let (beacons, admin) = ports.split_at(3);
+        let configs: Vec<String> = admin
+            .iter()
+            .map(|p| format!(r#"{{"admin": "127.0.0.1:{p}"}}"#))
+            .collect();
+        let cluster = Cluster::start_each(BEACON.as_ref(), beacons, TICK_MS, "ops", &configs);
+        Ops {
+            cluster,
+            admin: admin.iter().map(|p| addr(*p)).collect(),
+        }
+    }
+
+    fn addrs(&self) -> Vec<SocketAddr> {
+        self.cluster.beacons.iter().map(|b| b.addr).collect()
+    }
+
+    fn index_of(&self, node: &str) -> usize {
+        self.addrs()
+            .iter()
+            .position(|a| a.to_string() == node)
+            .expect("a beacon of the cluster")
+    }
+
+    fn get(&self, i: usize, path: &str) -> (u16, String) {
+        http_get(self.admin[i], path)
+            .unwrap_or_else(|| panic!("admin API of beacon {i} answers {path}"))
+    }
+
+    fn metric(&self, i: usize, name: &str) -> f64 {
+        let (code, text) = self.get(i, "/metrics");
+        assert_eq!(code, 200, "{text}");
+        metric(&text, name).unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+    }
+
+    async fn leader(&self, among: &[SocketAddr]) -> usize {
+        let leader = eventually(Duration::from_secs(10), || agreed_leader(among))
+            .await
+            .unwrap_or_else(|| panic!("no agreed leader:\n{}", self.cluster.logs()));
+        self.index_of(&leader)
+    }
+}
+
+/// Registers a LOGIC service through whichever beacon leads.
+async fn register(beacons: &[SocketAddr]) {
+    let beacons = beacons.iter().map(|a| a.to_string()).collect();
+    let mut client = Leader::new(beacons, ConnectOptions::default(), Duration::from_secs(10));
+    let _: pb::registry::RegisterReply = client
+        .call(
+            RegistryCmd::Register,
+            &pb::registry::RegisterRequest {
+                node_type: "LOGIC".into(),
+                addr: "10.0.0.1:7000".into(),
+                ..Default::default()
+            },
+            "register",
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_probes_and_metrics_follow_the_cluster() {
+    let mut ops = Ops::start();
+    let all = ops.addrs();
+    let leader = ops.leader(&all).await;
+
+    // Every beacon of a healthy cluster can write: the leader itself, the followers by
+    // forwarding. Each is alive and ready, and says which version it runs.
+    for i in 0..3 {
+        let ok = eventually(Duration::from_secs(5), || async {
+            let (code, body) = ops.get(i, "/health");
+            (code == 200).then_some(body)
+        })
+        .await
+        .unwrap_or_else(|| panic!("beacon {i} healthy: {:?}", ops.get(i, "/health")));
+        let v: serde_json::Value = serde_json::from_str(&ok).unwrap();
+        assert_eq!(v["health"], true, "{ok}");
+        assert_eq!(v["version"], env!("CARGO_PKG_VERSION"), "{ok}");
+        assert_eq!(ops.get(i, "/livez"), (200, "ok\n".into()));
+        assert_eq!(ops.get(i, "/readyz"), (200, "ok\n".into()));
+    }
+    let (_, beacon) = ops.get(leader, "/v1/beacon");
+    let v: serde_json::Value = serde_json::from_str(&beacon).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"), "{beacon}");
+    assert!(
+        v.get("cannot_write").is_none_or(|c| c.is_null()),
+        "{beacon}"
+    );
+
+    // A registration shows in the leader's metrics: the request, its entry, the node type.
+    let committed = ops.metric(leader, "beacon_server_proposals_committed_total");
+    assert_eq!(ops.metric(leader, "beacon_server_is_leader"), 1.0);
+    assert_eq!(ops.metric(leader, "beacon_server_has_leader"), 1.0);
+    register(&all).await;
+    assert_eq!(
+        ops.metric(leader, r#"beacon_registrations{node_type="LOGIC"}"#),
+        1.0
+    );
+    assert_eq!(
+        ops.metric(
+            leader,
+            r#"beacon_requests_total{command="Register",code="OK"}"#
+        ),
+        1.0
+    );
+    assert!(ops.metric(leader, "beacon_server_proposals_committed_total") > committed);
+    assert_eq!(ops.metric(leader, "beacon_ids_in_use"), 1.0);
+    assert!(ops.metric(leader, "beacon_disk_wal_fsync_duration_seconds_count") >= 1.0);
+
+    // The leader is killed: a survivor counts the change, the new leader shows the
+    // registration it took over.
+    let survivor = (0..3).find(|i| *i != leader).unwrap();
+    let changes = ops.metric(survivor, "beacon_server_leader_changes_seen_total");
+    ops.cluster.beacons[leader].kill();
+    let left: Vec<SocketAddr> = (0..3).filter(|i| *i != leader).map(|i| all[i]).collect();
+    let next = ops.leader(&left).await;
+    assert_ne!(next, leader);
+    assert!(ops.metric(survivor, "beacon_server_leader_changes_seen_total") > changes);
+    assert_eq!(ops.metric(next, "beacon_server_is_leader"), 1.0);
+    assert_eq!(
+        ops.metric(next, r#"beacon_registrations{node_type="LOGIC"}"#),
+        1.0
+    );
+
+    // Down to one of three: it runs (live) but cannot write, and says why.
+    let last = (0..3).find(|i| *i != leader && *i != next).unwrap();
+    ops.cluster.beacons[next].kill();
+    let (code, body) = eventually(Duration::from_secs(5), || async {
+        let (code, body) = ops.get(last, "/health");
+        (code == 503).then_some((code, body))
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "a lone beacon of three is unhealthy: {:?}",
+            ops.get(last, "/health")
+        )
+    });
+    assert_eq!(code, 503);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["health"], false, "{body}");
+    assert!(
+        v["reason"].as_str().unwrap().contains("sees 1 of 3"),
+        "{body}"
+    );
+    assert_eq!(ops.get(last, "/livez"), (200, "ok\n".into()));
+    let (code, why) = ops.get(last, "/readyz");
+    assert_eq!(code, 503, "{why}");
+    assert!(why.contains("sees 1 of 3"), "{why}");
+    assert_eq!(ops.metric(last, "beacon_server_can_write"), 0.0);
+    assert_eq!(ops.metric(last, "beacon_server_is_leader"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_admin_paths_name_the_endpoints() {
+    let ops = Ops::start();
+    let (code, body) = ops.get(0, "/nope");
+    assert_eq!(code, 404);
+    assert!(
+        body.contains("/metrics") && body.contains("/readyz"),
+        "{body}"
+    );
+}
+
+/// The metric names the example alerting rules and dashboard in `conf/` use, each with the
+/// file that uses it.
+fn names_used_in_conf() -> Vec<(String, &'static str)> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut names = Vec::new();
+    for file in [
+        "conf/prometheus/beacon-alerts.yml",
+        "conf/grafana/beacon-dashboard.json",
+    ] {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        if file.ends_with(".json") {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .unwrap_or_else(|e| panic!("{file} is not JSON: {e}"));
+        }
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("beacon_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            names.push((name, file));
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_alerts_and_dashboard_use_metrics_a_beacon_serves() {
+    let ops = Ops::start();
+    let all = ops.addrs();
+    let leader = ops.leader(&all).await;
+    // One write, so that request and replication histograms have a sample.
+    register(&all).await;
+    let (_, text) = ops.get(leader, "/metrics");
+    // Families are named on their TYPE lines, without the _total of counters' samples or
+    // the _bucket/_count/_sum of histograms'.
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let used = names_used_in_conf();
+    assert!(used.len() > 10, "{used:?}");
+    for (name, file) in used {
+        let family = ["_total", "_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(&name);
+        assert!(
+            families.contains(&family),
+            "{file} uses {name}, which no beacon serves; served: {families:?}"
+        );
+    }
+}
