@@ -1,7 +1,7 @@
 //! The commands nebcli understands: the core's and each machine's, one line per set in
 //! [`parse`], [`help_text`] and [`Command::run`].
 
-use beacon::cli::beacon::ShowBeacon;
+use beacon::cli::beacon::{Endpoint, ShowBeacon};
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
 use beacon::machines::{assign, registry, sequence, tasks};
 
@@ -9,6 +9,7 @@ use beacon::machines::{assign, registry, sequence, tasks};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Beacon(ShowBeacon),
+    Endpoint(Endpoint),
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
     Assign(assign::cli::Command),
@@ -37,6 +38,7 @@ pub fn help_text() -> String {
     ];
     let sets = [
         ShowBeacon::HELP,
+        Endpoint::HELP,
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
         assign::cli::Command::HELP,
@@ -58,6 +60,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     let head: Vec<&str> = lower.iter().map(String::as_str).collect();
     if let Some(cmd) = ShowBeacon::parse(&head, words) {
         return cmd.map(|c| Some(Command::Beacon(c)));
+    }
+    if let Some(cmd) = Endpoint::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Endpoint(c)));
     }
     if let Some(cmd) = registry::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Registry(c)));
@@ -89,6 +94,7 @@ impl Command {
     pub async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         match self {
             Command::Beacon(c) => c.run(session).await,
+            Command::Endpoint(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,
             Command::Assign(c) => c.run(session).await,

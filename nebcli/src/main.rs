@@ -141,6 +141,7 @@ fn one_shot(runtime: &tokio::runtime::Runtime, session: &mut Session, words: &[&
             ExitCode::SUCCESS
         }
         Err(f) => {
+            print!("{}", f.output().unwrap_or_default());
             let (msg, code) = f.report();
             eprintln!("nebcli: {msg}");
             ExitCode::from(code)
@@ -199,7 +200,10 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
             Ok(Some(Command::Quit)) => break,
             Ok(Some(cmd)) => match runtime.block_on(cmd.run(session)) {
                 Ok(out) => print!("{out}"),
-                Err(f) => eprintln!("error: {}", f.report().0),
+                Err(f) => {
+                    print!("{}", f.output().unwrap_or_default());
+                    eprintln!("error: {}", f.report().0);
+                }
             },
             Ok(None) => {}
             Err(e) => eprintln!("error: {e}"),

@@ -20,6 +20,13 @@ struct Cluster {
 
 impl Cluster {
     fn start(cluster: &str) -> Cluster {
+        let c = Cluster::start_first(cluster, 3);
+        c.wait_for_leader();
+        c
+    }
+
+    /// A cluster of three of which only the first `running` are started.
+    fn start_first(cluster: &str, running: usize) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let listeners: Vec<TcpListener> = (0..3)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -31,7 +38,7 @@ impl Cluster {
         let peers: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        for a in &addrs {
+        for a in addrs.iter().take(running) {
             let overrides = Overrides {
                 listen: Some(a.to_string()),
                 peers: Some(peers.clone()),
@@ -55,14 +62,12 @@ impl Cluster {
                 let _ = stopped.changed().await;
             }));
         }
-        let c = Cluster {
+        Cluster {
             addrs,
             _runtime: runtime,
             stop,
             _dir: dir,
-        };
-        c.wait_for_leader();
-        c
+        }
     }
 
     /// Waits until every beacon sees all three online, the same leader, and every row at
@@ -159,8 +164,10 @@ fn show_beacon_prints_the_seed_table() {
         summary.starts_with("mode quorum · term ")
             && summary.contains(" · commit ")
             && summary.contains(&format!(
-                "leader {} (answered by {})",
-                c.addrs[0], c.addrs[1]
+                "leader {} (answered by {}, version {})",
+                c.addrs[0],
+                c.addrs[1],
+                env!("CARGO_PKG_VERSION")
             )),
         "{stdout}"
     );
@@ -596,4 +603,62 @@ fn certs_makes_a_ca_and_certificates_that_load() {
     let o = nebcli(&["certs"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("<DIR>"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn endpoint_health_and_status_ask_every_beacon() {
+    let c = Cluster::start("endpoints");
+    let s = c.addrs[1].to_string();
+    let out = nebcli(&["-s", &s, "endpoint", "health"], None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for a in &c.addrs {
+        assert!(stdout.contains(&a.to_string()), "{stdout}");
+    }
+    assert!(stdout.contains("3 of 3 beacons can write"), "{stdout}");
+
+    let out = nebcli(&["-s", &s, "--json", "endpoint", "status"], None);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{v}");
+    let leaders: Vec<&str> = rows
+        .iter()
+        .map(|r| r["status"]["leader"].as_str().unwrap())
+        .collect();
+    assert!(leaders.iter().all(|l| *l == c.addrs[0].to_string()), "{v}");
+    for r in rows {
+        assert_eq!(r["healthy"], true, "{v}");
+        assert_eq!(r["status"]["version"], env!("CARGO_PKG_VERSION"), "{v}");
+    }
+}
+
+#[test]
+fn endpoint_health_fails_when_the_cluster_cannot_write() {
+    // One of three beacons runs: it answers, but sees no majority; the others cannot be
+    // reached. Every row says why, and the exit code says the cluster cannot write.
+    let c = Cluster::start_first("lonely", 1);
+    let s = c.addrs[0].to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let out = loop {
+        let out = nebcli(
+            &["-s", &s, "--timeout-ms", "1000", "endpoint", "health"],
+            None,
+        );
+        if out.status.code() == Some(1) || Instant::now() > deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("the cluster cannot write"), "{stderr}");
+    assert!(stdout.contains("0 of 3 beacons can write"), "{stdout}");
+    assert!(stdout.contains("sees 1 of 3"), "{stdout}");
+    assert!(stdout.contains(&c.addrs[2].to_string()), "{stdout}");
 }

@@ -57,15 +57,187 @@ pub fn render(status: &pb::BeaconStatus) -> String {
         &rows,
     );
     out.push_str(&format!(
-        "mode {} · term {} · commit {} · log {}@{} · leader {} (answered by {})\n",
+        "mode {} · term {} · commit {} · log {}@{} · leader {} (answered by {}, version {})\n",
         status.mode,
         status.term,
         status.commit,
         status.index,
         status.log_term,
         status.leader.as_deref().unwrap_or("none"),
-        status.node
+        status.node,
+        if status.version.is_empty() {
+            "unknown"
+        } else {
+            &status.version
+        }
     ));
     out.push_str(&stale_warning(status.stale.as_deref()));
+    if let Some(why) = &status.cannot_write {
+        out.push_str(&format!("writes through this beacon fail now: {why}\n"));
+    }
     out
+}
+
+/// `endpoint health` and `endpoint status`: every beacon of the cluster, each asked directly
+/// (as `etcdctl endpoint health|status --cluster`). The beacon list comes from the beacon
+/// given with `-s`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Health,
+    Status,
+}
+
+/// One beacon's answer to `endpoint health|status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EndpointView {
+    pub endpoint: String,
+    /// Whether a write sent to it now would succeed.
+    pub healthy: bool,
+    /// Time to connect and answer.
+    pub took_ms: f64,
+    /// Why it is not healthy (unreachable, no majority, no leader).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<pb::BeaconStatus>,
+}
+
+impl Commands for Endpoint {
+    const HELP: &'static [(&'static str, &'static str)] = &[
+        (
+            "endpoint health",
+            "every beacon of the cluster: can a write sent to it succeed now; exits 1 when none can",
+        ),
+        (
+            "endpoint status",
+            "every beacon of the cluster: version, leader, term, commit, log, lag, mode",
+        ),
+    ];
+    const SUBJECTS: &'static [&'static str] = &[];
+
+    fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
+        match head {
+            ["endpoint", "health"] => {
+                Some(none("endpoint health", &words[2..]).map(|()| Endpoint::Health))
+            }
+            ["endpoint", "status"] => {
+                Some(none("endpoint status", &words[2..]).map(|()| Endpoint::Status))
+            }
+            ["endpoint", ..] => Some(Err(super::usage(
+                "`endpoint` needs `health` or `status`".to_owned(),
+            ))),
+            _ => None,
+        }
+    }
+
+    async fn run(&self, session: &mut Session) -> Result<String, Failure> {
+        let first = session
+            .with_client(async |c| c.beacon_status().await)
+            .await?;
+        let mut views = Vec::new();
+        for b in &first.beacons {
+            views.push(ask(&b.node, session).await);
+        }
+        let out = match self {
+            Endpoint::Health => session.print(&views, |v| render_health(v)),
+            Endpoint::Status => session.print(&views, |v| render_status(v)),
+        };
+        let healthy = views.iter().filter(|v| v.healthy).count();
+        if healthy == 0 {
+            return Err(Failure::Found {
+                out,
+                why: format!(
+                    "the cluster cannot write: none of its {} beacons can",
+                    views.len()
+                ),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Asks `node` directly for its status, with the session's options.
+async fn ask(node: &str, session: &Session) -> EndpointView {
+    let started = std::time::Instant::now();
+    let asked = async {
+        let mut c = crate::client::Client::connect(node, &session.opts).await?;
+        c.beacon_status().await
+    }
+    .await;
+    let took_ms = started.elapsed().as_secs_f64() * 1e3;
+    match asked {
+        Ok(status) => EndpointView {
+            endpoint: node.to_owned(),
+            healthy: status.cannot_write.is_none(),
+            took_ms,
+            error: status.cannot_write.clone(),
+            status: Some(status),
+        },
+        Err(e) => EndpointView {
+            endpoint: node.to_owned(),
+            healthy: false,
+            took_ms,
+            error: Some(e.to_string()),
+            status: None,
+        },
+    }
+}
+
+fn render_health(views: &[EndpointView]) -> String {
+    let rows: Vec<Vec<String>> = views
+        .iter()
+        .map(|v| {
+            vec![
+                v.endpoint.clone(),
+                yes_no(v.healthy),
+                format!("{:.1} ms", v.took_ms),
+                v.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut out = table::render(&["endpoint", "healthy", "took", "error"], &rows);
+    let healthy = views.iter().filter(|v| v.healthy).count();
+    out.push_str(&format!("{healthy} of {} beacons can write\n", views.len()));
+    out
+}
+
+fn render_status(views: &[EndpointView]) -> String {
+    let rows: Vec<Vec<String>> = views
+        .iter()
+        .map(|v| match &v.status {
+            Some(s) => vec![
+                v.endpoint.clone(),
+                s.version.clone(),
+                yes_no(s.leader.as_deref() == Some(v.endpoint.as_str())),
+                s.leader.clone().unwrap_or_else(|| "none".into()),
+                s.term.to_string(),
+                s.commit.to_string(),
+                format!("{}@{}", s.index, s.log_term),
+                s.lag.to_string(),
+                s.mode.clone(),
+                s.cannot_write.clone().unwrap_or_default(),
+            ],
+            None => {
+                let mut row = vec![v.endpoint.clone()];
+                row.extend(std::iter::repeat_n("-".to_owned(), 8));
+                row.push(v.error.clone().unwrap_or_default());
+                row
+            }
+        })
+        .collect();
+    table::render(
+        &[
+            "endpoint",
+            "version",
+            "is_leader",
+            "leader",
+            "term",
+            "commit",
+            "log",
+            "lag",
+            "mode",
+            "error",
+        ],
+        &rows,
+    )
 }

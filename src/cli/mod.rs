@@ -64,6 +64,12 @@ pub enum Failure {
     Beacon(ClientError),
     /// The command ran but its result is a failure (a benchmark found duplicates).
     Check(String),
+    /// The command ran and printed `out`, and what it found is a failure (`endpoint health`
+    /// of a cluster that cannot write): `out` goes to stdout, `why` to stderr, exit 1.
+    Found {
+        out: String,
+        why: String,
+    },
 }
 
 impl From<ClientError> for Failure {
@@ -79,6 +85,15 @@ impl Failure {
             Failure::Usage(e) => (e.to_string(), 2),
             Failure::Beacon(e) => (e.to_string(), 1),
             Failure::Check(e) => (e.clone(), 1),
+            Failure::Found { why, .. } => (why.clone(), 1),
+        }
+    }
+
+    /// What the command printed before it failed, if anything.
+    pub fn output(&self) -> Option<&str> {
+        match self {
+            Failure::Found { out, .. } => Some(out),
+            _ => None,
         }
     }
 }
