@@ -25,6 +25,9 @@ pub struct Throughput {
     pub p99_ms: f64,
     pub max_ms: f64,
     pub first_error: Option<String>,
+    /// How far the leader's term moved during the run (0: no election); `None` when it
+    /// could not be read.
+    pub term_moves: Option<u64>,
 }
 
 pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -101,5 +104,6 @@ pub async fn run(
         p99_ms: percentile(&latencies, 0.99),
         max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
         first_error: errors.into_iter().next(),
+        term_moves: None,
     })
 }

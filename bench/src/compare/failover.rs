@@ -1,7 +1,13 @@
 //! Failover: writers allocate IDs without pause through the survivors-to-be; the leader is
-//! SIGKILLed; the time is from the kill until the first allocation that was sent after the
-//! kill succeeds. Then the member is restarted and the cluster settles before the next
-//! round. Every ID acknowledged in any round is checked for uniqueness at the end.
+//! faulted; the time is from the fault until the first allocation that was sent after it
+//! succeeds. Then the member is brought back and the cluster settles before the next round.
+//! Every ID acknowledged in any round is checked for uniqueness at the end.
+//!
+//! Three faults: SIGKILL (the kernel closes the leader's sockets: peers may notice at once),
+//! SIGSTOP (the leader hangs with its sockets open, as a stuck process or a machine that
+//! lost power looks) and a network cut (the leader's link goes down: nothing is closed or
+//! refused, as a pulled cable or a failed switch looks). Only elapsed silence reveals the
+//! last two.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -24,8 +30,31 @@ const REQUEST_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a round may wait for the first write after the kill.
 const ROUND_LIMIT: Duration = Duration::from_secs(60);
 
+/// What happens to the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Fault {
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP (resumed with SIGCONT after the round).
+    Stop,
+    /// Its network link taken down (brought up after the round); needs namespaces.
+    Cut,
+}
+
+impl Fault {
+    /// How the README's table says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Fault::Kill => "leader SIGKILLed",
+            Fault::Stop => "leader SIGSTOPped",
+            Fault::Cut => "leader cut off",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Failover {
+    pub fault: Fault,
     pub rounds: Vec<f64>,
     pub median_ms: f64,
     pub max_ms: f64,
@@ -38,10 +67,10 @@ struct Shared {
     ids: Vec<u64>,
     /// Completion of the first write sent at or after the kill.
     recovered: Option<Instant>,
-    killed: Option<Instant>,
+    faulted: Option<Instant>,
 }
 
-pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failover> {
+pub async fn run(cluster: &mut Cluster, rounds: usize, fault: Fault) -> anyhow::Result<Failover> {
     let next = Arc::new(AtomicUsize::new(50_000_000));
     let mut times = Vec::new();
     let mut all_ids = Vec::new();
@@ -75,7 +104,7 @@ pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failove
                     match r {
                         Ok(Ok(id)) => {
                             s.ids.push(id);
-                            if s.killed.is_some_and(|k| sent >= k) && s.recovered.is_none() {
+                            if s.faulted.is_some_and(|k| sent >= k) && s.recovered.is_none() {
                                 s.recovered = Some(done);
                             }
                         }
@@ -99,17 +128,22 @@ pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failove
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
 
-        let killed = Instant::now();
-        shared.lock().await.killed = Some(killed);
-        cluster.members[leader].kill();
+        let faulted = Instant::now();
+        shared.lock().await.faulted = Some(faulted);
+        match fault {
+            Fault::Kill => cluster.members[leader].kill(),
+            Fault::Stop => cluster.members[leader].pause(),
+            Fault::Cut => cluster.cut(leader)?,
+        }
         let recovered = loop {
             if let Some(r) = shared.lock().await.recovered {
                 break r;
             }
-            if killed.elapsed() > ROUND_LIMIT {
+            if faulted.elapsed() > ROUND_LIMIT {
                 bail!(
-                    "{} did not accept a write within {ROUND_LIMIT:?} of the leader's kill",
-                    cluster.kind
+                    "{} did not accept a write within {ROUND_LIMIT:?} after the {}",
+                    cluster.kind,
+                    fault.label()
                 );
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -120,16 +154,21 @@ pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failove
         for w in writers {
             w.await.context("writer panicked")?;
         }
-        let took = (recovered - killed).as_secs_f64() * 1e3;
+        let took = (recovered - faulted).as_secs_f64() * 1e3;
         let ids = std::mem::take(&mut shared.lock().await.ids);
         println!(
-            "  {} round {round}: leader member {leader} killed, a write succeeded after {took:.1} ms ({} IDs this round)",
+            "  {} round {round}: {} (member {leader}), a write succeeded after {took:.1} ms ({} IDs this round)",
             cluster.kind,
+            fault.label(),
             ids.len()
         );
         times.push(took);
         all_ids.extend(ids);
-        cluster.members[leader].restart();
+        match fault {
+            Fault::Kill => cluster.members[leader].restart(),
+            Fault::Stop => cluster.members[leader].resume(),
+            Fault::Cut => cluster.heal(leader)?,
+        }
     }
     cluster.ready(Duration::from_secs(120)).await?;
     let unique: HashSet<u64> = all_ids.iter().copied().collect();
@@ -142,6 +181,7 @@ pub async fn run(cluster: &mut Cluster, rounds: usize) -> anyhow::Result<Failove
         sorted[mid]
     };
     Ok(Failover {
+        fault,
         median_ms,
         max_ms: sorted[sorted.len() - 1],
         rounds: times,

@@ -1,7 +1,8 @@
 //! `beacon-bench compare`: beacon, etcd and ZooKeeper side by side, three members each on
 //! loopback, measured by the same client code with the same concurrency.
 //!
-//! The parts: failover after a SIGKILL of the leader, ID allocation throughput and latency,
+//! The parts: failover after the leader is SIGKILLed, SIGSTOPped or cut off the network,
+//! leader changes in an idle cluster, ID allocation throughput and latency,
 //! liveness capacity (live registrations renewed once a second under a CPU budget on the
 //! leader), beacon's sequence issuer (segments, the double-buffered client, snowflake IDs)
 //! beside the same "give me a unique number" of etcd and ZooKeeper, work assignment, and
@@ -14,6 +15,7 @@ mod clients;
 mod etcd_lease;
 mod failover;
 mod liveness;
+mod netns;
 mod proc;
 mod report;
 mod sequence;
@@ -27,13 +29,18 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use anyhow::Context;
+use beacon::config::DEFAULT_TICK_MS;
 use serde::Serialize;
 
+use failover::Fault;
+use netns::Net;
 use systems::{BeaconSetup, Cluster, Kind, Programs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 pub enum Part {
     Failover,
+    /// Leader changes while nothing happens (there should be none).
+    Idle,
     Alloc,
     Liveness,
     Sequence,
@@ -71,13 +78,16 @@ pub struct Options {
     /// Keep the members' data and logs (their directory is printed) instead of deleting them.
     #[arg(long)]
     keep: bool,
-    /// Failover rounds per system.
+    /// Failover rounds per system and fault.
     #[arg(long, default_value_t = 10)]
     rounds: usize,
-    /// beacon's default tick, and the tick whose three-missed-heartbeats detection matches
-    /// etcd's 1000 ms election timeout.
-    #[arg(long, value_delimiter = ',', default_values_t = [1000, 333])]
-    failover_ticks: Vec<u64>,
+    /// Faults done to the leader in the failover part (`cut` needs root, for network
+    /// namespaces; without, it is skipped with a note).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Fault::Kill, Fault::Stop, Fault::Cut])]
+    faults: Vec<Fault>,
+    /// Length of the idle run that counts leader changes.
+    #[arg(long, default_value_t = 600)]
+    idle_secs: u64,
     /// Concurrent clients of the allocation benchmark.
     #[arg(long, value_delimiter = ',', default_values_t = [1, 16, 64])]
     clients: Vec<usize>,
@@ -134,6 +144,9 @@ pub struct Options {
 #[derive(Debug, Default, Serialize)]
 pub struct Results {
     pub failover: Vec<(String, failover::Failover)>,
+    /// Faults the failover part could not do here, and why.
+    pub skipped_faults: Vec<String>,
+    pub idle: Vec<(String, Idle)>,
     pub alloc: Vec<(String, alloc::Throughput)>,
     pub liveness: Vec<(String, liveness::Liveness)>,
     pub sequence: Option<sequence::SequenceResults>,
@@ -169,23 +182,76 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     };
 
     if wants(Part::Failover) {
-        println!("failover: SIGKILL the leader, time until a write succeeds through a survivor");
-        for &tick in opts.failover_ticks.iter().filter(|_| runs(Kind::Beacon)) {
-            let mut c = Cluster::start_beacon(&programs, MEMBERS, &beacon_setup(tick));
-            let f = failover::run(&mut c, opts.rounds).await;
-            keep(c, opts.keep);
-            results
-                .failover
-                .push((format!("beacon (tick {tick} ms)"), f?));
-        }
-        for kind in [Kind::Etcd, Kind::ZooKeeper]
+        println!(
+            "failover: the leader SIGKILLed, SIGSTOPped or cut off; time until a write succeeds through a survivor"
+        );
+        for kind in [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
             .into_iter()
             .filter(|k| runs(*k))
         {
-            let mut c = start(&programs, kind);
-            let f = failover::run(&mut c, opts.rounds).await;
+            // Each member in a network namespace of its own, so that a leader can be cut
+            // off; without the means (not root), on loopback, and the cut is skipped.
+            let net = if opts.faults.contains(&Fault::Cut) {
+                match Net::create(MEMBERS) {
+                    Ok(net) => Some(net),
+                    Err(e) => {
+                        let why = format!("{kind}: leader cut off: not measured ({e:#})");
+                        println!("  {why}");
+                        results.skipped_faults.push(why);
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let mut c = start_on(&programs, kind, net);
+            for &fault in &opts.faults {
+                if fault == Fault::Cut && c.net.is_none() {
+                    continue;
+                }
+                let f = failover::run(&mut c, opts.rounds, fault).await;
+                match f {
+                    Ok(f) => {
+                        println!(
+                            "  {kind}, {}: median {:.1} ms, max {:.1} ms",
+                            fault.label(),
+                            f.median_ms,
+                            f.max_ms
+                        );
+                        results.failover.push((kind.to_string(), f));
+                    }
+                    Err(e) => {
+                        keep(c, opts.keep);
+                        return Err(e.context(format!("{kind}, {}", fault.label())));
+                    }
+                }
+            }
             keep(c, opts.keep);
-            results.failover.push((kind.to_string(), f?));
+        }
+    }
+
+    if wants(Part::Idle) {
+        println!(
+            "idle: leader changes while nothing happens ({} s, defaults, the systems side by side)",
+            opts.idle_secs
+        );
+        let clusters: Vec<Cluster> = [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+            .map(|kind| start(&programs, kind))
+            .collect();
+        let length = Duration::from_secs(opts.idle_secs);
+        let watched =
+            futures_util::future::join_all(clusters.iter().map(|c| idle(c, length))).await;
+        for (cluster, idle) in clusters.into_iter().zip(watched) {
+            let kind = cluster.kind;
+            keep(cluster, opts.keep);
+            let idle = idle?;
+            println!(
+                "  {kind}: {} leader changes, term {} -> {}",
+                idle.leader_changes, idle.term_before, idle.term_after
+            );
+            results.idle.push((kind.to_string(), idle));
         }
     }
 
@@ -213,9 +279,17 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("{kind} warm-up"))?;
             for &c in &opts.clients {
-                let t = alloc::run(kind, &at, &cluster.beacon_client, c, duration, &next).await?;
+                let before = cluster.leader_term().await;
+                let mut t =
+                    alloc::run(kind, &at, &cluster.beacon_client, c, duration, &next).await?;
+                let after = cluster.leader_term().await;
+                // A term that moved (or a leader that cannot be found) means an election.
+                t.term_moves = match (before, after) {
+                    (Some(b), Some(a)) => Some(a.saturating_sub(b)),
+                    _ => None,
+                };
                 println!(
-                    "  {kind}, {c} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {} duplicates",
+                    "  {kind}, {c} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {} duplicates, term {before:?} -> {after:?}",
                     t.per_sec, t.p50_ms, t.p99_ms, t.errors, t.duplicates
                 );
                 results.alloc.push((kind.to_string(), t));
@@ -240,7 +314,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         // The default node-ID range, whose IDs fit the default snowflake layout's 10
         // worker bits; a segment cap that lets the adaptive step outgrow a slowed fetch.
         let setup = BeaconSetup {
-            tick_ms: 1000,
+            tick_ms: DEFAULT_TICK_MS,
             config: serde_json::json!({ "sequence": { "max_step": 100_000_000u64 } }),
         };
         let cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
@@ -293,7 +367,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             let steady = assign::run(
                 &at,
                 cluster.members[leader].pid(),
-                1_000,
+                DEFAULT_TICK_MS,
                 10_000,
                 opts.assign_steady_workers,
                 opts.assign_steady_resources,
@@ -364,7 +438,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     if wants(Part::Tls) && runs(Kind::Beacon) {
         println!("TLS: beacon's allocation and failover with TLS on, beside plaintext");
         for with_tls in [false, true] {
-            let setup = beacon_setup(1000);
+            let setup = beacon_setup(DEFAULT_TICK_MS);
             let mut cluster = if with_tls {
                 Cluster::start_beacon_tls(&programs, MEMBERS, &setup)?
             } else {
@@ -463,7 +537,7 @@ async fn tls_run(cluster: &mut Cluster, opts: &Options) -> anyhow::Result<TlsRun
             .await?,
         );
     }
-    let failover = failover::run(cluster, opts.rounds).await?;
+    let failover = failover::run(cluster, opts.rounds, Fault::Kill).await?;
     Ok(TlsRun {
         alloc: runs,
         failover,
@@ -482,9 +556,56 @@ fn keep(cluster: Cluster, keep: bool) {
 }
 
 fn start(programs: &Programs, kind: Kind) -> Cluster {
+    start_on(programs, kind, None)
+}
+
+/// A cluster at its system's defaults, each member in its namespace of `net` when given.
+fn start_on(programs: &Programs, kind: Kind, net: Option<Net>) -> Cluster {
     match kind {
-        Kind::Beacon => Cluster::start_beacon(programs, MEMBERS, &beacon_setup(1000)),
-        Kind::Etcd => Cluster::start_etcd(programs, MEMBERS),
-        Kind::ZooKeeper => Cluster::start_zookeeper(programs, MEMBERS),
+        Kind::Beacon => {
+            Cluster::start_beacon_on(programs, MEMBERS, &beacon_setup(DEFAULT_TICK_MS), net)
+        }
+        Kind::Etcd => Cluster::start_etcd_on(programs, MEMBERS, net),
+        Kind::ZooKeeper => Cluster::start_zookeeper_on(programs, MEMBERS, net),
     }
+}
+
+/// Leader changes in a cluster left alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct Idle {
+    pub secs: u64,
+    pub leader_changes: usize,
+    pub term_before: u64,
+    pub term_after: u64,
+}
+
+/// Watches `cluster` for `length`, asking every 500 ms who leads: each change of the
+/// leader's identity or term (or a moment with none) counts.
+async fn idle(cluster: &Cluster, length: Duration) -> anyhow::Result<Idle> {
+    let first = cluster.ready(Duration::from_secs(120)).await?;
+    let term_before = cluster
+        .leader_term()
+        .await
+        .context("the leader's term before the idle run")?;
+    let mut seen = (Some(first), term_before);
+    let mut leader_changes = 0;
+    let end = tokio::time::Instant::now() + length;
+    while tokio::time::Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = (
+            cluster.leader().await,
+            cluster.leader_term().await.unwrap_or(0),
+        );
+        if now != seen {
+            leader_changes += 1;
+            println!("  {}: leader {:?} -> {:?}", cluster.kind, seen, now);
+            seen = now;
+        }
+    }
+    Ok(Idle {
+        secs: length.as_secs(),
+        leader_changes,
+        term_before,
+        term_after: seen.1,
+    })
 }

@@ -26,8 +26,15 @@ struct Row {
 
 pub fn markdown(r: &Results) -> String {
     let mut rows = Vec::new();
-    let failover = |name: &str| r.failover.iter().find(|(n, _)| n == name).map(|(_, f)| f);
-    for (name, f) in r.failover.iter().filter(|(n, _)| n.starts_with("beacon")) {
+    let mut faults: Vec<super::failover::Fault> = r.failover.iter().map(|(_, f)| f.fault).collect();
+    faults.dedup();
+    for fault in faults {
+        let failover = |name: &str| {
+            r.failover
+                .iter()
+                .find(|(n, f)| n == name && f.fault == fault)
+                .map(|(_, f)| f)
+        };
         for (what, pick) in [
             (
                 "median",
@@ -36,14 +43,31 @@ pub fn markdown(r: &Results) -> String {
             ("max", |f| f.max_ms),
         ] {
             rows.push(Row {
-                what: format!("failover {what}, {name} (lower is better)"),
-                beacon: Some(pick(f)),
+                what: format!("failover {what}, {} (lower is better)", fault.label()),
+                beacon: failover("beacon").map(pick),
                 etcd: failover("etcd").map(pick),
                 zookeeper: failover("ZooKeeper").map(pick),
                 unit: " ms",
                 decimals: 1,
             });
         }
+    }
+    if !r.idle.is_empty() {
+        let idle = |name: &str| {
+            r.idle
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, i)| i.leader_changes as f64)
+        };
+        let secs = r.idle.first().map_or(0, |(_, i)| i.secs);
+        rows.push(Row {
+            what: format!("leader changes, {secs} s idle at defaults (lower is better)"),
+            beacon: idle("beacon"),
+            etcd: idle("etcd"),
+            zookeeper: idle("ZooKeeper"),
+            unit: "",
+            decimals: 0,
+        });
     }
     let alloc = |name: &str, c: usize| {
         r.alloc
@@ -74,6 +98,29 @@ pub fn markdown(r: &Results) -> String {
                 decimals,
             });
         }
+    }
+    if !r.alloc.is_empty() {
+        // Every allocation run of a system, summed: the terms its leader went through.
+        let moves = |name: &str| {
+            let runs: Vec<Option<u64>> = r
+                .alloc
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, t)| t.term_moves)
+                .collect();
+            (!runs.is_empty() && runs.iter().all(Option::is_some))
+                .then(|| runs.iter().flatten().sum::<u64>() as f64)
+        };
+        rows.push(Row {
+            what:
+                "allocation: leader term moves during the runs (0 = no election; lower is better)"
+                    .into(),
+            beacon: moves("beacon"),
+            etcd: moves("etcd"),
+            zookeeper: moves("ZooKeeper"),
+            unit: "",
+            decimals: 0,
+        });
     }
     let live = |name: &str| r.liveness.iter().find(|(n, _)| n == name).map(|(_, l)| l);
     let capacity = |name: &str| {
@@ -224,25 +271,29 @@ pub fn markdown(r: &Results) -> String {
     if !r.failover.is_empty() {
         writeln!(
             out,
-            "\nFailover rounds (ms from the SIGKILL to the first write that succeeded after it):\n"
+            "\nFailover rounds (ms from the fault to the first write that succeeded after it):\n"
         )
         .unwrap();
         writeln!(
             out,
-            "| system | rounds | IDs acknowledged | duplicate IDs |"
+            "| system | fault | rounds | IDs acknowledged | duplicate IDs |"
         )
         .unwrap();
-        writeln!(out, "|---|---|---|---|").unwrap();
+        writeln!(out, "|---|---|---|---|---|").unwrap();
         for (name, f) in &r.failover {
             let rounds: Vec<String> = f.rounds.iter().map(|t| format!("{t:.1}")).collect();
             writeln!(
                 out,
-                "| {name} | {} | {} | {} |",
+                "| {name} | {} | {} | {} | {} |",
+                f.fault.label(),
                 rounds.join(", "),
                 f.ids,
                 f.duplicates
             )
             .unwrap();
+        }
+        for why in &r.skipped_faults {
+            writeln!(out, "\n{why}").unwrap();
         }
     }
     if !r.alloc.is_empty() {

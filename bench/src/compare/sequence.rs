@@ -311,6 +311,7 @@ async fn collect(
         p99_ms: percentile(&latencies, 0.99),
         max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
         first_error: errors.into_iter().next(),
+        term_moves: None,
     })
 }
 

@@ -1,5 +1,6 @@
-//! Three-member clusters of beacon, etcd and ZooKeeper as real processes on loopback, with
-//! one way to find the leader, SIGKILL a member and bring it back.
+//! Three-member clusters of beacon, etcd and ZooKeeper as real processes, on loopback or each
+//! member in a network namespace of its own ([`Net`]), with one way to find the leader, to
+//! SIGKILL, SIGSTOP or cut off a member and to bring it back.
 //!
 //! Every cluster keeps its data under one work directory, so all three write to the same
 //! disk, and each keeps its own durability defaults (etcd and ZooKeeper fsync their logs
@@ -8,7 +9,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -16,8 +17,15 @@ use anyhow::bail;
 use beacon::client::ConnectOptions;
 use beacon::transport::certs::Ca;
 use beacon::transport::tls;
-use beacon_testkit::{Process, addr, beacon_args, free_ports, wait_listening};
+use beacon_testkit::{Process, beacon_args_at, free_ports, wait_listening};
 use std::sync::Arc;
+
+use super::netns::Net;
+
+/// Member `i`'s address: its namespace's, or loopback.
+fn host(net: Option<&Net>, i: usize) -> IpAddr {
+    net.map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |n| n.ip(i))
+}
 
 /// Which coordinator a cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,12 +53,37 @@ pub struct Member {
 }
 
 impl Member {
-    fn start(program: &Path, args: Vec<String>, client: SocketAddr, log: PathBuf) -> Member {
+    /// Starts member `i` (in its namespace, with `net`).
+    fn start(
+        net: Option<&Net>,
+        i: usize,
+        program: &Path,
+        args: Vec<String>,
+        client: SocketAddr,
+        log: PathBuf,
+    ) -> Member {
+        let (program, args) = match net {
+            None => (program.to_owned(), args),
+            Some(net) => {
+                let (program, args) = net.wrap(i, &program.display().to_string(), args);
+                (PathBuf::from(program), args)
+            }
+        };
         let level = std::env::var("BEACON_BENCH_LOG").unwrap_or_else(|_| "warn".into());
         Member {
             client,
-            process: Process::start(program, args, vec![("RUST_LOG".into(), level)], log),
+            process: Process::start(&program, args, vec![("RUST_LOG".into(), level)], log),
         }
+    }
+
+    /// SIGSTOP: the process hangs with its sockets open.
+    pub fn pause(&self) {
+        self.process.pause();
+    }
+
+    /// SIGCONT after [`Member::pause`].
+    pub fn resume(&self) {
+        self.process.signal(libc::SIGCONT);
     }
 
     /// SIGKILL, and reap.
@@ -75,6 +108,8 @@ pub struct Cluster {
     pub beacon_client: ConnectOptions,
     /// Kept for its lifetime: the members' data and logs.
     pub dir: tempfile::TempDir,
+    /// The members' namespaces, when each runs in one (removed after the members stop).
+    pub net: Option<Net>,
 }
 
 /// Where the programs are.
@@ -125,8 +160,18 @@ pub struct BeaconSetup {
 
 impl Cluster {
     pub fn start_beacon(programs: &Programs, n: usize, setup: &BeaconSetup) -> Cluster {
+        Cluster::start_beacon_on(programs, n, setup, None)
+    }
+
+    /// [`Cluster::start_beacon`], each member in its namespace of `net` when given.
+    pub fn start_beacon_on(
+        programs: &Programs,
+        n: usize,
+        setup: &BeaconSetup,
+        net: Option<Net>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("work directory");
-        Cluster::start_beacon_in(dir, programs, n, setup, ConnectOptions::default())
+        Cluster::start_beacon_in(dir, programs, n, setup, ConnectOptions::default(), net)
     }
 
     /// [`Cluster::start_beacon`] with TLS: a throw-away CA signs each beacon's certificate,
@@ -154,7 +199,9 @@ impl Cluster {
             tls: Some(Arc::new(tls::client_config(&ca.pem, None)?)),
             ..ConnectOptions::default()
         };
-        Ok(Cluster::start_beacon_in(dir, programs, n, &setup, client))
+        Ok(Cluster::start_beacon_in(
+            dir, programs, n, &setup, client, None,
+        ))
     }
 
     fn start_beacon_in(
@@ -163,22 +210,29 @@ impl Cluster {
         n: usize,
         setup: &BeaconSetup,
         beacon_client: ConnectOptions,
+        net: Option<Net>,
     ) -> Cluster {
         let ports = free_ports(n);
-        let members = ports
+        let addrs: Vec<SocketAddr> = (0..n)
+            .map(|i| SocketAddr::new(host(net.as_ref(), i), ports[i]))
+            .collect();
+        let members = addrs
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, a)| {
                 let keys = setup.config.as_object().cloned().unwrap_or_default();
-                let mut args = beacon_args(dir.path(), *p, &ports, setup.tick_ms, "bench", keys);
+                let mut args = beacon_args_at(dir.path(), *a, &addrs, setup.tick_ms, "bench", keys);
                 args.extend(["--admin".into(), "off".into()]);
                 let m = Member::start(
+                    net.as_ref(),
+                    i,
                     &programs.beacon,
                     args,
-                    addr(*p),
-                    dir.path().join(format!("beacon-{p}.log")),
+                    *a,
+                    dir.path().join(format!("beacon-{i}.log")),
                 );
                 // In sorted order, each listening before the next starts (the demo's start).
-                wait_listening(addr(*p));
+                wait_listening(*a);
                 m
             })
             .collect();
@@ -187,21 +241,24 @@ impl Cluster {
             members,
             beacon_client,
             dir,
+            net,
         }
     }
 
-    /// etcd with its defaults: heartbeat 100 ms, election timeout 1000 ms, fsync per write.
-    pub fn start_etcd(programs: &Programs, n: usize) -> Cluster {
+    /// etcd with its defaults (heartbeat 100 ms, election timeout 1000 ms, fsync per write),
+    /// each member in its namespace of `net` when given.
+    pub fn start_etcd_on(programs: &Programs, n: usize, net: Option<Net>) -> Cluster {
         let dir = tempfile::tempdir().expect("work directory");
         let ports = free_ports(2 * n);
         let (client_ports, peer_ports) = ports.split_at(n);
+        let at = |i: usize, port: u16| SocketAddr::new(host(net.as_ref(), i), port);
         let initial: Vec<String> = (0..n)
-            .map(|i| format!("e{i}=http://127.0.0.1:{}", peer_ports[i]))
+            .map(|i| format!("e{i}=http://{}", at(i, peer_ports[i])))
             .collect();
         let members = (0..n)
             .map(|i| {
-                let client = format!("http://127.0.0.1:{}", client_ports[i]);
-                let peer = format!("http://127.0.0.1:{}", peer_ports[i]);
+                let client = format!("http://{}", at(i, client_ports[i]));
+                let peer = format!("http://{}", at(i, peer_ports[i]));
                 let args = vec![
                     format!("--name=e{i}"),
                     format!("--data-dir={}", dir.path().join(format!("e{i}")).display()),
@@ -215,9 +272,11 @@ impl Cluster {
                     "--log-level=warn".into(),
                 ];
                 Member::start(
+                    net.as_ref(),
+                    i,
                     &programs.etcd,
                     args,
-                    addr(client_ports[i]),
+                    at(i, client_ports[i]),
                     dir.path().join(format!("etcd-{i}.log")),
                 )
             })
@@ -227,19 +286,23 @@ impl Cluster {
             members,
             beacon_client: ConnectOptions::default(),
             dir,
+            net,
         }
     }
 
     /// ZooKeeper with the Debian package's example configuration (tickTime 2000 ms,
-    /// initLimit 10, syncLimit 5; forceSync on, its default).
-    pub fn start_zookeeper(programs: &Programs, n: usize) -> Cluster {
+    /// initLimit 10, syncLimit 5; forceSync on, its default), each member in its namespace
+    /// of `net` when given.
+    pub fn start_zookeeper_on(programs: &Programs, n: usize, net: Option<Net>) -> Cluster {
         let dir = tempfile::tempdir().expect("work directory");
         let ports = free_ports(3 * n);
+        let ip = |i: usize| host(net.as_ref(), i);
         let servers: String = (0..n)
             .map(|i| {
                 format!(
-                    "server.{}=127.0.0.1:{}:{}\n",
+                    "server.{}={}:{}:{}\n",
                     i + 1,
+                    ip(i),
                     ports[n + i],
                     ports[2 * n + i]
                 )
@@ -255,10 +318,11 @@ impl Cluster {
                 write!(
                     f,
                     "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\n\
-                     clientPort={}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
+                     clientPort={}\nclientPortAddress={}\nadmin.enableServer=false\n\
                      4lw.commands.whitelist=srvr\nmaxClientCnxns=0\n{servers}",
                     data.display(),
-                    ports[i]
+                    ports[i],
+                    ip(i)
                 )
                 .expect("write zookeeper config");
                 let args = vec![
@@ -269,9 +333,11 @@ impl Cluster {
                     cfg.display().to_string(),
                 ];
                 Member::start(
+                    net.as_ref(),
+                    i,
                     &programs.java,
                     args,
-                    addr(ports[i]),
+                    SocketAddr::new(ip(i), ports[i]),
                     dir.path().join(format!("zookeeper-{i}.log")),
                 )
             })
@@ -281,6 +347,23 @@ impl Cluster {
             members,
             beacon_client: ConnectOptions::default(),
             dir,
+            net,
+        }
+    }
+
+    /// Cuts member `i` off the network (its namespace's link down).
+    pub fn cut(&self, i: usize) -> anyhow::Result<()> {
+        match &self.net {
+            Some(net) => net.cut(i),
+            None => bail!("{} cluster runs on loopback: nothing to cut", self.kind),
+        }
+    }
+
+    /// Reconnects member `i` after [`Cluster::cut`].
+    pub fn heal(&self, i: usize) -> anyhow::Result<()> {
+        match &self.net {
+            Some(net) => net.heal(i),
+            None => Ok(()),
         }
     }
 
@@ -316,6 +399,31 @@ impl Cluster {
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The leader's term as the leader reports it (ZooKeeper: its epoch, the high half of
+    /// its zxid); a run that ends on the term it began with held no election.
+    pub async fn leader_term(&self) -> Option<u64> {
+        let leader = self.leader().await?;
+        let a = self.members[leader].client;
+        match self.kind {
+            Kind::Beacon => beacon_testkit::status_with(a, &self.beacon_client)
+                .await
+                .map(|s| s.term),
+            Kind::Etcd => {
+                let opts = etcd_client::ConnectOptions::new()
+                    .with_connect_timeout(Duration::from_millis(500))
+                    .with_timeout(Duration::from_millis(500));
+                let mut c = etcd_client::Client::connect([format!("http://{a}")], Some(opts))
+                    .await
+                    .ok()?;
+                Some(c.status().await.ok()?.raft_term())
+            }
+            Kind::ZooKeeper => zookeeper_srvr(a, "Zxid: ")
+                .await
+                .and_then(|z| u64::from_str_radix(z.trim_start_matches("0x"), 16).ok())
+                .map(|zxid| zxid >> 32),
         }
     }
 
@@ -370,6 +478,11 @@ async fn etcd_status(a: SocketAddr) -> Option<(u64, u64)> {
 
 /// ZooKeeper's `srvr` four-letter word: the member's mode (leader, follower, standalone).
 async fn zookeeper_mode(a: SocketAddr) -> Option<String> {
+    zookeeper_srvr(a, "Mode: ").await
+}
+
+/// The value of the line starting with `field` in the member's `srvr` answer.
+async fn zookeeper_srvr(a: SocketAddr, field: &'static str) -> Option<String> {
     tokio::task::spawn_blocking(move || {
         let mut s = TcpStream::connect_timeout(&a, Duration::from_millis(500)).ok()?;
         s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
@@ -377,7 +490,7 @@ async fn zookeeper_mode(a: SocketAddr) -> Option<String> {
         let mut out = String::new();
         s.read_to_string(&mut out).ok()?;
         out.lines()
-            .find_map(|l| l.strip_prefix("Mode: "))
+            .find_map(|l| l.strip_prefix(field))
             .map(|m| m.trim().to_owned())
     })
     .await
