@@ -24,8 +24,8 @@ pub enum Fault {
 
 #[derive(Debug, clap::Args)]
 pub struct Options {
-    /// Heartbeat interval of the beacons.
-    #[arg(long, default_value_t = 1000)]
+    /// Heartbeat interval of the beacons (default: beacon's own).
+    #[arg(long, default_value_t = beacon::config::DEFAULT_TICK_MS)]
     tick_ms: u64,
     /// Number of failovers to time.
     #[arg(long, default_value_t = 5)]

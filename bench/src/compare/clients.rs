@@ -36,7 +36,13 @@ pub enum Allocator {
     },
     // Clients boxed: they differ in size (the etcd client is some 3.5 KB).
     Etcd(Box<etcd_client::Client>),
-    ZooKeeper(zk::Client),
+    /// A session, replaced by a new one when it has ended (expired while the ensemble had
+    /// no leader, as in a hung leader's failover), as Curator and its users do.
+    ZooKeeper {
+        client: Option<zk::Client>,
+        endpoints: Vec<SocketAddr>,
+        timeout: Duration,
+    },
 }
 
 impl Allocator {
@@ -72,7 +78,11 @@ impl Allocator {
                         .context("connect to etcd")?,
                 ))
             }
-            Kind::ZooKeeper => Allocator::ZooKeeper(zk_connect(endpoints, timeout).await?),
+            Kind::ZooKeeper => Allocator::ZooKeeper {
+                client: Some(zk_connect(endpoints, timeout).await?),
+                endpoints: endpoints.to_vec(),
+                timeout,
+            },
         })
     }
 
@@ -97,12 +107,31 @@ impl Allocator {
                 let header = resp.header().ok_or_else(|| anyhow!("no header"))?;
                 Ok(header.revision() as u64)
             }
-            Allocator::ZooKeeper(client) => {
+            Allocator::ZooKeeper {
+                client,
+                endpoints,
+                timeout,
+            } => {
+                let session = match client {
+                    Some(c) => c,
+                    None => client.insert(zk_connect(endpoints, *timeout).await?),
+                };
                 let opts = zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
-                let (_, seq) = client
-                    .create(&format!("{ZK_PARENT}/n-"), b"", &opts)
-                    .await?;
-                Ok(seq.into_i64() as u64)
+                match session.create(&format!("{ZK_PARENT}/n-"), b"", &opts).await {
+                    Ok((_, seq)) => Ok(seq.into_i64() as u64),
+                    Err(e) => {
+                        // A session that has ended answers nothing again: start another.
+                        if matches!(
+                            e,
+                            zk::Error::SessionExpired
+                                | zk::Error::ClientClosed
+                                | zk::Error::NoHosts
+                        ) {
+                            *client = None;
+                        }
+                        Err(e.into())
+                    }
+                }
             }
         }
     }
@@ -125,18 +154,7 @@ pub async fn prepare(kind: Kind, endpoints: &[SocketAddr]) -> anyhow::Result<()>
     if kind != Kind::ZooKeeper {
         return Ok(());
     }
-    let next = Arc::new(AtomicUsize::new(0));
-    let Allocator::ZooKeeper(client) = Allocator::connect(
-        kind,
-        endpoints,
-        &ConnectOptions::default(),
-        Duration::from_secs(10),
-        next,
-    )
-    .await?
-    else {
-        unreachable!("a ZooKeeper client");
-    };
+    let client = zk_connect(endpoints, Duration::from_secs(10)).await?;
     let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
     match client.create(ZK_PARENT, b"", &opts).await {
         Ok(_) | Err(zk::Error::NodeExists) => Ok(()),

@@ -128,13 +128,16 @@ pub async fn run(cluster: &mut Cluster, rounds: usize, fault: Fault) -> anyhow::
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
 
-        let faulted = Instant::now();
-        shared.lock().await.faulted = Some(faulted);
+        // The clock starts once the fault is complete (the process reaped, every thread
+        // stopped, the link down): a write sent while `ip` or the signal was still on its
+        // way could be answered by the old leader and pass for a failover.
         match fault {
             Fault::Kill => cluster.members[leader].kill(),
             Fault::Stop => cluster.members[leader].pause(),
             Fault::Cut => cluster.cut(leader)?,
         }
+        let faulted = Instant::now();
+        shared.lock().await.faulted = Some(faulted);
         let recovered = loop {
             if let Some(r) = shared.lock().await.recovered {
                 break r;

@@ -171,9 +171,13 @@ fn beacon_setup(tick_ms: u64) -> BeaconSetup {
 const MEMBERS: usize = 3;
 
 pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
-    let programs = Programs::find(beacon_bin.to_owned())?;
     let wants = |p: Part| opts.only.is_empty() || opts.only.contains(&p);
     let runs = |k: Kind| opts.systems.is_empty() || opts.systems.iter().any(|s| s.kind() == k);
+    let needed: Vec<Kind> = [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
+        .into_iter()
+        .filter(|k| runs(*k))
+        .collect();
+    let programs = Programs::find(beacon_bin.to_owned(), &needed)?;
     let mut results = Results {
         cpu_limit: opts.cpu_limit,
         alloc_secs: opts.alloc_secs,

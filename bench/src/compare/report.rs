@@ -26,8 +26,13 @@ struct Row {
 
 pub fn markdown(r: &Results) -> String {
     let mut rows = Vec::new();
-    let mut faults: Vec<super::failover::Fault> = r.failover.iter().map(|(_, f)| f.fault).collect();
-    faults.dedup();
+    // Each fault once, in the order first run.
+    let mut faults: Vec<super::failover::Fault> = Vec::new();
+    for (_, f) in &r.failover {
+        if !faults.contains(&f.fault) {
+            faults.push(f.fault);
+        }
+    }
     for fault in faults {
         let failover = |name: &str| {
             r.failover

@@ -123,22 +123,46 @@ pub struct Programs {
 }
 
 impl Programs {
-    /// The Debian packages' locations, checked.
-    pub fn find(beacon: PathBuf) -> anyhow::Result<Programs> {
+    /// Where the programs are: the Debian packages' locations, or those the environment
+    /// names (`BEACON_BENCH_ETCD`, `BEACON_BENCH_JAVA`, `BEACON_BENCH_ZOOKEEPER_CP`, a class
+    /// path holding ZooKeeper's jar and its dependencies). Only the systems in `needed` must
+    /// be there.
+    pub fn find(beacon: PathBuf, needed: &[Kind]) -> anyhow::Result<Programs> {
+        let var =
+            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
         let p = Programs {
             beacon,
-            etcd: "/usr/bin/etcd".into(),
-            java: "/usr/bin/java".into(),
-            zookeeper_classpath: "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar".into(),
-        };
-        for (what, path) in [
-            ("etcd (Debian package etcd-server)", &p.etcd),
-            ("java (a dependency of Debian package zookeeper)", &p.java),
-            (
-                "ZooKeeper (Debian package zookeeper)",
-                &PathBuf::from("/usr/share/java/zookeeper.jar"),
+            etcd: var("BEACON_BENCH_ETCD", "/usr/bin/etcd").into(),
+            java: var("BEACON_BENCH_JAVA", "/usr/bin/java").into(),
+            zookeeper_classpath: var(
+                "BEACON_BENCH_ZOOKEEPER_CP",
+                "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar",
             ),
-        ] {
+        };
+        let zk_jar = p
+            .zookeeper_classpath
+            .split(':')
+            .find(|e| e.ends_with(".jar"))
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let mut checks: Vec<(&str, &PathBuf)> = Vec::new();
+        if needed.contains(&Kind::Etcd) {
+            checks.push((
+                "etcd (Debian package etcd-server; or set BEACON_BENCH_ETCD)",
+                &p.etcd,
+            ));
+        }
+        if needed.contains(&Kind::ZooKeeper) {
+            checks.push((
+                "java (a dependency of Debian package zookeeper; or set BEACON_BENCH_JAVA)",
+                &p.java,
+            ));
+            checks.push((
+                "ZooKeeper's jar (Debian package zookeeper; or set BEACON_BENCH_ZOOKEEPER_CP)",
+                &zk_jar,
+            ));
+        }
+        for (what, path) in checks {
             if !path.exists() {
                 bail!(
                     "{what} not found at {}: run bench/run, which installs it",
@@ -367,14 +391,49 @@ impl Cluster {
         }
     }
 
-    /// The member that leads now, as that member itself says.
+    /// The member that leads now, as every running member agrees: a member that was cut off
+    /// or stopped may still say it leads for a moment after it is back, and one member's
+    /// word is not enough to start a round with.
     pub async fn leader(&self) -> Option<usize> {
-        for (i, m) in self.members.iter().enumerate() {
-            if m.pid().is_some() && is_leader(self.kind, m.client, &self.beacon_client).await {
-                return Some(i);
+        let running: Vec<usize> = (0..self.members.len())
+            .filter(|i| self.members[*i].pid().is_some())
+            .collect();
+        let addrs: Vec<SocketAddr> = running.iter().map(|i| self.members[*i].client).collect();
+        match self.kind {
+            Kind::Beacon => {
+                let leader =
+                    beacon_testkit::agreed_leader_with(&addrs, &self.beacon_client).await?;
+                running
+                    .into_iter()
+                    .find(|i| self.members[*i].client.to_string() == leader)
+            }
+            Kind::Etcd => {
+                let mut agreed = None;
+                let mut leader = None;
+                for (i, a) in running.iter().zip(&addrs) {
+                    let (me, says) = etcd_status(*a).await?;
+                    if says == 0 || agreed.is_some_and(|l| l != says) {
+                        return None;
+                    }
+                    agreed = Some(says);
+                    if me == says {
+                        leader = Some(*i);
+                    }
+                }
+                leader
+            }
+            Kind::ZooKeeper => {
+                let mut leader = None;
+                for (i, a) in running.iter().zip(&addrs) {
+                    match zookeeper_mode(*a).await?.as_str() {
+                        "leader" if leader.is_none() => leader = Some(*i),
+                        "follower" => {}
+                        _ => return None,
+                    }
+                }
+                leader
             }
         }
-        None
     }
 
     /// Waits until every member is up and one leads; returns the leader.
@@ -443,23 +502,6 @@ async fn responds(kind: Kind, a: SocketAddr, beacon: &ConnectOptions) -> bool {
         Kind::ZooKeeper => zookeeper_mode(a)
             .await
             .is_some_and(|m| m == "leader" || m == "follower"),
-    }
-}
-
-async fn is_leader(kind: Kind, a: SocketAddr, beacon: &ConnectOptions) -> bool {
-    match kind {
-        Kind::Beacon => beacon_testkit::status_with(a, beacon)
-            .await
-            .is_some_and(|s| {
-                s.leader.as_deref() == Some(a.to_string().as_str())
-                    && s.beacons
-                        .iter()
-                        .any(|b| b.node == a.to_string() && b.is_leader)
-            }),
-        Kind::Etcd => etcd_status(a)
-            .await
-            .is_some_and(|(me, leader)| me == leader),
-        Kind::ZooKeeper => zookeeper_mode(a).await.is_some_and(|m| m == "leader"),
     }
 }
 
