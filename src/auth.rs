@@ -94,6 +94,11 @@ impl TokenHash {
         Some(TokenHash(out))
     }
 
+    /// As 64 hex digits (what `token_sha256` takes).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Compares without stopping at the first difference.
     fn matches(&self, other: &TokenHash) -> bool {
         self.0

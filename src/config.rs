@@ -72,6 +72,9 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Key `auth`: tokens and certificate names with their roles; empty: no authentication.
     pub auth: AuthConfig,
+    /// Host names given where an address is configured, and what each resolved to at load
+    /// (for the start-up log).
+    pub resolved: Vec<String>,
 }
 
 /// Values given on the command line; each replaces the matching key.
@@ -89,6 +92,10 @@ pub struct Overrides {
     pub data_dir: Option<String>,
     /// `--admin`: an address, or `off`.
     pub admin: Option<String>,
+    /// `--lease-ms`.
+    pub lease_ms: Option<u64>,
+    /// `--id-range FIRST-LAST`.
+    pub id_range: Option<String>,
     /// `--tls-cert`, `--tls-key`, `--tls-ca`: replace `tls.cert`, `tls.key`, `tls.ca`.
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
@@ -150,8 +157,8 @@ struct RawConfig {
     max_frame_bytes: usize,
     #[serde(default = "default_id_range")]
     id_range: [u32; 2],
-    #[serde(default = "default_lease_ms")]
-    lease_ms: u64,
+    #[serde(default)]
+    lease_ms: Option<u64>,
     #[serde(default = "default_id_reuse_delay_ms")]
     id_reuse_delay_ms: u64,
     #[serde(default = "default_max_metadata_bytes")]
@@ -564,8 +571,17 @@ fn default_id_range() -> [u32; 2] {
     let r = IdRange::DEFAULT;
     [r.first, r.last]
 }
-fn default_lease_ms() -> u64 {
-    10_000
+/// The default lease: 10 s, or 10 ticks when that is longer, so that a lease always outlives
+/// a leader's failover (four ticks) with room for a renewal or two.
+fn default_lease_ms(tick_ms: u64) -> u64 {
+    (tick_ms * 10).max(10_000)
+}
+
+/// The default admin address: the beacon's own IP, its port + 88 (16000 -> 16088, as
+/// NebulaBeacon's), so that beacons on one machine do not collide; none past port 65535.
+fn default_admin(node: SocketAddr) -> Option<SocketAddr> {
+    let port = node.port().checked_add(88)?;
+    Some(SocketAddr::new(node.ip(), port))
 }
 fn default_id_reuse_delay_ms() -> u64 {
     30_000
@@ -578,6 +594,91 @@ fn default_log_keep() -> usize {
 }
 
 impl Config {
+    /// The effective configuration as a config file (`--check-config`): every key with the
+    /// value in force, defaults and flags applied, host names resolved. Fed back as a file it
+    /// gives the same configuration. Tokens appear as their SHA-256 (`token_sha256`) or their
+    /// file; `auth.peer_token`, which beacons send each other, appears as configured.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut v = json!({
+            "cluster": self.cluster,
+            "node": self.node.to_string(),
+            "beacon": self.beacon_names(),
+            "mode": self.mode.as_str(),
+            "tick_ms": self.tick_ms,
+            "data_dir": self.data_dir.display().to_string(),
+            "admin": self.admin.map_or("off".to_owned(), |a| a.to_string()),
+            "max_frame_bytes": self.max_frame_bytes,
+            "id_range": [self.id_range.first, self.id_range.last],
+            "lease_ms": self.lease_ms,
+            "id_reuse_delay_ms": self.id_reuse_delay_ms,
+            "max_metadata_bytes": self.max_metadata_bytes,
+            "log_keep": self.log_keep,
+            "node_type": self.subscriptions.iter().map(|(t, subscribe)| {
+                json!({"node_type": t, "subscribe": subscribe})
+            }).collect::<Vec<_>>(),
+            "dial": self.dial.iter().map(|(b, via)| (b.to_string(), json!(via.to_string())))
+                .collect::<serde_json::Map<_, _>>(),
+            "sequence": {
+                "default_step": self.sequence.default_step,
+                "max_step": self.sequence.max_step,
+                "max_sequences": self.sequence.max_sequences,
+            },
+            "assign": {
+                "max_moves": self.assign.max_moves,
+                "max_resources": self.assign.max_resources,
+                "max_weight": self.assign.max_weight,
+                "delay_ms": self.assign.delay_ms,
+            },
+            "tasks": {
+                "max_payload_bytes": self.tasks.max_payload_bytes,
+                "max_tasks": self.tasks.max_tasks,
+                "max_queues": self.tasks.max_queues,
+                "result_ttl_ms": self.tasks.result_ttl_ms,
+                "default_timeout_ms": self.tasks.default_timeout_ms,
+                "default_max_attempts": self.tasks.default_max_attempts,
+                "backoff_base_ms": self.tasks.backoff_base_ms,
+                "backoff_max_ms": self.tasks.backoff_max_ms,
+            },
+        });
+        if let Some(spread) = self.assign.auto_rebalance_spread {
+            v["assign"]["auto_rebalance_spread"] = json!(spread);
+        }
+        if let Some(tls) = &self.tls {
+            v["tls"] = json!({"cert": tls.cert, "key": tls.key});
+            if let Some(ca) = &tls.ca {
+                v["tls"]["ca"] = json!(ca);
+            }
+        }
+        let auth = &self.auth;
+        if auth.enabled() || auth.peer_token.is_some() || auth.allow_plaintext_tokens {
+            let tokens: Vec<serde_json::Value> = auth
+                .tokens
+                .iter()
+                .map(|t| match &t.file {
+                    Some(file) => json!({"name": t.name, "role": t.role, "token_file": file}),
+                    None => {
+                        json!({"name": t.name, "role": t.role, "token_sha256": t.hash.to_hex()})
+                    }
+                })
+                .collect();
+            let certs: Vec<serde_json::Value> = auth
+                .certs
+                .iter()
+                .map(|(name, role)| json!({"name": name, "role": role}))
+                .collect();
+            v["auth"] = json!({
+                "tokens": tokens,
+                "certs": certs,
+                "allow_plaintext_tokens": auth.allow_plaintext_tokens,
+            });
+            if let Some(peer) = &auth.peer_token {
+                v["auth"]["peer_token"] = json!(peer.expose());
+            }
+        }
+        v
+    }
+
     /// The beacon list as `ip:port` strings, sorted, as the wire carries it.
     pub fn beacon_names(&self) -> Vec<String> {
         self.beacons.iter().map(|b| b.to_string()).collect()
@@ -630,6 +731,8 @@ fn missing_field(err: &serde_json::Error) -> Option<String> {
 
 struct Checker {
     file: String,
+    /// Host names resolved so far, for the start-up log.
+    resolved: std::cell::RefCell<Vec<String>>,
 }
 
 impl Checker {
@@ -644,22 +747,64 @@ impl Checker {
         }
     }
 
+    /// An `ip:port`, or a `host:port` resolved now (IPv4 preferred), as the address a beacon
+    /// is known by.
     fn addr(
         &self,
         key: &'static str,
         flag: Option<&'static str>,
         value: &str,
     ) -> Result<SocketAddr, ConfigError> {
-        let addr: SocketAddr = value.trim().parse().map_err(|_| {
-            self.err(
-                key,
-                flag,
-                format!("`{value}` is not an ip:port address (for example 127.0.0.1:16000)"),
-            )
-        })?;
+        let value = value.trim();
+        let addr = match value.parse::<SocketAddr>() {
+            Ok(addr) => addr,
+            Err(_) => self.resolve(key, flag, value)?,
+        };
         if addr.port() == 0 {
             return Err(self.err(key, flag, format!("`{value}`: port 0 is not allowed")));
         }
+        Ok(addr)
+    }
+
+    fn resolve(
+        &self,
+        key: &'static str,
+        flag: Option<&'static str>,
+        value: &str,
+    ) -> Result<SocketAddr, ConfigError> {
+        let not_an_address = || {
+            self.err(
+                key,
+                flag,
+                format!(
+                    "`{value}` is not an ip:port or host:port address (for example 127.0.0.1:16000)"
+                ),
+            )
+        };
+        let (host, port) = value.rsplit_once(':').ok_or_else(not_an_address)?;
+        if host.is_empty() || port.parse::<u16>().is_err() {
+            return Err(not_an_address());
+        }
+        use std::net::ToSocketAddrs;
+        let found: Vec<SocketAddr> = value
+            .to_socket_addrs()
+            .map_err(|e| {
+                self.err(
+                    key,
+                    flag,
+                    format!("`{value}`: cannot resolve `{host}`: {e}"),
+                )
+            })?
+            .collect();
+        let addr = found
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(found.first())
+            .copied()
+            .ok_or_else(|| self.err(key, flag, format!("`{value}`: `{host}` has no address")))?;
+        self.resolved
+            .borrow_mut()
+            .push(format!("`{value}` (key `{key}`) resolved to {addr}"));
         Ok(addr)
     }
 }
@@ -668,6 +813,7 @@ impl RawConfig {
     fn apply(mut self, origin: Origin, o: &Overrides) -> Result<Config, ConfigError> {
         let check = Checker {
             file: origin.to_string(),
+            resolved: Default::default(),
         };
         let node_flag = o.listen.is_some().then_some("--listen");
         if let Some(v) = &o.listen {
@@ -745,7 +891,7 @@ impl RawConfig {
 
         let admin_flag = o.admin.is_some().then_some("--admin");
         let admin = match o.admin.clone().or(self.admin) {
-            None => None,
+            None => default_admin(node),
             Some(v) if v == "off" => None,
             Some(v) => Some(check.addr("admin", admin_flag, &v)?),
         };
@@ -770,33 +916,51 @@ impl RawConfig {
             ));
         }
 
-        let [first, last] = self.id_range;
+        let range_flag = o.id_range.is_some().then_some("--id-range");
+        let [first, last] = match &o.id_range {
+            None => self.id_range,
+            Some(v) => {
+                let parsed = v
+                    .split_once('-')
+                    .and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
+                parsed.ok_or_else(|| {
+                    check.err(
+                        "id_range",
+                        range_flag,
+                        format!("`{v}` is not FIRST-LAST (for example 1-1023)"),
+                    )
+                })?
+            }
+        };
         if first == 0 || first > last {
             return Err(check.err(
                 "id_range",
-                None,
+                range_flag,
                 format!("[{first}, {last}] is not a range [first, last] with 1 <= first <= last"),
             ));
         }
-        if !LEASE_MS_RANGE.contains(&self.lease_ms) {
+        let lease_flag = o.lease_ms.is_some().then_some("--lease-ms");
+        let lease_ms = o
+            .lease_ms
+            .or(self.lease_ms)
+            .unwrap_or_else(|| default_lease_ms(tick_ms));
+        if !LEASE_MS_RANGE.contains(&lease_ms) {
             return Err(check.err(
                 "lease_ms",
-                None,
+                lease_flag,
                 format!(
-                    "{} is out of range {}..={}",
-                    self.lease_ms,
+                    "{lease_ms} is out of range {}..={}",
                     LEASE_MS_RANGE.start(),
                     LEASE_MS_RANGE.end()
                 ),
             ));
         }
-        if self.lease_ms < tick_ms * 3 {
+        if lease_ms < tick_ms * 3 {
             return Err(check.err(
                 "lease_ms",
-                None,
+                lease_flag,
                 format!(
-                    "{} is shorter than 3 ticks ({} ms): a lease must outlive a leader failover",
-                    self.lease_ms,
+                    "{lease_ms} is shorter than 3 ticks of {tick_ms} ms ({} ms): a lease must outlive a leader failover",
                     tick_ms * 3
                 ),
             ));
@@ -899,7 +1063,7 @@ impl RawConfig {
             admin,
             max_frame_bytes: self.max_frame_bytes,
             id_range: IdRange { first, last },
-            lease_ms: self.lease_ms,
+            lease_ms,
             id_reuse_delay_ms: self.id_reuse_delay_ms,
             max_metadata_bytes: self.max_metadata_bytes,
             subscriptions,
@@ -909,6 +1073,7 @@ impl RawConfig {
             tasks,
             tls,
             auth,
+            resolved: check.resolved.take(),
         })
     }
 }
@@ -958,6 +1123,109 @@ mod tests {
 
     fn err(text: &str) -> String {
         parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_follow_the_listen_address_and_the_tick() {
+        let load = |o: Overrides| Config::load(None, &o);
+        // Three beacons on one machine from flags: each gets its own admin port.
+        for (port, admin) in [(16000, 16088), (17000, 17088), (18000, 18088)] {
+            let c = load(Overrides {
+                listen: Some(format!("127.0.0.1:{port}")),
+                peers: Some(vec!["127.0.0.1:16000".into(), "127.0.0.1:17000".into()]),
+                ..Overrides::default()
+            })
+            .unwrap();
+            assert_eq!(c.admin, Some(format!("127.0.0.1:{admin}").parse().unwrap()));
+        }
+        // A long tick stretches the default lease instead of failing on it.
+        let c = load(Overrides {
+            tick_ms: Some(5000),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(c.lease_ms, 50_000);
+        // A lease given too short for the tick names the flag that gave it.
+        let e = load(Overrides {
+            tick_ms: Some(5000),
+            lease_ms: Some(10_000),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("flag --lease-ms: key `lease_ms`: 10000 is shorter than 3 ticks"),
+            "{e}"
+        );
+        let c = load(Overrides {
+            id_range: Some("5-100000".into()),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!((c.id_range.first, c.id_range.last), (5, 100_000));
+        let e = load(Overrides {
+            id_range: Some("100".into()),
+            ..Overrides::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "flag --id-range: key `id_range`: `100` is not FIRST-LAST (for example 1-1023)"
+        );
+    }
+
+    #[test]
+    fn host_names_are_resolved_and_said() {
+        let c = Config::load(
+            None,
+            &Overrides {
+                listen: Some("localhost:16500".into()),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        assert!(c.node.ip().is_loopback(), "{}", c.node);
+        assert_eq!(c.node.port(), 16500);
+        assert_eq!(c.resolved.len(), 1, "{:?}", c.resolved);
+        assert!(c.resolved[0].starts_with("`localhost:16500` (key `node`) resolved to "));
+        let e = Config::load(
+            None,
+            &Overrides {
+                listen: Some("banana".into()),
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`banana` is not an ip:port or host:port address"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_effective_configuration_feeds_back_as_a_file() {
+        let text = r#"{"node": "127.0.0.1:16000",
+            "beacon": ["127.0.0.1:16000", "127.0.0.1:17000", "127.0.0.1:18000"],
+            "tick_ms": 250, "id_range": [10, 500], "dial": {"127.0.0.1:17000": "127.0.0.1:27000"},
+            "assign": {"auto_rebalance_spread": 3, "delay_ms": {"LOGIC": 500}},
+            "auth": {"tokens": [{"name": "ops", "token": "s3cret", "role": "admin"}],
+                     "peer_token": "between-beacons"},
+            "node_type": [{"node_type": "LOGIC", "subscribe": ["LOGGER"]}]}"#;
+        let c = parse(text).unwrap();
+        let json = c.to_json();
+        assert_eq!(json["admin"], "127.0.0.1:16088");
+        assert_eq!(json["lease_ms"], 10_000);
+        assert_eq!(json["mode"], "quorum");
+        let hash = json["auth"]["tokens"][0]["token_sha256"].as_str().unwrap();
+        assert_eq!(hash.len(), 64, "the token is printed as its hash only");
+        assert!(!json.to_string().contains("s3cret"));
+        let again = parse(&json.to_string()).unwrap();
+        assert_eq!(again.to_json(), json);
+        assert_eq!(again.tick_ms, 250);
+        assert_eq!(again.dial, c.dial);
+        assert_eq!(again.assign.delay_ms, c.assign.delay_ms);
     }
 
     #[test]
@@ -1137,7 +1405,7 @@ mod tests {
         assert!(err(r#"{"beacon": []}"#).starts_with("config t.json: key `node`: missing field"));
         assert_eq!(
             err(r#"{"node": "localhost"}"#),
-            "config t.json: key `node`: `localhost` is not an ip:port address (for example 127.0.0.1:16000)"
+            "config t.json: key `node`: `localhost` is not an ip:port or host:port address (for example 127.0.0.1:16000)"
         );
         assert!(
             err(r#"{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:2", "x"]}"#)

@@ -17,7 +17,7 @@ struct Args {
     /// conf/beacon.json).
     #[arg(short, long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// This beacon's ip:port (overrides `node`).
+    /// This beacon's ip:port, or host:port resolved at start (overrides `node`).
     #[arg(long, value_name = "IP:PORT")]
     listen: Option<String>,
     /// The cluster's beacons, comma-separated; this beacon is added if missing (overrides
@@ -33,9 +33,17 @@ struct Args {
     /// Data directory; `{node}` expands to ip_port (overrides `data_dir`).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<String>,
-    /// Admin HTTP address, or `off` (overrides `admin`).
+    /// Admin HTTP address, or `off` (overrides `admin`; default: this beacon's IP, its port
+    /// + 88).
     #[arg(long, value_name = "IP:PORT|off")]
     admin: Option<String>,
+    /// How long a service's registration lives without a report (overrides `lease_ms`;
+    /// default: 10 s, or 10 ticks if longer).
+    #[arg(long, value_name = "MS")]
+    lease_ms: Option<u64>,
+    /// The node IDs handed out, e.g. 1-1023 (overrides `id_range`).
+    #[arg(long, value_name = "FIRST-LAST")]
+    id_range: Option<String>,
     /// This beacon's TLS certificate, PEM (overrides `tls.cert`); with --tls-key, TLS on.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<String>,
@@ -45,7 +53,7 @@ struct Args {
     /// The CA that signed the beacons' certificates, PEM (overrides `tls.ca`).
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<String>,
-    /// Validate the configuration, print it, and exit.
+    /// Validate the configuration, print it (as a config file, JSON) and exit.
     #[arg(long)]
     check_config: bool,
     /// Start on a data directory written under another configuration (cluster name,
@@ -82,13 +90,19 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster: args.cluster,
         data_dir: args.data_dir,
         admin: args.admin,
+        lease_ms: args.lease_ms,
+        id_range: args.id_range,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         tls_ca: args.tls_ca,
     };
     let config = Config::load(args.config.as_deref(), &overrides)?;
     if args.check_config {
-        println!("{config:#?}");
+        for note in &config.resolved {
+            eprintln!("beacon: {note}");
+        }
+        let json = serde_json::to_string_pretty(&config.to_json())?;
+        println!("{json}");
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -82,7 +82,7 @@ fn invalid_configs_fail_at_start_naming_the_key() {
         (r#"{"beacon": []}"#, "key `node`: missing field `node`"),
         (
             r#"{"node": "127.0.0.1"}"#,
-            "key `node`: `127.0.0.1` is not an ip:port address",
+            "key `node`: `127.0.0.1` is not an ip:port or host:port address",
         ),
         (
             r#"{"node": "127.0.0.1:1", "beacon": ["127.0.0.1:2"]}"#,
@@ -131,6 +131,82 @@ fn shipped_configs_pass_the_check() {
             out.status.success(),
             "{file}: {}",
             String::from_utf8_lossy(&out.stderr)
+        );
+        // What it prints is the effective configuration as a file, which checks again to
+        // the same thing.
+        let printed = dir_file(&out.stdout);
+        let again = run_beacon(
+            &[
+                "--config",
+                &printed.1.display().to_string(),
+                "--check-config",
+            ],
+            root.as_ref(),
+        );
+        assert!(
+            again.status.success(),
+            "{}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        assert_eq!(again.stdout, out.stdout, "{file}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["admin"].as_str().unwrap().ends_with("88"), "{v}");
+    }
+}
+
+/// `bytes` written to a file of a new temporary directory (kept with it).
+fn dir_file(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("printed.json");
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path)
+}
+
+#[tokio::test]
+async fn three_beacons_named_by_host_name_elect_a_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = free_ports(3);
+    let peers = ports
+        .iter()
+        .map(|p| format!("localhost:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let beacons: Vec<Beacon> = ports
+        .iter()
+        .map(|p| {
+            // Host names where addresses go (the admin ports derived from them are covered
+            // by the config's unit tests; here the testkit turns them off).
+            let args = [
+                "--listen",
+                &format!("localhost:{p}"),
+                "--peers",
+                &peers,
+                "--data-dir",
+                &dir.path().join("{node}").display().to_string(),
+            ]
+            .map(String::from)
+            .to_vec();
+            Beacon::start(BEACON.as_ref(), addr(*p), dir.path(), args)
+        })
+        .collect();
+    for b in &beacons {
+        wait_listening(b.addr);
+    }
+    let addrs: Vec<SocketAddr> = beacons.iter().map(|b| b.addr).collect();
+    let leader = eventually(Duration::from_secs(10), || agreed_leader(&addrs)).await;
+    assert!(
+        leader.is_some(),
+        "no leader among beacons named by host name"
+    );
+    for b in &beacons {
+        assert!(
+            b.log().contains(&format!(
+                "`localhost:{}` (key `node`) resolved to 127.0.0.1:{}",
+                b.addr.port(),
+                b.addr.port()
+            )),
+            "{}",
+            b.log()
         );
     }
 }
