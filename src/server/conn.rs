@@ -135,6 +135,7 @@ async fn handshake(
                 remote,
                 &frame,
                 Reject::keep(ErrorCode::HandshakeRequired, msg),
+                None,
             )
             .await
             {
@@ -167,7 +168,7 @@ async fn handshake(
             }
             Err(reject) => {
                 count_refusal(shared, reject.code);
-                reply_error(conn, remote, &frame, reject).await;
+                reply_error(conn, remote, &frame, reject, None).await;
                 return None;
             }
         }
@@ -419,7 +420,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
             Ok(Some(whole)) => whole,
             Ok(None) => continue,
             Err(reject) => {
-                if !reply_error(conn, remote, &frame, reject).await {
+                if !reply_error(conn, remote, &frame, reject, Some(&shared.refusals)).await {
                     return;
                 }
                 continue;
@@ -504,7 +505,7 @@ async fn answer(
                     shared.config.max_frame_bytes
                 ),
             );
-            reply_error(conn, remote, frame, reject).await
+            reply_error(conn, remote, frame, reject, Some(&shared.refusals)).await
         }
         Ok(Handled::Reply(reply)) => {
             // Written out at the top of the loop, with the replies to whatever else the
@@ -518,7 +519,7 @@ async fn answer(
             }
         }
         Ok(Handled::Stream { .. }) => unreachable!("streams are started by serve_requests"),
-        Err(reject) => reply_error(conn, remote, frame, reject).await,
+        Err(reject) => reply_error(conn, remote, frame, reject, Some(&shared.refusals)).await,
     }
 }
 
@@ -605,7 +606,18 @@ async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
 }
 
 /// Answers `frame` with an error. Returns whether the connection goes on.
-async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject: Reject) -> bool {
+///
+/// A refused request (`summed` given) is logged at debug (it is counted in the metrics):
+/// under load, one warning per refusal would bury everything else. At most one warning per
+/// [`REFUSAL_WARN_EVERY`] says how many were refused since the last and why the latest was.
+/// A refused handshake is a warning each time, and refused credentials an audit line.
+async fn reply_error(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    frame: &Frame,
+    reject: Reject,
+    summed: Option<&Refusals>,
+) -> bool {
     if reject.code == ErrorCode::NotLeader as u32 {
         // Part of normal operation: clients find the leader this way.
         debug!(%remote, cmd = frame.cmd, seq = frame.seq, "redirected: {}", reject.msg);
@@ -614,6 +626,11 @@ async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject:
     {
         // The audit trail of refused credentials and permissions.
         warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, audit = true, "access refused: {}", reject.msg);
+    } else if let Some(summed) = summed {
+        debug!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
+        if let Some(refused) = summed.note() {
+            warn!(%remote, cmd = frame.cmd, code = reject.code, "{refused} requests refused since the last such warning (at most one per {} s); the latest: {}", REFUSAL_WARN_EVERY.as_secs(), reject.msg);
+        }
     } else {
         warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
     }
@@ -623,4 +640,45 @@ async fn reply_error(conn: &mut Conn, remote: SocketAddr, frame: &Frame, reject:
     }
     let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
     conn.send(reply).await.is_ok() && !reject.close
+}
+
+/// How often refused requests are summed up in a warning.
+pub(crate) const REFUSAL_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Counts refused requests between warnings.
+#[derive(Default)]
+pub(crate) struct Refusals {
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl Refusals {
+    /// Notes one refusal; returns how many to report when a warning is due now.
+    pub(crate) fn note(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (last, count) = &mut *state;
+        *count += 1;
+        let due = last.is_none_or(|at| at.elapsed() >= REFUSAL_WARN_EVERY);
+        if !due {
+            return None;
+        }
+        *last = Some(std::time::Instant::now());
+        Some(std::mem::take(count))
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_summed_between_warnings() {
+        let r = Refusals::default();
+        assert_eq!(r.note(), Some(1), "the first warns at once");
+        for _ in 0..99 {
+            assert_eq!(r.note(), None, "then none until the period is over");
+        }
+        // Pretend the period is over: the next warning counts everything since the last.
+        r.state.lock().unwrap().0 = Some(std::time::Instant::now() - REFUSAL_WARN_EVERY);
+        assert_eq!(r.note(), Some(100));
+    }
 }

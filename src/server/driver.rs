@@ -152,7 +152,10 @@ impl Driver {
                 .core
                 .wake_at()
                 .map(|at| self.started + Duration::from_millis(at));
+            // Shutdown first: a beacon on its way out must not act on the connections its
+            // own shutdown closes (it would elect itself in its last moment).
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 _ = ticks.tick() => {
                     // Heartbeats that queued while this beacon was busy (a slow fsync) or

@@ -125,6 +125,9 @@ impl Server {
                 config.node
             );
         }
+        for note in &config.resolved {
+            info!("{note}");
+        }
         for (warning, notice) in &loaded.notices {
             if *warning {
                 warn!("{notice}");
@@ -156,6 +159,7 @@ impl Server {
             peer_up,
             tls,
             metrics: metrics.clone(),
+            refusals: Default::default(),
         });
 
         tracker.spawn(driver.run(token.clone()).in_current_span());
@@ -164,8 +168,10 @@ impl Server {
             tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));
         }
         if let Some(admin) = admin {
-            let addr = admin.local_addr().ok();
-            info!(?addr, "admin HTTP API listening");
+            match admin.local_addr() {
+                Ok(addr) => info!(%addr, "admin HTTP API listening"),
+                Err(e) => warn!("admin HTTP API listening (address unknown: {e})"),
+            }
             let tls = shared.tls.as_ref().map(|t| t.accept.clone());
             let state = admin::AdminState {
                 driver: handle,

@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     /// `None`: plain TCP.
     pub(crate) tls: Option<ServerTls>,
     pub(crate) metrics: Arc<super::metrics::Metrics>,
+    /// Refused requests since the last warning about them.
+    pub(crate) refusals: super::conn::Refusals,
 }
 
 impl Shared {
