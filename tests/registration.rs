@@ -319,7 +319,7 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_restarted_beacon_in_fragments(
     let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
     for i in 0..300 {
         let mut req = register_req("LOGIC", service(i));
-        req.metadata = format!("\"{i:0>700}\"");
+        req.metadata = format!("{{\"pad\": \"{i:0>690}\"}}");
         let _: pb::registry::RegisterReply = leader
             .call(RegistryCmd::Register, &req, "register")
             .await

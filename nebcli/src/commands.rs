@@ -15,7 +15,12 @@ pub enum Command {
     Assign(assign::cli::Command),
     Tasks(tasks::cli::Command),
     Help,
-    Quit,
+    /// `COMMAND --help`: the help of the commands starting with these words.
+    HelpOn(Vec<String>),
+    /// `quit` / `exit`, with the exit code to leave with, if one is given.
+    Quit(Option<u8>),
+    /// `completion bash|zsh|fish`.
+    Completion(String),
 }
 
 /// Every `show` subject, for the message that lists them.
@@ -30,13 +35,20 @@ fn subjects() -> Vec<&'static str> {
     .concat()
 }
 
-pub fn help_text() -> String {
-    let mut out = String::from("commands:\n");
+/// Every command's `(syntax, what it does)`.
+fn all_help() -> Vec<(&'static str, &'static str)> {
     let own: &[(&str, &str)] = &[
         ("help", "this list"),
-        ("quit | exit", "leave the interactive shell"),
+        (
+            "quit | exit [CODE]",
+            "leave the interactive shell (with exit code CODE)",
+        ),
+        (
+            "completion bash|zsh|fish",
+            "a shell completion script for nebcli",
+        ),
     ];
-    let sets = [
+    [
         ShowBeacon::HELP,
         Endpoint::HELP,
         registry::cli::Command::HELP,
@@ -44,18 +56,132 @@ pub fn help_text() -> String {
         assign::cli::Command::HELP,
         tasks::cli::Command::HELP,
         own,
-    ];
-    for (cmd, what) in sets.concat() {
+    ]
+    .concat()
+}
+
+/// The first word of every command, for completion.
+pub fn command_words() -> Vec<String> {
+    let mut words: Vec<String> = all_help()
+        .iter()
+        .filter_map(|(cmd, _)| cmd.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// The words that may follow `first` (`show` -> `beacon`, `nodes`, ...), for completion.
+pub fn second_words(first: &str) -> Vec<String> {
+    let mut words: Vec<String> = all_help()
+        .iter()
+        .filter_map(|(cmd, _)| {
+            let mut it = cmd.split_whitespace();
+            (it.next()? == first).then(|| it.next()).flatten()
+        })
+        .flat_map(|w| w.split('|'))
+        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .map(str::to_owned)
+        .collect();
+    words.sort();
+    words.dedup();
+    words
+}
+
+/// A completion script for `shell`: the first word from the commands, the second from what
+/// follows it, and the global options.
+fn completion_script(shell: &str) -> String {
+    let firsts = command_words().join(" ");
+    let options = "-s --server -w --write-out --json --cluster --timeout-ms --cacert --cert --key --token --help --version";
+    let seconds: Vec<(String, String)> = command_words()
+        .into_iter()
+        .map(|w| {
+            let next = second_words(&w).join(" ");
+            (w, next)
+        })
+        .filter(|(_, next)| !next.is_empty())
+        .collect();
+    match shell {
+        "fish" => {
+            let mut out = format!(
+                "# nebcli completion for fish: nebcli completion fish > ~/.config/fish/completions/nebcli.fish\n\
+                 complete -c nebcli -f -n '__fish_use_subcommand' -a '{firsts}'\n"
+            );
+            for (first, next) in &seconds {
+                out.push_str(&format!(
+                    "complete -c nebcli -f -n '__fish_seen_subcommand_from {first}' -a '{next}'\n"
+                ));
+            }
+            out
+        }
+        _ => {
+            let cases: String = seconds
+                .iter()
+                .map(|(first, next)| format!("        {first}) words=\"{next}\" ;;\n"))
+                .collect();
+            let zsh = if shell == "zsh" {
+                "# nebcli completion for zsh: source <(nebcli completion zsh)\nautoload -U +X bashcompinit && bashcompinit\n"
+            } else {
+                "# nebcli completion for bash: source <(nebcli completion bash)\n"
+            };
+            format!(
+                "{zsh}_nebcli() {{\n    local cur=\"${{COMP_WORDS[COMP_CWORD]}}\" words=\"\"\n    \
+                 if [[ \"$cur\" == -* ]]; then words=\"{options}\"\n    \
+                 elif [[ $COMP_CWORD -eq 1 ]]; then words=\"{firsts}\"\n    \
+                 elif [[ $COMP_CWORD -eq 2 ]]; then\n      case \"${{COMP_WORDS[1]}}\" in\n{cases}      esac\n    fi\n    \
+                 COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n}}\ncomplete -F _nebcli nebcli\n"
+            )
+        }
+    }
+}
+
+/// The help of the commands whose syntax starts with `words` (`show nodes`, `register`).
+fn help_on(words: &[String]) -> Option<String> {
+    let matches = |cmd: &str, n: usize| {
+        let syntax: Vec<String> = cmd
+            .split_whitespace()
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
+        syntax.len() >= n
+            && words
+                .iter()
+                .take(n)
+                .zip(&syntax)
+                .all(|(w, s)| s.split('|').any(|alt| alt == w.to_ascii_lowercase()))
+    };
+    // The longest prefix of the words that names some command.
+    (1..=words.len().min(2)).rev().find_map(|n| {
+        let found: Vec<String> = all_help()
+            .into_iter()
+            .filter(|(cmd, _)| matches(cmd, n))
+            .map(|(cmd, what)| format!("  {cmd}\n      {what}\n"))
+            .collect();
+        (!found.is_empty()).then(|| found.concat())
+    })
+}
+
+pub fn help_text() -> String {
+    let mut out = String::from("commands:\n");
+    for (cmd, what) in all_help() {
         out.push_str(&format!("  {cmd}\n      {what}\n"));
     }
     out.push_str(
-        "options (before the command): -s IP:PORT  --json  --cluster NAME  --timeout-ms MS\n",
+        "options (before or after the command): -s HOST:PORT[,...]  --json | -w table|json  --cluster NAME  --timeout-ms MS\n",
     );
     out
 }
 
 /// Parses one command line. `Ok(None)` for a blank line.
 pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
+    if words.len() > 1 && words.iter().any(|w| *w == "--help" || *w == "-h") {
+        let rest: Vec<String> = words
+            .iter()
+            .filter(|w| **w != "--help" && **w != "-h")
+            .map(|w| (*w).to_owned())
+            .collect();
+        return Ok(Some(Command::HelpOn(rest)));
+    }
     let lower = beacon::cli::head(words);
     let head: Vec<&str> = lower.iter().map(String::as_str).collect();
     if let Some(cmd) = ShowBeacon::parse(&head, words) {
@@ -79,7 +205,15 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     match head.as_slice() {
         [] => Ok(None),
         ["help" | "?", ..] => Ok(Some(Command::Help)),
-        ["quit" | "exit"] => Ok(Some(Command::Quit)),
+        ["quit" | "exit"] => Ok(Some(Command::Quit(None))),
+        ["quit" | "exit", code] => code
+            .parse()
+            .map(|c| Some(Command::Quit(Some(c))))
+            .map_err(|_| usage(format!("`exit {code}`: the code is a number 0..=255"))),
+        ["completion", shell] if ["bash", "zsh", "fish"].contains(shell) => {
+            Ok(Some(Command::Completion((*shell).to_owned())))
+        }
+        ["completion", ..] => Err(usage("usage: `completion bash|zsh|fish`")),
         ["show"] => Err(usage(format!(
             "`show` needs a subject: {}",
             subjects().join(", ")
@@ -100,7 +234,11 @@ impl Command {
             Command::Assign(c) => c.run(session).await,
             Command::Tasks(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
-            Command::Quit => Ok(String::new()),
+            Command::HelpOn(words) => help_on(words).ok_or_else(|| {
+                Failure::Usage(usage(format!("unknown command `{}`", words.join(" "))))
+            }),
+            Command::Quit(_) => Ok(String::new()),
+            Command::Completion(shell) => Ok(completion_script(shell)),
         }
     }
 }
@@ -120,8 +258,14 @@ mod tests {
             parse(&["SHOW", "Beacon"]),
             Ok(Some(Command::Beacon(ShowBeacon)))
         );
-        assert_eq!(parse(&["exit"]), Ok(Some(Command::Quit)));
-        assert_eq!(parse(&["quit"]), Ok(Some(Command::Quit)));
+        assert_eq!(parse(&["exit"]), Ok(Some(Command::Quit(None))));
+        assert_eq!(parse(&["quit"]), Ok(Some(Command::Quit(None))));
+        assert_eq!(parse(&["exit", "3"]), Ok(Some(Command::Quit(Some(3)))));
+        assert!(parse(&["exit", "three"]).is_err());
+        assert_eq!(
+            parse(&["register", "--help"]),
+            Ok(Some(Command::HelpOn(vec!["register".into()])))
+        );
         assert_eq!(parse(&["help"]), Ok(Some(Command::Help)));
         assert_eq!(parse(&[]), Ok(None));
     }
@@ -130,7 +274,10 @@ mod tests {
     fn arguments_keep_their_case() {
         assert_eq!(
             parse(&["show", "nodes", "LOGIC"]),
-            Ok(Some(Command::Registry(R::ShowNodes(Some("LOGIC".into())))))
+            Ok(Some(Command::Registry(R::ShowNodes(
+                Some("LOGIC".into()),
+                None
+            ))))
         );
         assert_eq!(
             parse(&["show", "node_report", "Logic", "10.0.0.1:80"]),

@@ -16,34 +16,40 @@ use std::time::Duration;
 
 use beacon::cli::{Failure, Session};
 use beacon::client::ConnectOptions;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use commands::Command;
 use rustyline::error::ReadlineError;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "nebcli",
-    version,
-    about = "Admin shell for beacon clusters",
-    after_help = "Run without a command for the interactive `nebcli)` prompt; type `help` there."
-)]
+#[command(name = "nebcli", version, about = "Admin shell for beacon clusters")]
 struct Args {
-    /// Beacon to talk to.
+    /// Beacons to talk to, comma-separated, tried in turn (host:port).
     #[arg(
         short = 's',
         long = "server",
-        value_name = "IP:PORT",
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        env = "BEACON_ENDPOINTS",
         default_value = "127.0.0.1:16000"
     )]
-    server: String,
-    /// Print results as JSON instead of tables.
+    servers: Vec<String>,
+    /// Print results as JSON instead of tables (the same as `-w json`).
     #[arg(long)]
     json: bool,
+    /// Output format.
+    #[arg(short = 'w', long = "write-out", value_name = "FORMAT", value_parser = ["table", "json"])]
+    write_out: Option<String>,
     /// Insist that the beacon serves this cluster.
     #[arg(long, value_name = "NAME")]
     cluster: Option<String>,
-    /// Time allowed for connecting and for each request.
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    /// Time allowed for connecting and for each command, writes included (finding a leader
+    /// through an election too).
+    #[arg(
+        long,
+        value_name = "MS",
+        env = "BEACON_TIMEOUT_MS",
+        default_value_t = 5000
+    )]
     timeout_ms: u64,
     /// Connect over TLS, verifying the beacon's certificate against this CA (PEM).
     #[arg(long, value_name = "FILE")]
@@ -64,12 +70,110 @@ struct Args {
     )]
     token: Option<String>,
     /// The command, e.g. `show beacon`; none opens the interactive prompt.
-    #[arg(trailing_var_arg = true, value_name = "COMMAND")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<String>,
 }
 
+const AFTER_HELP: &str = "`nebcli COMMAND --help` explains one command. Without a command, the \
+interactive `nebcli)` prompt (tab completes commands). Options may come before or after the \
+command. Environment: BEACON_ENDPOINTS (as -s), BEACON_TIMEOUT_MS, BEACON_TOKEN.";
+
+/// Global options that take a value, and those that do not. `--timeout-ms` after the
+/// command belongs to the command where the command takes one (`task submit`, `queue
+/// create`); everywhere else an option of these lists is nebcli's wherever it is written.
+const GLOBAL_WITH_VALUE: &[&str] = &[
+    "-s",
+    "--server",
+    "-w",
+    "--write-out",
+    "--cluster",
+    "--timeout-ms",
+    "--cacert",
+    "--cert",
+    "--key",
+    "--token",
+];
+const GLOBAL_FLAGS: &[&str] = &["--json"];
+/// Commands with an option of their own that has a global's name.
+const OWN_OPTIONS: &[(&[&str], &str)] = &[
+    (&["task", "submit"], "--timeout-ms"),
+    (&["queue", "create"], "--timeout-ms"),
+];
+
+/// Moves the global options written after the command in front of it, so that `nebcli
+/// show beacon --json -s A` means what `nebcli --json -s A show beacon` does.
+fn hoist_globals(argv: Vec<String>) -> Vec<String> {
+    let mut front = vec![argv[0].clone()];
+    let mut command: Vec<String> = Vec::new();
+    let mut it = argv.into_iter().skip(1).peekable();
+    while let Some(arg) = it.next() {
+        let name = arg
+            .split_once('=')
+            .map_or(arg.as_str(), |(n, _)| n)
+            .to_owned();
+        let owned_by_command = !command.is_empty()
+            && OWN_OPTIONS.iter().any(|(words, opt)| {
+                *opt == name
+                    && command.len() >= words.len()
+                    && command
+                        .iter()
+                        .zip(words.iter())
+                        .all(|(c, w)| c.eq_ignore_ascii_case(w))
+            });
+        if !owned_by_command && GLOBAL_WITH_VALUE.contains(&name.as_str()) {
+            front.push(arg.clone());
+            if !arg.contains('=')
+                && let Some(value) = it.next()
+            {
+                front.push(value);
+            }
+        } else if GLOBAL_FLAGS.contains(&name.as_str()) {
+            front.push(arg);
+        } else if command.is_empty() && arg.starts_with('-') {
+            // An option before the command (`--help`, `--version`, a wrong one): clap says.
+            front.push(arg);
+        } else {
+            command.push(arg);
+        }
+    }
+    front.extend(command);
+    front
+}
+
+/// Checks that each of `servers` is a host:port: a usage error, not a network one.
+fn check_servers(servers: &[String]) -> Result<(), String> {
+    for s in servers {
+        let ok = s.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !ok {
+            return Err(format!(
+                "-s `{s}` is not host:port (for example 127.0.0.1:16000)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // `nebcli --help` lists the commands after the options.
+    let after = format!("{}\n\n{AFTER_HELP}", commands::help_text().trim_end());
+    let matches = Args::command()
+        .after_help(after)
+        .get_matches_from(hoist_globals(std::env::args().collect()));
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    if let Err(e) = check_servers(&args.servers) {
+        eprintln!("nebcli: {e}");
+        return ExitCode::from(2);
+    }
+    let json = args.json || args.write_out.as_deref() == Some("json");
     // Local: needs no beacon.
     if args.command.first().is_some_and(|c| c == "certs") {
         return match certs::run(&args.command[1..]) {
@@ -120,7 +224,7 @@ fn main() -> ExitCode {
             };
         }
     }
-    let mut session = Session::new(args.server, opts, args.json);
+    let mut session = Session::new(args.servers, opts, json);
     if args.command.is_empty() {
         interactive(&runtime, &mut session)
     } else {
@@ -153,6 +257,67 @@ fn history_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".nebcli_history"))
 }
 
+/// Takes `--json` and `-w json|table` out of a prompt line: `Some(true)` for JSON,
+/// `Some(false)` for a table, `None` when the line does not say.
+fn output_option(words: &[String]) -> (Vec<String>, Option<bool>) {
+    let mut rest = Vec::new();
+    let mut json = None;
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "--json" => json = Some(true),
+            "-w" | "--write-out" => match it.next().map(String::as_str) {
+                Some("json") => json = Some(true),
+                Some("table") => json = Some(false),
+                other => {
+                    // Left for the command's parser to refuse.
+                    rest.push(w.clone());
+                    rest.extend(other.map(str::to_owned));
+                }
+            },
+            _ => rest.push(w.clone()),
+        }
+    }
+    (rest, json)
+}
+
+/// Tab completion in the prompt: the first word from the commands, the second from what
+/// follows it.
+struct Completion;
+
+impl rustyline::completion::Completer for Completion {
+    type Candidate = String;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<String>)> {
+        let before = &line[..pos];
+        let start = before.rfind(' ').map_or(0, |i| i + 1);
+        let done: Vec<&str> = before[..start].split_whitespace().collect();
+        let word = &before[start..];
+        let options = match done.as_slice() {
+            [] => commands::command_words(),
+            [first] => commands::second_words(&first.to_ascii_lowercase()),
+            _ => Vec::new(),
+        };
+        let found = options
+            .into_iter()
+            .filter(|o| o.starts_with(&word.to_ascii_lowercase()))
+            .collect();
+        Ok((start, found))
+    }
+}
+
+impl rustyline::hint::Hinter for Completion {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for Completion {}
+impl rustyline::validate::Validator for Completion {}
+impl rustyline::Helper for Completion {}
+
 fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> ExitCode {
     // Connect first, so an unreachable beacon is one clear line rather than a prompt that
     // fails on every command.
@@ -160,18 +325,22 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
         eprintln!("nebcli: {e}");
         return ExitCode::from(1);
     }
-    let mut editor = match rustyline::DefaultEditor::new() {
-        Ok(editor) => editor,
-        Err(e) => {
-            eprintln!("nebcli: cannot open the terminal: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let history = history_path();
+    let mut editor =
+        match rustyline::Editor::<Completion, rustyline::history::DefaultHistory>::new() {
+            Ok(editor) => editor,
+            Err(e) => {
+                eprintln!("nebcli: cannot open the terminal: {e}");
+                return ExitCode::from(1);
+            }
+        };
+    editor.set_helper(Some(Completion));
+    // History is a person's: lines piped in are neither read from it nor added to it.
+    let tty = std::io::stdin().is_terminal();
+    let history = history_path().filter(|_| tty);
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
-    if std::io::stdin().is_terminal() {
+    if tty {
         let client = session.client.as_ref().expect("connected above");
         println!(
             "connected to beacon {} (cluster {}); type `help` for commands, `quit` to leave",
@@ -179,7 +348,9 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
             client.cluster()
         );
     }
-    let mut code = ExitCode::SUCCESS;
+    // Piped input that had a failing command exits 1, as a shell script with `set -e` would.
+    let mut failed = false;
+    let mut code = None;
     loop {
         let line = match editor.readline("nebcli) ") {
             Ok(line) => line,
@@ -187,30 +358,63 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
             Err(ReadlineError::Eof) => break,
             Err(e) => {
                 eprintln!("nebcli: cannot read input: {e}");
-                code = ExitCode::from(1);
+                failed = true;
                 break;
             }
         };
-        let words: Vec<&str> = line.split_whitespace().collect();
+        // Quotes and escapes as a shell has them: --metadata '{"zone": "b"}' is one word.
+        let words = match shell_words::split(&line) {
+            Ok(words) => words,
+            Err(e) => {
+                eprintln!("error: {e}: close the quote");
+                failed = true;
+                continue;
+            }
+        };
         if words.is_empty() {
             continue;
         }
-        let _ = editor.add_history_entry(line.trim());
-        match commands::parse(&words) {
-            Ok(Some(Command::Quit)) => break,
-            Ok(Some(cmd)) => match runtime.block_on(cmd.run(session)) {
-                Ok(out) => print!("{out}"),
-                Err(f) => {
-                    print!("{}", f.output().unwrap_or_default());
-                    eprintln!("error: {}", f.report().0);
+        if tty {
+            let _ = editor.add_history_entry(line.trim());
+        }
+        // `--json` / `-w json|table` on one line is for that command alone.
+        let (words, json) = output_option(&words);
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let json_before = session.json;
+        session.json = json.unwrap_or(json_before);
+        let result = commands::parse(&words);
+        let result = match result {
+            Ok(Some(Command::Quit(exit))) => Err(exit),
+            Ok(Some(cmd)) => {
+                match runtime.block_on(cmd.run(session)) {
+                    Ok(out) => print!("{out}"),
+                    Err(f) => {
+                        print!("{}", f.output().unwrap_or_default());
+                        eprintln!("error: {}", f.report().0);
+                        failed = true;
+                    }
                 }
-            },
-            Ok(None) => {}
-            Err(e) => eprintln!("error: {e}"),
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                eprintln!("error: {e}");
+                failed = true;
+                Ok(())
+            }
+        };
+        session.json = json_before;
+        if let Err(exit) = result {
+            code = exit;
+            break;
         }
     }
     if let Some(path) = &history {
         let _ = editor.save_history(path);
     }
-    code
+    match code {
+        Some(code) => ExitCode::from(code),
+        None if failed && !tty => ExitCode::from(1),
+        None => ExitCode::SUCCESS,
+    }
 }

@@ -216,7 +216,7 @@ fn json_output_has_the_same_facts() {
 }
 
 #[test]
-fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
+fn piped_commands_run_until_quit_and_a_failure_sets_the_exit_code() {
     let c = Cluster::start("cli-repl");
     let home = tempfile::tempdir().unwrap();
     let out = nebcli_home(
@@ -224,7 +224,8 @@ fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
         Some("help\nshow beacon\nbogus command\n\nshow stars\nquit\nshow beacon\n"),
         home.path(),
     );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    // As a script under `set -e` would: a failed command makes the run fail.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert!(
@@ -241,11 +242,101 @@ fn interactive_shell_reads_commands_until_quit_and_keeps_history() {
         stderr.contains("error: unknown subject `show stars`"),
         "{stderr}"
     );
-    let history = std::fs::read_to_string(home.path().join(".nebcli_history")).unwrap();
-    assert!(
-        history.contains("show beacon") && history.contains("bogus command"),
-        "{history}"
+    // History is a person's: piped lines are not kept.
+    assert!(!home.path().join(".nebcli_history").exists());
+
+    // All went well: 0; `exit 3`: 3.
+    let ok = nebcli(&["-s", &c.addrs[0].to_string()], Some("show beacon\n"));
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    let three = nebcli(
+        &["-s", &c.addrs[0].to_string()],
+        Some("show beacon\nexit 3\n"),
     );
+    assert_eq!(three.status.code(), Some(3));
+}
+
+#[test]
+fn the_shell_reads_quotes_as_a_shell_does() {
+    let c = Cluster::start("cli-quotes");
+    let s = c.addrs[0].to_string();
+    let out = nebcli(
+        &["-s", &s],
+        Some(
+            "register --type LOGIC --addr 10.9.0.1:80 --metadata '{\"zone\": \"b\"}'\nshow nodes LOGIC --json\n",
+        ),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("zone"), "{}", text(&out.stdout));
+    let open = nebcli(&["-s", &s], Some("register --metadata '{\n"));
+    assert_eq!(open.status.code(), Some(1));
+    assert!(
+        text(&open.stderr).contains("close the quote"),
+        "{}",
+        text(&open.stderr)
+    );
+}
+
+#[test]
+fn options_go_before_or_after_the_command_and_come_from_the_environment() {
+    let c = Cluster::start("cli-options");
+    let s = c.addrs[1].to_string();
+    let dead = closed_port().to_string();
+    // After the command; -w json as --json; the first of -s a,b unreachable.
+    let list = format!("{dead},{s}");
+    for args in [
+        vec!["show", "beacon", "--json", "-s", &s],
+        vec!["show", "beacon", "-w", "json", "--server", &s],
+        vec!["-s", &list, "show", "beacon", "--json"],
+    ] {
+        let out = nebcli(&args, None);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&out.stdout)));
+        assert_eq!(v["leader"], c.addrs[0].to_string(), "{args:?}");
+    }
+    // BEACON_ENDPOINTS as -s, BEACON_TIMEOUT_MS as --timeout-ms.
+    let out = Command::new(NEBCLI)
+        .args(["show", "beacon", "--json"])
+        .env("BEACON_ENDPOINTS", format!("{dead},{s}"))
+        .env("BEACON_TIMEOUT_MS", "2000")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A command's own --timeout-ms stays the command's.
+    let words = ["queue", "create", "jobs", "--timeout-ms", "2000"];
+    let out = nebcli(&[&["-s", s.as_str()], &words[..]].concat(), None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Usage errors exit 2 without trying the network.
+    for args in [
+        vec!["-s", "banana", "show", "beacon"],
+        vec!["-s", "127.0.0.1", "show", "beacon"],
+        vec!["-s", &s, "unregister", "-5"],
+        vec!["-w", "yaml", "show", "beacon"],
+    ] {
+        let out = nebcli(&args, None);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // Every command has --help, and needs no beacon for it.
+    let out = nebcli(&["-s", &dead, "register", "--help"], None);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stdout).contains("register --type T --addr IP:PORT"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = nebcli(&["--help"], None);
+    assert!(
+        text(&out.stdout).contains("endpoint health"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = nebcli(&["completion", "bash"], None);
+    assert!(text(&out.stdout).contains("complete -F _nebcli nebcli"));
 }
 
 #[test]
@@ -278,6 +369,9 @@ fn interactive_shell_on_a_terminal_shows_the_prompt() {
     assert!(stdout.contains("nebcli) "), "{stdout}");
     assert!(stdout.contains("connected to beacon"), "{stdout}");
     assert!(stdout.contains("is_leader"), "{stdout}");
+    // What a person typed is kept for the next session.
+    let history = std::fs::read_to_string(home.path().join(".nebcli_history")).unwrap();
+    assert!(history.contains("show beacon"), "{history}");
 }
 
 #[test]
@@ -417,7 +511,8 @@ fn register_show_and_unregister_through_any_beacon() {
         table.starts_with("node_id    node_type    address        is_online    last_seen_ms\n1          LOGIC        10.0.0.1:80    yes"),
         "{table}"
     );
-    assert_eq!(table.lines().count(), 2, "ACCESS filtered out: {table}");
+    assert_eq!(table.lines().count(), 3, "ACCESS filtered out: {table}");
+    assert!(table.ends_with("1 nodes, 1 online · LOGIC 1\n"), "{table}");
 
     let out = nebcli(
         &[
@@ -661,4 +756,110 @@ fn endpoint_health_fails_when_the_cluster_cannot_write() {
     assert!(stdout.contains("0 of 3 beacons can write"), "{stdout}");
     assert!(stdout.contains("sees 1 of 3"), "{stdout}");
     assert!(stdout.contains(&c.addrs[2].to_string()), "{stdout}");
+}
+
+#[test]
+fn output_at_scale_counts_and_ranges_and_says_what_a_re_registration_replaced() {
+    let c = Cluster::start("cli-scale");
+    let s = c.addrs[0].to_string();
+    let run = |args: &[&str]| {
+        let out = nebcli(&[&["-s", s.as_str()], args].concat(), None);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    for i in 1..=5 {
+        let addr = format!("10.7.0.{i}:80");
+        let t = if i <= 3 { "LOGIC" } else { "LOGGER" };
+        run(&[
+            "register",
+            "--type",
+            t,
+            "--addr",
+            &addr,
+            "--workers",
+            "2",
+            "--metadata",
+            r#"{"zone":"a"}"#,
+        ]);
+    }
+    let nodes = run(&["show", "nodes", "--limit", "2"]);
+    assert_eq!(nodes.lines().count(), 4, "header, 2 rows, summary: {nodes}");
+    assert!(
+        nodes.contains("5 nodes, 5 online · LOGGER 2, LOGIC 3 · first 2 shown"),
+        "{nodes}"
+    );
+    let logic = run(&["show", "nodes", "--type", "LOGIC"]);
+    assert!(logic.contains("3 nodes, 3 online · LOGIC 3"), "{logic}");
+    // Metadata is a JSON object in --json; times are for people in tables.
+    let v: serde_json::Value =
+        serde_json::from_str(&run(&["show", "nodes", "LOGIC", "--json"])).unwrap();
+    assert_eq!(v["nodes"][0]["node"]["metadata"]["zone"], "a", "{v}");
+    let detail = run(&["show", "node_detail", "LOGIC"]);
+    assert!(detail.contains(" ago, 20"), "{detail}");
+    // Re-registering with fewer flags replaces the details, and says so.
+    let again = run(&["register", "--type", "LOGIC", "--addr", "10.7.0.1:80"]);
+    assert!(
+        again.contains("updated the live registration of 10.7.0.1:80: workers 2 -> 0, metadata {\"zone\":\"a\"} -> (none)"),
+        "{again}"
+    );
+    // Metadata that is not an object is refused.
+    let out = nebcli(
+        &[
+            "-s",
+            &s,
+            "register",
+            "--type",
+            "LOGIC",
+            "--addr",
+            "10.7.0.9:80",
+            "--metadata",
+            "[1]",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("metadata must be a JSON object"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Quarantined IDs as a count and ranges; every one with --json.
+    for i in [1, 2, 3, 5] {
+        run(&["unregister", &format!("10.7.0.{i}:80")]);
+    }
+    let ids = run(&["show", "ids"]);
+    assert!(ids.contains("quarantined: 1-3, 5"), "{ids}");
+    let v: serde_json::Value = serde_json::from_str(&run(&["show", "ids", "--json"])).unwrap();
+    assert_eq!(v["quarantined"].as_array().unwrap().len(), 4, "{v}");
+}
+
+#[test]
+fn bench_against_nothing_stops_at_once_and_fails() {
+    let dead = closed_port().to_string();
+    let out = nebcli(
+        &[
+            "-s",
+            &dead,
+            "--timeout-ms",
+            "300",
+            "bench",
+            "register",
+            "--count",
+            "1000",
+            "--clients",
+            "4",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("no registration succeeded"), "{stdout}");
+    // Each client tried once, not 1,000 times.
+    let tried: usize = stdout
+        .split('(')
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(tried <= 8, "{stdout}");
 }

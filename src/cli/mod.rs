@@ -7,7 +7,6 @@ pub mod beacon;
 pub mod table;
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::client::{Client, ClientError, Cluster, ConnectOptions};
 
@@ -100,25 +99,44 @@ impl Failure {
 
 /// One nebcli session: the options and a connection opened on first use.
 pub struct Session {
+    /// The beacon connected to (or to try first).
     pub server: String,
+    /// Every beacon given (`-s a,b,c`), tried in turn.
+    pub servers: Vec<String>,
     pub opts: ConnectOptions,
     pub json: bool,
     pub client: Option<Client>,
 }
 
 impl Session {
-    pub fn new(server: String, opts: ConnectOptions, json: bool) -> Session {
+    /// A session with the beacons `servers` (at least one).
+    pub fn new(servers: Vec<String>, opts: ConnectOptions, json: bool) -> Session {
         Session {
-            server,
+            server: servers.first().cloned().unwrap_or_default(),
+            servers,
             opts,
             json,
             client: None,
         }
     }
 
+    /// The connection, opened to the first of the beacons given that answers.
     pub async fn client(&mut self) -> Result<&mut Client, ClientError> {
         if self.client.is_none() {
-            self.client = Some(Client::connect(&self.server, &self.opts).await?);
+            let mut failed = None;
+            for server in self.servers.clone() {
+                match Client::connect(&server, &self.opts).await {
+                    Ok(client) => {
+                        self.server = server;
+                        self.client = Some(client);
+                        break;
+                    }
+                    Err(e) => failed = Some(e),
+                }
+            }
+            if let Some(e) = failed.filter(|_| self.client.is_none()) {
+                return Err(e);
+            }
         }
         Ok(self.client.as_mut().expect("just connected"))
     }
@@ -136,13 +154,10 @@ impl Session {
         result
     }
 
-    /// The cluster's leader, reached through the server given; for writes.
+    /// The cluster's leader, reached through the beacons given; for writes. A call looks
+    /// for a leader for as long as `--timeout-ms` allows, no longer.
     pub fn cluster(&self) -> Cluster {
-        Cluster::new(
-            vec![self.server.clone()],
-            self.opts.clone(),
-            self.opts.timeout.max(Duration::from_secs(10)),
-        )
+        Cluster::new(self.servers.clone(), self.opts.clone(), self.opts.timeout)
     }
 
     /// `value` as JSON with `--json`, else as `table` renders it.

@@ -69,6 +69,63 @@ pub fn utc_ms(ms: u64) -> String {
     )
 }
 
+/// A span of milliseconds as a person reads it: `850ms`, `42s`, `3m12s`, `2h05m`, `3d04h`.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1_000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..60 => format!("{s}s"),
+        60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h{:02}m", s / 3_600, s / 60 % 60),
+        _ => format!("{}d{:02}h", s / 86_400, s / 3_600 % 24),
+    }
+}
+
+/// A moment (ms since the Unix epoch) for a table: how long ago, then when in UTC
+/// (`3m12s ago, 2026-11-23T09:15:02Z`). `-` for 0 (not known).
+pub fn when(ms: u64) -> String {
+    if ms == 0 {
+        return "-".into();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let utc = utc_ms(ms);
+    // Whole seconds are enough for people.
+    let utc = format!("{}Z", &utc[..19]);
+    match now.checked_sub(ms) {
+        Some(ago) => format!("{} ago, {utc}", age(ago)),
+        None => utc,
+    }
+}
+
+/// Numbers as ranges: `1-3, 7, 9-4000`; at most `most` ranges, then how many more.
+pub fn ranges(sorted: &[u32], most: usize) -> String {
+    let mut spans: Vec<(u32, u32)> = Vec::new();
+    for &n in sorted {
+        match spans.last_mut() {
+            Some((_, end)) if n == *end + 1 => *end = n,
+            _ => spans.push((n, n)),
+        }
+    }
+    let shown: Vec<String> = spans
+        .iter()
+        .take(most)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let mut out = shown.join(", ");
+    if spans.len() > most {
+        out.push_str(&format!(", ... ({} more ranges)", spans.len() - most));
+    }
+    out
+}
+
 /// A line warning that an answer may be stale, or nothing.
 pub fn stale_warning(stale: Option<&str>) -> String {
     stale.map_or(String::new(), |why| {
@@ -88,6 +145,25 @@ mod tests {
             utc_ms(951_782_400_000 + 3_723_004),
             "2000-02-29T01:02:03.004Z"
         );
+    }
+
+    #[test]
+    fn numbers_and_spans_print_for_people() {
+        assert_eq!(ranges(&[1, 2, 3, 7, 9, 10, 11], 10), "1-3, 7, 9-11");
+        assert_eq!(ranges(&[1, 3, 5, 7], 2), "1, 3, ... (2 more ranges)");
+        assert_eq!(ranges(&[], 5), "");
+        assert_eq!(age(850), "850ms");
+        assert_eq!(age(192_000), "3m12s");
+        assert_eq!(age(2 * 3_600_000 + 5 * 60_000), "2h05m");
+        assert_eq!(age(3 * 86_400_000 + 4 * 3_600_000), "3d04h");
+        let then = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+            - 90_000;
+        assert!(when(then).starts_with("1m3"), "{}", when(then));
+        assert!(when(then).ends_with('Z'));
+        assert_eq!(when(0), "-");
     }
 
     #[test]

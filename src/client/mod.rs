@@ -48,7 +48,7 @@ pub enum ClientError {
     /// verify, a name it does not carry), or TLS cannot be set up for this address.
     #[error("beacon at {addr}: TLS: {cause}")]
     Tls { addr: String, cause: String },
-    #[error("beacon at {addr} did not answer {what} within {timeout:?}")]
+    #[error("beacon at {addr} did not answer {what} within {} ms", timeout.as_millis())]
     Timeout {
         addr: String,
         what: &'static str,
@@ -64,7 +64,7 @@ pub enum ClientError {
         /// With `NotLeader`: the leader to ask instead, when the beacon knows it.
         leader: Option<String>,
     },
-    #[error("no leader answered {what} within {waited:?}; last error: {last}")]
+    #[error("no leader answered {what} within {} ms; last error: {last}", waited.as_millis())]
     NoLeader {
         what: &'static str,
         waited: Duration,

@@ -193,8 +193,10 @@ async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::Registe
             lease_ms,
             subscribe,
             clock_floor_ms,
+            previous,
         } => Ok(pb::RegisterReply {
             node: Some(record_to_pb(&record)),
+            previous: previous.as_deref().map(record_to_pb),
             lease_ms,
             beacons: ctx.config.beacon_names(),
             leader: ctx.config.node.to_string(),

@@ -131,6 +131,9 @@ pub enum Response {
         subscribe: Vec<String>,
         /// The highest timestamp a previous holder of the ID may have used (snowflake).
         clock_floor_ms: u64,
+        /// The live record this registration replaced (the same address registered again
+        /// with other details: a registration states the whole record), if it did.
+        previous: Option<Box<NodeRecord>>,
     },
     Unregistered(NodeRecord),
     Reported {
@@ -193,7 +196,8 @@ pub enum RegistryError {
 /// What a write waits with until committed.
 #[derive(Debug, Clone)]
 pub enum Waiting {
-    Registered(NodeId),
+    /// The registration of this ID; with the record it replaced, if it updated a live one.
+    Registered(NodeId, Option<Box<NodeRecord>>),
     Unregistered(NodeRecord),
     /// A report whose clock reservation is being committed.
     Reported(Response),
@@ -311,10 +315,11 @@ impl RegistryService {
                 // made the record what it is now is committed.
                 return Outcome::WhenCommitted {
                     index: leader.last_index(),
-                    waiting: Waiting::Registered(existing.node_id),
+                    waiting: Waiting::Registered(existing.node_id, None),
                 };
             }
             // New details, same registration: the fencing token stays.
+            let previous = existing.clone();
             let updated = NodeRecord {
                 access_addr: req.access_addr,
                 worker_num: req.worker_num,
@@ -325,7 +330,7 @@ impl RegistryService {
             return match leader.append(S::wrap(Command::Update(updated))) {
                 Some(index) => Outcome::WhenCommitted {
                     index,
-                    waiting: Waiting::Registered(id),
+                    waiting: Waiting::Registered(id, Some(Box::new(previous))),
                 },
                 None => Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id })),
             };
@@ -355,7 +360,7 @@ impl RegistryService {
         self.touch(id, now);
         Outcome::WhenCommitted {
             index,
-            waiting: Waiting::Registered(id),
+            waiting: Waiting::Registered(id, None),
         }
     }
 
@@ -539,7 +544,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
 
     fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, RegistryError> {
         match waiting {
-            Waiting::Registered(id) => {
+            Waiting::Registered(id, previous) => {
                 // Gone before it committed (its lease ran out while commits were slow, or
                 // it was unregistered meanwhile): say so; registering again is the answer.
                 let record = state
@@ -553,6 +558,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
                     lease_ms: self.cfg.lease_ms,
                     subscribe,
                     clock_floor_ms: state.part().clock(id),
+                    previous,
                 })
             }
             Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),

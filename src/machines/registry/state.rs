@@ -518,6 +518,8 @@ pub enum InvalidRequest {
     MetadataTooLarge { len: usize, max: usize },
     #[error("metadata is not valid JSON: {0}")]
     MetadataNotJson(String),
+    #[error("metadata must be a JSON object (`{{\"zone\": \"b\"}}`), not {0}")]
+    MetadataNotObject(&'static str),
     #[error("give a node_id or an addr")]
     NoTarget,
     #[error(
@@ -589,8 +591,17 @@ pub fn check_metadata(metadata: &str, max: usize) -> Result<(), InvalidRequest> 
         });
     }
     if !metadata.is_empty() {
-        serde_json::from_str::<serde_json::Value>(metadata)
+        let value = serde_json::from_str::<serde_json::Value>(metadata)
             .map_err(|e| InvalidRequest::MetadataNotJson(e.to_string()))?;
+        let kind = match value {
+            serde_json::Value::Object(_) => return Ok(()),
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            serde_json::Value::Bool(_) => "a boolean",
+            serde_json::Value::Null => "null",
+        };
+        return Err(InvalidRequest::MetadataNotObject(kind));
     }
     Ok(())
 }
@@ -796,6 +807,10 @@ mod tests {
             Err(InvalidRequest::MetadataNotJson(_))
         ));
         assert!(check_metadata(r#"{"a":1}"#, 10).is_ok());
+        assert_eq!(
+            check_metadata("[1]", 10).unwrap_err().to_string(),
+            r#"metadata must be a JSON object (`{"zone": "b"}`), not an array"#
+        );
         assert!(check_metadata("", 10).is_ok());
     }
 }

@@ -36,6 +36,15 @@ pub struct Report {
 
 impl Report {
     pub fn render(&self) -> String {
+        if self.ok == 0 {
+            return format!(
+                "no registration succeeded ({} tried from {} clients in {:.3} s, then stopped); first error: {}\n",
+                self.failed,
+                self.clients,
+                self.seconds,
+                self.first_error.as_deref().unwrap_or("none")
+            );
+        }
         format!(
             "registered {ok}/{count} from {clients} clients in {s:.3} s: {rate:.0} allocations/s\n\
              latency p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms\n\
@@ -90,15 +99,18 @@ pub async fn register(
     node_type: &str,
 ) -> Report {
     let next = Arc::new(AtomicUsize::new(0));
+    // Until one registration succeeds, a failure of every client means nothing answers:
+    // the run stops there rather than trying every registration against a dead address.
+    let succeeded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let failed_first = Arc::new(AtomicUsize::new(0));
+    let clients = clients.min(count);
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..clients.min(count) {
+    for _ in 0..clients {
         let next = next.clone();
-        let mut cluster = Cluster::new(
-            vec![server.to_owned()],
-            opts.clone(),
-            Duration::from_secs(10),
-        );
+        let (succeeded, failed_first) = (succeeded.clone(), failed_first.clone());
+        // Each registration may look for a leader for as long as --timeout-ms allows.
+        let mut cluster = Cluster::new(vec![server.to_owned()], opts.clone(), opts.timeout);
         let node_type = node_type.to_owned();
         tasks.push(tokio::spawn(async move {
             let mut done = Vec::new();
@@ -122,8 +134,18 @@ pub async fn register(
                     )
                     .await
                 {
-                    Ok(reply) => done.push((t.elapsed(), reply.node.unwrap_or_default())),
-                    Err(e) => errors.push(e.to_string()),
+                    Ok(reply) => {
+                        succeeded.store(true, Ordering::Relaxed);
+                        done.push((t.elapsed(), reply.node.unwrap_or_default()));
+                    }
+                    Err(e) => {
+                        errors.push(e.to_string());
+                        if !succeeded.load(Ordering::Relaxed)
+                            && failed_first.fetch_add(1, Ordering::Relaxed) + 1 >= clients
+                        {
+                            break;
+                        }
+                    }
                 }
             }
             (cluster, done, errors)

@@ -16,7 +16,8 @@ use crate::pb;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `show nodes [TYPE]`
-    ShowNodes(Option<String>),
+    /// `show nodes [TYPE] [--type T] [--limit N]`.
+    ShowNodes(Option<String>, Option<usize>),
     /// `show node_detail TYPE [ip:port]`
     ShowNodeDetail(String, Option<String>),
     /// `show node_report TYPE [ip:port]`
@@ -75,7 +76,42 @@ fn parse_register(args: &[&str]) -> Result<Command, UsageError> {
     Ok(Command::Register(r))
 }
 
+fn parse_show_nodes(args: &[&str]) -> Result<Command, UsageError> {
+    let (mut node_type, mut rest) = (None, args);
+    if let [first, more @ ..] = args
+        && !first.starts_with("--")
+    {
+        node_type = Some((*first).to_owned());
+        rest = more;
+    }
+    let mut limit = None;
+    for (flag, value) in flags("show nodes", rest)? {
+        match flag.as_str() {
+            "type" => node_type = Some(value.to_owned()),
+            "limit" => limit = Some(number("show nodes", "limit", value)?),
+            other => {
+                return Err(usage(format!(
+                    "`show nodes`: unknown flag --{other}; usage: `show nodes [TYPE] [--type T] [--limit N]`"
+                )));
+            }
+        }
+    }
+    Ok(Command::ShowNodes(node_type, limit))
+}
+
 fn parse_unregister(args: &[&str]) -> Result<Command, UsageError> {
+    // A node ID (1..) or an ip:port, checked here: a typo is a usage error, not a request.
+    let target_ok = |t: &str| {
+        t.parse::<u32>().is_ok_and(|id| id > 0) || t.parse::<std::net::SocketAddr>().is_ok()
+    };
+    if let Some(bad) = args
+        .iter()
+        .find(|a| !a.eq_ignore_ascii_case("--free") && !target_ok(a))
+    {
+        return Err(usage(format!(
+            "`unregister`: `{bad}` is neither a node ID (1 or more) nor an ip:port; usage: `unregister ID|IP:PORT [--free]`"
+        )));
+    }
     match args {
         [target] => Ok(Command::Unregister {
             target: (*target).to_owned(),
@@ -147,8 +183,8 @@ async fn leader_nodes(
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show nodes [TYPE]",
-            "registered services: node_id, node_type, address, is_online, last_seen_ms",
+            "show nodes [TYPE] [--type T] [--limit N]",
+            "registered services: node_id, node_type, address, is_online, last_seen_ms; a summary line with counts",
         ),
         (
             "show node_detail TYPE [IP:PORT]",
@@ -185,7 +221,7 @@ impl Commands for Command {
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         let args = words.get(2..).unwrap_or_default();
         Some(match head {
-            ["show", "nodes"] => optional("show nodes", args).map(Command::ShowNodes),
+            ["show", "nodes"] => parse_show_nodes(args),
             ["show", "node_detail"] => {
                 type_and_addr("show node_detail", args).map(|(t, a)| Command::ShowNodeDetail(t, a))
             }
@@ -209,15 +245,23 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::ShowNodes(node_type) => {
+            Command::ShowNodes(node_type, limit) => {
                 let t = node_type.as_deref().unwrap_or("");
                 let reply = session.with_client(async |c| c.nodes(t, "").await).await?;
-                session.print(&reply, render::nodes)
+                if session.json {
+                    cli::json(&render::nodes_json(&reply))
+                } else {
+                    render::nodes_limited(&reply, *limit)
+                }
             }
             Command::ShowNodeDetail(t, addr) => {
                 let a = addr.as_deref().unwrap_or("");
                 let reply = session.with_client(async |c| c.nodes(t, a).await).await?;
-                session.print(&reply, render::node_detail)
+                if session.json {
+                    cli::json(&render::nodes_json(&reply))
+                } else {
+                    render::node_detail(&reply)
+                }
             }
             Command::ShowNodeReport(t, addr) => {
                 let reply = leader_nodes(session, t, addr.as_deref().unwrap_or(""), 0).await?;

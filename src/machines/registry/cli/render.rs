@@ -13,7 +13,15 @@ fn entries(
 }
 
 pub fn nodes(reply: &pb::registry::NodesReply) -> String {
-    let rows: Vec<Vec<String>> = entries(reply)
+    nodes_limited(reply, None)
+}
+
+/// `show nodes`: at most `limit` rows, and a summary of them all.
+pub fn nodes_limited(reply: &pb::registry::NodesReply, limit: Option<usize>) -> String {
+    let all: Vec<_> = entries(reply).collect();
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .take(limit.unwrap_or(usize::MAX))
         .map(|(e, n)| {
             vec![
                 n.node_id.to_string(),
@@ -34,7 +42,43 @@ pub fn nodes(reply: &pb::registry::NodesReply) -> String {
         ],
         &rows,
     );
-    table + &stale_warning(reply.stale.as_deref())
+    let mut by_type: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (_, n) in &all {
+        *by_type.entry(n.node_type.as_str()).or_default() += 1;
+    }
+    let online = all.iter().filter(|(e, _)| e.is_online).count();
+    let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    let mut summary = format!("{} nodes, {online} online", all.len());
+    if !types.is_empty() {
+        summary.push_str(&format!(" · {}", types.join(", ")));
+    }
+    if rows.len() < all.len() {
+        summary.push_str(&format!(
+            " · first {} shown (--limit; --json for all)",
+            rows.len()
+        ));
+    }
+    table + &summary + "\n" + &stale_warning(reply.stale.as_deref())
+}
+
+/// A nodes reply as JSON, each registration's metadata as the JSON object it is (not a
+/// string holding one).
+pub fn nodes_json(reply: &pb::registry::NodesReply) -> serde_json::Value {
+    let mut v = serde_json::to_value(reply).expect("replies serialise");
+    if let Some(nodes) = v.get_mut("nodes").and_then(|n| n.as_array_mut()) {
+        for entry in nodes {
+            if let Some(meta) = entry.pointer_mut("/node/metadata")
+                && let Some(text) = meta.as_str()
+            {
+                *meta = if text.is_empty() {
+                    serde_json::json!({})
+                } else {
+                    serde_json::from_str(text).unwrap_or_else(|_| serde_json::json!(text))
+                };
+            }
+        }
+    }
+    v
 }
 
 pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
@@ -46,7 +90,7 @@ pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
                 n.addr.clone(),
                 or_dash(&n.access_addr),
                 n.worker_num.to_string(),
-                n.registered_ms.to_string(),
+                table::when(n.registered_ms),
                 format!("{}.{}", n.term, n.index),
                 or_dash(&n.owner),
                 or_dash(&n.metadata),
@@ -60,7 +104,7 @@ pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
             "address",
             "access_address",
             "worker_num",
-            "registered_ms",
+            "registered",
             "fencing_token",
             "owner",
             "metadata",
@@ -111,12 +155,6 @@ pub fn node_report(reply: &pb::registry::NodesReply) -> String {
 
 pub fn ids(reply: &pb::registry::IdsReply) -> String {
     let total = u64::from(reply.last - reply.first) + 1;
-    let quarantined = reply
-        .quarantined
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
     let free = total - u64::from(reply.in_use) - reply.quarantined.len() as u64;
     let table = table::render(
         &["range", "last_node_id", "in_use", "free", "quarantined"],
@@ -125,14 +163,18 @@ pub fn ids(reply: &pb::registry::IdsReply) -> String {
             reply.last_node_id.to_string(),
             reply.in_use.to_string(),
             free.to_string(),
-            if quarantined.is_empty() {
-                "-".into()
-            } else {
-                quarantined
-            },
+            reply.quarantined.len().to_string(),
         ]],
     );
-    table + &stale_warning(reply.stale.as_deref())
+    // Counts in the table; which IDs as ranges below it (every one with --json).
+    let mut quarantined = reply.quarantined.clone();
+    quarantined.sort_unstable();
+    let list = if quarantined.is_empty() {
+        String::new()
+    } else {
+        format!("quarantined: {}\n", table::ranges(&quarantined, 20))
+    };
+    table + &list + &stale_warning(reply.stale.as_deref())
 }
 
 pub fn subscriptions(reply: &pb::registry::SubscriptionsReply) -> String {
@@ -146,10 +188,44 @@ pub fn subscriptions(reply: &pb::registry::SubscriptionsReply) -> String {
 
 pub fn registered(reply: &pb::registry::RegisterReply) -> String {
     let n = reply.node.clone().unwrap_or_default();
-    format!(
+    let mut out = format!(
         "node_id {} ({} at {}), lease {} ms, fencing token {}.{}, leader {}\n",
         n.node_id, n.node_type, n.addr, reply.lease_ms, n.term, n.index, reply.leader
-    )
+    );
+    // Registering a live address again replaces its details: say what changed.
+    if let Some(before) = &reply.previous {
+        let shown = |s: &str| {
+            if s.is_empty() {
+                "(none)".to_owned()
+            } else {
+                s.to_owned()
+            }
+        };
+        let mut changes = Vec::new();
+        if before.access_addr != n.access_addr {
+            changes.push(format!(
+                "access address {} -> {}",
+                shown(&before.access_addr),
+                shown(&n.access_addr)
+            ));
+        }
+        if before.worker_num != n.worker_num {
+            changes.push(format!("workers {} -> {}", before.worker_num, n.worker_num));
+        }
+        if before.metadata != n.metadata {
+            changes.push(format!(
+                "metadata {} -> {}",
+                shown(&before.metadata),
+                shown(&n.metadata)
+            ));
+        }
+        out.push_str(&format!(
+            "updated the live registration of {}: {} (a registration states the whole record: give every flag to keep a value)\n",
+            n.addr,
+            changes.join(", ")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -163,14 +239,15 @@ mod tests {
             last: 10,
             last_node_id: 4,
             in_use: 3,
-            quarantined: vec![2],
+            quarantined: vec![7, 2, 3],
             index: 9,
             stale: None,
         });
         assert_eq!(
             out,
             "range     last_node_id    in_use    free    quarantined\n\
-             1..=10    4               3         6       2\n"
+             1..=10    4               3         4       3\n\
+             quarantined: 2-3, 7\n"
         );
     }
 }

@@ -64,7 +64,8 @@ impl Default for SequenceOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SequenceClientError {
     #[error(
-        "sequence `{name}`: both segments are used up and no new one came within {waited:?}{}",
+        "sequence `{name}`: both segments are used up and no new one came within {} ms{}",
+        waited.as_millis(),
         outage.as_ref().map(|o| format!(" (no beacon answered: {o})")).unwrap_or_default()
     )]
     Empty {

@@ -430,7 +430,7 @@ async fn work(
     let mut options = RegisterOptions::new("WORKER", addr.unwrap_or_else(worker_addr));
     options.connect = session.opts.clone();
     options.worker_num = capacity;
-    let registration = Registration::register(vec![session.server.clone()], options).await?;
+    let registration = Registration::register(session.servers.clone(), options).await?;
     let mut worker = Worker::start(&registration, queues.to_vec(), capacity, move |input| {
         let exec = exec.clone();
         async move {
@@ -588,7 +588,7 @@ impl Commands for Command {
             } => {
                 if *wait {
                     let tasks = Tasks::new(
-                        vec![session.server.clone()],
+                        session.servers.clone(),
                         session.opts.clone(),
                         session.opts.timeout.max(Duration::from_secs(10)),
                     );
