@@ -20,13 +20,22 @@ struct Cluster {
 
 impl Cluster {
     fn start(cluster: &str) -> Cluster {
-        let c = Cluster::start_first(cluster, 3);
+        Cluster::start_with_lease(cluster, None)
+    }
+
+    /// Three beacons whose services' leases last `lease_ms` (default if `None`).
+    fn start_with_lease(cluster: &str, lease_ms: Option<u64>) -> Cluster {
+        let c = Cluster::start_first_with(cluster, 3, lease_ms);
         c.wait_for_leader();
         c
     }
 
     /// A cluster of three of which only the first `running` are started.
     fn start_first(cluster: &str, running: usize) -> Cluster {
+        Cluster::start_first_with(cluster, running, None)
+    }
+
+    fn start_first_with(cluster: &str, running: usize, lease_ms: Option<u64>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let listeners: Vec<TcpListener> = (0..3)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -46,6 +55,8 @@ impl Cluster {
                 cluster: Some(cluster.into()),
                 data_dir: Some(dir.path().join("{node}").display().to_string()),
                 admin: Some("off".into()),
+                lease_ms,
+                id_range: Some("1-100000".into()),
                 ..Overrides::default()
             };
             let config = Config::from_json(
@@ -549,7 +560,7 @@ fn register_show_and_unregister_through_any_beacon() {
     let out = nebcli(&["-s", &follower, "show", "ids"], None);
     let ids = text(&out.stdout);
     assert!(
-        ids.contains("1..=1023    2               2         1021"),
+        ids.contains("1..=100000    2               2         99998"),
         "{ids}"
     );
     let v = json_of(&nebcli(&["-s", &follower, "--json", "show", "ids"], None));
@@ -834,12 +845,24 @@ fn output_at_scale_counts_and_ranges_and_says_what_a_re_registration_replaced() 
 }
 
 #[test]
-fn bench_against_nothing_stops_at_once_and_fails() {
+fn bench_that_cannot_write_stops_at_once_and_fails() {
+    // Nothing at the address: one line, exit 1, before any registration.
     let dead = closed_port().to_string();
+    let out = nebcli(&["-s", &dead, "bench", "register", "--count", "10"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot reach beacon"),
+        "{}",
+        text(&out.stderr)
+    );
+    // One beacon of three: it answers reads, but no write can succeed. Each client fails
+    // once, within --timeout-ms, and the run stops there instead of trying 1,000 times.
+    let c = Cluster::start_first("cli-bench-alone", 1);
+    let s = c.addrs[0].to_string();
     let out = nebcli(
         &[
             "-s",
-            &dead,
+            &s,
             "--timeout-ms",
             "300",
             "bench",
@@ -851,10 +874,9 @@ fn bench_against_nothing_stops_at_once_and_fails() {
         ],
         None,
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.starts_with("no registration succeeded"), "{stdout}");
-    // Each client tried once, not 1,000 times.
     let tried: usize = stdout
         .split('(')
         .nth(1)
@@ -862,4 +884,38 @@ fn bench_against_nothing_stops_at_once_and_fails() {
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(tried <= 8, "{stdout}");
+    // More than the free IDs: refused before it starts.
+    let out = nebcli(&["-s", &s, "bench", "register", "--count", "200000"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("more than the 100000 free node IDs"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bench_renews_what_it_made_through_a_run_longer_than_a_lease() {
+    // Leases of 1 s; a run of several seconds loses nothing and leaves nothing behind.
+    let c = Cluster::start_with_lease("cli-bench-renew", Some(1000));
+    let s = c.addrs[0].to_string();
+    let out = nebcli(
+        &[
+            "-s",
+            &s,
+            "bench",
+            "register",
+            "--count",
+            "4000",
+            "--clients",
+            "2",
+        ],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.starts_with("registered 4000/4000"), "{stdout}");
+    assert!(!stdout.contains("lost"), "{stdout}");
+    let v = json_of(&nebcli(&["-s", &s, "--json", "show", "ids"], None));
+    assert_eq!(v["in_use"], 0, "every registration given up: {v}");
 }

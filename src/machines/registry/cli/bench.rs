@@ -32,6 +32,8 @@ pub struct Report {
     pub max_ms: f64,
     pub first_error: Option<String>,
     pub cleanup_failed: usize,
+    /// Registrations lost during the run: a renewal came too late.
+    pub lost: usize,
 }
 
 impl Report {
@@ -64,10 +66,10 @@ impl Report {
                 .as_ref()
                 .map(|e| format!("\n{} failed; first error: {e}", self.failed))
                 .unwrap_or_default(),
-            cleanup = if self.cleanup_failed > 0 {
+            cleanup = if self.cleanup_failed > 0 || self.lost > 0 {
                 format!(
-                    "\n{} registrations could not be unregistered",
-                    self.cleanup_failed
+                    "\n{} registrations lost their lease during the run (renewed too late); {} could not be unregistered",
+                    self.lost, self.cleanup_failed
                 )
             } else {
                 String::new()
@@ -91,6 +93,26 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// What the clients of a run share.
+#[derive(Default)]
+struct Progress {
+    /// Registrations made so far, for renewal and the live line.
+    made: std::sync::Mutex<Vec<pb::registry::NodeInfo>>,
+    failed: AtomicUsize,
+    /// Set by Ctrl-C: the clients stop, and what was made is unregistered.
+    stop: std::sync::atomic::AtomicBool,
+    /// When the last successful registration completed.
+    last_success: std::sync::Mutex<Option<Instant>>,
+    /// The lease the cluster gives (from the first answer).
+    lease_ms: std::sync::atomic::AtomicU64,
+    /// The leader the answers came from, for renewals.
+    leader: std::sync::Mutex<Option<String>>,
+    /// Node IDs being given up at the end, or lost: no longer renewed.
+    gone: std::sync::Mutex<HashSet<u32>>,
+    /// Registrations whose renewal was refused (their lease ran out during the run).
+    lost: AtomicUsize,
+}
+
 pub async fn register(
     server: &str,
     opts: &ConnectOptions,
@@ -99,15 +121,28 @@ pub async fn register(
     node_type: &str,
 ) -> Report {
     let next = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Progress::default());
     // Until one registration succeeds, a failure of every client means nothing answers:
     // the run stops there rather than trying every registration against a dead address.
     let succeeded = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let failed_first = Arc::new(AtomicUsize::new(0));
     let clients = clients.min(count);
     let started = Instant::now();
+    let renewing = tokio::spawn(renew(progress.clone(), opts.clone()));
+    let showing = tokio::spawn(show_progress(progress.clone(), count, started));
+    let interrupted = {
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ninterrupted: unregistering what was made");
+                progress.stop.store(true, Ordering::Relaxed);
+            }
+        })
+    };
     let mut tasks = Vec::new();
     for _ in 0..clients {
         let next = next.clone();
+        let progress = progress.clone();
         let (succeeded, failed_first) = (succeeded.clone(), failed_first.clone());
         // Each registration may look for a leader for as long as --timeout-ms allows.
         let mut cluster = Cluster::new(vec![server.to_owned()], opts.clone(), opts.timeout);
@@ -116,6 +151,9 @@ pub async fn register(
             let mut done = Vec::new();
             let mut errors = Vec::new();
             loop {
+                if progress.stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= count {
                     break;
@@ -136,9 +174,23 @@ pub async fn register(
                 {
                     Ok(reply) => {
                         succeeded.store(true, Ordering::Relaxed);
-                        done.push((t.elapsed(), reply.node.unwrap_or_default()));
+                        let node = reply.node.unwrap_or_default();
+                        progress.lease_ms.store(reply.lease_ms, Ordering::Relaxed);
+                        *progress.leader.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(reply.leader);
+                        *progress
+                            .last_success
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                        progress
+                            .made
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(node.clone());
+                        done.push((t.elapsed(), node));
                     }
                     Err(e) => {
+                        progress.failed.fetch_add(1, Ordering::Relaxed);
                         errors.push(e.to_string());
                         if !succeeded.load(Ordering::Relaxed)
                             && failed_first.fetch_add(1, Ordering::Relaxed) + 1 >= clients
@@ -155,7 +207,14 @@ pub async fn register(
     for task in tasks {
         results.push(task.await.expect("bench client does not panic"));
     }
-    let seconds = started.elapsed().as_secs_f64();
+    showing.abort();
+    // The rate counts the successes over the time they took: from the start to the last.
+    let seconds = progress
+        .last_success
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map_or(started.elapsed(), |at| at - started)
+        .as_secs_f64();
 
     let mut latencies = Vec::new();
     let mut nodes = Vec::new();
@@ -176,9 +235,19 @@ pub async fn register(
     let per = nodes.len().div_ceil(results.len().max(1)).max(1);
     for ((mut cluster, _, _), chunk) in results.into_iter().zip(nodes.chunks(per)) {
         let chunk = chunk.to_vec();
+        let progress = progress.clone();
         cleanup.push(tokio::spawn(async move {
             let mut failed = 0;
             for node in chunk {
+                // Not renewed from now on; one that was lost is gone already.
+                let fresh = progress
+                    .gone
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(node.node_id);
+                if !fresh {
+                    continue;
+                }
                 // The benchmark holds these registrations itself: it gives the IDs up.
                 let req = pb::registry::UnregisterRequest {
                     node_id: node.node_id,
@@ -200,6 +269,9 @@ pub async fn register(
     for task in cleanup {
         cleanup_failed += task.await.expect("cleanup does not panic");
     }
+    // Renewed until every registration was given up.
+    renewing.abort();
+    interrupted.abort();
 
     Report {
         clients,
@@ -215,6 +287,104 @@ pub async fn register(
         max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
         first_error: errors.into_iter().next(),
         cleanup_failed,
+        lost: progress.lost.load(Ordering::Relaxed),
+    }
+}
+
+/// Keeps the run's registrations alive: every third of a lease, a node report for each one,
+/// pipelined over one connection to the leader (a run longer than a lease must not lose what
+/// it made). Runs until aborted.
+async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
+    use futures_util::{SinkExt, StreamExt};
+    loop {
+        let lease = progress.lease_ms.load(Ordering::Relaxed).max(1_000);
+        tokio::time::sleep(Duration::from_millis(lease / 3)).await;
+        let leader = progress
+            .leader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(leader) = leader else { continue };
+        let gone = progress
+            .gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let made: Vec<pb::registry::NodeInfo> = progress
+            .made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|n| !gone.contains(&n.node_id))
+            .cloned()
+            .collect();
+        let Ok(client) = crate::client::Client::connect(&leader, &opts).await else {
+            continue;
+        };
+        let (mut sink, mut replies) = client.into_framed().split();
+        let expected = made.len();
+        // A refused renewal means the registration is gone (its lease ran out while this
+        // machine was too busy to renew it): it is not renewed again, and the run says so.
+        let ids: Vec<u32> = made.iter().map(|n| n.node_id).collect();
+        let watcher = progress.clone();
+        let draining = tokio::spawn(async move {
+            for _ in 0..expected {
+                let Some(Ok(frame)) = replies.next().await else {
+                    break;
+                };
+                if frame.is_error()
+                    && let Some(id) = ids.get((frame.seq as usize).wrapping_sub(1))
+                    && watcher
+                        .gone
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(*id)
+                {
+                    watcher.lost.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        for (seq, node) in made.iter().enumerate() {
+            let req = pb::registry::NodeReport {
+                node_id: node.node_id,
+                addr: node.addr.clone(),
+                term: node.term,
+                index: node.index,
+                ..Default::default()
+            };
+            let code = crate::wire::Code::code(RegistryCmd::NodeReport);
+            let frame = crate::wire::Frame::new(code, seq as u32 + 1, 0, &req);
+            if sink.feed(frame).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.flush().await;
+        let _ = tokio::time::timeout(Duration::from_millis(lease / 3), draining).await;
+    }
+}
+
+/// A live line on stderr while the run goes: how many, how fast, how many failed. Only on a
+/// terminal; runs until aborted.
+async fn show_progress(progress: Arc<Progress>, count: usize, started: Instant) {
+    use std::io::{IsTerminal, Write};
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let made = progress
+            .made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len();
+        let failed = progress.failed.load(Ordering::Relaxed);
+        let rate = made as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "\r{made}/{count} registered, {rate:.0}/s, {failed} failed   "
+        );
+        let _ = err.flush();
     }
 }
 

@@ -346,16 +346,35 @@ impl Commands for Command {
                 count,
                 node_type,
             } => {
+                // More registrations than free IDs cannot all succeed: say so before starting.
+                let ids = session.with_client(async |c| c.ids().await).await?;
+                let size = u64::from(ids.last - ids.first) + 1;
+                let free = size - u64::from(ids.in_use) - ids.quarantined.len() as u64;
+                if *count as u64 > free {
+                    return Err(Failure::Check(format!(
+                        "--count {count} is more than the {free} free node IDs of the cluster's range {}..={} ({} in use, {} quarantined): count fewer, or start the beacons with a wider range (--id-range 1-100000)",
+                        ids.first,
+                        ids.last,
+                        ids.in_use,
+                        ids.quarantined.len()
+                    )));
+                }
                 let report =
                     bench::register(&session.server, &session.opts, *clients, *count, node_type)
                         .await;
                 let out = session.print(&report, bench::Report::render);
-                if report.duplicates > 0 || report.failed > 0 {
-                    print!("{out}");
-                    return Err(Failure::Check(format!(
-                        "benchmark failed: {} duplicate IDs, {} failed registrations",
-                        report.duplicates, report.failed
-                    )));
+                if report.duplicates > 0
+                    || report.failed > 0
+                    || report.lost > 0
+                    || report.cleanup_failed > 0
+                {
+                    return Err(Failure::Found {
+                        out,
+                        why: format!(
+                            "benchmark failed: {} duplicate IDs, {} failed registrations, {} lost their lease, {} not unregistered",
+                            report.duplicates, report.failed, report.lost, report.cleanup_failed
+                        ),
+                    });
                 }
                 out
             }
