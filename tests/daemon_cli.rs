@@ -328,3 +328,33 @@ async fn logs_carry_the_node_identity_and_honour_rust_log() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beacon_shutting_down_does_not_take_the_leadership_on_its_way_out() {
+    let ports = free_ports(3);
+    let mut c = Cluster::start(BEACON.as_ref(), &ports, 100, "leaving");
+    let addrs: Vec<SocketAddr> = c.beacons.iter().map(|b| b.addr).collect();
+    eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+        .await
+        .expect("a leader");
+    // The whole cluster is stopped at once, the leader first, as an operator's script would:
+    // the others see its connections close while they are shutting down themselves.
+    for b in &c.beacons {
+        b.signal(libc::SIGTERM);
+    }
+    for b in &mut c.beacons {
+        let status = b.signal_and_wait(libc::SIGTERM, Duration::from_secs(10));
+        assert!(status.is_some_and(|s| s.success()), "{}", b.log());
+    }
+    for b in &c.beacons {
+        let log = b.log();
+        let after = log
+            .split_once("shutdown requested")
+            .map_or("", |(_, after)| after);
+        assert!(
+            !after.contains("this beacon is now the leader"),
+            "{} took the leadership while shutting down:\n{log}",
+            b.addr
+        );
+    }
+}
