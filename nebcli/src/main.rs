@@ -257,6 +257,39 @@ fn history_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".nebcli_history"))
 }
 
+/// Lines of output a person at the prompt gets without a pager.
+const PAGE_LINES: usize = 40;
+
+/// Prints `out`, through `$PAGER` (default `less -FRX`, which quits when it fits the screen)
+/// when it is longer than [`PAGE_LINES`] (23,026 rows of `show nodes` scroll off otherwise).
+fn page(out: &str) {
+    use std::io::Write;
+    if out.lines().count() <= PAGE_LINES {
+        print!("{out}");
+        return;
+    }
+    let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".into());
+    let mut words = pager.split_whitespace();
+    let Some(program) = words.next() else {
+        print!("{out}");
+        return;
+    };
+    let spawned = std::process::Command::new(program)
+        .args(words)
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            if let Some(mut stdin) = child.stdin.take() {
+                // A pager quit early closes its input: nothing to report.
+                let _ = stdin.write_all(out.as_bytes());
+            }
+            let _ = child.wait();
+        }
+        Err(_) => print!("{out}"),
+    }
+}
+
 /// Takes `--json` and `-w json|table` out of a prompt line: `Some(true)` for JSON,
 /// `Some(false)` for a table, `None` when the line does not say.
 fn output_option(words: &[String]) -> (Vec<String>, Option<bool>) {
@@ -387,6 +420,7 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
             Ok(Some(Command::Quit(exit))) => Err(exit),
             Ok(Some(cmd)) => {
                 match runtime.block_on(cmd.run(session)) {
+                    Ok(out) if tty => page(&out),
                     Ok(out) => print!("{out}"),
                     Err(f) => {
                         print!("{}", f.output().unwrap_or_default());

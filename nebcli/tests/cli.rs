@@ -360,6 +360,8 @@ fn interactive_shell_on_a_terminal_shows_the_prompt() {
         .args(["-q", "-e", "-c", &cmd, "/dev/null"])
         .env("HOME", home.path())
         .env("TERM", "dumb")
+        // Long output goes through the pager; this one marks each line it shows.
+        .env("PAGER", "sed s/^/PAGED:/")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -371,6 +373,8 @@ fn interactive_shell_on_a_terminal_shows_the_prompt() {
         std::thread::sleep(Duration::from_millis(300));
         let _ = stdin.write_all(b"show beacon\n");
         std::thread::sleep(Duration::from_millis(300));
+        let _ = stdin.write_all(b"help\n");
+        std::thread::sleep(Duration::from_millis(300));
         let _ = stdin.write_all(b"exit\n");
         std::thread::sleep(Duration::from_millis(300));
     });
@@ -380,6 +384,14 @@ fn interactive_shell_on_a_terminal_shows_the_prompt() {
     assert!(stdout.contains("nebcli) "), "{stdout}");
     assert!(stdout.contains("connected to beacon"), "{stdout}");
     assert!(stdout.contains("is_leader"), "{stdout}");
+    assert!(
+        !stdout.contains("PAGED:node "),
+        "a short table is printed as it is: {stdout}"
+    );
+    assert!(
+        stdout.contains("PAGED:  show beacon"),
+        "the long help went through the pager: {stdout}"
+    );
     // What a person typed is kept for the next session.
     let history = std::fs::read_to_string(home.path().join(".nebcli_history")).unwrap();
     assert!(history.contains("show beacon"), "{history}");
