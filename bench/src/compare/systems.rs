@@ -411,7 +411,7 @@ impl Cluster {
                 let mut agreed = None;
                 let mut leader = None;
                 for (i, a) in running.iter().zip(&addrs) {
-                    let (me, says) = etcd_status(*a).await?;
+                    let (me, says, _) = etcd_status(*a).await?;
                     if says == 0 || agreed.is_some_and(|l| l != says) {
                         return None;
                     }
@@ -470,15 +470,7 @@ impl Cluster {
             Kind::Beacon => beacon_testkit::status_with(a, &self.beacon_client)
                 .await
                 .map(|s| s.term),
-            Kind::Etcd => {
-                let opts = etcd_client::ConnectOptions::new()
-                    .with_connect_timeout(Duration::from_millis(500))
-                    .with_timeout(Duration::from_millis(500));
-                let mut c = etcd_client::Client::connect([format!("http://{a}")], Some(opts))
-                    .await
-                    .ok()?;
-                Some(c.status().await.ok()?.raft_term())
-            }
+            Kind::Etcd => etcd_status(a).await.map(|(_, _, term)| term),
             Kind::ZooKeeper => zookeeper_srvr(a, "Zxid: ")
                 .await
                 .and_then(|z| u64::from_str_radix(z.trim_start_matches("0x"), 16).ok())
@@ -505,8 +497,9 @@ async fn responds(kind: Kind, a: SocketAddr, beacon: &ConnectOptions) -> bool {
     }
 }
 
-/// (this member's id, the leader's id) as the etcd member at `a` reports them.
-async fn etcd_status(a: SocketAddr) -> Option<(u64, u64)> {
+/// (this member's id, the leader's id, the raft term) as the etcd member at `a` reports
+/// them.
+async fn etcd_status(a: SocketAddr) -> Option<(u64, u64, u64)> {
     let opts = etcd_client::ConnectOptions::new()
         .with_connect_timeout(Duration::from_millis(500))
         .with_timeout(Duration::from_millis(500));
@@ -515,7 +508,7 @@ async fn etcd_status(a: SocketAddr) -> Option<(u64, u64)> {
         .ok()?;
     let s = c.status().await.ok()?;
     let me = s.header()?.member_id();
-    Some((me, s.leader()))
+    Some((me, s.leader(), s.raft_term()))
 }
 
 /// ZooKeeper's `srvr` four-letter word: the member's mode (leader, follower, standalone).
