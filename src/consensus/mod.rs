@@ -106,10 +106,15 @@ pub struct Config {
 /// than the wait.
 const PATIENCE_MS: u64 = 2_000;
 
+/// How long a leader waits on an online follower that makes no progress, at `tick_ms`.
+pub fn patience_ms(tick_ms: u64) -> u64 {
+    (tick_ms * 2).max(PATIENCE_MS)
+}
+
 impl Config {
     /// How long a leader waits on an online follower that makes no progress.
     pub fn patience_ms(&self) -> u64 {
-        (self.tick_ms * 2).max(PATIENCE_MS)
+        patience_ms(self.tick_ms)
     }
 }
 

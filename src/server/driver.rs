@@ -216,6 +216,8 @@ impl Driver {
                 let open = self.conns.entry(peer).or_default();
                 if open.remove(&conn) && open.is_empty() {
                     info!(%peer, "last connection with peer closed: re-checking the leader now");
+                    // What was sent to it will not be acknowledged: no round trip to time.
+                    self.in_flight.remove(&peer);
                     self.step(consensus::Input::PeerDown { peer });
                 }
             }
@@ -362,6 +364,13 @@ impl Driver {
             && msg.position.index >= index
         {
             self.in_flight.remove(&from);
+            // A follower that went silent and came back (a cut healed) acknowledges late:
+            // that is an outage, not a round trip. Beyond the leader's patience with a
+            // follower (at least 2 s) it no longer counts as one.
+            let patience = Duration::from_millis(consensus::patience_ms(self.config.tick_ms));
+            if sent.elapsed() > patience {
+                return;
+            }
             self.metrics
                 .replication_rtt
                 .get_or_create(&super::metrics::PeerLabel {
