@@ -908,8 +908,8 @@ fn bench_that_cannot_write_stops_at_once_and_fails() {
 
 #[test]
 fn bench_renews_what_it_made_through_a_run_longer_than_a_lease() {
-    // Leases of 1 s; a run of several seconds loses nothing and leaves nothing behind.
-    let c = Cluster::start_with_lease("cli-bench-renew", Some(1000));
+    // Leases of 2 s; a run of several seconds loses nothing and leaves nothing behind.
+    let c = Cluster::start_with_lease("cli-bench-renew", Some(2000));
     let s = c.addrs[0].to_string();
     let out = nebcli(
         &[
@@ -918,16 +918,27 @@ fn bench_renews_what_it_made_through_a_run_longer_than_a_lease() {
             "bench",
             "register",
             "--count",
-            "4000",
+            "3000",
             "--clients",
-            "2",
+            "1",
         ],
         None,
     );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.starts_with("registered 4000/4000"), "{stdout}");
+    assert!(stdout.starts_with("registered 3000/3000"), "{stdout}");
     assert!(!stdout.contains("lost"), "{stdout}");
+    // The run outlasted a lease, or this proves nothing.
+    let secs: f64 = stdout
+        .split(" in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        secs > 2.0,
+        "the run took {secs} s, shorter than a lease: {stdout}"
+    );
     let v = json_of(&nebcli(&["-s", &s, "--json", "show", "ids"], None));
     assert_eq!(v["in_use"], 0, "every registration given up: {v}");
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::client::{Cluster, ConnectOptions};
-use crate::machines::registry::RegistryCmd;
+use crate::machines::registry::{RegistryCmd, RegistryErrorCode};
 use crate::pb;
 use serde::Serialize;
 
@@ -34,6 +34,8 @@ pub struct Report {
     pub cleanup_failed: usize,
     /// Registrations lost during the run: a renewal came too late.
     pub lost: usize,
+    /// Why the first of them was refused.
+    pub lost_why: Option<String>,
 }
 
 impl Report {
@@ -68,8 +70,13 @@ impl Report {
                 .unwrap_or_default(),
             cleanup = if self.cleanup_failed > 0 || self.lost > 0 {
                 format!(
-                    "\n{} registrations lost their lease during the run (renewed too late); {} could not be unregistered",
-                    self.lost, self.cleanup_failed
+                    "\n{} registrations lost their lease during the run (renewed too late{}); {} could not be unregistered",
+                    self.lost,
+                    self.lost_why
+                        .as_ref()
+                        .map(|w| format!(": {w}"))
+                        .unwrap_or_default(),
+                    self.cleanup_failed
                 )
             } else {
                 String::new()
@@ -111,6 +118,10 @@ struct Progress {
     gone: std::sync::Mutex<HashSet<u32>>,
     /// Registrations whose renewal was refused (their lease ran out during the run).
     lost: AtomicUsize,
+    /// Why the first refused renewal was refused.
+    lost_why: std::sync::Mutex<Option<String>>,
+    /// A renewal was refused for another reason (a leader change): dial the leader again.
+    renew_failed: std::sync::atomic::AtomicBool,
 }
 
 pub async fn register(
@@ -288,78 +299,142 @@ pub async fn register(
         first_error: errors.into_iter().next(),
         cleanup_failed,
         lost: progress.lost.load(Ordering::Relaxed),
+        lost_why: progress
+            .lost_why
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
     }
 }
 
-/// Keeps the run's registrations alive: every third of a lease, a node report for each one,
-/// pipelined over one connection to the leader (a run longer than a lease must not lose what
-/// it made). Runs until aborted.
+/// Keeps the run's registrations alive: rounds of one node report for each registration,
+/// pipelined over one connection to the leader that stays open (a run longer than a lease
+/// must not lose what it made). A round starts a quarter of a lease after the previous one
+/// started, or once its answers are in if it took longer: renewals never pile up faster than
+/// the leader answers them. A refused renewal means the registration is gone (its lease ran
+/// out while this machine was too busy to renew it): it is not renewed again, and the run
+/// says so. Runs until aborted.
 async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
     use futures_util::{SinkExt, StreamExt};
+    // Which registration each report in flight is for, by its sequence number.
+    let pending: Arc<std::sync::Mutex<std::collections::HashMap<u32, u32>>> = Arc::default();
+    let answered = Arc::new(tokio::sync::Notify::new());
+    let mut link: Option<(String, _)> = None;
+    let mut seq = 0u32;
     loop {
         let lease = progress.lease_ms.load(Ordering::Relaxed).max(1_000);
-        tokio::time::sleep(Duration::from_millis(lease / 3)).await;
+        let round = tokio::time::Instant::now();
         let leader = progress
             .leader
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let Some(leader) = leader else { continue };
-        let gone = progress
-            .gone
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let made: Vec<pb::registry::NodeInfo> = progress
-            .made
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|n| !gone.contains(&n.node_id))
-            .cloned()
-            .collect();
-        let Ok(client) = crate::client::Client::connect(&leader, &opts).await else {
-            continue;
-        };
-        let (mut sink, mut replies) = client.into_framed().split();
-        let expected = made.len();
-        // A refused renewal means the registration is gone (its lease ran out while this
-        // machine was too busy to renew it): it is not renewed again, and the run says so.
-        let ids: Vec<u32> = made.iter().map(|n| n.node_id).collect();
-        let watcher = progress.clone();
-        let draining = tokio::spawn(async move {
-            for _ in 0..expected {
-                let Some(Ok(frame)) = replies.next().await else {
-                    break;
+        if progress.renew_failed.swap(false, Ordering::Relaxed) {
+            link = None;
+        }
+        if let Some(leader) = leader
+            && link.as_ref().is_none_or(|(at, _)| *at != leader)
+            && let Ok(client) = crate::client::Client::connect(&leader, &opts).await
+        {
+            let (sink, mut replies) = client.into_framed().split();
+            let (watcher, pending, answered) =
+                (progress.clone(), pending.clone(), answered.clone());
+            tokio::spawn(async move {
+                while let Some(Ok(frame)) = replies.next().await {
+                    let (id, left) = {
+                        let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                        (pending.remove(&frame.seq), pending.len())
+                    };
+                    // Only "holds no lease" means the registration is gone; anything else
+                    // (leadership moved, the beacon is busy) is tried again next round.
+                    let refusal = frame
+                        .is_error()
+                        .then(|| frame.decode::<pb::ErrorReply>().ok())
+                        .flatten();
+                    let no_lease = refusal
+                        .as_ref()
+                        .is_some_and(|e| e.code == RegistryErrorCode::NoLease as u32);
+                    if let Some(e) = refusal.as_ref().filter(|_| !no_lease) {
+                        // Follow a leader that moved.
+                        if !e.leader.is_empty() {
+                            *watcher.leader.lock().unwrap_or_else(|p| p.into_inner()) =
+                                Some(e.leader.clone());
+                        }
+                        watcher.renew_failed.store(true, Ordering::Relaxed);
+                    }
+                    if no_lease
+                        && let Some(id) = id
+                        && watcher
+                            .gone
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(id)
+                    {
+                        watcher.lost.fetch_add(1, Ordering::Relaxed);
+                        let why = refusal.as_ref().map_or_else(String::new, |e| e.msg.clone());
+                        watcher
+                            .lost_why
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(why);
+                    }
+                    if left == 0 {
+                        answered.notify_one();
+                    }
+                }
+            });
+            link = Some((leader, sink));
+        }
+        if let Some((_, sink)) = link.as_mut() {
+            let gone = progress
+                .gone
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let made: Vec<pb::registry::NodeInfo> = progress
+                .made
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|n| !gone.contains(&n.node_id))
+                .cloned()
+                .collect();
+            let mut sent = true;
+            for node in &made {
+                seq = seq.wrapping_add(1);
+                pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(seq, node.node_id);
+                let req = pb::registry::NodeReport {
+                    node_id: node.node_id,
+                    addr: node.addr.clone(),
+                    term: node.term,
+                    index: node.index,
+                    ..Default::default()
                 };
-                if frame.is_error()
-                    && let Some(id) = ids.get((frame.seq as usize).wrapping_sub(1))
-                    && watcher
-                        .gone
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(*id)
+                let code = crate::wire::Code::code(RegistryCmd::NodeReport);
+                if sink
+                    .feed(crate::wire::Frame::new(code, seq, 0, &req))
+                    .await
+                    .is_err()
                 {
-                    watcher.lost.fetch_add(1, Ordering::Relaxed);
+                    sent = false;
+                    break;
                 }
             }
-        });
-        for (seq, node) in made.iter().enumerate() {
-            let req = pb::registry::NodeReport {
-                node_id: node.node_id,
-                addr: node.addr.clone(),
-                term: node.term,
-                index: node.index,
-                ..Default::default()
-            };
-            let code = crate::wire::Code::code(RegistryCmd::NodeReport);
-            let frame = crate::wire::Frame::new(code, seq as u32 + 1, 0, &req);
-            if sink.feed(frame).await.is_err() {
-                break;
+            if !sent || sink.flush().await.is_err() {
+                // Dial again next round; what was in flight is not coming back.
+                link = None;
+                pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            } else if !made.is_empty() {
+                // The round ends when its answers are in (or after half a lease, whatever
+                // became of them).
+                let _ = tokio::time::timeout(Duration::from_millis(lease / 2), answered.notified())
+                    .await;
             }
         }
-        let _ = sink.flush().await;
-        let _ = tokio::time::timeout(Duration::from_millis(lease / 3), draining).await;
+        tokio::time::sleep_until(round + Duration::from_millis(lease / 4)).await;
     }
 }
 
