@@ -100,6 +100,11 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// `mutex`, locked; a client that panicked while holding it leaves its data usable here.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// What the clients of a run share.
 #[derive(Default)]
 struct Progress {
@@ -187,17 +192,9 @@ pub async fn register(
                         succeeded.store(true, Ordering::Relaxed);
                         let node = reply.node.unwrap_or_default();
                         progress.lease_ms.store(reply.lease_ms, Ordering::Relaxed);
-                        *progress.leader.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some(reply.leader);
-                        *progress
-                            .last_success
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-                        progress
-                            .made
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(node.clone());
+                        *lock(&progress.leader) = Some(reply.leader);
+                        *lock(&progress.last_success) = Some(Instant::now());
+                        lock(&progress.made).push(node.clone());
                         done.push((t.elapsed(), node));
                     }
                     Err(e) => {
@@ -220,10 +217,7 @@ pub async fn register(
     }
     showing.abort();
     // The rate counts the successes over the time they took: from the start to the last.
-    let seconds = progress
-        .last_success
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    let seconds = lock(&progress.last_success)
         .map_or(started.elapsed(), |at| at - started)
         .as_secs_f64();
 
@@ -251,11 +245,7 @@ pub async fn register(
             let mut failed = 0;
             for node in chunk {
                 // Not renewed from now on; one that was lost is gone already.
-                let fresh = progress
-                    .gone
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(node.node_id);
+                let fresh = lock(&progress.gone).insert(node.node_id);
                 if !fresh {
                     continue;
                 }
@@ -299,11 +289,7 @@ pub async fn register(
         first_error: errors.into_iter().next(),
         cleanup_failed,
         lost: progress.lost.load(Ordering::Relaxed),
-        lost_why: progress
-            .lost_why
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone(),
+        lost_why: lock(&progress.lost_why).clone(),
     }
 }
 
@@ -324,11 +310,7 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
     loop {
         let lease = progress.lease_ms.load(Ordering::Relaxed).max(1_000);
         let round = tokio::time::Instant::now();
-        let leader = progress
-            .leader
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let leader = lock(&progress.leader).clone();
         if progress.renew_failed.swap(false, Ordering::Relaxed) {
             link = None;
         }
@@ -342,7 +324,7 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
             tokio::spawn(async move {
                 while let Some(Ok(frame)) = replies.next().await {
                     let (id, left) = {
-                        let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut pending = lock(&pending);
                         (pending.remove(&frame.seq), pending.len())
                     };
                     // Only "holds no lease" means the registration is gone; anything else
@@ -357,26 +339,17 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
                     if let Some(e) = refusal.as_ref().filter(|_| !no_lease) {
                         // Follow a leader that moved.
                         if !e.leader.is_empty() {
-                            *watcher.leader.lock().unwrap_or_else(|p| p.into_inner()) =
-                                Some(e.leader.clone());
+                            *lock(&watcher.leader) = Some(e.leader.clone());
                         }
                         watcher.renew_failed.store(true, Ordering::Relaxed);
                     }
                     if no_lease
                         && let Some(id) = id
-                        && watcher
-                            .gone
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(id)
+                        && lock(&watcher.gone).insert(id)
                     {
                         watcher.lost.fetch_add(1, Ordering::Relaxed);
                         let why = refusal.as_ref().map_or_else(String::new, |e| e.msg.clone());
-                        watcher
-                            .lost_why
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(why);
+                        lock(&watcher.lost_why).get_or_insert(why);
                     }
                     if left == 0 {
                         answered.notify_one();
@@ -386,15 +359,8 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
             link = Some((leader, sink));
         }
         if let Some((_, sink)) = link.as_mut() {
-            let gone = progress
-                .gone
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let made: Vec<pb::registry::NodeInfo> = progress
-                .made
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+            let gone = lock(&progress.gone).clone();
+            let made: Vec<pb::registry::NodeInfo> = lock(&progress.made)
                 .iter()
                 .filter(|n| !gone.contains(&n.node_id))
                 .cloned()
@@ -402,10 +368,7 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
             let mut sent = true;
             for node in &made {
                 seq = seq.wrapping_add(1);
-                pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(seq, node.node_id);
+                lock(&pending).insert(seq, node.node_id);
                 let req = pb::registry::NodeReport {
                     node_id: node.node_id,
                     addr: node.addr.clone(),
@@ -426,7 +389,7 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
             if !sent || sink.flush().await.is_err() {
                 // Dial again next round; what was in flight is not coming back.
                 link = None;
-                pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                lock(&pending).clear();
             } else if !made.is_empty() {
                 // The round ends when its answers are in (or after half a lease, whatever
                 // became of them).
@@ -447,11 +410,7 @@ async fn show_progress(progress: Arc<Progress>, count: usize, started: Instant) 
     }
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let made = progress
-            .made
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len();
+        let made = lock(&progress.made).len();
         let failed = progress.failed.load(Ordering::Relaxed);
         let rate = made as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let mut err = std::io::stderr();

@@ -348,8 +348,7 @@ impl Commands for Command {
             } => {
                 // More registrations than free IDs cannot all succeed: say so before starting.
                 let ids = session.with_client(async |c| c.ids().await).await?;
-                let size = u64::from(ids.last - ids.first) + 1;
-                let free = size - u64::from(ids.in_use) - ids.quarantined.len() as u64;
+                let free = render::free_ids(&ids);
                 if *count as u64 > free {
                     return Err(Failure::Check(format!(
                         "--count {count} is more than the {free} free node IDs of the cluster's range {}..={} ({} in use, {} quarantined): count fewer, or start the beacons with a wider range (--id-range 1-100000)",

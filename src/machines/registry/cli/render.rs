@@ -153,9 +153,14 @@ pub fn node_report(reply: &pb::registry::NodesReply) -> String {
     table + &stale_warning(reply.stale.as_deref())
 }
 
-pub fn ids(reply: &pb::registry::IdsReply) -> String {
+/// Node IDs of the range neither in use nor in quarantine.
+pub fn free_ids(reply: &pb::registry::IdsReply) -> u64 {
     let total = u64::from(reply.last - reply.first) + 1;
-    let free = total - u64::from(reply.in_use) - reply.quarantined.len() as u64;
+    total - u64::from(reply.in_use) - reply.quarantined.len() as u64
+}
+
+pub fn ids(reply: &pb::registry::IdsReply) -> String {
+    let free = free_ids(reply);
     let table = table::render(
         &["range", "last_node_id", "in_use", "free", "quarantined"],
         &[vec![
