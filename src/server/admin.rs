@@ -167,25 +167,18 @@ async fn health(State(driver): State<DriverHandle>) -> Response {
         Ok(status) => status,
         Err(why) => return unavailable(why),
     };
+    let mut body = json!({
+        "health": status.cannot_write.is_none(),
+        "leader": status.leader,
+        "term": status.term,
+        "version": status.version,
+    });
     match &status.cannot_write {
-        None => Json(json!({
-            "health": true,
-            "leader": status.leader,
-            "term": status.term,
-            "version": status.version,
-        }))
-        .into_response(),
-        Some(why) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "health": false,
-                "reason": why,
-                "leader": status.leader,
-                "term": status.term,
-                "version": status.version,
-            })),
-        )
-            .into_response(),
+        None => Json(body).into_response(),
+        Some(why) => {
+            body["reason"] = json!(why);
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
     }
 }
 
