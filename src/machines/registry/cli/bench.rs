@@ -32,6 +32,13 @@ pub struct Report {
     pub max_ms: f64,
     pub first_error: Option<String>,
     pub cleanup_failed: usize,
+    /// Why the first of them could not be unregistered.
+    pub cleanup_why: Option<String>,
+    /// Registrations found ended when the cleanup came to them: an earlier attempt of the
+    /// unregistration went through but its answer was lost to a leader change, or the lease
+    /// ran out after its last renewal. Nothing is left behind either way, as the client
+    /// library's `Registration::unregister` also counts it.
+    pub ended_before: usize,
     /// Registrations lost during the run: a renewal came too late.
     pub lost: usize,
     /// Why the first of them was refused.
@@ -52,7 +59,7 @@ impl Report {
         format!(
             "registered {ok}/{count} from {clients} clients in {s:.3} s: {rate:.0} allocations/s\n\
              latency p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms\n\
-             ids unique: {uniq} ({dups} duplicates){err}{cleanup}\n",
+             ids unique: {uniq} ({dups} duplicates){err}{cleanup}{ended}\n",
             ok = self.ok,
             count = self.count,
             clients = self.clients,
@@ -76,10 +83,20 @@ impl Report {
                         .as_ref()
                         .map(|w| format!(": {w}"))
                         .unwrap_or_default(),
-                    self.cleanup_failed
-                )
+                    self.cleanup_failed,
+                ) + &self
+                    .cleanup_why
+                    .as_ref()
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default()
             } else {
                 String::new()
+            },
+            ended = match self.ended_before {
+                0 => String::new(),
+                n => format!(
+                    "\n{n} had ended before the cleanup unregistered them (a leader change swallowed the answer to an earlier attempt, or a lease ran out at the very end)"
+                ),
             },
         )
     }
@@ -242,7 +259,7 @@ pub async fn register(
         let chunk = chunk.to_vec();
         let progress = progress.clone();
         cleanup.push(tokio::spawn(async move {
-            let mut failed = 0;
+            let (mut failed, mut why, mut ended) = (0, None, 0);
             for node in chunk {
                 // Not renewed from now on; one that was lost is gone already.
                 let fresh = lock(&progress.gone).insert(node.node_id);
@@ -261,14 +278,29 @@ pub async fn register(
                 let r: Result<pb::registry::UnregisterReply, _> = cluster
                     .call(RegistryCmd::Unregister, &req, "the unregistration")
                     .await;
-                failed += usize::from(r.is_err());
+                match r {
+                    Ok(_) => {}
+                    Err(e)
+                        if e.is(RegistryErrorCode::UnknownTarget)
+                            || e.is(RegistryErrorCode::NotHolder) =>
+                    {
+                        ended += 1
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        why.get_or_insert(format!("node {}: {e}", node.node_id));
+                    }
+                }
             }
-            failed
+            (failed, why, ended)
         }));
     }
-    let mut cleanup_failed = 0;
+    let (mut cleanup_failed, mut cleanup_why, mut ended_before) = (0, None, 0);
     for task in cleanup {
-        cleanup_failed += task.await.expect("cleanup does not panic");
+        let (failed, why, ended) = task.await.expect("cleanup does not panic");
+        cleanup_failed += failed;
+        ended_before += ended;
+        cleanup_why = cleanup_why.or(why);
     }
     // Renewed until every registration was given up.
     renewing.abort();
@@ -288,6 +320,8 @@ pub async fn register(
         max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
         first_error: errors.into_iter().next(),
         cleanup_failed,
+        cleanup_why,
+        ended_before,
         lost: progress.lost.load(Ordering::Relaxed),
         lost_why: lock(&progress.lost_why).clone(),
     }
