@@ -679,6 +679,20 @@ impl Config {
         v
     }
 
+    /// Where this beacon's admin HTTP API and status page are, as a URL its peers pass on
+    /// to operators: the admin address, with this beacon's own IP when the admin listens
+    /// on every interface. `None` when the admin API is off.
+    pub fn admin_url(&self) -> Option<String> {
+        let admin = self.admin?;
+        let ip = if admin.ip().is_unspecified() {
+            self.node.ip()
+        } else {
+            admin.ip()
+        };
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        Some(format!("{scheme}://{}", SocketAddr::new(ip, admin.port())))
+    }
+
     /// The beacon list as `ip:port` strings, sorted, as the wire carries it.
     pub fn beacon_names(&self) -> Vec<String> {
         self.beacons.iter().map(|b| b.to_string()).collect()

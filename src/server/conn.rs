@@ -230,6 +230,7 @@ fn accept_hello(
         election: None,
         identity: String::new(),
         role: String::new(),
+        admin: String::new(),
     };
     match pb::Role::try_from(hello.role) {
         Ok(pb::Role::Peer) => {
@@ -312,6 +313,8 @@ fn accept_hello(
                     Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
                 })?;
             ack.election = Some(shared.current.borrow().1.clone());
+            ack.admin = config.admin_url().unwrap_or_default();
+            shared.note_peer_admin(node, &hello.admin);
             Ok((Peer::Beacon(node), ack, Some(initial)))
         }
         Ok(pb::Role::Client) => {
@@ -547,7 +550,7 @@ async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled
         }
         Some(Cmd::BeaconStatus) => {
             let _req: pb::BeaconStatusRequest = frame.decode()?;
-            reply(frame, &shared.driver.status().await?)
+            reply(frame, &shared.status().await?)
         }
         Some(Cmd::Hello) => Err(Reject::keep(
             ErrorCode::MalformedBody,
@@ -571,7 +574,7 @@ async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled
 }
 
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
-fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
+pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
     let needs = match Cmd::from_code(cmd) {
         Some(Cmd::BeaconStatus | Cmd::Hello) => Role::Read,
         Some(_) => Role::Admin,

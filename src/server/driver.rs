@@ -134,6 +134,8 @@ impl Driver {
                 "configured alone: leading"
             );
             self.metrics.leader_changes.inc();
+            let term = self.core.election().term();
+            self.metrics.leaders.record(Some(self.config.node), term);
             // The term taken at construction (a lone beacon leads at once) is stored before
             // anyone can hear it.
             let term = self.core.election().max_seen_term();
@@ -439,8 +441,9 @@ impl Driver {
     }
 
     fn log_event(&self, event: consensus::Event) {
-        if matches!(event, consensus::Event::LeaderChanged { .. }) {
+        if let consensus::Event::LeaderChanged { leader, term } = &event {
             self.metrics.leader_changes.inc();
+            self.metrics.leaders.record(*leader, *term);
         }
         match event {
             consensus::Event::LeaderChanged { leader, term } => match leader {
@@ -511,6 +514,8 @@ impl Driver {
                         stored.get(&v.node).copied().flatten()
                     },
                     follows: v.follows.map(|f| f.to_string()),
+                    // Filled in from the handshakes by `Shared::status`.
+                    admin: None,
                 })
                 .collect(),
             mode: self.core.mode().to_string(),

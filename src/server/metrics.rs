@@ -61,6 +61,8 @@ pub(crate) struct Metrics {
     pub(crate) has_leader: Gauge,
     pub(crate) is_leader: Gauge,
     pub(crate) leader_changes: Counter,
+    /// The same changes with when and who, for the status page.
+    pub(crate) leaders: super::leaders::LeaderHistory,
     pub(crate) term: Gauge,
     pub(crate) committed: Counter,
     pub(crate) applied: Counter,
@@ -102,6 +104,7 @@ impl Metrics {
             has_leader: Gauge::default(),
             is_leader: Gauge::default(),
             leader_changes: Counter::default(),
+            leaders: Default::default(),
             term: Gauge::default(),
             committed: Counter::default(),
             applied: Counter::default(),

@@ -5,6 +5,7 @@ mod admin;
 mod conn;
 mod driver;
 pub(crate) mod handle;
+mod leaders;
 mod load;
 mod metrics;
 mod peer;
@@ -160,6 +161,7 @@ impl Server {
             tls,
             metrics: metrics.clone(),
             refusals: Default::default(),
+            peer_admin: Default::default(),
         });
 
         tracker.spawn(driver.run(token.clone()).in_current_span());
@@ -174,8 +176,8 @@ impl Server {
             }
             let tls = shared.tls.as_ref().map(|t| t.accept.clone());
             let state = admin::AdminState {
-                driver: handle,
-                metrics,
+                shared: shared.clone(),
+                tls: shared.tls.is_some(),
             };
             tracker.spawn(admin::serve(admin, tls, state, token.clone()).in_current_span());
         }

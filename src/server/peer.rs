@@ -146,6 +146,7 @@ async fn connect(
             .as_ref()
             .map(|t| t.expose().to_owned())
             .unwrap_or_default(),
+        admin: shared.config.admin_url().unwrap_or_default(),
     };
     // Each machine adds what beacons of one cluster must agree on (the registry: its range).
     let mut body = prost::Message::encode_to_vec(&hello);
@@ -175,6 +176,7 @@ async fn connect(
             cluster: ack.cluster,
         });
     }
+    shared.note_peer_admin(peer, &ack.admin);
     let id = next_conn_id();
     shared.driver.peer_connected(peer, id).await;
     let state = message_from_pb::<State>(ack.election.unwrap_or_default())

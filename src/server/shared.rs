@@ -58,9 +58,40 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<super::metrics::Metrics>,
     /// Refused requests since the last warning about them.
     pub(crate) refusals: super::conn::Refusals,
+    /// Where each peer's admin API is, as its handshake said.
+    pub(crate) peer_admin: std::sync::Mutex<HashMap<SocketAddr, String>>,
 }
 
 impl Shared {
+    /// Notes where `peer` serves its admin API (empty: it serves none).
+    pub(crate) fn note_peer_admin(&self, peer: SocketAddr, url: &str) {
+        let mut known = self.peer_admin.lock().unwrap_or_else(|e| e.into_inner());
+        if url.is_empty() {
+            known.remove(&peer);
+        } else {
+            known.insert(peer, url.to_owned());
+        }
+    }
+
+    /// The core's status, with where each beacon's admin API is: what `show beacon` and the
+    /// status page show.
+    pub(crate) async fn status(&self) -> Result<crate::pb::BeaconStatus, super::handle::Reject> {
+        let mut status = self.driver.status().await?;
+        let known = self.peer_admin.lock().unwrap_or_else(|e| e.into_inner());
+        for entry in &mut status.beacons {
+            entry.admin = if entry.is_self {
+                self.config.admin_url()
+            } else {
+                entry
+                    .node
+                    .parse()
+                    .ok()
+                    .and_then(|node: SocketAddr| known.get(&node).cloned())
+            };
+        }
+        Ok(status)
+    }
+
     /// What request handlers have at hand, for a request from `identity`.
     pub(crate) fn ctx<'a>(&'a self, identity: Option<&'a crate::auth::Identity>) -> Ctx<'a> {
         Ctx {

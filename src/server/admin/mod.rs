@@ -1,5 +1,7 @@
-//! Admin HTTP API: JSON views of the beacon for monitoring and scripts.
+//! Admin HTTP API: a status page, JSON views of the beacon for monitoring and scripts,
+//! health probes and metrics.
 //!
+//! * `GET /`: the status page ([`page`]): the cluster at a glance, refreshing itself.
 //! * `GET /health`: 200 when a write sent to this beacon now would succeed (it leads and sees
 //!   a majority, or follows a leader that does, in quorum mode); 503 with the reason
 //!   otherwise. A lone beacon of a three-beacon cluster is not healthy, however well it runs.
@@ -8,10 +10,15 @@
 //!   most [`READY_LAG`] committed entries (Kubernetes' readiness probe). Both answer `ok` or
 //!   the reason as plain text.
 //! * `GET /metrics`: Prometheus metrics ([`super::metrics`]).
-//! * `GET /v1/beacon`: the same view as `nebcli show beacon --json`, with the version.
+//! * `GET /v1/...`: the JSON views ([`api`]), the same facts as nebcli's `--json`.
 //!
+//! With `auth` configured, everything but the probes needs a `read` identity ([`access`]).
 //! Unknown paths are 404 and wrong methods 405, each with a JSON body saying why. With `tls`
 //! configured it is served over TLS (HTTPS) with the beacon's certificate.
+
+mod access;
+mod api;
+mod page;
 
 use axum::Router;
 use axum::extract::State;
@@ -29,20 +36,21 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 use super::handle::DriverHandle;
-use super::metrics::Metrics;
+use super::shared::Shared;
 use crate::transport::Stream;
 use crate::transport::tls::{self, Reloading};
 
 /// What the admin handlers read.
 #[derive(Clone)]
 pub(crate) struct AdminState {
-    pub(crate) driver: DriverHandle,
-    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) shared: Arc<Shared>,
+    /// Whether the admin API is served over TLS (a token may then cross any network).
+    pub(crate) tls: bool,
 }
 
 impl axum::extract::FromRef<AdminState> for DriverHandle {
     fn from_ref(state: &AdminState) -> DriverHandle {
-        state.driver.clone()
+        state.shared.driver.clone()
     }
 }
 
@@ -52,12 +60,26 @@ pub(crate) async fn serve(
     state: AdminState,
     shutdown: CancellationToken,
 ) {
+    let guarded = Router::new()
+        .route("/", get(page::serve))
+        .route("/metrics", get(metrics))
+        .route("/v1/beacon", get(api::beacon))
+        .route("/v1/leaders", get(api::leaders))
+        .route("/v1/nodes", get(api::nodes))
+        .route("/v1/ids", get(api::ids))
+        .route("/v1/sequences", get(api::sequences))
+        .route("/v1/resources", get(api::resources))
+        .route("/v1/slots", get(api::slots))
+        .route("/v1/queues", get(api::queues))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            access::require_read,
+        ));
     let app = Router::new()
         .route("/health", get(health))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/v1/beacon", get(beacon))
+        .merge(guarded)
         .fallback(not_found)
         .with_state(state);
     let served = match tls {
@@ -211,28 +233,21 @@ async fn readyz(State(driver): State<DriverHandle>) -> Response {
 async fn metrics(State(state): State<AdminState>) -> Response {
     // The state gauges are set by the core; without it (stuck, shutting down) the
     // counters still go out, and `beacon_server_can_write` keeps its last value.
-    let _ = tokio::time::timeout(PROBE_TIMEOUT, state.driver.refresh_metrics()).await;
+    let _ = tokio::time::timeout(PROBE_TIMEOUT, state.shared.driver.refresh_metrics()).await;
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.metrics.encode(),
+        state.shared.metrics.encode(),
     )
         .into_response()
-}
-
-async fn beacon(State(driver): State<DriverHandle>) -> Response {
-    match status(&driver).await {
-        Ok(status) => Json(status).into_response(),
-        Err(why) => unavailable(why),
-    }
 }
 
 async fn not_found(uri: Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
-        Json(json!({"error": format!("no endpoint {}; try /health, /livez, /readyz, /metrics or /v1/beacon", uri.path())})),
+        Json(json!({"error": format!("no endpoint {}; try / (the status page), /health, /livez, /readyz, /metrics or /v1/beacon", uri.path())})),
     )
         .into_response()
 }
