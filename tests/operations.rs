@@ -20,17 +20,9 @@ struct Ops {
 
 impl Ops {
     fn start() -> Ops {
-        let ports = free_ports(6);
-        let (beacons, admin) = ports.split_at(3);
-        let configs: Vec<String> = admin
-            .iter()
-            .map(|p| format!(r#"{{"admin": "127.0.0.1:{p}"}}"#))
-            .collect();
-        let cluster = Cluster::start_each(BEACON.as_ref(), beacons, TICK_MS, "ops", &configs);
-        Ops {
-            cluster,
-            admin: admin.iter().map(|p| addr(*p)).collect(),
-        }
+        let (cluster, admin) =
+            cluster_with_admin(BEACON.as_ref(), 3, TICK_MS, "ops", serde_json::json!({}));
+        Ops { cluster, admin }
     }
 
     fn addrs(&self) -> Vec<SocketAddr> {

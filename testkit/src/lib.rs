@@ -266,6 +266,29 @@ pub fn beacon_args_at(
     ]
 }
 
+/// A cluster of `n` beacons on free ports, each serving its admin API on a free port of its
+/// own (returned in the beacons' order), with the keys of `config` (a JSON object) added.
+pub fn cluster_with_admin(
+    bin: &Path,
+    n: usize,
+    tick_ms: u64,
+    cluster: &str,
+    config: serde_json::Value,
+) -> (Cluster, Vec<SocketAddr>) {
+    let ports = free_ports(2 * n);
+    let (beacons, admin) = ports.split_at(n);
+    let configs: Vec<String> = admin
+        .iter()
+        .map(|p| {
+            let mut keys = config.clone();
+            keys["admin"] = format!("127.0.0.1:{p}").into();
+            keys.to_string()
+        })
+        .collect();
+    let cluster = Cluster::start_each(bin, beacons, tick_ms, cluster, &configs);
+    (cluster, admin.iter().map(|p| addr(*p)).collect())
+}
+
 /// A cluster of beacons on `ports`, all listing each other.
 pub struct Cluster {
     pub beacons: Vec<Beacon>,
@@ -346,14 +369,32 @@ pub fn wait_listening(addr: SocketAddr) {
 /// `GET path` from the plain-HTTP admin API at `admin`: the status code and the body, or
 /// `None` when it cannot be reached (bounded by 5 s).
 pub fn http_get(admin: SocketAddr, path: &str) -> Option<(u16, String)> {
+    http_request(admin, path, &[]).map(|r| (r.code, r.body))
+}
+
+/// An HTTP answer: status code, head (status line and headers) and body.
+#[derive(Debug)]
+pub struct HttpReply {
+    pub code: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// `GET path` from the plain-HTTP admin API at `admin` with extra `headers` (name, value),
+/// or `None` when it cannot be reached (bounded by 5 s).
+pub fn http_request(admin: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Option<HttpReply> {
     use std::io::{Read, Write};
     let limit = Some(Duration::from_secs(5));
     let mut s = std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(5)).ok()?;
     s.set_read_timeout(limit).ok()?;
     s.set_write_timeout(limit).ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {admin}\r\n{extra}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut resp = Vec::new();
@@ -370,7 +411,11 @@ pub fn http_get(admin: SocketAddr, path: &str) -> Option<(u16, String)> {
     } else {
         body.to_owned()
     };
-    Some((code, body))
+    Some(HttpReply {
+        code,
+        head: head.to_owned(),
+        body,
+    })
 }
 
 fn dechunk(mut rest: &str) -> String {
