@@ -8,6 +8,7 @@
 //! With the `peers` feature, `beacon-bench compare` runs beacon, etcd and ZooKeeper side by
 //! side (`bench/run` installs the peers and runs it).
 
+mod charts;
 #[cfg(feature = "peers")]
 mod compare;
 mod failover;
@@ -37,6 +38,12 @@ enum Bench {
     /// beacon, etcd and ZooKeeper side by side: failover, allocation, liveness capacity.
     #[cfg(feature = "peers")]
     Compare(Box<compare::Options>),
+    /// Redraws the SVG charts beside results JSON files that `compare` wrote.
+    Charts {
+        /// Results files (e.g. bench/results-failover.json).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 fn beacon_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -57,11 +64,15 @@ fn beacon_bin(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Bench::Charts { files } = &args.bench {
+        return charts::redraw(files);
+    }
     let bin = beacon_bin(args.beacon_bin)?;
     let runtime = tokio::runtime::Runtime::new()?;
     match args.bench {
         Bench::Failover(opts) => runtime.block_on(failover::run(&bin, &opts)),
         #[cfg(feature = "peers")]
         Bench::Compare(opts) => runtime.block_on(compare::run(&bin, &opts)),
+        Bench::Charts { .. } => unreachable!("drawn above"),
     }
 }

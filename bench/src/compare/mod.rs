@@ -473,9 +473,13 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     }
     std::fs::write(&opts.out, &table).with_context(|| format!("write {}", opts.out.display()))?;
     let json = opts.out.with_extension("json");
-    std::fs::write(&json, serde_json::to_string_pretty(&results)?)
+    let value = serde_json::to_value(&results)?;
+    std::fs::write(&json, serde_json::to_string_pretty(&value)?)
         .with_context(|| format!("write {}", json.display()))?;
     println!("written to {} and {}", opts.out.display(), json.display());
+    for chart in crate::charts::write_beside(&json, &value)? {
+        println!("chart: {}", chart.display());
+    }
     let duplicates: usize = results
         .failover
         .iter()
