@@ -378,3 +378,74 @@ fn with_auth_the_page_and_views_need_a_reader_and_the_probes_stay_open() {
         "refusals counted: {refused:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_views_count_by_type_cut_rows_and_list_leader_changes() {
+    let (cluster, admin) = cluster_with_admin(BEACON.as_ref(), 1, TICK_MS, "views", json!({}));
+    let a = admin[0];
+    wait_listening(a);
+    let beacons = vec![cluster.beacons[0].addr.to_string()];
+    let mut client = Leader::new(beacons, ConnectOptions::default(), Duration::from_secs(10));
+    for (node_type, addr) in [
+        ("WEB", "10.0.0.1:80"),
+        ("WEB", "10.0.0.2:80"),
+        ("DB", "10.0.0.3:5432"),
+    ] {
+        let _: pb::registry::RegisterReply = client
+            .call(
+                RegistryCmd::Register,
+                &pb::registry::RegisterRequest {
+                    node_type: node_type.into(),
+                    addr: addr.into(),
+                    ..Default::default()
+                },
+                "the registration",
+            )
+            .await
+            .expect("registered");
+    }
+    let json_of = |path: &str| -> Value {
+        let (code, body) = http_get(a, path).unwrap_or_else(|| panic!("{path} answers"));
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    };
+    let v = json_of("/v1/nodes?limit=1");
+    assert_eq!(v["total"], 3);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        v["types"],
+        json!([
+            {"node_type": "DB", "online": 1, "offline": 0},
+            {"node_type": "WEB", "online": 2, "offline": 0},
+        ])
+    );
+    let v = json_of("/v1/nodes?type=WEB");
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2);
+    assert!(
+        v["nodes"][0]["node"]["metadata"].is_object(),
+        "metadata as an object, as --json: {v}"
+    );
+    let (code, body) = http_get(a, "/v1/nodes?limit=many").unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("limit must be a whole number"), "{body}");
+    let v = json_of("/v1/ids");
+    assert_eq!(v["in_use"], 3);
+    // A lone beacon leads from the start: one change, to itself.
+    let v = json_of("/v1/leaders");
+    let me = cluster.beacons[0].addr.to_string();
+    assert_eq!(v["changes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["changes"][0]["leader"], json!(me));
+    assert!(v["changes"][0]["at_ms"].as_u64().unwrap() <= v["now_ms"].as_u64().unwrap());
+    let v = json_of("/v1/beacon");
+    assert_eq!(v["beacons"][0]["admin"], json!(format!("http://{a}")));
+    for (path, key) in [
+        ("/v1/sequences", "sequences"),
+        ("/v1/resources", "resources"),
+        ("/v1/slots", "groups"),
+        ("/v1/queues", "queues"),
+    ] {
+        let v = json_of(path);
+        assert_eq!(v[key], json!([]), "{path}: none yet: {v}");
+        assert_eq!(v["node"], json!(me), "{path} answered by this beacon: {v}");
+    }
+}

@@ -153,7 +153,7 @@ pub(super) async fn nodes(
         node_type: param(&params, "type"),
         ..Default::default()
     };
-    let reply: pb::registry::NodesReply =
+    let mut reply: pb::registry::NodesReply =
         match ask(&state, &headers, RegistryCmd::Nodes, &req).await {
             Ok(reply) => reply,
             Err(response) => return response,
@@ -173,12 +173,11 @@ pub(super) async fn nodes(
         .into_iter()
         .map(|(t, (online, offline))| json!({"node_type": t, "online": online, "offline": offline}))
         .collect();
-    let mut v = crate::machines::registry::cli::render::nodes_json(&reply);
-    if let Some(limit) = limit
-        && let Some(rows) = v.get_mut("nodes").and_then(|n| n.as_array_mut())
-    {
-        rows.truncate(limit);
+    // Cut before rendering: the page polls the counts of a registry of any size.
+    if let Some(limit) = limit {
+        reply.nodes.truncate(limit);
     }
+    let mut v = crate::machines::registry::cli::render::nodes_json(&reply);
     v["total"] = json!(total);
     v["types"] = json!(types);
     Json(v).into_response()
