@@ -652,6 +652,21 @@ fn missed_leases_expire_into_quarantine_and_are_released_later() {
             .collect();
         assert_eq!(states, vec![(id1, false), (id2, true)], "beacon {p}");
     }
+    // A page of them (the status page's) merges live and quarantined in ID order and
+    // counts both by type.
+    let (state, service) = (
+        &net.node(A).state().registry,
+        &net.node(A).service().registry,
+    );
+    let all = NodeFilter::default();
+    let first = registry::service::first_nodes(state, service, net.now, &all, 1);
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].record.node_id, first[0].is_online), (id1, false));
+    let counts = registry::service::counts_by_type(state, &all);
+    assert_eq!(
+        counts.into_iter().collect::<Vec<_>>(),
+        vec![("LOGIC".to_owned(), (1, 1))]
+    );
     let views = node_views(net.node(A), net.now);
     assert_eq!(views[1].report.as_ref().unwrap().0.load, 7);
     assert!(views[1].last_seen_ms.unwrap() <= TICK);

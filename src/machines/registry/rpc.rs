@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use super::service::{
     Caller, NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response,
-    Target, Unregister, nodes,
+    Target, Unregister, counts_by_type, first_nodes,
 };
 use super::state::{
     Change, FencingToken, InvalidRequest, NodeId, Registry, check_clock, check_metadata,
@@ -274,6 +274,24 @@ fn parts(replica: &Replica) -> (&Registry, &RegistryService) {
 }
 
 async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesReply, Reject> {
+    nodes_page(ctx, req, usize::MAX, false)
+        .await
+        .map(|(reply, _)| reply)
+}
+
+/// Live and quarantined registrations of one node type: what a status page shows of it.
+pub(crate) type TypeCounts = BTreeMap<String, (usize, usize)>;
+
+/// The registrations `req` names, the first `limit` of them by ID, and (with `count`) how
+/// many of them there are by node type, live and quarantined: the admin API's view, read in
+/// the core without copying what the page does not hold, so that polling it is cheap at any
+/// size of the registry.
+pub(crate) async fn nodes_page(
+    ctx: &Ctx<'_>,
+    req: pb::NodesRequest,
+    limit: usize,
+    count: bool,
+) -> Result<(pb::NodesReply, TypeCounts), Reject> {
     let node_type = match req.node_type.as_str() {
         "" => None,
         t => {
@@ -289,11 +307,16 @@ async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesRep
     ctx.driver
         .read(move |replica, now| {
             let (registry, service) = parts(replica);
-            pb::NodesReply {
+            let counts = if count {
+                counts_by_type(registry, &filter)
+            } else {
+                TypeCounts::new()
+            };
+            let reply = pb::NodesReply {
                 node: replica.config().me.to_string(),
                 is_leader: replica.is_leader(),
                 index: replica.position().index,
-                nodes: nodes(registry, service, now, &filter)
+                nodes: first_nodes(registry, service, now, &filter, limit)
                     .into_iter()
                     .map(|v| {
                         let (report, workers) = match v.report {
@@ -311,7 +334,8 @@ async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesRep
                     })
                     .collect(),
                 stale: replica.staleness(),
-            }
+            };
+            (reply, counts)
         })
         .await
 }

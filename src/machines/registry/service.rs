@@ -603,10 +603,34 @@ pub fn nodes(
     now: Millis,
     filter: &NodeFilter,
 ) -> Vec<NodeView> {
-    let mut views: Vec<NodeView> = registry
-        .nodes()
-        .filter(|r| filter.wants(r))
-        .map(|r| {
+    first_nodes(registry, service, now, filter, usize::MAX)
+}
+
+/// The first `limit` (by ID) of what [`nodes`] shows, copying none of the others: a page
+/// of a large registry costs what the page holds.
+pub fn first_nodes(
+    registry: &Registry,
+    service: &RegistryService,
+    now: Millis,
+    filter: &NodeFilter,
+    limit: usize,
+) -> Vec<NodeView> {
+    let mut live = registry.nodes().filter(|r| filter.wants(r)).peekable();
+    let mut gone = registry
+        .quarantined()
+        .filter(|t| filter.wants(&t.record))
+        .peekable();
+    let mut views = Vec::new();
+    // Both are in ID order, and an ID is live or quarantined, never both: merge them.
+    while views.len() < limit {
+        let take_live = match (live.peek(), gone.peek()) {
+            (Some(r), Some(t)) => r.node_id < t.record.node_id,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let view = if take_live {
+            let r = live.next().expect("peeked");
             let lease = service.lease(r.node_id);
             NodeView {
                 record: r.clone(),
@@ -615,20 +639,33 @@ pub fn nodes(
                 report: lease.and_then(|l| l.report.clone()),
                 quarantine_ms: None,
             }
-        })
-        .collect();
-    views.extend(
-        registry
-            .quarantined()
-            .filter(|t| filter.wants(&t.record))
-            .map(|t| NodeView {
+        } else {
+            let t = gone.next().expect("peeked");
+            NodeView {
                 record: t.record.clone(),
                 is_online: false,
                 last_seen_ms: None,
                 report: None,
                 quarantine_ms: Some(t.until.saturating_sub(now)),
-            }),
-    );
-    views.sort_by_key(|v| v.record.node_id);
+            }
+        };
+        views.push(view);
+    }
     views
+}
+
+/// How many of the registrations `filter` names are live and how many quarantined, by node
+/// type; counted in place, nothing copied.
+pub fn counts_by_type(
+    registry: &Registry,
+    filter: &NodeFilter,
+) -> BTreeMap<String, (usize, usize)> {
+    let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in registry.nodes().filter(|r| filter.wants(r)) {
+        counts.entry(r.node_type.as_str()).or_default().0 += 1;
+    }
+    for t in registry.quarantined().filter(|t| filter.wants(&t.record)) {
+        counts.entry(t.record.node_type.as_str()).or_default().1 += 1;
+    }
+    counts.into_iter().map(|(t, c)| (t.to_owned(), c)).collect()
 }

@@ -23,6 +23,8 @@ use serde_json::json;
 
 use super::AdminState;
 use super::access::identify;
+use crate::auth::Identity;
+use crate::machines::registry::rpc as registry_rpc;
 use crate::machines::{
     assign::AssignCmd, registry::RegistryCmd, sequence::SequenceCmd, tasks::TasksCmd,
 };
@@ -39,10 +41,12 @@ fn error(status: StatusCode, msg: &str, code: Option<u32>) -> Response {
 }
 
 /// A refusal from a handler: the beacon cannot answer now (no leader, shutting down) is
-/// 503, a permission 403, anything else 500 (these requests are the page's own).
+/// 503, a permission 403, a bad parameter (a node type that cannot be one) 400, anything
+/// else 500.
 fn refused(r: Reject) -> Response {
     let status = match ErrorCode::from_code(r.code) {
         Some(ErrorCode::PermissionDenied) => StatusCode::FORBIDDEN,
+        Some(ErrorCode::InvalidRequest) => StatusCode::BAD_REQUEST,
         Some(
             ErrorCode::NotLeader
             | ErrorCode::LeaderChanged
@@ -52,6 +56,20 @@ fn refused(r: Reject) -> Response {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error(status, &r.msg, Some(r.code))
+}
+
+/// The request's identity (`None` when the beacon requires none), if it may send `cmd`.
+fn permitted(
+    state: &AdminState,
+    headers: &HeaderMap,
+    cmd: u32,
+) -> Result<Option<Identity>, Box<Response>> {
+    let who = identify(state, headers)
+        .map_err(|why| Box::new(error(StatusCode::UNAUTHORIZED, &why, None)))?;
+    if let Some(who) = &who {
+        crate::server::conn::permit(cmd, who).map_err(|r| Box::new(refused(r)))?;
+    }
+    Ok(who)
 }
 
 /// Asks this beacon's machines `req` (command `cmd`) as the request's identity would over
@@ -66,12 +84,8 @@ where
     Req: prost::Message,
     Resp: prost::Message + Default,
 {
-    let who =
-        identify(state, headers).map_err(|why| error(StatusCode::UNAUTHORIZED, &why, None))?;
     let frame = Frame::new(cmd.code(), 0, 0, req);
-    if let Some(who) = &who {
-        crate::server::conn::permit(frame.cmd, who).map_err(refused)?;
-    }
+    let who = permitted(state, headers, frame.cmd).map_err(|r| *r)?;
     let handled = crate::machines::rpc::serve(&frame, &state.shared.ctx(who.as_ref())).await;
     match handled {
         Some(Ok(Handled::Reply(reply))) => reply
@@ -153,30 +167,24 @@ pub(super) async fn nodes(
         node_type: param(&params, "type"),
         ..Default::default()
     };
-    let mut reply: pb::registry::NodesReply =
-        match ask(&state, &headers, RegistryCmd::Nodes, &req).await {
-            Ok(reply) => reply,
-            Err(response) => return response,
-        };
-    let total = reply.nodes.len();
-    let mut by_type: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
-    for entry in &reply.nodes {
-        let node_type = entry.node.as_ref().map_or("", |n| n.node_type.as_str());
-        let counts = by_type.entry(node_type).or_default();
-        if entry.is_online {
-            counts.0 += 1;
-        } else {
-            counts.1 += 1;
-        }
-    }
-    let types: Vec<_> = by_type
+    let who = match permitted(&state, &headers, RegistryCmd::Nodes.code()) {
+        Ok(who) => who,
+        Err(response) => return *response,
+    };
+    let ctx = state.shared.ctx(who.as_ref());
+    let limit = limit.unwrap_or(usize::MAX);
+    let (reply, counts) = match registry_rpc::nodes_page(&ctx, req, limit, true).await {
+        Ok(answer) => answer,
+        Err(r) => return refused(r),
+    };
+    let total: usize = counts
+        .values()
+        .map(|(online, offline)| online + offline)
+        .sum();
+    let types: Vec<_> = counts
         .into_iter()
         .map(|(t, (online, offline))| json!({"node_type": t, "online": online, "offline": offline}))
         .collect();
-    // Cut before rendering: the page polls the counts of a registry of any size.
-    if let Some(limit) = limit {
-        reply.nodes.truncate(limit);
-    }
     let mut v = crate::machines::registry::cli::render::nodes_json(&reply);
     v["total"] = json!(total);
     v["types"] = json!(types);
