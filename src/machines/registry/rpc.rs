@@ -355,15 +355,19 @@ pub(crate) fn gauges(replica: &Replica) -> Gauges {
     let in_use = registry.len() as u64;
     let quarantined = registry.quarantined().count() as u64;
     let size = u64::from(range.last - range.first) + 1;
-    let mut by_type = BTreeMap::new();
+    // Counted by reference: a scrape copies each node type once, not each registration's.
+    let mut by_type: BTreeMap<&str, u64> = BTreeMap::new();
     for record in registry.nodes() {
-        *by_type.entry(record.node_type.clone()).or_insert(0) += 1;
+        *by_type.entry(record.node_type.as_str()).or_insert(0) += 1;
     }
     Gauges {
         in_use,
         free: size.saturating_sub(in_use + quarantined),
         quarantined,
-        by_type,
+        by_type: by_type
+            .into_iter()
+            .map(|(t, n)| (t.to_owned(), n))
+            .collect(),
     }
 }
 
