@@ -37,7 +37,9 @@ async fn lone_beacon(config: &str) -> Cluster {
 async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
     let c = lone_beacon(r#"{"lease_ms": 60000}"#).await;
     let at = c.beacons[0].addr.to_string();
-    let mut client = Client::connect(&at, &opts(300)).await.unwrap();
+    // Each request waits up to 1.5 s: long enough for a write's fsync on a busy machine
+    // once the beacon runs again, short enough to time out while it is stopped.
+    let mut client = Client::connect(&at, &opts(1500)).await.unwrap();
     let node = client
         .register(&pb::registry::RegisterRequest {
             node_type: "LOGIC".into(),
