@@ -1,7 +1,8 @@
 //! The beacon's data directory: an exclusive lock, and the identity of the cluster whose
 //! state it holds (the state itself, term included, is [`crate::storage`]'s).
 //!
-//! The identity (cluster name, node-ID range, mode, beacon list) is recorded with the state,
+//! The identity (cluster name, mode, beacon list, and what each machine records of its
+//! settings, such as the registry's node-ID range) is recorded with the state,
 //! so a beacon started on a directory written under another configuration refuses to load it
 //! instead of serving another cluster's registrations or dropping the ones its range no
 //! longer covers.
@@ -17,13 +18,14 @@ const IDENTITY_FILE: &str = "identity.json";
 
 /// What a data directory's state was written under.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Identity {
     pub cluster: String,
-    pub id_range: [u32; 2],
     pub mode: String,
     /// Every beacon of the cluster, sorted.
     pub beacons: Vec<String>,
+    /// What each machine records of its settings, by key (`id_range`).
+    #[serde(flatten)]
+    pub machines: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl Identity {
@@ -36,11 +38,23 @@ impl Identity {
                 self.cluster, configured.cluster
             ));
         }
-        if self.id_range != configured.id_range {
-            out.push(format!(
-                "its node IDs were allocated from [{}, {}], this beacon is configured with [{}, {}] (key `id_range`)",
-                self.id_range[0], self.id_range[1], configured.id_range[0], configured.id_range[1]
-            ));
+        let keys: std::collections::BTreeSet<&String> = self
+            .machines
+            .keys()
+            .chain(configured.machines.keys())
+            .collect();
+        for key in keys {
+            let (was, now) = (self.machines.get(key), configured.machines.get(key));
+            if was != now {
+                let shown = |v: Option<&serde_json::Value>| {
+                    v.map_or("nothing".to_owned(), |v| v.to_string().replace(',', ", "))
+                };
+                out.push(format!(
+                    "it was written with {}, this beacon is configured with {} (key `{key}`)",
+                    shown(was),
+                    shown(now)
+                ));
+            }
         }
         if self.mode != configured.mode {
             out.push(format!(
@@ -213,7 +227,7 @@ mod tests {
     fn identity(cluster: &str, last: u32) -> Identity {
         Identity {
             cluster: cluster.into(),
-            id_range: [1, last],
+            machines: [("id_range".to_owned(), serde_json::json!([1, last]))].into(),
             mode: "quorum".into(),
             beacons: vec![
                 "127.0.0.1:1".into(),

@@ -31,6 +31,13 @@ pub trait Machine {
         command: &Self::Command,
         now: Millis,
     ) -> Result<Option<Self::Change>, Self::ApplyError>;
+    /// About how many bytes `change` holds, for what keeps changes (a watch history keeps
+    /// as many as its byte budget allows): by default the change's own size; a machine whose
+    /// changes carry large buffers (task payloads) counts them.
+    fn change_bytes(change: &Self::Change) -> usize {
+        let _ = change;
+        std::mem::size_of::<Self::Change>()
+    }
     fn snapshot(&self, now: Millis) -> Self::Snapshot;
     fn restore(&mut self, snapshot: Self::Snapshot, now: Millis);
     /// Records a snapshot of this state holds (sets how many log entries are worth keeping).
@@ -54,8 +61,9 @@ pub enum Outcome<R, E, W> {
     WhenCommitted { index: u64, waiting: W },
     /// Answer with this once a majority has confirmed, after the request arrived, that this
     /// beacon still leads: a deposed leader that does not know it yet must not answer on
-    /// its own clock (a lease renewal).
-    WhenConfirmed(R),
+    /// its own clock (a lease renewal), nor refuse on a state a successor has moved past (a
+    /// lease it does not know of, made by a later leader).
+    WhenConfirmed(Result<R, E>),
 }
 
 impl<R, E, W> Outcome<R, E, W> {
@@ -73,7 +81,7 @@ impl<R, E, W> Outcome<R, E, W> {
                 index,
                 waiting: w(waiting),
             },
-            Outcome::WhenConfirmed(x) => Outcome::WhenConfirmed(r(x)),
+            Outcome::WhenConfirmed(x) => Outcome::WhenConfirmed(x.map(r).map_err(e)),
         }
     }
 }
@@ -115,6 +123,7 @@ pub struct Leader<'a, S: Machine> {
     pub(crate) notices: &'a mut Vec<String>,
     pub(crate) term: u64,
     pub(crate) now: Millis,
+    pub(crate) wall_ms: u64,
 }
 
 impl<S: Machine> Leader<'_, S> {
@@ -124,6 +133,14 @@ impl<S: Machine> Leader<'_, S> {
 
     pub fn now(&self) -> Millis {
         self.now
+    }
+
+    /// The wall-clock time (Unix milliseconds) as of this beacon's last tick, moved on by its
+    /// clock since: for stamping records ("since when"), never for deciding. Every leader
+    /// knows it from its first tick, so a record made right after a failover is stamped
+    /// as truly as one made by a long-serving leader.
+    pub fn wall_ms(&self) -> u64 {
+        self.wall_ms
     }
 
     /// The index of the last entry: the state reflects every entry up to it. An answer read

@@ -64,6 +64,14 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         (self.log.term_at(candidate) == Some(self.election.term())).then_some(candidate)
     }
 
+    /// Hands the changes of entries now committed to the watchers, in log order.
+    pub(super) fn release_changes(&mut self) {
+        while self.changes.front().is_some_and(|(i, _)| *i <= self.commit) {
+            let change = self.changes.pop_front().expect("non-empty");
+            self.ready.committed.push(change);
+        }
+    }
+
     /// Commits what the mode's rule allows, answers the requests that were waiting for it,
     /// and publishes the committed changes.
     pub(super) fn advance_commit(&mut self, now: Millis) {
@@ -81,21 +89,98 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         self.commit = commit;
-        let mut ready = Vec::new();
-        while leading
-            .waiting
-            .front()
-            .is_some_and(|(i, _, _)| *i <= commit)
-        {
-            ready.push(leading.waiting.pop_front().expect("non-empty"));
-        }
-        while leading.changes.front().is_some_and(|(i, _)| *i <= commit) {
-            let change = leading.changes.pop_front().expect("non-empty");
-            self.ready.committed.push(change);
-        }
-        for (_, token, waiting) in ready {
+        leading.committed = true;
+        let ready = super::confirm::take_due(&mut leading.waiting, commit);
+        self.release_changes();
+        for (token, waiting) in ready {
             let answer = self.service.answer(&self.state, waiting);
             self.reply(token, answer.map_err(ReplyError::Machine));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Input, Mode, Position};
+
+    fn add(n: &mut Node, token: u64, value: u64) -> Step {
+        n.step(
+            200,
+            Input::Request {
+                token,
+                request: Request::Add(value),
+            },
+        )
+    }
+
+    #[test]
+    fn quorum_mode_answers_once_a_majority_stored_the_entry() {
+        let mut a = quorum_leader();
+        add(&mut a, 9, 7);
+        let last = a.log.last();
+        // One follower's acknowledgement makes a majority with the leader.
+        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
+        assert_eq!(step.replies.len(), 1);
+        assert_eq!(step.replies[0].0, 9);
+        assert_eq!(step.replies[0].1, Ok(last.index));
+        assert_eq!(step.committed, vec![(last.index, 7)], "watchers are told");
+        assert_eq!(a.commit(), last.index);
+        // The other's changes nothing more.
+        let step = hear(&mut a, 220, C, follower(A, 1, last, 0));
+        assert!(step.replies.is_empty() && step.committed.is_empty());
+    }
+
+    #[test]
+    fn a_read_at_an_uncommitted_entry_waits_and_the_followers_hear_the_commit_at_once() {
+        let mut a = quorum_leader();
+        add(&mut a, 9, 7);
+        let last = a.log.last();
+        assert_eq!(a.committed(last), Some(false), "stored by the leader alone");
+        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
+        assert_eq!(a.committed(last), Some(true));
+        // The commit goes to both followers in this step, though nothing else does.
+        let told: Vec<_> = step
+            .after
+            .iter()
+            .chain(step.early.iter())
+            .filter(|(_, m)| m.commit == last.index)
+            .map(|(to, _)| *to)
+            .collect();
+        assert!(
+            told.contains(&addr(B)) && told.contains(&addr(C)),
+            "{told:?}"
+        );
+        // A position this replica does not hold (another leader's entry there) is not
+        // committed here, and never will be.
+        let other = Position {
+            term: last.term + 1,
+            index: last.index,
+        };
+        assert_eq!(a.committed(other), None);
+    }
+
+    #[test]
+    fn classic_mode_waits_for_every_online_follower_that_keeps_up() {
+        let mut a = node(A, Mode::Classic);
+        let zero = Position::default();
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 0, zero, 0));
+        }
+        tick(&mut a, 100);
+        assert!(a.is_leader());
+        for p in [B, C] {
+            hear(&mut a, 101, p, follower(A, 1, zero, 0));
+        }
+        add(&mut a, 9, 7);
+        let last = a.log.last();
+        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
+        assert!(
+            step.replies.is_empty(),
+            "C is online and in sync: it must store it too"
+        );
+        let step = hear(&mut a, 220, C, follower(A, 1, last, 0));
+        assert_eq!(step.replies.len(), 1);
+        assert_eq!(step.committed, vec![(last.index, 7)]);
     }
 }

@@ -369,6 +369,23 @@ impl Election {
         }
     }
 
+    /// Our leader `from`, in `term`, hands its leadership to us (a leader transfer for
+    /// maintenance): we lead at once in a term above any seen, so every beacon, the old
+    /// leader included, prefers our claim (the higher term) without an election gap. Taken
+    /// only from the leader we follow, in the term we know it in; anything else is ignored
+    /// (a stale or misdirected hand-over).
+    pub fn take_transfer(&mut self, from: SocketAddr, term: u64) -> Vec<Action> {
+        if self.is_leader || self.leader != Some(from) || self.term != term {
+            return Vec::new();
+        }
+        let before = self.heartbeat();
+        let mut actions = Vec::new();
+        self.become_leader();
+        self.settle_leader(Some(self.me), &mut actions);
+        self.announce(before, false, &mut actions);
+        actions
+    }
+
     /// The periodic check (NebulaBeacon's `CheckLeader`), then this tick's heartbeat.
     pub fn tick(&mut self, _now: Millis) -> Vec<Action> {
         self.informed = true;
@@ -573,8 +590,10 @@ impl Election {
             .keys()
             .position(|a| *a == self.me)
             .expect("own entry") as u64;
-        let above = self.max_seen.max(self.max_heard) + 1;
-        above + (position + n - (above - 1) % n) % n
+        // Inputs are bounded (`bounds::MAX_TERM`), so this cannot wrap; saturating all the
+        // same, so that a bug elsewhere cannot wrap a term to 0.
+        let above = self.max_seen.max(self.max_heard).saturating_add(1);
+        above.saturating_add((position + n - (above - 1) % n) % n)
     }
 
     fn become_leader(&mut self) {
@@ -817,6 +836,38 @@ mod tests {
         assert!(quorum_alone.is_leader());
         assert_eq!(tick(&mut quorum_alone, 100), vec![Beat(true, 1)]);
         assert!(quorum_alone.is_leader(), "a majority of one");
+    }
+
+    #[test]
+    fn a_transfer_makes_the_follower_lead_in_a_higher_term_that_the_old_leader_yields_to() {
+        // C follows A (term 1).
+        let mut c = cluster(C);
+        beat(&mut c, 1, B, false, 1);
+        beat(&mut c, 1, A, true, 1);
+        assert_eq!(c.leader(), Some(addr(A)));
+        // A hand-over from someone C does not follow, or in another term, is ignored.
+        assert!(c.take_transfer(addr(B), 1).is_empty());
+        assert!(c.take_transfer(addr(A), 4).is_empty());
+        assert!(!c.is_leader());
+        // From A in term 1: C leads at once, in its own next term (3), and says so.
+        assert_eq!(
+            acts(c.take_transfer(addr(A), 1)),
+            vec![Follows(Some(C), 3), Beat(true, 3)]
+        );
+        assert!(c.is_leader());
+        // A hears C's claim in the higher term: it steps down and follows C, with no tick.
+        let mut a = cluster(A);
+        tick(&mut a, 100);
+        assert!(a.is_leader() && a.term() == 1);
+        beat(&mut a, 101, B, false, 1);
+        assert_eq!(
+            beat(&mut a, 102, C, true, 3),
+            vec![Follows(Some(C), 3), Beat(false, 3)]
+        );
+        assert!(!a.is_leader());
+        // A tick later C is still the leader everywhere (sticky), although A is first.
+        tick(&mut a, 200);
+        assert_eq!(a.leader(), Some(addr(C)));
     }
 
     #[test]

@@ -25,6 +25,32 @@ pub enum ConsensusError {
     },
     #[error("the new leader is still taking over the state of a majority; retry in a moment")]
     NotReady,
+    #[error("this leader is handing its leadership over to {to}; retry in a moment (at {to})")]
+    HandingOver { to: SocketAddr },
+}
+
+/// Why a leader transfer did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    #[error(transparent)]
+    Consensus(#[from] ConsensusError),
+    #[error("{0} is not another beacon of this cluster")]
+    NotAPeer(SocketAddr),
+    #[error("{0} is offline: leadership goes only to a beacon this leader hears")]
+    Offline(SocketAddr),
+    #[error("no other beacon is online to take the leadership")]
+    NoTarget,
+    #[error("a transfer to {0} is already under way")]
+    InProgress(SocketAddr),
+    #[error(
+        "{to} did not take the leadership within {ms} ms (it may be behind or cut off); this beacon leads on"
+    )]
+    TimedOut { to: SocketAddr, ms: u64 },
+    #[error("leadership went to {leader:?} instead of {to}")]
+    WentElsewhere {
+        to: SocketAddr,
+        leader: Option<SocketAddr>,
+    },
 }
 
 /// Why a request was refused: by the consensus core, or by the machine it addressed.

@@ -45,6 +45,9 @@ pub struct PeerMessage<C, S> {
     pub beat: u64,
     /// Follower to leader: the latest round of its leader's this follower has seen.
     pub ack_beat: u64,
+    /// Leader to follower: take over the leadership now (a transfer; the follower has every
+    /// entry the leader has, and the leader serves no write meanwhile).
+    pub transfer: bool,
 }
 
 impl<C, S> PeerMessage<C, S> {
@@ -61,6 +64,7 @@ impl<C, S> PeerMessage<C, S> {
             fetch: false,
             beat: 0,
             ack_beat: 0,
+            transfer: false,
         }
     }
 

@@ -20,6 +20,7 @@
 //! steps it lets its service judge nothing until a majority has confirmed it again.
 
 mod app;
+pub mod bounds;
 mod commit;
 mod confirm;
 pub mod election;
@@ -30,13 +31,16 @@ mod progress;
 mod ready;
 mod replicate;
 mod takeover;
+#[cfg(test)]
+mod testing;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
 pub use app::{Leader, Machine, Outcome, Service};
+pub use bounds::{MAX_INDEX, MAX_TERM};
 use election::Election;
-pub use error::{ConsensusError, ReplyError, RestoreError};
+pub use error::{ConsensusError, ReplyError, RestoreError, TransferError};
 pub use log::{Entry, Log, Payload, Position};
 pub use message::{Append, PeerMessage, Snapshot};
 use progress::Follower;
@@ -121,8 +125,12 @@ impl Config {
 /// Something the outside world tells a replica.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input<C, S, R> {
-    /// The periodic check.
-    Tick,
+    /// The periodic check, with the wall-clock time (Unix milliseconds) when it was taken:
+    /// what a leader stamps on records it makes on its own (a resource placed after its
+    /// holder died shows since when), never what it decides on.
+    Tick {
+        wall_ms: u64,
+    },
     /// The time [`Replica::wake_at`] asked for has come.
     Wake,
     Peer {
@@ -142,6 +150,38 @@ pub enum Input<C, S, R> {
         token: Token,
         request: R,
     },
+    /// Hand the leadership to `to` (or, with `None`, to the online beacon furthest along):
+    /// for maintenance, without an election gap. The leader stops taking writes, waits
+    /// until the target holds every entry, tells it to take over (it leads at once in a
+    /// higher term, which every beacon prefers) and steps down when it hears the claim.
+    /// Answered by [`Event::Transferred`].
+    Transfer {
+        token: Token,
+        to: Option<SocketAddr>,
+    },
+    /// A linearizable read wants its point in the log (the read-index method): the leader
+    /// takes its commit index now and answers with it ([`Event::ReadIndex`]) once a
+    /// majority has confirmed, in a round started after the read arrived, that it still
+    /// leads. State applied through that index holds every write acknowledged before the
+    /// read arrived, whoever acknowledged it; a leader deposed without knowing it cannot
+    /// get the confirmation. Reads that arrive together share one round.
+    ReadIndex {
+        token: Token,
+    },
+}
+
+/// How long a leader waits for a transfer's target to catch up and take over before it
+/// gives up and leads on, in ticks.
+const TRANSFER_TICKS: u64 = 20;
+
+/// A leader transfer under way (leader only).
+#[derive(Debug, Clone)]
+struct Transfer {
+    to: SocketAddr,
+    token: Token,
+    since: Millis,
+    /// When the target was last told to take over.
+    told: Option<Millis>,
 }
 
 /// The input type of a replica of `S` served by `V`.
@@ -173,11 +213,18 @@ struct Leading<S: Machine, V: Service<S>> {
     followers: BTreeMap<SocketAddr, Follower>,
     /// Requests waiting for their entry to commit, in index order.
     waiting: VecDeque<(u64, Token, V::Waiting)>,
-    /// Changes of entries not yet committed, in index order.
-    changes: VecDeque<(u64, S::Change)>,
     /// Entries were appended in this step: send them.
     appended: bool,
-    rounds: confirm::Rounds<V::Response>,
+    /// The commit index moved in this step: tell the followers even if nothing else goes
+    /// (a follower holds a linearizable read's answer until it knows the entries it read
+    /// are committed, and would otherwise learn it only with the next heartbeat).
+    committed: bool,
+    rounds: confirm::Rounds<Result<V::Response, V::Error>>,
+    transfer: Option<Transfer>,
+    /// The index of the entry that began this term (0 before it is appended): entries the
+    /// leader took over may have been committed by an earlier leader without its knowing,
+    /// and committing this entry commits them, so no read is served from before it.
+    start: u64,
 }
 
 impl<S: Machine, V: Service<S>> Leading<S, V> {
@@ -187,9 +234,11 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             phase,
             followers,
             waiting: VecDeque::new(),
-            changes: VecDeque::new(),
             appended: false,
+            committed: false,
             rounds: confirm::Rounds::default(),
+            transfer: None,
+            start: 0,
         }
     }
 }
@@ -205,6 +254,10 @@ pub struct Replica<S: Machine, V: Service<S>> {
     /// Follower: the highest commit index a leader has announced to it (how far behind it
     /// is, for readiness).
     leader_commit: u64,
+    /// Changes of applied entries not yet committed, in index order (a leader's and a
+    /// follower's alike: every replica tells its watchers the same changes at the same
+    /// indexes, so a watch can resume at any beacon that leads later).
+    changes: VecDeque<(u64, S::Change)>,
     leading: Option<Leading<S, V>>,
     /// Follower: the latest confirmation round seen from the leader of `(term, beat)`.
     leader_beat: (u64, u64),
@@ -212,6 +265,11 @@ pub struct Replica<S: Machine, V: Service<S>> {
     last_step: Option<Millis>,
     /// The highest term handed to the driver to store.
     term_reported: u64,
+    /// Wall-clock minus this replica's clock, as of the last tick.
+    wall_offset: i64,
+    /// Peers whose messages were refused for terms or indexes beyond the bounds, and how
+    /// many: the first is logged with its sender, the rest counted.
+    out_of_bounds: BTreeMap<SocketAddr, u64>,
     /// What the current step asks for.
     ready: Ready<S, V>,
 }
@@ -244,10 +302,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             service,
             commit: 0,
             leader_commit: 0,
+            changes: VecDeque::new(),
             leading: None,
             leader_beat: (0, 0),
             last_step: None,
             term_reported: cfg.stored_term,
+            wall_offset: 0,
+            out_of_bounds: BTreeMap::new(),
             ready: Ready::default(),
             cfg,
         };
@@ -278,7 +339,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             r.become_leader(0);
             notices.extend(r.ready.take_events().into_iter().filter_map(|e| match e {
                 Event::Notice(n) => Some(n),
-                Event::LeaderChanged { .. } => None,
+                Event::LeaderChanged { .. }
+                | Event::Transferred { .. }
+                | Event::ReadIndex { .. } => None,
             }));
         }
         Ok((r, notices))
@@ -315,6 +378,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The last position in this beacon's log (everything up to it is applied).
     pub fn position(&self) -> Position {
         self.log.last()
+    }
+
+    /// Whether the entry at `at` is committed: `Some(true)` once it is, `Some(false)` while
+    /// it may yet be, `None` once this replica no longer holds it (another leader's entries
+    /// or a snapshot replaced it): a state read at `at` may show writes that never commit.
+    pub fn committed(&self, at: Position) -> Option<bool> {
+        if at.index == 0 {
+            return Some(true);
+        }
+        self.holds(at).then_some(self.commit >= at.index)
     }
 
     pub fn commit(&self) -> u64 {
@@ -414,8 +487,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     pub fn step(&mut self, now: Millis, input: InputOf<S, V>) -> Ready<S, V> {
         self.notice_gap(now);
         match input {
-            Input::Tick => self.on_tick(now),
+            Input::Tick { wall_ms } => {
+                self.wall_offset = wall_ms as i64 - now as i64;
+                self.on_tick(now)
+            }
             Input::Wake => {} // what is due is done below
+            Input::Peer { from, msg } | Input::Greeting { from, msg }
+                if self.out_of_bounds(from, &msg) => {}
             Input::Peer { from, msg } => self.on_peer(now, from, msg, false),
             Input::Greeting { from, msg } => self.on_peer(now, from, msg, true),
             Input::PeerDown { peer } => {
@@ -427,8 +505,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.forget_follower(peer);
             }
             Input::Request { token, request } => self.on_request(now, token, request),
+            Input::Transfer { token, to } => self.on_transfer(now, token, to),
+            Input::ReadIndex { token } => self.on_read_index(token),
         }
         self.advance_commit(now);
+        self.drive_transfer(now);
         self.start_round(now);
         self.flush(now);
         self.log.set_keep(self.entries_to_keep());
@@ -438,6 +519,22 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.ready.term = Some(term);
         }
         std::mem::take(&mut self.ready)
+    }
+
+    /// Whether `msg` carries a term or index beyond the bounds (it is then dropped whole;
+    /// the first from each sender is noticed).
+    fn out_of_bounds(&mut self, from: SocketAddr, msg: &Message<S>) -> bool {
+        let Some(why) = bounds::message_beyond(msg) else {
+            return false;
+        };
+        let count = self.out_of_bounds.entry(from).or_default();
+        *count += 1;
+        if *count == 1 {
+            self.notice(format!(
+                "refused a message from {from}: {why}; no beacon reaches such values (a corrupt disk, a bug, or a process posing as a beacon: authenticate peers with auth.peer_token or TLS); further ones from it are dropped without a word"
+            ));
+        }
+        true
     }
 
     fn notice(&mut self, what: String) {
@@ -525,10 +622,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     fn step_down(&mut self) {
         if let Some(leading) = self.leading.take() {
+            if let Some(t) = &leading.transfer {
+                let leader = self.election.leader();
+                let result = if leader == Some(t.to) {
+                    Ok(t.to)
+                } else {
+                    Err(TransferError::WentElsewhere { to: t.to, leader })
+                };
+                self.ready.events.push(Event::Transferred {
+                    token: t.token,
+                    result,
+                });
+            }
             let waiting = leading.waiting.into_iter().map(|(_, token, _)| token);
-            let confirming = leading.rounds.tokens();
+            let (confirming, reads) = leading.rounds.tokens();
             for token in waiting.chain(confirming) {
                 self.reply(token, Err(ConsensusError::LeaderChanged.into()));
+            }
+            for token in reads {
+                self.read_indexed(token, Err(ConsensusError::LeaderChanged));
             }
             self.service.step_down();
         }
@@ -577,7 +689,132 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if let Some(e) = self.no_quorum() {
             return Some(e);
         }
+        if let Some(t) = self.leading.as_ref().and_then(|l| l.transfer.as_ref()) {
+            return Some(ConsensusError::HandingOver { to: t.to });
+        }
         self.taking_over().then_some(ConsensusError::NotReady)
+    }
+
+    // ---- read index ------------------------------------------------------------------------
+
+    fn read_indexed(&mut self, token: Token, result: Result<u64, ConsensusError>) {
+        self.ready.events.push(Event::ReadIndex { token, result });
+    }
+
+    /// A read's point in the log (see [`Input::ReadIndex`]): refused at once where this
+    /// beacon cannot serve; in classic mode, the commit index at once (classic mode makes no
+    /// promise a majority could check). In quorum mode never below the entry that began
+    /// this term (Raft's rule that a leader reads only once an entry of its own term is
+    /// committed): the state a new leader took over may hold entries an earlier leader
+    /// committed while this one's commit index is still behind them.
+    fn on_read_index(&mut self, token: Token) {
+        if let Some(e) = self.serving_blocked() {
+            return self.read_indexed(token, Err(e));
+        }
+        let commit = self.commit();
+        if self.cfg.mode != Mode::Quorum {
+            return self.read_indexed(token, Ok(commit));
+        }
+        let leading = self.leading.as_mut().expect("serving means leading");
+        let index = commit.max(leading.start);
+        leading.rounds.read_after_round(token, index);
+    }
+
+    // ---- leader transfer -------------------------------------------------------------------
+
+    fn transferred(&mut self, token: Token, result: Result<SocketAddr, TransferError>) {
+        self.ready.events.push(Event::Transferred { token, result });
+    }
+
+    /// Starts handing the leadership to `to` (or to the online beacon furthest along).
+    fn on_transfer(&mut self, now: Millis, token: Token, to: Option<SocketAddr>) {
+        if let Some(t) = self.leading.as_ref().and_then(|l| l.transfer.as_ref()) {
+            let busy = TransferError::InProgress(t.to);
+            return self.transferred(token, Err(busy));
+        }
+        if let Some(e) = self.serving_blocked() {
+            return self.transferred(token, Err(e.into()));
+        }
+        let me = self.election.me();
+        let target = match to {
+            Some(t) if t == me => return self.transferred(token, Ok(me)),
+            Some(t) if !self.peers().contains(&t) => {
+                return self.transferred(token, Err(TransferError::NotAPeer(t)));
+            }
+            Some(t) if !self.election.is_online(t) => {
+                return self.transferred(token, Err(TransferError::Offline(t)));
+            }
+            Some(t) => t,
+            None => {
+                let leading = self.leading.as_ref().expect("serving, so leading");
+                let best = self
+                    .peers()
+                    .into_iter()
+                    .filter(|p| self.election.is_online(*p))
+                    .max_by_key(|p| {
+                        let matched = leading
+                            .followers
+                            .get(p)
+                            .and_then(|f| f.progress.matched)
+                            .unwrap_or(0);
+                        // Furthest along first; ties to the earlier in sorted order.
+                        (matched, std::cmp::Reverse(*p))
+                    });
+                match best {
+                    Some(p) => p,
+                    None => return self.transferred(token, Err(TransferError::NoTarget)),
+                }
+            }
+        };
+        self.notice(format!("handing the leadership over to {target}"));
+        let leading = self.leading.as_mut().expect("serving, so leading");
+        leading.transfer = Some(Transfer {
+            to: target,
+            token,
+            since: now,
+            told: None,
+        });
+    }
+
+    /// Moves a transfer on: once its target holds every entry, tells it to take over (again
+    /// after a tick without an answer, in case the message was lost); gives up after
+    /// [`TRANSFER_TICKS`].
+    fn drive_transfer(&mut self, now: Millis) {
+        let last = self.log.last().index;
+        let tick = self.cfg.tick_ms;
+        let Some(leading) = self.leading.as_mut() else {
+            return;
+        };
+        let Some(t) = leading.transfer.clone() else {
+            return;
+        };
+        let limit = TRANSFER_TICKS * tick;
+        if now.saturating_sub(t.since) >= limit {
+            leading.transfer = None;
+            let failed = TransferError::TimedOut {
+                to: t.to,
+                ms: limit,
+            };
+            self.notice(format!("leader transfer abandoned: {failed}"));
+            return self.transferred(t.token, Err(failed));
+        }
+        // Every write acknowledged (so none waits on an answer the step-down would turn
+        // into "leader changed"), and the target holding all of them.
+        let caught_up = self.commit >= last
+            && leading
+                .followers
+                .get(&t.to)
+                .and_then(|f| f.progress.matched)
+                .is_some_and(|m| m >= last);
+        let due = t.told.is_none_or(|at| now.saturating_sub(at) >= tick);
+        if caught_up && due {
+            if let Some(t) = leading.transfer.as_mut() {
+                t.told = Some(now);
+            }
+            let mut msg = self.bare_message();
+            msg.transfer = true;
+            self.send(t.to, msg);
+        }
     }
 
     // ---- ticks and requests ----------------------------------------------------------------
@@ -610,11 +847,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             state: &mut self.state,
             log: &mut self.log,
             unsaved: &mut self.ready.store.entries,
-            changes: &mut leading.changes,
+            changes: &mut self.changes,
             appended: &mut leading.appended,
             notices: &mut notices,
             term: self.election.term(),
             now,
+            wall_ms: (now as i64 + self.wall_offset).max(0) as u64,
         };
         let result = f(&mut self.service, &mut leader);
         for n in notices {
@@ -655,15 +893,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             term: self.election.term(),
             payload: Payload::LeaderStart,
         };
+        let entry_index = entry.index;
         self.ready.store.entries.push(entry.clone());
         self.log.append(entry);
         if let Some(l) = self.leading.as_mut() {
             l.appended = true;
+            l.start = entry_index;
         }
     }
 
     /// Replaces the whole state with `snapshot`, to be stored before anything is sent.
+    /// The changes of entries it did not apply are lost to its watchers: the store says
+    /// so ([`Released::restored`]).
     fn install(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
+        self.changes.clear();
         self.state.restore(snapshot.state.clone(), now);
         self.log.reset(snapshot.position);
         self.ready.store = Store {

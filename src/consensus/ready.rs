@@ -75,6 +75,18 @@ pub enum Event {
     },
     /// Something an operator should know about (divergence, snapshots, a gap in the steps).
     Notice(String),
+    /// The answer to a leader transfer ([`super::Input::Transfer`]): the beacon that leads
+    /// now, or why the leadership stayed.
+    Transferred {
+        token: Token,
+        result: Result<SocketAddr, super::TransferError>,
+    },
+    /// The answer to a read's request for its point in the log ([`super::Input::ReadIndex`]):
+    /// serve the read from state applied through this index.
+    ReadIndex {
+        token: Token,
+        result: Result<u64, super::ConsensusError>,
+    },
 }
 
 /// What one or more steps ask for. Merge the steps of a batch with [`Ready::merge`] to store
@@ -95,8 +107,13 @@ pub struct Released<S: Machine, V: Service<S>> {
     pub send: Vec<(SocketAddr, Message<S>)>,
     /// Answers to requests.
     pub replies: Vec<(Token, Reply<S, V>)>,
-    /// Changes now committed, in log order (leader only), for watchers.
+    /// Changes now committed, in log order, for watchers (every replica tells the same
+    /// change at the same index).
     pub committed: Vec<(u64, S::Change)>,
+    /// The state was replaced whole by a snapshot of the log through this index: changes
+    /// at or before it that this replica did not tell are lost to its watchers, which must
+    /// start again from the state (a history of changes is broken here).
+    pub restored: Option<u64>,
 }
 
 impl<S: Machine, V: Service<S>> Default for Ready<S, V> {
@@ -142,6 +159,7 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
             send,
             replies: self.replies,
             committed: self.committed,
+            restored: self.store.snapshot.as_ref().map(|s| s.position.index),
         }
     }
 

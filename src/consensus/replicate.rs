@@ -12,22 +12,26 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Sends newly appended entries, and a newly started confirmation round, to every
     /// follower at once.
     pub(super) fn flush(&mut self, now: Millis) {
-        let Some((appended, beat_due)) = self.leading.as_ref().map(|l| (l.appended, l.rounds.due))
+        let Some((appended, beat_due, committed)) = self
+            .leading
+            .as_ref()
+            .map(|l| (l.appended, l.rounds.due, l.committed))
         else {
             return;
         };
-        if !appended && !beat_due {
+        if !appended && !beat_due && !committed {
             return;
         }
         for peer in self.peers() {
             let msg = self.message_for(peer, now);
-            if msg.replicates() || beat_due {
+            if msg.replicates() || beat_due || committed {
                 self.send(peer, msg);
             }
         }
         let leading = self.leading.as_mut().expect("leader");
         leading.appended = false;
         leading.rounds.due = false;
+        leading.committed = false;
     }
 
     pub(super) fn bare_message(&self) -> Message<S> {
@@ -129,7 +133,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if self.leading.is_some() {
             self.on_follower_report(now, from, msg);
         } else if self.election.leader() == Some(from) {
+            let transfer = msg.transfer.then_some(msg.heartbeat.term);
             self.on_leader_message(now, from, msg);
+            // Our leader hands its leadership to us: it has seen us hold every entry it
+            // has, and takes none meanwhile.
+            if let Some(term) = transfer {
+                let actions = self.election.take_transfer(from, term);
+                if !actions.is_empty() {
+                    self.notice(format!(
+                        "taking over the leadership from {from} (a transfer)"
+                    ));
+                }
+                self.on_election(now, actions);
+            }
         }
     }
 
@@ -183,7 +199,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Whether `position` is in this beacon's history: its log holds it, or an entry of the
     /// same term at or after it (one leader per term, and a follower only appends what
     /// continues its leader's log, so an entry of that term implies everything before it).
-    fn holds(&self, position: Position) -> bool {
+    pub(super) fn holds(&self, position: Position) -> bool {
         let last = self.log.last();
         self.log.contains(position) || (last.term == position.term && last.index >= position.index)
     }
@@ -259,15 +275,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                         }
                         None => {}
                     }
-                    if let Payload::Command(command) = &entry.payload
-                        && let Err(e) = self.state.apply(command, now)
-                    {
-                        self.notice(format!(
-                            "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
-                            entry.position()
-                        ));
-                        need_snapshot = true;
-                        break;
+                    if let Payload::Command(command) = &entry.payload {
+                        match self.state.apply(command, now) {
+                            Ok(Some(change)) => self.changes.push_back((entry.index, change)),
+                            Ok(None) => {}
+                            Err(e) => {
+                                self.notice(format!(
+                                    "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
+                                    entry.position()
+                                ));
+                                need_snapshot = true;
+                                break;
+                            }
+                        }
                     }
                     verified = verified.max(entry.index);
                     self.ready.store.entries.push(entry.clone());
@@ -276,6 +296,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         self.commit = self.commit.max(msg.commit.min(verified));
+        self.release_changes();
         self.leader_commit = self.leader_commit.max(msg.commit);
         if replicates || new_beat {
             let mut ack = self.bare_message();
@@ -295,5 +316,107 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         {
             *f = Follower::new(next);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Append, Entry, Input, Mode, Payload, Position};
+
+    #[test]
+    fn a_leaders_write_leaves_before_its_store_and_waits_for_its_commit() {
+        let mut a = quorum_leader();
+        let start = a.log.last();
+        let step = a.step(
+            200,
+            Input::Request {
+                token: 9,
+                request: Request::Add(7),
+            },
+        );
+        let entry = Entry {
+            index: start.index + 1,
+            term: 1,
+            payload: Payload::Command(7),
+        };
+        assert_eq!(
+            step.store.entries,
+            vec![entry.clone()],
+            "the entry is stored"
+        );
+        // Both followers get it before the leader's own store is durable (it counts only
+        // once acknowledged), following the entry they hold.
+        let sent: Vec<_> = step
+            .early
+            .iter()
+            .map(|(to, m)| (to.port(), m.append.clone()))
+            .collect();
+        let append = Some(Append {
+            prev: start,
+            entries: vec![entry],
+        });
+        assert_eq!(sent, vec![(B, append.clone()), (C, append)]);
+        assert!(step.after.is_empty());
+        assert!(
+            step.replies.is_empty(),
+            "answered once a majority stored it"
+        );
+    }
+
+    #[test]
+    fn a_follower_stores_what_follows_its_log_and_acknowledges_only_after() {
+        let mut b = node(B, Mode::Quorum);
+        let entries = vec![
+            Entry {
+                index: 1,
+                term: 1,
+                payload: Payload::LeaderStart,
+            },
+            Entry {
+                index: 2,
+                term: 1,
+                payload: Payload::Command(7),
+            },
+        ];
+        let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(A));
+        msg.commit = 1;
+        msg.append = Some(Append {
+            prev: Position::default(),
+            entries: entries.clone(),
+        });
+        let step = hear(&mut b, 10, A, msg.clone());
+        assert_eq!(b.election().leader(), Some(addr(A)), "it follows the claim");
+        assert_eq!(step.store.entries, entries);
+        assert!(
+            step.early.is_empty(),
+            "a follower sends nothing before its store"
+        );
+        // Its acknowledgement to the leader (after its heartbeat's news to everyone).
+        let ack = step
+            .after
+            .iter()
+            .rev()
+            .find(|(to, _)| to.port() == A)
+            .unwrap();
+        assert_eq!(
+            (ack.1.position, ack.1.reject),
+            (Position { index: 2, term: 1 }, false)
+        );
+        assert_eq!(
+            b.commit(),
+            1,
+            "commits what the leader committed and it holds"
+        );
+        // Entries that do not follow its log are refused, and nothing is stored.
+        msg.append = Some(Append {
+            prev: Position { index: 5, term: 1 },
+            entries: Vec::new(),
+        });
+        let step = hear(&mut b, 20, A, msg);
+        assert!(step.store.entries.is_empty());
+        assert!(step.after.iter().any(|(_, m)| m.reject), "it says so");
     }
 }

@@ -96,3 +96,52 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Mode, Payload, Position, Snapshot};
+
+    #[test]
+    fn a_new_leader_fetches_the_most_advanced_state_of_a_majority_before_it_serves() {
+        let mut a = node(A, Mode::Quorum);
+        let zero = Position::default();
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 0, zero, 0));
+        }
+        tick(&mut a, 100);
+        assert!(a.is_leader() && !a.has_taken_over());
+        // B promises, holding entries up to 3@2 that A lacks: A asks it for its state.
+        let ahead = Position { index: 3, term: 2 };
+        let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
+        let fetches: Vec<_> = step
+            .early
+            .iter()
+            .filter(|(_, m)| m.fetch)
+            .map(|(to, _)| to.port())
+            .collect();
+        assert_eq!(fetches, vec![B]);
+        assert!(step.store.entries.is_empty(), "nothing of its own term yet");
+        assert!(!a.has_taken_over(), "it serves nothing meanwhile");
+        // B answers with its state: A installs it, then starts its term with an entry.
+        let mut answer = follower(A, 4, ahead, 0);
+        answer.snapshot = Some(Box::new(Snapshot {
+            position: ahead,
+            state: vec![1, 2, 3],
+        }));
+        let step = hear(&mut a, 102, B, answer);
+        assert!(a.has_taken_over());
+        assert_eq!(
+            step.store.snapshot.as_ref().map(|s| s.position),
+            Some(ahead)
+        );
+        let started: Vec<_> = step
+            .store
+            .entries
+            .iter()
+            .map(|e| (e.index, e.term, matches!(e.payload, Payload::LeaderStart)))
+            .collect();
+        assert_eq!(started, vec![(4, a.election().term(), true)]);
+        assert_eq!(a.state().0, vec![1, 2, 3]);
+    }
+}

@@ -21,11 +21,13 @@
 //! issue the receipts that [`crate::consensus::Ready`] asks for.
 
 mod backend;
+mod carry;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
 pub use backend::{Backend, Files, Memory};
+pub use carry::{Outbox, carry_out};
 
 use crate::consensus::{Entry, Snapshot, Store, Stored, TermStored};
 use crate::wire::MachineWire;
@@ -183,6 +185,16 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             self.term = term;
         }
         Ok(TermStored::issue())
+    }
+
+    /// Replaces the stored term with `term`, even a lower one: only for `--reset-term`, on
+    /// a beacon whose stored term is beyond any a beacon reaches.
+    pub fn reset_term(&mut self, term: u64) -> Result<(), StorageError> {
+        self.backend
+            .replace(TERM_FILE, format!("{term}\n").as_bytes())
+            .map_err(self.io("cannot store term"))?;
+        self.term = term;
+        Ok(())
     }
 
     /// Stores what a step asks for: its snapshot (if any), then its entries.

@@ -1,0 +1,168 @@
+//! A harness for the core's unit tests: a tiny machine (a list of numbers), its service (an
+//! append answered once committed, a read answered once a majority confirmed the
+//! leadership), and beacons driven by hand, so a test can assert the exact [`Ready`] one step
+//! returns, as openraft's engine tests assert each handler's commands.
+
+use std::net::SocketAddr;
+
+use super::election::Heartbeat;
+use super::{
+    Config, Input, Leader, Machine, Message, Mode, Outcome, PeerMessage, Position, Ready, Replica,
+    Service,
+};
+use crate::time::Millis;
+
+/// The replicated state: numbers in log order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Numbers(pub Vec<u64>);
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("never")]
+pub struct Never;
+
+impl Machine for Numbers {
+    type Command = u64;
+    type Change = u64;
+    type Snapshot = Vec<u64>;
+    type ApplyError = Never;
+
+    fn apply(&mut self, n: &u64, _now: Millis) -> Result<Option<u64>, Never> {
+        self.0.push(*n);
+        Ok(Some(*n))
+    }
+    fn snapshot(&self, _now: Millis) -> Vec<u64> {
+        self.0.clone()
+    }
+    fn restore(&mut self, s: Vec<u64>, _now: Millis) {
+        self.0 = s;
+    }
+    fn records(&self) -> usize {
+        self.0.len()
+    }
+    fn summary(&self) -> String {
+        format!("{} numbers", self.0.len())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// Append a number: answered with its index once committed.
+    Add(u64),
+    /// Read how many numbers there are, on the leader's word: once confirmed.
+    Count,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Append;
+
+impl Service<Numbers> for Append {
+    type Request = Request;
+    type Response = u64;
+    type Error = Never;
+    type Waiting = u64;
+
+    fn lead(&mut self, _state: &Numbers, _now: Millis) {}
+    fn step_down(&mut self) {}
+    fn request(
+        &mut self,
+        leader: &mut Leader<'_, Numbers>,
+        request: Request,
+    ) -> Outcome<u64, Never, u64> {
+        match request {
+            Request::Add(n) => {
+                let index = leader.append(n).expect("applies");
+                Outcome::WhenCommitted {
+                    index,
+                    waiting: index,
+                }
+            }
+            Request::Count => Outcome::WhenConfirmed(Ok(leader.state().0.len() as u64)),
+        }
+    }
+    fn tick(&mut self, _leader: &mut Leader<'_, Numbers>) {}
+    fn answer(&self, _state: &Numbers, index: u64) -> Result<u64, Never> {
+        Ok(index)
+    }
+}
+
+pub type Node = Replica<Numbers, Append>;
+pub type Step = Ready<Numbers, Append>;
+
+pub fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+pub const A: u16 = 7001;
+pub const B: u16 = 7002;
+pub const C: u16 = 7003;
+
+/// Beacon `me` of A, B, C in `mode`.
+pub fn node(me: u16, mode: Mode) -> Node {
+    let cfg = Config {
+        me: addr(me),
+        mode,
+        beacons: [A, B, C].map(addr).to_vec(),
+        tick_ms: 100,
+        log_keep: 100,
+        stored_term: 0,
+    };
+    Replica::new(cfg, Numbers::default(), Append)
+}
+
+/// A follower's heartbeat: it follows `leader` (0: nobody) in `term`, sees everyone, is at
+/// `position`, and acknowledges round `ack_beat`.
+pub fn follower(leader: u16, term: u64, position: Position, ack_beat: u64) -> Message<Numbers> {
+    let hb = Heartbeat {
+        is_leader: false,
+        term,
+        leader: (leader != 0).then(|| addr(leader)),
+        sees: 0b111,
+        eligible: true,
+    };
+    let mut msg = PeerMessage::bare(hb, position, 0);
+    msg.ack_beat = ack_beat;
+    msg
+}
+
+/// A's step for `from`'s message.
+pub fn hear(n: &mut Node, now: Millis, from: u16, msg: Message<Numbers>) -> Step {
+    n.step(
+        now,
+        Input::Peer {
+            from: addr(from),
+            msg,
+        },
+    )
+}
+
+pub fn tick(n: &mut Node, now: Millis) -> Step {
+    n.step(now, Input::Tick { wall_ms: now })
+}
+
+/// A, leader of A, B, C in quorum mode, serving in term 1: it heard both followers, ticked,
+/// collected their promises (all at 0) and appended the entry that starts its term, which
+/// both then acknowledged, with the confirmation round it started.
+pub fn quorum_leader() -> Node {
+    let mut a = node(A, Mode::Quorum);
+    let zero = Position::default();
+    for p in [B, C] {
+        hear(&mut a, 1, p, follower(0, 0, zero, 0));
+    }
+    tick(&mut a, 100);
+    assert!(a.is_leader(), "A leads after its first tick");
+    for p in [B, C] {
+        hear(&mut a, 101, p, follower(A, 1, zero, 0));
+    }
+    assert!(a.has_taken_over(), "both promised");
+    let start = a.log.last();
+    let beat = a.leading.as_ref().expect("leading").rounds.beat();
+    for p in [B, C] {
+        hear(&mut a, 102, p, follower(A, 1, start, beat));
+    }
+    assert_eq!(
+        a.commit(),
+        start.index,
+        "its term's first entry is committed"
+    );
+    a
+}

@@ -1,0 +1,93 @@
+//! Carrying out a [`Ready`]: the one way a step's outputs reach the disk and the network,
+//! used by the daemon's driver, the simulation and the lock-step tests alike, so that what
+//! the tests check is what runs.
+//!
+//! In the order the receipts allow: the promised term is stored; a leader's entries leave at
+//! once (they count only once a follower acknowledges them); the entries (or a snapshot) are
+//! stored; the log is compacted into a snapshot once it holds more than is worth keeping;
+//! and only then is the rest released (a follower's acknowledgements, answers, committed
+//! changes). A driver may merge the [`Ready`]s of several steps first
+//! ([`Ready::merge`]) to store them with one fsync.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::{Backend, Storage, StorageError};
+use crate::consensus::{Machine, Message, Ready, Released, Replica, Service, Store};
+use crate::time::Millis;
+use crate::wire::MachineWire;
+
+/// Where a carry-out's messages go, and what a driver wants to know along the way.
+pub trait Outbox<S: Machine, B> {
+    /// A message to a peer, leaving now.
+    fn send(&mut self, to: SocketAddr, msg: Message<S>);
+
+    /// Just before the store (the early messages have left): `false` stops the carry-out
+    /// here, as a crash would (a simulation tears the write first, through `storage`).
+    fn before_store(&mut self, _storage: &mut Storage<S, B>, _store: &Store<S>) -> bool {
+        true
+    }
+
+    /// The store of appended entries took `took` (the log's fsync), for the metrics.
+    fn appended(&mut self, _took: Duration) {}
+
+    /// The log was compacted into a snapshot.
+    fn compacted(&mut self) {}
+}
+
+/// Carries out `ready`, a step (or merged steps) of `replica`, at `now`. Returns what was
+/// released once everything was stored (answers and committed changes are the caller's),
+/// or `None` when the outbox stopped it before the store.
+pub fn carry_out<S, V, B>(
+    ready: Ready<S, V>,
+    replica: &Replica<S, V>,
+    storage: &mut Storage<S, B>,
+    now: Millis,
+    out: &mut impl Outbox<S, B>,
+) -> Result<Option<Released<S, V>>, StorageError>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    let mut ready = ready;
+    // A new term is stored before any message can announce it.
+    let term_stored = storage.store_term(ready.term())?;
+    // A leader's entries go to its followers while it stores them itself: they count
+    // towards a commit only once acknowledged, and the leader's own acknowledgement (a
+    // reply) waits below.
+    for (to, msg) in ready.send_now(&term_stored) {
+        out.send(to, msg);
+    }
+    if !out.before_store(storage, ready.store()) {
+        return Ok(None);
+    }
+    let appends = !ready.store().entries.is_empty();
+    let started = Instant::now();
+    let stored = storage.store(ready.store())?;
+    if appends {
+        out.appended(started.elapsed());
+    }
+    // Once the log holds more entries than are worth keeping, the current state replaces
+    // it.
+    if storage.logged() > replica.entries_to_keep() {
+        storage.install(&replica.snapshot(now))?;
+        out.compacted();
+    }
+    let released = ready.release(stored);
+    let Released {
+        send,
+        replies,
+        committed,
+        restored,
+    } = released;
+    for (to, msg) in send {
+        out.send(to, msg);
+    }
+    Ok(Some(Released {
+        send: Vec::new(),
+        replies,
+        committed,
+        restored,
+    }))
+}
