@@ -1,38 +1,41 @@
 //! The replicated machines, and the list that composes them into what beacon replicates.
 //!
 //! A machine is one folder: its state and commands (`state.rs`, a [`Machine`]), its
-//! leader-side service (`service.rs`, a [`Service`]), its wire part (`wire.rs`: its own proto
-//! file, its command codes, its part of log entries, snapshots and heartbeats), its server
-//! handlers (`rpc.rs`), its client API (`client/`), its nebcli commands (`cli/`, a
+//! leader-side service (`service.rs`, a [`Service`]), its configuration section
+//! (`config.rs`, a [`Configurable`] section), its wire part (`wire.rs`: its own proto file,
+//! its command codes, its part of log entries, snapshots and heartbeats), its server
+//! handlers and admin views (`rpc.rs`, [`Served`]), its gauges (`metrics.rs`,
+//! [`Measured`]), its client API (`client/`), its nebcli commands (`cli/`, a
 //! [`crate::cli::Commands`] set) and its workload and invariants for the simulations
 //! (`checker.rs`, a [`crate::sim::Workload`]). The consensus core names no machine: it is
-//! generic over the composite that [`compose!`](crate::compose) builds from one line per machine.
+//! generic over the composite that [`compose!`](crate::compose) builds from one line per
+//! machine, and the server reaches the machines only through what `compose!` generates
+//! ([`Dispatch`], [`Sections`], `State::gauges`, [`clients`]). [`handle`] is what a handler
+//! may do: the driver's channel, the answer it gives, the refusal it sends instead.
 //!
 //! Ranges each machine owns, so that their parts merge into the shared messages:
 //!
 //! | machine | command codes | `LogEntry` | `Snapshot` | `Election` | `Hello` | error codes |
 //! |---|---|---|---|---|---|---|
-//! | core | 1-2, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-20 | 1-5, 8-9 | 1-11, 16-18, 20-21 |
-//! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19 |
+//! | core | 1-2, 5-6, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-21 | 1-5, 8-11 | 1-11, 16-18, 20-21 |
+//! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19, 22 |
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
 //! | assign | 501-524 | 30-36 | 30-31 | - | - | 40-47 |
 //! | tasks | 601-632 | 40-48 | 40-42 | - | - | 50-57 |
 //! | (next) | 701-799 | 50-59 | 50-59 | 50-59 | 20-29 | 60-69 |
 //!
-//! Adding a machine: its folder, and one line each in the list below, in `build.rs` and
-//! [`crate::pb`] (its proto file), in [`rpc`] (its handlers) and in nebcli's command table
-//! (`nebcli/src/commands.rs`). `tests/counter/` is a small example, composed in
-//! `tests/counter_machine.rs`.
+//! Adding a machine: its folder, its proto file in `proto/` (compiled and placed in
+//! [`crate::pb`] by `build.rs` without a line), one line in the list below, and one in
+//! nebcli's command table (`nebcli/src/commands.rs`). `tests/tidy.rs` keeps it so.
+//! `tests/counter/` is a small example, composed in `tests/counter_machine.rs`.
 
 pub mod assign;
+pub mod handle;
 pub mod registry;
-pub mod rpc;
 pub mod sequence;
 pub mod tasks;
 
 pub use crate::consensus::{Machine, Service};
-
-use crate::config::Config;
 
 /// A composite state that holds machine `M`: a service of `M` reads its part and appends its
 /// commands through the composite, so the same service serves any composite holding `M`.
@@ -65,9 +68,87 @@ pub trait Routes<S: Machine, V: Service<S>>: Service<S> {
     fn error(error: Self::Error) -> Option<V::Error>;
 }
 
-/// Built from the beacon's configuration: a machine's empty state, or its service.
-pub trait Configured {
-    fn configured(config: &Config) -> Self;
+/// One sample of a gauge a machine shows on `/metrics`: its name after the `beacon_`
+/// prefix, its help, its labels (of bounded cardinality: names an admin created, states)
+/// and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugeSample {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub labels: Vec<(&'static str, String)>,
+    pub value: f64,
+}
+
+/// What a machine shows on `/metrics`, read from the composite state `S` (and its own
+/// section of the configuration) when a scrape asks, so it is exact at that moment and costs
+/// nothing between scrapes. A machine with nothing to show leaves the default.
+pub trait Measured<S>: Configurable {
+    fn gauges(_state: &S, _section: &Self::Section, _wall_ms: u64, _out: &mut Vec<GaugeSample>) {}
+}
+
+/// A machine's part of the configuration: its [`Section`](crate::settings::Section), parsed
+/// and checked in its folder (`config.rs`).
+pub trait Configurable {
+    type Section: crate::settings::Section;
+}
+
+/// How a beacon serves a machine's requests over the wire (its `rpc.rs`): the command codes
+/// it owns, the role each needs, their names, which may be batched, its handlers, and its
+/// part of the peers' handshake. A machine that is not served (a test's) keeps the defaults,
+/// which own nothing.
+pub trait Served: Configurable {
+    /// Whether this machine owns request code `cmd`.
+    fn owns(_cmd: u32) -> bool {
+        false
+    }
+    /// The role a client needs to send `cmd` (when authentication is on).
+    fn role(_cmd: u32) -> Option<crate::auth::Role> {
+        None
+    }
+    /// The name of request `cmd` (a metric's label, a refusal's words).
+    fn name(_cmd: u32) -> Option<String> {
+        None
+    }
+    /// Whether requests `cmd` queued back to back go to the driver together.
+    fn batches(_cmd: u32) -> bool {
+        false
+    }
+    /// Serves `frame` (a code this machine owns).
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        _ctx: &'a handle::Ctx<'a>,
+    ) -> impl Future<Output = Result<handle::Handled, handle::Reject>> + Send + 'a {
+        let cmd = frame.cmd;
+        async move {
+            Err(handle::Reject::keep(
+                crate::wire::ErrorCode::UnknownCommand,
+                format!("cmd {cmd} is not served"),
+            ))
+        }
+    }
+    /// Its JSON views on the admin HTTP API (the status page reads them).
+    fn views() -> Vec<handle::AdminView> {
+        Vec::new()
+    }
+    /// Its gRPC service (its `grpc.rs`), if it has one.
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        None
+    }
+    /// Adds what beacons of one cluster must agree on to our `Hello` to a peer.
+    fn hello_fields(_section: &Self::Section, _buf: &mut Vec<u8>) {}
+    /// Checks a peer's `Hello` (the whole message) for what this machine needs agreed.
+    fn check_hello(
+        _section: &Self::Section,
+        _peer: std::net::SocketAddr,
+        _hello: &[u8],
+    ) -> Result<(), handle::Reject> {
+        Ok(())
+    }
+}
+
+/// Built from a machine's section of the configuration: its empty state, or its service.
+pub trait Configured<C> {
+    fn configured(section: &C) -> Self;
 }
 
 /// Composes machines and their services into one replicated state and one service, in the
@@ -76,6 +157,17 @@ pub trait Configured {
 /// codec. One line per machine: `field: Variant => MachineType, ServiceType;`.
 #[macro_export]
 macro_rules! compose {
+    // Beacon's own list: every field names the machine's module too, whose `client` API is
+    // put in one place (`clients`) for `crate::client`.
+    (with clients; $( $field:ident : $Variant:ident => $M:ty, $V:ty; )+) => {
+        $crate::compose!( $( $field : $Variant => $M, $V; )+ );
+
+        /// Every machine's client API (its `client` module), for `beacon::client` to put in
+        /// one place.
+        pub mod clients {
+            $( pub use super::$field::client::*; )+
+        }
+    };
     ($( $field:ident : $Variant:ident => $M:ty, $V:ty; )+) => {
         /// The replicated state: every machine's.
         #[derive(Debug, Clone)]
@@ -133,6 +225,13 @@ macro_rules! compose {
                         <$M as $crate::consensus::Machine>::apply(&mut self.$field, c, now)
                             .map(|change| change.map(Change::$Variant))
                             .map_err(ApplyError::$Variant), )+
+                }
+            }
+
+            fn change_bytes(change: &Change) -> usize {
+                match change {
+                    $( Change::$Variant(c) =>
+                        <$M as $crate::consensus::Machine>::change_bytes(c), )+
                 }
             }
 
@@ -327,18 +426,141 @@ macro_rules! compose {
             }
         )+
 
-        impl $crate::machines::Configured for State {
-            fn configured(config: &$crate::config::Config) -> State {
+        impl State {
+            /// Every machine's gauges for `/metrics`.
+            pub fn gauges(&self, sections: &Sections, wall_ms: u64) -> Vec<$crate::machines::GaugeSample> {
+                let mut out = Vec::new();
+                $( <$M as $crate::machines::Measured<State>>::gauges(self, &sections.$field, wall_ms, &mut out); )+
+                out
+            }
+        }
+
+        /// Every machine's section of the configuration.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Sections {
+            $( pub $field: <$M as $crate::machines::Configurable>::Section, )+
+        }
+
+        impl Sections {
+            /// Every top-level key a machine owns.
+            pub fn keys() -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $( keys.extend_from_slice(
+                    <<$M as $crate::machines::Configurable>::Section as $crate::settings::Section>::KEYS
+                ); )+
+                keys
+            }
+
+            /// Each machine's section, parsed and checked.
+            pub fn parse(
+                text: &str,
+                check: &$crate::settings::Checker,
+                core: &$crate::settings::CoreFacts,
+                flags: &$crate::settings::KeyFlags,
+            ) -> Result<Sections, $crate::settings::ConfigError> {
+                Ok(Sections {
+                    $( $field: $crate::settings::Section::parse(text, check, core, flags)?, )+
+                })
+            }
+
+            /// Every machine's keys with the values in force.
+            pub fn effective(&self, out: &mut serde_json::Map<String, serde_json::Value>) {
+                $( $crate::settings::Section::effective(&self.$field, out); )+
+            }
+
+            /// What the data directory records of the machines' settings.
+            pub fn identity(&self) -> std::collections::BTreeMap<String, serde_json::Value> {
+                let mut out = std::collections::BTreeMap::new();
+                $( $crate::settings::Section::identity(&self.$field, &mut out); )+
+                out
+            }
+        }
+
+        /// Serving every machine's requests: the one place that knows which machine owns
+        /// which command code.
+        pub struct Dispatch;
+
+        impl Dispatch {
+            /// Serves `frame` if a machine owns its command; `None` if none does.
+            pub async fn serve(
+                frame: &$crate::wire::Frame,
+                ctx: &$crate::machines::handle::Ctx<'_>,
+            ) -> Option<Result<$crate::machines::handle::Handled, $crate::machines::handle::Reject>> {
+                $(
+                    if <$M as $crate::machines::Served>::owns(frame.cmd) {
+                        return Some(<$M as $crate::machines::Served>::serve(frame, ctx).await);
+                    }
+                )+
+                None
+            }
+
+            /// The role a client needs to send `cmd`; `None` if no machine owns it.
+            pub fn role(cmd: u32) -> Option<$crate::auth::Role> {
+                $(
+                    if <$M as $crate::machines::Served>::owns(cmd) {
+                        return <$M as $crate::machines::Served>::role(cmd);
+                    }
+                )+
+                None
+            }
+
+            /// The name of request `cmd`, or `None` for a code no machine knows.
+            pub fn name(cmd: u32) -> Option<String> {
+                $(
+                    if let Some(name) = <$M as $crate::machines::Served>::name(cmd) {
+                        return Some(name);
+                    }
+                )+
+                None
+            }
+
+            /// Whether requests `cmd` queued back to back go to the driver together.
+            pub fn batches(cmd: u32) -> bool {
+                false $( || <$M as $crate::machines::Served>::batches(cmd) )+
+            }
+
+            /// Every machine's gRPC service.
+            pub fn grpc_services() -> Vec<&'static $crate::wire::rpc::Service> {
+                let mut services = Vec::new();
+                $( services.extend(<$M as $crate::machines::Served>::grpc()); )+
+                services
+            }
+
+            /// Every machine's JSON views on the admin HTTP API.
+            pub fn views() -> Vec<$crate::machines::handle::AdminView> {
+                let mut views = Vec::new();
+                $( views.extend(<$M as $crate::machines::Served>::views()); )+
+                views
+            }
+
+            /// Adds every machine's part to our `Hello` to a peer.
+            pub fn hello_fields(sections: &Sections, buf: &mut Vec<u8>) {
+                $( <$M as $crate::machines::Served>::hello_fields(&sections.$field, buf); )+
+            }
+
+            /// Checks every machine's part of a peer's `Hello` (the whole message).
+            pub fn check_hello(
+                sections: &Sections,
+                peer: std::net::SocketAddr,
+                hello: &[u8],
+            ) -> Result<(), $crate::machines::handle::Reject> {
+                $( <$M as $crate::machines::Served>::check_hello(&sections.$field, peer, hello)?; )+
+                Ok(())
+            }
+        }
+
+        impl $crate::machines::Configured<Sections> for State {
+            fn configured(sections: &Sections) -> State {
                 State {
-                    $( $field: <$M as $crate::machines::Configured>::configured(config), )+
+                    $( $field: <$M as $crate::machines::Configured<_>>::configured(&sections.$field), )+
                 }
             }
         }
 
-        impl $crate::machines::Configured for Services {
-            fn configured(config: &$crate::config::Config) -> Services {
+        impl $crate::machines::Configured<Sections> for Services {
+            fn configured(sections: &Sections) -> Services {
                 Services {
-                    $( $field: <$V as $crate::machines::Configured>::configured(config), )+
+                    $( $field: <$V as $crate::machines::Configured<_>>::configured(&sections.$field), )+
                 }
             }
         }
@@ -347,6 +569,7 @@ macro_rules! compose {
 
 // The machines beacon replicates: one line per machine.
 compose! {
+    with clients;
     registry: Registry => registry::Registry, registry::RegistryService;
     sequence: Sequence => sequence::Sequences, sequence::SequenceService;
     assign: Assign => assign::Assignments, assign::AssignService;
@@ -374,6 +597,108 @@ mod tests {
             "{owner}: response code {} is taken twice",
             code + 1
         );
+    }
+
+    use crate::wire::shouted;
+
+    /// docs/protocol.md lists every command and error code as the code has it, so a new one
+    /// cannot go unlisted and a renamed one cannot stay listed under its old name.
+    #[test]
+    fn the_protocol_page_lists_every_code() {
+        let page = include_str!("../../docs/protocol.md");
+        let mut rows: Vec<String> = Vec::new();
+        let mut cmd = |owner: &str, code: u32, name: String| {
+            rows.push(format!("| {code} | {owner} | `{name}` |"))
+        };
+        for c in Cmd::ALL {
+            cmd("core", c.code(), format!("{c:?}"));
+        }
+        for c in RegistryCmd::ALL {
+            cmd("registry", c.code(), format!("{c:?}"));
+        }
+        for c in SequenceCmd::ALL {
+            cmd("sequence", c.code(), format!("{c:?}"));
+        }
+        for c in AssignCmd::ALL {
+            cmd("assign", c.code(), format!("{c:?}"));
+        }
+        for c in TasksCmd::ALL {
+            cmd("tasks", c.code(), format!("{c:?}"));
+        }
+        let mut error = |owner: &str, code: u32, name: String| {
+            rows.push(format!("| {code} | {owner} | `{}` |", shouted(&name)))
+        };
+        for e in ErrorCode::ALL {
+            error("core", e as u32, format!("{e:?}"));
+        }
+        for e in RegistryErrorCode::ALL {
+            error("registry", u32::from(e), format!("{e:?}"));
+        }
+        for e in SequenceErrorCode::ALL {
+            error("sequence", u32::from(e), format!("{e:?}"));
+        }
+        for e in AssignErrorCode::ALL {
+            error("assign", u32::from(e), format!("{e:?}"));
+        }
+        for e in TasksErrorCode::ALL {
+            error("tasks", u32::from(e), format!("{e:?}"));
+        }
+        let missing: Vec<&String> = rows.iter().filter(|r| !page.contains(r.as_str())).collect();
+        assert!(missing.is_empty(), "docs/protocol.md lacks {missing:#?}");
+        let listed = page.lines().filter(|l| {
+            let mut cells = l.split('|').map(str::trim).skip(1);
+            cells.next().is_some_and(|c| c.parse::<u32>().is_ok())
+                && cells.next().is_some_and(|o| {
+                    ["core", "registry", "sequence", "assign", "tasks"].contains(&o)
+                })
+        });
+        assert_eq!(
+            listed.count(),
+            rows.len(),
+            "docs/protocol.md lists a code the code lacks"
+        );
+    }
+
+    /// Each machine's gRPC service gives every one of its error codes a status, under the
+    /// name the protocol page gives it.
+    #[test]
+    fn every_machine_error_has_a_grpc_status() {
+        fn check(errors: &[(u32, &str, crate::wire::rpc::GrpcCode)], code: u32, name: String) {
+            let found = errors.iter().find(|(c, _, _)| *c == code);
+            assert_eq!(
+                found.map(|(_, n, _)| *n),
+                Some(name.as_str()),
+                "code {code}"
+            );
+        }
+        for e in RegistryErrorCode::ALL {
+            check(
+                super::registry::grpc::SERVICE.errors,
+                u32::from(e),
+                shouted(&format!("{e:?}")),
+            );
+        }
+        for e in SequenceErrorCode::ALL {
+            check(
+                super::sequence::grpc::SERVICE.errors,
+                u32::from(e),
+                shouted(&format!("{e:?}")),
+            );
+        }
+        for e in AssignErrorCode::ALL {
+            check(
+                super::assign::grpc::SERVICE.errors,
+                u32::from(e),
+                shouted(&format!("{e:?}")),
+            );
+        }
+        for e in TasksErrorCode::ALL {
+            check(
+                super::tasks::grpc::SERVICE.errors,
+                u32::from(e),
+                shouted(&format!("{e:?}")),
+            );
+        }
     }
 
     #[test]

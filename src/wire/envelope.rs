@@ -118,6 +118,7 @@ pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
         fetch: m.fetch,
         beat: m.beat,
         ack_beat: m.ack_beat,
+        transfer: m.transfer,
         snapshot: m.snapshot.as_deref().map(snapshot_bytes::<S>),
         ..Default::default()
     };
@@ -183,5 +184,6 @@ pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, Wi
     m.fetch = e.fetch;
     m.beat = e.beat;
     m.ack_beat = e.ack_beat;
+    m.transfer = e.transfer;
     Ok(m)
 }

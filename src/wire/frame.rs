@@ -32,6 +32,9 @@ pub const FLAG_ERROR: u8 = 0x02;
 /// Head flag: the message goes on in the next frame (beacon to beacon only; see
 /// [`super::fragment`]).
 pub const FLAG_MORE: u8 = 0x04;
+/// Head flag, on a read: answer from this beacon's replica as it is (a serializable read),
+/// not after the read-index wait that makes reads linearizable by default.
+pub const FLAG_SERIALIZABLE: u8 = 0x08;
 
 /// Whether `buf` starts with a whole frame (head and body), so that decoding it would not
 /// wait for the network. A server that finds one after answering a request holds its reply

@@ -8,9 +8,12 @@ pub mod envelope;
 pub mod field;
 pub mod fragment;
 pub mod frame;
+pub mod rpc;
 
 pub use envelope::MachineWire;
-pub use frame::{FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
+pub use frame::{
+    FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, FLAG_SERIALIZABLE, Frame, FrameCodec, FrameError,
+};
 
 use std::net::SocketAddr;
 
@@ -30,12 +33,63 @@ pub trait Code: Copy + std::fmt::Debug {
     }
 }
 
+/// How fresh a read must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Consistency {
+    /// The answer reflects every write acknowledged before the read was asked, whichever
+    /// beacon answers (the read-index method). The default.
+    #[default]
+    Linearizable,
+    /// The answering beacon's replica as it is: at once, possibly behind the leader; the
+    /// answer says the log index it reflects.
+    Serializable,
+}
+
+impl Consistency {
+    /// The flags a request's head carries for it.
+    pub fn flags(self) -> u8 {
+        match self {
+            Consistency::Linearizable => 0,
+            Consistency::Serializable => FLAG_SERIALIZABLE,
+        }
+    }
+
+    /// `l`/`linearizable` or `s`/`serializable`, as nebcli and the admin API take it.
+    pub fn named(name: &str) -> Option<Consistency> {
+        match name {
+            "l" | "linearizable" => Some(Consistency::Linearizable),
+            "s" | "serializable" => Some(Consistency::Serializable),
+            _ => None,
+        }
+    }
+
+    /// A request frame's consistency (the serializable flag in its head).
+    pub fn of_flags(flags: u8) -> Consistency {
+        if flags & FLAG_SERIALIZABLE != 0 {
+            Consistency::Serializable
+        } else {
+            Consistency::Linearizable
+        }
+    }
+}
+
 /// The core's request command codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Cmd {
     /// Handshake, first frame of every connection (`Hello` / `HelloAck`).
     Hello = 1,
+    /// A dialing beacon proves it knows the peer token (`HelloProof` / `HelloAck`).
+    HelloProof = 3,
+    /// Hand the leadership to another beacon (`TransferLeaderRequest` / `TransferLeaderReply`).
+    TransferLeader = 5,
+    /// A client's request carried from a follower to the leader (`Relayed`; relay
+    /// connections only): answered as the request it carries.
+    Relayed = 7,
+    /// The leader's read index, once a majority confirmed its leadership
+    /// (`ReadIndexRequest` / `ReadIndexReply`): what a follower waits for before a
+    /// linearizable read.
+    ReadIndex = 9,
     /// Beacon-to-beacon heartbeat (`Election`), one-way.
     LeaderElection = 113,
     /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
@@ -49,7 +103,15 @@ impl Code for Cmd {
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 3] = [Cmd::Hello, Cmd::LeaderElection, Cmd::BeaconStatus];
+    pub const ALL: [Cmd; 7] = [
+        Cmd::Hello,
+        Cmd::HelloProof,
+        Cmd::TransferLeader,
+        Cmd::Relayed,
+        Cmd::ReadIndex,
+        Cmd::LeaderElection,
+        Cmd::BeaconStatus,
+    ];
 
     pub fn from_code(code: u32) -> Option<Cmd> {
         Cmd::ALL.into_iter().find(|c| c.code() == code)
@@ -117,10 +179,13 @@ pub enum ErrorCode {
     Unauthenticated = 20,
     /// Who is asking is known, and may not do this.
     PermissionDenied = 21,
+    /// A watch asked to resume from a log index older than the oldest change kept (the
+    /// message names it): list the state again and watch from there.
+    Compacted = 23,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -137,6 +202,7 @@ impl ErrorCode {
         ErrorCode::NoQuorum,
         ErrorCode::Unauthenticated,
         ErrorCode::PermissionDenied,
+        ErrorCode::Compacted,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {
@@ -192,6 +258,20 @@ pub fn error_code_for(err: &FrameError) -> ErrorCode {
             ErrorCode::BadFrame
         }
     }
+}
+
+/// `IdsExhausted` as the docs and the gRPC details write a code's name: `IDS_EXHAUSTED`
+/// (for the tests that check the docs against the codes).
+#[cfg(test)]
+pub(crate) fn shouted(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! * a resource changes holder only once its previous holder's registration has ended in
 //!   that replica's state, or its holder was revoking it (one owner at a time);
 //! * fencing tokens of successive holders of a resource rise;
+//! * a resource bound to a slot is held by that slot's holder, or by nobody: never by
+//!   another slot's holder or a standby;
 //! * once healed and quiet, every beacon holds the same assignments, and no resource is held
 //!   by a registration that has ended.
 
@@ -54,6 +56,7 @@ enum Sent {
     Register(SocketAddr),
     Report,
     Admin,
+    CreateGroup,
 }
 
 /// A slot as a replica showed it: its holder's registration, and its version.
@@ -82,6 +85,8 @@ pub struct Clients<X = AssignService> {
     seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, Seen>)>,
     /// Per replica, per slot of group `g`: its holder's registration and version.
     slots: BTreeMap<SocketAddr, Vec<SlotSeen>>,
+    /// Group `g` was created (acknowledged): resources may be bound to its slots.
+    group_made: bool,
     pub moves: u64,
     pub slot_moves: u64,
     pub registrations: u64,
@@ -99,6 +104,7 @@ impl<X> Clients<X> {
             pending: BTreeMap::new(),
             seen: BTreeMap::new(),
             slots: BTreeMap::new(),
+            group_made: false,
             moves: 0,
             slot_moves: 0,
             registrations: 0,
@@ -136,11 +142,24 @@ where
             let (request, sent) = if client == ADMIN {
                 let i = cx.below(RESOURCES as u64);
                 let name = format!("r{i}");
+                let mut sent = Sent::Admin;
                 let request = if cx.chance(0.05) {
+                    sent = Sent::CreateGroup;
                     AssignRequest::CreateGroup {
                         name: "g".into(),
                         node_type: "WORKER".into(),
                         count: 2,
+                        wall_ms: now,
+                    }
+                } else if self.group_made && cx.chance(0.1) {
+                    // Bound to a slot: runs wherever the slot's holder is, never elsewhere.
+                    let slot = (i % 2) as u32;
+                    AssignRequest::Add {
+                        name: format!("bound{slot}"),
+                        node_type: String::new(),
+                        weight: 1,
+                        labels: BTreeMap::new(),
+                        slot: Some(("g".into(), slot)),
                         wall_ms: now,
                     }
                 } else if cx.chance(0.05) {
@@ -158,7 +177,7 @@ where
                         wall_ms: now,
                     }
                 };
-                (<V as Routes<S, X>>::request(request), Sent::Admin)
+                (<V as Routes<S, X>>::request(request), sent)
             } else {
                 let life = self
                     .lives
@@ -260,8 +279,13 @@ where
                     self.lives.insert(client, Life::Down { until: now + 200 });
                 }
             }
-            Sent::Admin => match reply {
-                Ok(_) => self.admin_writes += 1,
+            Sent::Admin | Sent::CreateGroup => match reply {
+                Ok(_) => {
+                    self.admin_writes += 1;
+                    if matches!(sent, Sent::CreateGroup) {
+                        self.group_made = true;
+                    }
+                }
                 Err(ReplyError::Consensus(_)) => {}
                 Err(ReplyError::Machine(e)) => {
                     let e = <V as Routes<S, X>>::error(e);
@@ -342,6 +366,21 @@ where
             }
             let mut now_seen = BTreeMap::new();
             for r in assignments.iter() {
+                if let Some((group, slot)) = &r.slot {
+                    let slot_holder = assignments
+                        .group(group)
+                        .and_then(|g| g.slots.get(*slot as usize))
+                        .and_then(|s| s.holder.as_ref())
+                        .map(|h| (h.node_id, h.registration));
+                    if let Some(held) = registration_of(r)
+                        && Some(held) != slot_holder
+                    {
+                        return Err(format!(
+                            "{}: resource {} is bound to slot {slot} of {group} (held by {slot_holder:?}) but runs on node {} (registration {})",
+                            v.addr, r.name, held.0, held.1
+                        ));
+                    }
+                }
                 let current = Seen {
                     created_ms: r.created_ms,
                     registration: registration_of(r),

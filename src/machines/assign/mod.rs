@@ -14,6 +14,9 @@
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub(crate) mod grpc;
+mod metrics;
 pub mod placement;
 pub(crate) mod rpc;
 pub mod service;
@@ -24,17 +27,20 @@ pub use service::{AssignError, AssignLimits, AssignService, Request, Response};
 pub use state::{Assignments, Command, Holder, Placement, Resource};
 pub use wire::{AssignCmd, AssignErrorCode};
 
-use crate::config::Config;
-use crate::machines::Configured;
+use crate::machines::{Configurable, Configured};
 
-impl Configured for Assignments {
-    fn configured(_config: &Config) -> Assignments {
+impl Configurable for Assignments {
+    type Section = AssignLimits;
+}
+
+impl Configured<AssignLimits> for Assignments {
+    fn configured(_section: &AssignLimits) -> Assignments {
         Assignments::default()
     }
 }
 
-impl Configured for AssignService {
-    fn configured(config: &Config) -> AssignService {
-        AssignService::new(config.assign.clone())
+impl Configured<AssignLimits> for AssignService {
+    fn configured(section: &AssignLimits) -> AssignService {
+        AssignService::new(section.clone())
     }
 }

@@ -4,6 +4,8 @@
 //! * [`orphans`]: every resource without a live holder goes to the eligible live service
 //!   with the least total weight (ties: the lowest node ID), heaviest resources first, as the
 //!   seed's least-load rule. Holders that are live keep what they hold (assignment is sticky).
+//!   A resource bound to a slot is never an orphan: it runs wherever its slot's holder is and
+//!   moves only with the slot ([`slot_grants`]), so a slot without a holder leaves it unheld.
 //! * [`rebalance`]: moves from the most to the least loaded eligible service, each of them
 //!   narrowing the spread, until the spread is within a bound or a limit of moves is reached
 //!   (so a join does not move everything at once).
@@ -102,7 +104,10 @@ fn least_loaded<'a>(
 /// that are already unassigned with no eligible candidate are left out (nothing changes).
 pub fn orphans(state: &Assignments, candidates: &[Candidate]) -> Vec<(String, Option<NodeId>)> {
     let mut loads = loads(state, candidates);
-    let mut orphans: Vec<&Resource> = state.iter().filter(|r| !held_live(r, candidates)).collect();
+    let mut orphans: Vec<&Resource> = state
+        .iter()
+        .filter(|r| r.slot.is_none() && !held_live(r, candidates))
+        .collect();
     // Heaviest first: the least-load rule balances best when the large pieces go first.
     orphans.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let mut placed = Vec::new();
@@ -365,6 +370,25 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(slot_grants(&group, &two), vec![(1, None)]);
+    }
+
+    #[test]
+    fn a_resource_bound_to_a_slot_without_a_holder_is_no_orphan() {
+        let mut state = Assignments::default();
+        let bound = |name: &str, slot: u32| Resource {
+            node_type: "ROBOT".into(),
+            slot: Some(("robots".into(), slot)),
+            ..resource(name, 1, &[])
+        };
+        state.apply(&Command::Add(bound("bot-0", 0))).unwrap();
+        state.apply(&Command::Add(bound("bot-1", 1))).unwrap();
+        // The holder of slot 0 is a live ROBOT, eligible by type: it must not get bot-1.
+        let robots = vec![candidate(1, "ROBOT", &[])];
+        assert!(
+            orphans(&state, &robots).is_empty(),
+            "{:?}",
+            orphans(&state, &robots)
+        );
     }
 
     #[test]

@@ -5,14 +5,12 @@ use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
+use crate::machines::handle::{self, Ctx, Handled, Reject, Start, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
-use crate::server::handle::{
-    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
-};
 use crate::time::wall_ms;
-use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
+use crate::wire::{ErrorCode, Frame};
 
 /// Whether `cmd` is one of work assignment's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
@@ -182,30 +180,26 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             })
             .collect()
     };
-    let started = ctx
-        .driver
-        .subscribe(move |replica, _| {
-            let (tx, rx) = watch_queue();
-            let from = replica.position().index;
-            let resources = <State as Part<Assignments>>::part(replica.state());
-            let held = resources
-                .iter()
-                .filter(|r| mine(r))
-                .map(resource_to_pb)
-                .collect();
-            let slots = resources.groups().flat_map(my_slots).collect();
-            // Per group, the slots held as last told, to tell grants from losses.
-            let mut told: std::collections::BTreeMap<String, Vec<pb::SlotHeld>> = resources
-                .groups()
-                .map(|g| (g.name.clone(), my_slots(g)))
-                .collect();
-            let subscriber: Subscriber = Box::new(move |index, change| {
-                let Some(changes) = <State as Part<Assignments>>::change(change) else {
-                    return !tx.is_closed();
-                };
-                if index <= from {
-                    return !tx.is_closed();
-                }
+    handle::follow(
+        frame,
+        ctx,
+        AssignCmd::Notice,
+        "assignments",
+        "this beacon stopped leading: watch again at the leader",
+        req.start_index,
+        move |resources: &Assignments, start| {
+            let (held, slots) = match start {
+                Start::List(_) => (
+                    resources
+                        .iter()
+                        .filter(|r| mine(r))
+                        .map(resource_to_pb)
+                        .collect(),
+                    resources.groups().flat_map(my_slots).collect(),
+                ),
+                Start::Resume(_) => Default::default(),
+            };
+            let notice = move |index, changes: &Vec<Change>| {
                 let mut notice = pb::AssignmentNotice {
                     index,
                     ..Default::default()
@@ -220,9 +214,9 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                         Change::Moved { from, .. } if mine(from) => {
                             notice.gone.push(resource_to_pb(from))
                         }
-                        Change::Group { name, now } => {
+                        Change::Group { before, now, .. } => {
                             let held = now.as_ref().map(my_slots).unwrap_or_default();
-                            let before = told.remove(name).unwrap_or_default();
+                            let before = before.as_ref().map(my_slots).unwrap_or_default();
                             for s in &before {
                                 if !held.iter().any(|h| h.slot == s.slot) {
                                     notice.slots_gone.push(s.clone());
@@ -233,42 +227,30 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                                     notice.slots_held.push(s.clone());
                                 }
                             }
-                            if now.is_some() {
-                                told.insert(name.clone(), held);
-                            }
                         }
                         _ => {}
                     }
                 }
-                if notice.held.is_empty()
+                let quiet = notice.held.is_empty()
                     && notice.gone.is_empty()
                     && notice.slots_held.is_empty()
-                    && notice.slots_gone.is_empty()
-                {
-                    return !tx.is_closed();
-                }
-                let frame = Frame::new(AssignCmd::Notice.code(), 0, FLAG_ONEWAY, &notice);
-                push(&tx, frame, "assignments")
-            });
-            (
-                (
-                    pb::WatchAssignmentsReply {
-                        index: from,
-                        held,
-                        slots,
-                    },
-                    rx,
-                ),
-                Some(subscriber),
-            )
-        })
-        .await?;
-    let (answer, pushes) = started;
-    Ok(Handled::Stream {
-        reply: Frame::new(AssignCmd::Watch.response(), frame.seq, 0, &answer),
-        pushes,
-        ended: "this beacon stopped leading: watch again at the leader",
-    })
+                    && notice.slots_gone.is_empty();
+                (!quiet).then_some(notice)
+            };
+            let answer = pb::WatchAssignmentsReply {
+                index: start.index(),
+                held,
+                slots,
+                resumed: start.resumed(),
+            };
+            Ok((answer, notice))
+        },
+        |index| pb::AssignmentNotice {
+            index,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// A `service` identity releases only what its own registrations hold.
@@ -339,44 +321,43 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
         super::state::check_name(&req.name)
             .map_err(|e| Reject::keep(ErrorCode::InvalidRequest, e.to_string()))?;
     }
-    ctx.driver
-        .read(move |replica, _| {
-            let state = replica.state();
-            let assignments = <State as Part<Assignments>>::part(state);
-            let registry = <State as Part<Registry>>::part(state);
-            let groups = assignments
-                .groups()
-                .filter(|g| req.name.is_empty() || g.name == req.name)
-                .map(|g| {
-                    let mut standbys: Vec<_> = registry
-                        .nodes()
-                        .filter(|n| n.node_type == g.node_type)
-                        .filter(|n| {
-                            !g.slots.iter().any(|s| {
-                                s.holder.as_ref().is_some_and(|h| {
-                                    (h.node_id, h.registration) == (n.node_id, n.token())
-                                })
+    ctx.read(move |replica, _| {
+        let state = replica.state();
+        let assignments = <State as Part<Assignments>>::part(state);
+        let registry = <State as Part<Registry>>::part(state);
+        let groups = assignments
+            .groups()
+            .filter(|g| req.name.is_empty() || g.name == req.name)
+            .map(|g| {
+                let mut standbys: Vec<_> = registry
+                    .nodes()
+                    .filter(|n| n.node_type == g.node_type)
+                    .filter(|n| {
+                        !g.slots.iter().any(|s| {
+                            s.holder.as_ref().is_some_and(|h| {
+                                (h.node_id, h.registration) == (n.node_id, n.token())
                             })
                         })
-                        .map(|n| (n.token(), n.node_id))
-                        .collect();
-                    standbys.sort_unstable();
-                    pb::GroupView {
-                        group: Some(group_to_pb(g)),
-                        standbys: standbys.into_iter().map(|(_, id)| id).collect(),
-                    }
-                })
-                .collect();
-            pb::GroupsReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                groups,
-                now_ms: wall_ms(),
-                stale: replica.staleness(),
-            }
-        })
-        .await
+                    })
+                    .map(|n| (n.token(), n.node_id))
+                    .collect();
+                standbys.sort_unstable();
+                pb::GroupView {
+                    group: Some(group_to_pb(g)),
+                    standbys: standbys.into_iter().map(|(_, id)| id).collect(),
+                }
+            })
+            .collect();
+        pb::GroupsReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            groups,
+            now_ms: wall_ms(),
+            stale: replica.staleness(),
+        }
+    })
+    .await
 }
 
 fn resource_reply(answer: Response) -> Result<pb::ResourceReply, Reject> {
@@ -393,21 +374,77 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
         crate::machines::registry::check_type(&req.node_type)
             .map_err(|e| Reject::keep(ErrorCode::InvalidRequest, e.to_string()))?;
     }
-    ctx.driver
-        .read(move |replica, _| {
-            let resources = <State as Part<Assignments>>::part(replica.state());
-            pb::ResourcesReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                resources: resources
-                    .iter()
-                    .filter(|r| req.node_type.is_empty() || r.node_type == req.node_type)
-                    .map(resource_to_pb)
-                    .collect(),
-                now_ms: wall_ms(),
-                stale: replica.staleness(),
-            }
-        })
-        .await
+    ctx.read(move |replica, _| {
+        let resources = <State as Part<Assignments>>::part(replica.state());
+        pb::ResourcesReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            resources: resources
+                .iter()
+                .filter(|r| req.node_type.is_empty() || r.node_type == req.node_type)
+                .map(resource_to_pb)
+                .collect(),
+            now_ms: wall_ms(),
+            stale: replica.staleness(),
+        }
+    })
+    .await
+}
+
+impl crate::machines::Served for super::Assignments {
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        Some(&super::grpc::SERVICE)
+    }
+
+    fn views() -> Vec<crate::machines::handle::AdminView> {
+        use crate::machines::handle::{AdminView, json_of, param};
+        vec![
+            AdminView::new(
+                "/v1/resources",
+                "`?type=T`: `show resources`",
+                AssignCmd::List,
+                |ctx, params| {
+                    Box::pin(async move {
+                        let req = pb::ResourcesRequest {
+                            node_type: param(params, "type"),
+                        };
+                        Ok(json_of(&list(ctx, req).await?))
+                    })
+                },
+            ),
+            AdminView::new(
+                "/v1/slots",
+                "`?group=G`: `show slots`",
+                AssignCmd::Groups,
+                |ctx, params| {
+                    Box::pin(async move {
+                        let req = pb::GroupsRequest {
+                            name: param(params, "group"),
+                        };
+                        Ok(json_of(&groups(ctx, req).await?))
+                    })
+                },
+            ),
+        ]
+    }
+
+    fn owns(cmd: u32) -> bool {
+        owns(cmd)
+    }
+
+    fn role(cmd: u32) -> Option<Role> {
+        role(cmd)
+    }
+
+    fn name(cmd: u32) -> Option<String> {
+        super::wire::AssignCmd::from_code(cmd).map(|c| format!("{c:?}"))
+    }
+
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
+        serve(frame, ctx)
+    }
 }

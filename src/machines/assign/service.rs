@@ -200,9 +200,6 @@ pub struct AssignService {
     waiting_since: BTreeMap<String, Millis>,
     /// Node types whose waiting resources move at the next tick (`None`: every type).
     reassign_now: Option<Option<String>>,
-    /// Wall-clock minus the leader's clock, from the last request that carried wall time:
-    /// placements made on a tick are stamped with it, and the service reads no clock.
-    wall_offset: i64,
 }
 
 /// The live registrations, as candidates.
@@ -241,7 +238,6 @@ impl AssignService {
             moving: BTreeMap::new(),
             waiting_since: BTreeMap::new(),
             reassign_now: None,
-            wall_offset: 0,
         }
     }
 
@@ -710,13 +706,6 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
         leader: &mut Leader<'_, S>,
         request: Request,
     ) -> Outcome<Response, AssignError, Waiting> {
-        if let Request::Add { wall_ms, .. }
-        | Request::Release { wall_ms, .. }
-        | Request::CreateGroup { wall_ms, .. }
-        | Request::Claim { wall_ms, .. } = &request
-        {
-            self.wall_offset = *wall_ms as i64 - leader.now() as i64;
-        }
         match request {
             Request::Add {
                 name,
@@ -809,7 +798,7 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     /// since the last) go to the least loaded eligible live services, all in one command.
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
         let candidates = candidates(leader.state());
-        let wall_ms = (leader.now() as i64 + self.wall_offset).max(0) as u64;
+        let wall_ms = leader.wall_ms();
         // Slots whose holder ended go to the oldest standbys, with their resources.
         let token = FencingToken {
             term: leader.term(),

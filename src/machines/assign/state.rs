@@ -112,9 +112,12 @@ pub enum Change {
         from: Resource,
         to: Resource,
     },
-    /// A slot group as it is (created, or a slot granted), or `None` once deleted.
+    /// A slot group as it was (`None`: just created) and as it is (`None`: deleted): a
+    /// watcher tells grants from losses by this change alone, so a watch resumed from any
+    /// index reads it the same.
     Group {
         name: String,
+        before: Option<SlotGroup>,
         now: Option<SlotGroup>,
     },
 }
@@ -266,15 +269,18 @@ impl Assignments {
                 self.groups.insert(group.name.clone(), group.clone());
                 Ok(Some(vec![Change::Group {
                     name: group.name.clone(),
+                    before: None,
                     now: Some(group.clone()),
                 }]))
             }
             Command::DeleteGroup(name) => {
-                self.groups
+                let before = self
+                    .groups
                     .remove(name)
                     .ok_or_else(|| ApplyError::UnknownGroup(name.clone()))?;
                 Ok(Some(vec![Change::Group {
                     name: name.clone(),
+                    before: Some(before),
                     now: None,
                 }]))
             }
@@ -295,12 +301,12 @@ impl Assignments {
                 let mut touched = Vec::new();
                 for g in grants {
                     let group = self.groups.get_mut(&g.group).expect("checked above");
+                    if !touched.iter().any(|(n, _)| n == &g.group) {
+                        touched.push((g.group.clone(), group.clone()));
+                    }
                     let slot = &mut group.slots[g.slot as usize];
                     slot.holder = g.to.clone();
                     slot.version += 1;
-                    if !touched.contains(&g.group) {
-                        touched.push(g.group.clone());
-                    }
                     // The resources bound to the slot move with it.
                     for r in self.resources.values_mut() {
                         if r.slot.as_ref() == Some(&(g.group.clone(), g.slot)) {
@@ -314,9 +320,10 @@ impl Assignments {
                         }
                     }
                 }
-                for name in touched {
+                for (name, before) in touched {
                     changes.push(Change::Group {
                         now: self.groups.get(&name).cloned(),
+                        before: Some(before),
                         name,
                     });
                 }

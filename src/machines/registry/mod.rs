@@ -12,12 +12,16 @@
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub(crate) mod grpc;
+mod metrics;
 pub(crate) mod rpc;
 pub mod service;
 pub mod state;
 pub mod wire;
 
 pub use client::{ClockShare, LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
+pub use config::RegistrySettings;
 pub use service::{
     Caller, Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError,
     RegistryService, Report, Request, Response, Target, Unregister,
@@ -29,22 +33,25 @@ pub use state::{
 };
 pub use wire::{LoadStats, RegistryCmd, RegistryErrorCode};
 
-use crate::config::Config;
-use crate::machines::Configured;
+use crate::machines::{Configurable, Configured};
+
+impl Configurable for Registry {
+    type Section = RegistrySettings;
+}
 
 /// A beacon's registry starts empty and replays its stored state; IDs outside the configured
 /// range are judged once the replay is over (see [`Registry::for_replay`]).
-impl Configured for Registry {
-    fn configured(config: &Config) -> Registry {
-        Registry::for_replay(config.id_range, config.id_reuse_delay_ms)
+impl Configured<RegistrySettings> for Registry {
+    fn configured(s: &RegistrySettings) -> Registry {
+        Registry::for_replay(s.id_range, s.id_reuse_delay_ms)
     }
 }
 
-impl Configured for RegistryService {
-    fn configured(config: &Config) -> RegistryService {
+impl Configured<RegistrySettings> for RegistryService {
+    fn configured(s: &RegistrySettings) -> RegistryService {
         RegistryService::new(RegistryConfig {
-            lease_ms: config.lease_ms,
-            subscriptions: config.subscriptions.clone(),
+            lease_ms: s.lease_ms,
+            subscriptions: s.subscriptions.clone(),
         })
     }
 }

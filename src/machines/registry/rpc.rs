@@ -18,14 +18,11 @@ use super::state::{
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
 use crate::auth::Role;
-use crate::config::Config;
+use crate::machines::handle::{self, Ctx, Handled, Reject, Start, reply, unexpected};
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
-use crate::server::handle::{
-    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
-};
 use crate::time::wall_ms;
-use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
+use crate::wire::{Code, ErrorCode, Frame};
 
 /// Whether `cmd` is one of the registry's requests.
 pub(crate) fn owns(cmd: u32) -> bool {
@@ -37,6 +34,7 @@ pub(crate) fn owns(cmd: u32) -> bool {
 pub(crate) fn role(cmd: u32) -> Option<Role> {
     Some(match RegistryCmd::from_code(cmd)? {
         RegistryCmd::NodeReport | RegistryCmd::Register | RegistryCmd::Unregister => Role::Service,
+        RegistryCmd::FreeId => Role::Admin,
         RegistryCmd::Watch | RegistryCmd::Nodes | RegistryCmd::Ids | RegistryCmd::Subscriptions => {
             Role::Read
         }
@@ -52,15 +50,19 @@ pub(crate) fn batches(cmd: u32) -> bool {
 }
 
 /// The registry's part of our `Hello` to a peer: the node-ID range.
-pub(crate) fn hello_fields(config: &Config, buf: &mut Vec<u8>) {
-    buf.extend(hello_part(config.id_range));
+fn hello_fields(settings: &super::RegistrySettings, buf: &mut Vec<u8>) {
+    buf.extend(hello_part(settings.id_range));
 }
 
 /// Checks a peer's `Hello` (the whole message): beacons of one cluster allocate node IDs
 /// from the same range.
-pub(crate) fn check_hello(config: &Config, node: SocketAddr, hello: &[u8]) -> Result<(), Reject> {
+fn check_hello(
+    settings: &super::RegistrySettings,
+    node: SocketAddr,
+    hello: &[u8],
+) -> Result<(), Reject> {
     let (first, last) = hello_range(hello).map_err(Reject::malformed)?;
-    let range = config.id_range;
+    let range = settings.id_range;
     if (first, last) != (range.first, range.last) {
         return Err(Reject::close(
             ErrorCode::ConfigMismatch,
@@ -81,6 +83,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         RegistryCmd::Register => reply(frame, &register(ctx, frame.decode()?).await?),
         RegistryCmd::NodeReport => reply(frame, &report(ctx, frame.decode()?).await?),
         RegistryCmd::Unregister => reply(frame, &unregister(ctx, frame.decode()?).await?),
+        RegistryCmd::FreeId => reply(frame, &free_id(ctx, frame.decode()?).await?),
         RegistryCmd::Nodes => reply(frame, &read_nodes(ctx, frame.decode()?).await?),
         RegistryCmd::Ids => {
             let _req: pb::IdsRequest = frame.decode()?;
@@ -109,6 +112,7 @@ fn reject(e: RegistryError) -> Reject {
         RegistryError::NoLease { .. } => RegistryErrorCode::NoLease.into(),
         RegistryError::UnknownTarget(_) => RegistryErrorCode::UnknownTarget.into(),
         RegistryError::NotHolder { .. } => RegistryErrorCode::NotHolder.into(),
+        RegistryError::IdInUse { .. } => RegistryErrorCode::IdInUse.into(),
         RegistryError::EndedBeforeCommit { .. } => ErrorCode::Unavailable.into(),
         RegistryError::NotOwner { .. } => ErrorCode::PermissionDenied.into(),
     };
@@ -185,7 +189,7 @@ fn caller(ctx: &Ctx<'_>) -> Caller {
 async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::RegisterReply, Reject> {
     let req = RegisterRequest {
         caller: caller(ctx),
-        ..register_request(req, ctx.config.max_metadata_bytes).map_err(invalid)?
+        ..register_request(req, ctx.sections.registry.max_metadata_bytes).map_err(invalid)?
     };
     match submit(ctx, Request::Register(req)).await? {
         Response::Registered {
@@ -195,15 +199,59 @@ async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::Registe
             clock_floor_ms,
             previous,
         } => Ok(pb::RegisterReply {
+            warnings: type_warnings(&ctx.sections.registry, &record.node_type),
             node: Some(record_to_pb(&record)),
             previous: previous.as_deref().map(record_to_pb),
             lease_ms,
-            beacons: ctx.config.beacon_names(),
-            leader: ctx.config.node.to_string(),
+            beacons: ctx.beacons.to_vec(),
+            leader: ctx.node.to_string(),
             subscribe,
             clock_floor_ms,
-            id_first: ctx.config.id_range.first,
-            id_last: ctx.config.id_range.last,
+            id_first: ctx.sections.registry.id_range.first,
+            id_last: ctx.sections.registry.id_range.last,
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A word for a service whose node type the beacons are not configured with (when they are
+/// configured with any): nothing subscribes to it, and a type that differs only in case is
+/// most likely a typo.
+fn type_warnings(settings: &super::RegistrySettings, node_type: &str) -> Vec<String> {
+    let known = &settings.subscriptions;
+    if known.is_empty() || known.contains_key(node_type) {
+        return Vec::new();
+    }
+    let listed: Vec<&str> = known.keys().map(String::as_str).collect();
+    match listed.iter().find(|t| t.eq_ignore_ascii_case(node_type)) {
+        Some(close) => vec![format!(
+            "node type `{node_type}` is not configured, but `{close}` is: node types are case-sensitive"
+        )],
+        None => vec![format!(
+            "node type `{node_type}` is not configured (key node_type lists {}): no type subscribes to it",
+            listed.join(", ")
+        )],
+    }
+}
+
+async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdReply, Reject> {
+    let (first, last) = (
+        ctx.sections.registry.id_range.first,
+        ctx.sections.registry.id_range.last,
+    );
+    if !(first..=last).contains(&req.node_id) {
+        return Err(Reject::keep(
+            ErrorCode::InvalidRequest,
+            format!(
+                "node ID {} is outside the cluster's range {first}..={last}",
+                req.node_id
+            ),
+        ));
+    }
+    match submit(ctx, Request::FreeId(req.node_id)).await? {
+        Response::Freed(node_id, was) => Ok(pb::FreeIdReply {
+            node_id,
+            was: was.as_ref().map(record_to_pb),
         }),
         other => Err(unexpected(other)),
     }
@@ -304,92 +352,95 @@ pub(crate) async fn nodes_page(
         addr: optional_addr("addr", &req.addr).map_err(invalid)?,
         node_id: (req.node_id != 0).then_some(req.node_id),
     };
-    ctx.driver
-        .read(move |replica, now| {
-            let (registry, service) = parts(replica);
-            let counts = if count {
-                counts_by_type(registry, &filter)
-            } else {
-                TypeCounts::new()
-            };
-            let reply = pb::NodesReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                nodes: first_nodes(registry, service, now, &filter, limit)
-                    .into_iter()
-                    .map(|v| {
-                        let (report, workers) = match v.report {
-                            Some((node, workers)) => (Some(node), workers),
-                            None => (None, Vec::new()),
-                        };
-                        pb::NodeEntry {
-                            node: Some(record_to_pb(&v.record)),
-                            is_online: v.is_online,
-                            last_seen_ms: v.last_seen_ms,
-                            report,
-                            workers,
-                            quarantine_ms: v.quarantine_ms,
-                        }
-                    })
-                    .collect(),
-                stale: replica.staleness(),
-            };
-            (reply, counts)
+    ctx.read(move |replica, now| {
+        let (registry, service) = parts(replica);
+        let counts = if count {
+            counts_by_type(registry, &filter)
+        } else {
+            TypeCounts::new()
+        };
+        let reply = pb::NodesReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            nodes: first_nodes(registry, service, now, &filter, limit)
+                .into_iter()
+                .map(|v| {
+                    let (report, workers) = match v.report {
+                        Some((node, workers)) => (Some(node), workers),
+                        None => (None, Vec::new()),
+                    };
+                    pb::NodeEntry {
+                        node: Some(record_to_pb(&v.record)),
+                        is_online: v.is_online,
+                        last_seen_ms: v.last_seen_ms,
+                        report,
+                        workers,
+                        quarantine_ms: v.quarantine_ms,
+                    }
+                })
+                .collect(),
+            stale: replica.staleness(),
+        };
+        (reply, counts)
+    })
+    .await
+}
+
+/// `GET /v1/nodes`: a page of registrations (`limit`, default all) with the counts by type,
+/// read without copying the rest of the registry.
+async fn nodes_view(
+    ctx: &Ctx<'_>,
+    params: &crate::machines::handle::ViewParams,
+) -> Result<serde_json::Value, Reject> {
+    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
+        None => usize::MAX,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return Err(Reject::keep(
+                ErrorCode::InvalidRequest,
+                "limit must be a whole number",
+            ));
+        }
+    };
+    let req = pb::NodesRequest {
+        node_type: crate::machines::handle::param(params, "type"),
+        ..Default::default()
+    };
+    let (reply, counts) = nodes_page(ctx, req, limit, true).await?;
+    let total: usize = counts
+        .values()
+        .map(|(online, offline)| online + offline)
+        .sum();
+    let types: Vec<_> = counts
+        .into_iter()
+        .map(|(t, (online, offline))| {
+            serde_json::json!({"node_type": t, "online": online, "offline": offline})
         })
-        .await
-}
-
-/// What the metrics show of the registry.
-pub(crate) struct Gauges {
-    pub(crate) in_use: u64,
-    pub(crate) free: u64,
-    pub(crate) quarantined: u64,
-    /// Live registrations by node type.
-    pub(crate) by_type: BTreeMap<String, u64>,
-}
-
-pub(crate) fn gauges(replica: &Replica) -> Gauges {
-    let (registry, _) = parts(replica);
-    let range = registry.range();
-    let in_use = registry.len() as u64;
-    let quarantined = registry.quarantined().count() as u64;
-    let size = u64::from(range.last - range.first) + 1;
-    // Counted by reference: a scrape copies each node type once, not each registration's.
-    let mut by_type: BTreeMap<&str, u64> = BTreeMap::new();
-    for record in registry.nodes() {
-        *by_type.entry(record.node_type.as_str()).or_insert(0) += 1;
-    }
-    Gauges {
-        in_use,
-        free: size.saturating_sub(in_use + quarantined),
-        quarantined,
-        by_type: by_type
-            .into_iter()
-            .map(|(t, n)| (t.to_owned(), n))
-            .collect(),
-    }
+        .collect();
+    let mut v = super::cli::render::nodes_json(&reply);
+    v["total"] = serde_json::json!(total);
+    v["types"] = serde_json::json!(types);
+    Ok(v)
 }
 
 async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {
-    ctx.driver
-        .read(|replica, _| {
-            let (registry, _) = parts(replica);
-            let range = registry.range();
-            let mut quarantined: Vec<u32> =
-                registry.quarantined().map(|t| t.record.node_id).collect();
-            quarantined.sort_unstable();
-            pb::IdsReply {
-                first: range.first,
-                last: range.last,
-                last_node_id: registry.last_node_id(),
-                in_use: registry.len() as u32,
-                quarantined,
-                index: replica.position().index,
-                stale: replica.staleness(),
-            }
-        })
-        .await
+    ctx.read(|replica, _| {
+        let (registry, _) = parts(replica);
+        let range = registry.range();
+        let mut quarantined: Vec<u32> = registry.quarantined().map(|t| t.record.node_id).collect();
+        quarantined.sort_unstable();
+        pb::IdsReply {
+            first: range.first,
+            last: range.last,
+            last_node_id: registry.last_node_id(),
+            in_use: registry.len() as u32,
+            quarantined,
+            index: replica.position().index,
+            stale: replica.staleness(),
+        }
+    })
+    .await
 }
 
 fn subscriptions(
@@ -400,7 +451,8 @@ fn subscriptions(
         check_type(&req.node_type).map_err(invalid)?;
     }
     let subscriptions = ctx
-        .config
+        .sections
+        .registry
         .subscriptions
         .iter()
         .filter(|(t, _)| req.node_type.is_empty() || **t == req.node_type)
@@ -413,51 +465,52 @@ fn subscriptions(
 }
 
 /// Starts a watch (leader only): the current nodes of the types asked for as of the last log
-/// position, then a notice for every change committed after it. Changes up to that position
-/// are already in the initial set, so none is told twice.
+/// position, then a notice for every change committed after it (or, resumed at an index,
+/// every change from it on). Changes up to that position are already in the initial set, so
+/// none is told twice.
 async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::WatchRequest = frame.decode()?;
     for t in &req.node_types {
         check_type(t).map_err(invalid)?;
     }
     let types: BTreeSet<String> = req.node_types.into_iter().collect();
-    let started = ctx
-        .driver
-        .subscribe(move |replica, _| {
-            let (tx, rx) = watch_queue();
-            let from = replica.position().index;
-            let (registry, _) = parts(replica);
-            let follows = move |t: &str| types.is_empty() || types.contains(t);
-            let nodes = registry
-                .nodes()
-                .filter(|r| follows(&r.node_type))
-                .map(record_to_pb)
-                .collect();
-            let subscriber: Subscriber = Box::new(move |index, change| {
-                let Some(change) = <State as Part<Registry>>::change(change) else {
-                    return !tx.is_closed();
-                };
-                if index <= from || !follows(&change.record().node_type) {
-                    return !tx.is_closed();
-                }
-                push(&tx, notice(index, change), "nodes")
-            });
-            (
-                (pb::WatchReply { index: from, nodes }, rx),
-                Some(subscriber),
-            )
-        })
-        .await?;
-    let (answer, pushes) = started;
-    Ok(Handled::Stream {
-        reply: Frame::new(RegistryCmd::Watch.response(), frame.seq, 0, &answer),
-        pushes,
-        ended: "this beacon stopped leading: watch again at the leader",
-    })
+    let follows = move |t: &str| types.is_empty() || types.contains(t);
+    handle::follow(
+        frame,
+        ctx,
+        RegistryCmd::NodeNotice,
+        "nodes",
+        "this beacon stopped leading: watch again at the leader",
+        req.start_index,
+        move |registry: &Registry, start| {
+            let nodes = match start {
+                Start::List(_) => registry
+                    .nodes()
+                    .filter(|r| follows(&r.node_type))
+                    .map(record_to_pb)
+                    .collect(),
+                Start::Resume(_) => Vec::new(),
+            };
+            let notice = move |index, change: &Change| {
+                follows(&change.record().node_type).then(|| notice(index, change))
+            };
+            let answer = pb::WatchReply {
+                index: start.index(),
+                nodes,
+                resumed: start.resumed(),
+            };
+            Ok((answer, notice))
+        },
+        |index| pb::NodeNotice {
+            index,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
-/// The frame pushed to a watcher for a committed change.
-fn notice(index: u64, change: &Change) -> Frame {
+/// What a watcher is told of a committed change.
+fn notice(index: u64, change: &Change) -> pb::NodeNotice {
     let mut notice = pb::NodeNotice {
         index,
         ..Default::default()
@@ -468,7 +521,59 @@ fn notice(index: u64, change: &Change) -> Frame {
         Change::Updated(_) => notice.update_nodes.push(info),
         Change::Removed(_) => notice.del_nodes.push(info),
     }
-    Frame::new(RegistryCmd::NodeNotice.code(), 0, FLAG_ONEWAY, &notice)
+    notice
+}
+
+impl crate::machines::Served for super::Registry {
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        Some(&super::grpc::SERVICE)
+    }
+
+    fn views() -> Vec<crate::machines::handle::AdminView> {
+        use crate::machines::handle::{AdminView, json_of};
+        vec![
+            AdminView::new(
+                "/v1/nodes",
+                "`?type=T&limit=N`: `show nodes`, with `total` and, by node type, how many are online and in quarantine (`types`); `limit` keeps the first N rows (0: the counts alone, cheap to poll)",
+                RegistryCmd::Nodes,
+                |ctx, params| Box::pin(nodes_view(ctx, params)),
+            ),
+            AdminView::new("/v1/ids", "`show ids`", RegistryCmd::Ids, |ctx, _| {
+                Box::pin(async move { Ok(json_of(&ids(ctx).await?)) })
+            }),
+        ]
+    }
+
+    fn owns(cmd: u32) -> bool {
+        owns(cmd)
+    }
+
+    fn role(cmd: u32) -> Option<Role> {
+        role(cmd)
+    }
+
+    fn name(cmd: u32) -> Option<String> {
+        super::wire::RegistryCmd::from_code(cmd).map(|c| format!("{c:?}"))
+    }
+
+    fn batches(cmd: u32) -> bool {
+        batches(cmd)
+    }
+
+    fn hello_fields(section: &Self::Section, buf: &mut Vec<u8>) {
+        hello_fields(section, buf)
+    }
+
+    fn check_hello(section: &Self::Section, peer: SocketAddr, hello: &[u8]) -> Result<(), Reject> {
+        check_hello(section, peer, hello)
+    }
+
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
+        serve(frame, ctx)
+    }
 }
 
 #[cfg(test)]

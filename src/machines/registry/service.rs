@@ -121,6 +121,9 @@ pub enum Request {
     Register(RegisterRequest),
     Unregister(Unregister),
     Report(Report),
+    /// An operator ends an ID's quarantine early (its holder has certainly stopped using
+    /// it): the ID may be allocated at once.
+    FreeId(NodeId),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +139,8 @@ pub enum Response {
         previous: Option<Box<NodeRecord>>,
     },
     Unregistered(NodeRecord),
+    /// The ID is free: the registration whose quarantine ended, or `None` if it was free.
+    Freed(NodeId, Option<NodeRecord>),
     Reported {
         node_id: NodeId,
         lease_ms: u64,
@@ -171,6 +176,14 @@ pub enum RegistryError {
     #[error("no registration for {0}")]
     UnknownTarget(String),
     #[error(
+        "node ID {node_id} is held by a live registration ({node_type} at {addr}): unregister it (`unregister {node_id} --free` frees the ID at once)"
+    )]
+    IdInUse {
+        node_id: NodeId,
+        node_type: String,
+        addr: SocketAddr,
+    },
+    #[error(
         "the registration named (fencing token {named}) no longer holds node ID {node_id}: it is now held by the registration {holder} at {addr}; nothing was changed"
     )]
     NotHolder {
@@ -199,6 +212,7 @@ pub enum Waiting {
     /// The registration of this ID; with the record it replaced, if it updated a live one.
     Registered(NodeId, Option<Box<NodeRecord>>),
     Unregistered(NodeRecord),
+    Freed(NodeId, Option<NodeRecord>),
     /// A report whose clock reservation is being committed.
     Reported(Response),
 }
@@ -436,7 +450,10 @@ impl RegistryService {
             .get(report.node_id)
             .filter(|r| r.addr == report.addr && r.token() == report.token);
         let Some(record) = live else {
-            return Outcome::Now(Err(RegistryError::NoLease {
+            // Told only once this beacon is confirmed to lead: a deposed leader that does
+            // not know it yet must not tell a service that a registration its successor
+            // made is gone.
+            return Outcome::WhenConfirmed(Err(RegistryError::NoLease {
                 node_id: report.node_id,
                 addr: report.addr,
                 token: report.token,
@@ -459,7 +476,7 @@ impl RegistryService {
             clock_ms: 0,
         };
         if report.clock_ms == 0 {
-            return Outcome::WhenConfirmed(reply);
+            return Outcome::WhenConfirmed(Ok(reply));
         }
         // A snowflake reservation: committed before it is confirmed, so that a later leader
         // tells the ID's next holder about it. Its commit also confirms the leadership.
@@ -484,6 +501,33 @@ impl RegistryService {
                 token: report.token,
             })),
         }
+    }
+}
+
+/// Ends `id`'s quarantine now; an ID that is free already is answered as free (idempotent),
+/// one held by a live registration is refused.
+fn free_id<S: Part<Registry>>(
+    leader: &mut Leader<'_, S>,
+    id: NodeId,
+) -> Outcome<Response, RegistryError, Waiting> {
+    let registry = leader.state().part();
+    if let Some(live) = registry.get(id) {
+        return Outcome::Now(Err(RegistryError::IdInUse {
+            node_id: id,
+            node_type: live.node_type.clone(),
+            addr: live.addr,
+        }));
+    }
+    let was = registry
+        .quarantined()
+        .find(|t| t.record.node_id == id)
+        .map(|t| t.record.clone());
+    if was.is_some() {
+        leader.append(S::wrap(Command::Release(id)));
+    }
+    Outcome::WhenCommitted {
+        index: leader.last_index(),
+        waiting: Waiting::Freed(id, was),
     }
 }
 
@@ -516,6 +560,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
             Request::Register(req) => self.register(leader, req),
             Request::Unregister(req) => self.unregister(leader, req),
             Request::Report(report) => self.report(leader, report),
+            Request::FreeId(id) => free_id(leader, id),
         }
     }
 
@@ -562,6 +607,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
                 })
             }
             Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),
+            Waiting::Freed(id, was) => Ok(Response::Freed(id, was)),
             Waiting::Reported(reply) => Ok(reply),
         }
     }

@@ -23,6 +23,8 @@ pub enum RegistryCmd {
     Register = 103,
     /// Pushed to watchers, one-way: what changed (`NodeNotice`).
     NodeNotice = 105,
+    /// End a node ID's quarantine early (`FreeIdRequest` / `FreeIdReply`).
+    FreeId = 111,
     /// End a registration (`UnregisterRequest` / `UnregisterReply`).
     Unregister = 115,
     /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
@@ -36,10 +38,11 @@ pub enum RegistryCmd {
 }
 
 impl RegistryCmd {
-    pub const ALL: [RegistryCmd; 8] = [
+    pub const ALL: [RegistryCmd; 9] = [
         RegistryCmd::NodeReport,
         RegistryCmd::Register,
         RegistryCmd::NodeNotice,
+        RegistryCmd::FreeId,
         RegistryCmd::Unregister,
         RegistryCmd::Watch,
         RegistryCmd::Nodes,
@@ -73,15 +76,18 @@ pub enum RegistryErrorCode {
     /// The registration named by the request's fencing token no longer holds the node ID
     /// (it ended; the ID may have gone to another service): nothing was changed.
     NotHolder = 19,
+    /// The node ID is held by a live registration (an operator asked to free it).
+    IdInUse = 22,
 }
 
 impl RegistryErrorCode {
-    pub const ALL: [RegistryErrorCode; 5] = [
+    pub const ALL: [RegistryErrorCode; 6] = [
         RegistryErrorCode::IdsExhausted,
         RegistryErrorCode::Conflict,
         RegistryErrorCode::NoLease,
         RegistryErrorCode::UnknownTarget,
         RegistryErrorCode::NotHolder,
+        RegistryErrorCode::IdInUse,
     ];
 
     pub fn from_code(code: u32) -> Option<RegistryErrorCode> {

@@ -13,6 +13,9 @@
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub(crate) mod grpc;
+mod metrics;
 pub(crate) mod rpc;
 pub mod service;
 pub mod state;
@@ -22,17 +25,20 @@ pub use service::{Request, Response, SequenceError, SequenceLimits, SequenceServ
 pub use state::{Command, InvalidSequence, Segment, SequenceRecord, Sequences, check_name};
 pub use wire::{SequenceCmd, SequenceErrorCode};
 
-use crate::config::Config;
-use crate::machines::Configured;
+use crate::machines::{Configurable, Configured};
 
-impl Configured for Sequences {
-    fn configured(_config: &Config) -> Sequences {
+impl Configurable for Sequences {
+    type Section = SequenceLimits;
+}
+
+impl Configured<SequenceLimits> for Sequences {
+    fn configured(_section: &SequenceLimits) -> Sequences {
         Sequences::default()
     }
 }
 
-impl Configured for SequenceService {
-    fn configured(config: &Config) -> SequenceService {
-        SequenceService::new(config.sequence)
+impl Configured<SequenceLimits> for SequenceService {
+    fn configured(section: &SequenceLimits) -> SequenceService {
+        SequenceService::new(*section)
     }
 }

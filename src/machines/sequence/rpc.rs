@@ -6,9 +6,9 @@ use super::service::{Request, Response, SequenceError, SequenceService};
 use super::state::Sequences;
 use super::wire::{SequenceCmd, SequenceErrorCode, record_to_pb, segment_from_pb, segment_to_pb};
 use crate::auth::Role;
+use crate::machines::handle::{self, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::{Part, State};
 use crate::pb::sequence as pb;
-use crate::server::handle::{self, Ctx, Handled, Reject, reply, unexpected};
 use crate::time::wall_ms;
 use crate::wire::ErrorCode;
 
@@ -147,21 +147,63 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
     if !req.name.is_empty() {
         super::state::check_name(&req.name).map_err(|e| reject(e.into()))?;
     }
-    ctx.driver
-        .read(move |replica, _| {
-            let sequences = <State as Part<Sequences>>::part(replica.state());
-            pb::SequencesReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                sequences: sequences
-                    .iter()
-                    .filter(|r| req.name.is_empty() || r.name == req.name)
-                    .map(record_to_pb)
-                    .collect(),
-                now_ms: wall_ms(),
-                stale: replica.staleness(),
-            }
-        })
-        .await
+    ctx.read(move |replica, _| {
+        let sequences = <State as Part<Sequences>>::part(replica.state());
+        pb::SequencesReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            sequences: sequences
+                .iter()
+                .filter(|r| req.name.is_empty() || r.name == req.name)
+                .map(record_to_pb)
+                .collect(),
+            now_ms: wall_ms(),
+            stale: replica.staleness(),
+        }
+    })
+    .await
+}
+
+impl crate::machines::Served for super::Sequences {
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        Some(&super::grpc::SERVICE)
+    }
+
+    fn views() -> Vec<crate::machines::handle::AdminView> {
+        use crate::machines::handle::{AdminView, json_of};
+        vec![AdminView::new(
+            "/v1/sequences",
+            "`show sequences`",
+            SequenceCmd::List,
+            |ctx, _| {
+                Box::pin(
+                    async move { Ok(json_of(&list(ctx, pb::SequencesRequest::default()).await?)) },
+                )
+            },
+        )]
+    }
+
+    fn owns(cmd: u32) -> bool {
+        owns(cmd)
+    }
+
+    fn role(cmd: u32) -> Option<Role> {
+        role(cmd)
+    }
+
+    fn name(cmd: u32) -> Option<String> {
+        super::wire::SequenceCmd::from_code(cmd).map(|c| format!("{c:?}"))
+    }
+
+    fn batches(cmd: u32) -> bool {
+        batches(cmd)
+    }
+
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
+        serve(frame, ctx)
+    }
 }

@@ -13,6 +13,9 @@
 pub mod checker;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub(crate) mod grpc;
+mod metrics;
 pub(crate) mod rpc;
 pub mod service;
 pub mod state;
@@ -22,17 +25,20 @@ pub use service::{Request, Response, TaskError, TaskLimits, TaskService};
 pub use state::{After, Command, QueueSpec, Run, Task, TaskState, Tasks, WorkerId, WorkerSpec};
 pub use wire::{TasksCmd, TasksErrorCode};
 
-use crate::config::Config;
-use crate::machines::Configured;
+use crate::machines::{Configurable, Configured};
 
-impl Configured for Tasks {
-    fn configured(_config: &Config) -> Tasks {
+impl Configurable for Tasks {
+    type Section = TaskLimits;
+}
+
+impl Configured<TaskLimits> for Tasks {
+    fn configured(_section: &TaskLimits) -> Tasks {
         Tasks::default()
     }
 }
 
-impl Configured for TaskService {
-    fn configured(config: &Config) -> TaskService {
-        TaskService::new(config.tasks.clone())
+impl Configured<TaskLimits> for TaskService {
+    fn configured(section: &TaskLimits) -> TaskService {
+        TaskService::new(section.clone())
     }
 }

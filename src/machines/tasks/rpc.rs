@@ -5,14 +5,12 @@ use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
 use crate::auth::Role;
+use crate::machines::handle::{self, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;
-use crate::server::handle::{
-    self, Ctx, Handled, Reject, Subscriber, push, reply, unexpected, watch_queue,
-};
 use crate::time::wall_ms;
-use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame};
+use crate::wire::{Code, ErrorCode, Frame};
 
 /// Whether `cmd` is one of the task queues' requests.
 pub(crate) fn owns(cmd: u32) -> bool {
@@ -191,23 +189,19 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         Response::Served => {}
         other => return Err(unexpected(other)),
     }
-    let started = ctx
-        .driver
-        .subscribe(move |replica, _| {
-            let (tx, rx) = watch_queue();
-            let from = replica.position().index;
-            let state = <State as Part<Tasks>>::part(replica.state());
-            let running = state
+    handle::follow(
+        frame,
+        ctx,
+        TasksCmd::WorkNotice,
+        "a worker's tasks",
+        "this beacon stopped leading: serve again at the leader",
+        0,
+        move |tasks: &Tasks, start| {
+            let running = tasks
                 .running_on(&me)
                 .map(|t| task_to_pb(t, false))
                 .collect();
-            let subscriber: Subscriber = Box::new(move |index, change| {
-                let Some(changes) = <State as Part<Tasks>>::change(change) else {
-                    return !tx.is_closed();
-                };
-                if index <= from {
-                    return !tx.is_closed();
-                }
+            let notice = move |index, changes: &Vec<Change>| {
                 let mut notice = pb::WorkNotice {
                     index,
                     ..Default::default()
@@ -228,30 +222,21 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                         _ => {}
                     }
                 }
-                if notice.started.is_empty() && notice.lost.is_empty() {
-                    return !tx.is_closed();
-                }
-                let frame = Frame::new(TasksCmd::WorkNotice.code(), 0, FLAG_ONEWAY, &notice);
-                push(&tx, frame, "a worker's tasks")
-            });
-            (
-                (
-                    pb::WorkReply {
-                        index: from,
-                        running,
-                    },
-                    rx,
-                ),
-                Some(subscriber),
-            )
-        })
-        .await?;
-    let (answer, pushes) = started;
-    Ok(Handled::Stream {
-        reply: Frame::new(TasksCmd::Work.response(), frame.seq, 0, &answer),
-        pushes,
-        ended: "this beacon stopped leading: serve again at the leader",
-    })
+                let quiet = notice.started.is_empty() && notice.lost.is_empty();
+                (!quiet).then_some(notice)
+            };
+            let answer = pb::WorkReply {
+                index: start.index(),
+                running,
+            };
+            Ok((answer, notice))
+        },
+        |index| pb::WorkNotice {
+            index,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// Follows a queue's finished tasks (leader only): those of the names asked about that have
@@ -259,23 +244,24 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
 async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::WatchQueue = frame.decode()?;
     super::state::check_name("queue", &req.queue).map_err(invalid)?;
-    let started = ctx
-        .driver
-        .subscribe(move |replica, _| {
-            let state = <State as Part<Tasks>>::part(replica.state());
-            let Some(q) = state.queue(&req.queue) else {
-                return (
-                    Err(reject(TaskError::UnknownQueue(req.queue.clone()))),
-                    None,
-                );
+    handle::follow(
+        frame,
+        ctx,
+        TasksCmd::QueueNotice,
+        "a queue's finished tasks",
+        "this beacon stopped leading: watch again at the leader",
+        req.start_index,
+        move |tasks: &Tasks, start| {
+            let Some(q) = tasks.queue(&req.queue) else {
+                return Err(reject(TaskError::UnknownQueue(req.queue.clone())));
             };
-            let (tx, rx) = watch_queue();
-            let from = replica.position().index;
             let mut answer = pb::WatchQueueReply {
-                index: from,
+                index: start.index(),
+                resumed: start.resumed(),
                 ..Default::default()
             };
-            for name in &req.names {
+            let listed: &[String] = if start.resumed() { &[] } else { &req.names };
+            for name in listed {
                 match q.get(name) {
                     Some(t) if t.state.is_finished() => answer.finished.push(task_to_pb(t, false)),
                     Some(_) => {}
@@ -283,13 +269,7 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                 }
             }
             let queue = req.queue.clone();
-            let subscriber: Subscriber = Box::new(move |index, change| {
-                let Some(changes) = <State as Part<Tasks>>::change(change) else {
-                    return !tx.is_closed();
-                };
-                if index <= from {
-                    return !tx.is_closed();
-                }
+            let notice = move |index, changes: &Vec<Change>| {
                 let finished: Vec<pb::TaskInfo> = changes
                     .iter()
                     .filter_map(|c| match c {
@@ -299,22 +279,16 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                         _ => None,
                     })
                     .collect();
-                if finished.is_empty() {
-                    return !tx.is_closed();
-                }
-                let notice = pb::QueueNotice { index, finished };
-                let frame = Frame::new(TasksCmd::QueueNotice.code(), 0, FLAG_ONEWAY, &notice);
-                push(&tx, frame, "a queue's finished tasks")
-            });
-            (Ok((answer, rx)), Some(subscriber))
-        })
-        .await?;
-    let (answer, pushes) = started?;
-    Ok(Handled::Stream {
-        reply: Frame::new(TasksCmd::WatchQueue.response(), frame.seq, 0, &answer),
-        pushes,
-        ended: "this beacon stopped leading: watch again at the leader",
-    })
+                (!finished.is_empty()).then_some(pb::QueueNotice { index, finished })
+            };
+            Ok((answer, notice))
+        },
+        |index| pb::QueueNotice {
+            index,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// A `service` identity reports only on attempts its own registrations run.
@@ -399,23 +373,22 @@ fn tasks_done(answer: Response) -> Result<pb::TasksDone, Reject> {
 async fn get(ctx: &Ctx<'_>, req: pb::GetTask) -> Result<pb::TaskReply, Reject> {
     super::state::check_name("queue", &req.queue).map_err(invalid)?;
     super::state::check_name("task", &req.name).map_err(invalid)?;
-    ctx.driver
-        .read(move |replica, _| {
-            let state = <State as Part<Tasks>>::part(replica.state());
-            match state.queue(&req.queue) {
-                None => Err(reject(TaskError::UnknownQueue(req.queue))),
-                Some(q) => match q.get(&req.name) {
-                    None => Err(reject(TaskError::UnknownTask {
-                        queue: req.queue,
-                        name: req.name,
-                    })),
-                    Some(t) => Ok(pb::TaskReply {
-                        task: Some(task_to_pb(t, false)),
-                    }),
-                },
-            }
-        })
-        .await?
+    ctx.read(move |replica, _| {
+        let state = <State as Part<Tasks>>::part(replica.state());
+        match state.queue(&req.queue) {
+            None => Err(reject(TaskError::UnknownQueue(req.queue))),
+            Some(q) => match q.get(&req.name) {
+                None => Err(reject(TaskError::UnknownTask {
+                    queue: req.queue,
+                    name: req.name,
+                })),
+                Some(t) => Ok(pb::TaskReply {
+                    task: Some(task_to_pb(t, false)),
+                }),
+            },
+        }
+    })
+    .await?
 }
 
 const STATES: [&str; 6] = [
@@ -437,80 +410,130 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
         )));
     }
     let limit = if req.limit == 0 { 1000 } else { req.limit } as usize;
-    ctx.driver
-        .read(move |replica, _| {
-            let state = <State as Part<Tasks>>::part(replica.state());
-            let Some(q) = state.queue(&req.queue) else {
-                return Err(reject(TaskError::UnknownQueue(req.queue)));
-            };
-            let of_state = |t: &&Task| req.state.is_empty() || t.state.name() == req.state;
-            // Pending tasks in the order they start in; the others by submission.
-            let mut chosen: Vec<&Task> = if req.state == "pending" {
-                q.pending().collect()
-            } else {
-                let mut all: Vec<&Task> = q.tasks().filter(of_state).collect();
-                all.sort_by_key(|t| t.seq);
-                all
-            };
-            let total = chosen.len() as u64;
-            chosen.truncate(limit);
-            Ok(pb::TasksReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                tasks: chosen
-                    .into_iter()
-                    .map(|t| task_to_pb(t, req.brief))
-                    .collect(),
-                total,
-                now_ms: wall_ms(),
-                stale: replica.staleness(),
-            })
+    ctx.read(move |replica, _| {
+        let state = <State as Part<Tasks>>::part(replica.state());
+        let Some(q) = state.queue(&req.queue) else {
+            return Err(reject(TaskError::UnknownQueue(req.queue)));
+        };
+        let of_state = |t: &&Task| req.state.is_empty() || t.state.name() == req.state;
+        // Pending tasks first, in the order they start in: those due now by priority
+        // then submission, then the delayed ones by when they become due. The others
+        // follow by submission.
+        let now = wall_ms();
+        let mut chosen: Vec<&Task> = Vec::new();
+        if req.state.is_empty() || req.state == "pending" {
+            let (due, mut delayed): (Vec<&Task>, Vec<&Task>) =
+                q.pending().partition(|t| t.not_before_ms <= now);
+            delayed.sort_by_key(|t| (t.not_before_ms, t.seq));
+            chosen.extend(due);
+            chosen.extend(delayed);
+        }
+        if req.state != "pending" {
+            let mut rest: Vec<&Task> = q
+                .tasks()
+                .filter(of_state)
+                .filter(|t| t.state.name() != "pending")
+                .collect();
+            rest.sort_by_key(|t| t.seq);
+            chosen.extend(rest);
+        }
+        let total = chosen.len() as u64;
+        chosen.truncate(limit);
+        Ok(pb::TasksReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            tasks: chosen
+                .into_iter()
+                .map(|t| task_to_pb(t, req.brief))
+                .collect(),
+            total,
+            now_ms: now,
+            stale: replica.staleness(),
         })
-        .await?
+    })
+    .await?
 }
 
 async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
-    ctx.driver
-        .read(move |replica, _| {
-            let state = replica.state();
-            let tasks = <State as Part<Tasks>>::part(state);
-            let registry = <State as Part<Registry>>::part(state);
-            let queues = tasks
-                .queues()
-                .map(|q| {
-                    let mut view = pb::QueueView {
-                        queue: Some(queue_to_pb(&q.spec)),
-                        ..Default::default()
-                    };
-                    for t in q.tasks() {
-                        match t.state {
-                            TaskState::Pending => view.pending += 1,
-                            TaskState::Running(_) => view.running += 1,
-                            TaskState::Completed(_) => view.completed += 1,
-                            TaskState::Failed => view.failed += 1,
-                            TaskState::Dead => view.dead += 1,
-                            TaskState::Cancelled => view.cancelled += 1,
-                        }
+    ctx.read(move |replica, _| {
+        let state = replica.state();
+        let tasks = <State as Part<Tasks>>::part(state);
+        let registry = <State as Part<Registry>>::part(state);
+        let queues = tasks
+            .queues()
+            .map(|q| {
+                let mut view = pb::QueueView {
+                    queue: Some(queue_to_pb(&q.spec)),
+                    ..Default::default()
+                };
+                for t in q.tasks() {
+                    match t.state {
+                        TaskState::Pending => view.pending += 1,
+                        TaskState::Running(_) => view.running += 1,
+                        TaskState::Completed(_) => view.completed += 1,
+                        TaskState::Failed => view.failed += 1,
+                        TaskState::Dead => view.dead += 1,
+                        TaskState::Cancelled => view.cancelled += 1,
                     }
-                    view.oldest_pending_ms = q.pending().map(|t| t.submitted_ms).min().unwrap_or(0);
-                    for w in tasks.workers() {
-                        if registry.is_live(w.id.0, w.id.1) && w.queues.contains(&q.spec.name) {
-                            view.workers += 1;
-                            view.capacity += u64::from(w.capacity);
-                        }
+                }
+                view.oldest_pending_ms = q.pending().map(|t| t.submitted_ms).min().unwrap_or(0);
+                for w in tasks.workers() {
+                    if registry.is_live(w.id.0, w.id.1) && w.queues.contains(&q.spec.name) {
+                        view.workers += 1;
+                        view.capacity += u64::from(w.capacity);
                     }
-                    view
-                })
-                .collect();
-            pb::QueuesReply {
-                node: replica.config().me.to_string(),
-                is_leader: replica.is_leader(),
-                index: replica.position().index,
-                queues,
-                now_ms: wall_ms(),
-                stale: replica.staleness(),
-            }
-        })
-        .await
+                }
+                view
+            })
+            .collect();
+        pb::QueuesReply {
+            node: replica.config().me.to_string(),
+            is_leader: replica.is_leader(),
+            index: replica.position().index,
+            queues,
+            now_ms: wall_ms(),
+            stale: replica.staleness(),
+        }
+    })
+    .await
+}
+
+impl crate::machines::Served for super::Tasks {
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        Some(&super::grpc::SERVICE)
+    }
+
+    fn views() -> Vec<crate::machines::handle::AdminView> {
+        use crate::machines::handle::{AdminView, json_of};
+        vec![AdminView::new(
+            "/v1/queues",
+            "`show queues`",
+            TasksCmd::Queues,
+            |ctx, _| Box::pin(async move { Ok(json_of(&queues(ctx).await?)) }),
+        )]
+    }
+
+    fn owns(cmd: u32) -> bool {
+        owns(cmd)
+    }
+
+    fn role(cmd: u32) -> Option<Role> {
+        role(cmd)
+    }
+
+    fn name(cmd: u32) -> Option<String> {
+        super::wire::TasksCmd::from_code(cmd).map(|c| format!("{c:?}"))
+    }
+
+    fn batches(cmd: u32) -> bool {
+        batches(cmd)
+    }
+
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
+        serve(frame, ctx)
+    }
 }

@@ -208,8 +208,6 @@ pub struct TaskService {
     limits: TaskLimits,
     /// Each running attempt's deadline on this leader's clock, by task.
     deadlines: HashMap<(String, String), (FencingToken, Millis)>,
-    /// Wall-clock minus this leader's clock, from the last request that carried wall time.
-    wall_offset: Option<i64>,
     /// When finished tasks were last looked over for expiry.
     last_sweep: Millis,
 }
@@ -257,11 +255,6 @@ impl TaskService {
         &self.limits
     }
 
-    fn wall(&self, now: Millis) -> Option<u64> {
-        self.wall_offset
-            .map(|offset| (now as i64 + offset).max(0) as u64)
-    }
-
     /// How long the retry after `attempt` attempts waits: exponential, capped, jittered.
     pub fn backoff_ms(&self, name: &str, attempt: u32, index: u64) -> u64 {
         let exp = attempt.saturating_sub(1).min(32);
@@ -303,7 +296,7 @@ impl TaskService {
     /// submission order, each on the live worker serving it that runs fewest (ties: lowest
     /// node ID). One command for all.
     fn dispatch<S: Part<Registry> + Part<Tasks>>(&mut self, leader: &mut Leader<'_, S>) {
-        let wall = self.wall(leader.now());
+        let wall = leader.wall_ms();
         let state = tasks(leader.state());
         let mut free: BTreeMap<WorkerId, (usize, usize)> = state
             .workers()
@@ -321,7 +314,7 @@ impl TaskService {
             term: leader.term(),
             index: leader.next_index(),
         };
-        let started_ms = wall.unwrap_or(0);
+        let started_ms = wall;
         let mut starts = Vec::new();
         for queue in state.queues().filter(|q| q.pending_len() > 0) {
             let serving: Vec<WorkerId> = state
@@ -334,7 +327,7 @@ impl TaskService {
             }
             // Bounded: a queue of delayed tasks does not make every request scan it all.
             for task in queue.pending().take(4096) {
-                if task.not_before_ms > 0 && wall.is_none_or(|w| w < task.not_before_ms) {
+                if task.not_before_ms > 0 && wall < task.not_before_ms {
                     continue;
                 }
                 let Some(worker) = serving
@@ -692,7 +685,7 @@ impl TaskService {
     /// are retired with their running tasks back to pending.
     fn expire<S: Part<Registry> + Part<Tasks>>(&mut self, leader: &mut Leader<'_, S>) {
         let now = leader.now();
-        let wall = self.wall(now).unwrap_or(0);
+        let wall = leader.wall_ms();
         let state = tasks(leader.state());
         let mut retired = Vec::new();
         let mut requeued = Vec::new();
@@ -756,9 +749,7 @@ impl TaskService {
             return;
         }
         self.last_sweep = now;
-        let Some(wall) = self.wall(now) else {
-            return;
-        };
+        let wall = leader.wall_ms();
         let ttl = self.limits.result_ttl_ms;
         let expired: Vec<(String, String)> = tasks(leader.state())
             .queues()
@@ -866,15 +857,6 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
         leader: &mut Leader<'_, S>,
         request: Request,
     ) -> Outcome<Response, TaskError, Waiting> {
-        if let Request::CreateQueue { wall_ms, .. }
-        | Request::Submit { wall_ms, .. }
-        | Request::Serve { wall_ms, .. }
-        | Request::Complete { wall_ms, .. }
-        | Request::Fail { wall_ms, .. }
-        | Request::Cancel { wall_ms, .. } = &request
-        {
-            self.wall_offset = Some(*wall_ms as i64 - leader.now() as i64);
-        }
         let outcome = match request {
             Request::CreateQueue {
                 name,

@@ -579,6 +579,24 @@ impl Machine for Tasks {
     type Snapshot = TasksSnapshot;
     type ApplyError = ApplyError;
 
+    /// A task's payload and result count: they may be up to `max_payload_bytes` each.
+    fn change_bytes(changes: &Vec<Change>) -> usize {
+        let buffers: usize = changes
+            .iter()
+            .map(|c| match c {
+                Change::Task(t) => {
+                    let result = match &t.state {
+                        TaskState::Completed(r) => r.len(),
+                        _ => 0,
+                    };
+                    t.payload.len() + result + t.error.len() + t.name.len() + t.queue.len()
+                }
+                _ => 0,
+            })
+            .sum();
+        std::mem::size_of::<Vec<Change>>() + changes.len() * std::mem::size_of::<Change>() + buffers
+    }
+
     fn apply(
         &mut self,
         command: &Command,
@@ -709,6 +727,16 @@ mod tests {
         }))
         .unwrap();
         s
+    }
+
+    #[test]
+    fn a_changes_payload_and_result_count_in_its_bytes() {
+        let small = <Tasks as Machine>::change_bytes(&vec![Change::Task(task("t", 0, 1))]);
+        let mut big = task("t", 0, 1);
+        big.payload = vec![0; 10_000];
+        big.state = TaskState::Completed(vec![0; 5_000]);
+        let bytes = <Tasks as Machine>::change_bytes(&vec![Change::Task(big)]);
+        assert!(bytes >= small + 15_000 - 1, "{bytes} against {small}");
     }
 
     #[test]

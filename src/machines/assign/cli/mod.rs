@@ -2,6 +2,8 @@
 //!
 //! Keywords are case-insensitive; names, node types and labels are kept as typed.
 
+pub mod lock;
+
 use std::collections::BTreeMap;
 
 use crate::cli::table::{or_dash, render, stale_warning, yes_no};
@@ -43,6 +45,152 @@ pub enum Command {
     },
     /// `slots delete GROUP`
     DeleteSlots(String),
+    /// `watch assignments NODE_ID [--from INDEX]`: what a registration holds, as lines.
+    Watch { node_id: u32, from: u64 },
+}
+
+/// `watch assignments NODE_ID [--from INDEX]`.
+fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
+    const CMD: &str = "watch assignments";
+    const USE: &str = "usage: `watch assignments NODE_ID [--from INDEX]`";
+    let [id, rest @ ..] = args else {
+        return Err(usage(USE));
+    };
+    let node_id = id.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        usage(format!(
+            "`{CMD}`: `{id}` is not a node ID (1 or more); {USE}"
+        ))
+    })?;
+    let mut from = 0;
+    for (flag, value) in flags(CMD, rest)? {
+        match flag.as_str() {
+            "from" => from = number(CMD, "from", value)?,
+            other => return Err(usage(format!("`{CMD}`: unknown flag --{other}; {USE}"))),
+        }
+    }
+    Ok(Command::Watch { node_id, from })
+}
+
+/// One registration's assignments, followed (`watch assignments`).
+struct AssignmentWatch {
+    node_id: u32,
+    token: (u64, u64),
+}
+
+/// A JSON line or a text line about a resource or a slot.
+fn event_line(
+    event: &str,
+    index: u64,
+    json: bool,
+    what: serde_json::Value,
+    text: String,
+) -> String {
+    if json {
+        format!(
+            "{}\n",
+            serde_json::json!({"event": event, "index": index, "item": what})
+        )
+    } else {
+        format!("{event} {text} index={index}\n")
+    }
+}
+
+fn slot_text(s: &pb::SlotHeld) -> String {
+    format!("slot {}/{} (version {})", s.group, s.slot, s.version)
+}
+
+impl crate::cli::follow::Followed for AssignmentWatch {
+    type Request = pb::WatchAssignments;
+    type Reply = pb::WatchAssignmentsReply;
+    type Notice = pb::AssignmentNotice;
+    const WHAT: &'static str = "the assignment watch";
+
+    fn commands(&self) -> (u32, u32) {
+        use crate::machines::assign::AssignCmd;
+        use crate::wire::Code;
+        (AssignCmd::Watch.code(), AssignCmd::Notice.code())
+    }
+
+    fn request(&self, from: u64) -> pb::WatchAssignments {
+        pb::WatchAssignments {
+            node_id: self.node_id,
+            term: self.token.0,
+            index: self.token.1,
+            start_index: from,
+        }
+    }
+
+    fn reply_index(reply: &pb::WatchAssignmentsReply) -> (u64, bool) {
+        (reply.index, reply.resumed)
+    }
+
+    fn notice_index(notice: &pb::AssignmentNotice) -> u64 {
+        notice.index
+    }
+
+    fn reply_lines(&self, reply: &pb::WatchAssignmentsReply, json: bool) -> String {
+        let at = reply.index;
+        let resources = reply
+            .held
+            .iter()
+            .map(|r| event_line("present", at, json, serde_json::json!(r), resource_text(r)));
+        let slots = reply
+            .slots
+            .iter()
+            .map(|s| event_line("present", at, json, serde_json::json!(s), slot_text(s)));
+        resources.chain(slots).collect()
+    }
+
+    fn notice_lines(&self, n: &pb::AssignmentNotice, json: bool) -> String {
+        let at = n.index;
+        let held = n.held.iter().map(|r| {
+            let event = if r.revoking { "revoking" } else { "held" };
+            event_line(event, at, json, serde_json::json!(r), resource_text(r))
+        });
+        let gone = n
+            .gone
+            .iter()
+            .map(|r| event_line("gone", at, json, serde_json::json!(r), resource_text(r)));
+        let granted = n
+            .slots_held
+            .iter()
+            .map(|s| event_line("granted", at, json, serde_json::json!(s), slot_text(s)));
+        let lost = n
+            .slots_gone
+            .iter()
+            .map(|s| event_line("slot_gone", at, json, serde_json::json!(s), slot_text(s)));
+        held.chain(gone).chain(granted).chain(lost).collect()
+    }
+}
+
+fn resource_text(r: &pb::ResourceInfo) -> String {
+    format!("resource {} ({}, weight {})", r.name, r.node_type, r.weight)
+}
+
+/// `watch assignments`: the registration's fencing token (from the registry), then the watch.
+async fn watch(session: &mut Session, node_id: u32, from: u64) -> Result<String, Failure> {
+    let req = crate::pb::registry::NodesRequest {
+        node_id,
+        ..Default::default()
+    };
+    let reply = session
+        .with_client(async |c| c.nodes_matching(&req).await)
+        .await?;
+    let Some(node) = reply
+        .nodes
+        .iter()
+        .filter(|e| e.is_online)
+        .find_map(|e| e.node.as_ref())
+    else {
+        return Err(Failure::Check(format!(
+            "no live registration holds node_id {node_id}"
+        )));
+    };
+    let watch = AssignmentWatch {
+        node_id,
+        token: (node.term, node.index),
+    };
+    crate::cli::follow::follow(session, watch, from).await
 }
 
 const USAGE: &str = "usage: `resource add NAME --type T [--weight N] [--label k=v]`, `resource delete NAME`, `resource rebalance [TYPE]`";
@@ -196,7 +344,7 @@ fn slots_table(reply: &pb::GroupsReply) -> String {
             ]);
         }
     }
-    let mut out = stale_warning(reply.stale.as_deref());
+    let mut out = stale_warning(reply.stale.as_deref(), Some(reply.index));
     out.push_str(&render(
         &[
             "group",
@@ -247,7 +395,7 @@ fn resources_table(reply: &pb::ResourcesReply) -> String {
             ]
         })
         .collect();
-    let mut out = stale_warning(reply.stale.as_deref());
+    let mut out = stale_warning(reply.stale.as_deref(), Some(reply.index));
     out.push_str(&render(
         &[
             "name",
@@ -314,6 +462,10 @@ impl Commands for Command {
             "move now the resources waiting for their ended holder to come back (assign.delay_ms)",
         ),
         (
+            "watch assignments NODE_ID [--from INDEX]",
+            "what the registration holding NODE_ID holds (`present`), then each change as a line with its log index (`held`, `revoking`, `gone`, `granted`, `slot_gone`; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each once; `--from` lists nothing and starts at that log index",
+        ),
+        (
             "resource rebalance [TYPE]",
             "move resources from the most to the least loaded services, a bounded number at a time; each holder lets go before the next one gets it",
         ),
@@ -330,6 +482,7 @@ impl Commands for Command {
                 optional("show slots", words.get(2..).unwrap_or_default()).map(Command::ShowSlots)
             }
             ["slots", ..] => parse_slots(&words[1..]),
+            ["watch", "assignments"] => parse_watch(words.get(2..).unwrap_or_default()),
             _ => return None,
         })
     }
@@ -396,6 +549,7 @@ impl Commands for Command {
                     format!("no slot group named {name}: nothing to delete\n")
                 }),
             },
+            Command::Watch { node_id, from } => watch(session, *node_id, *from).await?,
             Command::Delete(name) => match session.cluster().delete_resource(name).await? {
                 Some(r) => session.print(&r, |r| resource_line("deleted", r)),
                 None => session.print(&serde_json::Value::Null, |_| {

@@ -1,8 +1,10 @@
 //! A service's own assignments, followed.
 //!
 //! The leader answers a watch with the resources the registration holds and then pushes a
-//! notice per committed change that concerns it. When leadership moves, [`Assignments`]
-//! watches again at the new leader and reports only the difference. When the registration's
+//! notice per committed change that concerns it, each with its log index. When leadership
+//! moves, [`Assignments`] resumes at the new leader from the index after the last one it
+//! heard (every change once), or, when that index is compacted there, watches afresh and
+//! reports only the difference. When the registration's
 //! lease is lost, every resource it held is reported lost at once, so the service stops
 //! work it may no longer own.
 
@@ -10,9 +12,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 use tokio::sync::watch;
 
-use crate::client::{Client, ClientError, Cluster};
 use crate::machines::assign::wire::AssignCmd;
 use crate::machines::registry::{LeaseLost, Registration};
+use crate::net::{Client, ClientError, Cluster};
 use crate::pb::assign as pb;
 use crate::wire::Code;
 
@@ -48,6 +50,9 @@ pub struct Assignments {
     pending: VecDeque<AssignmentEvent>,
     lost: watch::Receiver<Option<LeaseLost>>,
     ended: Option<String>,
+    /// The log index of the last notice (or listing) heard: a resume starts after it.
+    index: u64,
+    resumes: u64,
     resyncs: u64,
 }
 
@@ -69,9 +74,11 @@ impl Assignments {
             pending: VecDeque::new(),
             lost: registration.lease_lost(),
             ended: None,
+            index: 0,
+            resumes: 0,
             resyncs: 0,
         };
-        let fresh = a.subscribe().await?;
+        let fresh = a.subscribe(0).await?;
         a.resync(fresh);
         Ok(a)
     }
@@ -86,23 +93,52 @@ impl Assignments {
         self.held.values()
     }
 
-    /// How many times the watch moved to a new leader.
+    /// How many times the watch had to start afresh (its index was compacted where it
+    /// resumed) and report the difference.
     pub fn resyncs(&self) -> u64 {
         self.resyncs
     }
 
-    async fn subscribe(&mut self) -> Result<pb::WatchAssignmentsReply, ClientError> {
+    /// How many times the watch resumed from its index (a new leader, a broken connection).
+    pub fn resumes(&self) -> u64 {
+        self.resumes
+    }
+
+    /// The log index the watch has heard through.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// Watches at the leader from log index `from` (0: from what it holds now).
+    async fn subscribe(&mut self, from: u64) -> Result<pb::WatchAssignmentsReply, ClientError> {
         let req = pb::WatchAssignments {
             node_id: self.node_id,
             term: self.token.0,
             index: self.token.1,
+            start_index: from,
         };
         let (conn, reply): (Client, pb::WatchAssignmentsReply) = self
             .cluster
             .open_stream(AssignCmd::Watch, &req, "the assignment watch")
             .await?;
         self.conn = Some(conn);
+        self.index = reply.index;
         Ok(reply)
+    }
+
+    /// Takes the watch up again after its stream ended: from the index after the last one
+    /// heard, or, when that is compacted, afresh with the difference reported.
+    async fn recover(&mut self) -> Result<(), ClientError> {
+        match self.subscribe(self.index + 1).await {
+            Ok(_) => self.resumes += 1,
+            Err(e) if e.is(crate::wire::ErrorCode::Compacted) => {
+                let fresh = self.subscribe(0).await?;
+                self.resyncs += 1;
+                self.resync(fresh);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
     }
 
     /// The next change. Waits as long as nothing changes; rides out failovers; ends with
@@ -151,16 +187,12 @@ impl Assignments {
                     self.conn = None;
                     // Watching again at the next leader, unless the lease is lost meanwhile.
                     let mut lost = self.lost.clone();
-                    let fresh = tokio::select! {
-                        fresh = self.subscribe() => Some(fresh?),
+                    let recovered = tokio::select! {
+                        done = self.recover() => Some(done?),
                         _ = lost.wait_for(Option::is_some) => None,
                     };
-                    match fresh {
-                        Some(fresh) => {
-                            self.resyncs += 1;
-                            self.resync(fresh);
-                        }
-                        None => self.lose_lease(),
+                    if recovered.is_none() {
+                        self.lose_lease();
                     }
                 }
                 Err(e) => return Err(e),
@@ -241,6 +273,7 @@ impl Assignments {
     }
 
     fn apply(&mut self, notice: pb::AssignmentNotice) {
+        self.index = self.index.max(notice.index);
         for r in notice.gone {
             let ours = self
                 .held

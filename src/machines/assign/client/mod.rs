@@ -3,13 +3,15 @@
 //! [`Assignments`], a service's own assignments followed.
 
 mod assignments;
+mod lock;
 
 pub use assignments::{AssignmentEvent, Assignments};
+pub use lock::{Lock, LockOptions, holder as lock_holder, lock_type};
 
 use std::collections::BTreeMap;
 
 use super::wire::AssignCmd as Cmd;
-use crate::client::{Client, ClientError, Cluster};
+use crate::net::{Client, ClientError, Cluster};
 use crate::pb::assign as pb;
 
 impl Client {

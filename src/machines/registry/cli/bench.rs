@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::client::{Cluster, ConnectOptions};
 use crate::machines::registry::{RegistryCmd, RegistryErrorCode};
+use crate::net::{Cluster, ConnectOptions};
 use crate::pb;
 use serde::Serialize;
 
@@ -350,7 +350,7 @@ async fn renew(progress: Arc<Progress>, opts: ConnectOptions) {
         }
         if let Some(leader) = leader
             && link.as_ref().is_none_or(|(at, _)| *at != leader)
-            && let Ok(client) = crate::client::Client::connect(&leader, &opts).await
+            && let Ok(client) = crate::net::Client::connect(&leader, &opts).await
         {
             let (sink, mut replies) = client.into_framed().split();
             let (watcher, pending, answered) =

@@ -1,5 +1,6 @@
 //! The registry's nebcli commands: `show nodes`, `show node_detail`, `show node_report`,
-//! `show ids`, `show subscription`, `register`, `unregister`, `bench register`.
+//! `show ids`, `show subscription`, `register [--keep]`, `unregister`, `watch nodes`,
+//! `bench register`.
 //!
 //! Keywords are case-insensitive; arguments (node types, addresses, metadata) are kept as
 //! typed, since node types are case-sensitive.
@@ -8,8 +9,8 @@ pub mod bench;
 pub mod render;
 
 use crate::cli::{self, Commands, Failure, Session, UsageError, flags, number, optional, usage};
-use crate::client::{Client, ClientError};
 use crate::machines::registry::RegistryCmd;
+use crate::net::{Client, ClientError};
 use crate::pb;
 
 /// One parsed registry command.
@@ -26,6 +27,13 @@ pub enum Command {
     /// `show subscription [TYPE]`
     ShowSubscription(Option<String>),
     Register(Registration),
+    /// `watch nodes [TYPE...] [--from INDEX]`: changes as lines until stopped.
+    WatchNodes {
+        types: Vec<String>,
+        from: Option<u64>,
+    },
+    /// `ids free ID`: ends a quarantine early.
+    FreeId(u32),
     /// `unregister ID|ip:port [--free]`
     Unregister {
         target: String,
@@ -39,7 +47,8 @@ pub enum Command {
     },
 }
 
-/// `register --type T --addr ip:port [--access ip:port] [--workers N] [--metadata JSON]`
+/// `register --type T --addr ip:port [--access ip:port] [--workers N] [--metadata JSON]
+/// [--keep]`
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Registration {
     pub node_type: String,
@@ -47,6 +56,8 @@ pub struct Registration {
     pub access_addr: String,
     pub worker_num: u32,
     pub metadata: String,
+    /// Renew until stopped, then unregister (etcdctl's `lease keep-alive`).
+    pub keep: bool,
 }
 
 /// A type and an optional address after `cmd`.
@@ -59,8 +70,17 @@ fn type_and_addr(cmd: &str, args: &[&str]) -> Result<(String, Option<String>), U
 }
 
 fn parse_register(args: &[&str]) -> Result<Command, UsageError> {
-    let mut r = Registration::default();
-    for (flag, value) in flags("register", args)? {
+    // --keep takes no value: taken out before the flag pairs.
+    let mut r = Registration {
+        keep: args.iter().any(|a| a.eq_ignore_ascii_case("--keep")),
+        ..Registration::default()
+    };
+    let args: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !a.eq_ignore_ascii_case("--keep"))
+        .collect();
+    for (flag, value) in flags("register", &args)? {
         match flag.as_str() {
             "type" => r.node_type = value.to_owned(),
             "addr" => r.addr = value.to_owned(),
@@ -72,6 +92,14 @@ fn parse_register(args: &[&str]) -> Result<Command, UsageError> {
     }
     if r.node_type.is_empty() || r.addr.is_empty() {
         return Err(usage("usage: `register --type T --addr IP:PORT`"));
+    }
+    // Checked here, so a missing port is a usage error (exit 2), not a beacon's refusal.
+    for (flag, value) in [("addr", &r.addr), ("access", &r.access_addr)] {
+        if !value.is_empty() && value.parse::<std::net::SocketAddr>().is_err() {
+            return Err(usage(format!(
+                "`register`: --{flag} `{value}` is not IP:PORT (for example 10.0.0.5:8080)"
+            )));
+        }
     }
     Ok(Command::Register(r))
 }
@@ -180,6 +208,149 @@ async fn leader_nodes(
     }
 }
 
+/// A lookup of one address that found nothing: exit 1, saying what was looked for.
+fn no_such_node(node_type: &str, addr: &str) -> Failure {
+    Failure::Check(format!(
+        "no {node_type} registration at {addr} (node types are case-sensitive; `show nodes` lists them)"
+    ))
+}
+
+/// `register ... --keep`: registers through the client library, which renews the lease in
+/// the background and follows leader changes, until Ctrl-C or SIGTERM; then unregisters, so
+/// the ID is free at once. A lease lost meanwhile (the cluster unreachable for a lease, or
+/// an operator's unregister) ends the command with exit 1.
+async fn keep_registered(session: &mut Session, r: &Registration) -> Result<String, Failure> {
+    use crate::machines::registry::client::{RegisterOptions, Registration as Live};
+    let addr = r.addr.parse().map_err(|_| {
+        Failure::Usage(usage(format!(
+            "`register`: --addr `{}` is not IP:PORT",
+            r.addr
+        )))
+    })?;
+    let mut options = RegisterOptions::new(r.node_type.clone(), addr);
+    options.access_addr = r.access_addr.parse().ok();
+    options.worker_num = r.worker_num;
+    options.metadata = r.metadata.clone();
+    options.connect = session.opts.clone();
+    options.retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
+    let live = Live::register(session.servers.clone(), options).await?;
+    for w in &live.reply().warnings {
+        eprintln!("nebcli: warning: {w}");
+    }
+    let node = live.node().clone();
+    if session.json {
+        print!("{}", cli::json(&node));
+    } else {
+        print!("{}", render::registered(live.reply()));
+        println!(
+            "renewing the lease of node_id {} until Ctrl-C or SIGTERM",
+            node.node_id
+        );
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    tokio::select! {
+        signal = cli::stop_signal() => {
+            let gone = live.unregister().await?;
+            Ok(if session.json {
+                cli::json(&serde_json::json!({"unregistered": gone, "signal": signal}))
+            } else {
+                format!("{signal}: unregistered node_id {} (the ID is free)\n", gone.node_id)
+            })
+        }
+        lost = live.lost() => Err(Failure::Check(format!(
+            "the lease of node_id {} is lost: {lost}",
+            node.node_id
+        ))),
+    }
+}
+
+/// `watch nodes [TYPE...] [--from INDEX]`.
+fn parse_watch_nodes(args: &[&str]) -> Result<Command, UsageError> {
+    const USAGE: &str = "usage: `watch nodes [TYPE...] [--from INDEX]`";
+    let mut types = Vec::new();
+    let mut from = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match *a {
+            "--from" => {
+                let index = it
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|i| *i > 0)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "`watch nodes --from` takes a log index (1 or more); {USAGE}"
+                        ))
+                    })?;
+                from = Some(index);
+            }
+            flag if flag.starts_with("--") => {
+                return Err(usage(format!(
+                    "`watch nodes`: unknown flag {flag}; {USAGE}"
+                )));
+            }
+            t => types.push(t.to_owned()),
+        }
+    }
+    Ok(Command::WatchNodes { types, from })
+}
+
+/// `watch nodes [TYPE...] [--from INDEX]`: the current set (or, from an index, nothing),
+/// then each change with its log index, as lines (JSON lines with `-w json`), until Ctrl-C
+/// or SIGTERM. Follows leader changes: each change once.
+async fn watch_nodes(
+    session: &mut Session,
+    types: &[String],
+    from: Option<u64>,
+) -> Result<String, Failure> {
+    use crate::machines::registry::client::{Watch, WatchEvent};
+    use std::io::Write;
+    let retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
+    let (servers, types, opts) = (
+        session.servers.clone(),
+        types.to_vec(),
+        session.opts.clone(),
+    );
+    let mut watch = match from {
+        Some(from) => Watch::resume(servers, types, from, opts, retry_for).await?,
+        None => Watch::start(servers, types, opts, retry_for).await?,
+    };
+    let line = |event: &str, n: &pb::registry::NodeInfo, index: u64, json: bool| {
+        if json {
+            format!(
+                "{}\n",
+                serde_json::json!({"event": event, "index": index, "node": n})
+            )
+        } else {
+            format!(
+                "{event} {} {} {} index={index}\n",
+                n.node_id, n.node_type, n.addr
+            )
+        }
+    };
+    for n in watch.nodes() {
+        print!("{}", line("present", n, watch.index(), session.json));
+    }
+    let _ = std::io::stdout().flush();
+    let stop = cli::stop_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            signal = &mut stop => return Ok(if session.json { String::new() } else { format!("{signal}: stopped\n") }),
+            event = watch.next() => {
+                let (what, n) = match event? {
+                    WatchEvent::Added(n) => ("added", n),
+                    WatchEvent::Updated(n) => ("updated", n),
+                    WatchEvent::Removed(n) => ("removed", n),
+                };
+                print!("{}", line(what, &n, watch.index(), session.json));
+                let _ = std::io::stdout().flush();
+            }
+        }
+    }
+}
+
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
@@ -205,6 +376,18 @@ impl Commands for Command {
         (
             "register --type T --addr IP:PORT [--access IP:PORT] [--workers N] [--metadata JSON]",
             "register a service (at the leader) and print its node ID; it lasts one lease unless the service reports",
+        ),
+        (
+            "register ... --keep",
+            "register, then renew the lease until Ctrl-C or SIGTERM, and unregister then (exit 1 if the lease is lost)",
+        ),
+        (
+            "watch nodes [TYPE...] [--from INDEX]",
+            "the registered services of these types (all when none), then every change as a line (`added`, `updated`, `removed`, with its log index; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each change once; `--from` lists nothing and starts at that log index (refused COMPACTED when the beacons keep no changes that old)",
+        ),
+        (
+            "ids free ID",
+            "end node ID's quarantine now, so it may be allocated again (its last holder has certainly stopped using it; refused while a live registration holds it; role admin)",
         ),
         (
             "unregister ID|IP:PORT [--free]",
@@ -236,6 +419,19 @@ impl Commands for Command {
                 optional("show subscription", args).map(Command::ShowSubscription)
             }
             ["register", ..] => parse_register(&words[1..]),
+            ["ids", "free"] => match args {
+                [id] => id
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|id| *id > 0)
+                    .map(Command::FreeId)
+                    .ok_or_else(|| {
+                        usage(format!("`ids free`: `{id}` is not a node ID (1 or more)"))
+                    }),
+                _ => Err(usage("usage: `ids free ID`")),
+            },
+            ["ids", ..] => Err(usage("usage: `ids free ID`")),
+            ["watch", "nodes"] => parse_watch_nodes(args),
             ["unregister", ..] => parse_unregister(&words[1..]),
             ["bench", "register"] => parse_bench(args),
             ["bench", ..] => Err(usage("usage: `bench register --clients C --count N`")),
@@ -257,6 +453,9 @@ impl Commands for Command {
             Command::ShowNodeDetail(t, addr) => {
                 let a = addr.as_deref().unwrap_or("");
                 let reply = session.with_client(async |c| c.nodes(t, a).await).await?;
+                if !a.is_empty() && reply.nodes.is_empty() {
+                    return Err(no_such_node(t, a));
+                }
                 if session.json {
                     cli::json(&render::nodes_json(&reply))
                 } else {
@@ -264,7 +463,11 @@ impl Commands for Command {
                 }
             }
             Command::ShowNodeReport(t, addr) => {
-                let reply = leader_nodes(session, t, addr.as_deref().unwrap_or(""), 0).await?;
+                let a = addr.as_deref().unwrap_or("");
+                let reply = leader_nodes(session, t, a, 0).await?;
+                if !a.is_empty() && reply.nodes.is_empty() {
+                    return Err(no_such_node(t, a));
+                }
                 session.print(&reply, render::node_report)
             }
             Command::ShowIds => {
@@ -278,6 +481,23 @@ impl Commands for Command {
                     .await?;
                 session.print(&reply, render::subscriptions)
             }
+            Command::Register(r) if r.keep => keep_registered(session, r).await?,
+            Command::WatchNodes { types, from } => watch_nodes(session, types, *from).await?,
+            Command::FreeId(id) => {
+                let req = pb::registry::FreeIdRequest { node_id: *id };
+                let reply: pb::registry::FreeIdReply = session
+                    .cluster()
+                    .call(RegistryCmd::FreeId, &req, "the ID release")
+                    .await?;
+                match (&reply.was, session.json) {
+                    (_, true) => cli::json(&reply),
+                    (Some(was), false) => format!(
+                        "node ID {id} is free: the quarantine of its last holder ({} at {}) ended early\n",
+                        was.node_type, was.addr
+                    ),
+                    (None, false) => format!("node ID {id} was free already\n"),
+                }
+            }
             Command::Register(r) => {
                 let req = pb::registry::RegisterRequest {
                     node_type: r.node_type.clone(),
@@ -290,6 +510,9 @@ impl Commands for Command {
                     .cluster()
                     .call(RegistryCmd::Register, &req, "the registration")
                     .await?;
+                for w in &reply.warnings {
+                    eprintln!("nebcli: warning: {w}");
+                }
                 match &reply.node {
                     Some(node) if session.json => cli::json(node),
                     _ => render::registered(&reply),
@@ -347,7 +570,17 @@ impl Commands for Command {
                 node_type,
             } => {
                 // More registrations than free IDs cannot all succeed: say so before starting.
-                let ids = session.with_client(async |c| c.ids().await).await?;
+                // A serializable read is enough for that guard, and answers where writes
+                // cannot (the bench then says what the writes met).
+                let consistency = session.opts.consistency;
+                let ids = session
+                    .with_client(async |c| {
+                        c.set_consistency(crate::wire::Consistency::Serializable);
+                        let ids = c.ids().await;
+                        c.set_consistency(consistency);
+                        ids
+                    })
+                    .await?;
                 let free = render::free_ids(&ids);
                 if *count as u64 > free {
                     return Err(Failure::Check(format!(

@@ -58,7 +58,7 @@ pub fn nodes_limited(reply: &pb::registry::NodesReply, limit: Option<usize>) -> 
             rows.len()
         ));
     }
-    table + &summary + "\n" + &stale_warning(reply.stale.as_deref())
+    table + &summary + "\n" + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }
 
 /// A nodes reply as JSON, each registration's metadata as the JSON object it is (not a
@@ -111,7 +111,7 @@ pub fn node_detail(reply: &pb::registry::NodesReply) -> String {
         ],
         &rows,
     );
-    table + &stale_warning(reply.stale.as_deref())
+    table + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }
 
 pub fn node_report(reply: &pb::registry::NodesReply) -> String {
@@ -150,7 +150,7 @@ pub fn node_report(reply: &pb::registry::NodesReply) -> String {
         ],
         &rows,
     );
-    table + &stale_warning(reply.stale.as_deref())
+    table + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }
 
 /// Node IDs of the range neither in use nor in quarantine.
@@ -179,7 +179,7 @@ pub fn ids(reply: &pb::registry::IdsReply) -> String {
     } else {
         format!("quarantined: {}\n", table::ranges(&quarantined, 20))
     };
-    table + &list + &stale_warning(reply.stale.as_deref())
+    table + &list + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }
 
 pub fn subscriptions(reply: &pb::registry::SubscriptionsReply) -> String {

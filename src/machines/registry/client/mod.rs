@@ -13,7 +13,7 @@ pub use registration::{ClockShare, LeaseLost, RegisterOptions, Registration};
 pub use watch::{Watch, WatchEvent};
 
 use super::wire::RegistryCmd as Cmd;
-use crate::client::{Client, ClientError};
+use crate::net::{Client, ClientError};
 use crate::pb::registry as pb;
 use crate::wire::Code;
 
@@ -86,8 +86,20 @@ impl Client {
     /// Starts a watch on this connection (leader only): the current nodes of `types`;
     /// then [`Client::next_notice`] yields every change.
     pub async fn watch(&mut self, types: &[String]) -> Result<pb::WatchReply, ClientError> {
+        self.watch_from(types, 0).await
+    }
+
+    /// Starts a watch that resumes at log index `from` (inclusive; 0: from the current set,
+    /// as [`Client::watch`]): every change from it on follows, or the beacon refuses with
+    /// `COMPACTED` when it no longer holds changes that old.
+    pub async fn watch_from(
+        &mut self,
+        types: &[String],
+        from: u64,
+    ) -> Result<pb::WatchReply, ClientError> {
         let req = pb::WatchRequest {
             node_types: types.to_vec(),
+            start_index: from,
         };
         self.request(Cmd::Watch, &req, "the watch request").await
     }

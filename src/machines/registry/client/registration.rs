@@ -27,8 +27,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
-use crate::client::{ClientError, Cluster, ConnectOptions};
 use crate::machines::registry::wire::{RegistryCmd as Cmd, RegistryErrorCode};
+use crate::net::{ClientError, Cluster, ConnectOptions};
 use crate::pb::registry as pb;
 
 /// What to register.
@@ -186,6 +186,9 @@ impl Registration {
             .call(Cmd::Register, &opts.request(), "the registration")
             .await?;
         let node = reply.node.clone().unwrap_or_default();
+        for w in &reply.warnings {
+            tracing::warn!(node_id = node.node_id, "{w}");
+        }
         cluster.set_beacons(reply.beacons.clone());
         let (lost_tx, lost) = watch::channel(None);
         let (load, load_rx) = watch::channel(Default::default());

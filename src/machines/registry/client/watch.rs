@@ -1,16 +1,18 @@
 //! Following the nodes of some types.
 //!
 //! The leader answers a watch with the current set and then pushes one notice per committed
-//! change. When leadership moves, the old leader ends the watch; [`Watch`] then watches again
-//! at the new leader and turns the difference between what it knew and the new set into
-//! events, so the service sees each change once: never once per beacon, never twice after a
-//! failover. (Changes that cancel out during the failover, such as a node that came and went,
-//! are not seen at all.)
+//! change, each with its log index. When leadership moves or the connection breaks, [`Watch`]
+//! resumes at the next leader from the index after the last one it heard: every change
+//! once, in order, none missed and none twice. Only when that beacon no longer keeps changes
+//! that old (`COMPACTED`: the watch was away longer than `watch.history` covers) does it list
+//! the set again and turn the difference between what it knew and the new set into events
+//! (changes that cancelled out meanwhile, such as a node that came and went, are then not
+//! seen).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use crate::client::{Client, ClientError, Cluster, ConnectOptions};
+use crate::net::{Client, ClientError, Cluster, ConnectOptions};
 use crate::pb::registry as pb;
 
 /// One change to the set of nodes followed.
@@ -37,8 +39,15 @@ pub struct Watch {
     conn: Option<Client>,
     known: BTreeMap<u32, pb::NodeInfo>,
     pending: VecDeque<WatchEvent>,
-    /// Times the watch had to be re-established at a new leader.
+    /// The log index of the last notice (or listing) heard: a resume starts after it.
+    index: u64,
+    /// Times the watch resumed from its index at a new leader or connection.
+    resumes: u64,
+    /// Times it had to list the set again (its index was compacted).
     resyncs: u64,
+    /// Began at a log index rather than from a listing: `known` holds only the nodes heard
+    /// of since, so a removal of one never heard of is still told.
+    partial: bool,
 }
 
 impl Watch {
@@ -50,17 +59,57 @@ impl Watch {
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<Watch, ClientError> {
-        let mut watch = Watch {
+        let mut watch = Watch::new(beacons, types, connect, retry_for, false);
+        let initial = watch.subscribe(0).await?;
+        watch.known = initial.into_iter().map(|n| (n.node_id, n)).collect();
+        Ok(watch)
+    }
+
+    /// Starts watching `types` from log index `from` (inclusive): no listing, every change
+    /// from that index on (a service that kept the index of the last change it handled
+    /// picks up there). Refused `COMPACTED` when the leader no longer keeps changes that old.
+    pub async fn resume(
+        beacons: Vec<String>,
+        types: Vec<String>,
+        from: u64,
+        connect: ConnectOptions,
+        retry_for: Duration,
+    ) -> Result<Watch, ClientError> {
+        let mut watch = Watch::new(beacons, types, connect, retry_for, true);
+        watch.subscribe(from.max(1)).await?;
+        Ok(watch)
+    }
+
+    /// A watch not yet subscribed.
+    fn new(
+        beacons: Vec<String>,
+        types: Vec<String>,
+        connect: ConnectOptions,
+        retry_for: Duration,
+        partial: bool,
+    ) -> Watch {
+        Watch {
             cluster: Cluster::new(beacons, connect, retry_for),
             types,
             conn: None,
             known: BTreeMap::new(),
             pending: VecDeque::new(),
+            index: 0,
+            resumes: 0,
             resyncs: 0,
-        };
-        let initial = watch.subscribe().await?;
-        watch.known = initial.into_iter().map(|n| (n.node_id, n)).collect();
-        Ok(watch)
+            partial,
+        }
+    }
+
+    /// The log index the watch has heard through (changes and progress notices): the known
+    /// set is the state as of it.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// How many times the watch resumed from its index (a new leader, a broken connection).
+    pub fn resumes(&self) -> u64 {
+        self.resumes
     }
 
     /// The nodes currently known, by node ID.
@@ -68,20 +117,43 @@ impl Watch {
         self.known.values()
     }
 
-    /// How many times the watch moved to a new leader.
+    /// How many times the watch had to list the set again (its index was compacted at
+    /// the beacon it resumed with).
     pub fn resyncs(&self) -> u64 {
         self.resyncs
     }
 
-    /// Watches at the leader; returns the set it reports.
-    async fn subscribe(&mut self) -> Result<Vec<pb::NodeInfo>, ClientError> {
+    /// Watches at the leader, from log index `from` (0: from the current set, which it
+    /// returns).
+    async fn subscribe(&mut self, from: u64) -> Result<Vec<pb::NodeInfo>, ClientError> {
         let types = self.types.clone();
         let (conn, reply) = self
             .cluster
-            .start_stream("the watch request", async |c| c.watch(&types).await)
+            .start_stream("the watch request", async |c| {
+                c.watch_from(&types, from).await
+            })
             .await?;
         self.conn = Some(conn);
+        self.index = reply.index;
         Ok(reply.nodes)
+    }
+
+    /// Takes the watch up again after its stream ended: from the index after the last one
+    /// heard, or, when that is compacted, from a fresh listing.
+    async fn recover(&mut self) -> Result<(), ClientError> {
+        match self.subscribe(self.index + 1).await {
+            Ok(_) => {
+                self.resumes += 1;
+                Ok(())
+            }
+            Err(e) if e.is(crate::wire::ErrorCode::Compacted) => {
+                let fresh = self.subscribe(0).await?;
+                self.resyncs += 1;
+                self.resync(fresh);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The next change. Waits as long as nothing changes; rides out failovers for up to the
@@ -101,9 +173,7 @@ impl Watch {
                 Ok(notice) => self.apply(notice),
                 Err(e) if e.is_retryable() => {
                     self.conn = None;
-                    let fresh = self.subscribe().await?;
-                    self.resyncs += 1;
-                    self.resync(fresh);
+                    self.recover().await?;
                 }
                 Err(e) => return Err(e),
             }
@@ -111,6 +181,7 @@ impl Watch {
     }
 
     fn apply(&mut self, notice: pb::NodeNotice) {
+        self.index = self.index.max(notice.index);
         for n in notice.add_nodes {
             if self.known.get(&n.node_id) != Some(&n) {
                 self.known.insert(n.node_id, n.clone());
@@ -124,7 +195,7 @@ impl Watch {
             }
         }
         for n in notice.del_nodes {
-            if self.known.remove(&n.node_id).is_some() {
+            if self.known.remove(&n.node_id).is_some() || self.partial {
                 self.pending.push_back(WatchEvent::Removed(n));
             }
         }
@@ -152,6 +223,7 @@ impl Watch {
             }
         }
         self.known = fresh;
+        self.partial = false;
     }
 }
 
@@ -176,7 +248,10 @@ mod tests {
             conn: None,
             known: known.into_iter().map(|n| (n.node_id, n)).collect(),
             pending: VecDeque::new(),
+            index: 0,
+            resumes: 0,
             resyncs: 0,
+            partial: false,
         }
     }
 

@@ -107,6 +107,11 @@ fn parse_sequence(words: &[&str]) -> Result<Command, UsageError> {
         },
         "next" => {
             let (name, v) = name_and_numbers("sequence next", args, &["count"])?;
+            if v.iter().any(|(flag, n)| flag == "count" && *n == 0) {
+                return Err(usage(
+                    "`sequence next`: --count must be at least 1 (leave it out for the sequence's step)",
+                ));
+            }
             Ok(Command::Next {
                 name,
                 count: get(&v, "count"),
@@ -161,7 +166,7 @@ fn sequences_table(reply: &pb::SequencesReply) -> String {
             ]
         })
         .collect();
-    let mut out = crate::cli::table::stale_warning(reply.stale.as_deref());
+    let mut out = crate::cli::table::stale_warning(reply.stale.as_deref(), Some(reply.index));
     out.push_str(&render(
         &["name", "max", "step", "segments", "last_segment_age"],
         &rows,
@@ -176,14 +181,20 @@ fn sequence_line(what: &str, s: &pb::SequenceInfo) -> String {
     )
 }
 
-/// A decoded snowflake ID, as printed.
+/// A decoded snowflake ID, as printed. The ID goes into JSON as a string: above 2^53 a JSON
+/// number loses digits in most readers (JavaScript, jq), as etcd's JSON gives 64-bit values.
 #[derive(Debug, Serialize)]
 struct DecodedId {
+    #[serde(serialize_with = "as_string")]
     id: u64,
     time: String,
     unix_ms: u64,
     worker: u64,
     sequence: u64,
+}
+
+fn as_string<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(n)
 }
 
 impl Commands for Command {
@@ -256,6 +267,19 @@ impl Commands for Command {
             }
             Command::Next { name, count } => {
                 let reply = session.cluster().next_segment(name, *count).await?;
+                let got = reply.segment.as_ref().map_or(0, |s| s.end - s.start + 1);
+                if *count > got {
+                    // Capped by the beacon, or the end of the number space: said, not hidden.
+                    let why = if *count > reply.max_step {
+                        format!(
+                            "a segment holds at most {} numbers (key sequence.max_step)",
+                            reply.max_step
+                        )
+                    } else {
+                        "the sequence is at the end of its number space".into()
+                    };
+                    eprintln!("nebcli: asked for {count} numbers, got {got}: {why}");
+                }
                 session.print(&reply, |r| {
                     let s = r.segment.clone().unwrap_or_default();
                     format!(

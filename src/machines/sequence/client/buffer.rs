@@ -24,8 +24,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ClientError, Cluster, ConnectOptions};
 use crate::machines::sequence::wire::SequenceErrorCode;
+use crate::net::{ClientError, Cluster, ConnectOptions};
 use crate::pb::sequence as pb;
 use crate::wire::ErrorCode;
 

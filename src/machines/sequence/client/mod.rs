@@ -16,7 +16,7 @@ pub use snowflake::{
 };
 
 use super::wire::SequenceCmd as Cmd;
-use crate::client::{Client, ClientError, Cluster};
+use crate::net::{Client, ClientError, Cluster};
 use crate::pb::sequence as pb;
 
 impl Client {

@@ -11,7 +11,9 @@ use crate::cli::table::{or_dash, render, stale_warning};
 use crate::cli::{Commands, Failure, Session, UsageError, flags, none, number, usage};
 use crate::machines::registry::{RegisterOptions, Registration};
 use crate::machines::tasks::client::worker::WorkerEvent;
-use crate::machines::tasks::client::{SubmitOptions, TaskFailure, TaskInput, Tasks, Worker};
+use crate::machines::tasks::client::{
+    SubmitOptions, TaskFailure, TaskInput, TaskOutcome, Tasks, Worker,
+};
 use crate::pb::tasks as pb;
 
 /// One parsed task-queue command.
@@ -49,6 +51,8 @@ pub enum Command {
     Requeue { queue: String, names: Vec<String> },
     /// `task purge QUEUE [NAME...]`
     Purge { queue: String, names: Vec<String> },
+    /// `watch tasks QUEUE [--from INDEX]`: finished tasks as lines until stopped.
+    Watch { queue: String, from: u64 },
     /// `task work QUEUE[,QUEUE...] [--capacity N] [--exec CMD] [--sleep-ms N] [--addr A]`
     Work {
         queues: Vec<String>,
@@ -95,8 +99,8 @@ fn parse_task(words: &[&str]) -> Result<Command, UsageError> {
                     "payload" => payload = value.to_owned(),
                     "priority" => options.priority = number("task submit", "priority", value)?,
                     "delay-ms" => options.delay_ms = number("task submit", "delay-ms", value)?,
-                    "timeout-ms" => {
-                        options.timeout_ms = number("task submit", "timeout-ms", value)?
+                    "attempt-timeout-ms" => {
+                        options.timeout_ms = number("task submit", "attempt-timeout-ms", value)?
                     }
                     "max-attempts" => {
                         options.max_attempts = number("task submit", "max-attempts", value)?
@@ -172,8 +176,7 @@ fn parse_task(words: &[&str]) -> Result<Command, UsageError> {
 }
 
 fn parse_queue(words: &[&str]) -> Result<Command, UsageError> {
-    const QUEUE_USAGE: &str =
-        "usage: `queue create NAME [--timeout-ms N] [--max-attempts N]`, `queue delete NAME`";
+    const QUEUE_USAGE: &str = "usage: `queue create NAME [--attempt-timeout-ms N] [--max-attempts N]`, `queue delete NAME`";
     let Some(sub) = words.first() else {
         return Err(usage(QUEUE_USAGE));
     };
@@ -187,7 +190,9 @@ fn parse_queue(words: &[&str]) -> Result<Command, UsageError> {
             let (mut timeout_ms, mut max_attempts) = (0, 0);
             for (flag, value) in flags("queue create", rest)? {
                 match flag.as_str() {
-                    "timeout-ms" => timeout_ms = number("queue create", "timeout-ms", value)?,
+                    "attempt-timeout-ms" => {
+                        timeout_ms = number("queue create", "attempt-timeout-ms", value)?
+                    }
                     "max-attempts" => max_attempts = number("queue create", "max-attempts", value)?,
                     other => return Err(usage(format!("`queue create`: unknown flag --{other}"))),
                 }
@@ -277,6 +282,83 @@ fn task_line(what: &str, t: &pb::TaskInfo) -> String {
     line
 }
 
+/// `watch tasks QUEUE [--from INDEX]`.
+fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
+    const CMD: &str = "watch tasks";
+    let [queue, rest @ ..] = args else {
+        return Err(usage("usage: `watch tasks QUEUE [--from INDEX]`"));
+    };
+    let mut from = 0;
+    for (flag, value) in flags(CMD, rest)? {
+        match flag.as_str() {
+            "from" => from = number(CMD, "from", value)?,
+            other => {
+                return Err(usage(format!(
+                    "`{CMD}`: unknown flag --{other}; usage: `watch tasks QUEUE [--from INDEX]`"
+                )));
+            }
+        }
+    }
+    Ok(Command::Watch {
+        queue: (*queue).to_owned(),
+        from,
+    })
+}
+
+/// A queue's finished tasks, followed (`watch tasks`).
+struct QueueWatch {
+    queue: String,
+}
+
+impl crate::cli::follow::Followed for QueueWatch {
+    type Request = pb::WatchQueue;
+    type Reply = pb::WatchQueueReply;
+    type Notice = pb::QueueNotice;
+    const WHAT: &'static str = "the queue watch";
+
+    fn commands(&self) -> (u32, u32) {
+        use crate::machines::tasks::TasksCmd;
+        use crate::wire::Code;
+        (TasksCmd::WatchQueue.code(), TasksCmd::QueueNotice.code())
+    }
+
+    fn request(&self, from: u64) -> pb::WatchQueue {
+        pb::WatchQueue {
+            queue: self.queue.clone(),
+            names: Vec::new(),
+            start_index: from,
+        }
+    }
+
+    fn reply_index(reply: &pb::WatchQueueReply) -> (u64, bool) {
+        (reply.index, reply.resumed)
+    }
+
+    fn notice_index(notice: &pb::QueueNotice) -> u64 {
+        notice.index
+    }
+
+    fn reply_lines(&self, _: &pb::WatchQueueReply, _: bool) -> String {
+        // No names asked about: nothing listed, the tasks that finish from now on follow.
+        String::new()
+    }
+
+    fn notice_lines(&self, notice: &pb::QueueNotice, json: bool) -> String {
+        notice
+            .finished
+            .iter()
+            .map(|t| {
+                if json {
+                    let line = serde_json::json!({"event": "finished", "index": notice.index, "task": task_json(t)});
+                    format!("{line}\n")
+                } else {
+                    format!("{} index={}\n", task_line("finished", t).trim_end(), notice.index)
+                }
+            })
+            .collect()
+    }
+}
+
 fn queues_table(reply: &pb::QueuesReply) -> String {
     let rows: Vec<Vec<String>> = reply
         .queues
@@ -303,7 +385,7 @@ fn queues_table(reply: &pb::QueuesReply) -> String {
             ]
         })
         .collect();
-    let mut out = stale_warning(reply.stale.as_deref());
+    let mut out = stale_warning(reply.stale.as_deref(), Some(reply.index));
     out.push_str(&render(
         &[
             "queue",
@@ -348,15 +430,29 @@ fn tasks_table(reply: &pb::TasksReply) -> String {
                 node,
                 token,
                 reply.now_ms.saturating_sub(t.submitted_ms).to_string(),
+                if t.state == "pending" && t.not_before_ms > reply.now_ms {
+                    (t.not_before_ms - reply.now_ms).to_string()
+                } else {
+                    "-".into()
+                },
                 or_dash(&result),
                 or_dash(&t.error),
             ]
         })
         .collect();
-    let mut out = stale_warning(reply.stale.as_deref());
+    let mut out = stale_warning(reply.stale.as_deref(), Some(reply.index));
     out.push_str(&render(
         &[
-            "name", "state", "priority", "attempt", "worker", "token", "age_ms", "result", "error",
+            "name",
+            "state",
+            "priority",
+            "attempt",
+            "worker",
+            "token",
+            "age_ms",
+            "starts_in_ms",
+            "result",
+            "error",
         ],
         &rows,
     ));
@@ -419,6 +515,80 @@ async fn run_exec(exec: String, input: TaskInput) -> Result<Vec<u8>, TaskFailure
     )))
 }
 
+/// `task submit --wait`: submits, then waits for the task's outcome at most `--timeout-ms`,
+/// so a script can rely on it: exit 0 when it completed, 1 when it failed, went to the dead
+/// letters or was cancelled (its line printed either way), 3 when it had not finished in
+/// time. A queue no live worker serves is said at once on stderr, not waited on in silence.
+async fn submit_and_wait(
+    session: &mut Session,
+    queue: &str,
+    name: &str,
+    payload: &str,
+    options: &SubmitOptions,
+) -> Result<String, Failure> {
+    let limit = session.opts.timeout;
+    let tasks = Tasks::new(session.servers.clone(), session.opts.clone(), limit);
+    let handle = tasks
+        .submit_with(queue, name, payload.as_bytes(), options)
+        .await?;
+    let served = session
+        .with_client(async |c| c.queues().await)
+        .await
+        .ok()
+        .and_then(|r| {
+            r.queues
+                .into_iter()
+                .find(|v| v.queue.as_ref().is_some_and(|q| q.name == queue))
+        })
+        .map(|v| v.workers);
+    if served == Some(0) {
+        eprintln!(
+            "nebcli: no live worker serves queue `{queue}`: the task waits for one (at most {} ms, --timeout-ms)",
+            limit.as_millis()
+        );
+    }
+    let outcome = handle.result_within(limit).await;
+    let t = tasks.cluster().await.task(queue, name).await?;
+    let out = if session.json {
+        crate::cli::json(&task_json(&t))
+    } else {
+        task_line("finished", &t)
+    };
+    match outcome {
+        Ok(TaskOutcome::Completed(_)) => Ok(out),
+        Ok(ended) => Err(Failure::Found {
+            why: format!("task `{name}` of `{queue}` {}", ended_how(&ended, &t)),
+            out,
+        }),
+        Err(_) if TaskOutcome::of(&t).is_none() => Err(Failure::Unfinished {
+            why: format!(
+                "task `{name}` of `{queue}` is still {} after {} ms (--timeout-ms); it goes on: `task get {queue} {name}` shows it, `task cancel` stops it",
+                t.state,
+                limit.as_millis()
+            ),
+            out: if session.json {
+                out
+            } else {
+                task_line("waiting", &t)
+            },
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// How a task that did not complete ended, in words.
+fn ended_how(outcome: &TaskOutcome, t: &pb::TaskInfo) -> String {
+    match outcome {
+        TaskOutcome::Completed(_) => "completed".into(),
+        TaskOutcome::Failed(e) => format!("failed: {e}"),
+        TaskOutcome::Dead(e) => {
+            format!("went to the dead letters after {} attempts: {e}", t.attempt)
+        }
+        TaskOutcome::Cancelled(e) if e.is_empty() => "was cancelled".into(),
+        TaskOutcome::Cancelled(e) => format!("was cancelled: {e}"),
+    }
+}
+
 async fn work(
     session: &Session,
     queues: &[String],
@@ -445,11 +615,14 @@ async fn work(
     })
     .await?;
     println!(
-        "node {} serves {} (up to {capacity} at once); Ctrl-C to stop",
+        "node {} serves {} (up to {capacity} at once); Ctrl-C or SIGTERM to stop",
         registration.node_id(),
         queues.join(",")
     );
     let mut events = worker.events();
+    // Made once: a signal that arrives between two turns of the loop is not lost.
+    let stop = crate::cli::stop_signal();
+    tokio::pin!(stop);
     let why = loop {
         tokio::select! {
             event = events.recv() => {
@@ -464,10 +637,10 @@ async fn work(
                 println!("{line}");
             }
             why = worker.stopped() => break why,
-            _ = tokio::signal::ctrl_c() => {
+            signal = &mut stop => {
                 drop(worker);
                 registration.unregister().await?;
-                return Ok("stopped; unregistered: running tasks went back to pending\n".into());
+                return Ok(format!("{signal}: stopped; unregistered: running tasks went back to pending\n"));
             }
         }
     };
@@ -482,10 +655,10 @@ impl Commands for Command {
         ),
         (
             "show tasks QUEUE [--state S] [--limit N]",
-            "a queue's tasks (pending ones in the order they start in): state, priority, attempt, worker, token, result, error",
+            "a queue's tasks, pending ones first in the order they start in (due ones by priority, highest first, then submission; then delayed ones by when they are due): state, priority, attempt, worker, token, starts_in_ms, result, error",
         ),
         (
-            "queue create NAME [--timeout-ms N] [--max-attempts N]",
+            "queue create NAME [--attempt-timeout-ms N] [--max-attempts N]",
             "create a task queue (attempt timeout and attempts before the dead letters; defaults from key `tasks`)",
         ),
         (
@@ -493,8 +666,8 @@ impl Commands for Command {
             "delete a queue and its finished tasks (refused while tasks are pending or running)",
         ),
         (
-            "task submit QUEUE NAME [--payload TEXT] [--priority N] [--delay-ms N] [--timeout-ms N] [--max-attempts N] [--wait]",
-            "submit a task; a task of that name pending or running is returned instead of a second one; --wait waits for its outcome",
+            "task submit QUEUE NAME [--payload TEXT] [--priority N] [--delay-ms N] [--attempt-timeout-ms N] [--max-attempts N] [--wait]",
+            "submit a task; a task of that name pending or running is returned instead of a second one; --wait waits for its outcome, at most --timeout-ms (exit 0 completed, 1 failed, dead or cancelled, 3 not finished in time)",
         ),
         (
             "task get QUEUE NAME",
@@ -513,6 +686,10 @@ impl Commands for Command {
             "forget finished tasks (none named: every dead letter)",
         ),
         (
+            "watch tasks QUEUE [--from INDEX]",
+            "each task of the queue that finishes (completed, failed, dead, cancelled) as a line with its log index (JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each once; `--from` starts at that log index (refused COMPACTED when the beacons keep no changes that old)",
+        ),
+        (
             "task work QUEUE[,QUEUE...] [--capacity N] [--exec CMD] [--sleep-ms N]",
             "serve queues as a worker: run CMD through sh with the payload on stdin (stdout is the result), or echo the payload; prints each outcome",
         ),
@@ -527,6 +704,7 @@ impl Commands for Command {
             ["show", "tasks"] => parse_show_tasks(words.get(2..).unwrap_or_default()),
             ["queue", ..] => parse_queue(&words[1..]),
             ["task", ..] => parse_task(&words[1..]),
+            ["watch", "tasks"] => parse_watch(words.get(2..).unwrap_or_default()),
             _ => return None,
         })
     }
@@ -587,21 +765,7 @@ impl Commands for Command {
                 wait,
             } => {
                 if *wait {
-                    let tasks = Tasks::new(
-                        session.servers.clone(),
-                        session.opts.clone(),
-                        session.opts.timeout.max(Duration::from_secs(10)),
-                    );
-                    let handle = tasks
-                        .submit_with(queue, name, payload.as_bytes(), options)
-                        .await?;
-                    handle.result().await?;
-                    let t = tasks.cluster().await.task(queue, name).await?;
-                    if session.json {
-                        crate::cli::json(&task_json(&t))
-                    } else {
-                        task_line("finished", &t)
-                    }
+                    submit_and_wait(session, queue, name, payload, options).await?
                 } else {
                     let t = session
                         .cluster()
@@ -613,6 +777,12 @@ impl Commands for Command {
                         task_line("submitted", &t)
                     }
                 }
+            }
+            Command::Watch { queue, from } => {
+                let watch = QueueWatch {
+                    queue: queue.clone(),
+                };
+                crate::cli::follow::follow(session, watch, *from).await?
             }
             Command::Get { queue, name } => {
                 let t = session
@@ -707,7 +877,7 @@ mod tests {
             })
         );
         assert_eq!(
-            parse("queue create q --timeout-ms 500 --max-attempts 3"),
+            parse("queue create q --attempt-timeout-ms 500 --max-attempts 3"),
             Ok(Command::CreateQueue {
                 name: "q".into(),
                 timeout_ms: 500,

@@ -9,7 +9,7 @@ pub use tasks::{TaskHandle, TaskOutcome, Tasks};
 pub use worker::{TaskFailure, TaskInput, Worker, WorkerEvent, WorkerStats};
 
 use super::wire::TasksCmd as Cmd;
-use crate::client::{Client, ClientError, Cluster};
+use crate::net::{Client, ClientError, Cluster};
 use crate::pb::tasks as pb;
 
 /// A task to submit: its queue, name and payload, and what it may change of its queue's

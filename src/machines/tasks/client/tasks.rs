@@ -13,8 +13,8 @@ use tokio::sync::{broadcast, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::SubmitOptions;
-use crate::client::{ClientError, Cluster, ConnectOptions};
 use crate::machines::tasks::wire::{TasksCmd, TasksErrorCode};
+use crate::net::{ClientError, Cluster, ConnectOptions};
 use crate::pb::tasks as pb;
 use crate::wire::{Code, ErrorCode};
 
@@ -309,17 +309,22 @@ impl Tasks {
 }
 
 /// Follows `queue`'s finished tasks at the leader for as long as it can, delivering each to
-/// its waiters; after a failover, asks about every name still awaited.
+/// its waiters; after a failover, resumes from the log index after the last notice heard,
+/// or, when that is compacted, asks about every name still awaited.
 async fn follow(
     queue: String,
     mut cluster: Cluster,
     shared: Arc<Shared>,
     ready: watch::Sender<Option<Result<(), String>>>,
 ) {
+    // The log index heard through; 0 before the first answer.
+    let mut index = 0;
     loop {
+        let resume = if index > 0 { index + 1 } else { 0 };
         let req = pb::WatchQueue {
             queue: queue.clone(),
             names: shared.awaited(&queue),
+            start_index: resume,
         };
         let opened: Result<(_, pb::WatchQueueReply), _> = cluster
             .open_stream(TasksCmd::WatchQueue, &req, "the queue watch")
@@ -331,12 +336,18 @@ async fn follow(
                 shared.abandon(&queue);
                 return;
             }
+            Err(e) if e.is(ErrorCode::Compacted) => {
+                // Too far behind to resume: ask about the names instead.
+                index = 0;
+                continue;
+            }
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
         };
         ready.send_replace(Some(Ok(())));
+        index = reply.index;
         for task in reply.finished {
             shared.deliver(task);
         }
@@ -350,6 +361,7 @@ async fn follow(
             let Ok(notice) = frame.decode::<pb::QueueNotice>() else {
                 break;
             };
+            index = index.max(notice.index);
             for task in notice.finished {
                 shared.deliver(task);
             }

@@ -17,9 +17,9 @@ use tokio::sync::broadcast;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::attempt_of;
-use crate::client::{Client, ClientError, Cluster};
 use crate::machines::registry::Registration;
 use crate::machines::tasks::wire::{TasksCmd, TasksErrorCode};
+use crate::net::{Client, ClientError, Cluster};
 use crate::pb::tasks as pb;
 use crate::wire::Code;
 

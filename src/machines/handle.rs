@@ -1,0 +1,747 @@
+//! The driver's handle, and what every request handler (the core's, and each machine's in
+//! its `rpc.rs`) shares: the events the driver takes, the answer a handler gives, and the
+//! refusal it sends instead.
+//!
+//! A handler reaches the replicated state only through the driver's channel: it submits a
+//! request to its machine's service (answered once the core allows), reads the state (a
+//! closure run on the driver's task, between steps), or subscribes to committed changes.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::consensus::{ConsensusError, Machine, Message, Reply, ReplyError, Service};
+use crate::machines::{Change, Part, Replica, Routes, Sections, Services, State};
+use crate::pb;
+use crate::time::Millis;
+use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame, FrameError, response_code};
+
+/// What a [`Subscriber`] is told.
+pub(crate) enum Told<'a> {
+    /// The change committed at this log index.
+    Change(u64, &'a Change),
+    /// Nothing else since the last such call: the log is committed through this index (a
+    /// watcher that heard nothing for a while learns how current it is).
+    Progress(u64),
+}
+
+/// Follows committed changes on the leader: told each change once it is committed, in log
+/// order, and progress while idle; returns whether it wants more. Dropped when this beacon
+/// stops leading.
+pub(crate) type Subscriber = Box<dyn FnMut(Told<'_>) -> bool + Send>;
+
+/// Where a subscription starts in the history of committed changes the driver keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Since {
+    /// From the state as it is now (no index asked).
+    Now,
+    /// From log index `from` on: the history replays `count` changes at or after it first.
+    Replay { from: u64, count: usize },
+    /// The index asked is older than the oldest change kept (`oldest`, which a watch may
+    /// start from).
+    Compacted { asked: u64, oldest: u64 },
+}
+
+/// A read of the replica, run on the driver's task between steps.
+pub(crate) type Read = Box<dyn FnOnce(&Replica, Millis) + Send>;
+
+/// A read that may leave a [`Subscriber`] behind, given where in the history it starts.
+pub(crate) type Subscribe = Box<dyn FnOnce(&Replica, Millis, Since) -> Option<Subscriber> + Send>;
+
+/// A subscription as the driver takes it: the read, the log index to resume from (0: from
+/// the state as it is), and who to tell once everything the read saw (the state as of the
+/// last log position) is committed. The driver drops `committed` if this beacon stops
+/// leading first. On a resume the driver tells the subscriber the history's changes from
+/// `from` on before any later one.
+pub(crate) struct Subscription {
+    pub(crate) start: Subscribe,
+    pub(crate) from: u64,
+    pub(crate) committed: oneshot::Sender<()>,
+}
+
+/// How long a subscription's first answer waits for the entries it reflects to commit.
+const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(crate) enum Event {
+    Peer {
+        from: SocketAddr,
+        msg: Message<State>,
+        greeting: bool,
+    },
+    PeerConnected {
+        peer: SocketAddr,
+        conn: ConnId,
+    },
+    PeerDisconnected {
+        peer: SocketAddr,
+        conn: ConnId,
+    },
+    Status(oneshot::Sender<pb::BeaconStatus>),
+    /// Set the state gauges of the metrics now (a scrape is about to read them).
+    Metrics(oneshot::Sender<()>),
+    Request {
+        request: crate::machines::Request,
+        reply: oneshot::Sender<Reply<State, Services>>,
+    },
+    Read(Read),
+    Subscribe(Subscription),
+    /// A leader transfer ([`crate::consensus::Input::Transfer`]).
+    Transfer {
+        to: Option<SocketAddr>,
+        reply: oneshot::Sender<Result<SocketAddr, crate::consensus::TransferError>>,
+    },
+    /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]).
+    ReadIndex(oneshot::Sender<Result<u64, ConsensusError>>),
+    /// A linearizable read on a follower: `read` runs once this replica has applied the log
+    /// through `index` (the read index), and `reply` says once every entry it saw is
+    /// committed.
+    ReadAfter {
+        index: u64,
+        read: Read,
+        reply: oneshot::Sender<Result<(), ConsensusError>>,
+    },
+    /// A linearizable read on the leader: `read` runs at once, and `reply` says once a
+    /// majority has confirmed, in a round started right after, that this beacon still leads,
+    /// and every entry the read saw is committed (`NOT_LEADER` at once on a follower, which
+    /// then reads as followers do).
+    LeaderRead {
+        read: Read,
+        reply: oneshot::Sender<Result<(), ConsensusError>>,
+    },
+}
+
+/// Identifies one connection with a peer (either direction).
+pub(crate) type ConnId = u64;
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh connection id.
+pub(crate) fn next_conn_id() -> ConnId {
+    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A message to a peer, encoded, stamped with the driver round that sent it. A link that
+/// comes up greets its peer with the state of some round (see [`Greeting`]) and then drops
+/// what was queued in that round or before: the greeting already said it.
+pub(crate) type Outgoing = (u64, Bytes);
+
+/// Our state for handshakes, with the driver round it is as of. The driver replaces it at
+/// the end of each round, once the round's log changes are stored: a greeting never claims
+/// entries that are not on disk yet.
+pub(crate) type Greeting = (u64, pb::Election);
+
+/// Cheap handle for talking to the driver task. Every call fails with "shutting down" once
+/// the driver has stopped.
+#[derive(Clone)]
+pub(crate) struct DriverHandle {
+    tx: mpsc::Sender<Event>,
+}
+
+impl DriverHandle {
+    pub(crate) fn new(tx: mpsc::Sender<Event>) -> DriverHandle {
+        DriverHandle { tx }
+    }
+
+    pub(crate) async fn peer_message(&self, from: SocketAddr, msg: Message<State>) {
+        self.peer(from, msg, false).await;
+    }
+
+    /// A peer's state from its answer to our handshake (see [`crate::consensus::Input`]).
+    pub(crate) async fn peer_greeting(&self, from: SocketAddr, msg: Message<State>) {
+        self.peer(from, msg, true).await;
+    }
+
+    async fn peer(&self, from: SocketAddr, msg: Message<State>, greeting: bool) {
+        let _ = self
+            .tx
+            .send(Event::Peer {
+                from,
+                msg,
+                greeting,
+            })
+            .await;
+    }
+
+    pub(crate) async fn peer_connected(&self, peer: SocketAddr, conn: ConnId) {
+        let _ = self.tx.send(Event::PeerConnected { peer, conn }).await;
+    }
+
+    pub(crate) async fn peer_disconnected(&self, peer: SocketAddr, conn: ConnId) {
+        let _ = self.tx.send(Event::PeerDisconnected { peer, conn }).await;
+    }
+
+    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Event) -> Result<T, Reject> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(event(tx)).await.map_err(|_| shutting_down())?;
+        rx.await.map_err(|_| shutting_down())
+    }
+
+    pub(crate) async fn status(&self) -> Result<pb::BeaconStatus, Reject> {
+        self.ask(Event::Status).await
+    }
+
+    /// Hands the leadership to `to` (or the beacon furthest along); answers with the beacon
+    /// that leads once it has taken over.
+    pub(crate) async fn transfer(
+        &self,
+        to: Option<SocketAddr>,
+    ) -> Result<Result<SocketAddr, crate::consensus::TransferError>, Reject> {
+        self.ask(|reply| Event::Transfer { to, reply }).await
+    }
+
+    /// This beacon's answer to a linearizable read wanting its point in the log: the
+    /// leader's commit index once a majority confirmed its leadership (see
+    /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower.
+    pub(crate) async fn read_index(&self) -> Result<u64, Reject> {
+        Ok(self.ask(Event::ReadIndex).await??)
+    }
+
+    /// Runs `f` once this replica has applied the log through `index`, and answers once
+    /// what it read is committed (see [`Event::ReadAfter`]).
+    pub(crate) async fn read_after<T: Send + 'static>(
+        &self,
+        index: u64,
+        f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
+    ) -> Result<T, Reject> {
+        self.held_read(f, |read, reply| Event::ReadAfter { index, read, reply })
+            .await
+    }
+
+    /// Runs `f` for a linearizable read if this beacon leads (see [`Event::LeaderRead`]):
+    /// one trip to the driver, the confirmation round and the wait for the entries the read
+    /// saw running together.
+    pub(crate) async fn leader_read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
+    ) -> Result<T, Reject> {
+        self.held_read(f, |read, reply| Event::LeaderRead { read, reply })
+            .await
+    }
+
+    /// Sends `f` as the read of `event`, and hands back what it read once the driver lets
+    /// the answer go.
+    async fn held_read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
+        event: impl FnOnce(Read, oneshot::Sender<Result<(), ConsensusError>>) -> Event,
+    ) -> Result<T, Reject> {
+        let (tx, answer) = oneshot::channel();
+        let read: Read = Box::new(move |replica, now| {
+            let _ = tx.send(f(replica, now));
+        });
+        self.ask(|reply| event(read, reply)).await??;
+        answer.await.map_err(|_| shutting_down())
+    }
+
+    /// Brings the metrics' state gauges up to date.
+    pub(crate) async fn refresh_metrics(&self) -> Result<(), Reject> {
+        self.ask(Event::Metrics).await
+    }
+
+    /// Submits a request to service `V`; the answer comes once the core allows it (a write
+    /// once committed). The outer error is the core's (or a shutdown), the inner `V`'s own.
+    pub(crate) async fn submit<V>(
+        &self,
+        request: V::Request,
+    ) -> Result<Result<V::Response, V::Error>, Reject>
+    where
+        V: Service<State>,
+        Services: Routes<State, V>,
+    {
+        let request = <Services as Routes<State, V>>::request(request);
+        let reply = self.ask(|reply| Event::Request { request, reply }).await?;
+        let misrouted = || Reject::keep(ErrorCode::Unavailable, "internal error: misrouted answer");
+        match reply {
+            Ok(r) => Ok(Ok(
+                <Services as Routes<State, V>>::response(r).ok_or_else(misrouted)?
+            )),
+            Err(ReplyError::Consensus(e)) => Err(e.into()),
+            Err(ReplyError::Machine(e)) => Ok(Err(
+                <Services as Routes<State, V>>::error(e).ok_or_else(misrouted)?
+            )),
+        }
+    }
+
+    /// Runs `f` on the replica between steps and returns what it made.
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
+    ) -> Result<T, Reject> {
+        self.ask(|tx| {
+            Event::Read(Box::new(move |replica, now| {
+                let _ = tx.send(f(replica, now));
+            }))
+        })
+        .await
+    }
+
+    /// Runs `f` on the replica between steps, when this beacon can serve (it leads and, in
+    /// quorum mode, sees a majority and has taken over its state); the [`Subscriber`] it may
+    /// leave is told every change committed after that moment. The answer comes back once
+    /// everything `f` saw is committed: a first answer never shows a write that a later
+    /// leader could lose, and a leader still collecting a majority's state (which it then
+    /// takes over whole, telling no subscriber) is never subscribed to.
+    pub(crate) async fn subscribe<T: Send + 'static>(
+        &self,
+        from: u64,
+        f: impl FnOnce(&Replica, Millis, Since) -> (T, Option<Subscriber>) + Send + 'static,
+    ) -> Result<T, Reject> {
+        let (committed, barrier) = oneshot::channel();
+        let answer = self
+            .ask(|tx| {
+                Event::Subscribe(Subscription {
+                    start: Box::new(move |replica, now, since| {
+                        if let Err(e) = replica.ready_to_serve() {
+                            let _ = tx.send(Err(e));
+                            return None;
+                        }
+                        let (answer, subscriber) = f(replica, now, since);
+                        let _ = tx.send(Ok(answer));
+                        subscriber
+                    }),
+                    from,
+                    committed,
+                })
+            })
+            .await??;
+        match tokio::time::timeout(COMMIT_WAIT, barrier).await {
+            Ok(Ok(())) => Ok(answer),
+            Ok(Err(_)) => Err(ConsensusError::LeaderChanged.into()),
+            Err(_) => Err(ConsensusError::NotReady.into()),
+        }
+    }
+}
+
+/// What a request handler has at hand.
+pub struct Ctx<'a> {
+    /// This beacon's identity (answers say who answered).
+    pub(crate) node: SocketAddr,
+    /// Every beacon of the cluster, as `ip:port` (answers tell services where to fail over).
+    pub(crate) beacons: &'a [String],
+    /// Every machine's section of the configuration.
+    pub(crate) sections: &'a Sections,
+    pub(crate) driver: &'a DriverHandle,
+    /// Who sent the request, when this beacon requires authentication (key `auth`).
+    pub(crate) identity: Option<&'a crate::auth::Identity>,
+    /// How fresh the request's reads must be.
+    pub(crate) consistency: Consistency,
+    /// What a linearizable read waits for.
+    pub(crate) linearize: &'a dyn Linearize,
+}
+
+impl Ctx<'_> {
+    /// Runs `f` on the replica for a client's read: linearizable by default (the answer
+    /// holds every write acknowledged before the read was asked and none that is not
+    /// committed, or the read fails with a clear error, never answering stale), or at once
+    /// on this beacon's replica as it is when the request asks for serializable reads.
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Replica, Millis) -> T + Clone + Send + 'static,
+    ) -> Result<T, Reject> {
+        if self.consistency != Consistency::Linearizable {
+            return self.driver.read(f).await;
+        }
+        // On the leader: read at once, confirm and wait for the commit together.
+        let led = tokio::time::timeout(READ_WAIT, self.driver.leader_read(f.clone())).await;
+        let leader = match led {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(r)) if r.code == ErrorCode::NotLeader as u32 => r.leader,
+            _ => None,
+        };
+        // Elsewhere (or when the leader could not answer: the way below waits out an
+        // election and says why it cannot), the read index first; then one trip to the
+        // driver reads once this replica has applied the log through it.
+        let index = self.linearize.linearize(leader).await?;
+        match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, f)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Reject::keep(
+                ErrorCode::Unavailable,
+                format!(
+                    "this beacon did not apply the log through the read index {index}, and commit what it read, within {} ms: it is behind its leader; retry, or ask another beacon",
+                    READ_WAIT.as_millis()
+                ),
+            )),
+        }
+    }
+}
+
+pub use crate::wire::Consistency;
+
+/// Where a linearizable read must read from: the read index (this beacon's own as the
+/// leader, its leader's as a follower; `leader` is the leader this beacon just named, asked
+/// straight away).
+pub trait Linearize: Send + Sync {
+    fn linearize(
+        &self,
+        leader: Option<SocketAddr>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>>;
+}
+
+/// How long a linearizable read waits for its read index, and then for this replica to
+/// apply the log through it and commit what it read.
+pub(crate) const READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A request that is answered with an error; the connection goes on unless `close`.
+#[derive(Debug)]
+pub struct Reject {
+    /// A core [`ErrorCode`] or a machine's.
+    pub(crate) code: u32,
+    pub(crate) msg: String,
+    pub(crate) close: bool,
+    /// The leader to ask instead (with `NotLeader`).
+    pub(crate) leader: Option<SocketAddr>,
+}
+
+impl Reject {
+    pub(crate) fn keep(code: impl Into<u32>, msg: impl Into<String>) -> Self {
+        Reject {
+            code: code.into(),
+            msg: msg.into(),
+            close: false,
+            leader: None,
+        }
+    }
+
+    pub(crate) fn close(code: impl Into<u32>, msg: impl Into<String>) -> Self {
+        Reject {
+            close: true,
+            ..Reject::keep(code, msg)
+        }
+    }
+
+    pub(crate) fn with_leader(self, leader: Option<SocketAddr>) -> Self {
+        Reject { leader, ..self }
+    }
+
+    /// A body that does not decode as the command's message.
+    pub(crate) fn malformed(e: impl std::fmt::Display) -> Self {
+        Reject::keep(ErrorCode::MalformedBody, e.to_string())
+    }
+}
+
+impl From<ConsensusError> for Reject {
+    fn from(e: ConsensusError) -> Reject {
+        let code = match &e {
+            ConsensusError::NotLeader { .. } => ErrorCode::NotLeader,
+            ConsensusError::LeaderChanged => ErrorCode::LeaderChanged,
+            ConsensusError::NoQuorum { .. } => ErrorCode::NoQuorum,
+            ConsensusError::NotReady | ConsensusError::HandingOver { .. } => ErrorCode::Unavailable,
+        };
+        let leader = match &e {
+            ConsensusError::NotLeader { leader } => *leader,
+            _ => None,
+        };
+        Reject::keep(code, e.to_string()).with_leader(leader)
+    }
+}
+
+impl From<FrameError> for Reject {
+    fn from(e: FrameError) -> Reject {
+        Reject::malformed(e)
+    }
+}
+
+pub(crate) fn shutting_down() -> Reject {
+    Reject::close(ErrorCode::Unavailable, "beacon is shutting down")
+}
+
+/// Submits `request` to service `V` and returns its answer; its own refusals become replies
+/// through `reject` (each machine's codes), the core's keep theirs.
+pub(crate) async fn submit<V>(
+    ctx: &Ctx<'_>,
+    request: V::Request,
+    reject: impl FnOnce(V::Error) -> Reject,
+) -> Result<V::Response, Reject>
+where
+    V: Service<State>,
+    Services: Routes<State, V>,
+{
+    ctx.driver.submit::<V>(request).await?.map_err(reject)
+}
+
+/// A service answered with a response of another kind than the request asks: a bug,
+/// reported as such rather than a panic.
+pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
+    Reject::keep(
+        ErrorCode::Unavailable,
+        format!("internal error: unexpected response {response:?}"),
+    )
+}
+
+/// Notices queued per watcher; a watcher that falls this far behind is dropped (it
+/// watches again and resyncs).
+pub(crate) const WATCH_QUEUE: usize = 4096;
+
+/// Queues `frame` for a watcher of `what`: false once the watcher is gone, or fell
+/// [`WATCH_QUEUE`] notices behind and is dropped (it resyncs; `ended` says so).
+fn push(tx: &mpsc::Sender<Frame>, frame: Frame, what: &str, ended: &Ended) -> bool {
+    match tx.try_send(frame) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            tracing::warn!(
+                "a watcher of {what} fell {WATCH_QUEUE} notices behind: dropped (it resyncs)"
+            );
+            ended.behind.store(true, Ordering::Relaxed);
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
+/// Why a stream ended, once its channel closes: this beacon stopped leading (the driver
+/// drops every subscriber then), or its watcher fell `WATCH_QUEUE` notices behind.
+#[derive(Debug, Clone)]
+pub struct Ended {
+    leading: &'static str,
+    behind: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Ended {
+    fn new(leading: &'static str) -> Ended {
+        Ended {
+            leading,
+            behind: Default::default(),
+        }
+    }
+
+    /// The error that ends the stream, and what it says.
+    pub fn why(&self) -> (ErrorCode, &'static str) {
+        if self.behind.load(Ordering::Relaxed) {
+            (
+                ErrorCode::Unavailable,
+                "this watcher fell 4096 notices behind and was dropped: read faster, and watch again",
+            )
+        } else {
+            (ErrorCode::NotLeader, self.leading)
+        }
+    }
+}
+
+/// Where a watch's first answer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// List the state as of this log position; notices follow from after it.
+    List(u64),
+    /// Resumed at this log index: list nothing, the changes from it on follow (the
+    /// answer's index is the one before it, where the watcher stands).
+    Resume(u64),
+}
+
+impl Start {
+    /// The log position the first answer stands at.
+    pub(crate) fn index(self) -> u64 {
+        match self {
+            Start::List(at) => at,
+            Start::Resume(from) => from.saturating_sub(1),
+        }
+    }
+
+    pub(crate) fn resumed(self) -> bool {
+        matches!(self, Start::Resume(_))
+    }
+}
+
+/// Follows machine `M`'s committed changes for one watcher (leader only). `from` is the log
+/// index to resume at (0: from the state as it is): `start` reads `M` and gives the first
+/// answer (a listing as of the last log position, or nothing on a resume) and a `notice`
+/// that turns each later change of `M` into the frame body pushed (or nothing, when the
+/// change does not concern this watcher; `what` names it in a warning). A listing holds
+/// every change up to its position and a resume gets every change from its index, so none
+/// is missed or told twice. While idle the watcher gets `progress(commit)`, an empty
+/// notice with the index the log is committed through. The stream ends with `ended` when
+/// this beacon stops leading; a resume from before the oldest change kept is refused
+/// `COMPACTED`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn follow<M, A, N, F>(
+    frame: &Frame,
+    ctx: &Ctx<'_>,
+    pushed: impl Code,
+    what: &'static str,
+    ended: &'static str,
+    from: u64,
+    start: impl FnOnce(&M, Start) -> Result<(A, F), Reject> + Send + 'static,
+    progress: fn(u64) -> N,
+) -> Result<Handled, Reject>
+where
+    M: Machine,
+    State: Part<M>,
+    A: prost::Message + Send + 'static,
+    N: prost::Message + 'static,
+    F: FnMut(u64, &M::Change) -> Option<N> + Send + 'static,
+{
+    let pushed = pushed.code();
+    let ended = Ended::new(ended);
+    let overflow = ended.clone();
+    let started = ctx
+        .driver
+        .subscribe(from, move |replica, _, since| {
+            let (begin, replay) = match since {
+                Since::Now => (Start::List(replica.position().index), 0),
+                Since::Replay { from, count } => (Start::Resume(from), count),
+                Since::Compacted { asked, oldest } => {
+                    return (Err(compacted(asked, oldest)), None);
+                }
+            };
+            let (answer, mut notice) = match start(<State as Part<M>>::part(replica.state()), begin)
+            {
+                Ok(started) => started,
+                Err(e) => return (Err(e), None),
+            };
+            // Room for what the history replays on top of the usual queue.
+            let (tx, rx) = mpsc::channel(WATCH_QUEUE + replay);
+            let after = begin.index();
+            // Something was pushed since the last progress call: the watcher is not idle.
+            let mut busy = false;
+            let subscriber: Subscriber = Box::new(move |told| match told {
+                Told::Change(index, change) => {
+                    let told = (index > after)
+                        .then(|| <State as Part<M>>::change(change))
+                        .flatten()
+                        .and_then(|change| notice(index, change));
+                    match told {
+                        Some(body) => {
+                            busy = true;
+                            push(
+                                &tx,
+                                Frame::new(pushed, 0, FLAG_ONEWAY, &body),
+                                what,
+                                &overflow,
+                            )
+                        }
+                        None => !tx.is_closed(),
+                    }
+                }
+                Told::Progress(commit) => {
+                    if std::mem::take(&mut busy) {
+                        return !tx.is_closed();
+                    }
+                    let body = progress(commit.max(after));
+                    push(
+                        &tx,
+                        Frame::new(pushed, 0, FLAG_ONEWAY, &body),
+                        what,
+                        &overflow,
+                    )
+                }
+            });
+            (Ok((answer, rx)), Some(subscriber))
+        })
+        .await?;
+    let (answer, pushes) = started?;
+    Ok(Handled::Stream {
+        reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &answer),
+        pushes,
+        ended,
+    })
+}
+
+/// The refusal of a resume from before the oldest change kept.
+fn compacted(asked: u64, oldest: u64) -> Reject {
+    Reject::keep(
+        ErrorCode::Compacted,
+        format!(
+            "log index {asked} is compacted: the oldest index a watch can resume from is {oldest} (key `watch.history`); list again and watch from there"
+        ),
+    )
+}
+
+/// What a handler made of a request.
+pub enum Handled {
+    /// The response frame.
+    Reply(Frame),
+    /// A one-way message: nothing to answer.
+    OneWay,
+    /// The response frame, then frames pushed as they come (a watch) until the channel
+    /// closes, which ends the stream with the error `ended` says (this beacon stopped
+    /// leading, or the watcher fell behind).
+    Stream {
+        reply: Frame,
+        pushes: mpsc::Receiver<Frame>,
+        ended: Ended,
+    },
+}
+
+/// The response to `frame`, carrying `msg`.
+pub(crate) fn reply(frame: &Frame, msg: &impl prost::Message) -> Result<Handled, Reject> {
+    Ok(Handled::Reply(Frame::new(
+        response_code(frame.cmd),
+        frame.seq,
+        0,
+        msg,
+    )))
+}
+
+/// Query parameters of an admin view.
+pub type ViewParams = std::collections::BTreeMap<String, String>;
+
+/// What an admin view answers with: JSON, or the refusal of its request.
+pub type ViewAnswer<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<serde_json::Value, Reject>> + Send + 'a>,
+>;
+
+/// How an admin view answers.
+pub type ViewFn = dyn for<'a> Fn(&'a Ctx<'a>, &'a ViewParams) -> ViewAnswer<'a> + Send + Sync;
+
+/// A JSON view of a machine's state on the admin HTTP API (`GET /v1/...`), answered by the
+/// machine's own request handler as a client's request over the wire would be: the admin
+/// API checks the caller may send `cmd`, then runs `answer`.
+pub struct AdminView {
+    /// `/v1/...`.
+    pub path: &'static str,
+    /// Its query parameters and what it shows, for the documentation.
+    pub doc: &'static str,
+    /// The request it makes (its role is checked).
+    pub cmd: u32,
+    pub answer: Box<ViewFn>,
+}
+
+impl AdminView {
+    /// A view at `path` (doc `doc`) that needs the role of `cmd`, answered by `answer`.
+    pub fn new(
+        path: &'static str,
+        doc: &'static str,
+        cmd: impl crate::wire::Code,
+        answer: impl for<'a> Fn(&'a Ctx<'a>, &'a ViewParams) -> ViewAnswer<'a> + Send + Sync + 'static,
+    ) -> AdminView {
+        AdminView {
+            path,
+            doc,
+            cmd: cmd.code(),
+            answer: Box::new(answer),
+        }
+    }
+}
+
+/// A reply as the JSON a view shows (the same as nebcli's `-w json`).
+pub fn json_of(reply: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(reply).unwrap_or_else(|e| serde_json::json!({"error": e.to_string()}))
+}
+
+/// A query parameter, empty when absent.
+pub fn param(params: &ViewParams, name: &str) -> String {
+    params.get(name).cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consensus_errors_keep_their_code_and_leader() {
+        let leader: SocketAddr = "127.0.0.1:17000".parse().unwrap();
+        let r = Reject::from(ConsensusError::NotLeader {
+            leader: Some(leader),
+        });
+        assert_eq!(r.code, ErrorCode::NotLeader as u32);
+        assert_eq!(r.leader, Some(leader));
+        assert!(r.msg.contains("the leader is 127.0.0.1:17000"));
+        let r = Reject::from(ConsensusError::NoQuorum {
+            sees: 1,
+            needs: 2,
+            of: 3,
+        });
+        assert_eq!((r.code, r.leader), (ErrorCode::NoQuorum as u32, None));
+    }
+}
