@@ -1,61 +1,47 @@
 //! Compiles the wire messages with protox (a pure-Rust protobuf compiler), so building beacon
-//! needs no system `protoc`: `proto/beacon.proto` (handshake, heartbeats, the consensus
-//! core's log entries and snapshots, beacon status) and one file per replicated machine.
+//! needs no system `protoc`: every file in `proto/` (the core's `beacon.proto` and one per
+//! replicated machine; a new machine's file is found, not listed). Every message derives
+//! serde's traits, so nebcli and the admin HTTP API print any of them as JSON; `pb.rs`, the
+//! module tree by package (`beacon.v1.registry` is `pb::registry`), is written beside them,
+//! and `descriptors.bin`, the encoded descriptors the gRPC edge serves for reflection.
 
-/// Machines' proto files, one line per machine.
-const MACHINE_PROTOS: &[&str] = &[
-    "registry.proto",
-    "sequence.proto",
-    "assign.proto",
-    "tasks.proto",
-];
-
-/// Messages that nebcli and the admin HTTP API print as JSON.
-const JSON_MESSAGES: &[&str] = &[
-    "beacon.BeaconStatus",
-    "beacon.BeaconEntry",
-    "beacon.registry.NodeInfo",
-    "beacon.registry.LoadStats",
-    "beacon.registry.NodeEntry",
-    "beacon.registry.NodesReply",
-    "beacon.registry.IdsReply",
-    "beacon.registry.Subscription",
-    "beacon.registry.SubscriptionsReply",
-    "beacon.sequence.SequenceInfo",
-    "beacon.sequence.Segment",
-    "beacon.sequence.SegmentReply",
-    "beacon.sequence.SequenceReply",
-    "beacon.sequence.SequencesReply",
-    "beacon.assign.HolderInfo",
-    "beacon.assign.ResourceInfo",
-    "beacon.assign.ResourceReply",
-    "beacon.assign.ResourcesReply",
-    "beacon.assign.RebalanceReply",
-    "beacon.assign.Move",
-    "beacon.assign.SlotGroupInfo",
-    "beacon.assign.SlotInfo",
-    "beacon.assign.GroupView",
-    "beacon.assign.GroupsReply",
-    "beacon.assign.GroupReply",
-    "beacon.tasks.QueueInfo",
-    "beacon.tasks.QueueView",
-    "beacon.tasks.QueuesReply",
-    "beacon.tasks.QueueReply",
-];
+use std::collections::BTreeSet;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
-    let files: Vec<&str> = std::iter::once("beacon.proto")
-        .chain(MACHINE_PROTOS.iter().copied())
+    let mut files: Vec<String> = std::fs::read_dir("proto")?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".proto"))
         .collect();
-    let descriptors = protox::compile(files, ["proto"])?;
+    files.sort();
+    let descriptors = protox::compile(&files, ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(
+        out.join("descriptors.bin"),
+        prost::Message::encode_to_vec(&descriptors),
+    )?;
+    let packages: BTreeSet<String> = descriptors
+        .file
+        .iter()
+        .filter_map(|f| f.package.clone())
+        .collect();
     let mut config = prost_build::Config::new();
-    for name in JSON_MESSAGES {
-        config.type_attribute(
-            format!(".{name}"),
-            "#[derive(serde::Serialize, serde::Deserialize)]",
-        );
-    }
+    config.type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]");
     config.compile_fds(descriptors)?;
+    // The root package is `beacon.v1`; each machine's is `beacon.v1.NAME`.
+    let mut tree = String::from("// Written by build.rs: the generated messages by package.\n");
+    for package in &packages {
+        let file = format!("{package}.rs");
+        match package.strip_prefix("beacon.v1.") {
+            None => tree.push_str(&format!(
+                "include!(concat!(env!(\"OUT_DIR\"), \"/{file}\"));\n"
+            )),
+            Some(module) => tree.push_str(&format!(
+                "/// Messages of package `{package}`.\npub mod {module} {{\n    include!(concat!(env!(\"OUT_DIR\"), \"/{file}\"));\n}}\n"
+            )),
+        }
+    }
+    std::fs::write(out.join("pb.rs"), tree)?;
     Ok(())
 }

@@ -37,11 +37,42 @@ impl fmt::Display for Role {
     }
 }
 
+impl Role {
+    /// The role named `name` (`read`, `service`, `admin`).
+    pub fn named(name: &str) -> Option<Role> {
+        match name {
+            "read" => Some(Role::Read),
+            "service" => Some(Role::Service),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+}
+
 /// How an identity was established.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proof {
     Token,
     Certificate,
+}
+
+impl Proof {
+    /// `token` or `certificate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::Token => "token",
+            Proof::Certificate => "certificate",
+        }
+    }
+
+    /// The proof named `name`.
+    pub fn named(name: &str) -> Option<Proof> {
+        match name {
+            "token" => Some(Proof::Token),
+            "certificate" => Some(Proof::Certificate),
+            _ => None,
+        }
+    }
 }
 
 /// Who is on the other end of a client connection.
@@ -162,6 +193,68 @@ impl PeerToken {
     pub fn accepts(&self, sent: &str) -> bool {
         self.hash.matches(&TokenHash::of(sent))
     }
+
+    /// The proof that `side` ("dialer" or "acceptor") of a handshake knows the token: an
+    /// HMAC-SHA256 over the side, the challenge it answers, its own challenge, the cluster
+    /// and its identity, so a proof cannot be replayed on another connection, reflected back
+    /// or moved to another beacon.
+    pub fn prove(
+        &self,
+        side: &str,
+        answered: &[u8],
+        own: &[u8],
+        cluster: &str,
+        node: &str,
+    ) -> Vec<u8> {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.token.as_bytes());
+        let tag = ring::hmac::sign(&key, &proof_input(side, answered, own, cluster, node));
+        tag.as_ref().to_vec()
+    }
+
+    /// Whether `proof` is the other side's proof of the token (compared in constant time).
+    pub fn verify(
+        &self,
+        proof: &[u8],
+        side: &str,
+        answered: &[u8],
+        own: &[u8],
+        cluster: &str,
+        node: &str,
+    ) -> bool {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.token.as_bytes());
+        ring::hmac::verify(
+            &key,
+            &proof_input(side, answered, own, cluster, node),
+            proof,
+        )
+        .is_ok()
+    }
+}
+
+/// What a handshake proof covers, each part length-prefixed so none can run into the next.
+fn proof_input(side: &str, answered: &[u8], own: &[u8], cluster: &str, node: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in [
+        side.as_bytes(),
+        answered,
+        own,
+        cluster.as_bytes(),
+        node.as_bytes(),
+    ] {
+        out.extend((part.len() as u32).to_be_bytes());
+        out.extend(part);
+    }
+    out
+}
+
+/// A fresh random challenge for a peer handshake.
+pub fn challenge() -> Vec<u8> {
+    use ring::rand::SecureRandom;
+    let mut out = vec![0u8; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut out)
+        .expect("the system's random source works");
+    out
 }
 
 /// Why a client could not authenticate.
@@ -293,6 +386,24 @@ mod tests {
         assert!(c.authenticate("s3cret", true, None, net).is_ok());
         c.allow_plaintext_tokens = true;
         assert!(c.authenticate("s3cret", false, None, net).is_ok());
+    }
+
+    #[test]
+    fn handshake_proofs_bind_the_side_the_challenges_and_the_identity() {
+        let p = PeerToken::new("beacons-only");
+        let (a, b) = (challenge(), challenge());
+        assert_ne!(a, b, "fresh each time");
+        let proof = p.prove("acceptor", &a, &b, "demo", "127.0.0.1:16000");
+        assert!(p.verify(&proof, "acceptor", &a, &b, "demo", "127.0.0.1:16000"));
+        // Reflected as the other side, replayed over other challenges, or moved to another
+        // beacon or cluster, it fails; so does a proof made with another token.
+        assert!(!p.verify(&proof, "dialer", &a, &b, "demo", "127.0.0.1:16000"));
+        assert!(!p.verify(&proof, "acceptor", &b, &a, "demo", "127.0.0.1:16000"));
+        assert!(!p.verify(&proof, "acceptor", &a, &b, "demo", "127.0.0.1:17000"));
+        assert!(!p.verify(&proof, "acceptor", &a, &b, "other", "127.0.0.1:16000"));
+        let other = PeerToken::new("guess");
+        let forged = other.prove("acceptor", &a, &b, "demo", "127.0.0.1:16000");
+        assert!(!p.verify(&forged, "acceptor", &a, &b, "demo", "127.0.0.1:16000"));
     }
 
     #[test]

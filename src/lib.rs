@@ -23,38 +23,21 @@ pub mod config;
 pub mod consensus;
 pub mod data_dir;
 pub mod machines;
+pub mod net;
 pub mod server;
+pub mod settings;
 pub mod sim;
 pub mod storage;
 pub mod time;
 pub mod transport;
 pub mod wire;
 
-/// Protobuf messages of `proto/beacon.proto` (the core's) and of each machine's proto file.
+/// Protobuf messages: `proto/beacon.proto`'s (the core's) at the top, each machine's proto
+/// file in a module of its package's name (`pb::registry`). A log entry's command is
+/// decoded once and applied at once, so enums of commands are left unboxed.
+#[allow(clippy::large_enum_variant)]
 pub mod pb {
-    include!(concat!(env!("OUT_DIR"), "/beacon.rs"));
-
-    /// The node-ID registry's messages (`proto/registry.proto`).
-    pub mod registry {
-        include!(concat!(env!("OUT_DIR"), "/beacon.registry.rs"));
-    }
-
-    /// The sequence issuer's messages (`proto/sequence.proto`).
-    pub mod sequence {
-        include!(concat!(env!("OUT_DIR"), "/beacon.sequence.rs"));
-    }
-
-    /// The work-assignment machine's messages (`proto/assign.proto`).
-    pub mod assign {
-        include!(concat!(env!("OUT_DIR"), "/beacon.assign.rs"));
-    }
-
-    /// The task-queue machine's messages (`proto/tasks.proto`). A log entry's command is
-    /// decoded once and applied at once, so its variants are left unboxed.
-    #[allow(clippy::large_enum_variant)]
-    pub mod tasks {
-        include!(concat!(env!("OUT_DIR"), "/beacon.tasks.rs"));
-    }
+    include!(concat!(env!("OUT_DIR"), "/pb.rs"));
 }
 
 pub use config::Config;

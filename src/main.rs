@@ -62,6 +62,12 @@ struct Args {
     /// its configuration together.
     #[arg(long)]
     adopt_config: bool,
+    /// Repair a stored term beyond 2^48 (a corrupt file, or a hostile term an older version
+    /// adopted): take the highest term of this beacon's own log instead. Every beacon of the
+    /// cluster must be stopped and started once with it together: a term lowered on one
+    /// beacon alone would let an old leader's entries back in.
+    #[arg(long)]
+    reset_term: bool,
 }
 
 fn main() -> ExitCode {
@@ -83,19 +89,25 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> anyhow::Result<()> {
-    let overrides = Overrides {
+    let mut overrides = Overrides {
         listen: args.listen,
         peers: args.peers,
         tick_ms: args.tick_ms,
         cluster: args.cluster,
         data_dir: args.data_dir,
         admin: args.admin,
-        lease_ms: args.lease_ms,
-        id_range: args.id_range,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         tls_ca: args.tls_ca,
+        ..Overrides::default()
     };
+    // Flags for a machine's keys: the key is named here, the machine checks the value.
+    if let Some(lease) = args.lease_ms {
+        overrides = overrides.with_key("--lease-ms", "lease_ms", lease);
+    }
+    if let Some(range) = args.id_range {
+        overrides = overrides.with_key("--id-range", "id_range", range);
+    }
     let config = Config::load(args.config.as_deref(), &overrides)?;
     if args.check_config {
         for note in &config.resolved {
@@ -112,6 +124,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async {
         let options = beacon::server::StartOptions {
             adopt_config: args.adopt_config,
+            reset_term: args.reset_term,
         };
         let server = beacon::server::Server::bind_with(config, options).await?;
         server.run(shutdown_signal()).await;

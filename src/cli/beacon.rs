@@ -71,7 +71,7 @@ pub fn render(status: &pb::BeaconStatus) -> String {
             &status.version
         }
     ));
-    out.push_str(&stale_warning(status.stale.as_deref()));
+    out.push_str(&stale_warning(status.stale.as_deref(), None));
     if let Some(why) = &status.cannot_write {
         out.push_str(&format!("writes through this beacon fail now: {why}\n"));
     }
@@ -160,7 +160,7 @@ impl Commands for Endpoint {
 async fn ask(node: &str, session: &Session) -> EndpointView {
     let started = std::time::Instant::now();
     let asked = async {
-        let mut c = crate::client::Client::connect(node, &session.opts).await?;
+        let mut c = crate::net::Client::connect(node, &session.opts).await?;
         c.beacon_status().await
     }
     .await;
@@ -240,4 +240,76 @@ fn render_status(views: &[EndpointView]) -> String {
         ],
         &rows,
     )
+}
+
+/// `leader transfer [HOST:PORT]`: hands the leadership to that beacon (or the one furthest
+/// along), for maintenance, without an election gap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderTransfer {
+    pub to: Option<String>,
+}
+
+impl Commands for LeaderTransfer {
+    const HELP: &'static [(&'static str, &'static str)] = &[(
+        "leader transfer [HOST:PORT]",
+        "hand the leadership to that beacon (none given: the online one furthest along) without an election gap: the leader stops taking writes, waits until the target holds every entry, and hands over (role admin)",
+    )];
+    const SUBJECTS: &'static [&'static str] = &[];
+
+    fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
+        match head {
+            ["leader", "transfer"] => Some(match &words[2..] {
+                [] => Ok(LeaderTransfer { to: None }),
+                [to] if to.parse::<std::net::SocketAddr>().is_ok() => Ok(LeaderTransfer {
+                    to: Some((*to).to_owned()),
+                }),
+                [to] => Err(super::usage(format!(
+                    "`leader transfer`: `{to}` is not the IP:PORT of a beacon"
+                ))),
+                _ => Err(super::usage("usage: `leader transfer [HOST:PORT]`")),
+            }),
+            ["leader", ..] => Some(Err(super::usage("usage: `leader transfer [HOST:PORT]`"))),
+            _ => None,
+        }
+    }
+
+    /// Asks the leader itself, once: a transfer is not retried behind the operator's back
+    /// (one that timed out is reported, and the old leader leads on).
+    async fn run(&self, session: &mut Session) -> Result<String, Failure> {
+        let status = session
+            .with_client(async |c| c.beacon_status().await)
+            .await?;
+        let Some(leader) = status.leader.clone() else {
+            return Err(Failure::Check(
+                "no leader is known: nothing to hand over (see `show beacon`)".into(),
+            ));
+        };
+        let started = std::time::Instant::now();
+        let mut c = crate::net::Client::connect(&leader, &session.opts).await?;
+        let req = pb::TransferLeaderRequest {
+            to: self.to.clone().unwrap_or_default(),
+        };
+        let reply: pb::TransferLeaderReply = c
+            .request(
+                crate::wire::Cmd::TransferLeader,
+                &req,
+                "the leader transfer",
+            )
+            .await?;
+        let took_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(if session.json {
+            super::json(&serde_json::json!({
+                "leader": reply.leader,
+                "previous": reply.previous,
+                "took_ms": took_ms,
+            }))
+        } else if reply.leader == reply.previous {
+            format!("{} leads already\n", reply.leader)
+        } else {
+            format!(
+                "leadership handed from {} to {} in {took_ms:.1} ms\n",
+                reply.previous, reply.leader
+            )
+        })
+    }
 }

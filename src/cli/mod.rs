@@ -4,11 +4,12 @@
 //! each, and this module's [`beacon`] set (`show beacon`) is the core's.
 
 pub mod beacon;
+pub mod follow;
 pub mod table;
 
 use std::fmt;
 
-use crate::client::{Client, ClientError, Cluster, ConnectOptions};
+use crate::net::{Client, ClientError, Cluster, ConnectOptions};
 
 /// A set of nebcli commands: parsed from a line of words, run against a session.
 pub trait Commands: Sized {
@@ -69,6 +70,16 @@ pub enum Failure {
         out: String,
         why: String,
     },
+    /// The command waited for something that had not happened when its time ran out
+    /// (`task submit --wait` of a task still running): `out` to stdout, `why` to stderr,
+    /// exit 3, so a script can tell "not yet" from "failed".
+    Unfinished {
+        out: String,
+        why: String,
+    },
+    /// A command nebcli ran for the user (`lock NAME -- CMD`) exited with this status:
+    /// nebcli exits with it too, saying nothing more.
+    Exit(u8),
 }
 
 impl From<ClientError> for Failure {
@@ -78,23 +89,45 @@ impl From<ClientError> for Failure {
 }
 
 impl Failure {
-    /// The message and the exit code: 2 for a command line not understood, 1 otherwise.
+    /// The message and the exit code: 2 for a command line not understood, 3 for a wait
+    /// that ran out, 1 otherwise.
     pub fn report(&self) -> (String, u8) {
         match self {
             Failure::Usage(e) => (e.to_string(), 2),
             Failure::Beacon(e) => (e.to_string(), 1),
             Failure::Check(e) => (e.clone(), 1),
             Failure::Found { why, .. } => (why.clone(), 1),
+            Failure::Unfinished { why, .. } => (why.clone(), 3),
+            Failure::Exit(code) => (String::new(), *code),
         }
     }
 
     /// What the command printed before it failed, if anything.
     pub fn output(&self) -> Option<&str> {
         match self {
-            Failure::Found { out, .. } => Some(out),
+            Failure::Found { out, .. } | Failure::Unfinished { out, .. } => Some(out),
             _ => None,
         }
     }
+}
+
+/// Resolves when the process is asked to stop: SIGINT (Ctrl-C) or SIGTERM (how systemd,
+/// Docker and `kill` stop a process). Commands that hold something on the cluster (a worker,
+/// a kept registration, a lock) select on it to give it back before they exit; with no
+/// handler, SIGTERM would end the process at once and leave its registration to its lease.
+pub async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            };
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    "SIGINT"
 }
 
 /// One nebcli session: the options and a connection opened on first use.

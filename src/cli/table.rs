@@ -126,10 +126,14 @@ pub fn ranges(sorted: &[u32], most: usize) -> String {
     out
 }
 
-/// A line warning that an answer may be stale, or nothing.
-pub fn stale_warning(stale: Option<&str>) -> String {
-    stale.map_or(String::new(), |why| {
-        format!("warning: this answer may be stale: {why}\n")
+/// A line warning that an answer may be stale (with the log index it reflects, when the
+/// answer says), or nothing.
+pub fn stale_warning(stale: Option<&str>, index: Option<u64>) -> String {
+    stale.map_or(String::new(), |why| match index {
+        Some(index) => {
+            format!("warning: this answer may be stale (it reflects the log through index {index}): {why}\n")
+        }
+        None => format!("warning: this answer may be stale: {why}\n"),
     })
 }
 

@@ -28,6 +28,15 @@ impl Stream {
         !matches!(self, Stream::Plain(_))
     }
 
+    /// Whether the other end asked for HTTP/2 in its TLS handshake (ALPN `h2`): a gRPC
+    /// client.
+    pub fn negotiated_h2(&self) -> bool {
+        match self {
+            Stream::Accepted(s) => s.get_ref().1.alpn_protocol() == Some(b"h2"),
+            _ => false,
+        }
+    }
+
     /// Whether the other end presented a certificate that this beacon's CA verified
     /// (accepted connections only; rustls refuses any certificate that does not verify).
     pub fn peer_verified(&self) -> bool {

@@ -131,6 +131,14 @@ pub fn server_config(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
     )?)
 }
 
+/// A beacon's client port: as [`server_config`], offering ALPN `h2`, which gRPC clients ask
+/// for (the native protocol asks for none).
+pub fn client_port_config(files: &TlsFiles) -> Result<ServerConfig, TlsError> {
+    let mut config = server_config(files)?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
 /// The side that dials a beacon: it verifies the beacon's certificate against `ca` and,
 /// given a certificate and key, presents them.
 pub fn client_config(

@@ -1,4 +1,6 @@
-//! Client side of the beacon protocol, for the core's commands and any machine's.
+//! The client side of the beacon protocol: connections to beacons, for the core's commands
+//! and any machine's. It names no machine; [`crate::client`] puts it together with every
+//! machine's client API for services.
 //!
 //! - [`Client`]: one handshaken connection to one beacon, request/response.
 //! - [`Cluster`]: the cluster's leader, found and followed across failovers (redirects,
@@ -11,20 +13,6 @@
 mod cluster;
 
 pub use cluster::Cluster;
-
-// Each machine's client API, where services look for it.
-pub use crate::machines::assign::client::{AssignmentEvent, Assignments};
-pub use crate::machines::registry::client::{
-    LeaseLost, RegisterOptions, Registration, Watch, WatchEvent,
-};
-pub use crate::machines::sequence::client::{
-    Layout, Sequence, SequenceClientError, SequenceOptions, SequenceStatus, Snowflake,
-    SnowflakeError, SnowflakeOptions,
-};
-pub use crate::machines::tasks::client::{
-    SubmitOptions, TaskFailure, TaskHandle, TaskInput, TaskOutcome, Tasks, Worker, WorkerEvent,
-    WorkerStats,
-};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,6 +145,9 @@ pub struct ConnectOptions {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// The token sent in the handshake to a beacon that requires authentication.
     pub token: Option<Token>,
+    /// How fresh reads must be: linearizable (the default), or serializable (the answering
+    /// beacon's replica as it is, at once).
+    pub consistency: crate::wire::Consistency,
 }
 
 impl ConnectOptions {
@@ -211,6 +202,7 @@ impl Default for ConnectOptions {
             max_frame_bytes: crate::wire::frame::DEFAULT_MAX_FRAME,
             tls: None,
             token: None,
+            consistency: Default::default(),
         }
     }
 }
@@ -224,9 +216,17 @@ pub struct Client {
     timeout: Duration,
     cluster: String,
     node: String,
+    /// The flags every request carries (its reads' consistency).
+    flags: u8,
 }
 
 impl Client {
+    /// How fresh this connection's reads must be from now on (see
+    /// [`ConnectOptions::consistency`]).
+    pub fn set_consistency(&mut self, consistency: crate::wire::Consistency) {
+        self.flags = consistency.flags();
+    }
+
     /// Connects to `addr` (`ip:port` or `host:port`) and performs the client handshake.
     pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Client, ClientError> {
         let timed_out = |what| ClientError::Timeout {
@@ -273,6 +273,7 @@ impl Client {
             timeout: opts.timeout,
             cluster: String::new(),
             node: String::new(),
+            flags: opts.consistency.flags(),
         };
         let hello = pb::Hello {
             cluster: opts.cluster.clone().unwrap_or_default(),
@@ -388,7 +389,7 @@ impl Client {
     {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let frame = Frame::new(cmd.code(), seq, 0, req);
+        let frame = Frame::new(cmd.code(), seq, self.flags, req);
         let exchange = async {
             self.framed.send(frame).await?;
             loop {
