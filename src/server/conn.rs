@@ -17,9 +17,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
-use super::handle::{ConnId, Handled, Reject, next_conn_id, reply};
+use super::refusals::Said;
 use super::shared::Shared;
 use crate::auth::{Identity, Role};
+use crate::machines::handle::{ConnId, Consistency, Handled, Reject, next_conn_id, reply};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
@@ -35,10 +36,12 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Who is on the other end, once the handshake is done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Peer {
+pub(super) enum Peer {
     Beacon(SocketAddr),
     /// A client, and who it is when this beacon requires authentication (key `auth`).
     Client(Option<Arc<Identity>>),
+    /// A beacon relaying its gRPC clients' calls (see `relay`).
+    Relay(SocketAddr),
 }
 
 /// What the connection itself says of the other end.
@@ -50,36 +53,59 @@ struct Credentials {
     der: Option<rustls::pki_types::CertificateDer<'static>>,
 }
 
-type Conn = Framed<Stream, FrameCodec>;
+pub(super) type Conn = Framed<Stream, FrameCodec>;
 
 /// A new connection: TLS first when configured (a failed or unfinished TLS handshake, say
 /// plaintext sent to a TLS port, is logged and closed), then [`serve`].
 pub(crate) async fn accept(tcp: TcpStream, remote: SocketAddr, shared: Arc<Shared>) {
     tcp.set_nodelay(true).ok();
+    // Closed before a byte was sent: a port probe, not worth a warning.
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
+        Ok(Ok(0)) => {
+            debug!(%remote, "closed before a byte was sent");
+            return;
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            debug!(%remote, "connection error: {e}");
+            return;
+        }
+        Err(_) => {
+            let why = format!("nothing sent within {HANDSHAKE_TIMEOUT:?}: connection closed");
+            return refused_connection(&shared, remote, "handshake_timeout", &why);
+        }
+    }
     let stream = match &shared.tls {
+        // The HTTP/2 preface (`PRI * HTTP/2.0`) opens a gRPC connection.
+        None if first[0] == b'P' => {
+            return super::grpc::serve(tcp, remote, false, None, shared).await;
+        }
         None => Stream::Plain(tcp),
         Some(tls) => {
-            // Closed before a byte was sent: a port probe, not worth a warning.
-            let mut first = [0u8; 1];
-            if let Ok(Ok(0)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tcp.peek(&mut first)).await {
-                debug!(%remote, "closed before the TLS handshake");
-                return;
-            }
             let config = tls.accept.current();
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, transport::tls::accept(tcp, config)).await
             {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(e)) => {
-                    warn!(%remote, "TLS handshake failed: {e}; connection closed");
-                    return;
+                    let why = format!("TLS handshake failed: {e}; connection closed");
+                    let kind = super::refusals::tls_kind(&why);
+                    return refused_connection(&shared, remote, kind, &why);
                 }
                 Err(_) => {
-                    warn!(%remote, "no TLS handshake within {HANDSHAKE_TIMEOUT:?}; connection closed");
-                    return;
+                    let why =
+                        format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}; connection closed");
+                    return refused_connection(&shared, remote, "tls_timeout", &why);
                 }
             }
         }
     };
+    if stream.negotiated_h2() {
+        let certificate = stream
+            .peer_verified()
+            .then(|| stream.peer_certificate_name().unwrap_or_default());
+        return super::grpc::serve(stream, remote, true, certificate, shared).await;
+    }
     serve(stream, remote, shared).await
 }
 
@@ -102,10 +128,13 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
         Ok(Some(peer)) => peer,
         Ok(None) => return,
         Err(_) => {
-            warn!(%remote, "no Hello within {HANDSHAKE_TIMEOUT:?}: connection closed");
-            return;
+            let why = format!("no Hello within {HANDSHAKE_TIMEOUT:?}: connection closed");
+            return refused_connection(&shared, remote, "handshake_timeout", &why);
         }
     };
+    if let Peer::Relay(node) = peer {
+        return super::relay::serve(&mut conn, remote, node, &shared).await;
+    }
     if let Peer::Beacon(node) = peer {
         shared.driver.peer_connected(node, id).await;
     }
@@ -123,23 +152,20 @@ async fn handshake(
     shared: &Shared,
 ) -> Option<Peer> {
     loop {
-        let frame = next_frame(conn, remote).await?;
+        let frame = next_frame(conn, remote, shared).await?;
         if frame.cmd != Cmd::Hello.code() {
             let msg = format!(
                 "cmd {} before the handshake: send Hello (cmd {}) first",
                 frame.cmd,
                 Cmd::Hello.code()
             );
-            if !reply_error(
-                conn,
-                remote,
-                &frame,
-                Reject::keep(ErrorCode::HandshakeRequired, msg),
-                None,
-            )
-            .await
-            {
-                return None;
+            refused_connection(shared, remote, "handshake_required", &msg);
+            if frame.flags & FLAG_ONEWAY == 0 {
+                let reply =
+                    wire::error_frame(frame.cmd, frame.seq, ErrorCode::HandshakeRequired, msg);
+                if conn.send(reply).await.is_err() {
+                    return None;
+                }
             }
             continue;
         }
@@ -147,8 +173,21 @@ async fn handshake(
             Ok(hello) => accept_hello(hello, &frame.body, credentials, shared),
             Err(e) => Err(Reject::close(ErrorCode::MalformedBody, e.to_string())),
         };
+        let result = match result {
+            Ok(accepted) => match (&accepted.peer, &accepted.proof) {
+                (Peer::Beacon(node) | Peer::Relay(node), Some(theirs)) => {
+                    prove_peer(conn, remote, frame.seq, *node, theirs, shared)
+                        .await
+                        .map(|()| accepted)
+                }
+                _ => Ok(accepted),
+            },
+            Err(e) => Err(e),
+        };
         match result {
-            Ok((peer, ack, initial)) => {
+            Ok(Accepted {
+                peer, ack, initial, ..
+            }) => {
                 let sent = conn
                     .send(Frame::new(Cmd::Hello.response(), frame.seq, 0, &ack))
                     .await;
@@ -168,7 +207,22 @@ async fn handshake(
             }
             Err(reject) => {
                 count_refusal(shared, reject.code);
-                reply_error(conn, remote, &frame, reject, None).await;
+                let kind = handshake_refusal_kind(reject.code);
+                let audit = reject.code == ErrorCode::Unauthenticated as u32;
+                match shared.refused_conns.note(kind, remote.ip()) {
+                    Said::InFull if audit => {
+                        warn!(%remote, code = reject.code, audit = true, "access refused: {}", reject.msg)
+                    }
+                    Said::InFull => {
+                        warn!(%remote, code = reject.code, "handshake refused: {}", reject.msg)
+                    }
+                    Said::Counted => {
+                        debug!(%remote, code = reject.code, "handshake refused: {}", reject.msg)
+                    }
+                    Said::Summary(line) => warn!(audit, "{line}"),
+                }
+                shared.metrics.connection_refused(kind);
+                answer_refusal(conn, &frame, reject).await;
                 return None;
             }
         }
@@ -176,7 +230,7 @@ async fn handshake(
 }
 
 /// Counts a refusal of credentials or permissions in the metrics.
-fn count_refusal(shared: &Shared, code: u32) {
+pub(super) fn count_refusal(shared: &Shared, code: u32) {
     if code == ErrorCode::Unauthenticated as u32 {
         shared.metrics.refused("unauthenticated");
     } else if code == ErrorCode::PermissionDenied as u32 {
@@ -186,7 +240,7 @@ fn count_refusal(shared: &Shared, code: u32) {
 
 /// The result label of an answer: `OK`, or its error code's name (a machine's own codes by
 /// number).
-fn result_code(result: &Result<Handled, Reject>) -> String {
+pub(super) fn result_code(result: &Result<Handled, Reject>) -> String {
     match result {
         Ok(_) => "OK".into(),
         Err(reject) => match ErrorCode::from_code(reject.code) {
@@ -196,6 +250,86 @@ fn result_code(result: &Result<Handled, Reject>) -> String {
     }
 }
 
+/// A `Hello` taken: who it is, the acknowledgement, the state it carried, and, for a peer
+/// that must prove the peer token, its challenge.
+struct Accepted {
+    peer: Peer,
+    ack: pb::HelloAck,
+    initial: Option<crate::consensus::Message<State>>,
+    proof: Option<Vec<u8>>,
+}
+
+impl Accepted {
+    fn client(who: Option<Arc<crate::auth::Identity>>, ack: pb::HelloAck) -> Accepted {
+        Accepted {
+            peer: Peer::Client(who),
+            ack,
+            initial: None,
+            proof: None,
+        }
+    }
+}
+
+/// A peer that did not show it knows the peer token.
+fn not_proven(node: SocketAddr) -> Reject {
+    Reject::close(
+        ErrorCode::Unauthenticated,
+        format!(
+            "`{node}` says it is a beacon but did not prove it knows this cluster's `auth.peer_token`"
+        ),
+    )
+}
+
+/// The peer-token exchange's second half at the acceptor: answers the dialer's challenge
+/// with our proof and our own challenge, and checks the dialer's proof over it.
+async fn prove_peer(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    seq: u32,
+    node: SocketAddr,
+    theirs: &[u8],
+    shared: &Shared,
+) -> Result<(), Reject> {
+    let config = &shared.config;
+    let token = config.auth.peer_token.as_ref().expect("asked for a proof");
+    let ours = crate::auth::challenge();
+    let me = config.node.to_string();
+    let first = pb::HelloAck {
+        cluster: config.cluster.clone(),
+        node: me.clone(),
+        version: PROTOCOL_VERSION,
+        peer_challenge: ours.clone(),
+        peer_proof: token.prove("acceptor", theirs, &ours, &config.cluster, &me),
+        proof_wanted: true,
+        ..Default::default()
+    };
+    conn.send(Frame::new(Cmd::Hello.response(), seq, 0, &first))
+        .await
+        .map_err(|e| Reject::close(ErrorCode::Unavailable, e.to_string()))?;
+    let Some(frame) = next_frame(conn, remote, shared).await else {
+        return Err(Reject::close(
+            ErrorCode::Unauthenticated,
+            format!("`{node}` closed the connection instead of proving the peer token"),
+        ));
+    };
+    if frame.cmd != Cmd::HelloProof.code() {
+        return Err(not_proven(node));
+    }
+    let proof: pb::HelloProof = frame.decode()?;
+    let name = node.to_string();
+    if !token.verify(
+        &proof.proof,
+        "dialer",
+        &ours,
+        theirs,
+        &config.cluster,
+        &name,
+    ) {
+        return Err(not_proven(node));
+    }
+    Ok(())
+}
+
 /// Checks a `Hello` (`body` is the whole message, with the machines' fields); returns who it
 /// is, the acknowledgement, and the state it carried.
 fn accept_hello(
@@ -203,7 +337,7 @@ fn accept_hello(
     body: &[u8],
     credentials: &Credentials,
     shared: &Shared,
-) -> Result<(Peer, pb::HelloAck, Option<crate::consensus::Message<State>>), Reject> {
+) -> Result<Accepted, Reject> {
     let config = &shared.config;
     if hello.version != PROTOCOL_VERSION {
         return Err(Reject::close(
@@ -227,13 +361,10 @@ fn accept_hello(
         cluster: config.cluster.clone(),
         node: config.node.to_string(),
         version: PROTOCOL_VERSION,
-        election: None,
-        identity: String::new(),
-        role: String::new(),
-        admin: String::new(),
+        ..Default::default()
     };
     match pb::Role::try_from(hello.role) {
-        Ok(pb::Role::Peer) => {
+        Ok(role @ (pb::Role::Peer | pb::Role::Relay)) => {
             if hello.cluster != config.cluster {
                 return Err(wrong_cluster());
             }
@@ -269,16 +400,21 @@ fn accept_hello(
                     ));
                 }
             }
-            if let Some(expected) = &config.auth.peer_token
-                && !expected.accepts(&hello.token)
-            {
-                return Err(Reject::close(
-                    ErrorCode::Unauthenticated,
-                    format!(
-                        "`{node}` says it is a beacon but its Hello does not carry this cluster's `auth.peer_token`"
-                    ),
-                ));
-            }
+            let proof = match &config.auth.peer_token {
+                None => None,
+                // An older beacon sends the token itself.
+                Some(expected) if !hello.token.is_empty() => {
+                    if !expected.accepts(&hello.token) {
+                        return Err(not_proven(node));
+                    }
+                    warn!(peer = %node, "the peer token came in clear from an older beacon: upgrade it, so the token no longer crosses the network");
+                    None
+                }
+                Some(_) if (8..=64).contains(&hello.peer_challenge.len()) => {
+                    Some(hello.peer_challenge.clone())
+                }
+                Some(_) => return Err(not_proven(node)),
+            };
             if !config.beacons.contains(&node) {
                 return Err(Reject::close(
                     ErrorCode::UnknownBeacon,
@@ -287,7 +423,7 @@ fn accept_hello(
                     ),
                 ));
             }
-            machines::rpc::check_hello(config, node, body)?;
+            machines::Dispatch::check_hello(&config.machines, node, body)?;
             let ours = config.beacon_names();
             if hello.beacons != ours {
                 return Err(Reject::close(
@@ -308,6 +444,15 @@ fn accept_hello(
                     ),
                 ));
             }
+            if role == pb::Role::Relay {
+                info!(peer = %node, "beacon relays its clients' calls here");
+                return Ok(Accepted {
+                    peer: Peer::Relay(node),
+                    ack,
+                    initial: None,
+                    proof,
+                });
+            }
             let initial =
                 message_from_pb::<State>(hello.election.unwrap_or_default()).map_err(|e| {
                     Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
@@ -315,17 +460,22 @@ fn accept_hello(
             ack.election = Some(shared.current.borrow().1.clone());
             ack.admin = config.admin_url().unwrap_or_default();
             shared.note_peer_admin(node, &hello.admin);
-            Ok((Peer::Beacon(node), ack, Some(initial)))
+            Ok(Accepted {
+                peer: Peer::Beacon(node),
+                ack,
+                initial: Some(initial),
+                proof,
+            })
         }
         Ok(pb::Role::Client) => {
             if !hello.cluster.is_empty() && hello.cluster != config.cluster {
                 return Err(wrong_cluster());
             }
-            if !config.auth.enabled() {
-                return Ok((Peer::Client(None), ack, None));
+            let auth = shared.auth.load();
+            if !auth.enabled() {
+                return Ok(Accepted::client(None, ack));
             }
-            let who = config
-                .auth
+            let who = auth
                 .authenticate(
                     &hello.token,
                     credentials.tls,
@@ -335,7 +485,7 @@ fn accept_hello(
                 .map_err(|e| Reject::close(ErrorCode::Unauthenticated, e.to_string()))?;
             ack.identity = who.name.clone();
             ack.role = who.role.to_string();
-            Ok((Peer::Client(Some(Arc::new(who))), ack, None))
+            Ok(Accepted::client(Some(Arc::new(who)), ack))
         }
         _ => Err(Reject::close(
             ErrorCode::MalformedBody,
@@ -351,7 +501,7 @@ struct Streaming {
     seq: u32,
     pushes: mpsc::Receiver<Frame>,
     /// What the error that ends it says.
-    ended: &'static str,
+    ended: crate::machines::handle::Ended,
 }
 
 async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
@@ -402,10 +552,12 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
                 let sent = match push {
                     Some(frame) => conn.send(frame).await,
                     None => {
-                        // The driver ended the stream: this beacon stopped leading.
+                        // The stream ended: this beacon stopped leading, or the watcher fell
+                        // behind.
                         let s = streaming.take().expect("streaming");
+                        let (code, why) = s.ended.why();
                         let leader = shared.driver.status().await.ok().and_then(|s| s.leader).and_then(|l| l.parse().ok());
-                        conn.send(wire::error_frame_to(s.cmd, s.seq, ErrorCode::NotLeader, s.ended, leader)).await
+                        conn.send(wire::error_frame_to(s.cmd, s.seq, code, why, leader)).await
                     }
                 };
                 if let Err(e) = sent {
@@ -414,7 +566,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
                 }
                 continue;
             }
-            frame = next_frame(conn, remote) => match frame {
+            frame = next_frame(conn, remote, shared) => match frame {
                 Some(frame) => frame,
                 None => return,
             },
@@ -423,7 +575,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
             Ok(Some(whole)) => whole,
             Ok(None) => continue,
             Err(reject) => {
-                if !reply_error(conn, remote, &frame, reject, Some(&shared.refusals)).await {
+                if !reply_error(conn, remote, &frame, reject, &shared.refusals).await {
                     return;
                 }
                 continue;
@@ -433,7 +585,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
         // renewing many registrations over one connection) go to the driver together and are
         // answered in order: the batch costs the driver one wake-up, not one per request.
         let mut batch = vec![frame];
-        if machines::rpc::batches(batch[0].cmd) {
+        if machines::Dispatch::batches(batch[0].cmd) {
             let cmd = batch[0].cmd;
             // Only whole, well-formed requests (not fragments), which the codec hands over
             // at once and without error.
@@ -456,7 +608,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
                 if let Err(reject) = &result {
                     count_refusal(shared, reject.code);
                 }
-                let command = machines::rpc::name(frame.cmd)
+                let command = machines::Dispatch::name(frame.cmd)
                     .or_else(|| Cmd::from_code(frame.cmd).map(|c| format!("{c:?}")))
                     .unwrap_or_else(|| "unknown".into());
                 shared.metrics.request(&command, &code, started.elapsed());
@@ -508,7 +660,7 @@ async fn answer(
                     shared.config.max_frame_bytes
                 ),
             );
-            reply_error(conn, remote, frame, reject, Some(&shared.refusals)).await
+            reply_error(conn, remote, frame, reject, &shared.refusals).await
         }
         Ok(Handled::Reply(reply)) => {
             // Written out at the top of the loop, with the replies to whatever else the
@@ -522,12 +674,16 @@ async fn answer(
             }
         }
         Ok(Handled::Stream { .. }) => unreachable!("streams are started by serve_requests"),
-        Err(reject) => reply_error(conn, remote, frame, reject, Some(&shared.refusals)).await,
+        Err(reject) => reply_error(conn, remote, frame, reject, &shared.refusals).await,
     }
 }
 
 /// Handles one request: the core's commands here, every other by the machine that owns it.
-async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, Reject> {
+pub(super) async fn dispatch(
+    frame: &Frame,
+    peer: &Peer,
+    shared: &Shared,
+) -> Result<Handled, Reject> {
     let identity = match peer {
         Peer::Client(Some(who)) => Some(who.as_ref()),
         _ => None,
@@ -552,11 +708,60 @@ async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled
             let _req: pb::BeaconStatusRequest = frame.decode()?;
             reply(frame, &shared.status().await?)
         }
-        Some(Cmd::Hello) => Err(Reject::keep(
+        Some(Cmd::TransferLeader) => {
+            let req: pb::TransferLeaderRequest = frame.decode()?;
+            let to = match req.to.as_str() {
+                "" => None,
+                to => Some(to.parse().map_err(|_| {
+                    Reject::keep(
+                        ErrorCode::InvalidRequest,
+                        format!("`{to}` is not the ip:port of a beacon"),
+                    )
+                })?),
+            };
+            let previous = shared.config.node;
+            match shared.driver.transfer(to).await? {
+                Ok(leader) => reply(
+                    frame,
+                    &pb::TransferLeaderReply {
+                        leader: leader.to_string(),
+                        previous: previous.to_string(),
+                    },
+                ),
+                Err(crate::consensus::TransferError::Consensus(e)) => Err(e.into()),
+                Err(e @ crate::consensus::TransferError::TimedOut { .. })
+                | Err(e @ crate::consensus::TransferError::WentElsewhere { .. })
+                | Err(e @ crate::consensus::TransferError::InProgress(_)) => {
+                    Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
+                }
+                Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
+            }
+        }
+        Some(Cmd::ReadIndex) => {
+            let _req: pb::ReadIndexRequest = frame.decode()?;
+            let index = shared.driver.read_index().await?;
+            reply(
+                frame,
+                &pb::ReadIndexReply {
+                    index,
+                    leader: shared.config.node.to_string(),
+                },
+            )
+        }
+        Some(Cmd::Relayed) => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "Relayed (cmd 7) is taken on relay connections from beacons only",
+        )),
+        Some(Cmd::Hello | Cmd::HelloProof) => Err(Reject::keep(
             ErrorCode::MalformedBody,
             "duplicate Hello: this connection has already completed its handshake",
         )),
-        None => match machines::rpc::serve(frame, &shared.ctx(identity)).await {
+        None => match machines::Dispatch::serve(
+            frame,
+            &shared.ctx(identity, Consistency::of_flags(frame.flags)),
+        )
+        .await
+        {
             Some(handled) => handled,
             None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
                 ErrorCode::UnknownCommand,
@@ -576,22 +781,33 @@ async fn dispatch(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
 pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
     let needs = match Cmd::from_code(cmd) {
-        Some(Cmd::BeaconStatus | Cmd::Hello) => Role::Read,
+        Some(Cmd::BeaconStatus | Cmd::Hello | Cmd::ReadIndex) => Role::Read,
         Some(_) => Role::Admin,
-        None => machines::rpc::role(cmd).unwrap_or(Role::Read),
+        None => machines::Dispatch::role(cmd).unwrap_or(Role::Read),
     };
     if who.role >= needs {
         return Ok(());
     }
+    let what = Cmd::from_code(cmd)
+        .map(|c| format!("{c:?}"))
+        .or_else(|| machines::Dispatch::name(cmd))
+        .map_or_else(
+            || format!("cmd {cmd}"),
+            |name| format!("{name} (cmd {cmd})"),
+        );
     Err(Reject::keep(
         ErrorCode::PermissionDenied,
-        format!("{who} may not send cmd {cmd}: it needs role `{needs}`"),
+        format!("{who} may not send {what}: it needs role `{needs}`"),
     ))
 }
 
 /// The next frame, or `None` when the connection is finished (closed, or its bytes were not
 /// frames; in that case the error was logged and, where possible, answered).
-async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
+pub(super) async fn next_frame(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    shared: &Shared,
+) -> Option<Frame> {
     match conn.next().await? {
         Ok(frame) => Some(frame),
         Err(FrameError::Io(e)) => {
@@ -599,7 +815,13 @@ async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
             None
         }
         Err(e) => {
-            warn!(%remote, "bad frame: {e}");
+            let kind = match &e {
+                FrameError::BadMagic { .. } => "bad_magic",
+                FrameError::UnsupportedVersion { .. } => "unsupported_version",
+                FrameError::TooLarge { .. } => "frame_too_large",
+                _ => "bad_frame",
+            };
+            refused_connection(shared, remote, kind, &format!("bad frame: {e}"));
             let (cmd, seq) = e.request().unwrap_or((0, 0));
             let reply = wire::error_frame(cmd, seq, wire::error_code_for(&e), e.to_string());
             let _ = conn.send(reply).await;
@@ -608,18 +830,47 @@ async fn next_frame(conn: &mut Conn, remote: SocketAddr) -> Option<Frame> {
     }
 }
 
+/// Logs a connection refused for `kind` (`why` in full the first time, then summed up; see
+/// [`super::refusals`]) and counts it.
+fn refused_connection(shared: &Shared, remote: SocketAddr, kind: &'static str, why: &str) {
+    match shared.refused_conns.note(kind, remote.ip()) {
+        Said::InFull => warn!(%remote, "{why}"),
+        Said::Counted => debug!(%remote, "{why}"),
+        Said::Summary(line) => warn!("{line}"),
+    }
+    shared.metrics.connection_refused(kind);
+}
+
+/// The label a refused handshake is counted under.
+fn handshake_refusal_kind(code: u32) -> &'static str {
+    match ErrorCode::from_code(code) {
+        Some(ErrorCode::WrongCluster) => "wrong_cluster",
+        Some(ErrorCode::UnknownBeacon) => "unknown_beacon",
+        Some(ErrorCode::UnsupportedVersion) => "unsupported_version",
+        Some(ErrorCode::ConfigMismatch) => "config_mismatch",
+        Some(ErrorCode::Unauthenticated) => "unauthenticated",
+        _ => "bad_handshake",
+    }
+}
+
+/// Sends the refusal of a handshake (the connection then closes).
+async fn answer_refusal(conn: &mut Conn, frame: &Frame, reject: Reject) {
+    let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
+    let _ = conn.send(reply).await;
+}
+
 /// Answers `frame` with an error. Returns whether the connection goes on.
 ///
-/// A refused request (`summed` given) is logged at debug (it is counted in the metrics):
-/// under load, one warning per refusal would bury everything else. At most one warning per
-/// [`REFUSAL_WARN_EVERY`] says how many were refused since the last and why the latest was.
-/// A refused handshake is a warning each time, and refused credentials an audit line.
-async fn reply_error(
+/// A refused request is logged at debug (it is counted in the metrics): under load, one
+/// warning per refusal would bury everything else. At most one warning per
+/// [`super::refusals::WARN_EVERY`] says how many were refused since the last and why the
+/// latest was. Refused credentials and permissions are an audit line each.
+pub(super) async fn reply_error(
     conn: &mut Conn,
     remote: SocketAddr,
     frame: &Frame,
     reject: Reject,
-    summed: Option<&Refusals>,
+    summed: &super::refusals::Requests,
 ) -> bool {
     if reject.code == ErrorCode::NotLeader as u32 {
         // Part of normal operation: clients find the leader this way.
@@ -629,13 +880,11 @@ async fn reply_error(
     {
         // The audit trail of refused credentials and permissions.
         warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, audit = true, "access refused: {}", reject.msg);
-    } else if let Some(summed) = summed {
+    } else {
         debug!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
         if let Some(refused) = summed.note() {
-            warn!(%remote, cmd = frame.cmd, code = reject.code, "{refused} requests refused since the last such warning (at most one per {} s); the latest: {}", REFUSAL_WARN_EVERY.as_secs(), reject.msg);
+            warn!(%remote, cmd = frame.cmd, code = reject.code, "{refused} requests refused since the last such warning (at most one per {} s); the latest: {}", super::refusals::WARN_EVERY.as_secs(), reject.msg);
         }
-    } else {
-        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
     }
     if frame.flags & FLAG_ONEWAY != 0 && !reject.close {
         // The sender expects no answer; the log line is all it gets.
@@ -643,45 +892,4 @@ async fn reply_error(
     }
     let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
     conn.send(reply).await.is_ok() && !reject.close
-}
-
-/// How often refused requests are summed up in a warning.
-pub(crate) const REFUSAL_WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Counts refused requests between warnings.
-#[derive(Default)]
-pub(crate) struct Refusals {
-    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
-}
-
-impl Refusals {
-    /// Notes one refusal; returns how many to report when a warning is due now.
-    pub(crate) fn note(&self) -> Option<u64> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (last, count) = &mut *state;
-        *count += 1;
-        let due = last.is_none_or(|at| at.elapsed() >= REFUSAL_WARN_EVERY);
-        if !due {
-            return None;
-        }
-        *last = Some(std::time::Instant::now());
-        Some(std::mem::take(count))
-    }
-}
-
-#[cfg(test)]
-mod refusal_tests {
-    use super::*;
-
-    #[test]
-    fn refusals_are_summed_between_warnings() {
-        let r = Refusals::default();
-        assert_eq!(r.note(), Some(1), "the first warns at once");
-        for _ in 0..99 {
-            assert_eq!(r.note(), None, "then none until the period is over");
-        }
-        // Pretend the period is over: the next warning counts everything since the last.
-        r.state.lock().unwrap().0 = Some(std::time::Instant::now() - REFUSAL_WARN_EVERY);
-        assert_eq!(r.note(), Some(100));
-    }
 }

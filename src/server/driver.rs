@@ -16,15 +16,18 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use super::handle::{ConnId, DriverHandle, Event, Greeting, Outgoing, Subscriber, Subscription};
+use super::history::History;
 use super::load::Loaded;
 use super::metrics::Metrics;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
+use crate::machines::handle::{
+    ConnId, DriverHandle, Event, Greeting, Outgoing, Since, Subscriber, Subscription, Told,
+};
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
-use crate::storage::{Storage, StorageError};
+use crate::storage::{self, Storage, carry_out};
 use crate::time::Millis;
 use crate::wire::envelope::{message_bytes, message_to_pb};
 
@@ -66,9 +69,27 @@ pub(crate) struct Driver {
     conns: HashMap<SocketAddr, BTreeSet<ConnId>>,
     /// Requests waiting for their answer.
     waiting: HashMap<Token, oneshot::Sender<Reply<State, Services>>>,
+    /// Leader transfers waiting for their answer.
+    transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
+    /// Reads waiting for their point in the log.
+    reads: HashMap<Token, oneshot::Sender<Result<u64, consensus::ConsensusError>>>,
+    /// Linearizable reads waiting for this replica to apply the log through their read
+    /// index.
+    read_after: Vec<(u64, crate::machines::handle::Read, ReadDone)>,
+    /// Linearizable reads on the leader waiting for their confirmation round, with the
+    /// position they read at.
+    leader_reads: HashMap<Token, (consensus::Position, ReadDone)>,
+    /// Linearizable reads' answers waiting for the entries they saw to commit.
+    read_barriers: Vec<(consensus::Position, ReadDone)>,
     next_token: Token,
     /// Followers of committed changes (leader only).
     subscribers: Vec<Subscriber>,
+    /// Cancelled once this beacon is shutting down.
+    shutdown: CancellationToken,
+    /// Subscriptions that arrived in the batch being handled, started after its carry-out.
+    subscribing: Vec<Subscription>,
+    /// The committed changes kept for watches that resume from a log index.
+    history: History<Change>,
     /// Subscriptions whose first answer waits for this log index to commit (leader only).
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
     started: Instant,
@@ -80,6 +101,9 @@ pub(crate) struct Driver {
     /// acknowledgement times the replication round trip.
     in_flight: HashMap<SocketAddr, (u64, Instant)>,
 }
+
+/// Where a linearizable read learns that its answer may go (or why it may not).
+type ReadDone = oneshot::Sender<Result<(), consensus::ConsensusError>>;
 
 impl Driver {
     /// Creates the driver and its handle, around the state loaded at start.
@@ -97,6 +121,12 @@ impl Driver {
         } = loaded;
         let greeting = message_to_pb::<State>(&core.greeting());
         let counted = (core.commit(), core.position().index);
+        let history = History::new(
+            config.watch.history,
+            config.watch.history_bytes,
+            <State as consensus::Machine>::change_bytes,
+            core.position().index,
+        );
         let (current, current_rx) = watch::channel((0, greeting));
         let (tx, rx) = mpsc::channel(4096);
         let driver = Driver {
@@ -111,8 +141,16 @@ impl Driver {
             round: 0,
             conns: HashMap::new(),
             waiting: HashMap::new(),
+            transfers: HashMap::new(),
+            reads: HashMap::new(),
+            read_after: Vec::new(),
+            read_barriers: Vec::new(),
+            leader_reads: HashMap::new(),
             next_token: 1,
             subscribers: Vec::new(),
+            shutdown: CancellationToken::new(),
+            subscribing: Vec::new(),
+            history,
             commit_waiters: Vec::new(),
             started: Instant::now(),
             rx,
@@ -128,6 +166,7 @@ impl Driver {
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
+        self.shutdown = shutdown.clone();
         if self.core.is_leader() {
             info!(
                 term = self.core.election().term(),
@@ -148,6 +187,9 @@ impl Driver {
         let period = Duration::from_millis(self.config.tick_ms);
         let mut ticks = tokio::time::interval_at(Instant::now() + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let every = Duration::from_millis(self.config.watch.progress_ms);
+        let mut progress = tokio::time::interval_at(Instant::now() + every, every);
+        progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             // The core may want a step before the next event (a confirmation round due).
             let wake = self
@@ -164,9 +206,12 @@ impl Driver {
                     // stopped count before the tick judges who is online: a late tick must
                     // not declare silent a peer whose heartbeat is already here.
                     self.handle_queued(BATCH);
-                    self.step(consensus::Input::Tick)
+                    self.step(consensus::Input::Tick {
+                        wall_ms: crate::time::wall_ms(),
+                    })
                 }
                 _ = sleep_until_some(wake) => self.step(consensus::Input::Wake),
+                _ = progress.tick() => self.tell_progress(),
                 event = self.rx.recv() => match event {
                     Some(event) => {
                         self.handle(event);
@@ -186,9 +231,13 @@ impl Driver {
         debug!("driver stopped");
     }
 
-    /// Handles up to `most` events that are already queued, without waiting for more.
+    /// Handles up to `most` events that are already queued, without waiting for more (none
+    /// once this beacon is shutting down).
     fn handle_queued(&mut self, most: usize) {
         for _ in 0..most {
+            if self.shutdown.is_cancelled() {
+                break;
+            }
             match self.rx.try_recv() {
                 Ok(event) => self.handle(event),
                 Err(_) => break,
@@ -216,7 +265,9 @@ impl Driver {
             }
             Event::PeerDisconnected { peer, conn } => {
                 let open = self.conns.entry(peer).or_default();
-                if open.remove(&conn) && open.is_empty() {
+                // A beacon on its way out does not act on the connections its own shutdown
+                // closes: it would elect itself in its last moment.
+                if open.remove(&conn) && open.is_empty() && !self.shutdown.is_cancelled() {
                     info!(%peer, "last connection with peer closed: re-checking the leader now");
                     // What was sent to it will not be acknowledged: no round trip to time.
                     self.in_flight.remove(&peer);
@@ -231,24 +282,88 @@ impl Driver {
                 let _ = done.send(());
             }
             Event::Request { request, reply } => {
-                let token = self.next_token;
-                self.next_token += 1;
+                let token = self.take_token();
                 self.waiting.insert(token, reply);
                 self.step(consensus::Input::Request { token, request });
             }
-            Event::Read(read) => read(&self.core, now),
-            Event::Subscribe(Subscription { start, committed }) => {
-                let Some(subscriber) = start(&self.core, now) else {
-                    // Refused, or nothing to follow: no entry to wait for.
-                    let _ = committed.send(());
-                    return;
-                };
-                self.subscribers.push(subscriber);
-                self.commit_waiters
-                    .push((self.core.position().index, committed));
-                self.release_commit_waiters();
+            Event::Transfer { to, reply } => {
+                let token = self.take_token();
+                self.transfers.insert(token, reply);
+                self.step(consensus::Input::Transfer { token, to });
             }
+            Event::ReadIndex(reply) => {
+                let token = self.take_token();
+                self.reads.insert(token, reply);
+                self.step(consensus::Input::ReadIndex { token });
+            }
+            Event::ReadAfter { index, read, reply } => {
+                self.read_after.push((index, read, reply));
+                self.run_reads_after();
+            }
+            Event::LeaderRead { read, reply } => {
+                if !self.core.is_leader() {
+                    let leader = self.core.election().leader();
+                    let _ = reply.send(Err(consensus::ConsensusError::NotLeader { leader }));
+                    return;
+                }
+                if let Err(e) = self.core.ready_to_serve() {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                // Read now; the round below starts after it, so a majority that confirms it
+                // confirms this beacon led when it read.
+                read(&self.core, now);
+                let token = self.take_token();
+                self.leader_reads
+                    .insert(token, (self.core.position(), reply));
+                self.step(consensus::Input::ReadIndex { token });
+            }
+            Event::Read(read) => read(&self.core, now),
+            // Started once this batch is carried out (see `start_subscriptions`).
+            Event::Subscribe(subscription) => self.subscribing.push(subscription),
         }
+    }
+
+    /// A fresh token for an input whose answer the core gives back by it.
+    fn take_token(&mut self) -> Token {
+        let token = self.next_token;
+        self.next_token += 1;
+        token
+    }
+
+    /// Starts the subscriptions that arrived in the batch just carried out. Only then does
+    /// the history hold every change the core released, and say so when a snapshot
+    /// replaced the state: a resume started before the carry-out would replay a history
+    /// that a snapshot installed in the same batch was about to break, and miss the changes
+    /// the snapshot brought.
+    fn start_subscriptions(&mut self) {
+        let now = self.now();
+        for Subscription {
+            start,
+            from,
+            committed,
+        } in std::mem::take(&mut self.subscribing)
+        {
+            let since = self.history.since(from);
+            let Some(mut subscriber) = start(&self.core, now, since) else {
+                // Refused, or nothing to follow: no entry to wait for.
+                let _ = committed.send(());
+                continue;
+            };
+            // A resume hears what the history holds from its index on, then what commits
+            // later: nothing in between, since both run on this task.
+            if let Since::Replay { from, .. } = since {
+                for (index, change) in self.history.replay(from) {
+                    if !subscriber(Told::Change(index, change)) {
+                        break;
+                    }
+                }
+            }
+            self.subscribers.push(subscriber);
+            self.commit_waiters
+                .push((self.core.position().index, committed));
+        }
+        self.release_commit_waiters();
     }
 
     /// Feeds one input to the core; what it asks for waits for [`Driver::carry_out`].
@@ -259,49 +374,66 @@ impl Driver {
             self.log_event(event);
         }
         self.pending.merge(ready);
+        self.run_reads_after();
     }
 
-    /// Stores the batch, then carries out what it released: nothing that depends on an
-    /// entry (an acknowledgement to the leader, a reply to a service) leaves this beacon
-    /// before the entry is on disk. The order is the [`Ready`]'s; the receipts enforce it.
+    /// Lets through the read answers whose entries are now committed, and fails those
+    /// whose entries were replaced.
+    fn release_read_barriers(&mut self) {
+        for (at, tx) in std::mem::take(&mut self.read_barriers) {
+            match self.core.committed(at) {
+                Some(false) => self.read_barriers.push((at, tx)),
+                Some(true) => {
+                    let _ = tx.send(Ok(()));
+                }
+                None => {
+                    let _ = tx.send(Err(consensus::ConsensusError::LeaderChanged));
+                }
+            }
+        }
+    }
+
+    /// Runs the reads whose read index this replica has now applied; each answer then
+    /// waits for the entries it saw to commit.
+    fn run_reads_after(&mut self) {
+        let applied = self.core.commit();
+        if self.read_after.iter().all(|(i, _, _)| *i > applied) {
+            return;
+        }
+        let now = self.now();
+        for (index, read, reply) in std::mem::take(&mut self.read_after) {
+            if index > applied {
+                self.read_after.push((index, read, reply));
+                continue;
+            }
+            read(&self.core, now);
+            self.read_barriers.push((self.core.position(), reply));
+        }
+    }
+
+    /// Stores the batch, then carries out what it released (see [`carry_out`], the one
+    /// carry-out the simulation runs too): nothing that depends on an entry (an
+    /// acknowledgement to the leader, a reply to a service) leaves this beacon before the
+    /// entry is on disk.
     fn carry_out(&mut self) {
         self.round += 1;
-        let mut ready = std::mem::take(&mut self.pending);
-        // A new term is stored before any message can announce it.
-        let term_stored = match self.storage.store_term(ready.term()) {
-            Ok(receipt) => receipt,
-            Err(e) => {
-                self.failed = Some(format!("cannot store the term: {e}"));
-                return;
-            }
+        let ready = std::mem::take(&mut self.pending);
+        let now = self.now();
+        let mut out = Links {
+            links: &self.links,
+            in_flight: &mut self.in_flight,
+            metrics: &self.metrics,
+            round: self.round,
+            state: self.core.state(),
         };
-        // A leader's entries go to its followers while it stores them itself: they count
-        // towards a commit only once acknowledged, and the leader's own acknowledgement (a
-        // reply) waits below.
-        for (to, msg) in ready.send_now(&term_stored) {
-            self.send(to, &msg);
-        }
-        let appends = !ready.store().entries.is_empty();
-        let started = std::time::Instant::now();
-        let stored = self.storage.store(ready.store());
-        if appends {
-            self.metrics.fsync.observe(started.elapsed().as_secs_f64());
-        }
-        let stored = match stored {
-            Ok(receipt) => receipt,
+        let released = match carry_out(ready, &self.core, &mut self.storage, now, &mut out) {
+            Ok(Some(released)) => released,
+            Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
             Err(e) => {
                 self.failed = Some(format!("cannot store the replicated state: {e}"));
                 return;
             }
         };
-        if let Err(e) = self.compact() {
-            self.failed = Some(format!("cannot compact the replicated state: {e}"));
-            return;
-        }
-        let released = ready.release(stored);
-        for (to, msg) in released.send {
-            self.send(to, &msg);
-        }
         for (token, reply) in released.replies {
             if matches!(reply, Err(consensus::ReplyError::Consensus(_))) {
                 self.metrics.failed.inc();
@@ -310,6 +442,7 @@ impl Driver {
                 let _ = waiting.send(reply);
             }
         }
+        self.history.record(&released.committed, released.restored);
         self.publish(&released.committed);
         if !self.core.is_leader() && !self.subscribers.is_empty() {
             // Dropping them closes their channels: each tells its follower to go to the
@@ -320,40 +453,12 @@ impl Driver {
             );
             self.subscribers.clear();
         }
+        self.start_subscriptions();
         self.release_commit_waiters();
+        self.release_read_barriers();
         self.count_progress();
         let greeting = message_to_pb::<State>(&self.core.greeting());
         self.current.send_replace((self.round, greeting));
-    }
-
-    /// Once the log holds more entries than are worth keeping, the current state replaces
-    /// it.
-    fn compact(&mut self) -> Result<(), StorageError> {
-        if self.storage.logged() > self.core.entries_to_keep() {
-            let now = self.now();
-            self.storage.install(&self.core.snapshot(now))?;
-            debug!(position = %self.core.position(), "stored state compacted into a snapshot");
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, to: SocketAddr, msg: &Message<State>) {
-        let Some(link) = self.links.get(&to) else {
-            return;
-        };
-        if msg.snapshot.is_some() {
-            self.metrics.snapshots_sent.inc();
-        }
-        if let Some(last) = msg.append.as_ref().and_then(|a| a.entries.last()) {
-            self.in_flight
-                .entry(to)
-                .or_insert_with(|| (last.index, Instant::now()));
-        }
-        let bytes = message_bytes::<State>(msg, self.core.state());
-        if link.try_send((self.round, bytes.into())).is_err() {
-            // The leader resends what was lost on its next tick.
-            debug!(peer = %to, "message dropped: link busy or down");
-        }
     }
 
     /// Counts what a peer's message says for the metrics: a snapshot received, or a
@@ -413,6 +518,9 @@ impl Driver {
         m.log_entries.set(self.storage.logged() as i64);
         m.snapshot_bytes.set(self.storage.snapshot_size() as i64);
         m.uptime.set(now as f64 / 1e3);
+        m.watch_history.set(self.history.len() as i64);
+        m.watch_history_bytes.set(self.history.bytes() as i64);
+        m.watch_oldest.set(self.history.first() as i64);
         for v in election.view(now).into_iter().filter(|v| !v.is_self) {
             m.peer_online
                 .get_or_create(&super::metrics::PeerLabel {
@@ -420,27 +528,14 @@ impl Driver {
                 })
                 .set(i64::from(v.is_online));
         }
-        let ids = crate::machines::registry::rpc::gauges(&self.core);
-        m.ids_in_use.set(ids.in_use as i64);
-        m.ids_free.set(ids.free as i64);
-        m.ids_quarantined.set(ids.quarantined as i64);
-        // Node types that had registrations and have none now read 0, not their last count.
-        m.registrations.clear();
-        for node_type in self.config.subscriptions.keys() {
-            m.registrations
-                .get_or_create(&super::metrics::NodeTypeLabel {
-                    node_type: node_type.clone(),
-                })
-                .set(0);
-        }
-        for (node_type, n) in ids.by_type {
-            m.registrations
-                .get_or_create(&super::metrics::NodeTypeLabel { node_type })
-                .set(n as i64);
-        }
+        m.machines.set(
+            self.core
+                .state()
+                .gauges(&self.config.machines, crate::time::wall_ms()),
+        );
     }
 
-    fn log_event(&self, event: consensus::Event) {
+    fn log_event(&mut self, event: consensus::Event) {
         if let consensus::Event::LeaderChanged { leader, term } = &event {
             self.metrics.leader_changes.inc();
             self.metrics.leaders.record(*leader, *term);
@@ -455,6 +550,28 @@ impl Driver {
                 ),
             },
             consensus::Event::Notice(msg) => info!("{msg}"),
+            consensus::Event::ReadIndex { token, result } => {
+                if let Some(waiting) = self.reads.remove(&token) {
+                    let _ = waiting.send(result);
+                } else if let Some((at, reply)) = self.leader_reads.remove(&token) {
+                    match result {
+                        // Confirmed: the answer waits for what it saw to commit.
+                        Ok(_) => self.read_barriers.push((at, reply)),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
+                }
+            }
+            consensus::Event::Transferred { token, result } => {
+                match &result {
+                    Ok(to) => info!(leader = %to, "leader transfer done"),
+                    Err(e) => warn!("leader transfer failed: {e}"),
+                }
+                if let Some(waiting) = self.transfers.remove(&token) {
+                    let _ = waiting.send(result);
+                }
+            }
         }
     }
 
@@ -478,8 +595,16 @@ impl Driver {
     /// Tells every subscriber each committed change, in log order.
     fn publish(&mut self, changes: &[(u64, Change)]) {
         for (index, change) in changes {
-            self.subscribers.retain_mut(|s| s(*index, change));
+            self.subscribers
+                .retain_mut(|s| s(Told::Change(*index, change)));
         }
+    }
+
+    /// Tells the subscribers that heard nothing since the last time how far the log is
+    /// committed (key `watch.progress_ms`).
+    fn tell_progress(&mut self) {
+        let commit = self.core.commit();
+        self.subscribers.retain_mut(|s| s(Told::Progress(commit)));
     }
 
     fn status(&self, now: Millis) -> pb::BeaconStatus {
@@ -527,5 +652,43 @@ impl Driver {
             cannot_write: self.core.cannot_write(),
             lag: self.core.lag(),
         }
+    }
+}
+
+/// Where the driver's carry-out sends: each peer's link queue, stamped with the round.
+struct Links<'a> {
+    links: &'a HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
+    in_flight: &'a mut HashMap<SocketAddr, (u64, Instant)>,
+    metrics: &'a Metrics,
+    round: u64,
+    state: &'a State,
+}
+
+impl storage::Outbox<State, storage::Files> for Links<'_> {
+    fn send(&mut self, to: SocketAddr, msg: Message<State>) {
+        let Some(link) = self.links.get(&to) else {
+            return;
+        };
+        if msg.snapshot.is_some() {
+            self.metrics.snapshots_sent.inc();
+        }
+        if let Some(last) = msg.append.as_ref().and_then(|a| a.entries.last()) {
+            self.in_flight
+                .entry(to)
+                .or_insert_with(|| (last.index, Instant::now()));
+        }
+        let bytes = message_bytes::<State>(&msg, self.state);
+        if link.try_send((self.round, bytes.into())).is_err() {
+            // The leader resends what was lost on its next tick.
+            debug!(peer = %to, "message dropped: link busy or down");
+        }
+    }
+
+    fn appended(&mut self, took: std::time::Duration) {
+        self.metrics.fsync.observe(took.as_secs_f64());
+    }
+
+    fn compacted(&mut self) {
+        debug!("stored state compacted into a snapshot");
     }
 }

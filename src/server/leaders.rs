@@ -5,9 +5,10 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+
+use crate::time::wall_ms;
 
 /// How many changes are kept: far more than a healthy cluster makes in an hour, and a
 /// flapping one shows its last ones.
@@ -28,16 +29,10 @@ pub(crate) struct LeaderHistory {
     changes: Mutex<VecDeque<LeaderChange>>,
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl LeaderHistory {
     /// Notes that this beacon now follows `leader` (or knows none) in `term`.
     pub(crate) fn record(&self, leader: Option<SocketAddr>, term: u64) {
-        self.record_at(unix_ms(), leader, term);
+        self.record_at(wall_ms(), leader, term);
     }
 
     fn record_at(&self, at_ms: u64, leader: Option<SocketAddr>, term: u64) {
@@ -56,11 +51,6 @@ impl LeaderHistory {
     pub(crate) fn changes(&self) -> Vec<LeaderChange> {
         let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
         changes.iter().cloned().collect()
-    }
-
-    /// The time now as the history counts it (Unix milliseconds).
-    pub(crate) fn now_ms() -> u64 {
-        unix_ms()
     }
 }
 

@@ -19,6 +19,9 @@ pub struct StartOptions {
     /// Carry stored state written under another configuration (cluster name, range, mode,
     /// beacon list) into this one, once it is checked to fit (`--adopt-config`).
     pub adopt_config: bool,
+    /// Replace a stored term beyond [`consensus::MAX_TERM`] with the highest term of the
+    /// stored log (`--reset-term`).
+    pub reset_term: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +32,19 @@ pub enum LoadError {
     Storage(#[from] StorageError),
     #[error("data_dir {path}: {cause}")]
     Restore { path: PathBuf, cause: RestoreError },
+    #[error(
+        "data_dir {path}: the stored term {term} is beyond 2^48 ({max}), which no beacon reaches (a corrupt file, or a hostile term adopted by an older version); nothing was started. Stop every beacon of the cluster and start each once with --reset-term, which takes the highest term of its own log ({log_term} here)"
+    )]
+    TermBeyondBound {
+        path: PathBuf,
+        term: u64,
+        max: u64,
+        log_term: u64,
+    },
+    #[error(
+        "data_dir {path}: the stored {what}; no beacon writes such values, so the data directory is damaged: move it aside and start this beacon with an empty one (it fetches the state from the others)"
+    )]
+    LogBeyondBound { path: PathBuf, what: String },
 }
 
 /// The stored state, loaded.
@@ -45,7 +61,7 @@ pub(crate) struct Loaded {
 pub fn identity_of(config: &Config) -> Identity {
     Identity {
         cluster: config.cluster.clone(),
-        id_range: [config.id_range.first, config.id_range.last],
+        machines: config.machines.identity(),
         mode: config.mode.to_string(),
         beacons: config.beacon_names(),
     }
@@ -72,8 +88,41 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         .map(|n| (true, n))
         .collect();
     let recorded = data_dir.load_identity()?;
-    let (storage, restored) = Storage::open(Files::new(data_dir.path()))?;
-    let stored_term = restored.term;
+    let (mut storage, restored) = Storage::open(Files::new(data_dir.path()))?;
+    let positions = restored
+        .snapshot
+        .iter()
+        .map(|s| ("snapshot", s.position))
+        .chain(restored.entries.iter().map(|e| ("log entry", e.position())));
+    let mut log_term = 0;
+    for (what, position) in positions {
+        if let Some(why) = consensus::bounds::position_beyond(what, position) {
+            return Err(LoadError::LogBeyondBound {
+                path: config.data_dir.clone(),
+                what: why,
+            });
+        }
+        log_term = log_term.max(position.term);
+    }
+    let mut stored_term = restored.term;
+    if stored_term > consensus::MAX_TERM {
+        if !options.reset_term {
+            return Err(LoadError::TermBeyondBound {
+                path: config.data_dir.clone(),
+                term: stored_term,
+                max: consensus::MAX_TERM,
+                log_term,
+            });
+        }
+        storage.reset_term(log_term)?;
+        notices.push((
+            true,
+            format!(
+                "--reset-term: the stored term {stored_term} (beyond 2^48) replaced by {log_term}, the highest term of the stored log"
+            ),
+        ));
+        stored_term = log_term;
+    }
     if let Some(t) = &restored.truncated {
         notices.push((
             true,
@@ -90,8 +139,8 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
     );
     let (core, restore_notices) = Replica::restore(
         consensus_config(config, stored_term),
-        State::configured(config),
-        Services::configured(config),
+        State::configured(&config.machines),
+        Services::configured(&config.machines),
         restored.snapshot,
         restored.entries,
     )

@@ -8,9 +8,9 @@
 //! as configured).
 //!
 //! Counters and histograms are updated where things happen (the driver, the connection
-//! handlers); gauges that describe state (leader, term, log size, registrations, IDs) are
-//! set by the driver when a scrape asks, so they are exact at that moment and cost nothing
-//! between scrapes.
+//! handlers); gauges that describe state (leader, term, log size, and each machine's own:
+//! registrations, IDs, queues, ...) are set by the driver when a scrape asks, so they are
+//! exact at that moment and cost nothing between scrapes.
 
 use std::time::Duration;
 
@@ -38,11 +38,6 @@ pub(crate) struct PeerLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct NodeTypeLabel {
-    pub(crate) node_type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReasonLabel {
     pub(crate) reason: String,
 }
@@ -54,6 +49,56 @@ struct BuildLabel {
 }
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The machines' own gauges ([`crate::machines::Measured`]), as the driver last read them
+/// for a scrape: names and labels are the machines', so they are encoded as they come.
+#[derive(Debug, Default)]
+pub(crate) struct MachineGauges {
+    samples: std::sync::Mutex<Vec<crate::machines::GaugeSample>>,
+}
+
+impl MachineGauges {
+    pub(crate) fn set(&self, samples: Vec<crate::machines::GaugeSample>) {
+        *self.samples.lock().unwrap_or_else(|e| e.into_inner()) = samples;
+    }
+}
+
+impl prometheus_client::collector::Collector for MachineGauges {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        // One descriptor per name, its samples after it (they come grouped by machine, so
+        // a name's samples are gathered first).
+        let mut names: Vec<&'static str> = Vec::new();
+        for s in samples.iter() {
+            if !names.contains(&s.name) {
+                names.push(s.name);
+            }
+        }
+        for name in names {
+            let of_name: Vec<_> = samples.iter().filter(|s| s.name == name).collect();
+            let help = of_name.first().map_or("", |s| s.help);
+            let gauge = ConstGauge::new(0.0f64);
+            let mut metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            if let [one] = of_name.as_slice()
+                && one.labels.is_empty()
+            {
+                ConstGauge::new(one.value).encode(metric)?;
+                continue;
+            }
+            for s in of_name {
+                let labels: Vec<(&str, &str)> =
+                    s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                ConstGauge::new(s.value).encode(metric.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Every metric of one beacon. Cheap to clone handles are kept by whoever updates them.
 pub(crate) struct Metrics {
@@ -76,15 +121,17 @@ pub(crate) struct Metrics {
     pub(crate) request_duration: Family<CommandLabel, Histogram>,
     pub(crate) requests: Family<ResultLabel, Counter>,
     pub(crate) refusals: Family<ReasonLabel, Counter>,
+    pub(crate) connections_refused: Family<ReasonLabel, Counter>,
     pub(crate) replication_rtt: Family<PeerLabel, Histogram>,
     pub(crate) peer_online: Family<PeerLabel, Gauge>,
     pub(crate) snapshots_sent: Counter,
     pub(crate) snapshots_received: Counter,
-    pub(crate) registrations: Family<NodeTypeLabel, Gauge>,
-    pub(crate) ids_in_use: Gauge,
-    pub(crate) ids_free: Gauge,
-    pub(crate) ids_quarantined: Gauge,
+    /// Committed changes kept for watches that resume, and the oldest index they resume at.
+    pub(crate) watch_history: Gauge,
+    pub(crate) watch_history_bytes: Gauge,
+    pub(crate) watch_oldest: Gauge,
     pub(crate) uptime: FloatGauge,
+    pub(crate) machines: std::sync::Arc<MachineGauges>,
 }
 
 /// 100 µs to about 13 s, doubling: fsyncs and requests both live in this range.
@@ -118,15 +165,16 @@ impl Metrics {
             request_duration: Family::new_with_constructor(latency_histogram),
             requests: Family::default(),
             refusals: Family::default(),
+            connections_refused: Family::default(),
             replication_rtt: Family::new_with_constructor(latency_histogram),
             peer_online: Family::default(),
             snapshots_sent: Counter::default(),
             snapshots_received: Counter::default(),
-            registrations: Family::default(),
-            ids_in_use: Gauge::default(),
-            ids_free: Gauge::default(),
-            ids_quarantined: Gauge::default(),
+            watch_history: Gauge::default(),
+            watch_history_bytes: Gauge::default(),
+            watch_oldest: Gauge::default(),
             uptime: FloatGauge::default(),
+            machines: Default::default(),
         };
         // Both reasons from the start, so that a rate over them is 0 rather than absent.
         for reason in ["unauthenticated", "permission_denied"] {
@@ -222,6 +270,22 @@ impl Metrics {
             "Snapshots this beacon received from a leader",
             m.snapshots_received.clone(),
         );
+        server.register(
+            "watch_history_changes",
+            "Committed changes kept for watches that resume from a log index (key watch.history)",
+            m.watch_history.clone(),
+        );
+        server.register_with_unit(
+            "watch_history",
+            "About how many bytes the changes kept for watches hold (key watch.history_bytes)",
+            Unit::Bytes,
+            m.watch_history_bytes.clone(),
+        );
+        server.register(
+            "watch_oldest_index",
+            "The oldest log index a watch can resume from here; older ones are answered COMPACTED",
+            m.watch_oldest.clone(),
+        );
         let disk = root.sub_registry_with_prefix("disk");
         disk.register_with_unit(
             "wal_fsync_duration",
@@ -246,6 +310,11 @@ impl Metrics {
             "Connections and requests refused for their credentials (unauthenticated) or permissions (permission_denied)",
             m.refusals.clone(),
         );
+        root.register(
+            "connections_refused",
+            "Connections refused before or at their handshake, by reason (bad_magic, unsupported_version, frame_too_large, bad_frame, wrong_cluster, unknown_beacon, config_mismatch, unauthenticated, tls_handshake, tls_certificate_expired, tls_unknown_issuer, tls_bad_certificate, tls_timeout, handshake_timeout, handshake_required, and admin_* for the admin port)",
+            m.connections_refused.clone(),
+        );
         let network = root.sub_registry_with_prefix("network");
         network.register_with_unit(
             "replication_round_trip",
@@ -258,27 +327,7 @@ impl Metrics {
             "1 while this beacon hears the peer's heartbeats",
             m.peer_online.clone(),
         );
-        root.register(
-            "registrations",
-            "Live registrations by node type (leader's view)",
-            m.registrations.clone(),
-        );
-        let ids = root.sub_registry_with_prefix("ids");
-        ids.register(
-            "in_use",
-            "Node IDs held by live registrations",
-            m.ids_in_use.clone(),
-        );
-        ids.register(
-            "free",
-            "Node IDs that can be handed out now",
-            m.ids_free.clone(),
-        );
-        ids.register(
-            "quarantined",
-            "Node IDs of ended registrations waiting out id_reuse_delay_ms",
-            m.ids_quarantined.clone(),
-        );
+        root.register_collector(Box::new(m.machines.clone()));
         Metrics {
             registry: root,
             ..m
@@ -308,6 +357,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Records a connection refused for `reason`.
+    pub(crate) fn connection_refused(&self, reason: &str) {
+        self.connections_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
     /// Records a refusal of credentials or permissions.
     pub(crate) fn refused(&self, reason: &str) {
         self.refusals
@@ -328,18 +386,19 @@ mod tests {
         m.leader_changes.inc();
         m.request("Register", "OK", Duration::from_millis(2));
         m.refused("unauthenticated");
-        m.registrations
-            .get_or_create(&NodeTypeLabel {
-                node_type: "LOGIC".into(),
-            })
-            .set(3);
+        m.machines.set(vec![crate::machines::GaugeSample {
+            name: "registrations",
+            help: "Live registrations by node type",
+            labels: vec![("node_type", "LOGIC".into())],
+            value: 3.0,
+        }]);
         let text = m.encode();
         for line in [
             "beacon_build_info{version=\"1.2.3\",mode=\"quorum\"} 1",
             "beacon_server_leader_changes_seen_total 1",
             "beacon_requests_total{command=\"Register\",code=\"OK\"} 1",
             "beacon_auth_refusals_total{reason=\"unauthenticated\"} 1",
-            "beacon_registrations{node_type=\"LOGIC\"} 3",
+            "beacon_registrations{node_type=\"LOGIC\"} 3.0",
             "# TYPE beacon_disk_wal_fsync_duration_seconds histogram",
             "beacon_request_duration_seconds_count{command=\"Register\"} 1",
         ] {

@@ -4,11 +4,16 @@
 mod admin;
 mod conn;
 mod driver;
-pub(crate) mod handle;
+pub(crate) mod grpc;
+mod history;
 mod leaders;
 mod load;
 mod metrics;
 mod peer;
+mod read_batch;
+mod refusals;
+mod relay;
+mod reload;
 mod shared;
 
 pub use load::{LoadError, StartOptions, identity_of};
@@ -126,6 +131,13 @@ impl Server {
                 config.node
             );
         }
+        let peers_verified = config.tls.as_ref().is_some_and(|t| t.ca.is_some());
+        if config.beacons.len() > 1 && !peers_verified && config.auth.peer_token.is_none() {
+            warn!(
+                "peers are not authenticated: any process that reaches {} can join as a beacon and claim the leadership; give every beacon the same auth.peer_token (or TLS with tls.ca)",
+                config.node
+            );
+        }
         for note in &config.resolved {
             info!("{note}");
         }
@@ -161,10 +173,20 @@ impl Server {
             tls,
             metrics: metrics.clone(),
             refusals: Default::default(),
+            refused_conns: Default::default(),
             peer_admin: Default::default(),
+            auth: arc_swap::ArcSwap::from_pointee(config.auth.clone()),
+            beacon_names: config.beacon_names(),
+            relays: Default::default(),
+            read_batch: Default::default(),
+            grpc: grpc::standard::Standard::new(),
         });
+        if config.auth.enabled() {
+            tracker.spawn(reload::run(shared.clone(), token.clone()).in_current_span());
+        }
 
         tracker.spawn(driver.run(token.clone()).in_current_span());
+        tracker.spawn(grpc::report_health(shared.clone()).in_current_span());
         for (peer, rx) in link_rxs {
             let span = error_span!("link", %peer);
             tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));
@@ -174,10 +196,9 @@ impl Server {
                 Ok(addr) => info!(%addr, "admin HTTP API listening"),
                 Err(e) => warn!("admin HTTP API listening (address unknown: {e})"),
             }
-            let tls = shared.tls.as_ref().map(|t| t.accept.clone());
+            let tls = shared.tls.as_ref().map(|t| t.admin.clone());
             let state = admin::AdminState {
                 shared: shared.clone(),
-                tls: shared.tls.is_some(),
             };
             tracker.spawn(admin::serve(admin, tls, state, token.clone()).in_current_span());
         }

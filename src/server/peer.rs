@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
-use super::handle::{ConnId, Outgoing, next_conn_id};
 use super::shared::Shared;
+use crate::machines::handle::{ConnId, Outgoing, next_conn_id};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{Stream, tls};
@@ -28,7 +28,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Why a connection attempt or an established link ended.
 #[derive(Debug, thiserror::Error)]
-enum LinkError {
+pub(super) enum LinkError {
     #[error("connect failed: {0}")]
     Connect(std::io::Error),
     #[error("TLS handshake failed: {0}")]
@@ -47,7 +47,7 @@ enum LinkError {
     Closed,
 }
 
-type Conn = Framed<Stream, FrameCodec>;
+pub(super) type Conn = Framed<Stream, FrameCodec>;
 
 pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     let tick = Duration::from_millis(shared.config.tick_ms);
@@ -112,6 +112,26 @@ async fn connect(
     shared: &Shared,
     io_timeout: Duration,
 ) -> Result<(Conn, ConnId, u64), LinkError> {
+    let (conn, ack, greeted) = dial(peer, shared, pb::Role::Peer, io_timeout).await?;
+    shared.note_peer_admin(peer, &ack.admin);
+    let id = next_conn_id();
+    shared.driver.peer_connected(peer, id).await;
+    let state = message_from_pb::<State>(ack.election.unwrap_or_default())
+        .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
+    shared.driver.peer_greeting(peer, state).await;
+    Ok((conn, id, greeted))
+}
+
+/// Connects to `peer` and says who we are, as `role` (a heartbeat link, or a relay of
+/// clients' calls): TLS with our certificate when the cluster verifies beacons, our election
+/// state, and the peer-token exchange, in which the peer proves itself first. Returns the
+/// connection, the peer's acknowledgement and the driver round our greeting is as of.
+pub(super) async fn dial(
+    peer: SocketAddr,
+    shared: &Shared,
+    role: pb::Role,
+    io_timeout: Duration,
+) -> Result<(Conn, pb::HelloAck, u64), LinkError> {
     let at = shared.config.dial.get(&peer).copied().unwrap_or(peer);
     let tcp = tokio::time::timeout(io_timeout, TcpStream::connect(at))
         .await
@@ -131,26 +151,27 @@ async fn connect(
     };
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
     let (greeted, state) = shared.current.borrow().clone();
+    let ours = crate::auth::challenge();
     let hello = pb::Hello {
         cluster: shared.config.cluster.clone(),
-        role: pb::Role::Peer as i32,
+        role: role as i32,
         node: shared.config.node.to_string(),
         version: PROTOCOL_VERSION,
         election: Some(state),
         mode: shared.config.mode.to_string(),
         beacons: shared.config.beacon_names(),
-        token: shared
-            .config
-            .auth
-            .peer_token
-            .as_ref()
-            .map(|t| t.expose().to_owned())
-            .unwrap_or_default(),
+        // With a peer token, a challenge: the token itself never crosses the network.
+        peer_challenge: if shared.config.auth.peer_token.is_some() {
+            ours.clone()
+        } else {
+            Vec::new()
+        },
         admin: shared.config.admin_url().unwrap_or_default(),
+        ..Default::default()
     };
     // Each machine adds what beacons of one cluster must agree on (the registry: its range).
     let mut body = prost::Message::encode_to_vec(&hello);
-    machines::rpc::hello_fields(&shared.config, &mut body);
+    machines::Dispatch::hello_fields(&shared.config.machines, &mut body);
     let frame = Frame {
         cmd: Cmd::Hello.code(),
         seq: 1,
@@ -169,20 +190,52 @@ async fn connect(
         let err: pb::ErrorReply = reply.decode()?;
         return Err(LinkError::Refused(err.msg));
     }
-    let ack: pb::HelloAck = reply.decode()?;
+    let mut ack: pb::HelloAck = reply.decode()?;
+    if let Some(token) = &shared.config.auth.peer_token {
+        // The peer proves it knows the token before we prove it: a process posing as a
+        // beacon learns nothing from us.
+        let name = peer.to_string();
+        let cluster = &shared.config.cluster;
+        let proven = ack.proof_wanted
+            && token.verify(
+                &ack.peer_proof,
+                "acceptor",
+                &ours,
+                &ack.peer_challenge,
+                cluster,
+                &name,
+            );
+        if !proven {
+            return Err(LinkError::Refused(format!(
+                "`{peer}` did not prove it knows this cluster's auth.peer_token (a beacon without it, or a process posing as one)"
+            )));
+        }
+        let me = shared.config.node.to_string();
+        let proof = pb::HelloProof {
+            proof: token.prove("dialer", &ack.peer_challenge, &ours, cluster, &me),
+        };
+        let exchange = async {
+            conn.send(Frame::new(Cmd::HelloProof.code(), 2, 0, &proof))
+                .await?;
+            conn.next().await.transpose()
+        };
+        let reply = tokio::time::timeout(io_timeout, exchange)
+            .await
+            .map_err(|_| LinkError::Timeout(io_timeout))??
+            .ok_or(LinkError::Closed)?;
+        if reply.is_error() {
+            let err: pb::ErrorReply = reply.decode()?;
+            return Err(LinkError::Refused(err.msg));
+        }
+        ack = reply.decode()?;
+    }
     if ack.node != peer.to_string() || ack.cluster != shared.config.cluster {
         return Err(LinkError::WrongIdentity {
             answered: ack.node,
             cluster: ack.cluster,
         });
     }
-    shared.note_peer_admin(peer, &ack.admin);
-    let id = next_conn_id();
-    shared.driver.peer_connected(peer, id).await;
-    let state = message_from_pb::<State>(ack.election.unwrap_or_default())
-        .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
-    shared.driver.peer_greeting(peer, state).await;
-    Ok((conn, id, greeted))
+    Ok((conn, ack, greeted))
 }
 
 /// Writes `first`, then queued heartbeats, until the link fails (`Some(error)`) or

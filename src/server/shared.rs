@@ -8,15 +8,18 @@ use std::sync::Arc;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::handle::{Ctx, DriverHandle, Greeting};
 use crate::config::Config;
+use crate::machines::handle::{Consistency, Ctx, DriverHandle, Greeting, Linearize, Reject};
 use crate::transport::tls::{self, Reloading, TlsError};
+use crate::wire::{Cmd, Code, ErrorCode};
 
 /// A beacon's TLS: what it accepts connections with, and (with a CA, as every beacon of a
 /// cluster of more than one has) what it dials its peers with.
 pub(crate) struct ServerTls {
-    /// Shared with the admin HTTP API, which is served over TLS too.
-    pub(crate) accept: Arc<Reloading<rustls::ServerConfig>>,
+    /// The client port's: it offers ALPN `h2`, for gRPC clients.
+    pub(crate) accept: Reloading<rustls::ServerConfig>,
+    /// The admin HTTP API's (HTTP/1.1).
+    pub(crate) admin: Arc<Reloading<rustls::ServerConfig>>,
     pub(crate) dial: Option<Reloading<rustls::ClientConfig>>,
 }
 
@@ -31,7 +34,8 @@ impl ServerTls {
             None => None,
         };
         Ok(Some(ServerTls {
-            accept: Arc::new(Reloading::new(files.clone(), tls::server_config)?),
+            accept: Reloading::new(files.clone(), tls::client_port_config)?,
+            admin: Arc::new(Reloading::new(files.clone(), tls::server_config)?),
             dial,
         }))
     }
@@ -57,9 +61,22 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<ServerTls>,
     pub(crate) metrics: Arc<super::metrics::Metrics>,
     /// Refused requests since the last warning about them.
-    pub(crate) refusals: super::conn::Refusals,
+    pub(crate) refusals: super::refusals::Requests,
+    /// Refused connections since the last warning about them.
+    pub(crate) refused_conns: super::refusals::Connections,
     /// Where each peer's admin API is, as its handshake said.
     pub(crate) peer_admin: std::sync::Mutex<HashMap<SocketAddr, String>>,
+    /// Who may connect, and as what: `config.auth` at start, replaced when the tokens are
+    /// reloaded (see `reload`).
+    pub(crate) auth: arc_swap::ArcSwap<crate::auth::AuthConfig>,
+    /// The beacon list as `ip:port`, as answers carry it.
+    pub(crate) beacon_names: Vec<String>,
+    /// The connections that carry our gRPC clients' calls to the leader.
+    pub(crate) relays: super::relay::pool::Relays,
+    /// The follower's linearizable reads, sharing their requests for the leader's read index.
+    pub(crate) read_batch: super::read_batch::ReadBatch,
+    /// The gRPC edge's standard services (health, reflection).
+    pub(crate) grpc: super::grpc::standard::Standard,
 }
 
 impl Shared {
@@ -75,7 +92,9 @@ impl Shared {
 
     /// The core's status, with where each beacon's admin API is: what `show beacon` and the
     /// status page show.
-    pub(crate) async fn status(&self) -> Result<crate::pb::BeaconStatus, super::handle::Reject> {
+    pub(crate) async fn status(
+        &self,
+    ) -> Result<crate::pb::BeaconStatus, crate::machines::handle::Reject> {
         let mut status = self.driver.status().await?;
         let known = self.peer_admin.lock().unwrap_or_else(|e| e.into_inner());
         for entry in &mut status.beacons {
@@ -92,12 +111,116 @@ impl Shared {
         Ok(status)
     }
 
-    /// What request handlers have at hand, for a request from `identity`.
-    pub(crate) fn ctx<'a>(&'a self, identity: Option<&'a crate::auth::Identity>) -> Ctx<'a> {
+    /// What request handlers have at hand, for a request from `identity` whose reads are
+    /// `consistency`.
+    pub(crate) fn ctx<'a>(
+        &'a self,
+        identity: Option<&'a crate::auth::Identity>,
+        consistency: Consistency,
+    ) -> Ctx<'a> {
         Ctx {
-            config: &self.config,
+            node: self.config.node,
+            beacons: &self.beacon_names,
+            sections: &self.config.machines,
             driver: &self.driver,
             identity,
+            consistency,
+            linearize: self,
         }
+    }
+
+    /// The read index a linearizable read waits for: this beacon's own when it leads, else
+    /// its leader's, asked over the relay connection (while no leader can give one, it waits
+    /// up to [`LEADER_WAIT`] for an election).
+    async fn read_index_for_read(&self, leader: Option<SocketAddr>) -> Result<u64, Reject> {
+        let needs = |r: Reject| Reject {
+            msg: format!(
+                "{}; a linearizable read needs a leader that a majority confirms (`--consistency serializable` reads this beacon's replica as it is)",
+                r.msg
+            ),
+            ..r
+        };
+        // A cluster that is electing (no leader known, or the leader still taking over)
+        // usually has a leader within a few ticks: wait for one, as writes do, rather than
+        // refuse a read just after a start or a failover.
+        let electing = tokio::time::Instant::now() + LEADER_WAIT;
+        if let Some(leader) = leader {
+            return self
+                .read_batch
+                .read_index(leader, || self.leader_read_index(leader))
+                .await
+                .map_err(needs);
+        }
+        loop {
+            let refused = match self.driver.read_index().await {
+                Ok(index) => return Ok(index),
+                Err(r) if r.code == ErrorCode::NotLeader as u32 && r.leader.is_some() => {
+                    let leader = r.leader.expect("just checked");
+                    return self
+                        .read_batch
+                        .read_index(leader, || self.leader_read_index(leader))
+                        .await
+                        .map_err(needs);
+                }
+                Err(r) => r,
+            };
+            // NO_QUORUM is refused at once: a beacon that sees no majority is not about to
+            // see a leader, and the caller may rather ask another beacon.
+            let waits = [ErrorCode::NotLeader, ErrorCode::Unavailable]
+                .iter()
+                .any(|c| *c as u32 == refused.code);
+            if !waits || tokio::time::Instant::now() >= electing || self.shutdown.is_cancelled() {
+                return Err(needs(refused));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// `leader`'s read index, asked over the relay connection to it.
+    async fn leader_read_index(&self, leader: SocketAddr) -> Result<u64, Reject> {
+        let body = prost::Message::encode_to_vec(&crate::pb::ReadIndexRequest {});
+        let asked = self.relays.ask(
+            self,
+            leader,
+            None,
+            Cmd::ReadIndex.code(),
+            body.into(),
+            false,
+        );
+        let (_, answer) = tokio::time::timeout(READ_WAIT, asked).await.map_err(|_| {
+            Reject::keep(
+                ErrorCode::Unavailable,
+                format!(
+                    "the leader {leader} did not give its read index within {} ms",
+                    READ_WAIT.as_millis()
+                ),
+            )
+        })??;
+        if answer.is_error() {
+            let e: crate::pb::ErrorReply = answer.decode()?;
+            return Err(Reject {
+                code: e.code,
+                msg: format!("the leader {leader}: {}", e.msg),
+                close: false,
+                leader: e.leader.parse().ok(),
+            });
+        }
+        let reply: crate::pb::ReadIndexReply = answer.decode()?;
+        Ok(reply.index)
+    }
+}
+
+/// How long a linearizable read waits for a leader that can give a read index (an election
+/// under way), before it is refused.
+pub(crate) const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+pub(crate) use crate::machines::handle::READ_WAIT;
+
+impl Linearize for Shared {
+    fn linearize(
+        &self,
+        leader: Option<SocketAddr>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>> {
+        Box::pin(self.read_index_for_read(leader))
     }
 }

@@ -4,7 +4,8 @@
 //! as the password of HTTP Basic authentication, so that a browser asks for it and sends
 //! it with every request the page makes (the user name is not checked). Over plain HTTP
 //! off loopback a token is refused unless `auth.allow_plaintext_tokens` is set, as on the
-//! cluster port.
+//! cluster port. Over HTTPS, a client certificate the cluster's CA verified is an identity
+//! too, named in `auth.certs` as on the cluster port (a token, when one is sent, wins).
 //!
 //! The probes (`/health`, `/livez`, `/readyz`) stay open: load balancers and kubelets ask
 //! without credentials, and they say no more than whether this beacon can write.
@@ -45,36 +46,53 @@ fn token(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
     Err("the Authorization header is neither `Bearer TOKEN` nor `Basic ...`")
 }
 
-/// The identity of a request, `None` when the beacon requires none.
-pub(super) fn identify(
+/// Who sent a request, as [`require_read`] established it (`None`: the beacon requires no
+/// identity): the handlers read it from the request instead of authenticating again.
+#[derive(Clone)]
+pub(super) struct Caller(pub(super) Option<Identity>);
+
+/// The identity of a request (its token, or the connection's verified client certificate),
+/// `None` when the beacon requires none.
+fn identify(
     state: &AdminState,
     headers: &HeaderMap,
+    cert: Option<&str>,
 ) -> Result<Option<Identity>, String> {
     let config = &state.shared.config;
-    if !config.auth.enabled() {
+    let auth = state.shared.auth.load();
+    if !auth.enabled() {
         return Ok(None);
     }
     let token = token(headers)?.unwrap_or_default();
     let admin = config.admin.unwrap_or(config.node);
-    match config.auth.authenticate(&token, state.tls, None, admin) {
+    let tls = state.shared.tls.is_some();
+    match auth.authenticate(&token, tls, cert, admin) {
         Ok(who) => Ok(Some(who)),
         Err(AuthError::Missing) => Err(
-            "this beacon requires authentication: send a token as `Authorization: Bearer TOKEN`, or as the password when the browser asks"
+            "this beacon requires authentication: send a token as `Authorization: Bearer TOKEN`, or as the password when the browser asks, or connect with a client certificate named in auth.certs"
                 .to_owned(),
         ),
         Err(e) => Err(e.to_string()),
     }
 }
 
-/// Lets a request through when it carries a `read` identity (every role reads), or when
-/// the beacon requires none; answers 401 otherwise, asking a browser for the token.
+/// Lets a request through, with its [`Caller`], when it carries a `read` identity (every
+/// role reads) or the beacon requires none; answers 401 otherwise, asking a browser for the
+/// token.
 pub(super) async fn require_read(
     State(state): State<AdminState>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    match identify(&state, request.headers()) {
-        Ok(_) => next.run(request).await,
+    let cert = request
+        .extensions()
+        .get::<super::http::PeerCert>()
+        .and_then(|c| c.0.clone());
+    match identify(&state, request.headers(), cert.as_deref()) {
+        Ok(who) => {
+            request.extensions_mut().insert(Caller(who));
+            next.run(request).await
+        }
         Err(why) => {
             state.shared.metrics.refused("unauthenticated");
             let realm = format!(

@@ -18,6 +18,7 @@
 
 mod access;
 mod api;
+mod http;
 mod page;
 
 use axum::Router;
@@ -26,32 +27,19 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use serde_json::json;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
 
-use super::handle::DriverHandle;
 use super::shared::Shared;
-use crate::transport::Stream;
-use crate::transport::tls::{self, Reloading};
+use crate::transport::tls::Reloading;
 
 /// What the admin handlers read.
 #[derive(Clone)]
 pub(crate) struct AdminState {
     pub(crate) shared: Arc<Shared>,
-    /// Whether the admin API is served over TLS (a token may then cross any network).
-    pub(crate) tls: bool,
-}
-
-impl axum::extract::FromRef<AdminState> for DriverHandle {
-    fn from_ref(state: &AdminState) -> DriverHandle {
-        state.shared.driver.clone()
-    }
 }
 
 pub(crate) async fn serve(
@@ -64,100 +52,21 @@ pub(crate) async fn serve(
         .route("/", get(page::serve))
         .route("/metrics", get(metrics))
         .route("/v1/beacon", get(api::beacon))
-        .route("/v1/leaders", get(api::leaders))
-        .route("/v1/nodes", get(api::nodes))
-        .route("/v1/ids", get(api::ids))
-        .route("/v1/sequences", get(api::sequences))
-        .route("/v1/resources", get(api::resources))
-        .route("/v1/slots", get(api::slots))
-        .route("/v1/queues", get(api::queues))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            access::require_read,
-        ));
+        .route("/v1/leaders", get(api::leaders));
+    let guarded = api::views(guarded).route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        access::require_read,
+    ));
     let app = Router::new()
         .route("/health", get(health))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .merge(guarded)
         .fallback(not_found)
-        .with_state(state);
-    let served = match tls {
-        None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown.cancelled_owned())
-                .await
-        }
-        Some(tls) => {
-            axum::serve(TlsListener::start(listener, tls), app)
-                .with_graceful_shutdown(shutdown.cancelled_owned())
-                .await
-        }
-    };
-    if let Err(e) = served {
-        error!("admin HTTP API stopped: {e}");
-    }
-}
-
-/// Accepts TLS connections: each handshake runs on its own task, so a slow or broken one
-/// holds up no other; failures are logged with the remote address.
-struct TlsListener {
-    addr: std::io::Result<SocketAddr>,
-    ready: mpsc::Receiver<(Stream, SocketAddr)>,
-}
-
-impl TlsListener {
-    fn start(listener: TcpListener, tls: Arc<Reloading<rustls::ServerConfig>>) -> TlsListener {
-        let addr = listener.local_addr();
-        let (tx, ready) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let (tcp, remote) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        error!("admin accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (handed, config) = (tx.clone(), tls.current());
-                tokio::spawn(async move {
-                    let handshake = tls::accept(tcp, config);
-                    match tokio::time::timeout(Duration::from_secs(5), handshake).await {
-                        Ok(Ok(stream)) => {
-                            let _ = handed.send((stream, remote)).await;
-                        }
-                        Ok(Err(e)) => warn!(%remote, "admin TLS handshake failed: {e}"),
-                        Err(_) => warn!(%remote, "admin TLS handshake not finished within 5 s"),
-                    }
-                });
-                if tx.is_closed() {
-                    return;
-                }
-            }
-        });
-        TlsListener { addr, ready }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = Stream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Stream, SocketAddr) {
-        match self.ready.recv().await {
-            Some(accepted) => accepted,
-            // The accepting task ended: nothing will come.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        match &self.addr {
-            Ok(a) => Ok(*a),
-            Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
-        }
-    }
+        .method_not_allowed_fallback(method_not_allowed);
+    let shared = state.shared.clone();
+    let app = app.with_state(state);
+    http::serve(listener, tls, app, shared, shutdown).await;
 }
 
 /// A follower further behind its leader than this many committed entries (just restarted,
@@ -175,17 +84,18 @@ fn unavailable(why: &str) -> Response {
         .into_response()
 }
 
-/// The core's status, or why there is none (shutting down, or not answering in time).
-async fn status(driver: &DriverHandle) -> Result<crate::pb::BeaconStatus, &'static str> {
-    match tokio::time::timeout(PROBE_TIMEOUT, driver.status()).await {
+/// The core's status (with each beacon's admin URL), or why there is none (shutting down,
+/// or not answering in time).
+async fn status(shared: &Shared) -> Result<crate::pb::BeaconStatus, &'static str> {
+    match tokio::time::timeout(PROBE_TIMEOUT, shared.status()).await {
         Ok(Ok(status)) => Ok(status),
         Ok(Err(_)) => Err("beacon is shutting down"),
         Err(_) => Err("the beacon's core did not answer within 2 s"),
     }
 }
 
-async fn health(State(driver): State<DriverHandle>) -> Response {
-    let status = match status(&driver).await {
+async fn health(State(state): State<AdminState>) -> Response {
+    let status = match status(&state.shared).await {
         Ok(status) => status,
         Err(why) => return unavailable(why),
     };
@@ -211,12 +121,17 @@ fn probe(result: Result<(), String>) -> Response {
     }
 }
 
-async fn livez(State(driver): State<DriverHandle>) -> Response {
-    probe(status(&driver).await.map(|_| ()).map_err(str::to_owned))
+async fn livez(State(state): State<AdminState>) -> Response {
+    probe(
+        status(&state.shared)
+            .await
+            .map(|_| ())
+            .map_err(str::to_owned),
+    )
 }
 
-async fn readyz(State(driver): State<DriverHandle>) -> Response {
-    probe(match status(&driver).await {
+async fn readyz(State(state): State<AdminState>) -> Response {
+    probe(match status(&state.shared).await {
         Err(why) => Err(why.to_owned()),
         Ok(s) => match s.cannot_write {
             Some(why) => Err(why),
@@ -248,6 +163,17 @@ async fn not_found(uri: Uri) -> Response {
     (
         StatusCode::NOT_FOUND,
         Json(json!({"error": format!("no endpoint {}; try / (the status page), /health, /livez, /readyz, /metrics or /v1/beacon", uri.path())})),
+    )
+        .into_response()
+}
+
+/// A method the path does not take: 405 with a JSON reason naming the method (the admin API
+/// reads only).
+async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(axum::http::header::ALLOW, "GET, HEAD")],
+        Json(json!({"error": format!("{} {} is not served: the admin API answers GET (and HEAD)", method, uri.path())})),
     )
         .into_response()
 }

@@ -1,0 +1,193 @@
+//! Opening a relay connection to the leader and carrying calls over it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::super::conn::Conn;
+use super::super::shared::Shared;
+use super::pool::{Pending, RelayCall, RelayConn, Relays, STREAM_QUEUE, lost};
+use crate::auth::Identity;
+use crate::machines::handle::Reject;
+use crate::pb;
+use crate::wire::{Cmd, Code, ErrorCode, FLAG_ONEWAY, Frame};
+
+/// Calls one relay connection carries at once; more wait to be sent.
+const IN_FLIGHT: usize = 4096;
+
+/// How long a relay connection may take to open.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Relays {
+    /// Carries `cmd` with `body` to `leader` under `identity`'s name; `stream` for a call whose
+    /// answer is followed by pushed frames.
+    pub(crate) async fn call(
+        &self,
+        shared: &Shared,
+        leader: SocketAddr,
+        identity: Option<&Identity>,
+        cmd: u32,
+        body: bytes::Bytes,
+        stream: bool,
+    ) -> Result<RelayCall, Reject> {
+        let conn = self.conn(shared, leader).await?;
+        let seq = conn.seq.fetch_add(1, Ordering::Relaxed).max(1);
+        let (tx, frames) = mpsc::channel(if stream { STREAM_QUEUE } else { 1 });
+        conn.pending
+            .lock()
+            .expect("never poisoned")
+            .insert(seq, Pending { tx, stream });
+        let relayed = pb::Relayed {
+            cmd,
+            body: body.to_vec(),
+            identity: identity.map(|i| i.name.clone()).unwrap_or_default(),
+            role: identity.map(|i| i.role.to_string()).unwrap_or_default(),
+            proof: identity
+                .map(|i| i.proof.as_str().to_owned())
+                .unwrap_or_default(),
+            cancel: false,
+        };
+        let call = RelayCall {
+            frames,
+            seq,
+            stream,
+            conn: conn.clone(),
+        };
+        if conn
+            .out
+            .send(Frame::new(Cmd::Relayed.code(), seq, 0, &relayed))
+            .await
+            .is_err()
+        {
+            return Err(lost(leader));
+        }
+        Ok(call)
+    }
+
+    /// [`Relays::call`], then its answer's first frame (an error frame included); the
+    /// call is handed back for a stream's later frames.
+    pub(crate) async fn ask(
+        &self,
+        shared: &Shared,
+        leader: SocketAddr,
+        identity: Option<&Identity>,
+        cmd: u32,
+        body: bytes::Bytes,
+        stream: bool,
+    ) -> Result<(RelayCall, Frame), Reject> {
+        let mut call = self
+            .call(shared, leader, identity, cmd, body, stream)
+            .await?;
+        let first = call.frames.recv().await.ok_or_else(|| lost(leader))?;
+        Ok((call, first))
+    }
+
+    /// The open relay connection to `leader`, opened now if there is none.
+    async fn conn(&self, shared: &Shared, leader: SocketAddr) -> Result<Arc<RelayConn>, Reject> {
+        let mut conns = self.conns.lock().await;
+        conns.retain(|_, c| !c.closed.is_cancelled());
+        if let Some(conn) = conns.get(&leader) {
+            return Ok(conn.clone());
+        }
+        let (framed, _, _) =
+            super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT)
+                .await
+                .map_err(|e| {
+                    Reject::keep(
+                        ErrorCode::Unavailable,
+                        format!("cannot relay to the leader {leader}: {e}; retry"),
+                    )
+                })?;
+        info!(%leader, "relaying clients' calls to the leader");
+        let (out, rx) = mpsc::channel(IN_FLIGHT);
+        let conn = Arc::new(RelayConn {
+            out,
+            pending: Mutex::new(HashMap::new()),
+            seq: AtomicU32::new(1),
+            closed: tokio_util::sync::CancellationToken::new(),
+        });
+        tokio::spawn(run(
+            framed,
+            rx,
+            conn.clone(),
+            leader,
+            shared.shutdown.clone(),
+        ));
+        conns.insert(leader, conn.clone());
+        Ok(conn)
+    }
+}
+
+/// The relay connection's life: writes what the calls send, hands each frame read to its
+/// call; once it ends, every waiting call is told (its channel closes).
+async fn run(
+    framed: Conn,
+    mut rx: mpsc::Receiver<Frame>,
+    conn: Arc<RelayConn>,
+    leader: SocketAddr,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let (mut sink, mut frames) = framed.split();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            out = rx.recv() => {
+                let Some(frame) = out else { break };
+                if let Err(e) = sink.send(frame).await {
+                    warn!(%leader, "relay connection lost: {e}");
+                    break;
+                }
+            }
+            read = frames.next() => {
+                let frame = match read {
+                    Some(Ok(frame)) => frame,
+                    Some(Err(e)) => {
+                        warn!(%leader, "relay connection lost: {e}");
+                        break;
+                    }
+                    None => {
+                        debug!(%leader, "relay connection closed by the leader");
+                        break;
+                    }
+                };
+                deliver(&conn, frame);
+            }
+        }
+    }
+    conn.closed.cancel();
+    conn.pending.lock().expect("never poisoned").clear();
+}
+
+/// Hands `frame` to the call waiting under its `seq`: a unary call's answer ends it, as
+/// does an error; a stream that cannot keep up is ended.
+fn deliver(conn: &RelayConn, frame: Frame) {
+    let mut pending = conn.pending.lock().expect("never poisoned");
+    let Some(call) = pending.get(&frame.seq) else {
+        return;
+    };
+    let last = !call.stream || frame.is_error();
+    let seq = frame.seq;
+    match call.tx.try_send(frame) {
+        Ok(()) if !last => {}
+        Ok(()) => {
+            pending.remove(&seq);
+        }
+        Err(_) => {
+            // Gone, or fell STREAM_QUEUE frames behind: the stream ends here.
+            pending.remove(&seq);
+            let cancel = pb::Relayed {
+                cancel: true,
+                ..Default::default()
+            };
+            let _ = conn
+                .out
+                .try_send(Frame::new(Cmd::Relayed.code(), seq, FLAG_ONEWAY, &cancel));
+        }
+    }
+}
