@@ -1,7 +1,7 @@
 //! The commands nebcli understands: the core's and each machine's, one line per set in
 //! [`parse`], [`help_text`] and [`Command::run`].
 
-use beacon::cli::beacon::{Endpoint, ShowBeacon};
+use beacon::cli::beacon::{Endpoint, LeaderTransfer, ShowBeacon};
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
 use beacon::machines::{assign, registry, sequence, tasks};
 
@@ -10,10 +10,12 @@ use beacon::machines::{assign, registry, sequence, tasks};
 pub enum Command {
     Beacon(ShowBeacon),
     Endpoint(Endpoint),
+    Leader(LeaderTransfer),
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
     Assign(assign::cli::Command),
     Tasks(tasks::cli::Command),
+    Lock(assign::cli::lock::Command),
     Help,
     /// `COMMAND --help`: the help of the commands starting with these words.
     HelpOn(Vec<String>),
@@ -51,10 +53,12 @@ fn all_help() -> Vec<(&'static str, &'static str)> {
     [
         ShowBeacon::HELP,
         Endpoint::HELP,
+        LeaderTransfer::HELP,
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
         assign::cli::Command::HELP,
         tasks::cli::Command::HELP,
+        assign::cli::lock::Command::HELP,
         own,
     ]
     .concat()
@@ -174,8 +178,10 @@ pub fn help_text() -> String {
 
 /// Parses one command line. `Ok(None)` for a blank line.
 pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
-    if words.len() > 1 && words.iter().any(|w| *w == "--help" || *w == "-h") {
-        let rest: Vec<String> = words
+    // Words after `--` are a command nebcli runs (`lock NAME -- CMD`), not nebcli's.
+    let own = &words[..words.iter().position(|w| *w == "--").unwrap_or(words.len())];
+    if own.len() > 1 && own.iter().any(|w| *w == "--help" || *w == "-h") {
+        let rest: Vec<String> = own
             .iter()
             .filter(|w| **w != "--help" && **w != "-h")
             .map(|w| (*w).to_owned())
@@ -190,6 +196,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = Endpoint::parse(&head, words) {
         return cmd.map(|c| Some(Command::Endpoint(c)));
     }
+    if let Some(cmd) = LeaderTransfer::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Leader(c)));
+    }
     if let Some(cmd) = registry::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Registry(c)));
     }
@@ -201,6 +210,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     }
     if let Some(cmd) = tasks::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Tasks(c)));
+    }
+    if let Some(cmd) = assign::cli::lock::Command::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Lock(c)));
     }
     match head.as_slice() {
         [] => Ok(None),
@@ -229,10 +241,12 @@ impl Command {
         match self {
             Command::Beacon(c) => c.run(session).await,
             Command::Endpoint(c) => c.run(session).await,
+            Command::Leader(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,
             Command::Assign(c) => c.run(session).await,
             Command::Tasks(c) => c.run(session).await,
+            Command::Lock(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
             Command::HelpOn(words) => help_on(words).ok_or_else(|| {
                 Failure::Usage(usage(format!("unknown command `{}`", words.join(" "))))

@@ -51,6 +51,16 @@ struct Args {
         default_value_t = 5000
     )]
     timeout_ms: u64,
+    /// Reads: `l` (linearizable, the default: every write acknowledged before is seen, or
+    /// the read fails) or `s` (serializable: the asked beacon's replica as it is, at once).
+    #[arg(
+        long,
+        value_name = "l|s",
+        env = "BEACON_CONSISTENCY",
+        default_value = "l",
+        value_parser = ["l", "s", "linearizable", "serializable"]
+    )]
+    consistency: String,
     /// Connect over TLS, verifying the beacon's certificate against this CA (PEM).
     #[arg(long, value_name = "FILE")]
     cacert: Option<PathBuf>,
@@ -80,11 +90,11 @@ struct Args {
 
 const AFTER_HELP: &str = "`nebcli COMMAND --help` explains one command. Without a command, the \
 interactive `nebcli)` prompt (tab completes commands). Options may come before or after the \
-command. Environment: BEACON_ENDPOINTS (as -s), BEACON_TIMEOUT_MS, BEACON_TOKEN.";
+command. Environment: BEACON_ENDPOINTS (as -s), BEACON_TIMEOUT_MS, BEACON_CONSISTENCY, BEACON_TOKEN.";
 
-/// Global options that take a value, and those that do not. `--timeout-ms` after the
-/// command belongs to the command where the command takes one (`task submit`, `queue
-/// create`); everywhere else an option of these lists is nebcli's wherever it is written.
+/// Global options that take a value, and those that do not: nebcli's wherever they are
+/// written (no command has an option of the same name, so `--timeout-ms` after `task submit
+/// --wait` bounds the wait; a task's own limit is `--attempt-timeout-ms`).
 const GLOBAL_WITH_VALUE: &[&str] = &[
     "-s",
     "--server",
@@ -92,17 +102,13 @@ const GLOBAL_WITH_VALUE: &[&str] = &[
     "--write-out",
     "--cluster",
     "--timeout-ms",
+    "--consistency",
     "--cacert",
     "--cert",
     "--key",
     "--token",
 ];
 const GLOBAL_FLAGS: &[&str] = &["--json"];
-/// Commands with an option of their own that has a global's name.
-const OWN_OPTIONS: &[(&[&str], &str)] = &[
-    (&["task", "submit"], "--timeout-ms"),
-    (&["queue", "create"], "--timeout-ms"),
-];
 
 /// Moves the global options written after the command in front of it, so that `nebcli
 /// show beacon --json -s A` means what `nebcli --json -s A show beacon` does.
@@ -111,20 +117,17 @@ fn hoist_globals(argv: Vec<String>) -> Vec<String> {
     let mut command: Vec<String> = Vec::new();
     let mut it = argv.into_iter().skip(1).peekable();
     while let Some(arg) = it.next() {
+        // After `--` everything is the command's (`lock NAME -- curl -s ...`).
+        if arg == "--" && !command.is_empty() {
+            command.push(arg);
+            command.extend(it.by_ref());
+            break;
+        }
         let name = arg
             .split_once('=')
             .map_or(arg.as_str(), |(n, _)| n)
             .to_owned();
-        let owned_by_command = !command.is_empty()
-            && OWN_OPTIONS.iter().any(|(words, opt)| {
-                *opt == name
-                    && command.len() >= words.len()
-                    && command
-                        .iter()
-                        .zip(words.iter())
-                        .all(|(c, w)| c.eq_ignore_ascii_case(w))
-            });
-        if !owned_by_command && GLOBAL_WITH_VALUE.contains(&name.as_str()) {
+        if GLOBAL_WITH_VALUE.contains(&name.as_str()) {
             front.push(arg.clone());
             if !arg.contains('=')
                 && let Some(value) = it.next()
@@ -200,6 +203,7 @@ fn main() -> ExitCode {
     let mut opts = ConnectOptions {
         cluster: args.cluster,
         timeout: Duration::from_millis(args.timeout_ms),
+        consistency: beacon::wire::Consistency::named(&args.consistency).unwrap_or_default(),
         ..ConnectOptions::default()
     };
     if let Some(token) = args.token.filter(|t| !t.is_empty()) {
@@ -247,7 +251,9 @@ fn one_shot(runtime: &tokio::runtime::Runtime, session: &mut Session, words: &[&
         Err(f) => {
             print!("{}", f.output().unwrap_or_default());
             let (msg, code) = f.report();
-            eprintln!("nebcli: {msg}");
+            if !msg.is_empty() {
+                eprintln!("nebcli: {msg}");
+            }
             ExitCode::from(code)
         }
     }
@@ -424,7 +430,12 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
                     Ok(out) => print!("{out}"),
                     Err(f) => {
                         print!("{}", f.output().unwrap_or_default());
-                        eprintln!("error: {}", f.report().0);
+                        let (msg, code) = f.report();
+                        if msg.is_empty() {
+                            eprintln!("error: exit status {code}");
+                        } else {
+                            eprintln!("error: {msg}");
+                        }
                         failed = true;
                     }
                 }

@@ -48,17 +48,19 @@ impl Cluster {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         for a in addrs.iter().take(running) {
-            let overrides = Overrides {
+            let mut overrides = Overrides {
                 listen: Some(a.to_string()),
                 peers: Some(peers.clone()),
                 tick_ms: Some(50),
                 cluster: Some(cluster.into()),
                 data_dir: Some(dir.path().join("{node}").display().to_string()),
                 admin: Some("off".into()),
-                lease_ms,
-                id_range: Some("1-100000".into()),
                 ..Overrides::default()
-            };
+            }
+            .with_key("--id-range", "id_range", "1-100000");
+            if let Some(lease) = lease_ms {
+                overrides = overrides.with_key("--lease-ms", "lease_ms", lease);
+            }
             let config = Config::from_json(
                 Origin::Embedded,
                 beacon::config::EMBEDDED_DEFAULT,
@@ -313,10 +315,30 @@ fn options_go_before_or_after_the_command_and_come_from_the_environment() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    // A command's own --timeout-ms stays the command's.
-    let words = ["queue", "create", "jobs", "--timeout-ms", "2000"];
-    let out = nebcli(&[&["-s", s.as_str()], &words[..]].concat(), None);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    // --timeout-ms is nebcli's wherever it is written; a queue's own limit has its own name.
+    for words in [
+        ["queue", "create", "jobs", "--attempt-timeout-ms", "2000"],
+        ["queue", "create", "other", "--timeout-ms", "2000"],
+    ] {
+        let out = nebcli(&[&["-s", s.as_str()], &words[..]].concat(), None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = nebcli(&["-s", &s, "-w", "json", "show", "queues"], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let timeout = |name: &str| {
+        v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["queue"]["name"] == name)
+            .map(|q| q["queue"]["timeout_ms"].as_u64().unwrap())
+    };
+    assert_eq!(timeout("jobs"), Some(2000), "{v}");
+    assert_ne!(
+        timeout("other"),
+        Some(2000),
+        "the global option is not the queue's: {v}"
+    );
     // Usage errors exit 2 without trying the network.
     for args in [
         vec!["-s", "banana", "show", "beacon"],
@@ -616,15 +638,35 @@ fn register_show_and_unregister_through_any_beacon() {
 fn a_bad_registration_exits_1_with_the_field_at_fault() {
     let c = Cluster::start("cli-bad-reg");
     let at = c.addrs[0].to_string();
+    // Not an address at all: nebcli's usage error, nothing sent.
     let out = nebcli(
         &[
             "-s", &at, "register", "--type", "LOGIC", "--addr", "nowhere",
         ],
         None,
     );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--addr `nowhere` is not IP:PORT"),
+        "{}",
+        text(&out.stderr)
+    );
+    // An address no service can be reached at: the beacon's refusal, naming the field.
+    let out = nebcli(
+        &[
+            "-s",
+            &at,
+            "register",
+            "--type",
+            "LOGIC",
+            "--addr",
+            "0.0.0.0:80",
+        ],
+        None,
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("addr `nowhere` is not an ip:port address"),
+        text(&out.stderr).contains("addr `0.0.0.0:80`"),
         "{}",
         text(&out.stderr)
     );
@@ -941,4 +983,396 @@ fn bench_renews_what_it_made_through_a_run_longer_than_a_lease() {
     );
     let v = json_of(&nebcli(&["-s", &s, "--json", "show", "ids"], None));
     assert_eq!(v["in_use"], 0, "every registration given up: {v}");
+}
+
+/// A nebcli process that runs until stopped, its stdout read line by line.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(NEBCLI)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Running {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line (from now) that `f` accepts, within 10 s.
+    fn line(&mut self, what: &str, f: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if f(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("{what}: not seen in {:?}", self.seen),
+            }
+        }
+    }
+
+    /// Sends `signal`; the exit status, stderr and the rest of stdout, within 10 s.
+    fn stop(mut self, signal: i32) -> (std::process::ExitStatus, String, String) {
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "no exit after signal {signal}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        use std::io::Read;
+        let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
+        let rest: Vec<String> = self
+            .lines
+            .recv_timeout(Duration::from_secs(2))
+            .into_iter()
+            .chain(self.lines.try_iter())
+            .collect();
+        (status, err, rest.join("\n"))
+    }
+}
+
+#[test]
+fn register_keep_renews_until_sigterm_and_watch_nodes_prints_each_change() {
+    let c = Cluster::start_with_lease("keep", Some(1_000));
+    let s = c.addrs[0].to_string();
+    // A missing port is nebcli's usage error, not the beacon's refusal.
+    let out = nebcli(
+        &[
+            "-s", &s, "register", "--type", "LOGIC", "--addr", "10.0.0.5",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not IP:PORT"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // One registration first, so the watch shows it is established (`present`).
+    let out = nebcli(
+        &[
+            "-s",
+            &s,
+            "register",
+            "--type",
+            "LOGIC",
+            "--addr",
+            "10.0.0.4:8080",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut watch = Running::start(&["-s", &s, "-w", "json", "watch", "nodes", "LOGIC"]);
+    watch.line("present", |l| {
+        l.contains("\"present\"") && l.contains("10.0.0.4:8080")
+    });
+    let mut keep = Running::start(&[
+        "-s",
+        &s,
+        "register",
+        "--type",
+        "LOGIC",
+        "--addr",
+        "10.0.0.5:8080",
+        "--keep",
+    ]);
+    keep.line("registered", |l| {
+        l.contains("renewing the lease of node_id")
+    });
+    let added = watch.line("added", |l| {
+        l.contains("\"added\"") && l.contains("10.0.0.5")
+    });
+    let added: serde_json::Value = serde_json::from_str(&added).unwrap();
+    assert_eq!(added["node"]["addr"], "10.0.0.5:8080", "{added}");
+    // Three leases later it is still registered: something renews it.
+    std::thread::sleep(Duration::from_millis(3_000));
+    let nodes = json_of(&nebcli(
+        &["-s", &s, "-w", "json", "show", "nodes", "LOGIC"],
+        None,
+    ));
+    let live: Vec<_> = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["is_online"] == true)
+        .collect();
+    assert!(
+        live.iter().any(|n| n["node"]["addr"] == "10.0.0.5:8080"),
+        "{nodes}"
+    );
+    // SIGTERM: unregistered at once, exit 0; the watch prints the removal.
+    let (status, err, out) = keep.stop(libc::SIGTERM);
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(out.contains("SIGTERM: unregistered node_id"), "{out}");
+    watch.line("removed", |l| {
+        l.contains("\"removed\"") && l.contains("10.0.0.5:8080")
+    });
+    let (status, err, _) = watch.stop(libc::SIGINT);
+    assert!(status.success(), "{status:?}: {err}");
+
+    // From the index of the `added` line: no listing, the same two changes again, in
+    // order, each with its index.
+    let from = added["index"]
+        .as_u64()
+        .expect("each line has its index")
+        .to_string();
+    let mut again = Running::start(&["-s", &s, "watch", "nodes", "LOGIC", "--from", &from]);
+    let first = again.line("added", |l| !l.trim().is_empty());
+    assert!(
+        first.starts_with("added ")
+            && first.contains("10.0.0.5:8080")
+            && first.contains(&format!("index={from}")),
+        "{first}"
+    );
+    again.line("removed", |l| {
+        l.starts_with("removed ") && l.contains("10.0.0.5:8080")
+    });
+    let (status, err, _) = again.stop(libc::SIGINT);
+    assert!(status.success(), "{status:?}: {err}");
+    let out = nebcli(&["-s", &s, "watch", "nodes", "--from", "x"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn watch_tasks_and_assignments_print_each_change_with_its_index_and_resume_from_one() {
+    let c = Cluster::start("watches");
+    let s = c.addrs[0].to_string();
+    let run = |args: &[&str]| {
+        let out = nebcli(&[&["-s", s.as_str()], args].concat(), None);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        out
+    };
+
+    // A queue's finished tasks, as JSON lines.
+    run(&["queue", "create", "jobs"]);
+    let mut tasks = Running::start(&["-s", &s, "-w", "json", "watch", "tasks", "jobs"]);
+    run(&["task", "submit", "jobs", "t1", "--payload", "hello"]);
+    let worker = Running::start(&["-s", &s, "task", "work", "jobs"]);
+    let line = tasks.line("t1 finished", |l| l.contains("\"t1\""));
+    let finished: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(finished["event"], "finished", "{finished}");
+    assert_eq!(finished["task"]["state"], "completed", "{finished}");
+    let index = finished["index"].as_u64().expect("the line has its index");
+    let (status, err, _) = tasks.stop(libc::SIGINT);
+    assert!(status.success(), "{status:?}: {err}");
+    // From that index: the same task again, as text.
+    let mut again = Running::start(&[
+        "-s",
+        &s,
+        "watch",
+        "tasks",
+        "jobs",
+        "--from",
+        &index.to_string(),
+    ]);
+    let line = again.line("t1 again", |l| l.contains("t1"));
+    assert!(
+        line.starts_with("finished task t1 of jobs: completed")
+            && line.ends_with(&format!("index={index}")),
+        "{line}"
+    );
+    again.stop(libc::SIGINT);
+    worker.stop(libc::SIGINT);
+
+    // A registration's assignments: listed, then each change.
+    let mut keep = Running::start(&[
+        "-s",
+        &s,
+        "register",
+        "--type",
+        "ROBOT",
+        "--addr",
+        "10.0.7.1:9000",
+        "--keep",
+    ]);
+    let registered = keep.line("registered", |l| {
+        l.contains("renewing the lease of node_id")
+    });
+    let node_id: String = registered
+        .split("node_id ")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    run(&["resource", "add", "arm-1", "--type", "ROBOT"]);
+    let mut held = Running::start(&["-s", &s, "watch", "assignments", &node_id]);
+    held.line("present", |l| l.starts_with("present resource arm-1"));
+    run(&["resource", "add", "arm-2", "--type", "ROBOT"]);
+    let line = held.line("held", |l| l.starts_with("held resource arm-2"));
+    let index: String = line.rsplit("index=").next().unwrap().trim().to_owned();
+    run(&["resource", "delete", "arm-2"]);
+    held.line("gone", |l| l.starts_with("gone resource arm-2"));
+    held.stop(libc::SIGINT);
+    // From arm-2's index: no listing, the two changes again.
+    let mut again = Running::start(&["-s", &s, "watch", "assignments", &node_id, "--from", &index]);
+    let first = again.line("held again", |l| !l.trim().is_empty());
+    assert!(first.starts_with("held resource arm-2"), "{first}");
+    again.line("gone again", |l| l.starts_with("gone resource arm-2"));
+    again.stop(libc::SIGINT);
+    keep.stop(libc::SIGTERM);
+
+    // Usage errors exit 2.
+    for bad in [
+        &["watch", "tasks"][..],
+        &["watch", "assignments", "x"],
+        &["watch", "tasks", "jobs", "--from", "y"],
+    ] {
+        let out = nebcli(&[&["-s", s.as_str()], bad].concat(), None);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn small_things_a_new_user_met_say_what_they_mean() {
+    let c = Cluster::start_with_lease("small", Some(1_000));
+    let s = c.addrs[0].to_string();
+    let run = |args: &[&str]| nebcli(&[&["-s", s.as_str()], args].concat(), None);
+
+    // --count 0 is refused; a count over the cap is said, not silently cut.
+    let out = run(&["sequence", "create", "orders"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["sequence", "next", "orders", "--count", "0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = run(&["sequence", "next", "orders", "--count", "100000000000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("a segment holds at most"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A 64-bit ID is a JSON string, every digit kept.
+    let out = run(&["-w", "json", "snowflake", "decode", "9223372036854775807"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["id"], "9223372036854775807", "{v}");
+
+    // A type the beacons are not configured with, or one differing only in case, is said.
+    let out = run(&["register", "--type", "logic", "--addr", "10.0.0.9:80"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("`LOGIC` is"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("case-sensitive"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Looking up an address nothing is registered at fails, saying so.
+    let out = run(&["show", "node_detail", "LOGIC", "10.9.9.9:80"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("no LOGIC registration at 10.9.9.9:80"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // An operator frees a quarantined ID early; a live one is refused.
+    let out = run(&[
+        "-w",
+        "json",
+        "register",
+        "--type",
+        "LOGIC",
+        "--addr",
+        "10.0.0.8:80",
+    ]);
+    let id = json_of(&out)["node_id"].as_u64().unwrap().to_string();
+    let out = run(&["ids", "free", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a live ID: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("held by a live registration"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["unregister", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ids = json_of(&run(&["-w", "json", "show", "ids"]));
+    let quarantined = |v: &serde_json::Value| v["quarantined"].as_array().unwrap().len();
+    assert_eq!(quarantined(&ids), 1, "{ids}");
+    let out = run(&["ids", "free", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("is free"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        quarantined(&json_of(&run(&["-w", "json", "show", "ids"]))),
+        0
+    );
+    let out = run(&["ids", "free", "zero"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn reads_without_a_majority_fail_unless_serializable_which_says_how_current_it_is() {
+    // One beacon of three: no leader a majority confirms.
+    let c = Cluster::start_first("cli-reads-alone", 1);
+    let s = c.addrs[0].to_string();
+    let out = nebcli(&["-s", &s, "show", "nodes"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains("--consistency serializable"), "{err}");
+    let out = nebcli(&["-s", &s, "--consistency", "s", "show", "nodes"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("may be stale (it reflects the log through index "),
+        "{shown}"
+    );
+    let out = nebcli(
+        &[
+            "-s",
+            &s,
+            "--consistency",
+            "s",
+            "-w",
+            "json",
+            "show",
+            "nodes",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["index"].is_u64() && v["stale"].is_string(), "{v}");
 }
