@@ -556,3 +556,86 @@ async fn a_delay_window_keeps_resources_for_a_returning_holder_and_a_join_rebala
     );
     drop(two);
 }
+
+/// A resource bound to a slot with no holder waits for one: it never runs on another slot's
+/// holder, though that one is a live service of the right type. Once a new leader (the
+/// first one killed) grants the slot, the resource moves with it, stamped with the wall
+/// time of the move, not the new leader's uptime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_resource_waits_for_its_slot_and_a_new_leader_stamps_moves_with_wall_time() {
+    let ports = free_ports(3);
+    let mut cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-bound",
+        r#"{"lease_ms": 1000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let addrs: Vec<SocketAddr> = cluster.beacons.iter().map(|b| b.addr).collect();
+    let first = eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+        .await
+        .expect("a leader");
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let a = robot(&beacons, 1).await;
+    leader.create_slots("robots", "ROBOT", 2).await.unwrap();
+    leader
+        .add_slot_resource("bot-0", "robots", 0, 1)
+        .await
+        .unwrap();
+    leader
+        .add_slot_resource("bot-1", "robots", 1, 1)
+        .await
+        .unwrap();
+    let mut c = Client::connect(&first, &opts()).await.unwrap();
+    until(&mut c, "slot 0 and bot-0 go to the only robot", |rs| {
+        rs.iter().any(|r| {
+            r.name == "bot-0" && r.holder.as_ref().is_some_and(|h| h.node_id == a.node_id())
+        })
+    })
+    .await;
+    // Ten ticks: time enough for any tick to have placed it wrongly.
+    tokio::time::sleep(Duration::from_millis(10 * TICK_MS)).await;
+    let bots = c.resources("").await.unwrap().resources;
+    let bot1 = bots.iter().find(|r| r.name == "bot-1").unwrap();
+    assert!(
+        bot1.holder.is_none(),
+        "bot-1 is bound to slot 1, which has no holder: it runs nowhere, not on slot 0's holder: {bot1:?}"
+    );
+
+    // The leader dies; a second robot arrives and the new leader grants it slot 1.
+    let i = addrs.iter().position(|x| x.to_string() == first).unwrap();
+    cluster.beacons[i].kill();
+    let survivors: Vec<SocketAddr> = addrs.iter().copied().filter(|x| *x != addrs[i]).collect();
+    let second = eventually(Duration::from_secs(10), || agreed_leader(&survivors))
+        .await
+        .expect("a new leader");
+    let b = robot(&beacons, 2).await;
+    let mut c = Client::connect(&second, &opts()).await.unwrap();
+    until(
+        &mut c,
+        "bot-1 moves with slot 1 to the second robot",
+        |rs| {
+            rs.iter().any(|r| {
+                r.name == "bot-1" && r.holder.as_ref().is_some_and(|h| h.node_id == b.node_id())
+            })
+        },
+    )
+    .await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let bots = c.resources("").await.unwrap().resources;
+    let since = bots
+        .iter()
+        .find(|r| r.name == "bot-1")
+        .and_then(|r| r.holder.as_ref())
+        .unwrap()
+        .since_ms;
+    assert!(
+        since <= now_ms && now_ms - since < 60_000,
+        "bot-1 moved to the second robot within the last minute, so its since_ms ({since}) is near the wall clock ({now_ms})"
+    );
+    drop((a, b));
+}

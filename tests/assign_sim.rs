@@ -102,9 +102,9 @@ mod eager {
     #[derive(Debug, Clone)]
     pub struct Eager(pub AssignService);
 
-    impl beacon::machines::Configured for Eager {
-        fn configured(config: &beacon::config::Config) -> Eager {
-            Eager(AssignService::new(config.assign.clone()))
+    impl beacon::machines::Configured<AssignLimits> for Eager {
+        fn configured(limits: &AssignLimits) -> Eager {
+            Eager(AssignService::new(limits.clone()))
         }
     }
 

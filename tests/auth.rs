@@ -92,6 +92,10 @@ async fn each_role_does_what_it_may_and_nothing_else() {
         e.to_string().contains("`viewer`") && e.to_string().contains("service"),
         "{e}"
     );
+    assert!(
+        e.to_string().contains("may not send Register (cmd 103)"),
+        "the refusal names the command: {e}"
+    );
     let mut reading = Client::connect(&at, &opts(Some("viewer-secret")))
         .await
         .unwrap();
@@ -221,4 +225,150 @@ async fn tokens_need_tls_off_loopback_and_certificates_name_identities() {
     register(&mut ops, "10.0.0.4:7000")
         .await
         .unwrap_or_else(|e| panic!("the admin token over TLS: {e}\n{}", c.logs()));
+}
+
+/// Whether `token` gets a `show beacon` answer from `addr`.
+async fn accepted(addr: SocketAddr, token: &str) -> bool {
+    match Client::connect(&addr.to_string(), &opts(Some(token))).await {
+        Ok(mut c) => c.beacon_status().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded by 10 s) until `token` is accepted or refused as `want`.
+async fn until_accepted(addr: SocketAddr, token: &str, want: bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while accepted(addr, token).await != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "token `{token}` still {}",
+            if want { "refused" } else { "accepted" }
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_reloaded_when_their_file_changes_and_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("app.token");
+    std::fs::write(&token_file, "first-secret\n").unwrap();
+    let keys = serde_json::json!({"auth": {"tokens": [
+        {"name": "app", "token_file": token_file.display().to_string(), "role": "admin"},
+    ]}});
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &free_ports(1),
+        TICK_MS,
+        "reload",
+        &keys.to_string(),
+    );
+    let b = cluster.beacons[0].addr;
+    assert!(accepted(b, "first-secret").await);
+    assert!(!accepted(b, "second-secret").await);
+
+    // The token file is rotated: the new token works, the old one no longer, no restart.
+    std::fs::write(&token_file, "second-secret\n").unwrap();
+    until_accepted(b, "second-secret", true).await;
+    assert!(!accepted(b, "first-secret").await);
+
+    // A token added to the configuration file is taken on SIGHUP.
+    let config = cluster.dir.path().join(format!("beacon-{}.json", b.port()));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    v["auth"]["tokens"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "ops", "token": "ops-secret", "role": "admin"}));
+    std::fs::write(&config, v.to_string()).unwrap();
+    cluster.beacons[0].signal(libc::SIGHUP);
+    until_accepted(b, "ops-secret", true).await;
+
+    // A broken file is reported, and the tokens in use stay.
+    std::fs::write(&config, "{ not json").unwrap();
+    cluster.beacons[0].signal(libc::SIGHUP);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cluster.beacons[0].log().contains("tokens not reloaded") {
+        assert!(std::time::Instant::now() < deadline, "{}", cluster.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(accepted(b, "ops-secret").await && accepted(b, "second-secret").await);
+    let log = cluster.beacons[0].log();
+    assert!(log.contains("tokens reloaded on a changed file"), "{log}");
+    assert!(log.contains("tokens reloaded on SIGHUP"), "{log}");
+}
+
+/// Beacons that share `auth.peer_token` over plain TCP prove it to each other by challenge
+/// and response: the token never crosses the wire, yet the cluster forms; a beacon with
+/// another token is kept out, and refuses the cluster in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peer_token_is_proven_without_crossing_the_wire() {
+    use beacon_testkit::proxy::Mesh;
+    let ports = free_ports(3);
+    let addrs: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
+    let mesh = Mesh::start(&addrs);
+    for i in 0..3 {
+        for j in 0..3 {
+            if i != j {
+                mesh.link(i, j).tap();
+            }
+        }
+    }
+    let token = |i: usize| {
+        if i < 2 {
+            "shared-peer-secret"
+        } else {
+            "another-secret"
+        }
+    };
+    let configs: Vec<String> = (0..3)
+        .map(|i| {
+            serde_json::json!({
+                "dial": mesh.dial_for(i, &addrs),
+                "auth": {"peer_token": token(i)},
+            })
+            .to_string()
+        })
+        .collect();
+    let c = Cluster::start_each(BEACON.as_ref(), &ports, TICK_MS, "proof", &configs);
+    // The two that share the token form the cluster (a majority of three).
+    let pair = [addrs[0], addrs[1]];
+    let leader = eventually(Duration::from_secs(10), || agreed_leader(&pair))
+        .await
+        .unwrap_or_else(|| panic!("no leader\n{}", c.logs()));
+    assert!(pair.iter().any(|a| a.to_string() == leader));
+    let s = status(addrs[0]).await.unwrap();
+    assert!(
+        !row(&s, addrs[2]).is_online,
+        "the other token is kept out: {s:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Neither token was ever on the wire, though the links carried handshakes both ways.
+    let mut carried = 0;
+    for i in 0..3 {
+        for j in 0..3 {
+            if i == j {
+                continue;
+            }
+            let bytes = mesh.link(i, j).tapped();
+            carried += bytes.len();
+            for secret in ["shared-peer-secret", "another-secret"] {
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{secret} crossed the link {i} -> {j}"
+                );
+            }
+        }
+    }
+    assert!(
+        carried > 1000,
+        "the links carried the cluster's traffic: {carried} bytes"
+    );
+    let logs = c.logs();
+    assert!(!logs.contains("peers are not authenticated"), "{logs}");
+    assert!(
+        logs.contains("did not prove it knows this cluster's `auth.peer_token`")
+            || logs.contains("did not prove it knows this cluster's auth.peer_token"),
+        "{logs}"
+    );
 }

@@ -389,7 +389,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
     assert!(s.beacons.iter().all(|r| r.is_self || !r.is_online));
     assert_still_serving(&mut b).await;
     let log = b.log();
-    assert!(log.contains("request refused: wrong cluster"), "{log}");
+    assert!(log.contains("handshake refused: wrong cluster"), "{log}");
     assert!(
         log.contains("not in this beacon's configured list"),
         "{log}"
@@ -439,4 +439,102 @@ async fn a_fragment_from_a_client_is_refused_and_the_connection_goes_on() {
     .await;
     assert!(!reply.is_error(), "{reply:?}");
     assert_still_serving(&mut b).await;
+}
+
+/// Random and mutated frames at a beacon's port, as fast as one client sends them for 12 s
+/// (more than one summary period): every refused connection is counted in the metrics, but
+/// the log gets each kind once in full and then one summary line per period, not a line per
+/// connection; the beacon serves throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refused_connections_logs_a_bounded_number_of_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = free_ports(3);
+    let (me, listed_peer, admin) = (addr(ports[0]), addr(ports[1]), addr(ports[2]));
+    let mut b = Beacon::start(
+        BEACON.as_ref(),
+        me,
+        dir.path(),
+        [
+            "--listen",
+            &me.to_string(),
+            "--peers",
+            &listed_peer.to_string(),
+            "--cluster",
+            "blue",
+            "--admin",
+            &admin.to_string(),
+            "--data-dir",
+            &dir.path().join("{node}").display().to_string(),
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    wait_listening(me);
+    let warnings_before = b.log().matches(" WARN ").count();
+    let mut rng = beacon_testkit::rng::SimRng::new(7);
+    let until = std::time::Instant::now() + Duration::from_secs(12);
+    let mut sent = 0u64;
+    while std::time::Instant::now() < until {
+        let Ok(mut s) = TcpStream::connect(me).await else {
+            continue;
+        };
+        let bytes: Vec<u8> = match rng.below(4) {
+            // Garbage.
+            0 => (0..64).map(|_| rng.below(256) as u8).collect(),
+            // An old protocol version.
+            1 => {
+                let mut h = head(1, 1, 0);
+                h[2] = VERSION.wrapping_sub(1);
+                h.to_vec()
+            }
+            // An oversized body.
+            2 => head(1, 1, (MAX_FRAME + 1) as u32).to_vec(),
+            // A Hello for another cluster.
+            _ => {
+                let hello = pb::Hello {
+                    cluster: "green".into(),
+                    role: 2,
+                    version: PROTOCOL_VERSION,
+                    ..Default::default()
+                };
+                let mut h = head(1, 1, hello.encoded_len() as u32);
+                hello.encode(&mut h).unwrap();
+                h.to_vec()
+            }
+        };
+        let _ = s.write_all(&bytes).await;
+        let _ = tokio::time::timeout(Duration::from_millis(200), s.read(&mut [0u8; 256])).await;
+        sent += 1;
+    }
+    assert!(sent > 200, "the flood went through: {sent}");
+    assert_still_serving(&mut b).await;
+    let log = b.log();
+    let warnings = log.matches(" WARN ").count() - warnings_before;
+    assert!(
+        warnings <= 12,
+        "{sent} refused connections made {warnings} warnings:\n{log}"
+    );
+    assert!(
+        log.contains("connections refused since the last such warning"),
+        "{log}"
+    );
+    let (_, metrics) = http_get(admin, "/metrics").unwrap();
+    let counted: f64 = [
+        "bad_magic",
+        "unsupported_version",
+        "frame_too_large",
+        "wrong_cluster",
+    ]
+    .iter()
+    .filter_map(|r| {
+        metric(
+            &metrics,
+            &format!("beacon_connections_refused_total{{reason=\"{r}\"}}"),
+        )
+    })
+    .sum();
+    assert!(
+        counted >= sent as f64 * 0.9,
+        "{counted} of {sent} counted:\n{metrics}"
+    );
 }

@@ -27,11 +27,13 @@
 //! unavailable after each kind of fault and after healing. `BEACON_NEMESIS_ROUNDS=N` runs
 //! every kind of fault N times (default 1).
 
+mod support;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::nodes;
 
 use beacon::client::{AssignmentEvent, Assignments};
 use beacon::client::{Cluster as Leader, ConnectOptions};

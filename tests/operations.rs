@@ -121,6 +121,11 @@ async fn health_probes_and_metrics_follow_the_cluster() {
     assert!(ops.metric(leader, "beacon_server_proposals_committed_total") > committed);
     assert_eq!(ops.metric(leader, "beacon_ids_in_use"), 1.0);
     assert!(ops.metric(leader, "beacon_disk_wal_fsync_duration_seconds_count") >= 1.0);
+    // The registration is a change kept for watches that resume; a fresh cluster keeps
+    // every change since its first entry.
+    assert!(ops.metric(leader, "beacon_server_watch_history_changes") >= 1.0);
+    assert!(ops.metric(leader, "beacon_server_watch_history_bytes") > 0.0);
+    assert_eq!(ops.metric(leader, "beacon_server_watch_oldest_index"), 1.0);
 
     // The leader is killed: a survivor counts the change, the new leader shows the
     // registration it took over.
@@ -209,8 +214,10 @@ async fn the_example_alerts_and_dashboard_use_metrics_a_beacon_serves() {
     let ops = Ops::start();
     let all = ops.addrs();
     let leader = ops.leader(&all).await;
-    // One write, so that request and replication histograms have a sample.
+    // One write, so that request and replication histograms have a sample, and one thing
+    // of each machine, so that its gauges exist.
     register(&all).await;
+    machines_in_use(&all).await;
     let (_, text) = ops.get(leader, "/metrics");
     // Families are named on their TYPE lines, without the _total of counters' samples or
     // the _bucket/_count/_sum of histograms'.
@@ -231,4 +238,54 @@ async fn the_example_alerts_and_dashboard_use_metrics_a_beacon_serves() {
             "{file} uses {name}, which no beacon serves; served: {families:?}"
         );
     }
+}
+
+/// A queue with a pending task and no worker, a sequence, an unassigned resource and a slot
+/// group without holders.
+async fn machines_in_use(beacons: &[SocketAddr]) {
+    let beacons = beacons.iter().map(|a| a.to_string()).collect();
+    let mut c = Leader::new(beacons, ConnectOptions::default(), Duration::from_secs(10));
+    c.create_queue("thumbs", 0, 0).await.unwrap();
+    c.submit_task("thumbs", "t1", b"x", &Default::default())
+        .await
+        .unwrap();
+    c.create_sequence("orders", 0, 0).await.unwrap();
+    c.next_segment("orders", 100).await.unwrap();
+    c.add_resource("site-1", "CRAWLER", 1, Default::default())
+        .await
+        .unwrap();
+    c.create_slots("robots", "ROBOT", 2).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_machine_shows_its_state_on_the_metrics() {
+    let ops = Ops::start();
+    let all = ops.addrs();
+    let leader = ops.leader(&all).await;
+    machines_in_use(&all).await;
+    for (name, want) in [
+        (
+            "beacon_queue_tasks{queue=\"thumbs\",state=\"pending\"}",
+            1.0,
+        ),
+        ("beacon_queue_tasks{queue=\"thumbs\",state=\"dead\"}", 0.0),
+        ("beacon_queue_workers{queue=\"thumbs\"}", 0.0),
+        ("beacon_sequences", 1.0),
+        ("beacon_sequence_max{sequence=\"orders\"}", 100.0),
+        (
+            "beacon_resources{node_type=\"CRAWLER\",state=\"unassigned\"}",
+            1.0,
+        ),
+        ("beacon_slots{group=\"robots\",state=\"free\"}", 2.0),
+        ("beacon_slots{group=\"robots\",state=\"held\"}", 0.0),
+    ] {
+        assert_eq!(ops.metric(leader, name), want, "{name}");
+    }
+    // A pending task ages.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let age = ops.metric(
+        leader,
+        "beacon_queue_oldest_pending_age_seconds{queue=\"thumbs\"}",
+    );
+    assert!(age >= 1.0, "{age}");
 }

@@ -1,11 +1,13 @@
 //! Services against real beacon processes: registration, uniqueness under concurrency and
 //! leader kills, replication to every beacon, leases, quarantine, watches, bad input.
 
+mod support;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use support::nodes;
 
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
 use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
@@ -572,20 +574,148 @@ async fn a_watch_sees_every_change_once_even_across_a_failover() {
         ]
     );
 
-    // The leader dies; the watch moves to the new one and sees the next change once.
+    // The leader dies (every beacon holds what it committed); while the watch finds the
+    // new leader, a service comes and goes and another comes. The watch resumes there from
+    // the index after the last it heard: it hears all three changes, once, in order, where
+    // listing the set again would have missed the one that came and went.
+    let all = addrs(&c);
+    eventually(Duration::from_secs(10), || level(&all))
+        .await
+        .expect("the beacons agree");
+    let heard = watch.index();
     c.beacons[0].kill();
     let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
     let d = register(&mut leader, "LOGIC", 5).await;
-    let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+    let brief = register(&mut leader, "LOGIC", 6).await;
+    leader
+        .call::<_, pb::registry::UnregisterReply>(
+            RegistryCmd::Unregister,
+            &release(&brief),
+            "unregister",
+        )
         .await
-        .expect("the watch resumes at the new leader")
         .unwrap();
-    assert_eq!(e, WatchEvent::Added(d.clone()));
-    assert!(watch.resyncs() >= 1);
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let e = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("the watch resumes at the new leader")
+            .unwrap();
+        events.push(e);
+    }
+    assert_eq!(
+        events,
+        vec![
+            WatchEvent::Added(d.clone()),
+            WatchEvent::Added(brief.clone()),
+            WatchEvent::Removed(brief.clone())
+        ]
+    );
+    assert_eq!(
+        (watch.resumes(), watch.resyncs()),
+        (1, 0),
+        "resumed, never listed again"
+    );
+    assert!(watch.index() > heard);
     let nothing_more = tokio::time::timeout(Duration::from_millis(500), watch.next()).await;
     assert!(nothing_more.is_err(), "no duplicate: {nothing_more:?}");
     let known: BTreeMap<u32, String> = watch.nodes().map(|n| (n.node_id, n.addr.clone())).collect();
     assert_eq!(known.len(), 3, "1, b and d: {known:?}");
+}
+
+/// Some, once every beacon of `addrs` is up and at the same log position.
+async fn level(addrs: &[SocketAddr]) -> Option<()> {
+    let mut positions = BTreeSet::new();
+    for a in addrs {
+        positions.insert(status(*a).await?.index);
+    }
+    (positions.len() == 1).then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_resumes_from_a_kept_index_is_refused_compacted_before_it_and_hears_progress() {
+    // Three changes kept; an idle watch hears progress every 200 ms.
+    let c = start(
+        1,
+        r#"{"lease_ms": 60000, "watch": {"history": 3, "progress_ms": 200}}"#,
+    )
+    .await;
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+    let mut client = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    let at_start = client.watch(&[]).await.unwrap().index;
+    let mut nodes = Vec::new();
+    for i in 1..=5 {
+        nodes.push(register(&mut leader, "LOGIC", i).await);
+    }
+    let last = nodes[4].index;
+
+    // Resumed at an index still kept (registration 4's): the changes from it on, and
+    // nothing before.
+    let types = vec!["LOGIC".to_owned()];
+    let from = nodes[3].index;
+    let mut resumed = Watch::resume(
+        beacon_list(&c),
+        types.clone(),
+        from,
+        opts(),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resumed.nodes().count(), 0, "a resume lists nothing");
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let e = tokio::time::timeout(Duration::from_secs(5), resumed.next())
+            .await
+            .expect("the kept changes replay")
+            .unwrap();
+        heard.push(e);
+    }
+    assert_eq!(
+        heard,
+        vec![
+            WatchEvent::Added(nodes[3].clone()),
+            WatchEvent::Added(nodes[4].clone())
+        ],
+        "registrations 4 and 5, each once"
+    );
+
+    // Resumed before the oldest change kept: COMPACTED, naming the oldest index.
+    let mut old = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    let e = old.watch_from(&types, at_start + 1).await.unwrap_err();
+    assert!(e.is(ErrorCode::Compacted), "{e}");
+    assert!(
+        e.to_string()
+            .contains("the oldest index a watch can resume from is"),
+        "{e}"
+    );
+    assert!(
+        Watch::resume(
+            beacon_list(&c),
+            types.clone(),
+            1,
+            opts(),
+            Duration::from_secs(5)
+        )
+        .await
+        .is_err_and(|e| e.is(ErrorCode::Compacted))
+    );
+
+    // An idle watch hears how far the log is committed: an empty notice.
+    let mut idle = Client::connect(&c.beacons[0].addr.to_string(), &opts())
+        .await
+        .unwrap();
+    idle.watch(&types).await.unwrap();
+    let progress = tokio::time::timeout(Duration::from_secs(5), idle.next_notice())
+        .await
+        .expect("a progress notice within a few periods")
+        .unwrap();
+    assert!(progress.add_nodes.is_empty() && progress.del_nodes.is_empty());
+    assert!(progress.index >= last, "{} < {last}", progress.index);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 //! rules, each step carried out as the daemon does (the term stored, a leader's messages
 //! sent, the entries stored through the real storage code, then the rest released).
 
+use beacon::storage::{Memory, Outbox, carry_out};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 
@@ -155,6 +156,18 @@ fn node_views(node: &Coordinator, now: Millis) -> Vec<NodeView> {
     )
 }
 
+/// Where a beacon's carry-out sends: the network's queue.
+struct Queue<'a> {
+    from: SocketAddr,
+    queue: &'a mut VecDeque<(SocketAddr, SocketAddr, Message<State>)>,
+}
+
+impl Outbox<State, Memory> for Queue<'_> {
+    fn send(&mut self, to: SocketAddr, msg: Message<State>) {
+        self.queue.push_back((self.from, to, msg));
+    }
+}
+
 /// Beacons on an in-memory network. Messages wait in a queue until delivered.
 struct Net {
     nodes: BTreeMap<SocketAddr, Coordinator>,
@@ -240,15 +253,13 @@ impl Net {
         let mut ready = node.step(now, input);
         ready.take_events();
         let disk = self.disk.get_mut(&at).expect("a running beacon's disk");
-        let term = disk.store_term(ready.term()).expect("the term is stored");
-        for (to, msg) in ready.send_now(&term) {
-            self.queue.push_back((at, to, msg));
-        }
-        let stored = disk.store(ready.store()).expect("the entries are stored");
-        let released = ready.release(stored);
-        for (to, msg) in released.send {
-            self.queue.push_back((at, to, msg));
-        }
+        let mut out = Queue {
+            from: at,
+            queue: &mut self.queue,
+        };
+        let released = carry_out(ready, node, disk.storage(), now, &mut out)
+            .expect("stored")
+            .expect("the queue never stops a carry-out");
         for (token, reply) in released.replies {
             assert!(
                 self.replies.insert(token, unwrap_reply(reply)).is_none(),
@@ -314,7 +325,7 @@ impl Net {
         self.now += TICK;
         let all: Vec<SocketAddr> = self.nodes.keys().copied().collect();
         for a in all {
-            self.input(a, Input::Tick);
+            self.input(a, Input::Tick { wall_ms: self.now });
         }
         self.deliver();
     }
@@ -619,7 +630,7 @@ fn a_stuck_follower_stops_holding_writes_after_the_leaders_patience() {
         net.now += TICK;
         ticks += 1;
         for a in [A, B, C] {
-            net.input(addr(a), Input::Tick);
+            net.input(addr(a), Input::Tick { wall_ms: net.now });
         }
         net.queue
             .retain(|(from, to, _)| !(*from == addr(A) && *to == addr(C)));
@@ -713,6 +724,56 @@ fn missed_leases_expire_into_quarantine_and_are_released_later() {
         );
         assert_eq!(net.registry_ids(p).len(), 2);
     }
+}
+
+#[test]
+fn an_operator_frees_a_quarantined_id_early_and_never_a_live_one() {
+    let mut net = Net::new(&[A, B, C], 100);
+    net.settle();
+    let t1 = net.request(A, register_req(1, "LOGIC"));
+    let t2 = net.request(A, register_req(2, "LOGIC"));
+    net.deliver();
+    let (id1, id2) = (net.registered_id(t1), net.registered_id(t2));
+    let token2 = net.registered(t2).token();
+    // Node 1 never reports: its ID goes to quarantine.
+    for _ in 0..(LEASE / TICK + 1) {
+        net.request(A, report_req(id2, 2, token2));
+        net.tick();
+    }
+    assert_eq!(net.node(A).state().registry.quarantined().count(), 1);
+    // A live ID is refused, and nothing changes.
+    let t = net.request(A, Request::FreeId(id2));
+    net.deliver();
+    assert!(matches!(
+        net.reply(t),
+        Some(Err(RequestError::Registry(RegistryError::IdInUse { node_id, .. }))) if *node_id == id2
+    ));
+    // The quarantined one is freed on every beacon, long before its quarantine ends.
+    let t = net.request(A, Request::FreeId(id1));
+    net.deliver();
+    match net.reply(t) {
+        Some(Ok(Response::Freed(id, Some(was)))) => assert_eq!((*id, was.node_id), (id1, id1)),
+        other => panic!("expected the ID freed, got {other:?}"),
+    }
+    net.tick();
+    for p in [A, B, C] {
+        assert_eq!(
+            net.node(p).state().registry.quarantined().count(),
+            0,
+            "beacon {p}"
+        );
+    }
+    // Freeing it again answers that it is free; a new service may get it at once.
+    let t = net.request(A, Request::FreeId(id1));
+    net.deliver();
+    assert!(matches!(net.reply(t), Some(Ok(Response::Freed(_, None)))));
+    let t3 = net.request(A, register_req(3, "LOGIC"));
+    net.deliver();
+    assert_eq!(
+        net.registered_id(t3),
+        3,
+        "allocation goes on from the last ID"
+    );
 }
 
 #[test]
@@ -846,6 +907,7 @@ fn a_service_identity_acts_only_on_its_own_registrations() {
         Request::Register(r) => Request::Register(RegisterRequest { caller, ..r }),
         Request::Report(r) => Request::Report(Report { caller, ..r }),
         Request::Unregister(u) => Request::Unregister(Unregister { caller, ..u }),
+        other => other,
     };
     let t = net.request(A, as_caller(register_req(1, "LOGIC"), service("billing")));
     let record = net.registered(t).clone();
@@ -1019,7 +1081,7 @@ fn an_older_terms_entry_on_a_majority_commits_only_with_the_new_leaders_own_entr
     for _ in 0..5 {
         net.now += TICK;
         for p in [B, C] {
-            net.input(addr(p), Input::Tick);
+            net.input(addr(p), Input::Tick { wall_ms: net.now });
         }
         for _ in 0..1000 {
             let Some((from, to, mut msg)) = net.queue.pop_front() else {

@@ -123,6 +123,12 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.torn_writes += s.torn_writes;
         total.0.snapshots += s.snapshots;
         total.0.elections += s.elections;
+        total.0.transfers += s.transfers;
+        total.0.handed_over += s.handed_over;
+        total.0.rogues += s.rogues;
+        total.0.merged += s.merged;
+        total.0.reads += s.reads;
+        total.0.reads_given += s.reads_given;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -143,6 +149,19 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.torn_writes > 0 && s.crashes > 0 && s.snapshots > 0,
             "torn writes, crashes and snapshots were exercised: {s:?}"
+        );
+        assert!(s.rogues > 0, "out-of-bounds terms were sent: {s:?}");
+        assert!(
+            s.merged > 0,
+            "steps were batched, as the driver batches them: {s:?}"
+        );
+        assert!(
+            s.transfers > 0 && s.handed_over > 0,
+            "leader transfers were asked for, and some handed the leadership over: {s:?}"
+        );
+        assert!(
+            s.reads_given > seeds,
+            "read indexes were asked for and given (each checked): {s:?}"
         );
     }
 }

@@ -1,5 +1,12 @@
-//! The NebulaBeacon demo on real processes: three beacons, kill the leader, kill a follower,
-//! restart both. Leadership moves to the next beacon in sorted order and does not move back.
+//! The NebulaBeacon demo on real processes, in both modes, each mode's rule asserted once
+//! the cluster has settled (not in the window before it does):
+//!
+//! * classic (the seed's own behaviour): kill the leader, kill a follower, restart both;
+//!   leadership moves to the next beacon in sorted order and does not move back;
+//! * quorum (the default for three beacons, `conf/cluster`): the survivor of two kills sees
+//!   one beacon of three, less than a majority, so it steps down and refuses writes; a second
+//!   beacon back makes a majority, and the first online in sorted order leads; the third
+//!   back follows it (the online leader stays).
 
 use std::time::Duration;
 
@@ -10,76 +17,155 @@ const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;
 /// Generous bound for anything the cluster must reach; a normal run needs a few ticks.
 const LIMIT: Duration = Duration::from_secs(10);
+/// Ticks a settled state must hold: far more than the 3 ticks a beacon takes to go offline.
+const SETTLED_TICKS: u64 = 10;
+
+/// The leader every beacon of `nodes` agrees on (`Some(None)`: they agree there is none),
+/// once each shows exactly `nodes` of `all` online and that view has held unchanged for
+/// [`SETTLED_TICKS`] (bounded by [`LIMIT`]): each mode's rule is judged on a settled cluster,
+/// not in the few milliseconds before it settles.
+async fn settled(all: &[std::net::SocketAddr], nodes: &[std::net::SocketAddr]) -> Option<String> {
+    let view = || async {
+        let mut leaders = Vec::new();
+        for node in nodes {
+            let s = status(*node).await?;
+            let shows_as_expected = all
+                .iter()
+                .all(|b| row(&s, *b).is_online == nodes.contains(b));
+            if !shows_as_expected {
+                return None;
+            }
+            leaders.push(s.leader);
+        }
+        leaders.dedup();
+        (leaders.len() == 1).then(|| leaders.pop().unwrap())
+    };
+    let deadline = std::time::Instant::now() + LIMIT;
+    let (mut last, mut held) = (None, 0);
+    loop {
+        let now = view().await;
+        if now.is_some() && now == last {
+            held += 1;
+            if held >= SETTLED_TICKS {
+                return now.flatten();
+            }
+        } else {
+            held = 0;
+        }
+        last = now;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cluster did not settle with {nodes:?} online: last view {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(TICK_MS)).await;
+    }
+}
 
 #[tokio::test]
-async fn kill_leader_kill_follower_restart_both() {
+async fn classic_mode_the_seeds_demo_leadership_moves_on_and_never_back() {
     let ports = free_ports(3);
-    let mut cluster = Cluster::start(BEACON.as_ref(), &ports, TICK_MS, "demo");
+    let mut cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "demo",
+        r#"{"mode": "classic"}"#,
+    );
     let all: Vec<_> = ports.iter().map(|p| addr(*p)).collect();
     let (a, b, c) = (all[0], all[1], all[2]);
 
     // Three beacons: one leader, agreed by all; the first in sorted order.
-    let leader = eventually(LIMIT, || agreed_leader(&all)).await;
-    assert_eq!(leader, Some(a.to_string()), "{}", cluster.logs());
-    for node in &all {
-        let s = status(*node).await.unwrap();
-        assert!(s.beacons.iter().all(|r| r.is_online), "{s:?}");
-    }
-
+    assert_eq!(
+        settled(&all, &all).await,
+        Some(a.to_string()),
+        "{}",
+        cluster.logs()
+    );
     // Kill the leader: the next beacon in sorted order leads, agreed by the survivors.
     cluster.beacons[0].kill();
-    let survivors = [b, c];
-    let leader = eventually(LIMIT, || agreed_leader(&survivors)).await;
-    assert_eq!(leader, Some(b.to_string()), "{}", cluster.logs());
-    for node in [b, c] {
-        let s = status(node).await.unwrap();
-        let dead = row(&s, a);
-        assert!(
-            !dead.is_online && !dead.is_leader,
-            "{node} still shows {a} up: {s:?}"
-        );
-    }
-
-    // Kill a follower: the leader stays, the follower shows offline.
+    assert_eq!(
+        settled(&all, &[b, c]).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    // Kill a follower: in classic mode the leader stays, alone.
     cluster.beacons[2].kill();
-    let view = eventually(LIMIT, || async {
-        let s = status(b).await?;
-        (!row(&s, c).is_online).then_some(s)
-    })
-    .await
-    .expect("leader sees the killed follower offline");
-    assert_eq!(view.leader, Some(b.to_string()));
-    assert!(row(&view, b).is_leader && row(&view, b).is_online);
-    assert!(!row(&view, a).is_online && !row(&view, c).is_online);
-
+    assert_eq!(
+        settled(&all, &[b]).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    let s = status(b).await.unwrap();
+    assert!(s.cannot_write.is_none(), "classic mode writes alone: {s:?}");
     // Restart both: all online everywhere, and leadership does not move back.
     cluster.beacons[0].restart();
     cluster.beacons[2].restart();
-    let settled = eventually(LIMIT, || async {
-        for node in &all {
-            let s = status(*node).await?;
-            if !s.beacons.iter().all(|r| r.is_online) {
-                return None;
-            }
-        }
-        agreed_leader(&all).await
-    })
-    .await;
-    assert_eq!(settled, Some(b.to_string()), "{}", cluster.logs());
-    // And it stays there for a while (10 ticks).
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_millis(TICK_MS)).await;
-        assert_eq!(
-            agreed_leader(&all).await,
-            Some(b.to_string()),
-            "{}",
-            cluster.logs()
-        );
-    }
+    assert_eq!(
+        settled(&all, &all).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
     // The restarted beacons resumed from their stored terms and followed the existing leader.
     let sb = status(b).await.unwrap();
     let sa = status(a).await.unwrap();
     assert_eq!(sa.term, sb.term, "follower announces the leader's term");
+}
+
+#[tokio::test]
+async fn quorum_mode_a_beacon_alone_steps_down_and_a_majority_elects_again() {
+    let ports = free_ports(3);
+    let mut cluster = Cluster::start(BEACON.as_ref(), &ports, TICK_MS, "demo");
+    let all: Vec<_> = ports.iter().map(|p| addr(*p)).collect();
+    let (a, b, c) = (all[0], all[1], all[2]);
+    assert_eq!(
+        status(a).await.unwrap().mode,
+        "quorum",
+        "the default for three"
+    );
+
+    assert_eq!(
+        settled(&all, &all).await,
+        Some(a.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    // Kill the leader: the next beacon in sorted order leads; two of three are a majority.
+    cluster.beacons[0].kill();
+    assert_eq!(
+        settled(&all, &[b, c]).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    // Kill a follower: one of three is no majority; the survivor leads no more.
+    cluster.beacons[2].kill();
+    assert_eq!(settled(&all, &[b]).await, None, "{}", cluster.logs());
+    let s = status(b).await.unwrap();
+    let why = s.cannot_write.unwrap_or_default();
+    assert!(
+        why.contains("majority"),
+        "writes refused, saying why: {why}"
+    );
+    // One back: a majority again; the first online in sorted order leads.
+    cluster.beacons[2].restart();
+    assert_eq!(
+        settled(&all, &[b, c]).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    // The other back: it follows the online leader, which stays.
+    cluster.beacons[0].restart();
+    assert_eq!(
+        settled(&all, &all).await,
+        Some(b.to_string()),
+        "{}",
+        cluster.logs()
+    );
+    assert!(status(a).await.unwrap().cannot_write.is_none());
 }
 
 #[tokio::test]

@@ -111,9 +111,9 @@ mod hasty {
     #[derive(Debug, Clone)]
     pub struct Hasty(pub SequenceService);
 
-    impl Configured for Hasty {
-        fn configured(config: &beacon::config::Config) -> Hasty {
-            Hasty(SequenceService::configured(config))
+    impl Configured<beacon::machines::sequence::SequenceLimits> for Hasty {
+        fn configured(limits: &beacon::machines::sequence::SequenceLimits) -> Hasty {
+            Hasty(SequenceService::configured(limits))
         }
     }
 

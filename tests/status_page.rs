@@ -428,6 +428,12 @@ async fn the_views_count_by_type_cut_rows_and_list_leader_changes() {
     let (code, body) = http_get(a, "/v1/nodes?limit=many").unwrap();
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("limit must be a whole number"), "{body}");
+    // Reads are linearizable unless asked otherwise; a consistency that is neither is refused.
+    let v = json_of("/v1/nodes?type=WEB&consistency=serializable");
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 2, "{v}");
+    let (code, body) = http_get(a, "/v1/nodes?consistency=eventual").unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("consistency `eventual`"), "{body}");
     let v = json_of("/v1/ids");
     assert_eq!(v["in_use"], 3);
     // A lone beacon leads from the start: one change, to itself.

@@ -2,10 +2,12 @@
 //! key at fault and what to do, carried over with `--adopt-config` only once it fits, never
 //! dropped. Real beacon processes on one data directory.
 
+mod support;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::nodes;
 
 use beacon::client::{Client, ConnectOptions};
 use beacon::pb;
@@ -240,4 +242,41 @@ async fn beacons_with_different_beacon_lists_refuse_each_other() {
     })
     .await;
     assert!(refused.is_some(), "{}\n{}", a.log(), b.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_term_beyond_the_bound_stops_the_start_and_reset_term_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    one_registration_in_alpha(dir.path(), port).await;
+    // The term file holds what a rogue's claim left there in an older version.
+    std::fs::write(
+        dir.path().join("data").join("term"),
+        format!("{}\n", u64::MAX),
+    )
+    .unwrap();
+    let (code, err) = refused(&args(dir.path(), port, "alpha", [1, 1023], &[]));
+    assert_eq!(code, Some(2), "a refused start: {err}");
+    assert!(
+        err.contains("the stored term 18446744073709551615 is beyond 2^48"),
+        "{err}"
+    );
+    assert!(err.contains("--reset-term"), "the way out is named: {err}");
+    // --reset-term takes the highest term of its own log, and the state is all there.
+    let b = serving(
+        dir.path(),
+        port,
+        args(dir.path(), port, "alpha", [1, 1023], &["--reset-term"]),
+    )
+    .await;
+    assert!(
+        b.log()
+            .contains("--reset-term: the stored term 18446744073709551615"),
+        "{}",
+        b.log()
+    );
+    assert_eq!(held_ids(port).await, vec![1]);
+    let term = status(addr(port)).await.unwrap().term;
+    assert!(term < 100, "{term}");
+    stop(b);
 }

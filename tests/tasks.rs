@@ -5,7 +5,7 @@
 //! changed.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,16 +25,6 @@ fn opts() -> ConnectOptions {
         timeout: Duration::from_secs(2),
         ..ConnectOptions::default()
     }
-}
-
-/// nebcli, built beside the beacon binary (a no-op when it is up to date).
-fn nebcli() -> PathBuf {
-    let status = std::process::Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "nebcli"])
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "cargo build -p nebcli");
-    Path::new(BEACON).with_file_name("nebcli")
 }
 
 fn worker(nebcli: &Path, dir: &Path, beacon: &str, i: usize, life: usize) -> Process {
@@ -73,7 +63,7 @@ async fn leader_index(c: &Cluster) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_task_completes_once_across_killed_workers_and_leaders() {
-    let nebcli = nebcli();
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
     let mut c = Cluster::start_with(
         BEACON.as_ref(),
         &free_ports(3),
@@ -308,4 +298,148 @@ async fn bad_input_is_refused_clearly_and_changes_nothing() {
     let again = admin.cancel_task("q", "t").await.unwrap();
     assert_eq!(again.state, "cancelled");
     assert!(admin.delete_queue("q").await.unwrap().is_some());
+}
+
+/// Runs nebcli to its end (bounded by `limit`, then killed), with its output.
+fn run_nebcli(nebcli: &Path, args: &[&str], limit: Duration) -> (Option<i32>, String, String) {
+    let mut child = std::process::Command::new(nebcli)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run nebcli");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Workers serving `queue`, as the leader counts them.
+async fn workers_of(c: &mut Client, queue: &str) -> u32 {
+    let reply = c.queues().await.unwrap();
+    reply
+        .queues
+        .iter()
+        .find(|v| v.queue.as_ref().is_some_and(|q| q.name == queue))
+        .map_or(0, |v| v.workers)
+}
+
+/// What a script needs of the task commands: `task submit --wait` bounded by --timeout-ms
+/// (written after the command too) with exit 3 and a word on stderr when no worker serves
+/// the queue; exit 1 for a dead letter; and a worker that SIGTERM stops unregisters first,
+/// so the next task does not go to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_commands_are_safe_in_scripts() {
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let c = Cluster::start_with(
+        BEACON.as_ref(),
+        &free_ports(1),
+        100,
+        CLUSTER,
+        r#"{"lease_ms": 30000}"#,
+    );
+    let s = c.beacons[0].addr.to_string();
+    let mut admin = Leader::new(vec![s.clone()], opts(), Duration::from_secs(10));
+    admin.create_queue("jobs", 5_000, 1).await.unwrap();
+
+    // No worker: said at once, and the wait ends with --timeout-ms, exit 3.
+    let started = Instant::now();
+    let (code, out, err) = run_nebcli(
+        &nebcli,
+        &[
+            "-s",
+            &s,
+            "task",
+            "submit",
+            "jobs",
+            "t1",
+            "--wait",
+            "--timeout-ms",
+            "1500",
+        ],
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    assert_eq!(code, Some(3), "stdout {out}\nstderr {err}");
+    assert!(
+        took < Duration::from_secs(15),
+        "bounded by --timeout-ms: {took:?}"
+    );
+    assert!(err.contains("no live worker serves queue `jobs`"), "{err}");
+    assert!(err.contains("still pending"), "{err}");
+    assert!(out.contains("t1") && out.contains("pending"), "{out}");
+    admin.cancel_task("jobs", "t1").await.unwrap();
+
+    // A worker whose command fails: one attempt, then the dead letters: exit 1.
+    let logs = tempfile::tempdir().unwrap();
+    let mut failing = Process::start(
+        &nebcli,
+        [
+            "-s",
+            &s,
+            "task",
+            "work",
+            "jobs",
+            "--exec",
+            "echo broken >&2; exit 7",
+        ]
+        .map(String::from)
+        .to_vec(),
+        Vec::new(),
+        logs.path().join("failing.log"),
+    );
+    let mut client = Client::connect(&s, &opts()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while workers_of(&mut client, "jobs").await != 1 {
+        assert!(Instant::now() < deadline, "{}", failing.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, out, err) = run_nebcli(
+        &nebcli,
+        &[
+            "-s",
+            &s,
+            "--timeout-ms",
+            "10000",
+            "task",
+            "submit",
+            "jobs",
+            "t2",
+            "--wait",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "a dead letter fails the command: {out}\n{err}"
+    );
+    assert!(out.contains("dead"), "{out}");
+    assert!(
+        err.contains("dead letters") && err.contains("broken"),
+        "{err}"
+    );
+
+    // SIGTERM: the worker unregisters before it exits (its lease is 30 s).
+    let status = failing
+        .signal_and_wait(libc::SIGTERM, Duration::from_secs(10))
+        .expect("the worker exits on SIGTERM");
+    assert!(status.success(), "{status:?}: {}", failing.log());
+    assert!(
+        failing.log().contains("SIGTERM: stopped; unregistered"),
+        "{}",
+        failing.log()
+    );
+    assert_eq!(
+        workers_of(&mut client, "jobs").await,
+        0,
+        "a worker stopped by SIGTERM is gone at once, not after its lease"
+    );
 }

@@ -100,9 +100,9 @@ mod stale {
     #[derive(Debug, Clone)]
     pub struct Stale(pub TaskService);
 
-    impl beacon::machines::Configured for Stale {
-        fn configured(config: &beacon::config::Config) -> Stale {
-            Stale(TaskService::new(config.tasks.clone()))
+    impl beacon::machines::Configured<beacon::machines::tasks::TaskLimits> for Stale {
+        fn configured(limits: &beacon::machines::tasks::TaskLimits) -> Stale {
+            Stale(TaskService::new(limits.clone()))
         }
     }
 

@@ -303,3 +303,99 @@ async fn a_renewed_certificate_is_used_without_a_restart() {
         c.logs()
     );
 }
+
+/// Sends `request` over HTTPS to `at` (bounded by 15 s) and returns what came back.
+async fn https_raw(at: SocketAddr, opts: &ConnectOptions, request: &[u8]) -> String {
+    let tcp = TcpStream::connect(at).await.unwrap();
+    let name = tls::server_name(&at.to_string()).unwrap();
+    let mut stream = tls::dial(tcp, opts.tls.clone().unwrap(), name)
+        .await
+        .unwrap();
+    let exchange = async {
+        let _ = stream.write_all(request).await;
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        answer
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(15), exchange)
+        .await
+        .expect("an answer, not a hang");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The HTTPS admin port is bounded as the plain one is: a head over 64 KiB gets 431 at once,
+/// a head that never completes is closed after 10 s; a 405 says why; a client certificate
+/// named in `auth.certs` reads the views, as on the cluster port, and every refusal above is
+/// logged with the beacon's identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_https_admin_port_bounds_requests_and_takes_certificate_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca").unwrap();
+    let ports = free_ports(2);
+    let (at, admin) = (addr(ports[0]), addr(ports[1]));
+    let issued = ca.issue(dir.path(), "beacon").unwrap();
+    let dashboard = ca.issue_client(dir.path(), "dashboard").unwrap();
+    let mut keys: serde_json::Value = serde_json::from_str(&tls_keys(&issued, &ca)).unwrap();
+    keys["admin"] = admin.to_string().into();
+    keys["auth"] = serde_json::json!({
+        "tokens": [{"name": "ops", "token": "ops-secret", "role": "admin"}],
+        "certs": [{"name": "dashboard", "role": "read"}],
+    });
+    let c = Cluster::start_each(
+        BEACON.as_ref(),
+        &ports[..1],
+        TICK_MS,
+        "https",
+        &[keys.to_string()],
+    );
+    let anonymous = client_opts(&ca, None);
+    let with_cert = client_opts(&ca, Some(&dashboard));
+    eventually(Duration::from_secs(10), || async {
+        status_with(at, &client_opts(&ca, Some(&dashboard)))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .unwrap_or_else(|| panic!("serving\n{}", c.logs()));
+
+    // A certificate identity reads the views; without one (or a token), 401.
+    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let answer = https_raw(admin, &with_cert, get("/v1/beacon").as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let answer = https_raw(admin, &anonymous, get("/v1/beacon").as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // 405 with its reason.
+    let post = "POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let answer = https_raw(admin, &anonymous, post.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+    assert!(answer.contains("the admin API answers GET"), "{answer}");
+    // A 300 KB header: 431, not a hang.
+    let big = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(300_000)
+    );
+    let answer = https_raw(admin, &anonymous, big.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    // A head that never completes is closed (within 10 s, bounded here by https_raw).
+    let started = std::time::Instant::now();
+    let answer = https_raw(admin, &anonymous, b"GET /health HTTP/1.1\r\nHost: x\r\n").await;
+    assert!(!answer.contains("200"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "closed only once the time was up"
+    );
+    let log = c.beacons[0].log();
+    for said in [
+        "admin request head over 65536 bytes",
+        "admin request head not complete within",
+    ] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(said))
+            .unwrap_or_else(|| panic!("{said}:\n{log}"));
+        assert!(
+            line.contains("beacon{node="),
+            "the beacon's identity: {line}"
+        );
+    }
+}

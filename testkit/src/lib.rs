@@ -3,6 +3,7 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
+pub mod linearizability;
 pub mod proxy;
 
 /// Throw-away CAs and certificates, re-exported for tests.
@@ -30,6 +31,17 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         .collect();
     ports.sort_unstable();
     ports
+}
+
+/// The `nebcli` binary beside `beacon`, built first (a no-op when it is up to date): the
+/// beacon crate's integration tests are given only the beacon crate's own binaries.
+pub fn nebcli(beacon: &Path) -> PathBuf {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", "nebcli"])
+        .status()
+        .expect("run cargo");
+    assert!(status.success(), "cargo build -p nebcli");
+    beacon.with_file_name("nebcli")
 }
 
 pub fn addr(port: u16) -> SocketAddr {
@@ -496,17 +508,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// `addr`'s registrations (what `nebcli --json show nodes` prints), or `None` if it cannot
-/// be asked.
-pub async fn nodes(addr: SocketAddr) -> Option<pb::registry::NodesReply> {
-    let opts = ConnectOptions {
-        timeout: Duration::from_secs(5),
-        ..ConnectOptions::default()
-    };
-    let mut client = Client::connect(&addr.to_string(), &opts).await.ok()?;
-    client.nodes("", "").await.ok()
 }
 
 /// The row for `node` in `status`.

@@ -34,6 +34,8 @@ struct State {
     closed: AtomicBool,
     /// Both ends of every open connection, to reset them.
     open: Mutex<Vec<TcpStream>>,
+    /// Every byte carried, both ways (while tapped): what someone on the wire would see.
+    tapped: Mutex<Option<Vec<u8>>>,
 }
 
 impl State {
@@ -120,6 +122,21 @@ impl Link {
     pub fn is_cut(&self) -> bool {
         self.state.mode.load(Ordering::SeqCst) != OPEN
     }
+
+    /// Records every byte carried from now on, both ways.
+    pub fn tap(&self) {
+        *self.state.tapped.lock().unwrap() = Some(Vec::new());
+    }
+
+    /// What was carried since [`Link::tap`].
+    pub fn tapped(&self) -> Vec<u8> {
+        self.state
+            .tapped
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for Link {
@@ -141,6 +158,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<State>) {
                 Ok(0) | Err(_) => break,
                 Ok(_) if state.mode.load(Ordering::SeqCst) == SILENT => {}
                 Ok(n) => {
+                    if let Some(tap) = state.tapped.lock().unwrap().as_mut() {
+                        tap.extend_from_slice(&buf[..n]);
+                    }
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }

@@ -2,7 +2,6 @@
 //! waits for everything the leader applied to commit, so it never shows a value that a
 //! later leader could lack.
 
-use beacon::config::Config;
 use beacon::consensus::{Leader, Outcome, Service};
 use beacon::machines::{Configured, Part};
 
@@ -31,8 +30,8 @@ pub enum CounterError {
 #[derive(Debug, Clone, Default)]
 pub struct CounterService;
 
-impl Configured for CounterService {
-    fn configured(_config: &Config) -> CounterService {
+impl Configured<()> for CounterService {
+    fn configured(_: &()) -> CounterService {
         CounterService
     }
 }

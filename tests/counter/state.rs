@@ -1,6 +1,5 @@
 //! The counter's replicated state: one number, raised by commands.
 
-use beacon::config::Config;
 use beacon::consensus::Machine;
 use beacon::machines::Configured;
 use beacon::time::Millis;
@@ -54,8 +53,27 @@ impl Machine for Counter {
     }
 }
 
-impl Configured for Counter {
-    fn configured(_config: &Config) -> Counter {
+/// The counter has no configuration keys, and is not served over the wire.
+impl beacon::machines::Configurable for Counter {
+    type Section = ();
+}
+
+impl Configured<()> for Counter {
+    fn configured(_: &()) -> Counter {
         Counter::default()
+    }
+}
+
+impl beacon::machines::Served for Counter {}
+
+/// Its value on `/metrics`, as `beacon_counter_value`.
+impl<S: beacon::machines::Part<Counter>> beacon::machines::Measured<S> for Counter {
+    fn gauges(state: &S, _: &(), _wall_ms: u64, out: &mut Vec<beacon::machines::GaugeSample>) {
+        out.push(beacon::machines::GaugeSample {
+            name: "counter_value",
+            help: "The counter's value",
+            labels: Vec::new(),
+            value: state.part().value as f64,
+        });
     }
 }

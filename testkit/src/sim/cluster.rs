@@ -22,6 +22,7 @@ use beacon::consensus::{
     self, ConsensusError, Input, InputOf, Message, Mode, Replica, Reply, ReplyError, Service, Token,
 };
 use beacon::sim::{Checked, Context, Probe, View, Workload};
+use beacon::storage::{Memory, Outbox, Storage, carry_out};
 use beacon::time::Millis;
 use beacon::wire::MachineWire;
 
@@ -63,6 +64,17 @@ pub struct Stats {
     pub snapshots: u64,
     /// Terms led (one per election, counting a leader that leads on in a later term).
     pub elections: u64,
+    /// Leader transfers asked for, and those that handed the leadership over.
+    pub transfers: u64,
+    /// Read indexes asked for, and those given (each checked: not below any index
+    /// committed when it was asked).
+    pub reads: u64,
+    pub reads_given: u64,
+    /// Messages with terms or indexes beyond the bounds, sent posing as a beacon.
+    pub rogues: u64,
+    /// Steps whose outputs joined another step's in one batch (one store for both).
+    pub merged: u64,
+    pub handed_over: u64,
 }
 
 /// Something on its way.
@@ -107,6 +119,13 @@ impl<S: consensus::Machine, V: Service<S>> Delivery<S, V> {
 pub struct Core<S: consensus::Machine, V: Service<S>> {
     pub seed: u64,
     rng: Rng,
+    /// Draws the operator's maintenance (leader transfers), apart from `rng`.
+    maintenance: Rng,
+    /// Draws the reads, apart from the others.
+    reader: Rng,
+    /// Reads waiting for their read index: the highest index committed anywhere when each
+    /// was asked, and where.
+    reads: BTreeMap<Token, (u64, SocketAddr, SocketAddr)>,
     pub faults: Faults,
     pub now: Millis,
     pub beacons: Vec<SocketAddr>,
@@ -128,6 +147,17 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     pub stats: Stats,
     leader_of_term: BTreeMap<u64, SocketAddr>,
     last_terms: BTreeMap<SocketAddr, (u64, u64)>,
+    /// Every change told to watchers as committed, by log index, as the first beacon told
+    /// it: every beacon must tell the same change at that index, or a watch resumed at
+    /// another beacon after a failover would hear another story.
+    told: BTreeMap<u64, S::Change>,
+    /// Per beacon, where its history stands: the index it began after (its start, a
+    /// snapshot installed) or the last it told a change of, whichever is later (what it
+    /// tells next must come after it), and the last it told since it started.
+    told_through: BTreeMap<SocketAddr, (u64, u64)>,
+    /// Per beacon, the steps of the batch not carried out yet (merged, as the driver
+    /// merges what queued up while it was busy: one store for all).
+    batch: BTreeMap<SocketAddr, consensus::Ready<S, V>>,
     trace: VecDeque<String>,
     verbose: bool,
     config: consensus::Config,
@@ -172,6 +202,11 @@ where
         let mut core = Core {
             seed,
             rng: Rng::new(seed ^ 0x5EED),
+            // Leader transfers draw on a random source of their own, so a seed's other
+            // faults strike as they did before transfers were simulated.
+            maintenance: Rng::new(seed ^ 0x7EA5),
+            reader: Rng::new(seed ^ 0x4EAD),
+            reads: BTreeMap::new(),
             faults: setup.faults,
             now: 0,
             nodes: BTreeMap::new(),
@@ -188,6 +223,9 @@ where
             stats: Stats::default(),
             leader_of_term: BTreeMap::new(),
             last_terms: BTreeMap::new(),
+            told: BTreeMap::new(),
+            told_through: BTreeMap::new(),
+            batch: BTreeMap::new(),
             trace: VecDeque::new(),
             verbose,
             config,
@@ -240,7 +278,7 @@ where
                     } else {
                         Input::Peer { from, msg }
                     };
-                    core.step(to, input)?;
+                    core.feed(to, input)?;
                 }
                 Delivery::Request {
                     to,
@@ -249,7 +287,7 @@ where
                     request,
                 } => {
                     if core.current(to, life) {
-                        core.step(to, Input::Request { token, request })?;
+                        core.feed(to, Input::Request { token, request })?;
                     }
                 }
                 Delivery::Reply {
@@ -276,6 +314,8 @@ where
                 }
             }
         }
+        // What arrived in this step is carried out per beacon in one batch.
+        core.flush_all()?;
         core.tick_due()?;
         if act {
             self.workload.act(core)?;
@@ -315,6 +355,14 @@ where
         self.core.note("HEAL ALL".into());
         self.core.heal();
         self.core.paused.clear();
+        // Messages a slow link held back arrive now (in order): a network that has healed
+        // no longer delays what was sent before (else the bound below would measure the
+        // last slow fault, not the recovery).
+        let soon = self.core.now + STEP;
+        self.core
+            .mail
+            .bring_forward(soon, |d| matches!(d, Delivery::Peer { .. }));
+        self.core.links.catch_up(soon);
         let healed_at = self.core.now;
         let mut settled = None;
         while self.core.now - healed_at <= HEAL_BOUND_MS {
@@ -597,6 +645,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             Replica::restore(config, state, service, restored.snapshot, restored.entries)
                 .map_err(|e| format!("{at} cannot start from its disk: {e}"))?;
         let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
+        // The changes of replayed entries are never told: its history starts after them.
+        self.told_through.insert(at, (node.position().index, 0));
         self.nodes.insert(at, node);
         *self.life.get_mut(&at).expect("known beacon") += 1;
         if !notices.is_empty() {
@@ -605,9 +655,15 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         self.check_terms(at, term, max_seen)
     }
 
-    /// Feeds `input` to beacon `at` and carries out its [`beacon::consensus::Ready`] as the
-    /// driver does. A crash may fall between the early messages and the store.
+    /// Feeds `input` to beacon `at` and carries out what it asks at once.
     pub fn step(&mut self, at: SocketAddr, input: InputOf<S, V>) -> Checked {
+        self.feed(at, input)?;
+        self.flush(at)
+    }
+
+    /// Feeds `input` to beacon `at`; what it asks joins the beacon's batch, carried out by
+    /// [`Core::flush`].
+    fn feed(&mut self, at: SocketAddr, input: InputOf<S, V>) -> Checked {
         let now = self.now;
         let Some(node) = self.nodes.get_mut(&at) else {
             return Ok(());
@@ -618,57 +674,157 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if node.is_leader() && was_leading != Some(term) {
             self.stats.elections += 1;
         }
+        let mut stale = None;
         for event in ready.take_events() {
+            if let consensus::Event::Transferred { result: Ok(to), .. } = &event
+                && *to != at
+            {
+                self.stats.handed_over += 1;
+            }
+            if let consensus::Event::ReadIndex { token, result } = &event
+                && let Some((floor, asked, holder)) = self.reads.remove(token)
+                && let Ok(index) = result
+            {
+                self.stats.reads_given += 1;
+                if *index < floor {
+                    stale = Some(format!(
+                        "{at} gave read {token} (asked at {asked}) the read index {index}, below {floor}, which {holder} had committed when it asked: a stale read"
+                    ));
+                }
+            }
             self.note(format!("{at}: {event:?}"));
         }
+        if let Some(violation) = stale {
+            return Err(violation);
+        }
         self.check_terms(at, term, max_seen)?;
-        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
-        let term_stored = disk
-            .store_term(ready.term())
-            .map_err(|e| format!("{at}: {e}"))?;
-        let early = ready.send_now(&term_stored);
-        let crash = !early.is_empty() && self.rng.chance(self.faults.crash_mid_store);
-        for (to, msg) in early {
-            self.send_peer(at, to, msg, false);
-        }
-        if crash {
-            if !ready.store().entries.is_empty() {
-                let keep = self.rng.below(64) as usize;
-                let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
-                if disk.store_torn(ready.store(), keep).is_ok() {
-                    return Err(format!("{at}: a torn write was reported stored"));
-                }
-                self.stats.torn_writes += 1;
+        match self.batch.get_mut(&at) {
+            Some(batch) => {
+                batch.merge(ready);
+                self.stats.merged += 1;
             }
-            return self.crash(at, "in the middle of storing");
+            None => {
+                self.batch.insert(at, ready);
+            }
         }
-        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
-        let stored = disk
-            .store(ready.store())
+        Ok(())
+    }
+
+    /// Carries out every beacon's batch.
+    fn flush_all(&mut self) -> Checked {
+        let batched: Vec<SocketAddr> = self.batch.keys().copied().collect();
+        for at in batched {
+            self.flush(at)?;
+        }
+        Ok(())
+    }
+
+    /// Carries out beacon `at`'s batch as the driver does ([`carry_out`], the same code): the
+    /// term stored, early messages sent, the store (which a crash may tear, after the early
+    /// messages left), compaction, then the rest.
+    fn flush(&mut self, at: SocketAddr) -> Checked {
+        let Some(ready) = self.batch.remove(&at) else {
+            return Ok(());
+        };
+        let (Some(node), Some(disk)) = (self.nodes.get(&at), self.disks.get_mut(&at)) else {
+            return Ok(());
+        };
+        let mut out = SimOutbox {
+            sent: Vec::new(),
+            rng: &mut self.rng,
+            crash_mid_store: self.faults.crash_mid_store,
+            crashed: false,
+            torn: false,
+            compacted: false,
+        };
+        let carried = carry_out(ready, node, disk.storage(), self.now, &mut out)
             .map_err(|e| format!("{at}: {e}"))?;
-        let released = ready.release(stored);
-        for (to, msg) in released.send {
+        let SimOutbox {
+            sent,
+            crashed,
+            torn,
+            compacted,
+            ..
+        } = out;
+        for (to, msg) in sent {
             self.send_peer(at, to, msg, false);
         }
+        if compacted {
+            self.stats.snapshots += 1;
+        }
+        let Some(released) = carried else {
+            if crashed {
+                if torn {
+                    self.stats.torn_writes += 1;
+                }
+                return self.crash(at, "in the middle of storing");
+            }
+            return Ok(());
+        };
+        self.check_told(at, &released.committed, released.restored)?;
         for (token, reply) in released.replies {
             self.send_reply(at, token, reply);
         }
-        self.compact(at)
+        Ok(())
     }
 
-    /// Folds the log into a snapshot once it is long, as the driver does.
-    fn compact(&mut self, at: SocketAddr) -> Checked {
-        let node = &self.nodes[&at];
-        let disk = self.disks.get_mut(&at).expect("every beacon has a disk");
-        if disk.logged() > node.entries_to_keep() {
-            disk.install(&node.snapshot(self.now))
-                .map_err(|e| format!("{at}: {e}"))?;
-            self.stats.snapshots += 1;
+    /// Checks the changes `at` tells its watchers: each committed (at or below its commit
+    /// index), after the last it told, and the same at every beacon for the same index.
+    fn check_told(
+        &mut self,
+        at: SocketAddr,
+        committed: &[(u64, S::Change)],
+        restored: Option<u64>,
+    ) -> Checked {
+        let (through, last) = self.told_through.entry(at).or_default();
+        if let Some(index) = restored {
+            // A snapshot replaced the state (and the log): the history starts again after
+            // it. It never takes back a change told as committed.
+            if index < *last {
+                return Err(format!(
+                    "{at} installed a snapshot through index {index}, taking back the change it told at {last}"
+                ));
+            }
+            *through = index;
+        }
+        let commit = self.nodes.get(&at).map_or(u64::MAX, |n| n.commit());
+        for (index, change) in committed {
+            if restored.is_some_and(|r| *index <= r) {
+                continue;
+            }
+            if *index <= *through {
+                return Err(format!(
+                    "{at} told the change at index {index} after the one at {through}: out of order, or twice"
+                ));
+            }
+            if *index > commit {
+                return Err(format!(
+                    "{at} told the change at index {index} as committed while its commit index is {commit}"
+                ));
+            }
+            *through = *index;
+            *last = *index;
+            match self.told.get(index) {
+                Some(first) if first != change => {
+                    return Err(format!(
+                        "{at} told {change:?} at index {index}, where another beacon told {first:?}: watchers would disagree"
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.told.insert(*index, change.clone());
+                }
+            }
         }
         Ok(())
     }
 
     fn check_terms(&mut self, at: SocketAddr, term: u64, max_seen: u64) -> Checked {
+        if term > consensus::MAX_TERM || max_seen > consensus::MAX_TERM {
+            return Err(format!(
+                "{at}: term {term} (seen {max_seen}) is beyond 2^48: an out-of-bounds term was adopted"
+            ));
+        }
         let (last_term, last_seen) = self.last_terms.get(&at).copied().unwrap_or_default();
         if term < last_term || max_seen < last_seen {
             return Err(format!(
@@ -682,6 +838,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// Kills `at`: its connections close, its peers see them drop.
     pub fn crash(&mut self, at: SocketAddr, how: &str) -> Checked {
         self.nodes.remove(&at);
+        self.batch.remove(&at);
         self.paused.remove(&at);
         if let Some(disk) = self.disks.get_mut(&at) {
             disk.close();
@@ -744,7 +901,12 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             .collect();
         for at in due {
             self.next_tick.insert(at, self.now + TICK);
-            self.step(at, Input::Tick)?;
+            self.step(
+                at,
+                // The simulation's clock is every beacon's wall clock too, as the
+                // workloads' requests carry it.
+                Input::Tick { wall_ms: self.now },
+            )?;
         }
         // A beacon that asked to be woken (a confirmation round due) is.
         let wake: Vec<SocketAddr> = self
@@ -850,13 +1012,50 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 self.crash(victim, "")?;
             }
         }
-        if self.rng.chance(f.pause) {
-            let running: Vec<SocketAddr> = self
+        if self.maintenance.chance(f.transfer) {
+            // An operator hands the leadership over (to a named beacon, or the one furthest
+            // along), whatever else is going on.
+            let leaders: Vec<SocketAddr> = self
                 .nodes
-                .keys()
-                .copied()
-                .filter(|a| !self.paused.contains_key(a))
+                .iter()
+                .filter(|(a, n)| n.is_leader() && !self.paused.contains_key(*a))
+                .map(|(a, _)| *a)
                 .collect();
+            if let Some(leader) = self.maintenance.pick(&leaders) {
+                let to = if self.maintenance.chance(0.5) {
+                    self.maintenance.pick(&beacons)
+                } else {
+                    None
+                };
+                let token = self.next_token;
+                self.next_token += 1;
+                self.note(format!("TRANSFER {leader} -> {to:?}"));
+                self.stats.transfers += 1;
+                self.step(leader, Input::Transfer { token, to })?;
+            }
+        }
+        if self.reader.chance(f.read) {
+            // A client asks a running beacon for a linearizable read's point in the log.
+            let running = self.running();
+            if let Some(at) = self.reader.pick(&running) {
+                let (floor, holder) = self
+                    .nodes
+                    .iter()
+                    .map(|(a, n)| (n.commit(), *a))
+                    .max()
+                    .unwrap_or((0, at));
+                let token = self.next_token;
+                self.next_token += 1;
+                self.reads.insert(token, (floor, at, holder));
+                self.stats.reads += 1;
+                self.step(at, Input::ReadIndex { token })?;
+            }
+        }
+        if self.maintenance.chance(f.rogue) {
+            self.rogue(&beacons)?;
+        }
+        if self.rng.chance(f.pause) {
+            let running = self.running();
             if let Some(victim) = self.rng.pick(&running) {
                 let ms = 300 + self.rng.below(2_700);
                 self.pause(victim, ms);
@@ -868,6 +1067,55 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             }
         }
         Ok(())
+    }
+
+    /// The beacons that are up and not paused.
+    fn running(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|a| !self.paused.contains_key(a))
+            .collect()
+    }
+
+    /// A message from a process posing as a configured beacon, with a term or an index
+    /// beyond the bounds: a beacon must drop it whole, never adopt what it says.
+    fn rogue(&mut self, beacons: &[SocketAddr]) -> Checked {
+        use consensus::{MAX_INDEX, MAX_TERM, Position, election::Heartbeat};
+        let live: Vec<SocketAddr> = self.nodes.keys().copied().collect();
+        let Some(victim) = self.maintenance.pick(&live) else {
+            return Ok(());
+        };
+        let others: Vec<SocketAddr> = beacons.iter().copied().filter(|b| *b != victim).collect();
+        let Some(posing_as) = self.maintenance.pick(&others) else {
+            return Ok(());
+        };
+        let extreme = [u64::MAX, u64::MAX - 1, MAX_TERM + 1, 1 << 63];
+        let pick = |rng: &mut Rng| extreme[rng.below(extreme.len() as u64) as usize];
+        let (term, index, commit) = match self.maintenance.below(3) {
+            0 => (pick(&mut self.maintenance), 0, 0),
+            1 => (1, pick(&mut self.maintenance).max(MAX_INDEX + 1), 0),
+            _ => (2, 1, pick(&mut self.maintenance)),
+        };
+        let hb = Heartbeat {
+            is_leader: self.maintenance.chance(0.7),
+            term,
+            leader: Some(posing_as),
+            sees: u64::MAX,
+            eligible: true,
+        };
+        let msg = Message::<S>::bare(hb, Position { index, term }, commit);
+        self.note(format!(
+            "ROGUE to {victim} as {posing_as}: term {term}, index {index}, commit {commit}"
+        ));
+        self.stats.rogues += 1;
+        self.step(
+            victim,
+            Input::Peer {
+                from: posing_as,
+                msg,
+            },
+        )
     }
 
     // ---- scripted schedules and reports --------------------------------------------------
@@ -956,5 +1204,49 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             }
         }
         lines.join("\n")
+    }
+}
+
+/// Where a simulated beacon's carry-out sends (queued, then put on the network in order),
+/// and the crash that may strike between its early messages and its store.
+struct SimOutbox<'a, S: consensus::Machine> {
+    sent: Vec<(SocketAddr, Message<S>)>,
+    rng: &'a mut Rng,
+    crash_mid_store: f64,
+    crashed: bool,
+    torn: bool,
+    compacted: bool,
+}
+
+impl<S: consensus::Machine + MachineWire> Outbox<S, Memory> for SimOutbox<'_, S> {
+    fn send(&mut self, to: SocketAddr, msg: Message<S>) {
+        self.sent.push((to, msg));
+    }
+
+    /// A leader killed between sending its entries and storing them: the write is torn
+    /// (some of its bytes reach the disk), and the beacon is gone.
+    fn before_store(
+        &mut self,
+        storage: &mut Storage<S, Memory>,
+        store: &consensus::Store<S>,
+    ) -> bool {
+        if self.sent.is_empty() || !self.rng.chance(self.crash_mid_store) {
+            return true;
+        }
+        self.crashed = true;
+        if !store.entries.is_empty() {
+            let keep = self.rng.below(64) as usize;
+            storage.backend_mut().tear_next_append(keep);
+            assert!(
+                storage.store(store).is_err(),
+                "a torn write was reported stored"
+            );
+            self.torn = true;
+        }
+        false
+    }
+
+    fn compacted(&mut self) {
+        self.compacted = true;
     }
 }

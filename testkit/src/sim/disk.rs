@@ -37,7 +37,8 @@ impl<S: MachineWire> Disk<S> {
         }
     }
 
-    fn storage(&mut self) -> &mut Storage<S, Memory> {
+    /// The storage of the running beacon, for [`beacon::storage::carry_out`].
+    pub fn storage(&mut self) -> &mut Storage<S, Memory> {
         self.open.as_mut().expect("the disk of a running beacon")
     }
 

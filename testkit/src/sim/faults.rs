@@ -29,6 +29,14 @@ pub struct Faults {
     /// A beacon's links slow down: messages arrive seconds late, in order, so it acts on a
     /// stale view.
     pub slow: f64,
+    /// An operator asks the leader to hand its leadership over (`leader transfer`).
+    pub transfer: f64,
+    /// A process posing as a configured beacon sends a beacon a message with a term or an
+    /// index beyond any a beacon reaches (u64::MAX, 2^48 + 1).
+    pub rogue: f64,
+    /// A client asks a beacon for a linearizable read's point in the log (its read index);
+    /// the answer must not be below any index committed when it asked.
+    pub read: f64,
 }
 
 impl Faults {
@@ -56,6 +64,10 @@ impl Faults {
             pause: one_of(&[0.0, 0.002, 0.005]),
             hold: one_of(&[0.0, 0.02, 0.1]),
             slow: one_of(&[0.0, 0.002, 0.005]),
+            transfer: one_of(&[0.0, 0.002, 0.01]),
+            rogue: one_of(&[0.0, 0.002, 0.01]),
+            // Not drawn: a seed's other faults strike as they did before reads were simulated.
+            read: 0.02,
         }
     }
 
@@ -73,6 +85,9 @@ impl Faults {
             pause: 0.0,
             hold: 0.0,
             slow: 0.0,
+            transfer: 0.0,
+            rogue: 0.0,
+            read: 0.0,
         }
     }
 

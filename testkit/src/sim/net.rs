@@ -96,6 +96,14 @@ impl<K: Ord + Copy + std::fmt::Debug> Links<K> {
 
     /// Every link works again; returns the links that were cut (their connections are made
     /// anew).
+    /// No message on any link arrives after `at` because of the ones before it (the
+    /// delays of slow links that healed are over).
+    pub fn catch_up(&mut self, at: Millis) {
+        for clock in self.clock.values_mut() {
+            *clock = (*clock).min(at);
+        }
+    }
+
     pub fn heal(&mut self) -> Vec<(K, K)> {
         self.slow.clear();
         std::mem::take(&mut self.cut).into_iter().collect()
@@ -266,6 +274,15 @@ impl<T> Mail<T> {
         self.items = rest;
         due.sort_by_key(|(at, seq, _)| (*at, *seq));
         due.into_iter().map(|(_, _, item)| item).collect()
+    }
+
+    /// Brings the items `which` picks that would arrive after `at` forward to `at`.
+    pub fn bring_forward(&mut self, at: Millis, which: impl Fn(&T) -> bool) {
+        for item in &mut self.items {
+            if item.0 > at && which(&item.2) {
+                item.0 = at;
+            }
+        }
     }
 
     /// Changes the arrival time of the items `which` picks.

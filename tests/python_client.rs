@@ -1,0 +1,36 @@
+//! The Python client package (`clients/python`) against real beacons, in a real Python
+//! interpreter with grpcio: its pytest suite (a service that registers, keeps its lease
+//! through a leader kill, is told when its lease is lost, discovers peers, takes sequence and
+//! snowflake IDs, holds a slot and works tasks; reflection, health and bad calls), and a
+//! check that its committed stubs match `proto/`.
+//!
+//! The interpreter is a virtual environment in `target/python-venv` (see `support/python.rs`).
+
+use std::path::Path;
+use std::process::Command;
+
+#[path = "support/python.rs"]
+mod python_env;
+use python_env::{python, root, run};
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+
+#[test]
+fn the_python_package_passes_its_tests_against_real_beacons() {
+    let python = python();
+    let package = root().join("clients/python");
+    run(
+        Command::new(&python)
+            .arg("generate.py")
+            .arg("--check")
+            .current_dir(&package),
+        "the committed stubs match proto/ (python generate.py --check)",
+    );
+    run(
+        Command::new(&python)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+            .current_dir(&package)
+            .env("BEACON_BIN", Path::new(BEACON)),
+        "pytest clients/python/tests",
+    );
+}

@@ -1,0 +1,18 @@
+//! Helpers the integration tests share that name a machine (the testkit names none).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use beacon::client::{Client, ConnectOptions};
+use beacon::pb;
+
+/// `addr`'s registrations (what `nebcli --json show nodes` prints), or `None` if it cannot
+/// be asked.
+pub async fn nodes(addr: SocketAddr) -> Option<pb::registry::NodesReply> {
+    let opts = ConnectOptions {
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    };
+    let mut client = Client::connect(&addr.to_string(), &opts).await.ok()?;
+    client.nodes("", "").await.ok()
+}

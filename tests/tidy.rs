@@ -1,0 +1,269 @@
+//! The layering of the code, kept true by reading it (every `crate::` path in `src/`):
+//!
+//! * the consensus core, the storage, the wire and the testkit name no machine;
+//! * the server names none (it reaches the machines through what `compose!` generates);
+//! * outside the machines' folders, a machine is named only in `compose!`'s list
+//!   (`src/machines/mod.rs`) and in nebcli's command table: a new machine is its folder,
+//!   its proto file, one line in each;
+//! * no two top-level modules import each other, directly or through others (the layers
+//!   form no circle), and no two files do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MACHINES: &[&str] = &["registry", "sequence", "assign", "tasks"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, recursively, as (path relative to the root, text).
+fn sources(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(root()).unwrap().display().to_string();
+                out.push((rel, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The code of `text`: comments and string literals left out (they may mention anything).
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap_or_default();
+        let mut in_str = false;
+        let mut prev = ' ';
+        for c in line.chars() {
+            if c == '"' && prev != '\\' {
+                in_str = !in_str;
+            } else if !in_str {
+                out.push(c);
+            }
+            prev = c;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether `code` names machine `m`: a path through it (`registry::`, `machines::registry`).
+fn names(code: &str, m: &str) -> bool {
+    let needle = format!("{m}::");
+    code.match_indices(&needle).any(|(at, _)| {
+        let before = &code[..at];
+        let segment_start = !before.ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        // Another crate's module of the same name (`prometheus_client::registry`) is not it.
+        let of_another_crate = before.ends_with("::")
+            && !["crate::", "super::", "self::", "machines::", "pb::"]
+                .iter()
+                .any(|p| before.ends_with(p));
+        segment_start && !of_another_crate
+    }) || code.contains(&format!("machines::{m}"))
+}
+
+#[test]
+fn the_core_the_storage_the_wire_the_server_and_the_testkit_name_no_machine() {
+    let mut offenders = Vec::new();
+    for dir in [
+        "src/consensus",
+        "src/storage",
+        "src/wire",
+        "src/server",
+        "testkit/src",
+    ] {
+        for (file, text) in sources(&root().join(dir)) {
+            let code = code(&text);
+            for m in MACHINES {
+                if names(&code, m) {
+                    offenders.push(format!("{file} names {m}"));
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+#[test]
+fn outside_the_machines_a_machine_is_named_in_compose_and_nebcli_alone() {
+    let allowed = ["src/machines/mod.rs", "nebcli/src/commands.rs"];
+    let mut files = sources(&root().join("src"));
+    files.extend(sources(&root().join("nebcli/src")));
+    for m in MACHINES {
+        let named: Vec<&str> = files
+            .iter()
+            .filter(|(f, _)| !f.starts_with("src/machines/") || f == "src/machines/mod.rs")
+            .filter(|(_, text)| names(&code(text), m))
+            .map(|(f, _)| f.as_str())
+            .collect();
+        assert_eq!(
+            named, allowed,
+            "machine {m} is named outside its folder in {named:?}"
+        );
+    }
+    let build = std::fs::read_to_string(root().join("build.rs")).unwrap();
+    for m in MACHINES {
+        assert!(!code(&build).contains(m), "build.rs names {m}");
+    }
+}
+
+/// The module `path` names: its longest prefix that is a module of `known` (a path into a
+/// module names the module, whether it goes on to a type, a function or a submodule), cut to
+/// `depth` segments.
+fn module_of(path: &str, known: &BTreeSet<String>, depth: usize) -> Option<String> {
+    let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find(|m| known.contains(m))
+        .map(|m| m.split("::").take(depth).collect::<Vec<_>>().join("::"))
+}
+
+/// The module a source file is (`src/server/conn.rs` is `server::conn`).
+fn module_of_file(file: &str) -> String {
+    let rel = file.trim_start_matches("src/").trim_end_matches(".rs");
+    let rel = rel.trim_end_matches("/mod");
+    rel.replace('/', "::")
+}
+
+/// The paths `code` names, made absolute from module `me`: `crate::a::b` as `a::b`,
+/// `super::x` from `s::t` as `s::x`.
+fn paths(code: &str, me: &str) -> Vec<String> {
+    let segments: Vec<&str> = me.split("::").filter(|s| !s.is_empty()).collect();
+    let mut out = Vec::new();
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue;
+        }
+        out.push(
+            code[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| word(*c))
+                .collect(),
+        );
+    }
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue; // counted with the first `super::` of its chain
+        }
+        let mut rest = &code[at..];
+        // `super` is the module one level up: a file's folder, a folder's parent (a
+        // folder's mod.rs is the folder's module itself).
+        let mut up = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            rest = r;
+            up += 1;
+        }
+        let keep = segments.len().saturating_sub(up);
+        let base = segments[..keep].join("::");
+        let tail: String = rest.chars().take_while(|c| word(*c)).collect();
+        out.push(if base.is_empty() {
+            tail
+        } else {
+            format!("{base}::{tail}")
+        });
+    }
+    out
+}
+
+/// Module -> the modules its files name (through `crate::` and `super::`), at `depth`.
+fn imports(depth: usize) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let files = sources(&root().join("src"));
+    let known: BTreeSet<String> = files.iter().map(|(f, _)| module_of_file(f)).collect();
+    for (file, text) in files {
+        let full = module_of_file(&file);
+        let me = full.split("::").take(depth).collect::<Vec<_>>().join("::");
+        let code = code(&text);
+        for path in paths(&code, &full) {
+            if let Some(target) = module_of(&path, &known, depth)
+                && target != me
+                && !target.is_empty()
+                && target != "pb"
+            {
+                graph.entry(me.clone()).or_default().insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// A circle in `graph`, if there is one.
+fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut c = path[at..].to_vec();
+            c.push(node.to_owned());
+            return Some(c);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        if let Some(c) = visit(node, graph, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_layers_form_no_circle() {
+    let top = imports(1);
+    assert!(
+        top.contains_key("server") && top["server"].contains("machines"),
+        "{top:#?}"
+    );
+    if let Some(c) = circle(&top) {
+        panic!(
+            "the top-level modules import each other in a circle: {}",
+            c.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn no_two_files_import_each_other_in_a_circle() {
+    // A module and its parent are one unit (a folder's mod.rs declares its files, and they
+    // use what it defines): edges between them are not counted.
+    let mut graph = imports(3);
+    for (from, to) in graph.iter_mut() {
+        to.retain(|t| {
+            let related =
+                t.starts_with(&format!("{from}::")) || from.starts_with(&format!("{t}::"));
+            !related && t != from
+        });
+    }
+    if let Some(c) = circle(&graph) {
+        panic!(
+            "these modules import each other in a circle: {}",
+            c.join(" -> ")
+        );
+    }
+}
