@@ -1,0 +1,39 @@
+"""beacon's Python client: node IDs with leases, discovery, sequences and snowflake IDs,
+slots and resources, task queues, over beacon's gRPC API.
+
+    from beacon_client import Client
+
+    client = Client(["10.0.0.1:16000", "10.0.0.2:16000", "10.0.0.3:16000"])
+    reg = client.register("LOGIC", "10.0.0.5:8080", on_lost=lambda why: print("lost:", why))
+    print(reg.node_id, reg.fencing_token)
+"""
+
+from .assignments import Assignments, Event
+from .client import Client
+from .discovery import Watch
+from .errors import (
+    Aborted,
+    AlreadyExists,
+    BeaconError,
+    Compacted,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    LeaseLost,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+)
+from .registration import Registration
+from .sequence import Sequence, Snowflake, decode
+from .tasks import TaskFailure, Worker
+
+__all__ = [
+    "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Client", "Compacted",
+    "DeadlineExceeded",
+    "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "NotFound",
+    "PermissionDenied", "Registration", "ResourceExhausted", "Sequence", "Snowflake",
+    "TaskFailure", "Unauthenticated", "Unavailable", "Watch", "Worker", "decode",
+]

@@ -1,0 +1,1 @@
+"""Generated from proto/ by generate.py: do not edit."""

@@ -1,0 +1,230 @@
+"""The connection to a beacon cluster: a list of beacons, any of which takes any call (a
+follower relays what only the leader can answer), with failover to the next on a beacon
+that is down or cannot answer now."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Callable, Iterable, Sequence as Seq, TypeVar
+
+import grpc
+
+from . import errors
+from ._pb import (
+    assign_pb2_grpc,
+    beacon_pb2,
+    beacon_pb2_grpc,
+    registry_pb2,
+    registry_pb2_grpc,
+    sequence_pb2_grpc,
+    tasks_pb2,
+    tasks_pb2_grpc,
+)
+
+T = TypeVar("T")
+
+_STUBS = {
+    "cluster": beacon_pb2_grpc.ClusterStub,
+    "registry": registry_pb2_grpc.RegistryStub,
+    "sequences": sequence_pb2_grpc.SequencesStub,
+    "assignments": assign_pb2_grpc.AssignmentsStub,
+    "tasks": tasks_pb2_grpc.TasksStub,
+}
+
+
+class Client:
+    """A cluster of beacons.
+
+    `beacons` are `host:port` addresses of the client ports. `token` authenticates (sent as
+    `authorization: Bearer TOKEN`); `root_certificates` (PEM bytes of the cluster's CA) turns
+    TLS on, with `certificate_chain` and `private_key` for a client certificate. `timeout`
+    bounds each attempt; `retry_for` how long a call keeps trying other beacons while the
+    cluster cannot answer (an election, a lost majority). `consistency` is how fresh reads
+    must be: `"linearizable"` (the default: every write acknowledged before the read is in
+    its answer, or the call fails) or `"serializable"` (the called beacon's replica as it
+    is, at once; sent as `beacon-consistency` metadata).
+    """
+
+    def __init__(self, beacons: Seq[str], *, token: str | None = None,
+                 root_certificates: bytes | None = None,
+                 certificate_chain: bytes | None = None, private_key: bytes | None = None,
+                 timeout: float = 5.0, retry_for: float = 10.0,
+                 consistency: str = "linearizable"):
+        if isinstance(beacons, str):
+            beacons = [b for b in beacons.split(",") if b]
+        if not beacons:
+            raise ValueError("give at least one beacon address (host:port)")
+        self.beacons = list(beacons)
+        self.timeout = timeout
+        self.retry_for = retry_for
+        self._metadata = [("authorization", f"Bearer {token}")] if token else []
+        if consistency not in ("linearizable", "serializable"):
+            raise ValueError(
+                f"consistency is 'linearizable' or 'serializable', not {consistency!r}")
+        if consistency == "serializable":
+            self._metadata.append(("beacon-consistency", "serializable"))
+        self._credentials = None
+        if root_certificates is not None:
+            self._credentials = grpc.ssl_channel_credentials(
+                root_certificates, private_key, certificate_chain)
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._current = 0
+
+    # -- connections ---------------------------------------------------------------------
+
+    def channel(self, beacon: str | None = None) -> grpc.Channel:
+        """The channel to `beacon` (by default the one in use)."""
+        with self._lock:
+            beacon = beacon or self.beacons[self._current]
+            ch = self._channels.get(beacon)
+            if ch is None:
+                if self._credentials is None:
+                    ch = grpc.insecure_channel(beacon)
+                else:
+                    ch = grpc.secure_channel(beacon, self._credentials)
+                self._channels[beacon] = ch
+            return ch
+
+    def stub(self, service: str, beacon: str | None = None):
+        """A generated stub (`registry`, `sequences`, `assignments`, `tasks`, `cluster`) on the
+        beacon in use."""
+        return _STUBS[service](self.channel(beacon))
+
+    @property
+    def metadata(self) -> list[tuple[str, str]]:
+        return list(self._metadata)
+
+    def next_beacon(self) -> str:
+        """Moves on to the next beacon of the list (after one failed); returns it."""
+        with self._lock:
+            self._current = (self._current + 1) % len(self.beacons)
+            return self.beacons[self._current]
+
+    def close(self) -> None:
+        with self._lock:
+            for ch in self._channels.values():
+                ch.close()
+            self._channels.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def call(self, service: str, method: str, request, *, timeout: float | None = None,
+             retry_for: float | None = None):
+        """Calls `service.method` with `request`, on the next beacon whenever one cannot
+        answer now, until `retry_for` has passed; raises a typed `BeaconError`."""
+        return self.retrying(
+            lambda stub: getattr(stub, method)(
+                request, timeout=timeout or self.timeout, metadata=self._metadata),
+            service, retry_for)
+
+    def retrying(self, attempt: Callable[[object], T], service: str,
+                 retry_for: float | None = None) -> T:
+        """Runs `attempt(stub)` with failover, as `call` does."""
+        deadline = time.monotonic() + (self.retry_for if retry_for is None else retry_for)
+        pause = 0.01
+        while True:
+            try:
+                return attempt(self.stub(service))
+            except grpc.RpcError as e:
+                err = errors.from_rpc_error(e)
+                if not err.retryable or time.monotonic() + pause > deadline:
+                    raise err from None
+            self.next_beacon()
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.5)
+
+    # -- the cluster ---------------------------------------------------------------------
+
+    def status(self, beacon: str | None = None) -> beacon_pb2.BeaconStatus:
+        """One beacon's view of the cluster (what `nebcli show beacon` shows)."""
+        stub = self.stub("cluster", beacon)
+        try:
+            return stub.Status(beacon_pb2.BeaconStatusRequest(), timeout=self.timeout,
+                               metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    # -- the registry --------------------------------------------------------------------
+
+    def register(self, node_type: str, addr: str, *, metadata: str | dict = "",
+                 access_addr: str = "", workers: int = 0,
+                 on_lost: Callable[[str], None] | None = None,
+                 snowflake: bool = False) -> "Registration":
+        """Registers a service and keeps its lease alive in the background (see
+        `Registration`). `on_lost(why)` is called once if the lease is lost."""
+        from .registration import Registration
+        import json
+        if isinstance(metadata, dict):
+            metadata = json.dumps(metadata)
+        request = registry_pb2.RegisterRequest(
+            node_type=node_type, addr=addr, access_addr=access_addr, worker_num=workers,
+            metadata=metadata)
+        reply = self.call("registry", "Register", request)
+        return Registration(self, reply, request, on_lost=on_lost, snowflake=snowflake)
+
+    def nodes(self, node_type: str = "") -> list:
+        """The registered services (of one type), as this cluster's beacons see them."""
+        reply = self.call("registry", "Nodes", registry_pb2.NodesRequest(node_type=node_type))
+        return list(reply.nodes)
+
+    def watch(self, node_types: Iterable[str] = ()) -> "Watch":
+        """Discovery: an iterator of `(kind, node)` for the services of these types (all when
+        none): `present` for each at first, then `added`, `updated`, `removed` as they
+        commit, across leader changes."""
+        from .discovery import Watch
+        return Watch(self, list(node_types))
+
+    # -- sequences, slots, tasks ---------------------------------------------------------
+
+    def sequence(self, name: str, **kwargs) -> "Sequence":
+        """Unique numbers from named sequence `name`, from a double buffer of segments."""
+        from .sequence import Sequence
+        return Sequence(self, name, **kwargs)
+
+    def create_sequence(self, name: str, *, start: int = 0, step: int = 0):
+        from ._pb import sequence_pb2
+        return self.call("sequences", "Create",
+                         sequence_pb2.CreateSequence(name=name, start=start, step=step))
+
+    def create_queue(self, name: str, *, attempt_timeout_ms: int = 0, max_attempts: int = 0):
+        return self.call("tasks", "CreateQueue", tasks_pb2.CreateQueue(
+            name=name, timeout_ms=attempt_timeout_ms, max_attempts=max_attempts)).queue
+
+    def submit(self, queue: str, name: str, payload: bytes = b"", *, priority: int = 0,
+               delay_ms: int = 0, attempt_timeout_ms: int = 0, max_attempts: int = 0):
+        """Submits a task; a task of that name pending or running is returned instead."""
+        return self.call("tasks", "Submit", tasks_pb2.Submit(
+            queue=queue, name=name, payload=payload, priority=priority, delay_ms=delay_ms,
+            timeout_ms=attempt_timeout_ms, max_attempts=max_attempts)).task
+
+    def task(self, queue: str, name: str):
+        return self.call("tasks", "Get", tasks_pb2.GetTask(queue=queue, name=name)).task
+
+    def wait(self, queue: str, name: str, timeout: float = 30.0):
+        """Waits until task `name` of `queue` has finished; returns it (its `state` is
+        `completed`, `failed`, `dead` or `cancelled`). Raises `DeadlineExceeded`."""
+        from .tasks import wait
+        return wait(self, queue, name, timeout)
+
+    def worker(self, registration: "Registration", queues: Seq[str],
+               handler: Callable, *, capacity: int = 1) -> "Worker":
+        """A worker serving `queues` on `registration`: `handler(task)` returns the result
+        (bytes) or raises (`TaskFailure(retry=...)`)."""
+        from .tasks import Worker
+        return Worker(self, registration, list(queues), handler, capacity)
+
+    def assignments(self, registration: "Registration",
+                    on_change: Callable | None = None) -> "Assignments":
+        """What `registration` holds (resources and slots), kept up to date; `on_change(event)`
+        is called for each change."""
+        from .assignments import Assignments
+        return Assignments(self, registration, on_change)

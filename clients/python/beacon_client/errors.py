@@ -1,0 +1,128 @@
+"""Typed errors: every refusal from a beacon is a BeaconError carrying beacon's own code
+(`reason`, e.g. "NO_QUORUM", and `beacon_code`, e.g. 18) besides the gRPC status code."""
+
+from __future__ import annotations
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+# Reasons worth retrying elsewhere or later: the cluster is electing, cannot reach a
+# majority, or leadership moved during the call. Every beacon write is safe to retry.
+RETRYABLE = {"NOT_LEADER", "NO_QUORUM", "LEADER_CHANGED", "UNAVAILABLE"}
+
+
+class BeaconError(Exception):
+    """A call a beacon refused, or that could not reach one."""
+
+    def __init__(self, message: str, status: grpc.StatusCode | None = None,
+                 reason: str = "", beacon_code: int = 0, leader: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.reason = reason
+        self.beacon_code = beacon_code
+        self.leader = leader
+
+    @property
+    def retryable(self) -> bool:
+        if self.reason:
+            return self.reason in RETRYABLE
+        return self.status in (grpc.StatusCode.UNAVAILABLE, None)
+
+    def __str__(self) -> str:
+        what = self.reason or (self.status.name if self.status else "UNREACHABLE")
+        return f"{what}: {self.message}"
+
+
+class Unavailable(BeaconError):
+    """No beacon could answer now (no leader, no majority, none reachable): retry later."""
+
+
+class NotFound(BeaconError):
+    """What the call names does not exist (a sequence, queue, task, resource, group)."""
+
+
+class AlreadyExists(BeaconError):
+    """Something of that name exists with other settings."""
+
+
+class FailedPrecondition(BeaconError):
+    """The call does not fit the state: a stale fencing token, a finished task."""
+
+
+class LeaseLost(FailedPrecondition):
+    """The registration named no longer holds its node ID (NO_LEASE, NOT_HOLDER): stop
+    using the ID."""
+
+
+class ResourceExhausted(BeaconError):
+    """A limit was reached (every node ID in use, too many sequences, ...)."""
+
+
+class Aborted(BeaconError):
+    """A compare-and-swap lost (a slot claimed at a version that moved on): read and retry."""
+
+
+class InvalidArgument(BeaconError):
+    """The request itself is wrong (a bad address, name or size)."""
+
+
+class Unauthenticated(BeaconError):
+    """No credential, or one the cluster does not know."""
+
+
+class PermissionDenied(BeaconError):
+    """The identity's role may not do this."""
+
+
+class DeadlineExceeded(BeaconError):
+    """No answer within the call's timeout; a write may or may not have taken effect."""
+
+
+class Compacted(BeaconError):
+    """A watch asked to resume from a log index older than the beacon keeps changes for
+    (reason COMPACTED; the message names the oldest): list again and watch from there."""
+
+
+_BY_STATUS = {
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.ABORTED: Aborted,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.OUT_OF_RANGE: Compacted,
+}
+
+
+def from_rpc_error(error: grpc.RpcError) -> BeaconError:
+    """The typed error of a failed call."""
+    status = error.code() if hasattr(error, "code") else None
+    message = error.details() if hasattr(error, "details") else str(error)
+    reason, code, leader = "", 0, ""
+    try:
+        rich = rpc_status.from_call(error)
+    except Exception:  # a status without details, or details that do not parse
+        rich = None
+    if rich is not None:
+        for detail in rich.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Is(info.DESCRIPTOR) and detail.Unpack(info) and info.domain == "beacon":
+                reason = info.reason
+                code = int(info.metadata.get("code", "0"))
+                leader = info.metadata.get("leader", "")
+    if reason in ("NO_LEASE", "NOT_HOLDER"):
+        cls = LeaseLost
+    else:
+        cls = _BY_STATUS.get(status, BeaconError)
+    return cls(message or "", status, reason, code, leader)
+
+
+def from_reply(reply) -> BeaconError:
+    """The typed error of an ErrorReply carried in a stream (a refused report)."""
+    return BeaconError(reply.msg, None, "", reply.code, reply.leader)

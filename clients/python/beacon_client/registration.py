@@ -1,0 +1,156 @@
+"""A registration kept alive in the background over the `KeepAlive` stream.
+
+The lease is trusted only as far as a beacon confirmed it: each report's reply extends it to
+one lease after the report was *sent*, so the service gives its ID up no later than the
+leader does. The lease is lost when the leader says the registration is gone (NO_LEASE,
+NOT_HOLDER), or when no beacon has confirmed it for a whole lease (the cluster unreachable,
+its leader stopped): `lost` is set and `on_lost(why)` called, once."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable
+
+import grpc
+
+from . import errors
+from ._pb import registry_pb2
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Registration:
+    def __init__(self, client, reply, request, *, on_lost: Callable[[str], None] | None = None,
+                 snowflake: bool = False):
+        node = reply.node
+        self.client = client
+        self.node_id: int = node.node_id
+        self.node_type: str = node.node_type
+        self.addr: str = node.addr
+        self.fencing_token: tuple[int, int] = (node.term, node.index)
+        self.lease_ms: int = reply.lease_ms
+        self.warnings = list(reply.warnings)
+        # Snowflake IDs: generate only after clock_floor_ms, and never past what a report
+        # reserved and the leader committed.
+        self.clock_floor_ms: int = reply.clock_floor_ms
+        self.id_range = (reply.id_first, reply.id_last)
+        self._snowflake = snowflake
+        self._reserved_ms = 0
+        self.lost = threading.Event()
+        self.lost_reason: str = ""
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._confirmed_until = time.monotonic() + self.lease_ms / 1000
+        self._interval = self.lease_ms / 4000
+        self._thread = threading.Thread(
+            target=self._run, name=f"beacon-keepalive-{self.node_id}", daemon=True)
+        self._thread.start()
+
+    # -- what the service asks -----------------------------------------------------------
+
+    @property
+    def confirmed_until(self) -> float:
+        """Until when (time.monotonic()) the lease is known to hold."""
+        with self._lock:
+            return self._confirmed_until
+
+    def holds(self) -> bool:
+        """Whether the lease is known to hold now: check before each use of the ID if the
+        service must never use it past its lease."""
+        return not self.lost.is_set() and time.monotonic() < self.confirmed_until
+
+    def reserved_ms(self) -> int:
+        """The highest timestamp a snowflake generator on this registration may use."""
+        with self._lock:
+            return self._reserved_ms
+
+    def close(self, *, release: bool = True, last_clock_ms: int = 0) -> None:
+        """Stops the keep-alive and ends the registration: with `release`, the ID is free at
+        once (the service has stopped using it)."""
+        self._stop.set()
+        self._thread.join(timeout=self.lease_ms / 1000 + 1)
+        if self.lost.is_set():
+            return
+        request = registry_pb2.UnregisterRequest(
+            node_id=self.node_id, addr=self.addr, term=self.fencing_token[0],
+            index=self.fencing_token[1], release=release, clock_ms=last_clock_ms)
+        try:
+            self.client.call("registry", "Unregister", request, retry_for=self.lease_ms / 1000)
+        except errors.LeaseLost:
+            pass
+
+    def __enter__(self) -> "Registration":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the keep-alive ------------------------------------------------------------------
+
+    def _lose(self, why: str) -> None:
+        if self.lost.is_set():
+            return
+        self.lost_reason = why
+        self.lost.set()
+        if self._on_lost is not None:
+            try:
+                self._on_lost(why)
+            except Exception:  # a callback's failure is the service's, not ours
+                pass
+
+    def _report(self) -> registry_pb2.NodeReport:
+        report = registry_pb2.NodeReport(
+            node_id=self.node_id, addr=self.addr, term=self.fencing_token[0],
+            index=self.fencing_token[1])
+        if self._snowflake:
+            # Two report intervals ahead: generation stops on its own within two missed
+            # reports, well inside the lease.
+            report.clock_ms = wall_ms() + int(2 * self._interval * 1000)
+        return report
+
+    def _run(self) -> None:
+        pause = 0.01
+        while not self._stop.is_set() and not self.lost.is_set():
+            sent: collections.deque[float] = collections.deque()
+            holder: list = []
+
+            def requests():
+                while not self._stop.is_set() and not self.lost.is_set():
+                    if time.monotonic() >= self.confirmed_until:
+                        self._lose(
+                            f"no beacon confirmed the lease for a whole lease ({self.lease_ms} ms)")
+                        break
+                    sent.append(time.monotonic())
+                    yield self._report()
+                    self._stop.wait(self._interval)
+                if holder:
+                    holder[0].cancel()
+
+            try:
+                stub = self.client.stub("registry")
+                call = stub.KeepAlive(requests(), metadata=self.client.metadata)
+                holder.append(call)
+                for reply in call:
+                    at = sent.popleft() if sent else time.monotonic()
+                    with self._lock:
+                        self._confirmed_until = max(self._confirmed_until,
+                                                    at + self.lease_ms / 1000)
+                        if reply.clock_ms:
+                            self._reserved_ms = max(self._reserved_ms, reply.clock_ms)
+                    pause = 0.01
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.CANCELLED:
+                    continue
+                err = errors.from_rpc_error(e)
+                if isinstance(err, errors.LeaseLost):
+                    self._lose(str(err))
+                    return
+            # The beacon went away or cannot answer now: the next one, after a pause.
+            self.client.next_beacon()
+            self._stop.wait(pause)
+            pause = min(pause * 2, self._interval)

@@ -1,0 +1,138 @@
+"""What any gRPC tool sees: reflection lists the services without the .proto files,
+health answers per service, bad calls get their status while the beacon serves on, and
+reads are linearizable unless the call asks for serializable."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from google.protobuf.descriptor_pool import DescriptorPool
+
+from beacon_client import Client, errors
+from beacon_client._pb import registry_pb2
+
+SERVICES = {
+    "beacon.v1.Cluster",
+    "beacon.v1.registry.Registry",
+    "beacon.v1.sequence.Sequences",
+    "beacon.v1.assign.Assignments",
+    "beacon.v1.tasks.Tasks",
+}
+
+
+def test_reflection_lists_and_describes_every_service(cluster):
+    channel = grpc.insecure_channel(cluster.addrs[1])
+    db = ProtoReflectionDescriptorDatabase(channel)
+    listed = set(db.get_services())
+    assert SERVICES <= listed, listed
+    assert "grpc.health.v1.Health" in listed
+    pool = DescriptorPool(db)
+    registry = pool.FindServiceByName("beacon.v1.registry.Registry")
+    methods = {m.name: m for m in registry.methods}
+    assert methods["Watch"].output_type.full_name == "beacon.v1.registry.NodeEvent"
+    assert methods["KeepAlive"].client_streaming and methods["KeepAlive"].server_streaming
+    channel.close()
+
+
+def health_becomes(health, service: str, want, timeout: float = 10.0):
+    """Polls the health of `service` until it is `want` (it follows the beacon each tick)."""
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        status = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+        if status == want:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{service or 'the server'} stayed {status}, not {want}")
+
+
+def test_health_says_serving_per_service_and_not_serving_without_a_majority(cluster):
+    channel = grpc.insecure_channel(cluster.addrs[2])
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in SERVICES | {""}:
+        health_becomes(health, service, health_pb2.HealthCheckResponse.SERVING)
+    cluster.kill(0)
+    cluster.kill(1)
+    health_becomes(health, "beacon.v1.registry.Registry", health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_becomes(health, "", health_pb2.HealthCheckResponse.NOT_SERVING)
+    # A beacon's own view stays answerable.
+    cluster_view = health.Check(health_pb2.HealthCheckRequest(service="beacon.v1.Cluster"), timeout=5)
+    assert cluster_view.status == health_pb2.HealthCheckResponse.SERVING
+    with pytest.raises(grpc.RpcError) as e:
+        health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    channel.close()
+
+
+def test_bad_calls_get_their_status_and_the_beacon_serves_on(cluster):
+    channel = grpc.insecure_channel(cluster.addrs[0])
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.Nope/Nothing")(b"", timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.registry.Registry/Nothing")(b"", timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.registry.Registry/Register")(b"\xff\xff\xff\xff", timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.registry.Registry/Register")(b"\x0a" + b"\xff" * 10, timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    big = registry_pb2.RegisterRequest(node_type="LOGIC", addr="10.0.0.1:1", metadata="x" * (5 << 20))
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.registry.Registry/Register")(big.SerializeToString(), timeout=5)
+    # Over max_frame_bytes (4 MiB): refused before it is read whole.
+    assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE, e.value
+    nodes = registry_pb2.NodesRequest().SerializeToString()
+    with pytest.raises(grpc.RpcError) as e:
+        channel.unary_unary("/beacon.v1.registry.Registry/Nodes")(
+            nodes, timeout=5, metadata=[("beacon-consistency", "eventual")])
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "beacon-consistency" in e.value.details()
+    # And a good call on the same connection still works.
+    reply = channel.unary_unary(
+        "/beacon.v1.registry.Registry/Register",
+        response_deserializer=registry_pb2.RegisterReply.FromString,
+    )(registry_pb2.RegisterRequest(node_type="LOGIC", addr="10.0.0.2:1").SerializeToString(), timeout=5)
+    assert reply.node.node_id >= 1
+    channel.close()
+
+
+def test_reads_are_linearizable_unless_serializable_is_asked(cluster):
+    with cluster.client() as c:
+        reg = c.register("LOGIC", "10.9.0.1:80")
+        # Every beacon's linearizable answer holds the acknowledged registration at once.
+        for addr in cluster.addrs:
+            with Client([addr], retry_for=0) as one:
+                assert "10.9.0.1:80" in [e.node.addr for e in one.nodes("LOGIC")], addr
+    # Stop renewing (the lease, 2 s, outlives the next step) before the beacons go.
+    reg.close(release=False)
+    leader = cluster.leader()
+    alone = next(i for i in range(3) if i != leader)
+    for i in range(3):
+        if i != alone:
+            cluster.kill(i)
+    # Without a majority a linearizable read is refused, never answered from an old replica...
+    with Client([cluster.addrs[alone]], retry_for=0, timeout=10) as one:
+        with pytest.raises(errors.BeaconError) as e:
+            one.nodes("LOGIC")
+        assert e.value.reason in ("NO_QUORUM", "NOT_LEADER", "UNAVAILABLE"), e.value
+        assert "serializable" in str(e.value)
+    # ...while a serializable read answers from that replica as it is, marked stale.
+    with Client([cluster.addrs[alone]], retry_for=0, consistency="serializable") as one:
+        deadline = time.monotonic() + 5
+        while True:
+            reply = one.call("registry", "Nodes", registry_pb2.NodesRequest(node_type="LOGIC"))
+            if reply.stale or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert reply.stale, reply
+        assert "10.9.0.1:80" in [e.node.addr for e in reply.nodes]
+    with pytest.raises(ValueError):
+        Client(cluster.addrs, consistency="eventual")

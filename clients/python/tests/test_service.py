@@ -1,0 +1,232 @@
+"""A Python service against three real beacons: it registers, keeps its lease through a
+leader kill, is told when its lease is lost, discovers peers, takes sequence and snowflake
+IDs, holds a slot and works tasks."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import grpc
+import pytest
+
+import beacon_client as bc
+from beacon_client._pb import assign_pb2, registry_pb2
+
+
+def until(predicate, timeout: float = 10.0, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"{what} did not hold within {timeout} s")
+
+
+def test_a_registration_keeps_its_lease_through_a_leader_kill(cluster):
+    client = cluster.client()
+    lost = []
+    reg = client.register("LOGIC", "10.0.0.5:8080", metadata={"zone": "b"}, on_lost=lost.append)
+    assert reg.node_id >= 1 and reg.fencing_token[0] >= 1
+    leader = cluster.leader()
+    cluster.kill(leader)
+    # Three leases (2 s each) later, the registration still holds, with its ID and token.
+    time.sleep(3 * reg.lease_ms / 1000)
+    assert not lost, lost
+    assert reg.holds()
+    survivor = cluster.client()
+    nodes = {n.node.node_id: n for n in survivor.nodes("LOGIC")}
+    assert nodes[reg.node_id].node.addr == "10.0.0.5:8080"
+    assert (nodes[reg.node_id].node.term, nodes[reg.node_id].node.index) == reg.fencing_token
+    reg.close()
+    assert reg.node_id not in {n.node.node_id for n in survivor.nodes("LOGIC") if n.is_online}
+
+
+def test_the_service_is_told_when_the_leader_ends_its_registration(cluster):
+    client = cluster.client()
+    told = threading.Event()
+    reasons = []
+    reg = client.register("LOGIC", "10.0.0.7:8080", on_lost=lambda why: (reasons.append(why), told.set()))
+    # An operator ends it from outside, naming it by its fencing token.
+    client.call("registry", "Unregister", registry_pb2.UnregisterRequest(
+        node_id=reg.node_id, term=reg.fencing_token[0], index=reg.fencing_token[1]))
+    assert told.wait(10), "the service was not told"
+    assert "NO_LEASE" in reasons[0] or "NOT_HOLDER" in reasons[0], reasons
+    assert not reg.holds()
+
+
+def test_a_stopped_beacon_costs_the_service_its_lease_no_later_than_the_leader(lone):
+    client = lone.client(timeout=0.5)
+    told = threading.Event()
+    reg = client.register("LOGIC", "10.0.0.8:8080", on_lost=lambda why: told.set())
+    time.sleep(0.5)
+    assert reg.holds()
+    lone.stop(0)
+    started = time.monotonic()
+    try:
+        assert told.wait(5), "a lease nobody confirms was not given up"
+        took = time.monotonic() - started
+        # Given up within a lease (1 s) and a report interval of the last confirmation.
+        assert took <= reg.lease_ms / 1000 + 0.5, took
+        assert "no beacon confirmed" in reg.lost_reason
+    finally:
+        lone.cont(0)
+
+
+def test_discovery_follows_changes_across_a_leader_kill(cluster):
+    client = cluster.client()
+    first = client.register("LOGGER", "10.0.1.1:7000")
+    watch = client.watch(["LOGGER"])
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.addr) == ("present", "10.0.1.1:7000")
+    second = client.register("LOGGER", "10.0.1.2:7000")
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.addr) == ("added", "10.0.1.2:7000")
+    # Every beacon holds what was committed (a heartbeat or two), then the leader dies. While
+    # the watch finds the next one a service comes and goes: the watch resumes from the index
+    # after the last it heard and hears it come and go, where listing again would miss it.
+    time.sleep(0.5)
+    cluster.kill(cluster.leader())
+    third = client.register("LOGGER", "10.0.1.3:7000")
+    brief = client.register("LOGGER", "10.0.1.4:7000")
+    brief.close()
+    seen = [watch.next(timeout=15) for _ in range(3)]
+    assert [(k, n.addr) for k, n in seen] == [
+        ("added", "10.0.1.3:7000"), ("added", "10.0.1.4:7000"), ("removed", "10.0.1.4:7000"),
+    ], seen
+    assert watch.resumes >= 1 and watch.resyncs == 0, (watch.resumes, watch.resyncs)
+    second.close()
+    kind, node = watch.next(timeout=15)
+    assert (kind, node.addr) == ("removed", "10.0.1.2:7000")
+    # Nothing was told twice.
+    with pytest.raises(queue.Empty):
+        watch.next(timeout=0.5)
+    watch.close()
+    first.close()
+    third.close()
+
+
+def test_sequence_numbers_are_unique_across_threads_and_a_leader_kill(cluster):
+    client = cluster.client()
+    client.create_sequence("orders", step=100)
+    seq = client.sequence("orders")
+    taken: list[int] = []
+    lock = threading.Lock()
+
+    def take(n):
+        mine = [seq.next() for _ in range(n)]
+        with lock:
+            taken.extend(mine)
+
+    threads = [threading.Thread(target=take, args=(2000,)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    cluster.kill(cluster.leader())
+    for t in threads:
+        t.join()
+    take(500)
+    assert len(taken) == len(set(taken)) == 8500
+    # Segments were fetched ahead: far fewer fetches than numbers.
+    assert 85 <= seq.fetches <= 200, seq.fetches
+    seq.close()
+
+
+def test_snowflake_ids_are_unique_and_decode_to_the_node_id(cluster):
+    client = cluster.client()
+    reg = client.register("ORDERS", "10.0.2.1:9000", snowflake=True)
+    flake = bc.Snowflake(reg)
+    ids = [flake.next_id() for _ in range(5000)]
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    parts = bc.decode(ids[-1])
+    assert parts["worker"] == reg.node_id
+    assert abs(parts["ms"] - time.time() * 1000) < 5000
+    reg.close(last_clock_ms=flake.last_ms)
+    # The next holder of the node ID starts after the last timestamp used.
+    again = client.register("ORDERS", "10.0.2.2:9000", snowflake=True)
+    if again.node_id == reg.node_id:
+        assert again.clock_floor_ms >= flake.last_ms
+    again.close()
+
+
+def test_a_slot_goes_to_the_standby_when_its_holder_ends(cluster):
+    client = cluster.client()
+    client.call("assignments", "CreateGroup", assign_pb2.CreateGroup(name="robots", node_type="ROBOT", count=1))
+    client.call("assignments", "Add", assign_pb2.AddResource(name="arm-0", slot_group="robots", slot=0))
+    events_a: queue.Queue = queue.Queue()
+    events_b: queue.Queue = queue.Queue()
+    a = client.register("ROBOT", "10.0.3.1:9000")
+    held_a = client.assignments(a, on_change=events_a.put)
+    granted = until(lambda: held_a.slots.get("robots"), what="the slot to go to the first")
+    assert granted.slot == 0
+    until(lambda: "arm-0" in held_a.resources, what="the bound resource to follow the slot")
+    b = client.register("ROBOT", "10.0.3.2:9000")
+    held_b = client.assignments(b, on_change=events_b.put)
+    time.sleep(0.5)
+    assert not held_b.slots, "the standby holds nothing while the slot's holder lives"
+    # The leader dies; the watches resume at the next one from where they were.
+    cluster.kill(cluster.leader())
+    a.close()
+    until(lambda: held_b.slots.get("robots"), what="the slot to go to the standby")
+    until(lambda: "arm-0" in held_b.resources, what="the resource to move with the slot")
+    kinds = []
+    while not events_b.empty():
+        kinds.append(events_b.get().kind)
+    assert "slot_granted" in kinds and "added" in kinds, kinds
+    assert held_b.resumes >= 1, "the standby's watch resumed at the new leader"
+    # Its token is the later one.
+    assert held_b.slots["robots"].term * 2**48 + held_b.slots["robots"].index > granted.term * 2**48 + granted.index
+    held_a.close()
+    held_b.close()
+    b.close()
+
+
+def test_a_worker_runs_every_task_once_and_results_come_back(cluster):
+    client = cluster.client()
+    client.create_queue("thumbs", attempt_timeout_ms=5000)
+    reg = client.register("THUMBS", "10.0.4.1:9000")
+    ran = []
+
+    def handler(task):
+        ran.append(task.name)
+        if task.payload == b"bad":
+            raise bc.TaskFailure("cannot read it", retry=False)
+        return task.payload.upper()
+
+    worker = client.worker(reg, ["thumbs"], handler, capacity=4)
+    for i in range(40):
+        client.submit("thumbs", f"img-{i}", f"photo {i}".encode())
+    client.submit("thumbs", "img-bad", b"bad")
+    for i in range(40):
+        task = client.wait("thumbs", f"img-{i}", timeout=20)
+        assert task.state == "completed" and task.result == f"PHOTO {i}".encode()
+    failed = client.wait("thumbs", "img-bad", timeout=20)
+    assert failed.state == "failed" and "cannot read it" in failed.error
+    assert sorted(ran) == sorted([f"img-{i}" for i in range(40)] + ["img-bad"])
+    until(lambda: worker.completed == 40, what="40 accepted results")
+    worker.stop()
+    reg.close()
+
+
+def test_refusals_are_typed_errors(cluster):
+    client = cluster.client(retry_for=0.5)
+    with pytest.raises(bc.NotFound) as e:
+        client.sequence("no-such-sequence")
+    assert e.value.reason == "UNKNOWN_SEQUENCE" and e.value.beacon_code == 30
+    client.create_sequence("once", step=10)
+    with pytest.raises(bc.AlreadyExists):
+        client.create_sequence("once", step=20)
+    with pytest.raises(bc.InvalidArgument):
+        client.register("LOGIC", "not an address")
+    with pytest.raises(bc.NotFound) as e:
+        client.call("registry", "Unregister", registry_pb2.UnregisterRequest(node_id=999, term=1, index=1))
+    assert e.value.reason == "UNKNOWN_TARGET"
+    # A request naming a registration by a token that is not its own changes nothing.
+    reg = client.register("LOGIC", "10.0.5.1:8080")
+    with pytest.raises(bc.LeaseLost) as e:
+        client.call("registry", "Unregister", registry_pb2.UnregisterRequest(
+            node_id=reg.node_id, term=reg.fencing_token[0], index=reg.fencing_token[1] + 7))
+    assert e.value.status == grpc.StatusCode.FAILED_PRECONDITION and e.value.reason == "NOT_HOLDER"
+    assert reg.holds()
+    reg.close()
