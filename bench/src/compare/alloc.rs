@@ -41,6 +41,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// Runs `clients` allocators against `endpoints` for `duration`.
 pub async fn run(
     kind: Kind,
+    via: super::clients::Via,
     endpoints: &[SocketAddr],
     beacon: &beacon::client::ConnectOptions,
     clients: usize,
@@ -52,6 +53,7 @@ pub async fn run(
         conns.push(
             Allocator::connect(
                 kind,
+                via,
                 endpoints,
                 beacon,
                 Duration::from_secs(5),

@@ -27,11 +27,96 @@ pub fn service_addr(i: usize) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::from(0x0a00_0000 | (host & 0x00ff_ffff)), port))
 }
 
+/// Which of beacon's APIs a client calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Via {
+    /// The native framed protocol (`beacon::client`).
+    #[default]
+    Native,
+    /// The gRPC API on the same port (tonic's client).
+    Grpc,
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Via::Native => "native",
+            Via::Grpc => "gRPC",
+        })
+    }
+}
+
+/// Channels to beacons over gRPC, any of which takes any call (a follower relays to the
+/// leader); a call that fails moves on to the next.
+pub struct GrpcBeacons {
+    channels: Vec<tonic::transport::Channel>,
+    at: usize,
+    timeout: Duration,
+}
+
+impl GrpcBeacons {
+    pub fn new(endpoints: &[SocketAddr], timeout: Duration) -> anyhow::Result<GrpcBeacons> {
+        let channels = endpoints
+            .iter()
+            .map(|a| {
+                Ok(
+                    tonic::transport::Endpoint::from_shared(format!("http://{a}"))?
+                        .connect_timeout(timeout)
+                        .timeout(timeout)
+                        .connect_lazy(),
+                )
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(GrpcBeacons {
+            channels,
+            at: 0,
+            timeout,
+        })
+    }
+
+    /// The channel in use.
+    pub fn channel(&self) -> tonic::transport::Channel {
+        self.channels[self.at].clone()
+    }
+
+    /// Moves on to the next beacon.
+    pub fn next(&mut self) {
+        self.at = (self.at + 1) % self.channels.len();
+    }
+
+    /// Calls unary method `path` with `req` on the beacon in use; on an error, moves on.
+    pub async fn unary<Req, Resp>(&mut self, path: &'static str, req: Req) -> anyhow::Result<Resp>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let mut grpc = tonic::client::Grpc::new(self.channel());
+        let result = async {
+            grpc.ready().await?;
+            let mut request = tonic::Request::new(req);
+            request.set_timeout(self.timeout);
+            let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
+            let path = http::uri::PathAndQuery::from_static(path);
+            Ok::<_, anyhow::Error>(grpc.unary(request, path, codec).await?.into_inner())
+        }
+        .await;
+        if result.is_err() {
+            self.next();
+        }
+        result
+    }
+}
+
 /// A connected client of one system.
 pub enum Allocator {
     Beacon {
         cluster: Box<beacon::client::Cluster>,
         /// Numbers the registrations' addresses across all clients of a run.
+        next: Arc<AtomicUsize>,
+    },
+    /// beacon through its gRPC API.
+    BeaconGrpc {
+        beacons: GrpcBeacons,
         next: Arc<AtomicUsize>,
     },
     // Clients boxed: they differ in size (the etcd client is some 3.5 KB).
@@ -50,12 +135,17 @@ impl Allocator {
     /// connecting and for each request.
     pub async fn connect(
         kind: Kind,
+        via: Via,
         endpoints: &[SocketAddr],
         beacon: &ConnectOptions,
         timeout: Duration,
         next: Arc<AtomicUsize>,
     ) -> anyhow::Result<Allocator> {
         Ok(match kind {
+            Kind::Beacon if via == Via::Grpc => Allocator::BeaconGrpc {
+                beacons: GrpcBeacons::new(endpoints, timeout)?,
+                next,
+            },
             Kind::Beacon => {
                 let opts = ConnectOptions {
                     timeout,
@@ -98,6 +188,19 @@ impl Allocator {
                 };
                 let reply: pb::registry::RegisterReply = cluster
                     .call(RegistryCmd::Register, &req, "the registration")
+                    .await?;
+                let node = reply.node.ok_or_else(|| anyhow!("reply without a node"))?;
+                Ok(u64::from(node.node_id))
+            }
+            Allocator::BeaconGrpc { beacons, next } => {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let req = pb::registry::RegisterRequest {
+                    node_type: "bench".into(),
+                    addr: service_addr(i).to_string(),
+                    ..Default::default()
+                };
+                let reply: pb::registry::RegisterReply = beacons
+                    .unary("/beacon.v1.registry.Registry/Register", req)
                     .await?;
                 let node = reply.node.ok_or_else(|| anyhow!("reply without a node"))?;
                 Ok(u64::from(node.node_id))

@@ -42,7 +42,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// How the README's table says it.
+    /// How the comparison page's table says it (docs/comparison.md).
     pub fn label(self) -> &'static str {
         match self {
             Fault::Kill => "leader SIGKILLed",
@@ -88,6 +88,7 @@ pub async fn run(cluster: &mut Cluster, rounds: usize, fault: Fault) -> anyhow::
         for _ in 0..WRITERS {
             let mut conn = Allocator::connect(
                 cluster.kind,
+                cluster.via,
                 &endpoints,
                 &cluster.beacon_client,
                 REQUEST_TIMEOUT,

@@ -14,9 +14,11 @@ mod assign;
 mod clients;
 mod etcd_lease;
 mod failover;
+mod grpc;
 mod liveness;
 mod netns;
 mod proc;
+mod reads;
 mod report;
 mod sequence;
 mod systems;
@@ -32,6 +34,7 @@ use anyhow::Context;
 use beacon::config::DEFAULT_TICK_MS;
 use serde::Serialize;
 
+use clients::Via;
 use failover::Fault;
 use netns::Net;
 use systems::{BeaconSetup, Cluster, Kind, Programs};
@@ -48,6 +51,12 @@ pub enum Part {
     Tasks,
     /// beacon's allocation and failover with TLS on, beside plaintext.
     Tls,
+    /// beacon through its gRPC API beside its native protocol: allocation, renewals,
+    /// failover.
+    Grpc,
+    /// Linearizable and serializable reads at the leader and at a follower while the leader
+    /// takes writes, beside etcd's and ZooKeeper's.
+    Reads,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -154,6 +163,9 @@ pub struct Results {
     pub tasks: Vec<(String, tasks::TaskResults)>,
     /// ("plaintext" or "TLS", what it measured).
     pub tls: Vec<(String, TlsRun)>,
+    /// beacon's native protocol and its gRPC API, on one cluster.
+    pub grpc: Vec<grpc::GrpcRun>,
+    pub reads: Vec<(String, Vec<reads::ReadRun>)>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -274,6 +286,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             // Warm up (connections, the JVM's compiler, page cache) before measuring.
             alloc::run(
                 kind,
+                Via::Native,
                 &at,
                 &cluster.beacon_client,
                 16,
@@ -284,8 +297,16 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .with_context(|| format!("{kind} warm-up"))?;
             for &c in &opts.clients {
                 let before = cluster.leader_term().await;
-                let mut t =
-                    alloc::run(kind, &at, &cluster.beacon_client, c, duration, &next).await?;
+                let mut t = alloc::run(
+                    kind,
+                    Via::Native,
+                    &at,
+                    &cluster.beacon_client,
+                    c,
+                    duration,
+                    &next,
+                )
+                .await?;
                 let after = cluster.leader_term().await;
                 // A term that moved (or a leader that cannot be found) means an election.
                 t.term_moves = match (before, after) {
@@ -466,6 +487,74 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         }
     }
 
+    if wants(Part::Grpc) && runs(Kind::Beacon) {
+        println!("gRPC: beacon through its gRPC API beside its native protocol");
+        let setup = beacon_setup(DEFAULT_TICK_MS);
+        let mut cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
+        let mut measured = Ok(());
+        for via in [Via::Native, Via::Grpc] {
+            match grpc::run(&mut cluster, via, opts).await {
+                Ok(run) => {
+                    for ((a, r), us) in run
+                        .alloc
+                        .iter()
+                        .zip(&run.renewals)
+                        .zip(&run.leader_us_per_id)
+                    {
+                        println!(
+                            "  {via}, {} clients: {:.0} IDs/s (p99 {:.2} ms, leader {us:.0} µs of CPU each), {:.0} renewals/s (p99 {:.2} ms)",
+                            a.clients, a.per_sec, a.p99_ms, r.per_sec, r.p99_ms
+                        );
+                    }
+                    println!(
+                        "  {via}: failover median {:.1} ms, max {:.1} ms",
+                        run.failover.median_ms, run.failover.max_ms
+                    );
+                    results.grpc.push(run);
+                }
+                Err(e) => {
+                    measured = Err(e.context(format!("beacon through {via}")));
+                    break;
+                }
+            }
+        }
+        keep(cluster, opts.keep);
+        measured?;
+    }
+
+    if wants(Part::Reads) {
+        println!(
+            "reads: linearizable and serializable, at the leader and at a follower, while 16 clients allocate on the leader"
+        );
+        let duration = Duration::from_secs(opts.alloc_secs);
+        for kind in [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+        {
+            let cluster = start(&programs, kind);
+            let measured = reads::run(&cluster, 8, 16, duration).await;
+            keep(cluster, opts.keep);
+            let measured = measured.with_context(|| format!("{kind} reads"))?;
+            for r in &measured {
+                println!(
+                    "  {kind}, {} {} reads, {} readers: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors, {:.0} writes/s meanwhile{}",
+                    r.at,
+                    r.consistency,
+                    r.readers,
+                    r.per_sec,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.errors,
+                    r.writes_per_sec,
+                    r.first_error
+                        .as_deref()
+                        .map_or(String::new(), |e| format!(" (first error: {e})"))
+                );
+            }
+            results.reads.push((kind.to_string(), measured));
+        }
+    }
+
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -489,6 +578,11 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .alloc
             .iter()
             .map(|(_, t)| t.duplicates)
+            .sum::<usize>()
+        + results
+            .grpc
+            .iter()
+            .map(|g| g.failover.duplicates + g.alloc.iter().map(|a| a.duplicates).sum::<usize>())
             .sum::<usize>()
         + results
             .tls
@@ -524,6 +618,7 @@ async fn tls_run(cluster: &mut Cluster, opts: &Options) -> anyhow::Result<TlsRun
     let duration = Duration::from_secs(opts.alloc_secs);
     alloc::run(
         Kind::Beacon,
+        Via::Native,
         &at,
         &cluster.beacon_client,
         16,
@@ -536,6 +631,7 @@ async fn tls_run(cluster: &mut Cluster, opts: &Options) -> anyhow::Result<TlsRun
         runs.push(
             alloc::run(
                 Kind::Beacon,
+                Via::Native,
                 &at,
                 &cluster.beacon_client,
                 c,

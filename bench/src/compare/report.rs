@@ -272,6 +272,8 @@ pub fn markdown(r: &Results) -> String {
     }
 
     tls_table(r, &mut out);
+    grpc_table(r, &mut out);
+    reads_table(r, &mut out);
 
     if !r.failover.is_empty() {
         writeln!(
@@ -520,4 +522,163 @@ fn tls_table(r: &Results, out: &mut String) {
         1,
     );
     row("TLS: failover max".into(), p.max_ms, t.max_ms, " ms", 1);
+}
+
+/// beacon's gRPC API beside its native protocol (and etcd's gRPC API, when the allocation
+/// part ran it): what the gRPC edge costs.
+fn grpc_table(r: &Results, out: &mut String) {
+    use super::clients::Via;
+    let run = |via: Via| r.grpc.iter().find(|g| g.via == via);
+    let (Some(native), Some(grpc)) = (run(Via::Native), run(Via::Grpc)) else {
+        return;
+    };
+    let etcd = |clients: usize| {
+        r.alloc
+            .iter()
+            .find(|(n, t)| n == "etcd" && t.clients == clients)
+            .map(|(_, t)| t.per_sec)
+    };
+    writeln!(
+        out,
+        "\nbeacon through gRPC beside its native protocol (3 beacons, quorum mode, default tick; etcd from the allocation part):\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| measure | native | gRPC | etcd (gRPC) | gRPC/native | gRPC/etcd |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|").unwrap();
+    let cell = |v: Option<f64>, unit: &str, decimals: usize| {
+        v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}{unit}"))
+    };
+    let mut row = |what: String, n: f64, g: f64, e: Option<f64>, unit: &str, decimals: usize| {
+        writeln!(
+            out,
+            "| {what} | {} | {} | {} | {} | {} |",
+            cell(Some(n), unit, decimals),
+            cell(Some(g), unit, decimals),
+            cell(e, unit, decimals),
+            ratio(Some(g), Some(n)),
+            ratio(Some(g), e)
+        )
+        .unwrap();
+    };
+    for (n, g) in native.alloc.iter().zip(&grpc.alloc) {
+        let c = n_clients(n.clients);
+        row(
+            format!("gRPC: allocation IDs/s, {c}"),
+            n.per_sec,
+            g.per_sec,
+            etcd(n.clients),
+            "/s",
+            0,
+        );
+        row(
+            format!("gRPC: allocation p99, {c}"),
+            n.p99_ms,
+            g.p99_ms,
+            None,
+            " ms",
+            2,
+        );
+    }
+    for ((n, g), c) in native
+        .leader_us_per_id
+        .iter()
+        .zip(&grpc.leader_us_per_id)
+        .zip(native.alloc.iter().map(|a| a.clients))
+    {
+        let c = n_clients(c);
+        row(
+            format!("gRPC: leader CPU per allocation, {c} (lower is better)"),
+            *n,
+            *g,
+            None,
+            " µs",
+            0,
+        );
+    }
+    for (n, g) in native.renewals.iter().zip(&grpc.renewals) {
+        let c = n_clients(n.clients);
+        row(
+            format!("gRPC: lease renewals/s, {c}"),
+            n.per_sec,
+            g.per_sec,
+            None,
+            "/s",
+            0,
+        );
+    }
+    let (n, g) = (&native.failover, &grpc.failover);
+    row(
+        "gRPC: failover median, leader SIGKILLed".into(),
+        n.median_ms,
+        g.median_ms,
+        None,
+        " ms",
+        1,
+    );
+    row(
+        "gRPC: failover max, leader SIGKILLed".into(),
+        n.max_ms,
+        g.max_ms,
+        None,
+        " ms",
+        1,
+    );
+}
+
+/// The reads part: each kind of read at the leader and at a follower, beacon beside etcd and
+/// ZooKeeper.
+fn reads_table(r: &Results, out: &mut String) {
+    let Some((_, beacon)) = r.reads.iter().find(|(n, _)| n == "beacon") else {
+        return;
+    };
+    let of = |name: &str, b: &super::reads::ReadRun| {
+        r.reads
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, runs)| {
+                runs.iter()
+                    .find(|e| e.at == b.at && e.consistency == b.consistency)
+            })
+            .cloned()
+    };
+    writeln!(
+        out,
+        "\nReads while 16 clients allocate on the leader (3 members; 8 readers each; beacon reads `show sequences`, etcd gets one key, ZooKeeper reads one znode, after `sync` when linearizable):\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| read | beacon reads/s | beacon p50 | beacon p99 | etcd reads/s | etcd p50 | etcd p99 | ZooKeeper reads/s | ZooKeeper p50 | ZooKeeper p99 | p99 beacon/etcd | beacon writes/s meanwhile | beacon errors |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    let cell = |v: Option<f64>, unit: &str, decimals: usize| {
+        v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}{unit}"))
+    };
+    for b in beacon {
+        let (e, z) = (of("etcd", b), of("ZooKeeper", b));
+        writeln!(
+            out,
+            "| {} at the {} | {:.0}/s | {:.2} ms | {:.2} ms | {} | {} | {} | {} | {} | {} | {} | {:.0}/s | {} |",
+            b.consistency,
+            b.at,
+            b.per_sec,
+            b.p50_ms,
+            b.p99_ms,
+            cell(e.as_ref().map(|e| e.per_sec), "/s", 0),
+            cell(e.as_ref().map(|e| e.p50_ms), " ms", 2),
+            cell(e.as_ref().map(|e| e.p99_ms), " ms", 2),
+            cell(z.as_ref().map(|z| z.per_sec), "/s", 0),
+            cell(z.as_ref().map(|z| z.p50_ms), " ms", 2),
+            cell(z.as_ref().map(|z| z.p99_ms), " ms", 2),
+            ratio(Some(b.p99_ms), e.as_ref().map(|e| e.p99_ms)),
+            b.writes_per_sec,
+            b.errors
+        )
+        .unwrap();
+    }
 }

@@ -106,6 +106,8 @@ pub struct Cluster {
     pub members: Vec<Member>,
     /// How beacon clients connect (TLS for a cluster started with it).
     pub beacon_client: ConnectOptions,
+    /// Which of beacon's APIs its clients call (the native protocol, or gRPC).
+    pub via: super::clients::Via,
     /// Kept for its lifetime: the members' data and logs.
     pub dir: tempfile::TempDir,
     /// The members' namespaces, when each runs in one (removed after the members stop).
@@ -264,6 +266,7 @@ impl Cluster {
             kind: Kind::Beacon,
             members,
             beacon_client,
+            via: Default::default(),
             dir,
             net,
         }
@@ -309,6 +312,7 @@ impl Cluster {
             kind: Kind::Etcd,
             members,
             beacon_client: ConnectOptions::default(),
+            via: Default::default(),
             dir,
             net,
         }
@@ -370,6 +374,7 @@ impl Cluster {
             kind: Kind::ZooKeeper,
             members,
             beacon_client: ConnectOptions::default(),
+            via: Default::default(),
             dir,
             net,
         }

@@ -1,0 +1,222 @@
+//! Reads while the leader takes writes: the latency and throughput of linearizable and
+//! serializable reads at the leader and at a follower, for beacon, etcd
+//! (`--consistency=l` and `s`) and ZooKeeper (`sync` then a read, or the read alone), with
+//! writers allocating on the leader all the while.
+//!
+//! beacon's read is `show sequences` (one small answer, so the figure is the read path's
+//! cost, not a large reply's); etcd's is a `get` of one key; ZooKeeper's the data of one
+//! znode.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use beacon::client::ConnectOptions;
+use beacon::wire::Consistency;
+use serde::Serialize;
+use zookeeper_client as zk;
+
+use super::alloc::{self, percentile};
+use super::clients::Via;
+use super::systems::{Cluster, Kind};
+
+/// One kind of read at one beacon (or etcd member), measured under write load.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadRun {
+    /// `leader` or `follower`.
+    pub at: &'static str,
+    /// `linearizable` or `serializable`.
+    pub consistency: &'static str,
+    pub readers: usize,
+    pub ok: usize,
+    pub errors: usize,
+    pub per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The writes the leader acknowledged per second meanwhile.
+    pub writes_per_sec: f64,
+    pub first_error: Option<String>,
+}
+
+/// A connected reader of one system.
+enum Reader {
+    Beacon(Box<beacon::client::Client>),
+    Etcd {
+        client: Box<etcd_client::Client>,
+        serializable: bool,
+    },
+    ZooKeeper {
+        client: Box<zk::Client>,
+        serializable: bool,
+    },
+}
+
+/// The key etcd's readers get.
+const ETCD_READ_KEY: &str = "bench-read";
+
+impl Reader {
+    async fn connect(
+        kind: Kind,
+        at: SocketAddr,
+        consistency: Consistency,
+        beacon: &ConnectOptions,
+        timeout: Duration,
+    ) -> anyhow::Result<Reader> {
+        Ok(match kind {
+            Kind::Beacon => {
+                let opts = ConnectOptions {
+                    consistency,
+                    timeout,
+                    ..beacon.clone()
+                };
+                Reader::Beacon(Box::new(
+                    beacon::client::Client::connect(&at.to_string(), &opts)
+                        .await
+                        .with_context(|| format!("connect to beacon {at}"))?,
+                ))
+            }
+            Kind::Etcd => {
+                let opts = etcd_client::ConnectOptions::new()
+                    .with_connect_timeout(timeout)
+                    .with_timeout(timeout);
+                Reader::Etcd {
+                    client: Box::new(
+                        etcd_client::Client::connect([format!("http://{at}")], Some(opts))
+                            .await
+                            .context("connect to etcd")?,
+                    ),
+                    serializable: consistency == Consistency::Serializable,
+                }
+            }
+            Kind::ZooKeeper => Reader::ZooKeeper {
+                client: Box::new(super::clients::zk_connect(&[at], timeout).await?),
+                serializable: consistency == Consistency::Serializable,
+            },
+        })
+    }
+
+    async fn read(&mut self) -> anyhow::Result<()> {
+        match self {
+            Reader::Beacon(client) => {
+                client.sequences("").await?;
+            }
+            Reader::Etcd {
+                client,
+                serializable,
+            } => {
+                let opts = serializable.then(|| etcd_client::GetOptions::new().with_serializable());
+                client.get(ETCD_READ_KEY, opts).await?;
+            }
+            Reader::ZooKeeper {
+                client,
+                serializable,
+            } => {
+                // ZooKeeper's reads are local to the server asked; `sync` first makes it
+                // catch up with the leader, as a linearizable read needs.
+                if !*serializable {
+                    client.sync(super::clients::ZK_PARENT).await?;
+                }
+                client.get_data(super::clients::ZK_PARENT).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Measures reads at the leader and at a follower, linearizable and serializable, each
+/// while `writers` allocate on the leader, for `duration` each.
+pub async fn run(
+    cluster: &Cluster,
+    readers: usize,
+    writers: usize,
+    duration: Duration,
+) -> anyhow::Result<Vec<ReadRun>> {
+    let kind = cluster.kind;
+    let leader = cluster.ready(Duration::from_secs(120)).await?;
+    let follower = (leader + 1) % cluster.members.len();
+    let write_at = cluster.endpoints(&[leader]);
+    super::clients::prepare(kind, &write_at).await?;
+    let next = Arc::new(AtomicUsize::new(80_000_000));
+    let timeout = Duration::from_secs(5);
+    let mut runs = Vec::new();
+    for (at, member) in [("leader", leader), ("follower", follower)] {
+        for consistency in [Consistency::Linearizable, Consistency::Serializable] {
+            let read_at = cluster.endpoints(&[member])[0];
+            let mut conns = Vec::new();
+            for _ in 0..readers {
+                conns.push(
+                    Reader::connect(kind, read_at, consistency, &cluster.beacon_client, timeout)
+                        .await?,
+                );
+            }
+            let writing = {
+                let write_at = write_at.clone();
+                let opts = cluster.beacon_client.clone();
+                let next = next.clone();
+                tokio::spawn(async move {
+                    alloc::run(
+                        kind,
+                        Via::Native,
+                        &write_at,
+                        &opts,
+                        writers,
+                        duration,
+                        &next,
+                    )
+                    .await
+                })
+            };
+            let started = Instant::now();
+            let mut tasks = Vec::new();
+            for mut reader in conns {
+                tasks.push(tokio::spawn(async move {
+                    let mut took = Vec::new();
+                    let (mut errors, mut first_error) = (0, None);
+                    while started.elapsed() < duration {
+                        let t = Instant::now();
+                        match reader.read().await {
+                            Ok(()) => took.push(t.elapsed()),
+                            Err(e) => {
+                                errors += 1;
+                                first_error.get_or_insert_with(|| format!("{e:#}"));
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                    }
+                    (took, errors, first_error)
+                }));
+            }
+            let mut took = Vec::new();
+            let (mut errors, mut first_error) = (0, None);
+            for t in tasks {
+                let (t, e, f) = t.await?;
+                took.extend(t);
+                errors += e;
+                if first_error.is_none() {
+                    first_error = f;
+                }
+            }
+            let elapsed = started.elapsed().as_secs_f64();
+            let writes = writing.await??;
+            took.sort_unstable();
+            runs.push(ReadRun {
+                at,
+                consistency: match consistency {
+                    Consistency::Linearizable => "linearizable",
+                    Consistency::Serializable => "serializable",
+                },
+                readers,
+                ok: took.len(),
+                errors,
+                per_sec: took.len() as f64 / elapsed,
+                p50_ms: percentile(&took, 0.50),
+                p99_ms: percentile(&took, 0.99),
+                writes_per_sec: writes.per_sec,
+                first_error,
+            });
+        }
+    }
+    Ok(runs)
+}
