@@ -455,12 +455,16 @@ impl Fetcher {
                     _ = self.shared.want.notified() => {}
                 }
             }
+            if stop.is_cancelled() {
+                return self.cluster;
+            }
             let count = self.shared.lock().count;
             let asked_at = Instant::now();
-            let fetched = tokio::select! {
-                _ = stop.cancelled() => return self.cluster,
-                r = self.cluster.next_segment(&self.shared.name, count) => r,
-            };
+            // A fetch in flight is seen through even when the sequence closes: abandoned,
+            // its segment would become the sequence's last one unknown to this client, and
+            // close() could hand back no tail (the beacon refuses any but the last). The
+            // cluster's own retry bound ends it.
+            let fetched = self.cluster.next_segment(&self.shared.name, count).await;
             match fetched {
                 Ok(reply) => {
                     pause = Duration::from_millis(50);
