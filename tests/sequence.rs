@@ -535,7 +535,10 @@ async fn segments_stay_unique_across_leader_kills_and_a_full_restart() {
     };
     advance(progress.clone()).await;
     for round in 0..2 {
-        let name = agreed_leader(&addrs).await.expect("a leader");
+        // Under load a leader change can be under way just now: wait for one agreed on.
+        let name = eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+            .await
+            .expect("a leader");
         let i = cluster
             .beacons
             .iter()
