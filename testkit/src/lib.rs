@@ -35,12 +35,19 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 
 /// The `nebcli` binary beside `beacon`, built first (a no-op when it is up to date): the
 /// beacon crate's integration tests are given only the beacon crate's own binaries.
+///
+/// Built as `cargo test --workspace` builds it (`--workspace --tests`): `-p nebcli` alone
+/// resolves the shared dependencies' features differently, so it would rebuild beacon and
+/// its TLS stack, and the next `cargo test` would rebuild them back.
 pub fn nebcli(beacon: &Path) -> PathBuf {
     let status = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "nebcli"])
+        .args(["build", "-q", "--workspace", "--tests"])
         .status()
         .expect("run cargo");
-    assert!(status.success(), "cargo build -p nebcli");
+    assert!(
+        status.success(),
+        "cargo build --workspace --tests (for nebcli)"
+    );
     beacon.with_file_name("nebcli")
 }
 
