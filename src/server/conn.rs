@@ -17,32 +17,22 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
+use super::dispatch::{self, Peer, count_refusal, dispatch};
+use super::framed::{Conn, next_frame, refused_connection, reply_error};
 use super::refusals::Said;
 use super::shared::Shared;
-use crate::auth::{Identity, Role};
-use crate::machines::handle::{ConnId, Consistency, Handled, Reject, next_conn_id, reply};
+use crate::machines::handle::{ConnId, Handled, Reject, next_conn_id};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
 use crate::wire::envelope::message_from_pb;
 use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
-    self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError,
-    PROTOCOL_VERSION,
+    self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION,
 };
 
 /// A connection must say `Hello` within this time.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Who is on the other end, once the handshake is done.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Peer {
-    Beacon(SocketAddr),
-    /// A client, and who it is when this beacon requires authentication (key `auth`).
-    Client(Option<Arc<Identity>>),
-    /// A beacon relaying its gRPC clients' calls (see `relay`).
-    Relay(SocketAddr),
-}
 
 /// What the connection itself says of the other end.
 struct Credentials {
@@ -52,8 +42,6 @@ struct Credentials {
     /// That certificate.
     der: Option<rustls::pki_types::CertificateDer<'static>>,
 }
-
-pub(super) type Conn = Framed<Stream, FrameCodec>;
 
 /// A new connection: TLS first when configured (a failed or unfinished TLS handshake, say
 /// plaintext sent to a TLS port, is logged and closed), then [`serve`].
@@ -226,27 +214,6 @@ async fn handshake(
                 return None;
             }
         }
-    }
-}
-
-/// Counts a refusal of credentials or permissions in the metrics.
-pub(super) fn count_refusal(shared: &Shared, code: u32) {
-    if code == ErrorCode::Unauthenticated as u32 {
-        shared.metrics.refused("unauthenticated");
-    } else if code == ErrorCode::PermissionDenied as u32 {
-        shared.metrics.refused("permission_denied");
-    }
-}
-
-/// The result label of an answer: `OK`, or its error code's name (a machine's own codes by
-/// number).
-pub(super) fn result_code(result: &Result<Handled, Reject>) -> String {
-    match result {
-        Ok(_) => "OK".into(),
-        Err(reject) => match ErrorCode::from_code(reject.code) {
-            Some(code) => format!("{code:?}"),
-            None => reject.code.to_string(),
-        },
     }
 }
 
@@ -604,14 +571,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
         for (frame, result) in batch.iter().zip(results) {
             // Heartbeats on a peer's inbound link are not requests.
             if !matches!(peer, Peer::Beacon(_)) {
-                let code = result_code(&result);
-                if let Err(reject) = &result {
-                    count_refusal(shared, reject.code);
-                }
-                let command = machines::Dispatch::name(frame.cmd)
-                    .or_else(|| Cmd::from_code(frame.cmd).map(|c| format!("{c:?}")))
-                    .unwrap_or_else(|| "unknown".into());
-                shared.metrics.request(&command, &code, started.elapsed());
+                dispatch::record(shared, frame.cmd, &result, started);
             }
             let result = match result {
                 Ok(Handled::Stream {
@@ -678,169 +638,6 @@ async fn answer(
     }
 }
 
-/// Handles one request: the core's commands here, every other by the machine that owns it.
-pub(super) async fn dispatch(
-    frame: &Frame,
-    peer: &Peer,
-    shared: &Shared,
-) -> Result<Handled, Reject> {
-    let identity = match peer {
-        Peer::Client(Some(who)) => Some(who.as_ref()),
-        _ => None,
-    };
-    if let Some(who) = identity {
-        permit(frame.cmd, who)?;
-    }
-    match Cmd::from_code(frame.cmd) {
-        Some(Cmd::LeaderElection) => {
-            let Peer::Beacon(node) = *peer else {
-                return Err(Reject::keep(
-                    ErrorCode::UnknownCommand,
-                    "heartbeats (cmd 113) are accepted from beacons only",
-                ));
-            };
-            let msg: pb::Election = frame.decode()?;
-            let msg = message_from_pb::<State>(msg).map_err(Reject::malformed)?;
-            shared.driver.peer_message(node, msg).await;
-            Ok(Handled::OneWay)
-        }
-        Some(Cmd::BeaconStatus) => {
-            let _req: pb::BeaconStatusRequest = frame.decode()?;
-            reply(frame, &shared.status().await?)
-        }
-        Some(Cmd::TransferLeader) => {
-            let req: pb::TransferLeaderRequest = frame.decode()?;
-            let to = match req.to.as_str() {
-                "" => None,
-                to => Some(to.parse().map_err(|_| {
-                    Reject::keep(
-                        ErrorCode::InvalidRequest,
-                        format!("`{to}` is not the ip:port of a beacon"),
-                    )
-                })?),
-            };
-            let previous = shared.config.node;
-            match shared.driver.transfer(to).await? {
-                Ok(leader) => reply(
-                    frame,
-                    &pb::TransferLeaderReply {
-                        leader: leader.to_string(),
-                        previous: previous.to_string(),
-                    },
-                ),
-                Err(crate::consensus::TransferError::Consensus(e)) => Err(e.into()),
-                Err(e @ crate::consensus::TransferError::TimedOut { .. })
-                | Err(e @ crate::consensus::TransferError::WentElsewhere { .. })
-                | Err(e @ crate::consensus::TransferError::InProgress(_)) => {
-                    Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
-                }
-                Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
-            }
-        }
-        Some(Cmd::ReadIndex) => {
-            let _req: pb::ReadIndexRequest = frame.decode()?;
-            let index = shared.driver.read_index().await?;
-            reply(
-                frame,
-                &pb::ReadIndexReply {
-                    index,
-                    leader: shared.config.node.to_string(),
-                },
-            )
-        }
-        Some(Cmd::Relayed) => Err(Reject::keep(
-            ErrorCode::UnknownCommand,
-            "Relayed (cmd 7) is taken on relay connections from beacons only",
-        )),
-        Some(Cmd::Hello | Cmd::HelloProof) => Err(Reject::keep(
-            ErrorCode::MalformedBody,
-            "duplicate Hello: this connection has already completed its handshake",
-        )),
-        None => match machines::Dispatch::serve(
-            frame,
-            &shared.ctx(identity, Consistency::of_flags(frame.flags)),
-        )
-        .await
-        {
-            Some(handled) => handled,
-            None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
-                ErrorCode::UnknownCommand,
-                format!(
-                    "cmd {} (seq {}) is a response code; requests use odd codes",
-                    frame.cmd, frame.seq
-                ),
-            )),
-            None => Err(Reject::keep(
-                ErrorCode::UnknownCommand,
-                format!("unknown command {} (seq {})", frame.cmd, frame.seq),
-            )),
-        },
-    }
-}
-
-/// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
-pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
-    let needs = match Cmd::from_code(cmd) {
-        Some(Cmd::BeaconStatus | Cmd::Hello | Cmd::ReadIndex) => Role::Read,
-        Some(_) => Role::Admin,
-        None => machines::Dispatch::role(cmd).unwrap_or(Role::Read),
-    };
-    if who.role >= needs {
-        return Ok(());
-    }
-    let what = Cmd::from_code(cmd)
-        .map(|c| format!("{c:?}"))
-        .or_else(|| machines::Dispatch::name(cmd))
-        .map_or_else(
-            || format!("cmd {cmd}"),
-            |name| format!("{name} (cmd {cmd})"),
-        );
-    Err(Reject::keep(
-        ErrorCode::PermissionDenied,
-        format!("{who} may not send {what}: it needs role `{needs}`"),
-    ))
-}
-
-/// The next frame, or `None` when the connection is finished (closed, or its bytes were not
-/// frames; in that case the error was logged and, where possible, answered).
-pub(super) async fn next_frame(
-    conn: &mut Conn,
-    remote: SocketAddr,
-    shared: &Shared,
-) -> Option<Frame> {
-    match conn.next().await? {
-        Ok(frame) => Some(frame),
-        Err(FrameError::Io(e)) => {
-            debug!(%remote, "connection error: {e}");
-            None
-        }
-        Err(e) => {
-            let kind = match &e {
-                FrameError::BadMagic { .. } => "bad_magic",
-                FrameError::UnsupportedVersion { .. } => "unsupported_version",
-                FrameError::TooLarge { .. } => "frame_too_large",
-                _ => "bad_frame",
-            };
-            refused_connection(shared, remote, kind, &format!("bad frame: {e}"));
-            let (cmd, seq) = e.request().unwrap_or((0, 0));
-            let reply = wire::error_frame(cmd, seq, wire::error_code_for(&e), e.to_string());
-            let _ = conn.send(reply).await;
-            None
-        }
-    }
-}
-
-/// Logs a connection refused for `kind` (`why` in full the first time, then summed up; see
-/// [`super::refusals`]) and counts it.
-fn refused_connection(shared: &Shared, remote: SocketAddr, kind: &'static str, why: &str) {
-    match shared.refused_conns.note(kind, remote.ip()) {
-        Said::InFull => warn!(%remote, "{why}"),
-        Said::Counted => debug!(%remote, "{why}"),
-        Said::Summary(line) => warn!("{line}"),
-    }
-    shared.metrics.connection_refused(kind);
-}
-
 /// The label a refused handshake is counted under.
 fn handshake_refusal_kind(code: u32) -> &'static str {
     match ErrorCode::from_code(code) {
@@ -857,39 +654,4 @@ fn handshake_refusal_kind(code: u32) -> &'static str {
 async fn answer_refusal(conn: &mut Conn, frame: &Frame, reject: Reject) {
     let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
     let _ = conn.send(reply).await;
-}
-
-/// Answers `frame` with an error. Returns whether the connection goes on.
-///
-/// A refused request is logged at debug (it is counted in the metrics): under load, one
-/// warning per refusal would bury everything else. At most one warning per
-/// [`super::refusals::WARN_EVERY`] says how many were refused since the last and why the
-/// latest was. Refused credentials and permissions are an audit line each.
-pub(super) async fn reply_error(
-    conn: &mut Conn,
-    remote: SocketAddr,
-    frame: &Frame,
-    reject: Reject,
-    summed: &super::refusals::Requests,
-) -> bool {
-    if reject.code == ErrorCode::NotLeader as u32 {
-        // Part of normal operation: clients find the leader this way.
-        debug!(%remote, cmd = frame.cmd, seq = frame.seq, "redirected: {}", reject.msg);
-    } else if reject.code == ErrorCode::Unauthenticated as u32
-        || reject.code == ErrorCode::PermissionDenied as u32
-    {
-        // The audit trail of refused credentials and permissions.
-        warn!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, audit = true, "access refused: {}", reject.msg);
-    } else {
-        debug!(%remote, cmd = frame.cmd, seq = frame.seq, code = reject.code, "request refused: {}", reject.msg);
-        if let Some(refused) = summed.note() {
-            warn!(%remote, cmd = frame.cmd, code = reject.code, "{refused} requests refused since the last such warning (at most one per {} s); the latest: {}", super::refusals::WARN_EVERY.as_secs(), reject.msg);
-        }
-    }
-    if frame.flags & FLAG_ONEWAY != 0 && !reject.close {
-        // The sender expects no answer; the log line is all it gets.
-        return true;
-    }
-    let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
-    conn.send(reply).await.is_ok() && !reject.close
 }

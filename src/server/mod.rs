@@ -3,7 +3,9 @@
 
 mod admin;
 mod conn;
+mod dispatch;
 mod driver;
+mod framed;
 pub(crate) mod grpc;
 mod history;
 mod leaders;

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
+use super::framed::Conn;
 use super::shared::Shared;
 use crate::machines::handle::{ConnId, Outgoing, next_conn_id};
 use crate::machines::{self, State};
@@ -46,8 +47,6 @@ pub(super) enum LinkError {
     #[error("closed the connection")]
     Closed,
 }
-
-pub(super) type Conn = Framed<Stream, FrameCodec>;
 
 pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
     let tick = Duration::from_millis(shared.config.tick_ms);

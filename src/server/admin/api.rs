@@ -52,7 +52,7 @@ fn refused(r: Reject) -> Response {
 /// Whether the caller may send `cmd`, as over the wire.
 fn permitted(caller: &Caller, cmd: u32) -> Result<(), Reject> {
     match &caller.0 {
-        Some(who) => crate::server::conn::permit(cmd, who),
+        Some(who) => crate::server::dispatch::permit(cmd, who),
         None => Ok(()),
     }
 }

@@ -15,7 +15,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 use tracing::warn;
 
-use super::super::conn::{self, Peer};
+use super::super::dispatch::{self, Peer};
 use super::super::relay;
 use super::super::shared::Shared;
 use super::status;
@@ -23,7 +23,7 @@ use crate::auth::Identity;
 use crate::machines::handle::{Handled, Reject};
 use crate::pb;
 use crate::wire::rpc::{NOTICE, START, wrap};
-use crate::wire::{Cmd, ErrorCode, Frame};
+use crate::wire::{ErrorCode, Frame};
 
 /// The frame flags a call's metadata asks for: `beacon-consistency: serializable` (or `s`)
 /// reads this beacon's replica as it is, not linearizably; any other value than those and
@@ -224,17 +224,8 @@ impl Edge {
             body,
         };
         let started = Instant::now();
-        let result = conn::dispatch(&frame, &Peer::Client(who.clone()), &self.shared).await;
-        let shared = &self.shared;
-        if let Err(reject) = &result {
-            conn::count_refusal(shared, reject.code);
-        }
-        let command = crate::machines::Dispatch::name(cmd)
-            .or_else(|| Cmd::from_code(cmd).map(|c| format!("{c:?}")))
-            .unwrap_or_else(|| "unknown".into());
-        shared
-            .metrics
-            .request(&command, &conn::result_code(&result), started.elapsed());
+        let result = dispatch::dispatch(&frame, &Peer::Client(who.clone()), &self.shared).await;
+        dispatch::record(&self.shared, cmd, &result, started);
         result
     }
 }

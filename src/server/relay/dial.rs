@@ -10,7 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::super::conn::Conn;
+use super::super::framed::Conn;
 use super::super::shared::Shared;
 use super::pool::{Pending, RelayCall, RelayConn, Relays, STREAM_QUEUE, lost};
 use crate::auth::Identity;

@@ -9,7 +9,8 @@ use tokio_stream::StreamMap;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::info;
 
-use super::super::conn::{self, Conn, Peer};
+use super::super::dispatch::{self, Peer};
+use super::super::framed::{self, Conn};
 use super::super::shared::Shared;
 use crate::auth::{Identity, Proof, Role};
 use crate::machines::handle::{Handled, Reject};
@@ -32,7 +33,7 @@ pub(in crate::server) async fn serve(
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => return,
-            frame = conn::next_frame(conn, remote, shared), if calls.len() < IN_FLIGHT => {
+            frame = framed::next_frame(conn, remote, shared), if calls.len() < IN_FLIGHT => {
                 let Some(frame) = frame else {
                     info!(peer = %node, "relay connection closed");
                     return;
@@ -51,25 +52,19 @@ pub(in crate::server) async fn serve(
                         calls.push(async move {
                             let started = std::time::Instant::now();
                             let peer = Peer::Client(identity);
-                            let result = conn::dispatch(&inner, &peer, shared).await;
+                            let result = dispatch::dispatch(&inner, &peer, shared).await;
                             (inner, result, started)
                         });
                     }
                     Err(reject) => {
-                        if !conn::reply_error(conn, remote, &frame, reject, &shared.refusals).await {
+                        if !framed::reply_error(conn, remote, &frame, reject, &shared.refusals).await {
                             return;
                         }
                     }
                 }
             }
             Some((inner, result, started)) = calls.next() => {
-                let command = crate::machines::Dispatch::name(inner.cmd)
-                    .or_else(|| Cmd::from_code(inner.cmd).map(|c| format!("{c:?}")))
-                    .unwrap_or_else(|| "unknown".into());
-                if let Err(reject) = &result {
-                    conn::count_refusal(shared, reject.code);
-                }
-                shared.metrics.request(&command, &conn::result_code(&result), started.elapsed());
+                dispatch::record(shared, inner.cmd, &result, started);
                 let sent = match result {
                     Ok(Handled::Reply(reply)) => conn.send(reply).await.is_ok(),
                     Ok(Handled::OneWay) => true,
@@ -81,7 +76,7 @@ pub(in crate::server) async fn serve(
                         conn.send(reply).await.is_ok()
                     }
                     Err(reject) => {
-                        conn::reply_error(conn, remote, &inner, reject, &shared.refusals).await
+                        framed::reply_error(conn, remote, &inner, reject, &shared.refusals).await
                     }
                 };
                 if !sent {

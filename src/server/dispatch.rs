@@ -1,0 +1,191 @@
+//! One request handled, whichever way it came: a native connection ([`super::conn`]), a
+//! gRPC call ([`super::grpc`]) or a call a follower relayed ([`super::relay`]). Each of them
+//! hands a [`Frame`] and who sent it to [`dispatch`], which checks the sender's role and
+//! runs the core's command here or the owning machine's handler, and then [`record`]s the
+//! answer in the metrics. Kept apart from the connection code so that the three ways in
+//! depend on it, not on each other.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::shared::Shared;
+use crate::auth::{Identity, Role};
+use crate::machines::handle::{Consistency, Handled, Reject, reply};
+use crate::machines::{self, State};
+use crate::pb;
+use crate::wire::envelope::message_from_pb;
+use crate::wire::{Cmd, ErrorCode, Frame};
+
+/// Who is on the other end, once the handshake is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Peer {
+    Beacon(SocketAddr),
+    /// A client, and who it is when this beacon requires authentication (key `auth`).
+    Client(Option<Arc<Identity>>),
+    /// A beacon relaying its gRPC clients' calls (see `relay`).
+    Relay(SocketAddr),
+}
+
+/// Records one answered request in the metrics: its command, its result and how long it
+/// took; a refused credential or permission is counted apart as well.
+pub(super) fn record(
+    shared: &Shared,
+    cmd: u32,
+    result: &Result<Handled, Reject>,
+    started: Instant,
+) {
+    if let Err(reject) = result {
+        count_refusal(shared, reject.code);
+    }
+    let command = machines::Dispatch::name(cmd)
+        .or_else(|| Cmd::from_code(cmd).map(|c| format!("{c:?}")))
+        .unwrap_or_else(|| "unknown".into());
+    shared
+        .metrics
+        .request(&command, &result_code(result), started.elapsed());
+}
+
+/// Counts a refusal of credentials or permissions in the metrics.
+pub(super) fn count_refusal(shared: &Shared, code: u32) {
+    if code == ErrorCode::Unauthenticated as u32 {
+        shared.metrics.refused("unauthenticated");
+    } else if code == ErrorCode::PermissionDenied as u32 {
+        shared.metrics.refused("permission_denied");
+    }
+}
+
+/// The result label of an answer: `OK`, or its error code's name (a machine's own codes by
+/// number).
+fn result_code(result: &Result<Handled, Reject>) -> String {
+    match result {
+        Ok(_) => "OK".into(),
+        Err(reject) => match ErrorCode::from_code(reject.code) {
+            Some(code) => format!("{code:?}"),
+            None => reject.code.to_string(),
+        },
+    }
+}
+
+/// Handles one request: the core's commands here, every other by the machine that owns it.
+pub(super) async fn dispatch(
+    frame: &Frame,
+    peer: &Peer,
+    shared: &Shared,
+) -> Result<Handled, Reject> {
+    let identity = match peer {
+        Peer::Client(Some(who)) => Some(who.as_ref()),
+        _ => None,
+    };
+    if let Some(who) = identity {
+        permit(frame.cmd, who)?;
+    }
+    match Cmd::from_code(frame.cmd) {
+        Some(Cmd::LeaderElection) => {
+            let Peer::Beacon(node) = *peer else {
+                return Err(Reject::keep(
+                    ErrorCode::UnknownCommand,
+                    "heartbeats (cmd 113) are accepted from beacons only",
+                ));
+            };
+            let msg: pb::Election = frame.decode()?;
+            let msg = message_from_pb::<State>(msg).map_err(Reject::malformed)?;
+            shared.driver.peer_message(node, msg).await;
+            Ok(Handled::OneWay)
+        }
+        Some(Cmd::BeaconStatus) => {
+            let _req: pb::BeaconStatusRequest = frame.decode()?;
+            reply(frame, &shared.status().await?)
+        }
+        Some(Cmd::TransferLeader) => {
+            let req: pb::TransferLeaderRequest = frame.decode()?;
+            let to = match req.to.as_str() {
+                "" => None,
+                to => Some(to.parse().map_err(|_| {
+                    Reject::keep(
+                        ErrorCode::InvalidRequest,
+                        format!("`{to}` is not the ip:port of a beacon"),
+                    )
+                })?),
+            };
+            let previous = shared.config.node;
+            match shared.driver.transfer(to).await? {
+                Ok(leader) => reply(
+                    frame,
+                    &pb::TransferLeaderReply {
+                        leader: leader.to_string(),
+                        previous: previous.to_string(),
+                    },
+                ),
+                Err(crate::consensus::TransferError::Consensus(e)) => Err(e.into()),
+                Err(e @ crate::consensus::TransferError::TimedOut { .. })
+                | Err(e @ crate::consensus::TransferError::WentElsewhere { .. })
+                | Err(e @ crate::consensus::TransferError::InProgress(_)) => {
+                    Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
+                }
+                Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
+            }
+        }
+        Some(Cmd::ReadIndex) => {
+            let _req: pb::ReadIndexRequest = frame.decode()?;
+            let index = shared.driver.read_index().await?;
+            reply(
+                frame,
+                &pb::ReadIndexReply {
+                    index,
+                    leader: shared.config.node.to_string(),
+                },
+            )
+        }
+        Some(Cmd::Relayed) => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "Relayed (cmd 7) is taken on relay connections from beacons only",
+        )),
+        Some(Cmd::Hello | Cmd::HelloProof) => Err(Reject::keep(
+            ErrorCode::MalformedBody,
+            "duplicate Hello: this connection has already completed its handshake",
+        )),
+        None => match machines::Dispatch::serve(
+            frame,
+            &shared.ctx(identity, Consistency::of_flags(frame.flags)),
+        )
+        .await
+        {
+            Some(handled) => handled,
+            None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
+                ErrorCode::UnknownCommand,
+                format!(
+                    "cmd {} (seq {}) is a response code; requests use odd codes",
+                    frame.cmd, frame.seq
+                ),
+            )),
+            None => Err(Reject::keep(
+                ErrorCode::UnknownCommand,
+                format!("unknown command {} (seq {})", frame.cmd, frame.seq),
+            )),
+        },
+    }
+}
+
+/// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
+pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
+    let needs = match Cmd::from_code(cmd) {
+        Some(Cmd::BeaconStatus | Cmd::Hello | Cmd::ReadIndex) => Role::Read,
+        Some(_) => Role::Admin,
+        None => machines::Dispatch::role(cmd).unwrap_or(Role::Read),
+    };
+    if who.role >= needs {
+        return Ok(());
+    }
+    let what = Cmd::from_code(cmd)
+        .map(|c| format!("{c:?}"))
+        .or_else(|| machines::Dispatch::name(cmd))
+        .map_or_else(
+            || format!("cmd {cmd}"),
+            |name| format!("{name} (cmd {cmd})"),
+        );
+    Err(Reject::keep(
+        ErrorCode::PermissionDenied,
+        format!("{who} may not send {what}: it needs role `{needs}`"),
+    ))
+}
