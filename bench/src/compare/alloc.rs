@@ -41,7 +41,7 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 /// Runs `clients` allocators against `endpoints` for `duration`.
 pub async fn run(
     kind: Kind,
-    via: super::clients::Via,
+    via: super::systems::Via,
     endpoints: &[SocketAddr],
     beacon: &beacon::client::ConnectOptions,
     clients: usize,

@@ -13,7 +13,7 @@ use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use zookeeper_client as zk;
 
-use super::systems::Kind;
+use super::systems::{Kind, Via};
 
 /// Parent of the sequential znodes.
 pub const ZK_PARENT: &str = "/ids";
@@ -25,25 +25,6 @@ pub fn service_addr(i: usize) -> SocketAddr {
     let host = (i / 60_000) as u32;
     let port = 1024 + (i % 60_000) as u16;
     SocketAddr::from((Ipv4Addr::from(0x0a00_0000 | (host & 0x00ff_ffff)), port))
-}
-
-/// Which of beacon's APIs a client calls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub enum Via {
-    /// The native framed protocol (`beacon::client`).
-    #[default]
-    Native,
-    /// The gRPC API on the same port (tonic's client).
-    Grpc,
-}
-
-impl std::fmt::Display for Via {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Via::Native => "native",
-            Via::Grpc => "gRPC",
-        })
-    }
 }
 
 /// Channels to beacons over gRPC, any of which takes any call (a follower relays to the

@@ -15,9 +15,9 @@ use tokio::sync::mpsc;
 
 use super::Options;
 use super::alloc::{self, Throughput, percentile};
-use super::clients::{GrpcBeacons, Via, service_addr};
+use super::clients::{GrpcBeacons, service_addr};
 use super::failover::{self, Failover, Fault};
-use super::systems::{Cluster, Kind};
+use super::systems::{Cluster, Kind, Via};
 
 /// What one API measured.
 #[derive(Debug, Clone, Serialize)]

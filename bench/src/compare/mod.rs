@@ -34,9 +34,9 @@ use anyhow::Context;
 use beacon::config::DEFAULT_TICK_MS;
 use serde::Serialize;
 
-use clients::Via;
 use failover::Fault;
 use netns::Net;
+use systems::Via;
 use systems::{BeaconSetup, Cluster, Kind, Programs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

@@ -19,7 +19,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 use super::alloc::{self, percentile};
-use super::clients::Via;
+use super::systems::Via;
 use super::systems::{Cluster, Kind};
 
 /// One kind of read at one beacon (or etcd member), measured under write load.

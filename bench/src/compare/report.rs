@@ -527,7 +527,7 @@ fn tls_table(r: &Results, out: &mut String) {
 /// beacon's gRPC API beside its native protocol (and etcd's gRPC API, when the allocation
 /// part ran it): what the gRPC edge costs.
 fn grpc_table(r: &Results, out: &mut String) {
-    use super::clients::Via;
+    use super::systems::Via;
     let run = |via: Via| r.grpc.iter().find(|g| g.via == via);
     let (Some(native), Some(grpc)) = (run(Via::Native), run(Via::Grpc)) else {
         return;

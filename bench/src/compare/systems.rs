@@ -107,7 +107,7 @@ pub struct Cluster {
     /// How beacon clients connect (TLS for a cluster started with it).
     pub beacon_client: ConnectOptions,
     /// Which of beacon's APIs its clients call (the native protocol, or gRPC).
-    pub via: super::clients::Via,
+    pub via: Via,
     /// Kept for its lifetime: the members' data and logs.
     pub dir: tempfile::TempDir,
     /// The members' namespaces, when each runs in one (removed after the members stop).
@@ -536,4 +536,23 @@ async fn zookeeper_srvr(a: SocketAddr, field: &'static str) -> Option<String> {
     .await
     .ok()
     .flatten()
+}
+
+/// Which of beacon's APIs a client calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Via {
+    /// The native framed protocol (`beacon::client`).
+    #[default]
+    Native,
+    /// The gRPC API on the same port (tonic's client).
+    Grpc,
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Via::Native => "native",
+            Via::Grpc => "gRPC",
+        })
+    }
 }
