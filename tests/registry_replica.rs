@@ -670,9 +670,28 @@ fn missed_leases_expire_into_quarantine_and_are_released_later() {
         &net.node(A).service().registry,
     );
     let all = NodeFilter::default();
-    let first = registry::service::first_nodes(state, service, net.now, &all, 1);
+    let (first, next) = registry::service::first_nodes(state, service, net.now, &all, 0, 1);
     assert_eq!(first.len(), 1);
     assert_eq!((first[0].record.node_id, first[0].is_online), (id1, false));
+    // The next page starts where the first said, and says it ends the list.
+    assert_eq!(next, Some(id2));
+    let (second, after) = registry::service::first_nodes(state, service, net.now, &all, id2, 1);
+    assert_eq!(
+        second
+            .iter()
+            .map(|v| (v.record.node_id, v.is_online))
+            .collect::<Vec<_>>(),
+        vec![(id2, true)]
+    );
+    assert_eq!(after, None);
+    let (past, none) = registry::service::first_nodes(state, service, net.now, &all, id2 + 1, 10);
+    assert!(past.is_empty() && none.is_none());
+    assert_eq!(registry::service::count_nodes(state, &all), 2);
+    let other = NodeFilter {
+        node_type: Some("OTHER".into()),
+        ..NodeFilter::default()
+    };
+    assert_eq!(registry::service::count_nodes(state, &other), 0);
     let counts = registry::service::counts_by_type(state, &all);
     assert_eq!(
         counts.into_iter().collect::<Vec<_>>(),

@@ -412,6 +412,22 @@ async fn the_views_count_by_type_cut_rows_and_list_leader_changes() {
     let v = json_of("/v1/nodes?limit=1");
     assert_eq!(v["total"], 3);
     assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    // The next page starts where this one says, and the last one says it ends the list.
+    let first = v["nodes"][0]["node"]["node_id"].as_u64().unwrap();
+    let next = v["next_node_id"].as_u64().unwrap();
+    assert!(next > first, "{v}");
+    let v = json_of(&format!("/v1/nodes?limit=2&from={next}"));
+    let ids: Vec<u64> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"]["node_id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        (ids.len(), ids[0], &v["next_node_id"]),
+        (2, next, &json!(0)),
+        "{v}"
+    );
     assert_eq!(
         v["types"],
         json!([

@@ -171,10 +171,18 @@ class Client:
         reply = self.call("registry", "Register", request)
         return Registration(self, reply, request, on_lost=on_lost, snowflake=snowflake)
 
-    def nodes(self, node_type: str = "") -> list:
-        """The registered services (of one type), as this cluster's beacons see them."""
-        reply = self.call("registry", "Nodes", registry_pb2.NodesRequest(node_type=node_type))
-        return list(reply.nodes)
+    def nodes(self, node_type: str = "", page: int = 0) -> list:
+        """The registered services (of one type), as this cluster's beacons see them. With
+        `page`, the list is read in pages of that many entries, cut on the beacon, so that a
+        registry of any size comes in bounded replies (each page linearizable on its own)."""
+        found, start = [], 0
+        while True:
+            reply = self.call("registry", "Nodes", registry_pb2.NodesRequest(
+                node_type=node_type, limit=page, from_node_id=start))
+            found.extend(reply.nodes)
+            if not page or not reply.next_node_id:
+                return found
+            start = reply.next_node_id
 
     def watch(self, node_types: Iterable[str] = ()) -> "Watch":
         """Discovery: an iterator of `(kind, node)` for the services of these types (all when

@@ -107,6 +107,12 @@ def test_bad_calls_get_their_status_and_the_beacon_serves_on(cluster):
 def test_reads_are_linearizable_unless_serializable_is_asked(cluster):
     with cluster.client() as c:
         reg = c.register("LOGIC", "10.9.0.1:80")
+        more = [c.register("LOGIC", f"10.9.0.{i}:80") for i in (2, 3)]
+        # A list read in pages of one holds what the whole list holds, each entry once.
+        whole = [e.node.node_id for e in c.nodes("LOGIC")]
+        assert len(whole) >= 3 and [e.node.node_id for e in c.nodes("LOGIC", page=1)] == whole
+        for m in more:
+            m.close()
         # Every beacon's linearizable answer holds the acknowledged registration at once.
         for addr in cluster.addrs:
             with Client([addr], retry_for=0) as one:

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use super::service::{
     Caller, NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response,
-    Target, Unregister, counts_by_type, first_nodes,
+    Target, Unregister, count_nodes, counts_by_type, first_nodes,
 };
 use super::state::{
     Change, FencingToken, InvalidRequest, NodeId, Registry, check_clock, check_metadata,
@@ -322,24 +322,27 @@ fn parts(replica: &Replica) -> (&Registry, &RegistryService) {
 }
 
 async fn read_nodes(ctx: &Ctx<'_>, req: pb::NodesRequest) -> Result<pb::NodesReply, Reject> {
-    nodes_page(ctx, req, usize::MAX, false)
-        .await
-        .map(|(reply, _)| reply)
+    nodes_page(ctx, req, false).await.map(|(reply, _)| reply)
 }
 
 /// Live and quarantined registrations of one node type: what a status page shows of it.
 pub(crate) type TypeCounts = BTreeMap<String, (usize, usize)>;
 
-/// The registrations `req` names, the first `limit` of them by ID, and (with `count`) how
-/// many of them there are by node type, live and quarantined: the admin API's view, read in
-/// the core without copying what the page does not hold, so that polling it is cheap at any
-/// size of the registry.
+/// The registrations `req` names, a page of them by ID (`req.limit` from
+/// `req.from_node_id`; limit 0: all), and (with `count`) how many of them there are by node
+/// type, live and quarantined: read in the core without copying what the page does not
+/// hold, so that a page, or a status page polling the counts, is cheap at any size of the
+/// registry.
 pub(crate) async fn nodes_page(
     ctx: &Ctx<'_>,
     req: pb::NodesRequest,
-    limit: usize,
     count: bool,
 ) -> Result<(pb::NodesReply, TypeCounts), Reject> {
+    let limit = match req.limit {
+        0 => usize::MAX,
+        n => n as usize,
+    };
+    let from = req.from_node_id;
     let node_type = match req.node_type.as_str() {
         "" => None,
         t => {
@@ -359,11 +362,19 @@ pub(crate) async fn nodes_page(
         } else {
             TypeCounts::new()
         };
+        let total = if count {
+            counts.values().map(|(live, gone)| live + gone).sum()
+        } else {
+            count_nodes(registry, &filter)
+        };
+        let (page, next) = first_nodes(registry, service, now, &filter, from, limit);
         let reply = pb::NodesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
             index: replica.position().index,
-            nodes: first_nodes(registry, service, now, &filter, limit)
+            next_node_id: next.unwrap_or(0),
+            total: total as u64,
+            nodes: page
                 .into_iter()
                 .map(|v| {
                     let (report, workers) = match v.report {
@@ -387,31 +398,38 @@ pub(crate) async fn nodes_page(
     .await
 }
 
-/// `GET /v1/nodes`: a page of registrations (`limit`, default all) with the counts by type,
-/// read without copying the rest of the registry.
+/// `GET /v1/nodes`: a page of registrations (`limit`, default all, from node ID `from`)
+/// with the counts by type and the next page's `from`, read without copying the rest of the
+/// registry.
 async fn nodes_view(
     ctx: &Ctx<'_>,
     params: &crate::machines::handle::ViewParams,
 ) -> Result<serde_json::Value, Reject> {
-    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
-        None => usize::MAX,
-        Some(Ok(n)) => n,
-        Some(Err(_)) => {
-            return Err(Reject::keep(
-                ErrorCode::InvalidRequest,
-                "limit must be a whole number",
-            ));
-        }
+    let number = |name: &str| match params.get(name).map(|l| l.parse::<u32>()) {
+        None => Ok(None),
+        Some(Ok(n)) => Ok(Some(n)),
+        Some(Err(_)) => Err(Reject::keep(
+            ErrorCode::InvalidRequest,
+            format!("{name} must be a whole number"),
+        )),
     };
     let req = pb::NodesRequest {
         node_type: crate::machines::handle::param(params, "type"),
+        // `limit=0` is an empty page (the counts alone), as the status page asks for it.
+        limit: number("limit")?.map_or(0, |n| n.max(1)),
+        from_node_id: number("from")?.unwrap_or(0),
         ..Default::default()
     };
-    let (reply, counts) = nodes_page(ctx, req, limit, true).await?;
-    let total: usize = counts
-        .values()
-        .map(|(online, offline)| online + offline)
-        .sum();
+    let empty_page = number("limit")? == Some(0);
+    let (mut reply, counts) = nodes_page(ctx, req, true).await?;
+    if empty_page {
+        reply.next_node_id = reply
+            .nodes
+            .first()
+            .map_or(0, |e| e.node.as_ref().map_or(0, |n| n.node_id));
+        reply.nodes.clear();
+    }
+    let total = reply.total;
     let types: Vec<_> = counts
         .into_iter()
         .map(|(t, (online, offline))| {

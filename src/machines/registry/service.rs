@@ -649,32 +649,45 @@ pub fn nodes(
     now: Millis,
     filter: &NodeFilter,
 ) -> Vec<NodeView> {
-    first_nodes(registry, service, now, filter, usize::MAX)
+    first_nodes(registry, service, now, filter, 0, usize::MAX).0
 }
 
-/// The first `limit` (by ID) of what [`nodes`] shows, copying none of the others: a page
-/// of a large registry costs what the page holds.
+/// The first `limit` (by ID, from ID `from` on) of what [`nodes`] shows, copying none of
+/// the others, and the ID the next page starts at (`None`: this page ends the list). The
+/// start is found in the maps, so a page of a large registry costs what the page holds.
 pub fn first_nodes(
     registry: &Registry,
     service: &RegistryService,
     now: Millis,
     filter: &NodeFilter,
+    from: NodeId,
     limit: usize,
-) -> Vec<NodeView> {
-    let mut live = registry.nodes().filter(|r| filter.wants(r)).peekable();
+) -> (Vec<NodeView>, Option<NodeId>) {
+    let mut live = registry
+        .nodes_from(from)
+        .filter(|r| filter.wants(r))
+        .peekable();
     let mut gone = registry
-        .quarantined()
+        .quarantined_from(from)
         .filter(|t| filter.wants(&t.record))
         .peekable();
     let mut views = Vec::new();
     // Both are in ID order, and an ID is live or quarantined, never both: merge them.
-    while views.len() < limit {
+    loop {
         let take_live = match (live.peek(), gone.peek()) {
             (Some(r), Some(t)) => r.node_id < t.record.node_id,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (None, None) => break,
+            (None, None) => return (views, None),
         };
+        if views.len() == limit {
+            let next = if take_live {
+                live.peek().map(|r| r.node_id)
+            } else {
+                gone.peek().map(|t| t.record.node_id)
+            };
+            return (views, next);
+        }
         let view = if take_live {
             let r = live.next().expect("peeked");
             let lease = service.lease(r.node_id);
@@ -697,7 +710,19 @@ pub fn first_nodes(
         };
         views.push(view);
     }
-    views
+}
+
+/// How many registrations (live and quarantined) `filter` names: without a filter, the
+/// maps' sizes; with one, counted in place, nothing copied.
+pub fn count_nodes(registry: &Registry, filter: &NodeFilter) -> usize {
+    if *filter == NodeFilter::default() {
+        return registry.len() + registry.quarantined_len();
+    }
+    registry.nodes().filter(|r| filter.wants(r)).count()
+        + registry
+            .quarantined()
+            .filter(|t| filter.wants(&t.record))
+            .count()
 }
 
 /// How many of the registrations `filter` names are live and how many quarantined, by node

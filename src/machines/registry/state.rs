@@ -261,6 +261,11 @@ impl Registry {
         self.nodes.values()
     }
 
+    /// Live registrations from ID `from` on, by ID: found in the map, not by walking to it.
+    pub fn nodes_from(&self, from: NodeId) -> impl Iterator<Item = &NodeRecord> {
+        self.nodes.range(from..).map(|(_, r)| r)
+    }
+
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -287,6 +292,16 @@ impl Registry {
     /// Quarantined IDs, by ID.
     pub fn quarantined(&self) -> impl Iterator<Item = &Tombstone> {
         self.quarantine.values()
+    }
+
+    /// Quarantined IDs from `from` on, by ID.
+    pub fn quarantined_from(&self, from: NodeId) -> impl Iterator<Item = &Tombstone> {
+        self.quarantine.range(from..).map(|(_, t)| t)
+    }
+
+    /// How many IDs are in quarantine.
+    pub fn quarantined_len(&self) -> usize {
+        self.quarantine.len()
     }
 
     /// The quarantined ID last held by `addr` as `node_type`, which that service may take back.

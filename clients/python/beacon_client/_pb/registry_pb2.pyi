@@ -245,14 +245,18 @@ class NodeNotice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., add_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., del_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., update_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
 
 class NodesRequest(_message.Message):
-    __slots__ = ("node_type", "addr", "node_id")
+    __slots__ = ("node_type", "addr", "node_id", "limit", "from_node_id")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     node_type: str
     addr: str
     node_id: int
-    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ..., node_id: _Optional[int] = ...) -> None: ...
+    limit: int
+    from_node_id: int
+    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ..., node_id: _Optional[int] = ..., limit: _Optional[int] = ..., from_node_id: _Optional[int] = ...) -> None: ...
 
 class NodeEntry(_message.Message):
     __slots__ = ("node", "is_online", "last_seen_ms", "report", "workers", "quarantine_ms")
@@ -271,18 +275,22 @@ class NodeEntry(_message.Message):
     def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., is_online: _Optional[bool] = ..., last_seen_ms: _Optional[int] = ..., report: _Optional[_Union[LoadStats, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[LoadStats, _Mapping]]] = ..., quarantine_ms: _Optional[int] = ...) -> None: ...
 
 class NodesReply(_message.Message):
-    __slots__ = ("node", "is_leader", "index", "nodes", "stale")
+    __slots__ = ("node", "is_leader", "index", "nodes", "stale", "next_node_id", "total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     index: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeEntry]
     stale: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeEntry, _Mapping]]] = ..., stale: _Optional[str] = ...) -> None: ...
+    next_node_id: int
+    total: int
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeEntry, _Mapping]]] = ..., stale: _Optional[str] = ..., next_node_id: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class IdsRequest(_message.Message):
     __slots__ = ()

@@ -16,9 +16,9 @@ use crate::pb;
 /// One parsed registry command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `show nodes [TYPE]`
-    /// `show nodes [TYPE] [--type T] [--limit N]`.
-    ShowNodes(Option<String>, Option<usize>),
+    /// `show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]`: a type, a page size
+    /// (cut on the beacon) and where the page starts.
+    ShowNodes(Option<String>, Option<u32>, u32),
     /// `show node_detail TYPE [ip:port]`
     ShowNodeDetail(String, Option<String>),
     /// `show node_report TYPE [ip:port]`
@@ -112,19 +112,25 @@ fn parse_show_nodes(args: &[&str]) -> Result<Command, UsageError> {
         node_type = Some((*first).to_owned());
         rest = more;
     }
-    let mut limit = None;
+    let (mut limit, mut from) = (None, 0);
     for (flag, value) in flags("show nodes", rest)? {
         match flag.as_str() {
             "type" => node_type = Some(value.to_owned()),
             "limit" => limit = Some(number("show nodes", "limit", value)?),
+            "from" => from = number("show nodes", "from", value)?,
             other => {
                 return Err(usage(format!(
-                    "`show nodes`: unknown flag --{other}; usage: `show nodes [TYPE] [--type T] [--limit N]`"
+                    "`show nodes`: unknown flag --{other}; usage: `show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]`"
                 )));
             }
         }
     }
-    Ok(Command::ShowNodes(node_type, limit))
+    if limit == Some(0) {
+        return Err(usage(
+            "`show nodes`: --limit must be at least 1 (leave it out for every entry)",
+        ));
+    }
+    Ok(Command::ShowNodes(node_type, limit, from))
 }
 
 fn parse_unregister(args: &[&str]) -> Result<Command, UsageError> {
@@ -189,6 +195,7 @@ async fn leader_nodes(
         node_type: node_type.to_owned(),
         addr: addr.to_owned(),
         node_id,
+        ..Default::default()
     };
     let reply = session
         .with_client(async |c| c.nodes_matching(&req).await)
@@ -354,8 +361,8 @@ async fn watch_nodes(
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show nodes [TYPE] [--type T] [--limit N]",
-            "registered services: node_id, node_type, address, is_online, last_seen_ms; a summary line with counts",
+            "show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]",
+            "registered services: node_id, node_type, address, is_online, last_seen_ms; a summary line with counts; --limit cuts the list on the beacon, and the summary (or `next_node_id` in JSON) says the --from of the next page",
         ),
         (
             "show node_detail TYPE [IP:PORT]",
@@ -441,13 +448,20 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::ShowNodes(node_type, limit) => {
-                let t = node_type.as_deref().unwrap_or("");
-                let reply = session.with_client(async |c| c.nodes(t, "").await).await?;
+            Command::ShowNodes(node_type, limit, from) => {
+                let req = pb::registry::NodesRequest {
+                    node_type: node_type.clone().unwrap_or_default(),
+                    limit: limit.unwrap_or(0),
+                    from_node_id: *from,
+                    ..Default::default()
+                };
+                let reply = session
+                    .with_client(async |c| c.nodes_matching(&req).await)
+                    .await?;
                 if session.json {
                     cli::json(&render::nodes_json(&reply))
                 } else {
-                    render::nodes_limited(&reply, *limit)
+                    render::nodes(&reply)
                 }
             }
             Command::ShowNodeDetail(t, addr) => {

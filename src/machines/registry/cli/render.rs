@@ -12,16 +12,12 @@ fn entries(
         .filter_map(|e| e.node.as_ref().map(|n| (e, n)))
 }
 
+/// `show nodes`: the rows of the page, and a summary: counts by type when the page holds
+/// the whole list, else which part of the list it is and where the next page starts.
 pub fn nodes(reply: &pb::registry::NodesReply) -> String {
-    nodes_limited(reply, None)
-}
-
-/// `show nodes`: at most `limit` rows, and a summary of them all.
-pub fn nodes_limited(reply: &pb::registry::NodesReply, limit: Option<usize>) -> String {
     let all: Vec<_> = entries(reply).collect();
     let rows: Vec<Vec<String>> = all
         .iter()
-        .take(limit.unwrap_or(usize::MAX))
         .map(|(e, n)| {
             vec![
                 n.node_id.to_string(),
@@ -48,15 +44,21 @@ pub fn nodes_limited(reply: &pb::registry::NodesReply, limit: Option<usize>) -> 
     }
     let online = all.iter().filter(|(e, _)| e.is_online).count();
     let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{t} {n}")).collect();
-    let mut summary = format!("{} nodes, {online} online", all.len());
+    let whole = reply.next_node_id == 0 && all.len() as u64 == reply.total;
+    let mut summary = if whole {
+        format!("{} nodes, {online} online", all.len())
+    } else {
+        format!(
+            "{} of {} nodes shown, {online} of them online",
+            all.len(),
+            reply.total
+        )
+    };
     if !types.is_empty() {
         summary.push_str(&format!(" · {}", types.join(", ")));
     }
-    if rows.len() < all.len() {
-        summary.push_str(&format!(
-            " · first {} shown (--limit; --json for all)",
-            rows.len()
-        ));
+    if reply.next_node_id != 0 {
+        summary.push_str(&format!(" · next page: --from {}", reply.next_node_id));
     }
     table + &summary + "\n" + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }

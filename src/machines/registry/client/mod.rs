@@ -52,12 +52,13 @@ impl Client {
         let req = pb::NodesRequest {
             node_type: node_type.to_owned(),
             addr: addr.to_owned(),
-            node_id: 0,
+            ..Default::default()
         };
         self.nodes_matching(&req).await
     }
 
-    /// The registrations this beacon holds that match `req` (type, address, node ID).
+    /// The registrations this beacon holds that match `req` (type, address, node ID), a page
+    /// of them when `req.limit` is set (`next_node_id` continues, `total` counts them all).
     pub async fn nodes_matching(
         &mut self,
         req: &pb::NodesRequest,
