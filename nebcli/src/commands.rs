@@ -290,7 +290,8 @@ mod tests {
             parse(&["show", "nodes", "LOGIC"]),
             Ok(Some(Command::Registry(R::ShowNodes(
                 Some("LOGIC".into()),
-                None
+                None,
+                0
             ))))
         );
         assert_eq!(

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use beacon::cli::{Failure, Session};
+use beacon::cli::{Failure, Session, emit};
 use beacon::client::ConnectOptions;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use commands::Command;
@@ -181,7 +181,7 @@ fn main() -> ExitCode {
     if args.command.first().is_some_and(|c| c == "certs") {
         return match certs::run(&args.command[1..]) {
             Ok(out) => {
-                println!("{out}");
+                emit(&format!("{out}\n"));
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -245,11 +245,11 @@ fn one_shot(runtime: &tokio::runtime::Runtime, session: &mut Session, words: &[&
     };
     match result {
         Ok(out) => {
-            print!("{out}");
+            emit(&out);
             ExitCode::SUCCESS
         }
         Err(f) => {
-            print!("{}", f.output().unwrap_or_default());
+            emit(f.output().unwrap_or_default());
             let (msg, code) = f.report();
             if !msg.is_empty() {
                 eprintln!("nebcli: {msg}");
@@ -271,13 +271,13 @@ const PAGE_LINES: usize = 40;
 fn page(out: &str) {
     use std::io::Write;
     if out.lines().count() <= PAGE_LINES {
-        print!("{out}");
+        emit(out);
         return;
     }
     let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".into());
     let mut words = pager.split_whitespace();
     let Some(program) = words.next() else {
-        print!("{out}");
+        emit(out);
         return;
     };
     let spawned = std::process::Command::new(program)
@@ -292,7 +292,7 @@ fn page(out: &str) {
             }
             let _ = child.wait();
         }
-        Err(_) => print!("{out}"),
+        Err(_) => emit(out),
     }
 }
 
@@ -427,9 +427,9 @@ fn interactive(runtime: &tokio::runtime::Runtime, session: &mut Session) -> Exit
             Ok(Some(cmd)) => {
                 match runtime.block_on(cmd.run(session)) {
                     Ok(out) if tty => page(&out),
-                    Ok(out) => print!("{out}"),
+                    Ok(out) => emit(&out),
                     Err(f) => {
-                        print!("{}", f.output().unwrap_or_default());
+                        emit(f.output().unwrap_or_default());
                         let (msg, code) = f.report();
                         if msg.is_empty() {
                             eprintln!("error: exit status {code}");

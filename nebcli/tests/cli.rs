@@ -850,9 +850,56 @@ fn output_at_scale_counts_and_ranges_and_says_what_a_re_registration_replaced() 
     let nodes = run(&["show", "nodes", "--limit", "2"]);
     assert_eq!(nodes.lines().count(), 4, "header, 2 rows, summary: {nodes}");
     assert!(
-        nodes.contains("5 nodes, 5 online · LOGGER 2, LOGIC 3 · first 2 shown"),
+        nodes.contains("2 of 5 nodes shown, 2 of them online · LOGIC 2 · next page: --from 3"),
         "{nodes}"
     );
+    let all = run(&["show", "nodes"]);
+    assert!(
+        all.contains("5 nodes, 5 online · LOGGER 2, LOGIC 3"),
+        "{all}"
+    );
+    // The beacon cuts the list, in JSON too: pages walked with --from hold every entry once.
+    let number = |v: &serde_json::Value| {
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .unwrap_or(0)
+    };
+    let (mut from, mut seen) = (0u64, Vec::new());
+    for _ in 0..5 {
+        let page: serde_json::Value = serde_json::from_str(&run(&[
+            "-w",
+            "json",
+            "show",
+            "nodes",
+            "--limit",
+            "2",
+            "--from",
+            &from.to_string(),
+        ]))
+        .unwrap();
+        let rows = page["nodes"].as_array().unwrap();
+        assert!(rows.len() <= 2, "{page}");
+        assert_eq!(number(&page["total"]), 5, "{page}");
+        seen.extend(rows.iter().map(|r| number(&r["node"]["node_id"])));
+        from = number(&page["next_node_id"]);
+        if from == 0 {
+            break;
+        }
+    }
+    assert_eq!(seen, vec![1, 2, 3, 4, 5]);
+    // Output into a pipe whose reader has gone (`| head`): a quiet end with the status a
+    // shell expects, not a panic.
+    let mut child = Command::new(NEBCLI)
+        .args(["-s", s.as_str(), "-w", "json", "show", "nodes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
     let logic = run(&["show", "nodes", "--type", "LOGIC"]);
     assert!(logic.contains("3 nodes, 3 online · LOGIC 3"), "{logic}");
     // Metadata is a JSON object in --json; times are for people in tables.

@@ -1,7 +1,6 @@
 //! nebcli's `watch` commands: a watch stream followed until Ctrl-C or SIGTERM, printed line
 //! by line, and resumed after a failover from the log index after the last one heard.
 
-use std::io::Write;
 use std::time::Duration;
 
 use super::{Failure, Session};
@@ -77,9 +76,8 @@ pub async fn follow<W: Followed>(
         };
         let (at, resumed) = W::reply_index(&reply);
         if !resumed {
-            print!("{}", watch.reply_lines(&reply, session.json));
+            super::emit(&watch.reply_lines(&reply, session.json));
         }
-        let _ = std::io::stdout().flush();
         let mut heard = at;
         loop {
             let frame = tokio::select! {
@@ -101,8 +99,7 @@ pub async fn follow<W: Followed>(
             match notice {
                 Ok(notice) => {
                     heard = heard.max(W::notice_index(&notice));
-                    print!("{}", watch.notice_lines(&notice, session.json));
-                    let _ = std::io::stdout().flush();
+                    super::emit(&watch.notice_lines(&notice, session.json));
                 }
                 Err(e) if e.is_retryable() => break,
                 Err(e) => return Err(e.into()),

@@ -24,6 +24,25 @@ pub trait Commands: Sized {
     fn run(&self, session: &mut Session) -> impl Future<Output = Result<String, Failure>>;
 }
 
+/// Exit status of a command whose output pipe closed (128 + SIGPIPE), as a shell reports
+/// `etcdctl ... | head`.
+pub const CLOSED_PIPE: i32 = 141;
+
+/// Writes `text` to standard output now (flushed, for lines that follow a stream). When the
+/// reader has gone (`nebcli -w json show nodes | head`), the command ends quietly with
+/// [`CLOSED_PIPE`] instead of a panic and a backtrace; any other write error is said once.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("nebcli: cannot write the output: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(CLOSED_PIPE);
+    }
+}
+
 /// The first two words of a command line, lowercased: what [`Commands::parse`] matches
 /// keywords against.
 pub fn head(words: &[&str]) -> Vec<String> {
