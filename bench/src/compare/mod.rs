@@ -18,6 +18,7 @@ mod grpc;
 mod liveness;
 mod netns;
 mod proc;
+mod provenance;
 mod reads;
 mod report;
 mod sequence;
@@ -152,6 +153,8 @@ pub struct Options {
 /// Everything one run measured.
 #[derive(Debug, Default, Serialize)]
 pub struct Results {
+    /// Where, when and how the run was taken.
+    pub taken: provenance::Provenance,
     pub failover: Vec<(String, failover::Failover)>,
     /// Faults the failover part could not do here, and why.
     pub skipped_faults: Vec<String>,
@@ -191,6 +194,10 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         .collect();
     let programs = Programs::find(beacon_bin.to_owned(), &needed)?;
     let mut results = Results {
+        taken: provenance::Provenance::here(format!(
+            "failover: {} rounds per system and fault; allocation runs: {} s; liveness windows: {} s",
+            opts.rounds, opts.alloc_secs, opts.window_secs
+        )),
         cpu_limit: opts.cpu_limit,
         alloc_secs: opts.alloc_secs,
         window_secs: opts.window_secs,
