@@ -1423,3 +1423,83 @@ fn reads_without_a_majority_fail_unless_serializable_which_says_how_current_it_i
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(v["index"].is_u64() && v["stale"].is_string(), "{v}");
 }
+
+#[test]
+fn every_list_pages_on_the_beacon_and_says_where_the_next_page_starts() {
+    let c = Cluster::start("cli-pages");
+    let s = c.addrs[0].to_string();
+    let run = |args: &[&str]| {
+        let out = nebcli(&[&["-s", s.as_str()], args].concat(), None);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    for name in ["a", "b", "c"] {
+        run(&["sequence", "create", &format!("seq-{name}")]);
+        run(&["queue", "create", &format!("queue-{name}")]);
+        run(&[
+            "resource",
+            "add",
+            &format!("res-{name}"),
+            "--type",
+            "CRAWLER",
+        ]);
+        run(&[
+            "slots",
+            "create",
+            &format!("group-{name}"),
+            "--type",
+            "ROBOT",
+            "--count",
+            "1",
+        ]);
+    }
+    // (list command, the JSON array, the name field within an entry)
+    let lists: [(&str, &str, &[&str]); 4] = [
+        ("sequences", "sequences", &["name"]),
+        ("queues", "queues", &["queue", "name"]),
+        ("resources", "resources", &["name"]),
+        ("slots", "groups", &["group", "name"]),
+    ];
+    for (list, array, name_at) in lists {
+        let (mut from, mut names) = (String::new(), Vec::new());
+        for _ in 0..3 {
+            let page: serde_json::Value = serde_json::from_str(&run(&[
+                "-w", "json", "show", list, "--limit", "2", "--from", &from,
+            ]))
+            .unwrap();
+            let rows = page[array].as_array().unwrap();
+            assert!(rows.len() <= 2, "{list}: {page}");
+            assert_eq!(
+                page["total"]
+                    .as_u64()
+                    .or_else(|| page["total"].as_str().and_then(|t| t.parse().ok())),
+                Some(3),
+                "{list}: {page}"
+            );
+            for row in rows {
+                let name = name_at.iter().fold(row, |v, k| &v[*k]);
+                names.push(name.as_str().unwrap().to_owned());
+            }
+            from = page["next"].as_str().unwrap_or_default().to_owned();
+            if from.is_empty() {
+                break;
+            }
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(
+            (names.len(), &names, sorted.len()),
+            (3, &sorted, 3),
+            "{list}"
+        );
+        // The table says which part of the list it is and where the next page starts.
+        let table = run(&["show", list, "--limit", "1"]);
+        assert!(
+            table.contains(&format!("1 of 3 shown · next page: --from {}", names[1])),
+            "{list}: {table}"
+        );
+    }
+    let out = nebcli(&["-s", s.as_str(), "show", "queues", "--limit", "0"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

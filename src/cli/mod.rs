@@ -252,6 +252,65 @@ pub fn optional(cmd: &str, args: &[&str]) -> Result<Option<String>, UsageError> 
     }
 }
 
+/// A page a list command asks the beacon for: `--limit N` entries from `--from NAME` on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Page {
+    /// 0: every entry.
+    pub limit: u32,
+    pub from: String,
+}
+
+/// A list command's words: `[ARG] [--limit N] [--from NAME]` (`takes_arg`: whether it has
+/// the optional argument).
+pub fn list_args(
+    cmd: &str,
+    args: &[&str],
+    takes_arg: bool,
+) -> Result<(Option<String>, Page), UsageError> {
+    let (mut arg, mut rest) = (None, args);
+    if takes_arg
+        && let [first, more @ ..] = args
+        && !first.starts_with("--")
+    {
+        arg = Some((*first).to_owned());
+        rest = more;
+    }
+    let mut page = Page::default();
+    let mut limited = false;
+    for (flag, value) in flags(cmd, rest)? {
+        match flag.as_str() {
+            "limit" => {
+                page.limit = number(cmd, "limit", value)?;
+                limited = true;
+            }
+            "from" => page.from = value.to_owned(),
+            other => {
+                return Err(usage(format!(
+                    "`{cmd}`: unknown flag --{other} (it takes --limit N and --from NAME)"
+                )));
+            }
+        }
+    }
+    if limited && page.limit == 0 {
+        return Err(usage(format!(
+            "`{cmd}`: --limit must be at least 1 (leave it out for every entry)"
+        )));
+    }
+    Ok((arg, page))
+}
+
+/// The line under a table that is one page of a longer list ("" when it is the whole list).
+pub fn page_note(shown: usize, total: u64, next: &str) -> String {
+    if next.is_empty() && shown as u64 == total {
+        return String::new();
+    }
+    let mut line = format!("{shown} of {total} shown");
+    if !next.is_empty() {
+        line.push_str(&format!(" · next page: --from {next}"));
+    }
+    line + "\n"
+}
+
 /// `--flag value` pairs (flag names lowercased).
 pub fn flags<'a>(cmd: &str, args: &[&'a str]) -> Result<Vec<(String, &'a str)>, UsageError> {
     let mut out = Vec::new();

@@ -720,6 +720,53 @@ pub fn json_of(reply: &impl serde::Serialize) -> serde_json::Value {
 }
 
 /// A query parameter, empty when absent.
+/// A page of a list kept in name order: at most `limit` (0: all) of the `items` named
+/// `from` or after, the name the next page starts at (`""` when this page ends the list),
+/// and how many items there are in all. Only the page is mapped (`to_pb`), so what a page
+/// costs beyond a walk over names is what its entries cost.
+pub fn page<T, P>(
+    items: impl Iterator<Item = T>,
+    name: impl Fn(&T) -> &str,
+    from: &str,
+    limit: u32,
+    mut to_pb: impl FnMut(T) -> P,
+) -> (Vec<P>, String, u64) {
+    let limit = match limit {
+        0 => usize::MAX,
+        n => n as usize,
+    };
+    let (mut page, mut next, mut total) = (Vec::new(), String::new(), 0u64);
+    for item in items {
+        total += 1;
+        if name(&item) < from {
+            continue;
+        }
+        if page.len() == limit {
+            if next.is_empty() {
+                next = name(&item).to_owned();
+            }
+            continue;
+        }
+        page.push(to_pb(item));
+    }
+    (page, next, total)
+}
+
+/// The page a view asks for: `?limit=N&from=NAME`.
+pub fn view_page(params: &ViewParams) -> Result<(u32, String), Reject> {
+    let limit = match params.get("limit").map(|l| l.parse::<u32>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return Err(Reject::keep(
+                ErrorCode::InvalidRequest,
+                "limit must be a whole number",
+            ));
+        }
+    };
+    Ok((limit, param(params, "from")))
+}
+
 pub fn param(params: &ViewParams, name: &str) -> String {
     params.get(name).cloned().unwrap_or_default()
 }
@@ -727,6 +774,25 @@ pub fn param(params: &ViewParams, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_walk_a_list_once_and_say_where_the_next_starts() {
+        let names = ["a", "b", "c", "d", "e"];
+        let page_of = |from: &str, limit| page(names.iter(), |n| n, from, limit, |n| n.to_string());
+        assert_eq!(
+            page_of("", 2),
+            (vec!["a".into(), "b".into()], "c".into(), 5)
+        );
+        assert_eq!(
+            page_of("c", 2),
+            (vec!["c".into(), "d".into()], "e".into(), 5)
+        );
+        assert_eq!(page_of("e", 2), (vec!["e".into()], String::new(), 5));
+        // A start between names, past the end, and no limit.
+        assert_eq!(page_of("bb", 1), (vec!["c".into()], "d".into(), 5));
+        assert_eq!(page_of("z", 1), (vec![], String::new(), 5));
+        assert_eq!(page_of("", 0).0.len(), 5);
+    }
 
     #[test]
     fn consensus_errors_keep_their_code_and_leader() {

@@ -325,10 +325,14 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
         let state = replica.state();
         let assignments = <State as Part<Assignments>>::part(state);
         let registry = <State as Part<Registry>>::part(state);
-        let groups = assignments
-            .groups()
-            .filter(|g| req.name.is_empty() || g.name == req.name)
-            .map(|g| {
+        let (groups, next, total) = crate::machines::handle::page(
+            assignments
+                .groups()
+                .filter(|g| req.name.is_empty() || g.name == req.name),
+            |g| &g.name,
+            &req.from,
+            req.limit,
+            |g| {
                 let mut standbys: Vec<_> = registry
                     .nodes()
                     .filter(|n| n.node_type == g.node_type)
@@ -346,8 +350,8 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
                     group: Some(group_to_pb(g)),
                     standbys: standbys.into_iter().map(|(_, id)| id).collect(),
                 }
-            })
-            .collect();
+            },
+        );
         pb::GroupsReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
@@ -355,6 +359,8 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
             groups,
             now_ms: wall_ms(),
             stale: replica.staleness(),
+            next,
+            total,
         }
     })
     .await
@@ -376,17 +382,24 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
     }
     ctx.read(move |replica, _| {
         let resources = <State as Part<Assignments>>::part(replica.state());
+        let (resources, next, total) = crate::machines::handle::page(
+            resources
+                .iter()
+                .filter(|r| req.node_type.is_empty() || r.node_type == req.node_type),
+            |r| &r.name,
+            &req.from,
+            req.limit,
+            resource_to_pb,
+        );
         pb::ResourcesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
             index: replica.position().index,
-            resources: resources
-                .iter()
-                .filter(|r| req.node_type.is_empty() || r.node_type == req.node_type)
-                .map(resource_to_pb)
-                .collect(),
+            resources,
             now_ms: wall_ms(),
             stale: replica.staleness(),
+            next,
+            total,
         }
     })
     .await
@@ -406,8 +419,11 @@ impl crate::machines::Served for super::Assignments {
                 AssignCmd::List,
                 |ctx, params| {
                     Box::pin(async move {
+                        let (limit, from) = crate::machines::handle::view_page(params)?;
                         let req = pb::ResourcesRequest {
                             node_type: param(params, "type"),
+                            limit,
+                            from,
                         };
                         Ok(json_of(&list(ctx, req).await?))
                     })
@@ -419,8 +435,11 @@ impl crate::machines::Served for super::Assignments {
                 AssignCmd::Groups,
                 |ctx, params| {
                     Box::pin(async move {
+                        let (limit, from) = crate::machines::handle::view_page(params)?;
                         let req = pb::GroupsRequest {
                             name: param(params, "group"),
+                            limit,
+                            from,
                         };
                         Ok(json_of(&groups(ctx, req).await?))
                     })

@@ -149,17 +149,24 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
     }
     ctx.read(move |replica, _| {
         let sequences = <State as Part<Sequences>>::part(replica.state());
+        let (sequences, next, total) = crate::machines::handle::page(
+            sequences
+                .iter()
+                .filter(|r| req.name.is_empty() || r.name == req.name),
+            |r| &r.name,
+            &req.from,
+            req.limit,
+            record_to_pb,
+        );
         pb::SequencesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
             index: replica.position().index,
-            sequences: sequences
-                .iter()
-                .filter(|r| req.name.is_empty() || r.name == req.name)
-                .map(record_to_pb)
-                .collect(),
+            sequences,
             now_ms: wall_ms(),
             stale: replica.staleness(),
+            next,
+            total,
         }
     })
     .await
@@ -176,10 +183,16 @@ impl crate::machines::Served for super::Sequences {
             "/v1/sequences",
             "`show sequences`",
             SequenceCmd::List,
-            |ctx, _| {
-                Box::pin(
-                    async move { Ok(json_of(&list(ctx, pb::SequencesRequest::default()).await?)) },
-                )
+            |ctx, params| {
+                Box::pin(async move {
+                    let (limit, from) = crate::machines::handle::view_page(params)?;
+                    let req = pb::SequencesRequest {
+                        limit,
+                        from,
+                        ..Default::default()
+                    };
+                    Ok(json_of(&list(ctx, req).await?))
+                })
             },
         )]
     }

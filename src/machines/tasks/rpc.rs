@@ -93,7 +93,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
             reply(frame, &get(ctx, req).await?)
         }
         TasksCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
-        TasksCmd::Queues => reply(frame, &queues(ctx).await?),
+        TasksCmd::Queues => reply(frame, &queues(ctx, frame.decode()?).await?),
         TasksCmd::Cancel => {
             let req: pb::Cancel = frame.decode()?;
             let request = Request::Cancel {
@@ -455,14 +455,17 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
     .await?
 }
 
-async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
+async fn queues(ctx: &Ctx<'_>, req: pb::QueuesRequest) -> Result<pb::QueuesReply, Reject> {
     ctx.read(move |replica, _| {
         let state = replica.state();
         let tasks = <State as Part<Tasks>>::part(state);
         let registry = <State as Part<Registry>>::part(state);
-        let queues = tasks
-            .queues()
-            .map(|q| {
+        let (queues, next, total) = crate::machines::handle::page(
+            tasks.queues(),
+            |q| &q.spec.name,
+            &req.from,
+            req.limit,
+            |q| {
                 let mut view = pb::QueueView {
                     queue: Some(queue_to_pb(&q.spec)),
                     ..Default::default()
@@ -485,8 +488,8 @@ async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
                     }
                 }
                 view
-            })
-            .collect();
+            },
+        );
         pb::QueuesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
@@ -494,6 +497,8 @@ async fn queues(ctx: &Ctx<'_>) -> Result<pb::QueuesReply, Reject> {
             queues,
             now_ms: wall_ms(),
             stale: replica.staleness(),
+            next,
+            total,
         }
     })
     .await
@@ -510,7 +515,14 @@ impl crate::machines::Served for super::Tasks {
             "/v1/queues",
             "`show queues`",
             TasksCmd::Queues,
-            |ctx, _| Box::pin(async move { Ok(json_of(&queues(ctx).await?)) }),
+            |ctx, params| {
+                Box::pin(async move {
+                    let (limit, from) = crate::machines::handle::view_page(params)?;
+                    Ok(json_of(
+                        &queues(ctx, pb::QueuesRequest { limit, from }).await?,
+                    ))
+                })
+            },
         )]
     }
 

@@ -171,26 +171,33 @@ class ResourceReply(_message.Message):
     def __init__(self, resource: _Optional[_Union[ResourceInfo, _Mapping]] = ...) -> None: ...
 
 class ResourcesRequest(_message.Message):
-    __slots__ = ("node_type",)
+    __slots__ = ("node_type", "limit")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
     node_type: str
-    def __init__(self, node_type: _Optional[str] = ...) -> None: ...
+    limit: int
+    def __init__(self, node_type: _Optional[str] = ..., limit: _Optional[int] = ..., **kwargs) -> None: ...
 
 class ResourcesReply(_message.Message):
-    __slots__ = ("node", "is_leader", "index", "resources", "now_ms", "stale")
+    __slots__ = ("node", "is_leader", "index", "resources", "now_ms", "stale", "next", "total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     index: int
     resources: _containers.RepeatedCompositeFieldContainer[ResourceInfo]
     now_ms: int
     stale: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., resources: _Optional[_Iterable[_Union[ResourceInfo, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
+    next: str
+    total: int
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., resources: _Optional[_Iterable[_Union[ResourceInfo, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ..., next: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class Rebalance(_message.Message):
     __slots__ = ("node_type",)
@@ -298,26 +305,33 @@ class GroupReply(_message.Message):
     def __init__(self, group: _Optional[_Union[SlotGroupInfo, _Mapping]] = ...) -> None: ...
 
 class GroupsRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "limit")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    limit: int
+    def __init__(self, name: _Optional[str] = ..., limit: _Optional[int] = ..., **kwargs) -> None: ...
 
 class GroupsReply(_message.Message):
-    __slots__ = ("node", "is_leader", "index", "groups", "now_ms", "stale")
+    __slots__ = ("node", "is_leader", "index", "groups", "now_ms", "stale", "next", "total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     index: int
     groups: _containers.RepeatedCompositeFieldContainer[GroupView]
     now_ms: int
     stale: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupView, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
+    next: str
+    total: int
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupView, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ..., next: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class GroupView(_message.Message):
     __slots__ = ("group", "standbys")

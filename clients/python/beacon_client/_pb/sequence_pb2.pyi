@@ -121,23 +121,30 @@ class GiveBack(_message.Message):
     def __init__(self, name: _Optional[str] = ..., start: _Optional[int] = ..., end: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
 
 class SequencesRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "limit")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    limit: int
+    def __init__(self, name: _Optional[str] = ..., limit: _Optional[int] = ..., **kwargs) -> None: ...
 
 class SequencesReply(_message.Message):
-    __slots__ = ("node", "is_leader", "index", "sequences", "now_ms", "stale")
+    __slots__ = ("node", "is_leader", "index", "sequences", "now_ms", "stale", "next", "total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     SEQUENCES_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     index: int
     sequences: _containers.RepeatedCompositeFieldContainer[SequenceInfo]
     now_ms: int
     stale: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., sequences: _Optional[_Iterable[_Union[SequenceInfo, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
+    next: str
+    total: int
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., sequences: _Optional[_Iterable[_Union[SequenceInfo, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ..., next: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...

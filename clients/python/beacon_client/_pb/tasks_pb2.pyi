@@ -276,24 +276,31 @@ class TasksReply(_message.Message):
     def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., total: _Optional[int] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
 
 class QueuesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ..., **kwargs) -> None: ...
 
 class QueuesReply(_message.Message):
-    __slots__ = ("node", "is_leader", "index", "queues", "now_ms", "stale")
+    __slots__ = ("node", "is_leader", "index", "queues", "now_ms", "stale", "next", "total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     index: int
     queues: _containers.RepeatedCompositeFieldContainer[QueueView]
     now_ms: int
     stale: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueView, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
+    next: str
+    total: int
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., index: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueView, _Mapping]]] = ..., now_ms: _Optional[int] = ..., stale: _Optional[str] = ..., next: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class QueueView(_message.Message):
     __slots__ = ("queue", "pending", "running", "completed", "failed", "dead", "cancelled", "oldest_pending_ms", "workers", "capacity")

@@ -14,7 +14,7 @@ use crate::pb::assign as pb;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `show resources [TYPE]`
-    Show(Option<String>),
+    Show(Option<String>, crate::cli::Page),
     /// `resource add NAME --type T [--weight N] [--label k=v]...`
     Add {
         name: String,
@@ -36,7 +36,7 @@ pub enum Command {
         weight: u32,
     },
     /// `show slots [GROUP]`
-    ShowSlots(Option<String>),
+    ShowSlots(Option<String>, crate::cli::Page),
     /// `slots create GROUP --type T --count M`
     CreateSlots {
         name: String,
@@ -359,6 +359,11 @@ fn slots_table(reply: &pb::GroupsReply) -> String {
         ],
         &rows,
     ));
+    out.push_str(&crate::cli::page_note(
+        reply.groups.len(),
+        reply.total,
+        &reply.next,
+    ));
     out
 }
 
@@ -410,6 +415,11 @@ fn resources_table(reply: &pb::ResourcesReply) -> String {
         ],
         &rows,
     ));
+    out.push_str(&crate::cli::page_note(
+        reply.resources.len(),
+        reply.total,
+        &reply.next,
+    ));
     out
 }
 
@@ -430,7 +440,7 @@ fn resource_line(what: &str, r: &pb::ResourceInfo) -> String {
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show resources [TYPE]",
+            "show resources [TYPE] [--limit N] [--from NAME]",
             "resources: name, node_type, holder node ID and address, weight, since_ms, fencing token, revoking, labels",
         ),
         (
@@ -446,7 +456,7 @@ impl Commands for Command {
             "add a resource bound to slot N of a slot group: it runs wherever that slot's holder is, and moves with the slot",
         ),
         (
-            "show slots [GROUP]",
+            "show slots [GROUP] [--limit N] [--from GROUP]",
             "slot groups: group, node_type, slot, holder, address, since_ms, token, version, standbys (oldest first)",
         ),
         (
@@ -475,11 +485,13 @@ impl Commands for Command {
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         Some(match head {
             ["show", "resources"] => {
-                optional("show resources", words.get(2..).unwrap_or_default()).map(Command::Show)
+                crate::cli::list_args("show resources", words.get(2..).unwrap_or_default(), true)
+                    .map(|(node_type, page)| Command::Show(node_type, page))
             }
             ["resource", ..] => parse_resource(&words[1..]),
             ["show", "slots"] => {
-                optional("show slots", words.get(2..).unwrap_or_default()).map(Command::ShowSlots)
+                crate::cli::list_args("show slots", words.get(2..).unwrap_or_default(), true)
+                    .map(|(group, page)| Command::ShowSlots(group, page))
             }
             ["slots", ..] => parse_slots(&words[1..]),
             ["watch", "assignments"] => parse_watch(words.get(2..).unwrap_or_default()),
@@ -489,9 +501,15 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::Show(t) => {
-                let t = t.as_deref().unwrap_or("");
-                let reply = session.with_client(async |c| c.resources(t).await).await?;
+            Command::Show(t, page) => {
+                let req = pb::ResourcesRequest {
+                    node_type: t.clone().unwrap_or_default(),
+                    limit: page.limit,
+                    from: page.from.clone(),
+                };
+                let reply = session
+                    .with_client(async |c| c.resources_matching(&req).await)
+                    .await?;
                 session.print(&reply, resources_table)
             }
             Command::Add {
@@ -518,10 +536,14 @@ impl Commands for Command {
                     .await?;
                 session.print(&r, |r| resource_line("added", r))
             }
-            Command::ShowSlots(g) => {
-                let g = g.as_deref().unwrap_or("");
+            Command::ShowSlots(g, page) => {
+                let req = pb::GroupsRequest {
+                    name: g.clone().unwrap_or_default(),
+                    limit: page.limit,
+                    from: page.from.clone(),
+                };
                 let reply = session
-                    .with_client(async |c| c.slot_groups(g).await)
+                    .with_client(async |c| c.slot_groups_matching(&req).await)
                     .await?;
                 session.print(&reply, slots_table)
             }
@@ -620,7 +642,10 @@ mod tests {
             parse("RESOURCE rebalance CRAWLER"),
             Ok(Command::Rebalance(Some("CRAWLER".into())))
         );
-        assert_eq!(parse("show resources"), Ok(Command::Show(None)));
+        assert_eq!(
+            parse("show resources"),
+            Ok(Command::Show(None, Default::default()))
+        );
         assert!(parse("resource frob").is_err());
         assert_eq!(
             parse("resource add bot-1 --slot robots/2"),
@@ -647,6 +672,9 @@ mod tests {
             parse("slots delete robots"),
             Ok(Command::DeleteSlots("robots".into()))
         );
-        assert_eq!(parse("show slots"), Ok(Command::ShowSlots(None)));
+        assert_eq!(
+            parse("show slots"),
+            Ok(Command::ShowSlots(None, Default::default()))
+        );
     }
 }

@@ -191,6 +191,7 @@ async fn ensure_group(
 async fn groups(cluster: &mut Cluster, name: &str) -> Result<pb::GroupsReply, ClientError> {
     let req = pb::GroupsRequest {
         name: name.to_owned(),
+        ..Default::default()
     };
     cluster
         .call(

@@ -19,16 +19,36 @@ impl Client {
     pub async fn slot_groups(&mut self, name: &str) -> Result<pb::GroupsReply, ClientError> {
         let req = pb::GroupsRequest {
             name: name.to_owned(),
+            ..Default::default()
         };
-        self.request(Cmd::Groups, &req, "the slots request").await
+        self.slot_groups_matching(&req).await
+    }
+
+    /// The slot groups `req` asks for: a page of them when `req.limit` is set (`next`
+    /// continues, `total` counts them all).
+    pub async fn slot_groups_matching(
+        &mut self,
+        req: &pb::GroupsRequest,
+    ) -> Result<pb::GroupsReply, ClientError> {
+        self.request(Cmd::Groups, req, "the slots request").await
     }
 
     /// The resources this beacon holds, of one node type (`""`: all).
     pub async fn resources(&mut self, node_type: &str) -> Result<pb::ResourcesReply, ClientError> {
         let req = pb::ResourcesRequest {
             node_type: node_type.to_owned(),
+            ..Default::default()
         };
-        self.request(Cmd::List, &req, "the resources request").await
+        self.resources_matching(&req).await
+    }
+
+    /// The resources `req` asks for: a page of them when `req.limit` is set (`next`
+    /// continues, `total` counts them all).
+    pub async fn resources_matching(
+        &mut self,
+        req: &pb::ResourcesRequest,
+    ) -> Result<pb::ResourcesReply, ClientError> {
+        self.request(Cmd::List, req, "the resources request").await
     }
 }
 

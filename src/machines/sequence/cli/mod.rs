@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::cli::table::{render, utc_ms};
-use crate::cli::{Commands, Failure, Session, UsageError, flags, number, optional, usage};
+use crate::cli::{Commands, Failure, Session, UsageError, flags, number, usage};
 use crate::machines::sequence::client::{DEFAULT_EPOCH_MS, Layout};
 use crate::pb::sequence as pb;
 
@@ -14,7 +14,7 @@ use crate::pb::sequence as pb;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `show sequences [NAME]`
-    Show(Option<String>),
+    Show(Option<String>, crate::cli::Page),
     /// `sequence create NAME [--start N] [--step N]`
     Create { name: String, start: u64, step: u64 },
     /// `sequence change NAME [--step N] [--start N]`
@@ -171,6 +171,11 @@ fn sequences_table(reply: &pb::SequencesReply) -> String {
         &["name", "max", "step", "segments", "last_segment_age"],
         &rows,
     ));
+    out.push_str(&crate::cli::page_note(
+        reply.sequences.len(),
+        reply.total,
+        &reply.next,
+    ));
     out
 }
 
@@ -200,7 +205,7 @@ fn as_string<S: serde::Serializer>(n: &u64, s: S) -> Result<S::Ok, S::Error> {
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show sequences [NAME]",
+            "show sequences [NAME] [--limit N] [--from NAME]",
             "named sequences: name, max (highest number handed out), step, segments, last_segment_age",
         ),
         (
@@ -229,7 +234,8 @@ impl Commands for Command {
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         Some(match head {
             ["show", "sequences"] => {
-                optional("show sequences", words.get(2..).unwrap_or_default()).map(Command::Show)
+                crate::cli::list_args("show sequences", words.get(2..).unwrap_or_default(), true)
+                    .map(|(name, page)| Command::Show(name, page))
             }
             ["sequence", ..] => parse_sequence(&words[1..]),
             ["snowflake", "decode"] => parse_decode(&words[2..]),
@@ -240,10 +246,14 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::Show(name) => {
-                let name = name.as_deref().unwrap_or("");
+            Command::Show(name, page) => {
+                let req = pb::SequencesRequest {
+                    name: name.clone().unwrap_or_default(),
+                    limit: page.limit,
+                    from: page.from.clone(),
+                };
                 let reply = session
-                    .with_client(async |c| c.sequences(name).await)
+                    .with_client(async |c| c.sequences_matching(&req).await)
                     .await?;
                 session.print(&reply, sequences_table)
             }
@@ -338,7 +348,10 @@ mod tests {
                 count: 0
             })
         );
-        assert_eq!(parse("show sequences"), Ok(Command::Show(None)));
+        assert_eq!(
+            parse("show sequences"),
+            Ok(Command::Show(None, Default::default()))
+        );
         assert!(parse("sequence create").is_err());
         assert!(parse("sequence create orders --step 0").is_err());
         assert!(parse("sequence create orders --step x").is_err());

@@ -24,8 +24,18 @@ impl Client {
     pub async fn sequences(&mut self, name: &str) -> Result<pb::SequencesReply, ClientError> {
         let req = pb::SequencesRequest {
             name: name.to_owned(),
+            ..Default::default()
         };
-        self.request(Cmd::List, &req, "the sequences request").await
+        self.sequences_matching(&req).await
+    }
+
+    /// The sequences `req` asks for: a page of them when `req.limit` is set (`next`
+    /// continues, `total` counts them all).
+    pub async fn sequences_matching(
+        &mut self,
+        req: &pb::SequencesRequest,
+    ) -> Result<pb::SequencesReply, ClientError> {
+        self.request(Cmd::List, req, "the sequences request").await
     }
 }
 

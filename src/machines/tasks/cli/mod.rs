@@ -19,8 +19,8 @@ use crate::pb::tasks as pb;
 /// One parsed task-queue command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `show queues`
-    Queues,
+    /// `show queues [--limit N] [--from QUEUE]`
+    Queues(crate::cli::Page),
     /// `show tasks QUEUE [--state S] [--limit N]`
     Tasks {
         queue: String,
@@ -402,6 +402,11 @@ fn queues_table(reply: &pb::QueuesReply) -> String {
         ],
         &rows,
     ));
+    out.push_str(&crate::cli::page_note(
+        reply.queues.len(),
+        reply.total,
+        &reply.next,
+    ));
     out
 }
 
@@ -650,7 +655,7 @@ async fn work(
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show queues",
+            "show queues [--limit N] [--from QUEUE]",
             "task queues: pending, running, completed, failed, dead, cancelled, oldest pending age, workers",
         ),
         (
@@ -699,7 +704,8 @@ impl Commands for Command {
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         Some(match head {
             ["show", "queues"] => {
-                none("show queues", words.get(2..).unwrap_or_default()).map(|()| Command::Queues)
+                crate::cli::list_args("show queues", words.get(2..).unwrap_or_default(), false)
+                    .map(|(_, page)| Command::Queues(page))
             }
             ["show", "tasks"] => parse_show_tasks(words.get(2..).unwrap_or_default()),
             ["queue", ..] => parse_queue(&words[1..]),
@@ -711,8 +717,14 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::Queues => {
-                let reply = session.with_client(async |c| c.queues().await).await?;
+            Command::Queues(page) => {
+                let req = pb::QueuesRequest {
+                    limit: page.limit,
+                    from: page.from.clone(),
+                };
+                let reply = session
+                    .with_client(async |c| c.queues_matching(&req).await)
+                    .await?;
                 session.print(&reply, queues_table)
             }
             Command::Tasks {
@@ -894,7 +906,10 @@ mod tests {
             })
         );
         assert!(parse("show tasks").is_err());
-        assert_eq!(parse("show queues"), Ok(Command::Queues));
+        assert_eq!(
+            parse("show queues"),
+            Ok(Command::Queues(Default::default()))
+        );
         assert!(matches!(
             parse("task work a,b --capacity 4 --sleep-ms 10"),
             Ok(Command::Work {

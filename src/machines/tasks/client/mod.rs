@@ -62,8 +62,16 @@ impl Client {
 
     /// The queues this beacon holds, with their counts.
     pub async fn queues(&mut self) -> Result<pb::QueuesReply, ClientError> {
-        self.request(Cmd::Queues, &pb::QueuesRequest {}, "the queues request")
-            .await
+        self.queues_matching(&pb::QueuesRequest::default()).await
+    }
+
+    /// The queues `req` asks for: a page of them when `req.limit` is set (`next` continues,
+    /// `total` counts them all).
+    pub async fn queues_matching(
+        &mut self,
+        req: &pb::QueuesRequest,
+    ) -> Result<pb::QueuesReply, ClientError> {
+        self.request(Cmd::Queues, req, "the queues request").await
     }
 }
 
