@@ -134,19 +134,31 @@ impl Failure {
 /// Docker and `kill` stop a process). Commands that hold something on the cluster (a worker,
 /// a kept registration, a lock) select on it to give it back before they exit; with no
 /// handler, SIGTERM would end the process at once and leave its registration to its lease.
-pub async fn stop_signal() -> &'static str {
+///
+/// Both handlers are installed when this is called, not when the future is first polled: a
+/// command that prints before it first waits (a watch whose first events are already
+/// buffered) is never ended by a signal that comes right after its first lines. Call it
+/// before starting what it guards; it needs the tokio runtime.
+pub fn stop_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = &'static str> + Send>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            return tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
+        if let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            return Box::pin(async move {
+                tokio::select! {
+                    _ = int.recv() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                }
+            });
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
-    "SIGINT"
+    Box::pin(async {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    })
 }
 
 /// One nebcli session: the options and a connection opened on first use.

@@ -126,13 +126,11 @@ fn options(session: &Session, addr: Option<SocketAddr>, metadata: String) -> Loc
 
 /// Prints `line`, or with `-w json` the event as a JSON line, at once (the command goes on).
 fn say(json: bool, line: &str, event: serde_json::Value) {
-    use std::io::Write;
     if json {
-        println!("{event}");
+        cli::emit(&format!("{event}\n"));
     } else {
-        println!("{line}");
+        cli::emit(&format!("{line}\n"));
     }
-    let _ = std::io::stdout().flush();
 }
 
 /// The last words of a command, as a line or a JSON line.
@@ -161,6 +159,8 @@ impl Command {
                     serde_json::json!({ "proposal": proposal }).to_string()
                 };
                 let opts = options(session, *addr, metadata);
+                // Installed before the first line (see cli::stop_signal).
+                let stop = cli::stop_signal();
                 let mut lock = Lock::acquire(session.servers.clone(), name, opts).await?;
                 let (term, index) = lock.fencing_token();
                 let json = session.json;
@@ -172,7 +172,7 @@ impl Command {
                     serde_json::json!({"event": "elected", "name": name, "token": format!("{term}.{index}")}),
                 );
                 tokio::select! {
-                    signal = cli::stop_signal() => {
+                    signal = stop => {
                         lock.release().await?;
                         Ok(end(
                             json,
@@ -193,6 +193,8 @@ async fn lock(
     addr: Option<SocketAddr>,
     exec: &[String],
 ) -> Result<String, Failure> {
+    // Installed before the first line (see cli::stop_signal).
+    let stop = cli::stop_signal();
     let mut lock = Lock::acquire(
         session.servers.clone(),
         name,
@@ -208,7 +210,7 @@ async fn lock(
             serde_json::json!({"event": "locked", "name": name, "token": format!("{term}.{index}")}),
         );
         return tokio::select! {
-            signal = cli::stop_signal() => {
+            signal = stop => {
                 lock.release().await?;
                 Ok(end(
                     json,
@@ -229,7 +231,7 @@ async fn lock(
     let outcome = tokio::select! {
         status = child.wait() => Ok(status),
         why = lock.lost() => Err(why),
-        signal = cli::stop_signal() => Err(format!("{signal} received")),
+        signal = stop => Err(format!("{signal} received")),
     };
     match outcome {
         Ok(status) => {

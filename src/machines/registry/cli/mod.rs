@@ -240,24 +240,24 @@ async fn keep_registered(session: &mut Session, r: &Registration) -> Result<Stri
     options.metadata = r.metadata.clone();
     options.connect = session.opts.clone();
     options.retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
+    // Installed before the first line (see cli::stop_signal).
+    let stop = cli::stop_signal();
     let live = Live::register(session.servers.clone(), options).await?;
     for w in &live.reply().warnings {
         eprintln!("nebcli: warning: {w}");
     }
     let node = live.node().clone();
     if session.json {
-        print!("{}", cli::json(&node));
+        cli::emit(&cli::json(&node));
     } else {
-        print!("{}", render::registered(live.reply()));
-        println!(
-            "renewing the lease of node_id {} until Ctrl-C or SIGTERM",
+        cli::emit(&format!(
+            "{}renewing the lease of node_id {} until Ctrl-C or SIGTERM\n",
+            render::registered(live.reply()),
             node.node_id
-        );
+        ));
     }
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
     tokio::select! {
-        signal = cli::stop_signal() => {
+        signal = stop => {
             let gone = live.unregister().await?;
             Ok(if session.json {
                 cli::json(&serde_json::json!({"unregistered": gone, "signal": signal}))
@@ -312,13 +312,14 @@ async fn watch_nodes(
     from: Option<u64>,
 ) -> Result<String, Failure> {
     use crate::machines::registry::client::{Watch, WatchEvent};
-    use std::io::Write;
     let retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
     let (servers, types, opts) = (
         session.servers.clone(),
         types.to_vec(),
         session.opts.clone(),
     );
+    // Installed before anything is printed (see cli::stop_signal).
+    let mut stop = cli::stop_signal();
     let mut watch = match from {
         Some(from) => Watch::resume(servers, types, from, opts, retry_for).await?,
         None => Watch::start(servers, types, opts, retry_for).await?,
@@ -336,12 +337,11 @@ async fn watch_nodes(
             )
         }
     };
-    for n in watch.nodes() {
-        print!("{}", line("present", n, watch.index(), session.json));
-    }
-    let _ = std::io::stdout().flush();
-    let stop = cli::stop_signal();
-    tokio::pin!(stop);
+    let present: String = watch
+        .nodes()
+        .map(|n| line("present", n, watch.index(), session.json))
+        .collect();
+    cli::emit(&present);
     loop {
         tokio::select! {
             signal = &mut stop => return Ok(if session.json { String::new() } else { format!("{signal}: stopped\n") }),
@@ -351,8 +351,7 @@ async fn watch_nodes(
                     WatchEvent::Updated(n) => ("updated", n),
                     WatchEvent::Removed(n) => ("removed", n),
                 };
-                print!("{}", line(what, &n, watch.index(), session.json));
-                let _ = std::io::stdout().flush();
+                cli::emit(&line(what, &n, watch.index(), session.json));
             }
         }
     }

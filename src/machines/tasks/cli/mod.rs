@@ -605,6 +605,9 @@ async fn work(
     let mut options = RegisterOptions::new("WORKER", addr.unwrap_or_else(worker_addr));
     options.connect = session.opts.clone();
     options.worker_num = capacity;
+    // Installed before the first line, and made once: a signal that arrives right after the
+    // first line, or between two turns of the loop, is not lost (see cli::stop_signal).
+    let stop = crate::cli::stop_signal();
     let registration = Registration::register(session.servers.clone(), options).await?;
     let mut worker = Worker::start(&registration, queues.to_vec(), capacity, move |input| {
         let exec = exec.clone();
@@ -619,14 +622,12 @@ async fn work(
         }
     })
     .await?;
-    println!(
-        "node {} serves {} (up to {capacity} at once); Ctrl-C or SIGTERM to stop",
+    crate::cli::emit(&format!(
+        "node {} serves {} (up to {capacity} at once); Ctrl-C or SIGTERM to stop\n",
         registration.node_id(),
         queues.join(",")
-    );
+    ));
     let mut events = worker.events();
-    // Made once: a signal that arrives between two turns of the loop is not lost.
-    let stop = crate::cli::stop_signal();
     tokio::pin!(stop);
     let why = loop {
         tokio::select! {
@@ -639,7 +640,7 @@ async fn work(
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => format!("({n} events not shown)"),
                     Err(_) => continue,
                 };
-                println!("{line}");
+                crate::cli::emit(&format!("{line}\n"));
             }
             why = worker.stopped() => break why,
             signal = &mut stop => {
