@@ -754,17 +754,25 @@ pub fn page<T, P>(
 
 /// The page a view asks for: `?limit=N&from=NAME`.
 pub fn view_page(params: &ViewParams) -> Result<(u32, String), Reject> {
-    let limit = match params.get("limit").map(|l| l.parse::<u32>()) {
-        None => 0,
-        Some(Ok(n)) => n,
-        Some(Err(_)) => {
-            return Err(Reject::keep(
-                ErrorCode::InvalidRequest,
-                "limit must be a whole number",
-            ));
-        }
-    };
-    Ok((limit, param(params, "from")))
+    Ok((
+        view_number(params, "limit")?.unwrap_or(0),
+        param(params, "from"),
+    ))
+}
+
+/// A whole-number parameter of a view, if given.
+pub fn view_number(params: &ViewParams, name: &str) -> Result<Option<u32>, Reject> {
+    params
+        .get(name)
+        .map(|v| {
+            v.parse::<u32>().map_err(|_| {
+                Reject::keep(
+                    ErrorCode::InvalidRequest,
+                    format!("{name} must be a whole number"),
+                )
+            })
+        })
+        .transpose()
 }
 
 pub fn param(params: &ViewParams, name: &str) -> String {

@@ -405,22 +405,16 @@ async fn nodes_view(
     ctx: &Ctx<'_>,
     params: &crate::machines::handle::ViewParams,
 ) -> Result<serde_json::Value, Reject> {
-    let number = |name: &str| match params.get(name).map(|l| l.parse::<u32>()) {
-        None => Ok(None),
-        Some(Ok(n)) => Ok(Some(n)),
-        Some(Err(_)) => Err(Reject::keep(
-            ErrorCode::InvalidRequest,
-            format!("{name} must be a whole number"),
-        )),
-    };
+    use crate::machines::handle::{param, view_number};
+    let limit = view_number(params, "limit")?;
     let req = pb::NodesRequest {
-        node_type: crate::machines::handle::param(params, "type"),
+        node_type: param(params, "type"),
         // `limit=0` is an empty page (the counts alone), as the status page asks for it.
-        limit: number("limit")?.map_or(0, |n| n.max(1)),
-        from_node_id: number("from")?.unwrap_or(0),
+        limit: limit.map_or(0, |n| n.max(1)),
+        from_node_id: view_number(params, "from")?.unwrap_or(0),
         ..Default::default()
     };
-    let empty_page = number("limit")? == Some(0);
+    let empty_page = limit == Some(0);
     let (mut reply, counts) = nodes_page(ctx, req, true).await?;
     if empty_page {
         reply.next_node_id = reply

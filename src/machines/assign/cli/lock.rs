@@ -126,11 +126,12 @@ fn options(session: &Session, addr: Option<SocketAddr>, metadata: String) -> Loc
 
 /// Prints `line`, or with `-w json` the event as a JSON line, at once (the command goes on).
 fn say(json: bool, line: &str, event: serde_json::Value) {
-    if json {
-        cli::emit(&format!("{event}\n"));
+    let shown = if json {
+        event.to_string()
     } else {
-        cli::emit(&format!("{line}\n"));
-    }
+        line.to_owned()
+    };
+    cli::emit(&(shown + "\n"));
 }
 
 /// The last words of a command, as a line or a JSON line.
