@@ -223,7 +223,15 @@ fn script(page: &str, blocks: &[Block], map: &BTreeMap<u16, u16>, counted: &mut 
         "trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT\n",
         "__up() { for _ in $(seq 300); do (: </dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; ",
         "sleep 0.05; done; echo \"docs: nothing listens on port $1\" >&2; return 1; }\n",
+        // After the beacons a page starts, the next line is typed once they have had a
+        // moment to elect: up to 5 s for the last one's /health (its admin port is its port
+        // + 88) to say a write would succeed. A page that starts a minority on purpose goes
+        // on after the 5 s, as its reader would.
+        "__ready() { for _ in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:$(($1 + 88))/health && return 0; ",
+        "sleep 0.05; done; return 0; }\n",
     ));
+    // The port of the last beacon started, until the next line waits for it.
+    let mut started: Option<u16> = None;
     for b in blocks {
         let mut continued = false;
         for (i, written) in b.text.lines().enumerate() {
@@ -247,9 +255,13 @@ fn script(page: &str, blocks: &[Block], map: &BTreeMap<u16, u16>, counted: &mut 
             {
                 counted.commands += 1;
             }
-            s.push_str(&format!("__at='{at}'\n"));
             let background = line.trim_end().ends_with('&');
-            if background && words[0] == "beacon" {
+            let starts_beacon = background && words[0] == "beacon";
+            if !starts_beacon && let Some(port) = started.take() {
+                s.push_str(&format!("__ready {port}\n"));
+            }
+            s.push_str(&format!("__at='{at}'\n"));
+            if starts_beacon {
                 let mut ports = BTreeSet::new();
                 ports_named(written, &mut ports);
                 let port = ports
@@ -257,6 +269,7 @@ fn script(page: &str, blocks: &[Block], map: &BTreeMap<u16, u16>, counted: &mut 
                     .map(|p| map[p])
                     .unwrap_or_else(|| panic!("{at}: a beacon started without a port"));
                 s.push_str(&format!("{line} __up {port}\n"));
+                started = Some(port);
             } else {
                 s.push_str(line);
                 s.push('\n');
