@@ -14,6 +14,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub(crate) mod grpc;
+mod leases;
 mod metrics;
 pub(crate) mod rpc;
 pub mod service;

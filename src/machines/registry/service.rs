@@ -13,10 +13,10 @@
 //! arrives late, after its registration ended and the ID went to someone else, cannot end or
 //! renew the next holder's registration.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+use super::leases::Leases;
 use super::state::{
     Command, Exhausted, FencingToken, InvalidRequest, NodeId, NodeRecord, Registry,
 };
@@ -226,37 +226,11 @@ pub struct Lease {
 
 impl Lease {
     /// A lease that starts at `now`, with no report yet.
-    fn fresh(now: Millis) -> Lease {
+    pub(super) fn fresh(now: Millis) -> Lease {
         Lease {
             last_seen: now,
             report: None,
         }
-    }
-}
-
-/// Leases by node ID. Every node report looks one up (100k renewals a second at 100k
-/// registrations); node IDs are small integers the leader hands out itself, so one
-/// multiplication hashes them well, where the default SipHash showed in profiles.
-type Leases = HashMap<NodeId, Lease, BuildHasherDefault<IdHasher>>;
-
-/// Fibonacci hashing of a node ID.
-#[derive(Debug, Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Not used by u32 keys; kept correct for any other.
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -282,7 +256,7 @@ impl RegistryService {
 
     /// The lease of node `id`, while this beacon leads.
     pub fn lease(&self, id: NodeId) -> Option<&Lease> {
-        self.leases.get(&id)
+        self.leases.get(id)
     }
 
     /// Node types `node_type` subscribes to.
@@ -296,10 +270,7 @@ impl RegistryService {
 
     /// Renews a lease.
     fn touch(&mut self, id: NodeId, now: Millis) {
-        self.leases
-            .entry(id)
-            .and_modify(|l| l.last_seen = now)
-            .or_insert(Lease::fresh(now));
+        self.leases.renew(id, now);
     }
 
     fn register<S: Part<Registry>>(
@@ -411,7 +382,7 @@ impl RegistryService {
         if let Err(e) = req.caller.may_act_on(&record) {
             return Outcome::Now(Err(e));
         }
-        self.leases.remove(&record.node_id);
+        self.leases.remove(record.node_id);
         if req.release && req.clock_ms > 0 {
             // The holder has stopped: its last timestamp replaces its reservation, so its
             // successor need not wait out a reservation it never used.
@@ -463,11 +434,7 @@ impl RegistryService {
             return Outcome::Now(Err(e));
         }
         let now = leader.now();
-        let lease = self
-            .leases
-            .entry(report.node_id)
-            .or_insert(Lease::fresh(now));
-        lease.last_seen = now;
+        let lease = self.leases.renew(report.node_id, now);
         lease.report = Some((report.node, report.workers));
         let mut reply = Response::Reported {
             node_id: report.node_id,
@@ -540,11 +507,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     /// Every live registration gets a fresh lease: its holder may have been reporting to
     /// the old leader a moment ago.
     fn lead(&mut self, state: &S, now: Millis) {
-        self.leases = state
-            .part()
-            .nodes()
-            .map(|r| (r.node_id, Lease::fresh(now)))
-            .collect();
+        self.leases = Leases::fresh(state.part().nodes().map(|r| r.node_id), now);
     }
 
     fn step_down(&mut self) {
@@ -568,18 +531,10 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
         let now = leader.now();
         let lease_ms = self.cfg.lease_ms;
-        let mut expired: Vec<NodeId> = self
-            .leases
-            .iter()
-            .filter(|(_, lease)| now.saturating_sub(lease.last_seen) > lease_ms)
-            .map(|(id, _)| *id)
-            .collect();
-        expired.sort_unstable();
-        for id in expired {
+        for id in self.leases.expire(now, lease_ms) {
             leader.notice(format!(
                 "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
             ));
-            self.leases.remove(&id);
             leader.append(S::wrap(Command::Expire(id)));
         }
         for id in leader.state().part().due_releases(now) {
