@@ -19,7 +19,7 @@ const GAP: f64 = 60.0;
 /// Each system's colour, the same in every chart.
 fn colour(system: &str) -> &'static str {
     match system {
-        "beacon" => "#3452c7",
+        "beacon" | "leader" => "#3452c7",
         "etcd" => "#12805c",
         "ZooKeeper" => "#b54708",
         _ => "#7a2eb8",
@@ -391,54 +391,85 @@ pub fn allocation(results: &Value) -> Option<String> {
 /// The leader's CPU (share of one core) by live registrations, each renewing once a
 /// second, one line per system measured.
 pub fn liveness(results: &Value) -> Option<String> {
-    let runs = pairs(results, "liveness");
-    let steps = |run: &Value| -> Vec<(f64, f64)> {
-        run["steps"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| Some((s["live"].as_f64()?, s["cpu"].as_f64()? * 100.0)))
-            .collect()
-    };
-    if runs.iter().all(|(_, r)| steps(r).is_empty()) {
-        return None;
-    }
-    let systems = unique(runs.iter().map(|(s, _)| *s));
-    let max_live = runs
-        .iter()
-        .flat_map(|(_, r)| steps(r))
-        .map(|(l, _)| l)
-        .fold(0.0, f64::max);
-    let max_cpu = runs
-        .iter()
-        .flat_map(|(_, r)| steps(r))
-        .map(|(_, c)| c)
-        .fold(0.0, f64::max);
-    let mut svg = Svg::new(
+    let series: Vec<(String, Vec<(f64, f64)>)> = pairs(results, "liveness")
+        .into_iter()
+        .map(|(system, run)| (system.to_owned(), points(run, "live", &[("cpu", 100.0)])))
+        .collect();
+    lines(
         "Liveness: the leader's CPU by live registrations",
         "each registration renews once a second; share of one core; lower is better",
-    );
-    svg.legend(&systems);
-    let panel = &panels(1, |_| Axis::linear(max_cpu))[0];
-    let x_axis = Axis::linear(max_live);
-    let x = |live: f64| panel.x0 + x_axis.frac(live) * panel.width;
-    panel.frame(&mut svg, "live registrations", " %", &[]);
+        " %",
+        &series,
+        |system, live, cpu| format!("{system}: {live} live, {cpu:.0} % CPU"),
+    )
+}
+
+/// Bytes of resident memory per registration on the leader and on a follower, by
+/// registrations held (the scale part).
+pub fn scale(results: &Value) -> Option<String> {
+    let run = &results["scale"];
+    let series: Vec<(String, Vec<(f64, f64)>)> = [
+        ("leader", "leader_bytes_per_registration"),
+        ("follower", "follower_bytes_per_registration"),
+    ]
+    .into_iter()
+    .map(|(who, key)| (who.to_owned(), points(run, "live", &[(key, 1.0)])))
+    .collect();
+    lines(
+        "Scale: memory per registration by registrations held",
+        "five beacons; resident memory above an empty beacon's, per registration; lower is better",
+        " B",
+        &series,
+        |who, live, bytes| format!("{who}: {live} registrations, {bytes:.0} B each"),
+    )
+}
+
+/// `(x, y)` of each of `run`'s steps: `x` its field `x`, `y` the first of `ys` it has
+/// (field, scale).
+fn points(run: &Value, x: &str, ys: &[(&str, f64)]) -> Vec<(f64, f64)> {
+    run["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            let y = ys
+                .iter()
+                .find_map(|(field, scale)| Some(s[*field].as_f64()? * scale))?;
+            Some((s[x].as_f64()?, y))
+        })
+        .collect()
+}
+
+/// A chart of one line per series over a linear x axis (registrations), or none without
+/// points.
+fn lines(
+    title: &str,
+    subtitle: &str,
+    unit: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    dot: impl Fn(&str, f64, f64) -> String,
+) -> Option<String> {
+    if series.iter().all(|(_, p)| p.is_empty()) {
+        return None;
+    }
+    let all = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let max_x = all().map(|(x, _)| x).fold(0.0, f64::max);
+    let max_y = all().map(|(_, y)| y).fold(0.0, f64::max);
+    let names = unique(series.iter().map(|(n, _)| n.as_str()));
+    let mut svg = Svg::new(title, subtitle);
+    svg.legend(&names);
+    let panel = &panels(1, |_| Axis::linear(max_y))[0];
+    let x_axis = Axis::linear(max_x);
+    let x = |v: f64| panel.x0 + x_axis.frac(v) * panel.width;
+    panel.frame(&mut svg, "live registrations", unit, &[]);
     for t in x_axis.ticks() {
         svg.text(x(t), H - BOTTOM + 16.0, "middle", "#1d2330", &label(t));
     }
-    for (system, run) in &runs {
-        let points: Vec<(f64, f64)> = steps(run)
-            .iter()
-            .map(|(l, c)| (x(*l), panel.y(*c)))
-            .collect();
-        svg.polyline(&points, colour(system));
-        for ((px, py), (l, c)) in points.iter().zip(steps(run)) {
-            svg.dot(
-                *px,
-                *py,
-                colour(system),
-                &format!("{system}: {l} live, {c:.0} % CPU"),
-            );
+    for (name, points) in series {
+        let at: Vec<(f64, f64)> = points.iter().map(|(l, v)| (x(*l), panel.y(*v))).collect();
+        svg.polyline(&at, colour(name));
+        for ((px, py), (l, v)) in at.iter().zip(points) {
+            svg.dot(*px, *py, colour(name), &dot(name, *l, *v));
         }
     }
     Some(svg.finish())
@@ -457,6 +488,7 @@ pub fn write_beside(json: &Path, results: &Value) -> anyhow::Result<Vec<PathBuf>
         ("failover", failover(results)),
         ("alloc", allocation(results)),
         ("liveness", liveness(results)),
+        ("scale", scale(results)),
     ] {
         let Some(svg) = chart else { continue };
         let path = json.with_file_name(format!("{stem}.{name}.svg"));

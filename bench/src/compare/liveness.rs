@@ -73,7 +73,7 @@ impl Step {
 
 /// One registration, as its renewer needs it.
 #[derive(Debug, Clone)]
-enum Item {
+pub(super) enum Item {
     Beacon {
         node_id: u32,
         addr: String,
@@ -85,7 +85,8 @@ enum Item {
     },
 }
 
-type Shard = Arc<Mutex<Vec<Item>>>;
+/// The registrations one connection registered (and renews).
+pub(super) type Shard = Arc<Mutex<Vec<Item>>>;
 
 pub async fn run(
     cluster: &Cluster,
@@ -177,7 +178,7 @@ pub async fn run(
 }
 
 /// Registers `from..to` over all shards' connections, appending each to its shard.
-async fn register(
+pub(super) async fn register(
     kind: Kind,
     at: SocketAddr,
     from: usize,
@@ -230,7 +231,7 @@ async fn register(
     Ok(())
 }
 
-async fn beacon_client(at: SocketAddr) -> anyhow::Result<Client> {
+pub(super) async fn beacon_client(at: SocketAddr) -> anyhow::Result<Client> {
     let opts = ConnectOptions {
         timeout: Duration::from_secs(10),
         ..ConnectOptions::default()

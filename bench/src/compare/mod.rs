@@ -21,6 +21,7 @@ mod proc;
 mod provenance;
 mod reads;
 mod report;
+mod scale;
 mod sequence;
 mod systems;
 mod tasks;
@@ -58,6 +59,9 @@ pub enum Part {
     /// Linearizable and serializable reads at the leader and at a follower while the leader
     /// takes writes, beside etcd's and ZooKeeper's.
     Reads,
+    /// beacon alone, five beacons: registrations grown in steps (to a million), memory and
+    /// disk per step; paging, watching, failover and a wiped follower at the top.
+    Scale,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -145,6 +149,9 @@ pub struct Options {
     tasks_submitters: usize,
     #[arg(long, default_value_t = 5)]
     tasks_secs: u64,
+    /// Live registrations of each step of the scale part.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
+    scale_steps: Vec<usize>,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -169,6 +176,7 @@ pub struct Results {
     /// beacon's native protocol and its gRPC API, on one cluster.
     pub grpc: Vec<grpc::GrpcRun>,
     pub reads: Vec<(String, Vec<reads::ReadRun>)>,
+    pub scale: Option<scale::Scale>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -562,6 +570,26 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         }
     }
 
+    if wants(Part::Scale) && runs(Kind::Beacon) {
+        println!(
+            "scale: registrations grown to {} on {} beacons; memory, disk, paging, watching, failover, a wiped follower",
+            opts.scale_steps.last().copied().unwrap_or(0),
+            scale::MEMBERS
+        );
+        let setup = BeaconSetup {
+            tick_ms: DEFAULT_TICK_MS,
+            config: serde_json::json!({ "id_range": [1, 4_000_000], "lease_ms": scale::LEASE_MS }),
+        };
+        let mut cluster = Cluster::start_beacon(&programs, scale::MEMBERS, &setup);
+        let measured = scale::run(&mut cluster, &opts.scale_steps, opts.rounds.min(3)).await;
+        keep(cluster, opts.keep);
+        let measured = measured.context("beacon at scale")?;
+        if let Some(why) = &measured.stopped {
+            println!("  {why}");
+        }
+        results.scale = Some(measured);
+    }
+
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -603,6 +631,13 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
                 .iter()
                 .chain(&s.numbers)
                 .map(|t| t.duplicates)
+                .sum::<usize>()
+        })
+        + results.scale.as_ref().map_or(0, |s| {
+            s.failover_small
+                .iter()
+                .chain(s.top.as_ref().map(|t| &t.failover))
+                .map(|f| f.duplicates)
                 .sum::<usize>()
         });
     if duplicates > 0 {

@@ -277,6 +277,7 @@ pub fn markdown(r: &Results) -> String {
     tls_table(r, &mut out);
     grpc_table(r, &mut out);
     reads_table(r, &mut out);
+    scale_table(r, &mut out);
 
     if !r.failover.is_empty() {
         writeln!(
@@ -683,5 +684,99 @@ fn reads_table(r: &Results, out: &mut String) {
             b.errors
         )
         .unwrap();
+    }
+}
+
+/// The scale part: memory and disk at each step, and what the largest registry costs.
+fn scale_table(r: &Results, out: &mut String) {
+    let Some(s) = &r.scale else {
+        return;
+    };
+    writeln!(
+        out,
+        "\nScale: registrations grown in steps on {} beacons (quorum mode, a lease of an hour; memory is resident memory above the beacon's own before the first registration):\n",
+        s.members
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| live | registered/s | leader RSS | leader per registration | follower RSS | follower per registration | log on disk | snapshot on disk |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|").unwrap();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    for step in &s.steps {
+        writeln!(
+            out,
+            "| {} | {:.0}/s | {:.1} MiB | {:.0} B | {:.1} MiB | {:.0} B | {:.1} MiB | {:.1} MiB |",
+            step.live,
+            step.registered_per_sec,
+            mib(step.leader_rss),
+            step.leader_bytes_per_registration,
+            mib(step.follower_rss),
+            step.follower_bytes_per_registration,
+            mib(step.log_bytes),
+            mib(step.snapshot_bytes)
+        )
+        .unwrap();
+    }
+    if s.leader_changes > 0 {
+        writeln!(
+            out,
+            "\nThe leadership moved {} times during the climb; the registrations a move failed were made again at the new leader.",
+            s.leader_changes
+        )
+        .unwrap();
+    }
+    if let Some(why) = &s.stopped {
+        writeln!(out, "\nThe climb stopped early: {why}").unwrap();
+    }
+    let Some(top) = &s.top else {
+        return;
+    };
+    writeln!(out, "\nAt {} registrations:\n", top.live).unwrap();
+    writeln!(out, "| measure | value |").unwrap();
+    writeln!(out, "|---|---|").unwrap();
+    let small = s.failover_small.as_ref();
+    let first = s.steps.first().map_or(0, |x| x.live);
+    let rows = [
+        (
+            "a page of 10 registrations (`show nodes --limit 10`), median / slowest of 20"
+                .to_owned(),
+            format!("{:.2} ms / {:.2} ms", top.page_ms.0, top.page_ms.1),
+        ),
+        (
+            "a watch resumed 100 log entries back, until it heard the present".to_owned(),
+            format!("{:.1} ms ({} changes)", top.resume_ms, top.resumed_changes),
+        ),
+        (
+            "a discovery push: one registration of its own type, until its watcher heard it"
+                .to_owned(),
+            format!("{:.1} ms", top.push_ms),
+        ),
+        (
+            "failover, leader SIGKILLed: median / max".to_owned(),
+            format!(
+                "{:.1} ms / {:.1} ms",
+                top.failover.median_ms, top.failover.max_ms
+            ),
+        ),
+        (
+            format!("failover at {first} registrations: median / max"),
+            small.map_or("-".to_owned(), |f| {
+                format!("{:.1} ms / {:.1} ms", f.median_ms, f.max_ms)
+            }),
+        ),
+        (
+            "a follower with its data directory wiped, caught up".to_owned(),
+            format!(
+                "{:.1} s ({:.1} MiB on its disk after)",
+                top.catch_up_ms / 1e3,
+                mib(top.catch_up_bytes)
+            ),
+        ),
+    ];
+    for (what, value) in rows {
+        writeln!(out, "| {what} | {value} |").unwrap();
     }
 }

@@ -98,6 +98,11 @@ impl Member {
     pub fn pid(&self) -> Option<u32> {
         self.process.pid()
     }
+
+    /// Whether the process is still running (it has not exited or been killed).
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
 }
 
 /// A running three-member (or n-member) cluster.
