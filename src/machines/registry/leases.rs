@@ -34,13 +34,27 @@ struct Held {
 }
 
 impl Leases {
-    /// A fresh lease at `now` for every ID of `ids`.
+    /// A fresh lease at `now` for every ID of `ids`: a new leader's, for every live
+    /// registration at once (a million at scale), so sized up front rather than grown.
     pub(super) fn fresh(ids: impl Iterator<Item = NodeId>, now: Millis) -> Leases {
-        let mut leases = Leases::default();
-        for id in ids {
-            leases.renew(id, now);
+        let n = ids.size_hint().0;
+        let mut by_id = HashMap::with_capacity_and_hasher(n, Default::default());
+        let mut due = Vec::with_capacity(n);
+        for (number, id) in (1..).zip(ids) {
+            by_id.insert(
+                id,
+                Held {
+                    lease: Lease::fresh(now),
+                    number,
+                },
+            );
+            due.push(Reverse((now, id, number)));
         }
-        leases
+        Leases {
+            next: due.len() as u64,
+            by_id,
+            due: BinaryHeap::from(due),
+        }
     }
 
     pub(super) fn get(&self, id: NodeId) -> Option<&Lease> {
