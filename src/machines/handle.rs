@@ -125,7 +125,26 @@ pub(crate) fn next_conn_id() -> ConnId {
 /// A message to a peer, encoded, stamped with the driver round that sent it. A link that
 /// comes up greets its peer with the state of some round (see [`Greeting`]) and then drops
 /// what was queued in that round or before: the greeting already said it.
-pub(crate) type Outgoing = (u64, Bytes);
+pub(crate) type Outgoing = (u64, Body);
+
+/// A peer message's bytes: ready, or still being encoded elsewhere (a snapshot: encoding a
+/// million registrations took the core thread long enough for its heartbeats to stop). The
+/// link sends them in the order queued, waiting for a body still being encoded.
+#[derive(Debug)]
+pub(crate) enum Body {
+    Ready(Bytes),
+    Encoding(tokio::sync::oneshot::Receiver<Bytes>),
+}
+
+impl Body {
+    /// The bytes, once encoded; `None` if the encoding was abandoned.
+    pub(crate) async fn bytes(self) -> Option<Bytes> {
+        match self {
+            Body::Ready(b) => Some(b),
+            Body::Encoding(rx) => rx.await.ok(),
+        }
+    }
+}
 
 /// Our state for handshakes, with the driver round it is as of. The driver replaces it at
 /// the end of each round, once the round's log changes are stored: a greeting never claims

@@ -23,13 +23,13 @@ use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
 use crate::machines::handle::{
-    ConnId, DriverHandle, Event, Greeting, Outgoing, Since, Subscriber, Subscription, Told,
+    Body, ConnId, DriverHandle, Event, Greeting, Outgoing, Since, Subscriber, Subscription, Told,
 };
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
 use crate::storage::{self, Storage, carry_out};
 use crate::time::Millis;
-use crate::wire::envelope::{message_bytes, message_to_pb};
+use crate::wire::envelope::{message_annotation, message_bytes, message_to_pb};
 
 type Input = InputOf<State, Services>;
 
@@ -655,6 +655,28 @@ impl Driver {
     }
 }
 
+/// A message carrying a snapshot, encoded on a thread of its own: at a million registrations
+/// encoding it took the core thread some hundreds of milliseconds, in which no heartbeat
+/// left and the other beacons took the leader for gone. The link sends it in its place in
+/// the queue once it is ready; what the state adds (the machines' heartbeat fields) is taken
+/// here, as of this round.
+fn encode_apart(to: SocketAddr, msg: Message<State>, state: &State) -> Body {
+    let annotation = message_annotation::<State>(&msg, state);
+    let (tx, rx) = oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("snapshot-encode".into())
+        .spawn(move || {
+            let mut bytes = prost::Message::encode_to_vec(&message_to_pb::<State>(&msg));
+            bytes.extend(annotation);
+            let _ = tx.send(bytes.into());
+        });
+    if let Err(e) = spawned {
+        // Dropping the sender abandons the message: the leader sends another.
+        warn!(peer = %to, "cannot start a thread to encode a snapshot: {e}");
+    }
+    Body::Encoding(rx)
+}
+
 /// Where the driver's carry-out sends: each peer's link queue, stamped with the round.
 struct Links<'a> {
     links: &'a HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
@@ -669,16 +691,18 @@ impl storage::Outbox<State, storage::Files> for Links<'_> {
         let Some(link) = self.links.get(&to) else {
             return;
         };
-        if msg.snapshot.is_some() {
-            self.metrics.snapshots_sent.inc();
-        }
         if let Some(last) = msg.append.as_ref().and_then(|a| a.entries.last()) {
             self.in_flight
                 .entry(to)
                 .or_insert_with(|| (last.index, Instant::now()));
         }
-        let bytes = message_bytes::<State>(&msg, self.state);
-        if link.try_send((self.round, bytes.into())).is_err() {
+        let body = if msg.snapshot.is_some() {
+            self.metrics.snapshots_sent.inc();
+            encode_apart(to, msg, self.state)
+        } else {
+            Body::Ready(message_bytes::<State>(&msg, self.state).into())
+        };
+        if link.try_send((self.round, body)).is_err() {
             // The leader resends what was lost on its next tick.
             debug!(peer = %to, "message dropped: link busy or down");
         }

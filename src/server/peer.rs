@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::framed::Conn;
 use super::shared::Shared;
-use crate::machines::handle::{ConnId, Outgoing, next_conn_id};
+use crate::machines::handle::{Body, ConnId, Outgoing, next_conn_id};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{Stream, tls};
@@ -241,7 +241,7 @@ pub(super) async fn dial(
 /// shutdown (`None`).
 async fn forward(
     conn: &mut Conn,
-    mut first: Option<bytes::Bytes>,
+    mut first: Option<Body>,
     rx: &mut mpsc::Receiver<Outgoing>,
     shared: &Shared,
     io_timeout: Duration,
@@ -257,7 +257,10 @@ async fn forward(
         tokio::select! {
             _ = shared.shutdown.cancelled() => return None,
             hb = next => {
-                let hb = hb?;
+                // A body still being encoded (a snapshot) holds back what follows it.
+                let Some(hb) = hb?.bytes().await else {
+                    continue;
+                };
                 seq = seq.wrapping_add(1);
                 // A message over the frame limit (a large snapshot) goes out in fragments.
                 // Each has io_timeout to go: a large snapshot that keeps moving is not cut
