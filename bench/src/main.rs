@@ -12,6 +12,7 @@ mod charts;
 #[cfg(feature = "peers")]
 mod compare;
 mod failover;
+mod tables;
 
 use std::path::PathBuf;
 
@@ -38,6 +39,15 @@ enum Bench {
     /// beacon, etcd and ZooKeeper side by side: failover, allocation, liveness capacity.
     #[cfg(feature = "peers")]
     Compare(Box<compare::Options>),
+    /// Copies each results file's table into the pages that show it (between
+    /// `<!-- results: FILE -->` and `<!-- end results -->`).
+    Tables {
+        /// Change nothing; exit 1 when a page differs from its results files.
+        #[arg(long)]
+        check: bool,
+        /// Pages, relative to the repository (default: README.md and docs/comparison.md).
+        pages: Vec<PathBuf>,
+    },
     /// Redraws the SVG charts beside results JSON files that `compare` wrote.
     Charts {
         /// Results files (e.g. bench/results-failover.json).
@@ -67,12 +77,40 @@ fn main() -> anyhow::Result<()> {
     if let Bench::Charts { files } = &args.bench {
         return charts::redraw(files);
     }
+    if let Bench::Tables { check, pages } = &args.bench {
+        return tables_command(*check, pages);
+    }
     let bin = beacon_bin(args.beacon_bin)?;
     let runtime = tokio::runtime::Runtime::new()?;
     match args.bench {
         Bench::Failover(opts) => runtime.block_on(failover::run(&bin, &opts)),
         #[cfg(feature = "peers")]
         Bench::Compare(opts) => runtime.block_on(compare::run(&bin, &opts)),
-        Bench::Charts { .. } => unreachable!("drawn above"),
+        Bench::Charts { .. } | Bench::Tables { .. } => unreachable!("done above"),
     }
+}
+
+/// `beacon-bench tables`: run from anywhere in the repository.
+fn tables_command(check: bool, pages: &[PathBuf]) -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .context("the repository")?;
+    let pages: Vec<PathBuf> = if pages.is_empty() {
+        tables::PAGES.iter().map(PathBuf::from).collect()
+    } else {
+        pages.to_vec()
+    };
+    let differ = tables::run(root, &pages, check)?;
+    for page in &differ {
+        let what = if check {
+            "differs from its results files"
+        } else {
+            "rewritten"
+        };
+        println!("{}: {what}", page.display());
+    }
+    if check && !differ.is_empty() {
+        bail!("run `beacon-bench tables` to copy the results files' tables into these pages");
+    }
+    Ok(())
 }
