@@ -79,6 +79,41 @@ async fn unregister(leader: &mut Leader, node: &pb::registry::NodeInfo) {
         .unwrap_or_else(|e| panic!("unregistration of {}: {e}", node.addr));
 }
 
+/// A linearizable read sent to a follower the moment its leader is killed (before the
+/// follower has noticed) waits for the next leader and answers with what was acknowledged,
+/// rather than refusing because the dead leader cannot be reached. Tried several times: the
+/// moment the follower notices varies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_at_a_follower_just_after_the_leader_dies_waits_for_the_next_leader() {
+    for round in 0..3 {
+        let mut c = start(3, "{}").await;
+        let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(10));
+        let node = register(&mut leader, "LOGIC", round).await;
+        // Beacon 0 leads (the first online in sorted order); 1 and 2 relay to it.
+        let follower = c.beacons[1].addr;
+        let mut client = Client::connect(&follower.to_string(), &opts())
+            .await
+            .unwrap();
+        // A first read opens the follower's relay connection to the leader.
+        client.nodes("LOGIC", "").await.unwrap();
+        c.beacons[0].kill();
+        let read = client.nodes("LOGIC", "").await;
+        let reply = read.unwrap_or_else(|e| {
+            panic!(
+                "round {round}: the read right after the kill was refused: {e}\n{}",
+                c.logs()
+            )
+        });
+        assert!(
+            reply
+                .nodes
+                .iter()
+                .any(|e| e.node.as_ref().is_some_and(|n| n.node_id == node.node_id)),
+            "round {round}: the acknowledged registration is in the answer"
+        );
+    }
+}
+
 async fn start(ports: usize, config: &str) -> Cluster {
     let c = Cluster::start_with(BEACON.as_ref(), &free_ports(ports), TICK_MS, "reg", config);
     let all = addrs(&c);

@@ -142,38 +142,58 @@ impl Shared {
         };
         // A cluster that is electing (no leader known, or the leader still taking over)
         // usually has a leader within a few ticks: wait for one, as writes do, rather than
-        // refuse a read just after a start or a failover.
+        // refuse a read just after a start or a failover. So does a read whose leader cannot
+        // be reached (killed a moment ago, before this beacon noticed): the next leader is
+        // asked once this beacon knows it.
         let electing = tokio::time::Instant::now() + LEADER_WAIT;
-        if let Some(leader) = leader {
-            return self
+        let mut known = leader;
+        loop {
+            let leader = match known.take() {
+                Some(leader) => Some(leader),
+                None => match self.driver.read_index().await {
+                    Ok(index) => return Ok(index),
+                    Err(r) if r.code == ErrorCode::NotLeader as u32 && r.leader.is_some() => {
+                        r.leader
+                    }
+                    Err(r) => {
+                        self.wait_or_refuse(r, electing).await.map_err(needs)?;
+                        continue;
+                    }
+                },
+            };
+            let leader = leader.expect("a leader to ask");
+            match self
                 .read_batch
                 .read_index(leader, || self.leader_read_index(leader))
                 .await
-                .map_err(needs);
-        }
-        loop {
-            let refused = match self.driver.read_index().await {
+            {
                 Ok(index) => return Ok(index),
-                Err(r) if r.code == ErrorCode::NotLeader as u32 && r.leader.is_some() => {
-                    let leader = r.leader.expect("just checked");
-                    return self
-                        .read_batch
-                        .read_index(leader, || self.leader_read_index(leader))
-                        .await
-                        .map_err(needs);
-                }
-                Err(r) => r,
-            };
-            // NO_QUORUM is refused at once: a beacon that sees no majority is not about to
-            // see a leader, and the caller may rather ask another beacon.
-            let waits = [ErrorCode::NotLeader, ErrorCode::Unavailable]
-                .iter()
-                .any(|c| *c as u32 == refused.code);
-            if !waits || tokio::time::Instant::now() >= electing || self.shutdown.is_cancelled() {
-                return Err(needs(refused));
+                Err(r) => self.wait_or_refuse(r, electing).await.map_err(needs)?,
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+
+    /// After a read index was refused with `refused`: waits a moment when a leader may be
+    /// found by `until` (no leader yet, the leader unreachable or moved), else gives the
+    /// refusal back. NO_QUORUM is refused at once: a beacon that sees no majority is not
+    /// about to see a leader, and the caller may rather ask another beacon.
+    async fn wait_or_refuse(
+        &self,
+        refused: Reject,
+        until: tokio::time::Instant,
+    ) -> Result<(), Reject> {
+        let waits = [
+            ErrorCode::NotLeader,
+            ErrorCode::Unavailable,
+            ErrorCode::LeaderChanged,
+        ]
+        .iter()
+        .any(|c| *c as u32 == refused.code);
+        if !waits || tokio::time::Instant::now() >= until || self.shutdown.is_cancelled() {
+            return Err(refused);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Ok(())
     }
 
     /// `leader`'s read index, asked over the relay connection to it.
