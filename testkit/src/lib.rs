@@ -21,7 +21,66 @@ use beacon::pb;
 
 /// `n` distinct loopback ports that were free a moment ago, ascending (so index order is the
 /// election's sorted order).
+///
+/// Taken below the kernel's ephemeral range (`ip_local_port_range`), at random: a port the
+/// kernel handed out for a listener was also one it could hand out next as the source port
+/// of some outgoing connection (a beacon dialling a peer, a proxy), and a beacon starting a
+/// moment later then found its address in use. Ports outside the range are never taken that
+/// way. The port 88 above each (a beacon's default admin port) stays below the range too.
 pub fn free_ports(n: usize) -> Vec<u16> {
+    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral.saturating_sub(100));
+    if high <= low + 1_000 {
+        return ephemeral_ports(n);
+    }
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(std::process::id()) << 32)
+        ^ DRAWN.fetch_add(0x9E37_79B9_7F4A_7C15, std::sync::atomic::Ordering::Relaxed);
+    let mut listeners: Vec<TcpListener> = Vec::new();
+    let mut tries = 0;
+    while listeners.len() < n && tries < 10_000 {
+        tries += 1;
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let port = low + (seed % u64::from(high - low)) as u16;
+        // Not another's admin port (88 apart), free now, and so is its own admin port
+        // (not held: only checked).
+        let taken = |p: u16| {
+            listeners
+                .iter()
+                .any(|l| l.local_addr().is_ok_and(|a| a.port() == p))
+        };
+        if taken(port.wrapping_sub(88)) || taken(port + 88) {
+            continue;
+        }
+        let Ok(l) = TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        if TcpListener::bind(("127.0.0.1", port + 88)).is_err() {
+            continue;
+        }
+        listeners.push(l);
+    }
+    if listeners.len() < n {
+        return ephemeral_ports(n);
+    }
+    let mut ports: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    ports.sort_unstable();
+    ports
+}
+
+/// `n` ports the kernel picks (from its ephemeral range), when none below it can be had.
+fn ephemeral_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
         .collect();
