@@ -71,12 +71,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     if listeners.len() < n {
         return ephemeral_ports(n);
     }
-    let mut ports: Vec<u16> = listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
-    ports.sort_unstable();
-    ports
+    sorted_ports(&listeners)
 }
 
 /// `n` ports the kernel picks (from its ephemeral range), when none below it can be had.
@@ -84,6 +79,11 @@ fn ephemeral_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
         .collect();
+    sorted_ports(&listeners)
+}
+
+/// The ports `listeners` hold, ascending.
+fn sorted_ports(listeners: &[TcpListener]) -> Vec<u16> {
     let mut ports: Vec<u16> = listeners
         .iter()
         .map(|l| l.local_addr().unwrap().port())
