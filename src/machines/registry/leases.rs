@@ -12,9 +12,26 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::service::Lease;
 use super::state::NodeId;
+use super::wire::LoadStats;
 use crate::time::Millis;
+
+/// A live registration's lease, at the leader.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub last_seen: Millis,
+    pub report: Option<(LoadStats, Vec<LoadStats>)>,
+}
+
+impl Lease {
+    /// A lease that starts at `now`, with no report yet.
+    fn fresh(now: Millis) -> Lease {
+        Lease {
+            last_seen: now,
+            report: None,
+        }
+    }
+}
 
 /// Leases by node ID, and when each was last looked at.
 #[derive(Debug, Clone, Default)]

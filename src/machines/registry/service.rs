@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+pub use super::leases::Lease;
 use super::leases::Leases;
 use super::state::{
     Command, Exhausted, FencingToken, InvalidRequest, NodeId, NodeRecord, Registry,
@@ -215,23 +216,6 @@ pub enum Waiting {
     Freed(NodeId, Option<NodeRecord>),
     /// A report whose clock reservation is being committed.
     Reported(Response),
-}
-
-/// A live registration's lease, at the leader.
-#[derive(Debug, Clone)]
-pub struct Lease {
-    pub last_seen: Millis,
-    pub report: Option<(LoadStats, Vec<LoadStats>)>,
-}
-
-impl Lease {
-    /// A lease that starts at `now`, with no report yet.
-    pub(super) fn fresh(now: Millis) -> Lease {
-        Lease {
-            last_seen: now,
-            report: None,
-        }
-    }
 }
 
 /// The registry's leader-side service.
