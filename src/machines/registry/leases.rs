@@ -8,7 +8,6 @@
 //! when its entry comes up the lease is either out of time or put back at its newer time.
 //! So a lease costs the heap about one pop and push per `lease_ms`, whatever its renewals.
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -43,12 +42,6 @@ pub(super) struct Leases {
     /// Numbers leases, so an entry left from an ended lease never counts for a later one
     /// of the same ID.
     next: u64,
-    /// When this beacon took over: every registration live then holds a lease from that
-    /// moment until it reports (and gets an entry of its own). Building an entry for each of
-    /// a million registrations at the takeover was most of a 312 ms step on the new
-    /// leader's core thread, in the middle of a failover; those still without one are found
-    /// once, when the presumed leases run out.
-    presumed: Option<Millis>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,30 +51,36 @@ struct Held {
 }
 
 impl Leases {
-    /// The leases of a beacon that takes over at `now`: every live registration's starts
-    /// now.
-    pub(super) fn presumed_from(now: Millis) -> Leases {
+    /// A fresh lease at `now` for every ID of `ids`: a new leader's, for every live
+    /// registration at once (a million at scale), so sized up front rather than grown.
+    pub(super) fn fresh(ids: impl Iterator<Item = NodeId>, now: Millis) -> Leases {
+        let n = ids.size_hint().0;
+        let mut by_id = HashMap::with_capacity_and_hasher(n, Default::default());
+        let mut due = Vec::with_capacity(n);
+        for (number, id) in (1..).zip(ids) {
+            by_id.insert(
+                id,
+                Held {
+                    lease: Lease::fresh(now),
+                    number,
+                },
+            );
+            due.push(Reverse((now, id, number)));
+        }
         Leases {
-            presumed: Some(now),
-            ..Leases::default()
+            next: due.len() as u64,
+            by_id,
+            due: BinaryHeap::from(due),
         }
     }
 
-    /// The lease of `id`, a live registration: its own, or the one presumed from the
-    /// takeover.
-    pub(super) fn get(&self, id: NodeId) -> Option<Cow<'_, Lease>> {
-        match (self.by_id.get(&id), self.presumed) {
-            (Some(h), _) => Some(Cow::Borrowed(&h.lease)),
-            (None, Some(since)) => Some(Cow::Owned(Lease::fresh(since))),
-            (None, None) => None,
-        }
+    pub(super) fn get(&self, id: NodeId) -> Option<&Lease> {
+        self.by_id.get(&id).map(|h| &h.lease)
     }
 
     /// Renews the lease of `id` at `now`, starting one if it has none.
     pub(super) fn renew(&mut self, id: NodeId, now: Millis) -> &mut Lease {
-        let Leases {
-            by_id, due, next, ..
-        } = self;
+        let Leases { by_id, due, next } = self;
         let held = by_id.entry(id).or_insert_with(|| {
             *next += 1;
             due.push(Reverse((now, id, *next)));
@@ -100,21 +99,9 @@ impl Leases {
     }
 
     /// Ends and returns (in ID order) the leases not renewed for more than `lease_ms`
-    /// before `now`; `live` lists the live registrations, read only when the leases
-    /// presumed from the takeover run out (once).
-    pub(super) fn expire(
-        &mut self,
-        now: Millis,
-        lease_ms: Millis,
-        live: impl Iterator<Item = NodeId>,
-    ) -> Vec<NodeId> {
+    /// before `now`.
+    pub(super) fn expire(&mut self, now: Millis, lease_ms: Millis) -> Vec<NodeId> {
         let mut out = Vec::new();
-        if let Some(since) = self.presumed
-            && now.saturating_sub(since) > lease_ms
-        {
-            self.presumed = None;
-            out.extend(live.filter(|id| !self.by_id.contains_key(id)));
-        }
         while let Some(&Reverse((seen, id, number))) = self.due.peek() {
             if now.saturating_sub(seen) <= lease_ms {
                 break;
@@ -166,46 +153,23 @@ impl Hasher for IdHasher {
 mod tests {
     use super::*;
 
-    fn none() -> std::iter::Empty<NodeId> {
-        std::iter::empty()
-    }
-
     #[test]
     fn a_lease_runs_out_only_after_lease_ms_without_renewal() {
-        let mut leases = Leases::default();
-        for id in [1, 2, 3] {
-            leases.renew(id, 0);
-        }
+        let mut leases = Leases::fresh([1, 2, 3].into_iter(), 0);
         leases.renew(2, 500);
-        assert_eq!(leases.expire(1000, 1000, none()), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(1001, 1000, none()), vec![1, 3]);
+        assert_eq!(leases.expire(1000, 1000), Vec::<NodeId>::new());
+        assert_eq!(leases.expire(1001, 1000), vec![1, 3]);
         assert!(leases.get(1).is_none() && leases.get(3).is_none());
-        assert_eq!(leases.expire(1500, 1000, none()), Vec::<NodeId>::new());
+        assert_eq!(leases.expire(1500, 1000), Vec::<NodeId>::new());
         leases.renew(2, 1400);
-        assert_eq!(leases.expire(2400, 1000, none()), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(2401, 1000, none()), vec![2]);
+        assert_eq!(leases.expire(2400, 1000), Vec::<NodeId>::new());
+        assert_eq!(leases.expire(2401, 1000), vec![2]);
         assert_eq!(leases.queued(), 0, "nothing is left behind");
-    }
-
-    /// After a takeover every live registration holds a lease from then without an entry
-    /// of its own; those that never reported run out with it, the others live on.
-    #[test]
-    fn presumed_leases_run_out_for_those_that_never_reported() {
-        let mut leases = Leases::presumed_from(100);
-        assert_eq!(leases.get(9).map(|l| l.last_seen), Some(100));
-        leases.renew(2, 600);
-        let live = || [1, 2, 3].into_iter();
-        assert_eq!(leases.expire(1100, 1000, live()), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(1101, 1000, live()), vec![1, 3]);
-        assert!(leases.get(1).is_none(), "presumed no more");
-        assert_eq!(leases.get(2).map(|l| l.last_seen), Some(600));
-        assert_eq!(leases.expire(1601, 1000, live()), vec![2]);
     }
 
     #[test]
     fn renewals_cost_the_heap_nothing_and_an_ended_lease_never_counts_again() {
-        let mut leases = Leases::default();
-        leases.renew(7, 0);
+        let mut leases = Leases::fresh([7].into_iter(), 0);
         for t in 1..10_000 {
             leases.renew(7, t);
         }
@@ -214,8 +178,8 @@ mod tests {
         // one alone decides.
         leases.remove(7);
         leases.renew(7, 20_000);
-        assert_eq!(leases.expire(20_500, 1000, none()), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(21_001, 1000, none()), vec![7]);
+        assert_eq!(leases.expire(20_500, 1000), Vec::<NodeId>::new());
+        assert_eq!(leases.expire(21_001, 1000), vec![7]);
         assert_eq!(leases.queued(), 0);
     }
 
@@ -252,7 +216,7 @@ mod tests {
                     .map(|(id, _)| *id)
                     .collect();
                 plain.retain(|_, seen| now - *seen <= lease_ms);
-                assert_eq!(leases.expire(now, lease_ms, none()), want, "at {now}");
+                assert_eq!(leases.expire(now, lease_ms), want, "at {now}");
             }
         }
     }

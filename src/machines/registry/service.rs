@@ -239,7 +239,7 @@ impl RegistryService {
     }
 
     /// The lease of node `id`, while this beacon leads.
-    pub fn lease(&self, id: NodeId) -> Option<std::borrow::Cow<'_, Lease>> {
+    pub fn lease(&self, id: NodeId) -> Option<&Lease> {
         self.leases.get(id)
     }
 
@@ -489,9 +489,9 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     type Waiting = Waiting;
 
     /// Every live registration gets a fresh lease: its holder may have been reporting to
-    /// the old leader a moment ago (presumed, not built one by one: see [`Leases`]).
-    fn lead(&mut self, _state: &S, now: Millis) {
-        self.leases = Leases::presumed_from(now);
+    /// the old leader a moment ago.
+    fn lead(&mut self, state: &S, now: Millis) {
+        self.leases = Leases::fresh(state.part().nodes().map(|r| r.node_id), now);
     }
 
     fn step_down(&mut self) {
@@ -515,8 +515,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
         let now = leader.now();
         let lease_ms = self.cfg.lease_ms;
-        let live = leader.state().part().nodes().map(|r| r.node_id);
-        for id in self.leases.expire(now, lease_ms, live) {
+        for id in self.leases.expire(now, lease_ms) {
             leader.notice(format!(
                 "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
             ));
@@ -634,7 +633,7 @@ pub fn first_nodes(
             NodeView {
                 record: r.clone(),
                 is_online: true,
-                last_seen_ms: lease.as_ref().map(|l| now.saturating_sub(l.last_seen)),
+                last_seen_ms: lease.map(|l| now.saturating_sub(l.last_seen)),
                 report: lease.and_then(|l| l.report.clone()),
                 quarantine_ms: None,
             }
