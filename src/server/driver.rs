@@ -29,7 +29,9 @@ use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
 use crate::storage::{self, Storage, carry_out};
 use crate::time::Millis;
-use crate::wire::envelope::{message_annotation, message_bytes, message_to_pb};
+use crate::wire::envelope::{
+    message_annotation, message_bytes, message_bytes_annotated, message_to_pb,
+};
 
 type Input = InputOf<State, Services>;
 
@@ -666,8 +668,7 @@ fn encode_apart(to: SocketAddr, msg: Message<State>, state: &State) -> Body {
     let spawned = std::thread::Builder::new()
         .name("snapshot-encode".into())
         .spawn(move || {
-            let mut bytes = prost::Message::encode_to_vec(&message_to_pb::<State>(&msg));
-            bytes.extend(annotation);
+            let bytes = message_bytes_annotated::<State>(&msg, &annotation);
             let _ = tx.send(bytes.into());
         });
     if let Err(e) = spawned {

@@ -135,23 +135,36 @@ pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
 /// `added_node_id`, `removed_node_id`).
 pub fn message_bytes<S: MachineWire>(m: &Message<S>, state: &S) -> Vec<u8> {
     let mut buf = message_to_pb::<S>(m).encode_to_vec();
-    buf.extend(message_annotation(m, state));
+    annotate(m, state, &mut buf);
     buf
 }
 
 /// The machines' heartbeat fields of a message ([`message_bytes`] appends them to the core's
 /// encoded fields): what the state says of the entries carried. Taken apart so that the
-/// core's fields of a large message (a snapshot) can be encoded away from the state.
+/// core's fields of a large message (a snapshot) can be encoded away from the state, by
+/// [`message_bytes_annotated`].
 pub fn message_annotation<S: MachineWire>(m: &Message<S>, state: &S) -> Vec<u8> {
+    let mut buf = Vec::new();
+    annotate(m, state, &mut buf);
+    buf
+}
+
+/// [`message_bytes`], with the machines' fields taken earlier by [`message_annotation`].
+pub fn message_bytes_annotated<S: MachineWire>(m: &Message<S>, annotation: &[u8]) -> Vec<u8> {
+    let mut buf = message_to_pb::<S>(m).encode_to_vec();
+    buf.extend_from_slice(annotation);
+    buf
+}
+
+/// Appends to `buf` what the state says of the entries `m` carries.
+fn annotate<S: MachineWire>(m: &Message<S>, state: &S, buf: &mut Vec<u8>) {
     let commands: Vec<&S::Command> = m
         .append
         .iter()
         .flat_map(|a| a.entries.iter())
         .filter_map(Entry::command)
         .collect();
-    let mut buf = Vec::new();
-    state.annotate(&commands, &mut buf);
-    buf
+    state.annotate(&commands, buf);
 }
 
 /// Decodes a peer message. An append is present when the sender gave a previous position or
