@@ -237,6 +237,11 @@ pub(super) async fn dial(
     Ok((conn, ack, greeted))
 }
 
+/// Messages written to the socket together, at most, when more are queued behind the first:
+/// one system call for a burst (a batch's appends and commits) rather than one each, with a
+/// bound so a long queue still goes out in steady pieces.
+const COALESCED: usize = 64;
+
 /// Writes `first`, then queued heartbeats, until the link fails (`Some(error)`) or
 /// shutdown (`None`).
 async fn forward(
@@ -257,22 +262,27 @@ async fn forward(
         tokio::select! {
             _ = shared.shutdown.cancelled() => return None,
             hb = next => {
-                // A body still being encoded (a snapshot) holds back what follows it.
-                let Some(hb) = hb?.bytes().await else {
-                    continue;
-                };
-                seq = seq.wrapping_add(1);
-                // A message over the frame limit (a large snapshot) goes out in fragments.
-                // Each has io_timeout to go: a large snapshot that keeps moving is not cut
-                // off, a peer that stops reading is.
-                let body = hb;
-                let max = shared.config.max_frame_bytes;
-                for frame in fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max) {
-                    match tokio::time::timeout(io_timeout, conn.send(frame)).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => return Some(e.into()),
-                        Err(_) => return Some(LinkError::Timeout(io_timeout)),
+                let hb = hb?;
+                // Each write has io_timeout to go: a large snapshot that keeps moving is not
+                // cut off, a peer that stops reading is.
+                let burst = async {
+                    let mut queued = Some(hb);
+                    let mut written = 0;
+                    while let Some(hb) = queued.take() {
+                        // A body still being encoded (a snapshot) holds back what follows it.
+                        if let Some(body) = hb.bytes().await {
+                            seq = seq.wrapping_add(1);
+                            write(conn, seq, body, shared.config.max_frame_bytes, io_timeout).await?;
+                        }
+                        written += 1;
+                        if written < COALESCED {
+                            queued = rx.try_recv().ok().map(|(_, hb)| hb);
+                        }
                     }
+                    timed(io_timeout, conn.flush()).await
+                };
+                if let Err(e) = burst.await {
+                    return Some(e);
                 }
             }
             // Heartbeats are one-way; anything read here is an error report or the close.
@@ -289,5 +299,31 @@ async fn forward(
                 Some(Ok(frame)) => debug!(cmd = frame.cmd, "unexpected frame on a heartbeat link"),
             },
         }
+    }
+}
+
+/// Puts one message in the connection's write buffer, in fragments when it is over the frame
+/// limit (a large snapshot); the buffer goes out when it fills or is flushed.
+async fn write(
+    conn: &mut Conn,
+    seq: u32,
+    body: bytes::Bytes,
+    max: usize,
+    io_timeout: Duration,
+) -> Result<(), LinkError> {
+    for frame in fragment::split(Cmd::LeaderElection.code(), seq, FLAG_ONEWAY, body, max) {
+        timed(io_timeout, conn.feed(frame)).await?;
+    }
+    Ok(())
+}
+
+/// `io`, given up as a timeout after `limit`.
+async fn timed<E: Into<LinkError>>(
+    limit: Duration,
+    io: impl Future<Output = Result<(), E>>,
+) -> Result<(), LinkError> {
+    match tokio::time::timeout(limit, io).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Err(LinkError::Timeout(limit)),
     }
 }
