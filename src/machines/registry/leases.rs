@@ -11,16 +11,32 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, OnceLock};
 
 use super::state::NodeId;
 use super::wire::LoadStats;
 use crate::time::Millis;
 
+/// What a service's last report said of its load: its own and each worker's.
+pub type LoadReport = (LoadStats, Vec<LoadStats>);
+
 /// A live registration's lease, at the leader.
+///
+/// Kept small (16 bytes): the leader holds one per live registration, a million at scale,
+/// in a hash map that rounds its buckets up to a power of two. A report is held apart; the
+/// common one that says nothing (all zeros, no workers) is one shared value, not a copy per
+/// registration.
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub last_seen: Millis,
-    pub report: Option<(LoadStats, Vec<LoadStats>)>,
+    pub report: Option<Arc<LoadReport>>,
+}
+
+/// The report of a service that reports no load: shared by every lease that has it.
+fn zero_report() -> Arc<LoadReport> {
+    static ZERO: OnceLock<Arc<LoadReport>> = OnceLock::new();
+    ZERO.get_or_init(|| Arc::new((LoadStats::default(), Vec::new())))
+        .clone()
 }
 
 impl Lease {
@@ -29,6 +45,19 @@ impl Lease {
         Lease {
             last_seen: now,
             report: None,
+        }
+    }
+
+    /// Keeps `node` and `workers` as the last report, in place when this lease holds its
+    /// report alone.
+    pub fn set_report(&mut self, node: LoadStats, workers: Vec<LoadStats>) {
+        if node == LoadStats::default() && workers.is_empty() {
+            self.report = Some(zero_report());
+            return;
+        }
+        match self.report.as_mut().and_then(Arc::get_mut) {
+            Some(kept) => *kept = (node, workers),
+            None => self.report = Some(Arc::new((node, workers))),
         }
     }
 }
@@ -152,6 +181,36 @@ impl Hasher for IdHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_keeps_its_last_report_and_a_silent_one_shares_the_zero_report() {
+        let mut leases = Leases::fresh([1, 2].into_iter(), 0);
+        let busy = LoadStats {
+            load: 7,
+            ..Default::default()
+        };
+        leases.renew(1, 10).set_report(busy, vec![busy]);
+        let kept = leases
+            .get(1)
+            .and_then(|l| l.report.clone())
+            .expect("a report");
+        assert_eq!(*kept, (busy, vec![busy]));
+        drop(kept);
+        // A later report replaces it.
+        leases
+            .renew(1, 20)
+            .set_report(LoadStats::default(), Vec::new());
+        leases
+            .renew(2, 20)
+            .set_report(LoadStats::default(), Vec::new());
+        let (a, b) = (leases.get(1).unwrap(), leases.get(2).unwrap());
+        let (a, b) = (a.report.as_ref().unwrap(), b.report.as_ref().unwrap());
+        assert_eq!(**a, (LoadStats::default(), Vec::new()));
+        assert!(Arc::ptr_eq(a, b), "one shared value, not a copy per lease");
+        // What the leader holds per registration stays this small (a million of them at
+        // scale, in buckets rounded up to a power of two).
+        assert!(std::mem::size_of::<(NodeId, Held)>() <= 32);
+    }
 
     #[test]
     fn a_lease_runs_out_only_after_lease_ms_without_renewal() {

@@ -419,7 +419,7 @@ impl RegistryService {
         }
         let now = leader.now();
         let lease = self.leases.renew(report.node_id, now);
-        lease.report = Some((report.node, report.workers));
+        lease.set_report(report.node, report.workers);
         let mut reply = Response::Reported {
             node_id: report.node_id,
             lease_ms: self.cfg.lease_ms,
@@ -634,7 +634,7 @@ pub fn first_nodes(
                 record: r.clone(),
                 is_online: true,
                 last_seen_ms: lease.map(|l| now.saturating_sub(l.last_seen)),
-                report: lease.and_then(|l| l.report.clone()),
+                report: lease.and_then(|l| l.report.as_deref().cloned()),
                 quarantine_ms: None,
             }
         } else {
