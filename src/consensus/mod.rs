@@ -200,9 +200,22 @@ enum Phase {
     /// from its holder if it is not ours; only then does the leader serve.
     Collecting {
         promised: BTreeMap<SocketAddr, Position>,
-        /// The follower whose state is being fetched, and its position.
-        fetching: Option<(SocketAddr, Position)>,
+        /// What is being fetched, and from whom.
+        fetching: Option<Fetch>,
     },
+}
+
+/// A new leader's fetch of the most advanced state of a majority from the follower that
+/// holds it: the entries it lacks when the follower's log holds its last position (the
+/// common case: a few entries the old leader sent one follower before it died), else the
+/// whole state.
+#[derive(Debug, Clone, Copy)]
+struct Fetch {
+    from: SocketAddr,
+    /// The follower's position: what the leader takes over.
+    wanted: Position,
+    /// Ask for the whole state, not the entries (they did not fit ours).
+    whole: bool,
 }
 
 /// State only the leader has.

@@ -55,7 +55,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }) = &self.leading
         {
             // Taking over: nothing to send but our heartbeat, and the fetch.
-            msg.fetch = fetching.is_some_and(|(p, _)| p == peer);
+            if let Some(f) = fetching.filter(|f| f.from == peer) {
+                msg.fetch = true;
+                msg.need_snapshot = f.whole;
+            }
             return msg;
         }
         let Some(f) = self
@@ -211,9 +214,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         if msg.fetch {
-            // A new leader takes over the most advanced state of a majority: ours.
+            // A new leader takes over the most advanced state of a majority: ours. What it
+            // lacks is the entries after its last position when our log holds that position
+            // (a few, usually); else, or when it asks, the whole state.
             let mut reply = self.bare_message();
-            reply.snapshot = Some(Box::new(self.snapshot(now)));
+            let gap = self.log.last().index.saturating_sub(msg.position.index);
+            let entries = (!msg.need_snapshot
+                && gap as usize <= super::MAX_ENTRIES_PER_MESSAGE
+                && self.log.contains(msg.position))
+            .then(|| self.log.after(msg.position.index, super::MAX_ENTRIES_PER_MESSAGE))
+            .flatten();
+            match entries {
+                Some(entries) => {
+                    reply.append = Some(super::Append {
+                        prev: msg.position,
+                        entries,
+                    })
+                }
+                None => reply.snapshot = Some(Box::new(self.snapshot(now))),
+            }
             self.send(from, reply);
             return;
         }

@@ -30,7 +30,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         match holder {
             None => self.become_ready(now),
             Some(peer) => {
-                *fetching = Some((peer, best));
+                *fetching = Some(super::Fetch {
+                    from: peer,
+                    wanted: best,
+                    whole: false,
+                });
                 self.ready.events.push(Event::Notice(format!(
                     "taking over: follower {peer} holds the most advanced state ({best}, ours {mine}); fetching it"
                 )));
@@ -77,22 +81,78 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return true; // it has not heard of our term yet: no promise
         }
         promised.insert(from, msg.position);
-        if let Some((peer, wanted)) = *fetching {
-            match msg.snapshot {
-                Some(snapshot) if peer == from && snapshot.position == wanted => {
-                    self.install(*snapshot, now);
-                    self.become_ready(now);
-                }
-                _ if peer == from && msg.position != wanted => {
-                    // It moved on meanwhile: choose again.
-                    *fetching = None;
-                    self.try_take_over(now);
-                }
-                _ => {}
-            }
+        let Some(fetch) = *fetching else {
+            self.try_take_over(now);
+            return true;
+        };
+        if fetch.from != from {
             return true;
         }
-        self.try_take_over(now);
+        let mine = self.log.last();
+        if let Some(snapshot) = msg.snapshot.filter(|s| s.position == fetch.wanted) {
+            self.install(*snapshot, now);
+            self.become_ready(now);
+        } else if let Some(append) = msg.append.filter(|a| {
+            a.prev == mine && a.entries.last().map(|e| e.position()) == Some(fetch.wanted)
+        }) {
+            if self.take_entries(now, from, append.entries) {
+                self.become_ready(now);
+            } else if let Some(super::Leading {
+                phase: Phase::Collecting { fetching, .. },
+                ..
+            }) = self.leading.as_mut()
+            {
+                // They did not fit our state: ask for the whole of it.
+                *fetching = Some(super::Fetch {
+                    whole: true,
+                    ..fetch
+                });
+                let msg = self.message_for(from, now);
+                self.send(from, msg);
+            }
+        } else if msg.position != fetch.wanted {
+            // It moved on meanwhile: choose again.
+            if let Some(super::Leading {
+                phase: Phase::Collecting { fetching, .. },
+                ..
+            }) = self.leading.as_mut()
+            {
+                *fetching = None;
+            }
+            self.try_take_over(now);
+        }
+        true
+    }
+
+    /// Appends and applies `entries`, fetched from follower `from` while taking over, after
+    /// our last; whether they all fit (if not, the state must be fetched whole, which
+    /// replaces whatever was applied here).
+    fn take_entries(
+        &mut self,
+        now: Millis,
+        from: std::net::SocketAddr,
+        entries: Vec<super::Entry<S::Command>>,
+    ) -> bool {
+        for entry in entries {
+            if entry.index != self.log.last().index + 1 {
+                return false;
+            }
+            if let super::Payload::Command(command) = &entry.payload {
+                match self.state.apply(command, now) {
+                    Ok(Some(change)) => self.changes.push_back((entry.index, change)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.notice(format!(
+                            "entry {} from follower {from} does not fit this beacon's state ({e}): fetching its whole state",
+                            entry.position()
+                        ));
+                        return false;
+                    }
+                }
+            }
+            self.ready.store.entries.push(entry.clone());
+            self.log.append(entry);
+        }
         true
     }
 }
@@ -100,7 +160,51 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Mode, Payload, Position, Snapshot};
+    use super::super::{Append, Entry, Mode, Payload, Position, Snapshot};
+
+    #[test]
+    fn a_new_leader_takes_the_entries_it_lacks_from_a_follower_that_holds_its_position() {
+        let mut a = node(A, Mode::Quorum);
+        let zero = Position::default();
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 0, zero, 0));
+        }
+        tick(&mut a, 100);
+        // B holds two entries A never got.
+        let ahead = Position { index: 2, term: 1 };
+        let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
+        let fetch: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
+        assert_eq!(fetch.len(), 1);
+        assert!(!fetch[0].1.need_snapshot, "entries first, not the whole state");
+        // B answers with the entries after A's last position, not its whole state.
+        let mut answer = follower(A, 4, ahead, 0);
+        answer.append = Some(Append {
+            prev: zero,
+            entries: vec![
+                Entry {
+                    index: 1,
+                    term: 1,
+                    payload: Payload::Command(10),
+                },
+                Entry {
+                    index: 2,
+                    term: 1,
+                    payload: Payload::Command(20),
+                },
+            ],
+        });
+        let step = hear(&mut a, 102, B, answer);
+        assert!(a.has_taken_over());
+        assert_eq!(a.state().0, vec![10, 20]);
+        assert!(step.store.snapshot.is_none());
+        let stored: Vec<_> = step
+            .store
+            .entries
+            .iter()
+            .map(|e| (e.index, matches!(e.payload, Payload::LeaderStart)))
+            .collect();
+        assert_eq!(stored, vec![(1, false), (2, false), (3, true)]);
+    }
 
     #[test]
     fn a_new_leader_fetches_the_most_advanced_state_of_a_majority_before_it_serves() {
