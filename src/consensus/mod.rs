@@ -55,6 +55,13 @@ pub type Token = u64;
 /// Most entries carried by one message.
 const MAX_ENTRIES_PER_MESSAGE: usize = 256;
 
+/// How far behind the follower it fetches from a new leader may be and still take the
+/// entries it lacks, a message's worth at a time, rather than the whole state: a beacon
+/// restarted moments before (the leader's last failover) is a few hundred to a few thousand
+/// entries behind, which costs a few round trips; a whole state of a million registrations
+/// costs hundreds of milliseconds to build, encode and install.
+const MAX_ENTRIES_FETCHED: u64 = 16 * MAX_ENTRIES_PER_MESSAGE as u64;
+
 /// How writes are made safe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

@@ -216,13 +216,17 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if msg.fetch {
             // A new leader takes over the most advanced state of a majority: ours. What it
             // lacks is the entries after its last position when our log holds that position
-            // (a few, usually); else, or when it asks, the whole state.
+            // and it is not far behind (a message's worth now, the rest as it asks again);
+            // else, or when it asks, the whole state.
             let mut reply = self.bare_message();
             let gap = self.log.last().index.saturating_sub(msg.position.index);
             let entries = (!msg.need_snapshot
-                && gap as usize <= super::MAX_ENTRIES_PER_MESSAGE
+                && gap <= super::MAX_ENTRIES_FETCHED
                 && self.log.contains(msg.position))
-            .then(|| self.log.after(msg.position.index, super::MAX_ENTRIES_PER_MESSAGE))
+            .then(|| {
+                self.log
+                    .after(msg.position.index, super::MAX_ENTRIES_PER_MESSAGE)
+            })
             .flatten();
             match entries {
                 Some(entries) => {

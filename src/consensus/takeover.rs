@@ -93,10 +93,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.install(*snapshot, now);
             self.become_ready(now);
         } else if let Some(append) = msg.append.filter(|a| {
-            a.prev == mine && a.entries.last().map(|e| e.position()) == Some(fetch.wanted)
+            a.prev == mine
+                && a.entries
+                    .last()
+                    .is_some_and(|e| e.index <= fetch.wanted.index)
+                && msg.position == fetch.wanted
         }) {
             if self.take_entries(now, from, append.entries) {
-                self.become_ready(now);
+                if self.log.last() == fetch.wanted {
+                    self.become_ready(now);
+                } else {
+                    // A message's worth: ask for the next.
+                    let msg = self.message_for(from, now);
+                    self.send(from, msg);
+                }
             } else if let Some(super::Leading {
                 phase: Phase::Collecting { fetching, .. },
                 ..
@@ -175,7 +185,10 @@ mod tests {
         let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
         let fetch: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
         assert_eq!(fetch.len(), 1);
-        assert!(!fetch[0].1.need_snapshot, "entries first, not the whole state");
+        assert!(
+            !fetch[0].1.need_snapshot,
+            "entries first, not the whole state"
+        );
         // B answers with the entries after A's last position, not its whole state.
         let mut answer = follower(A, 4, ahead, 0);
         answer.append = Some(Append {
@@ -204,6 +217,42 @@ mod tests {
             .map(|e| (e.index, matches!(e.payload, Payload::LeaderStart)))
             .collect();
         assert_eq!(stored, vec![(1, false), (2, false), (3, true)]);
+    }
+
+    #[test]
+    fn a_new_leader_further_behind_takes_the_entries_a_message_at_a_time() {
+        let mut a = node(A, Mode::Quorum);
+        let zero = Position::default();
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 0, zero, 0));
+        }
+        tick(&mut a, 100);
+        let ahead = Position { index: 2, term: 1 };
+        hear(&mut a, 101, B, follower(A, 4, ahead, 0));
+        let entry = |index, n| Entry {
+            index,
+            term: 1,
+            payload: Payload::Command(n),
+        };
+        // The first of two entries: A takes it and asks for the rest, still not serving.
+        let mut first = follower(A, 4, ahead, 0);
+        first.append = Some(Append {
+            prev: zero,
+            entries: vec![entry(1, 10)],
+        });
+        let step = hear(&mut a, 102, B, first);
+        assert!(!a.has_taken_over());
+        let asked: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].1.position, Position { index: 1, term: 1 });
+        let mut rest = follower(A, 4, ahead, 0);
+        rest.append = Some(Append {
+            prev: Position { index: 1, term: 1 },
+            entries: vec![entry(2, 20)],
+        });
+        hear(&mut a, 103, B, rest);
+        assert!(a.has_taken_over());
+        assert_eq!(a.state().0, vec![10, 20]);
     }
 
     #[test]
