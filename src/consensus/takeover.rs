@@ -170,19 +170,42 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Append, Entry, Mode, Payload, Position, Snapshot};
+    use super::super::{Append, Entry, Message, Mode, Payload, Position, Snapshot};
+
+    /// A, just elected in quorum mode, after B promised holding two entries A never got:
+    /// A's step, which asks B for them.
+    fn behind_b() -> (Node, Step) {
+        let mut a = node(A, Mode::Quorum);
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 0, Position::default(), 0));
+        }
+        tick(&mut a, 100);
+        let step = hear(&mut a, 101, B, follower(A, 4, AHEAD, 0));
+        (a, step)
+    }
+
+    const AHEAD: Position = Position { index: 2, term: 1 };
+
+    /// B's answer to a fetch: `entries` (index, number) after `prev`.
+    fn entries_from_b(prev: Position, entries: &[(u64, u64)]) -> Message<Numbers> {
+        let mut answer = follower(A, 4, AHEAD, 0);
+        answer.append = Some(Append {
+            prev,
+            entries: entries
+                .iter()
+                .map(|&(index, n)| Entry {
+                    index,
+                    term: 1,
+                    payload: Payload::Command(n),
+                })
+                .collect(),
+        });
+        answer
+    }
 
     #[test]
     fn a_new_leader_takes_the_entries_it_lacks_from_a_follower_that_holds_its_position() {
-        let mut a = node(A, Mode::Quorum);
-        let zero = Position::default();
-        for p in [B, C] {
-            hear(&mut a, 1, p, follower(0, 0, zero, 0));
-        }
-        tick(&mut a, 100);
-        // B holds two entries A never got.
-        let ahead = Position { index: 2, term: 1 };
-        let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
+        let (mut a, step) = behind_b();
         let fetch: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
         assert_eq!(fetch.len(), 1);
         assert!(
@@ -190,22 +213,7 @@ mod tests {
             "entries first, not the whole state"
         );
         // B answers with the entries after A's last position, not its whole state.
-        let mut answer = follower(A, 4, ahead, 0);
-        answer.append = Some(Append {
-            prev: zero,
-            entries: vec![
-                Entry {
-                    index: 1,
-                    term: 1,
-                    payload: Payload::Command(10),
-                },
-                Entry {
-                    index: 2,
-                    term: 1,
-                    payload: Payload::Command(20),
-                },
-            ],
-        });
+        let answer = entries_from_b(Position::default(), &[(1, 10), (2, 20)]);
         let step = hear(&mut a, 102, B, answer);
         assert!(a.has_taken_over());
         assert_eq!(a.state().0, vec![10, 20]);
@@ -221,36 +229,20 @@ mod tests {
 
     #[test]
     fn a_new_leader_further_behind_takes_the_entries_a_message_at_a_time() {
-        let mut a = node(A, Mode::Quorum);
-        let zero = Position::default();
-        for p in [B, C] {
-            hear(&mut a, 1, p, follower(0, 0, zero, 0));
-        }
-        tick(&mut a, 100);
-        let ahead = Position { index: 2, term: 1 };
-        hear(&mut a, 101, B, follower(A, 4, ahead, 0));
-        let entry = |index, n| Entry {
-            index,
-            term: 1,
-            payload: Payload::Command(n),
-        };
+        let (mut a, _) = behind_b();
         // The first of two entries: A takes it and asks for the rest, still not serving.
-        let mut first = follower(A, 4, ahead, 0);
-        first.append = Some(Append {
-            prev: zero,
-            entries: vec![entry(1, 10)],
-        });
-        let step = hear(&mut a, 102, B, first);
+        let step = hear(
+            &mut a,
+            102,
+            B,
+            entries_from_b(Position::default(), &[(1, 10)]),
+        );
         assert!(!a.has_taken_over());
         let asked: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
         assert_eq!(asked.len(), 1);
-        assert_eq!(asked[0].1.position, Position { index: 1, term: 1 });
-        let mut rest = follower(A, 4, ahead, 0);
-        rest.append = Some(Append {
-            prev: Position { index: 1, term: 1 },
-            entries: vec![entry(2, 20)],
-        });
-        hear(&mut a, 103, B, rest);
+        let first = Position { index: 1, term: 1 };
+        assert_eq!(asked[0].1.position, first);
+        hear(&mut a, 103, B, entries_from_b(first, &[(2, 20)]));
         assert!(a.has_taken_over());
         assert_eq!(a.state().0, vec![10, 20]);
     }
