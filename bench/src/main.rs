@@ -45,7 +45,7 @@ enum Bench {
         /// Change nothing; exit 1 when a page differs from its results files.
         #[arg(long)]
         check: bool,
-        /// Pages, relative to the repository (default: README.md and docs/comparison.md).
+        /// Pages, relative to the repository (default: README.md and every page in docs/).
         pages: Vec<PathBuf>,
     },
     /// Redraws the SVG charts beside results JSON files that `compare` wrote.
@@ -96,7 +96,7 @@ fn tables_command(check: bool, pages: &[PathBuf]) -> anyhow::Result<()> {
         .parent()
         .context("the repository")?;
     let pages: Vec<PathBuf> = if pages.is_empty() {
-        tables::PAGES.iter().map(PathBuf::from).collect()
+        tables::pages(root)?
     } else {
         pages.to_vec()
     };

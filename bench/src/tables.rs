@@ -20,8 +20,22 @@ use anyhow::{Context, bail};
 const START: &str = "<!-- results: ";
 const END: &str = "<!-- end results -->";
 
-/// The pages that show results tables, relative to the repository.
-pub const PAGES: &[&str] = &["README.md", "docs/comparison.md"];
+/// The pages that may show results tables, relative to the repository `root`: the README
+/// and every page of the docs.
+pub fn pages(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut pages = vec![PathBuf::from("README.md")];
+    let docs = root.join("docs");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&docs).with_context(|| format!("read {}", docs.display()))? {
+        let name = entry?.file_name();
+        if name.to_string_lossy().ends_with(".md") {
+            found.push(Path::new("docs").join(name));
+        }
+    }
+    found.sort();
+    pages.extend(found);
+    Ok(pages)
+}
 
 /// Rewrites (or, with `check`, compares) the results blocks of `pages` under `root`; returns
 /// the pages that differed.
@@ -124,7 +138,8 @@ mod tests {
     /// writes it: edit the results file (by running the benchmark), not the page.
     #[test]
     fn the_pages_show_their_results_files_tables() {
-        let pages: Vec<PathBuf> = PAGES.iter().map(PathBuf::from).collect();
+        let pages = pages(&root()).expect("the docs folder lists");
+        assert!(pages.iter().any(|p| p.ends_with("security.md")));
         let differ = run(&root(), &pages, true).expect("the pages and results files read");
         assert!(
             differ.is_empty(),

@@ -487,7 +487,8 @@ fn tls_table(r: &Results, out: &mut String) {
     };
     writeln!(
         out,
-        "\nbeacon with TLS (3 beacons, quorum mode, tick 1000 ms):\n"
+        "\nbeacon with TLS (3 beacons, quorum mode, tick {} ms):\n",
+        beacon::config::DEFAULT_TICK_MS
     )
     .unwrap();
     writeln!(out, "| measure | plaintext | TLS | TLS/plaintext |").unwrap();
