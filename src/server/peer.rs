@@ -269,7 +269,11 @@ async fn forward(
                     let mut queued = Some(hb);
                     let mut written = 0;
                     while let Some(hb) = queued.take() {
-                        // A body still being encoded (a snapshot) holds back what follows it.
+                        // A body still being encoded (a snapshot) holds back what follows it,
+                        // not what went before it: that goes out first.
+                        if written > 0 && matches!(hb, Body::Encoding(_)) {
+                            timed(io_timeout, conn.flush()).await?;
+                        }
                         if let Some(body) = hb.bytes().await {
                             seq = seq.wrapping_add(1);
                             write(conn, seq, body, shared.config.max_frame_bytes, io_timeout).await?;
