@@ -906,6 +906,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         leading.waiting.insert(at, (index, token, waiting));
     }
 
+    /// Applies `entry`, taken from another beacon (a follower's from its leader, a new
+    /// leader's from the follower it takes over from), then stores and appends it; its
+    /// change is kept for release once committed. An entry that does not fit the state is
+    /// neither applied nor appended.
+    fn apply_and_append(
+        &mut self,
+        now: Millis,
+        entry: Entry<S::Command>,
+    ) -> Result<(), S::ApplyError> {
+        if let Payload::Command(command) = &entry.payload
+            && let Some(change) = self.state.apply(command, now)?
+        {
+            self.changes.push_back((entry.index, change));
+        }
+        self.ready.store.entries.push(entry.clone());
+        self.log.append(entry);
+        Ok(())
+    }
+
     /// Appends the core's own entry (a leader starting its term).
     fn append_leader_start(&mut self) {
         let entry = Entry {

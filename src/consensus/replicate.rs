@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use super::election;
 use super::message::{Append, Snapshot};
-use super::{Follower, Machine, Message, Payload, Phase, Position, Replica, Service};
+use super::{Follower, Machine, Message, Phase, Position, Replica, Service};
 use crate::time::Millis;
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
@@ -298,23 +298,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                         }
                         None => {}
                     }
-                    if let Payload::Command(command) = &entry.payload {
-                        match self.state.apply(command, now) {
-                            Ok(Some(change)) => self.changes.push_back((entry.index, change)),
-                            Ok(None) => {}
-                            Err(e) => {
-                                self.notice(format!(
-                                    "entry {} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot",
-                                    entry.position()
-                                ));
-                                need_snapshot = true;
-                                break;
-                            }
-                        }
+                    let position = entry.position();
+                    if let Err(e) = self.apply_and_append(now, entry) {
+                        self.notice(format!(
+                            "entry {position} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot"
+                        ));
+                        need_snapshot = true;
+                        break;
                     }
-                    verified = verified.max(entry.index);
-                    self.ready.store.entries.push(entry.clone());
-                    self.log.append(entry);
+                    verified = verified.max(position.index);
                 }
             }
         }

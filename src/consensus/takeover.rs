@@ -107,31 +107,33 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     let msg = self.message_for(from, now);
                     self.send(from, msg);
                 }
-            } else if let Some(super::Leading {
-                phase: Phase::Collecting { fetching, .. },
-                ..
-            }) = self.leading.as_mut()
-            {
+            } else {
                 // They did not fit our state: ask for the whole of it.
-                *fetching = Some(super::Fetch {
+                self.set_fetch(Some(super::Fetch {
                     whole: true,
                     ..fetch
-                });
+                }));
                 let msg = self.message_for(from, now);
                 self.send(from, msg);
             }
         } else if msg.position != fetch.wanted {
             // It moved on meanwhile: choose again.
-            if let Some(super::Leading {
-                phase: Phase::Collecting { fetching, .. },
-                ..
-            }) = self.leading.as_mut()
-            {
-                *fetching = None;
-            }
+            self.set_fetch(None);
             self.try_take_over(now);
         }
         true
+    }
+
+    /// Sets what is being fetched while collecting (a leader that has taken over fetches
+    /// nothing).
+    fn set_fetch(&mut self, fetch: Option<super::Fetch>) {
+        if let Some(super::Leading {
+            phase: Phase::Collecting { fetching, .. },
+            ..
+        }) = self.leading.as_mut()
+        {
+            *fetching = fetch;
+        }
     }
 
     /// Appends and applies `entries`, fetched from follower `from` while taking over, after
@@ -147,21 +149,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             if entry.index != self.log.last().index + 1 {
                 return false;
             }
-            if let super::Payload::Command(command) = &entry.payload {
-                match self.state.apply(command, now) {
-                    Ok(Some(change)) => self.changes.push_back((entry.index, change)),
-                    Ok(None) => {}
-                    Err(e) => {
-                        self.notice(format!(
-                            "entry {} from follower {from} does not fit this beacon's state ({e}): fetching its whole state",
-                            entry.position()
-                        ));
-                        return false;
-                    }
-                }
+            let position = entry.position();
+            if let Err(e) = self.apply_and_append(now, entry) {
+                self.notice(format!(
+                    "entry {position} from follower {from} does not fit this beacon's state ({e}): fetching its whole state"
+                ));
+                return false;
             }
-            self.ready.store.entries.push(entry.clone());
-            self.log.append(entry);
         }
         true
     }
