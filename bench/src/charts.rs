@@ -424,6 +424,72 @@ pub fn scale(results: &Value) -> Option<String> {
     )
 }
 
+/// The scale part's rate half: lease renewals per leader core-second and the live
+/// registrations one core keeps at the client's default cadence, a bar per system on a log
+/// scale (beacon's and etcd's differ by more than a decade).
+pub fn renewal_rate(results: &Value) -> Option<String> {
+    let runs = pairs(results, "renewal_rate");
+    if runs.is_empty() {
+        return None;
+    }
+    let systems = unique(runs.iter().map(|(s, _)| *s));
+    let measures = [
+        ("per_core_sec", "renewals per leader core-second"),
+        ("live_per_core", "live registrations per leader core"),
+    ];
+    let values = |key: &str| -> Vec<f64> {
+        runs.iter()
+            .filter_map(|(_, x)| x[key].as_f64())
+            .filter(|v| *v > 0.0)
+            .collect()
+    };
+    let mut svg = Svg::new(
+        "Scale, rate: lease renewals one leader core sustains",
+        "renewed as fast as answered on five members; per second of the leader's CPU; log scale; higher is better",
+    );
+    svg.legend(&systems);
+    let axes: Vec<Axis> = measures
+        .iter()
+        .map(|(key, _)| {
+            let v = values(key);
+            let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = v.iter().copied().fold(0.0, f64::max);
+            Axis::log(min.min(max).max(1.0), max.max(10.0))
+        })
+        .collect();
+    for (panel, (key, title)) in panels(2, |i| axes[i]).iter().zip(measures) {
+        panel.frame(&mut svg, title, "", &systems);
+        for (i, system) in systems.iter().enumerate() {
+            let Some(v) = runs
+                .iter()
+                .find(|(s, _)| s == system)
+                .and_then(|(_, x)| x[key].as_f64())
+            else {
+                continue;
+            };
+            let x = panel.cat_x(i, systems.len());
+            let (top, bottom) = (panel.y(v), panel.y(panel.axis.lo));
+            let _ = writeln!(
+                svg.0,
+                r#"<rect x="{:.1}" y="{top:.1}" width="36" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
+                x - 18.0,
+                (bottom - top).max(0.0),
+                colour(system),
+                esc(&format!("{system}: {v:.0}"))
+            );
+            let text = if v >= 1e6 {
+                format!("{:.2}M", v / 1e6)
+            } else if v >= 1e4 {
+                format!("{:.0}k", v / 1e3)
+            } else {
+                format!("{v:.0}")
+            };
+            svg.text(x, top - 6.0, "middle", "#101828", &text);
+        }
+    }
+    Some(svg.finish())
+}
+
 /// `(x, y)` of each of `run`'s steps: `x` its field `x`, `y` the first of `ys` it has
 /// (field, scale).
 fn points(run: &Value, x: &str, ys: &[(&str, f64)]) -> Vec<(f64, f64)> {
@@ -489,6 +555,7 @@ pub fn write_beside(json: &Path, results: &Value) -> anyhow::Result<Vec<PathBuf>
         ("alloc", allocation(results)),
         ("liveness", liveness(results)),
         ("scale", scale(results)),
+        ("renewal-rate", renewal_rate(results)),
     ] {
         let Some(svg) = chart else { continue };
         let path = json.with_file_name(format!("{stem}.{name}.svg"));
@@ -562,6 +629,23 @@ mod tests {
         let svg = liveness(&sample()).unwrap();
         assert!(svg.contains("beacon: 50000 live, 39 % CPU"));
         assert_eq!(failover(&json!({"alloc": []})), None, "nothing to draw");
+    }
+
+    #[test]
+    fn renewal_rate_draws_a_bar_per_system_and_measure() {
+        let results = json!({"renewal_rate": [
+            ["beacon", {"per_core_sec": 212_345.0, "live_per_core": 530_862.0}],
+            ["etcd", {"per_core_sec": 9_870.0, "live_per_core": 32_900.0}],
+        ]});
+        let svg = renewal_rate(&results).unwrap();
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            4 + 2,
+            "four bars and two legend keys"
+        );
+        assert!(svg.contains(">212k<") && svg.contains(">9870<"));
+        assert!(svg.contains("beacon: 530862"));
+        assert_eq!(renewal_rate(&json!({"renewal_rate": []})), None);
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! <!-- end results -->
 //! ```
 //!
-//! Between the marks go the file's first table and a line that says where and when it was
-//! taken (the file's own first line). `--check` changes nothing and fails when a page
+//! Between the marks go the file's first table (`results-scale.md#2`: its second) and a line
+//! that says where and when it was taken (the file's own first line). `--check` changes nothing and fails when a page
 //! differs from what its results files say; the tests run it.
 
 use std::path::{Path, PathBuf};
@@ -87,8 +87,15 @@ fn fill(root: &Path, up: &str, text: &str) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// What goes between the marks for results file `file`.
+/// What goes between the marks for results file `file` (`FILE#N`: its `N`th table).
 fn block(root: &Path, up: &str, file: &str) -> anyhow::Result<String> {
+    let (file, nth) = match file.split_once('#') {
+        Some((file, n)) => match n.parse::<usize>() {
+            Ok(n) if n >= 1 => (file, n),
+            _ => bail!("`{file}#{n}`: after `#` goes which table, counted from 1"),
+        },
+        None => (file, 1),
+    };
     let path = root.join(file);
     let results =
         std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
@@ -100,14 +107,19 @@ fn block(root: &Path, up: &str, file: &str) -> anyhow::Result<String> {
             || "Taken before results files said where and when they were taken.".to_owned(),
             str::to_owned,
         );
-    let table: Vec<&str> = results
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .collect();
-    if table.is_empty() {
-        bail!("{file} has no table");
+    let mut tables: Vec<Vec<&str>> = Vec::new();
+    let mut inside = false;
+    for line in results.lines() {
+        match (line.starts_with('|'), inside) {
+            (true, false) => tables.push(vec![line]),
+            (true, true) => tables.last_mut().expect("a table begun").push(line),
+            _ => {}
+        }
+        inside = line.starts_with('|');
     }
+    let Some(table) = tables.get(nth - 1) else {
+        bail!("{file} has {} tables, not {nth}", tables.len());
+    };
     Ok(format!(
         "From [{file}]({up}{file}) ({}).\n\n{}\n",
         lower_first(&taken).trim_end_matches('.'),
@@ -166,6 +178,19 @@ mod tests {
             filled,
             "filling again changes nothing"
         );
+        let second = fill(&dir, "", "<!-- results: r.md#2 -->\n<!-- end results -->\n").unwrap();
+        assert!(
+            second.contains("\n\n| c |\n<!-- end"),
+            "the second table: {second}"
+        );
+        assert!(
+            second.contains("From [r.md](r.md)"),
+            "linked without the #2: {second}"
+        );
+        for wrong in ["r.md#3", "r.md#0", "r.md#x"] {
+            let page = format!("<!-- results: {wrong} -->\n<!-- end results -->\n");
+            assert!(fill(&dir, "", &page).is_err(), "{wrong}");
+        }
         assert!(fill(&dir, "", "<!-- results: r.md -->\nno end\n").is_err());
         assert!(
             fill(

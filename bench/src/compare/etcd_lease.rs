@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 /// `etcdserverpb.LeaseKeepAliveRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -28,14 +28,22 @@ pub struct KeepAliveResponse {
     pub ttl: i64,
 }
 
+/// Where a stream's answers are counted.
+pub struct Counters {
+    /// The lease lives on.
+    pub renewed: Arc<AtomicU64>,
+    /// The lease had expired.
+    pub lapsed: Arc<AtomicU64>,
+    /// Given a permit per answer, when the sender bounds what it has outstanding.
+    pub answered: Option<Arc<Semaphore>>,
+}
+
 /// Opens a keep-alive stream to `member` and returns where to send lease IDs. Answers are
-/// counted into `renewed` (the lease lives on) or `lapsed` (it had expired) by a task of its
-/// own: etcd sends the stream's response headers only with its first answer, so the call
-/// completes only once a request has gone out.
+/// counted into `counters` by a task of its own: etcd sends the stream's response headers
+/// only with its first answer, so the call completes only once a request has gone out.
 pub async fn open(
     member: SocketAddr,
-    renewed: Arc<AtomicU64>,
-    lapsed: Arc<AtomicU64>,
+    counters: Counters,
 ) -> anyhow::Result<mpsc::Sender<KeepAliveRequest>> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{member}"))
         .context("etcd endpoint")?
@@ -63,8 +71,15 @@ pub async fn open(
             }
         };
         while let Ok(Some(r)) = responses.message().await {
-            let counter = if r.ttl > 0 { &renewed } else { &lapsed };
+            let counter = if r.ttl > 0 {
+                &counters.renewed
+            } else {
+                &counters.lapsed
+            };
             counter.fetch_add(1, Ordering::Relaxed);
+            if let Some(window) = &counters.answered {
+                window.add_permits(1);
+            }
         }
     });
     Ok(tx)

@@ -19,7 +19,7 @@ use beacon::pb;
 use beacon::wire::{Code as _, Frame};
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 
 use super::clients::service_addr;
 use super::etcd_lease;
@@ -31,7 +31,7 @@ const CONNECTIONS: usize = 64;
 /// Renewal period of every registration.
 const PERIOD: Duration = Duration::from_secs(1);
 /// Lease of etcd registrations (beacon's default `lease_ms`).
-const ETCD_TTL_SECS: i64 = 10;
+pub(super) const ETCD_TTL_SECS: i64 = 10;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
@@ -94,9 +94,7 @@ pub async fn run(
     window: Duration,
     cpu_limit: f64,
 ) -> anyhow::Result<Liveness> {
-    let leader = cluster.ready(Duration::from_secs(120)).await?;
-    let pid = cluster.members[leader].pid().context("leader pid")?;
-    let at = cluster.members[leader].client;
+    let (pid, at) = cluster.leader_process().await?;
     let baseline_rss = proc::rss_bytes(pid).context("leader RSS")?;
     let shards: Vec<Shard> = (0..CONNECTIONS).map(|_| Shard::default()).collect();
     let renewed = Arc::new(AtomicU64::new(0));
@@ -108,10 +106,12 @@ pub async fn run(
             spawn_renewer(
                 cluster.kind,
                 at,
-                shard.clone(),
-                renewed.clone(),
-                failed.clone(),
-                stop.clone(),
+                Pacer::new(shard.clone(), stop.clone()),
+                Counters {
+                    renewed: renewed.clone(),
+                    failed: failed.clone(),
+                    answered: None,
+                },
             )
             .await?,
         );
@@ -134,23 +134,19 @@ pub async fn run(
         live = target;
         // Let every renewer go round at the new size before measuring.
         tokio::time::sleep(PERIOD * 3).await;
-        let (r0, f0) = (
-            renewed.load(Ordering::Relaxed),
-            failed.load(Ordering::Relaxed),
-        );
-        let cpu0 = proc::cpu_seconds(pid).context("leader CPU")?;
-        let since = Instant::now();
-        tokio::time::sleep(window).await;
-        let cpu = proc::core_share(pid, since, cpu0).context("leader CPU")?;
-        let secs = since.elapsed().as_secs_f64();
-        let renewals = (renewed.load(Ordering::Relaxed) - r0) as f64 / secs;
+        let Measured {
+            renewals_per_sec: renewals,
+            failed: renewal_errors,
+            cpu,
+            ..
+        } = measure(&renewed, &failed, pid, window).await?;
         let rss = proc::rss_bytes(pid).context("leader RSS")?;
         let alive = count_alive(cluster.kind, at).await?;
         let step = Step {
             live,
             cpu,
             renewals_per_sec: renewals,
-            renewal_errors: failed.load(Ordering::Relaxed) - f0,
+            renewal_errors,
             rss_bytes: rss,
             bytes_per_registration: rss.saturating_sub(baseline_rss) as f64 / live as f64,
             alive,
@@ -175,6 +171,40 @@ pub async fn run(
         r.abort();
     }
     Ok(result)
+}
+
+/// What renewers did over a measuring window, and the leader's CPU meanwhile.
+pub(super) struct Measured {
+    pub renewals_per_sec: f64,
+    pub failed: u64,
+    /// Share of one core the leader used.
+    pub cpu: f64,
+    pub secs: f64,
+}
+
+/// Counts the answers into `renewed` and `failed` over `window`, and the CPU of the leader
+/// (`pid`) meanwhile.
+pub(super) async fn measure(
+    renewed: &AtomicU64,
+    failed: &AtomicU64,
+    pid: u32,
+    window: Duration,
+) -> anyhow::Result<Measured> {
+    let (r0, f0) = (
+        renewed.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    );
+    let cpu0 = proc::cpu_seconds(pid).context("leader CPU")?;
+    let since = Instant::now();
+    tokio::time::sleep(window).await;
+    let cpu = proc::core_share(pid, since, cpu0).context("leader CPU")?;
+    let secs = since.elapsed().as_secs_f64();
+    Ok(Measured {
+        renewals_per_sec: (renewed.load(Ordering::Relaxed) - r0) as f64 / secs,
+        failed: failed.load(Ordering::Relaxed) - f0,
+        cpu,
+        secs,
+    })
 }
 
 /// Registers `from..to` over all shards' connections, appending each to its shard.
@@ -279,7 +309,7 @@ impl Pacer {
     }
 
     /// The next batch, or `None` once stopped.
-    async fn next(&mut self) -> Option<Vec<Item>> {
+    async fn next_due(&mut self) -> Option<Vec<Item>> {
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return None;
@@ -303,29 +333,54 @@ impl Pacer {
     }
 }
 
-/// A task that renews every registration of `shard` once per period, sending without
-/// waiting for answers; answers are counted as they come.
-async fn spawn_renewer(
+impl Batches for Pacer {
+    fn next(&mut self) -> impl Future<Output = Option<Vec<Item>>> + Send {
+        self.next_due()
+    }
+}
+
+/// Where a renewer takes the registrations it renews next, a batch (one write) at a time;
+/// `None` ends it.
+pub(super) trait Batches: Send + 'static {
+    fn next(&mut self) -> impl Future<Output = Option<Vec<Item>>> + Send;
+}
+
+/// Where a renewer counts its answers.
+pub(super) struct Counters {
+    pub renewed: Arc<AtomicU64>,
+    /// Refused (beacon) or answered as lapsed (etcd).
+    pub failed: Arc<AtomicU64>,
+    /// Given a permit per answer, when the batches bound what is outstanding.
+    pub answered: Option<Arc<Semaphore>>,
+}
+
+/// A task that renews what `batches` hands out, sending without waiting for answers;
+/// answers are counted as they come.
+pub(super) async fn spawn_renewer(
     kind: Kind,
     at: SocketAddr,
-    shard: Shard,
-    renewed: Arc<AtomicU64>,
-    failed: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+    mut batches: impl Batches,
+    counters: Counters,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     match kind {
         Kind::Beacon => {
             let (mut sink, mut replies) = beacon_client(at).await?.into_framed().split();
             tokio::spawn(async move {
                 while let Some(Ok(frame)) = replies.next().await {
-                    let counter = if frame.is_error() { &failed } else { &renewed };
+                    let counter = if frame.is_error() {
+                        &counters.failed
+                    } else {
+                        &counters.renewed
+                    };
                     counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(window) = &counters.answered {
+                        window.add_permits(1);
+                    }
                 }
             });
             Ok(tokio::spawn(async move {
                 let mut seq = 1u32;
-                let mut pacer = Pacer::new(shard, stop);
-                while let Some(items) = pacer.next().await {
+                while let Some(items) = batches.next().await {
                     for item in items {
                         let Item::Beacon {
                             node_id,
@@ -355,10 +410,14 @@ async fn spawn_renewer(
             }))
         }
         Kind::Etcd => {
-            let requests = etcd_lease::open(at, renewed, failed.clone()).await?;
+            let counters = etcd_lease::Counters {
+                renewed: counters.renewed,
+                lapsed: counters.failed,
+                answered: counters.answered,
+            };
+            let requests = etcd_lease::open(at, counters).await?;
             Ok(tokio::spawn(async move {
-                let mut pacer = Pacer::new(shard, stop);
-                while let Some(items) = pacer.next().await {
+                while let Some(items) = batches.next().await {
                     for item in items {
                         let Item::Etcd { lease } = item else {
                             unreachable!("etcd items");
@@ -371,12 +430,12 @@ async fn spawn_renewer(
                 }
             }))
         }
-        Kind::ZooKeeper => bail!("the liveness benchmark compares beacon and etcd"),
+        Kind::ZooKeeper => bail!("renewals compare beacon and etcd"),
     }
 }
 
 /// Registrations the leader holds as live.
-async fn count_alive(kind: Kind, at: SocketAddr) -> anyhow::Result<u64> {
+pub(super) async fn count_alive(kind: Kind, at: SocketAddr) -> anyhow::Result<u64> {
     match kind {
         Kind::Beacon => {
             let mut c = beacon_client(at).await?;

@@ -20,6 +20,7 @@ mod netns;
 mod proc;
 mod provenance;
 mod reads;
+mod renewal_rate;
 mod report;
 mod scale;
 mod sequence;
@@ -59,8 +60,9 @@ pub enum Part {
     /// Linearizable and serializable reads at the leader and at a follower while the leader
     /// takes writes, beside etcd's and ZooKeeper's.
     Reads,
-    /// beacon alone, five beacons: registrations grown in steps (to a million), memory and
-    /// disk per step; paging, watching, failover and a wiped follower at the top.
+    /// Five members each. Size: beacon's registrations grown in steps (to a million),
+    /// memory and disk per step; paging, watching, failover and a wiped follower at the top.
+    /// Rate: lease renewals per leader core-second, beacon beside etcd.
     Scale,
 }
 
@@ -152,6 +154,9 @@ pub struct Options {
     /// Live registrations of each step of the scale part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
     scale_steps: Vec<usize>,
+    /// Registrations renewed as fast as answered in the scale part's rate half.
+    #[arg(long, default_value_t = 50_000)]
+    rate_registrations: usize,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -177,6 +182,8 @@ pub struct Results {
     pub grpc: Vec<grpc::GrpcRun>,
     pub reads: Vec<(String, Vec<reads::ReadRun>)>,
     pub scale: Option<scale::Scale>,
+    /// The scale part's rate half, per system.
+    pub renewal_rate: Vec<(String, renewal_rate::Rate)>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -588,6 +595,27 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             println!("  {why}");
         }
         results.scale = Some(measured);
+    }
+    if wants(Part::Scale) {
+        println!(
+            "scale, rate: {} registrations on {} members renewed as fast as answered; renewals per leader core-second",
+            opts.rate_registrations,
+            scale::MEMBERS
+        );
+        let window = Duration::from_secs(opts.window_secs);
+        for kind in [Kind::Beacon, Kind::Etcd].into_iter().filter(|k| runs(*k)) {
+            let cluster = match kind {
+                Kind::Beacon => {
+                    Cluster::start_beacon(&programs, scale::MEMBERS, &beacon_setup(DEFAULT_TICK_MS))
+                }
+                _ => Cluster::start_etcd_on(&programs, scale::MEMBERS, None),
+            };
+            let measured = renewal_rate::run(&cluster, opts.rate_registrations, window).await;
+            keep(cluster, opts.keep);
+            results
+                .renewal_rate
+                .push((kind.to_string(), measured.context("renewal rate")?));
+        }
     }
 
     let table = report::markdown(&results);

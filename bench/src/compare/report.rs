@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::Results;
+use super::{Results, renewal_rate};
 
 fn ratio(beacon: Option<f64>, peer: Option<f64>) -> String {
     match (beacon, peer) {
@@ -160,6 +160,34 @@ pub fn markdown(r: &Results) -> String {
         });
     }
 
+    if !r.renewal_rate.is_empty() {
+        let rate = |system: &str, pick: fn(&renewal_rate::Rate) -> f64| {
+            r.renewal_rate
+                .iter()
+                .find(|(s, _)| s == system)
+                .map(|(_, x)| pick(x))
+        };
+        for (what, pick) in [
+            (
+                "lease renewals per leader core-second, five members (higher is better)",
+                (|x| x.per_core_sec) as fn(&renewal_rate::Rate) -> f64,
+            ),
+            (
+                "live registrations per leader core at the client's default renewal cadence",
+                |x| x.live_per_core,
+            ),
+        ] {
+            rows.push(Row {
+                what: what.into(),
+                beacon: rate("beacon", pick),
+                etcd: rate("etcd", pick),
+                zookeeper: None,
+                unit: "",
+                decimals: 0,
+            });
+        }
+    }
+
     if let Some(s) = &r.sequence {
         sequence_rows(r, s, &mut rows);
     }
@@ -278,6 +306,7 @@ pub fn markdown(r: &Results) -> String {
     grpc_table(r, &mut out);
     reads_table(r, &mut out);
     scale_table(r, &mut out);
+    renewal_rate_table(r, &mut out);
 
     if !r.failover.is_empty() {
         writeln!(
@@ -779,5 +808,40 @@ fn scale_table(r: &Results, out: &mut String) {
     ];
     for (what, value) in rows {
         writeln!(out, "| {what} | {value} |").unwrap();
+    }
+}
+
+/// The scale part's rate half: what each system's leader sustained.
+fn renewal_rate_table(r: &Results, out: &mut String) {
+    if r.renewal_rate.is_empty() {
+        return;
+    }
+    writeln!(
+        out,
+        "\nRenewal rate: registrations renewed as fast as answered, a window of renewals outstanding per connection; the leader's CPU over the window:\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| system | members | registrations | connections | renewals/s | failed | leader CPU | per core-second | default cadence | live per core | alive at end |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
+    for (system, x) in &r.renewal_rate {
+        writeln!(
+            out,
+            "| {system} | {} | {} | {} | {:.0} | {} | {:.0}% | {:.0} | {} ms | {:.0} | {} |",
+            x.members,
+            x.registrations,
+            x.connections,
+            x.renewals_per_sec,
+            x.failed,
+            x.leader_cpu * 100.0,
+            x.per_core_sec,
+            x.cadence_ms,
+            x.live_per_core,
+            x.alive
+        )
+        .unwrap();
     }
 }

@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use beacon::client::ConnectOptions;
 use beacon::transport::certs::Ca;
 use beacon::transport::tls;
@@ -469,6 +469,14 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// [`Cluster::ready`] within two minutes, then the leader's process ID and client
+    /// address (the parts that read the leader's CPU and memory).
+    pub async fn leader_process(&self) -> anyhow::Result<(u32, SocketAddr)> {
+        let leader = self.ready(Duration::from_secs(120)).await?;
+        let m = &self.members[leader];
+        Ok((m.pid().context("leader pid")?, m.client))
     }
 
     /// The leader's term as the leader reports it (ZooKeeper: its epoch, the high half of

@@ -21,7 +21,9 @@ pub mod service;
 pub mod state;
 pub mod wire;
 
-pub use client::{ClockShare, LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
+pub use client::{
+    ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration, Watch, WatchEvent,
+};
 pub use config::RegistrySettings;
 pub use service::{
     Caller, Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError,

@@ -9,7 +9,7 @@
 mod registration;
 mod watch;
 
-pub use registration::{ClockShare, LeaseLost, RegisterOptions, Registration};
+pub use registration::{ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration};
 pub use watch::{Watch, WatchEvent};
 
 use super::wire::RegistryCmd as Cmd;

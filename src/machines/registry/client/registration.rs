@@ -383,11 +383,15 @@ struct Keepalive {
     load: watch::Receiver<(pb::LoadStats, Vec<pb::LoadStats>)>,
 }
 
+/// How many times a [`Registration`] reports (renewing its lease) per lease: with the
+/// default lease of 10 s, every 2.5 s. Three reports can be lost before the lease runs out.
+pub const REPORTS_PER_LEASE: u32 = 4;
+
 impl Keepalive {
-    /// Reports four times per lease until stopped or the lease is lost; returns the cluster
-    /// connection for a final unregister.
+    /// Reports [`REPORTS_PER_LEASE`] times per lease until stopped or the lease is lost;
+    /// returns the cluster connection for a final unregister.
     async fn run(mut self, stop: CancellationToken) -> Cluster {
-        let every = (self.lease / 4).max(Duration::from_millis(50));
+        let every = (self.lease / REPORTS_PER_LEASE).max(Duration::from_millis(50));
         loop {
             let confirmed_at = self.confirmed_at;
             tokio::select! {
