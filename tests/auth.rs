@@ -12,7 +12,7 @@ use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions, Tok
 use beacon::machines::registry::RegistryCmd;
 use beacon::machines::tasks::TasksCmd;
 use beacon::pb;
-use beacon::wire::ErrorCode;
+use beacon::wire::{Code as _, ErrorCode};
 use beacon_testkit::certs::Ca;
 use beacon_testkit::*;
 
@@ -136,6 +136,35 @@ async fn each_role_does_what_it_may_and_nothing_else() {
         .unwrap_err();
     assert!(e.is(ErrorCode::PermissionDenied), "{e}");
     assert!(e.to_string().contains("`billing`"), "{e}");
+    // Nor renew it, nor may the reader: reports pipelined in one write, as a client that
+    // renews many registrations sends them, are each refused, in order.
+    let leader_at = agreed_leader_with(&addrs, &admin).await.expect("a leader");
+    // The reader for its role, before the core; the other service by the core, for whose
+    // registration it is.
+    let refusals = [
+        (
+            "viewer-secret",
+            "may not send NodeReport (cmd 101): it needs role `service`",
+        ),
+        ("shipping-secret", "`billing`"),
+    ];
+    for (token, refused_by) in refusals {
+        let conn = Client::connect(&leader_at, &opts(Some(token)))
+            .await
+            .unwrap();
+        let refusals = pipelined_reports(conn, &node, 20).await;
+        assert_eq!(refusals.len(), 20, "{token}: every report answered");
+        for (i, (seq, e)) in refusals.iter().enumerate() {
+            assert_eq!(*seq, i as u32 + 1, "{token}: answered in order");
+            assert_eq!(
+                e.code,
+                ErrorCode::PermissionDenied as u32,
+                "{token}: {}",
+                e.msg
+            );
+            assert!(e.msg.contains(refused_by), "{token}: {}", e.msg);
+        }
+    }
     // Nor serve task queues as billing's registration.
     ops.create_queue("jobs", 0, 0)
         .await
@@ -371,4 +400,32 @@ async fn the_peer_token_is_proven_without_crossing_the_wire() {
             || logs.contains("did not prove it knows this cluster's auth.peer_token"),
         "{logs}"
     );
+}
+
+/// Sends `count` node reports for `node` back to back over `conn` in one write, and returns
+/// each answer's sequence number and refusal (a report that went through fails the test).
+async fn pipelined_reports(
+    conn: Client,
+    node: &pb::registry::NodeInfo,
+    count: u32,
+) -> Vec<(u32, pb::ErrorReply)> {
+    use futures_util::{SinkExt, StreamExt};
+    let mut conn = conn.into_framed();
+    for seq in 1..=count {
+        let report = report_of(node);
+        let frame = beacon::wire::Frame::new(RegistryCmd::NodeReport.code(), seq, 0, &report);
+        conn.feed(frame).await.unwrap();
+    }
+    conn.flush().await.unwrap();
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let reply = tokio::time::timeout(Duration::from_secs(5), conn.next())
+            .await
+            .expect("an answer in time")
+            .expect("the connection open")
+            .expect("a frame");
+        assert!(reply.is_error(), "a refused report went through: {reply:?}");
+        out.push((reply.seq, reply.decode().unwrap()));
+    }
+    out
 }

@@ -50,13 +50,7 @@ async fn a_request_given_up_on_a_live_connection_never_answers_the_next_one() {
         .unwrap()
         .node
         .unwrap();
-    let report = pb::registry::NodeReport {
-        node_id: node.node_id,
-        addr: node.addr.clone(),
-        term: node.term,
-        index: node.index,
-        ..Default::default()
-    };
+    let report = report_of(&node);
 
     // The beacon stops: a report times out, and another is given up by dropping it.
     c.beacons[0].pause();

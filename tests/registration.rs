@@ -421,18 +421,22 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
         .unwrap();
     let mut conn = client.into_framed();
     // 200 reports sent back to back without waiting; every fifth names an ID that is not
-    // registered (or the wrong address), and must be refused on its own.
+    // registered (or the wrong address), and must be refused on its own, as must every
+    // 37th, whose address does not parse (refused before the rest reach the core).
     let mut expect_ok = Vec::new();
     for seq in 1..=200u32 {
         let node = &live[seq as usize % live.len()];
-        let bad = seq % 5 == 0;
+        let unparsable = seq % 37 == 0;
+        let bad = seq % 5 == 0 || unparsable;
         let req = pb::registry::NodeReport {
             node_id: if bad && seq % 10 == 0 {
                 999
             } else {
                 node.node_id
             },
-            addr: if bad && seq % 10 != 0 {
+            addr: if unparsable {
+                "not an address".into()
+            } else if bad && seq % 10 != 0 {
                 service(500).to_string()
             } else {
                 node.addr.clone()
@@ -444,10 +448,10 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
         conn.feed(Frame::new(RegistryCmd::NodeReport.code(), seq, 0, &req))
             .await
             .unwrap();
-        expect_ok.push((seq, !bad));
+        expect_ok.push((seq, !bad, unparsable));
     }
     conn.flush().await.unwrap();
-    for (seq, ok) in expect_ok {
+    for (seq, ok, unparsable) in expect_ok {
         let reply = tokio::time::timeout(Duration::from_secs(5), conn.next())
             .await
             .expect("replies in time")
@@ -460,7 +464,12 @@ async fn pipelined_reports_are_answered_in_order_each_with_its_own_result() {
             assert_eq!(r.node_id, live[seq as usize % live.len()].node_id);
         } else {
             let e: pb::ErrorReply = reply.decode().unwrap();
-            assert_eq!(e.code, RegistryErrorCode::NoLease as u32, "{e:?}");
+            let want = if unparsable {
+                beacon::wire::ErrorCode::InvalidRequest as u32
+            } else {
+                RegistryErrorCode::NoLease as u32
+            };
+            assert_eq!(e.code, want, "seq {seq}: {e:?}");
         }
     }
 }

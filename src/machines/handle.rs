@@ -85,6 +85,14 @@ pub(crate) enum Event {
         request: crate::machines::Request,
         reply: oneshot::Sender<Reply<State, Services>>,
     },
+    /// Requests that arrived together (node reports queued back to back on one
+    /// connection), stepped one by one in this order: one trip through the channel for all.
+    Requests(
+        Vec<(
+            crate::machines::Request,
+            oneshot::Sender<Reply<State, Services>>,
+        )>,
+    ),
     Read(Read),
     Subscribe(Subscription),
     /// A leader transfer ([`crate::consensus::Input::Transfer`]).
@@ -270,17 +278,39 @@ impl DriverHandle {
         Services: Routes<State, V>,
     {
         let request = <Services as Routes<State, V>>::request(request);
-        let reply = self.ask(|reply| Event::Request { request, reply }).await?;
-        let misrouted = || Reject::keep(ErrorCode::Unavailable, "internal error: misrouted answer");
-        match reply {
-            Ok(r) => Ok(Ok(
-                <Services as Routes<State, V>>::response(r).ok_or_else(misrouted)?
-            )),
-            Err(ReplyError::Consensus(e)) => Err(e.into()),
-            Err(ReplyError::Machine(e)) => Ok(Err(
-                <Services as Routes<State, V>>::error(e).ok_or_else(misrouted)?
-            )),
+        routed::<V>(self.ask(|reply| Event::Request { request, reply }).await?)
+    }
+
+    /// Submits `requests` to service `V` together, in this order (one event for all), and
+    /// answers each as [`DriverHandle::submit`] would, in the same order.
+    pub(crate) async fn submit_each<V>(
+        &self,
+        requests: Vec<V::Request>,
+    ) -> Vec<Result<Result<V::Response, V::Error>, Reject>>
+    where
+        V: Service<State>,
+        Services: Routes<State, V>,
+    {
+        let mut answers = Vec::with_capacity(requests.len());
+        let event = requests
+            .into_iter()
+            .map(|request| {
+                let (tx, rx) = oneshot::channel();
+                answers.push(rx);
+                (<Services as Routes<State, V>>::request(request), tx)
+            })
+            .collect();
+        // Once the driver has stopped, the event and its repliers are dropped: each answer
+        // below then says so.
+        let _ = self.tx.send(Event::Requests(event)).await;
+        let mut out = Vec::with_capacity(answers.len());
+        for answer in answers {
+            out.push(match answer.await {
+                Ok(reply) => routed::<V>(reply),
+                Err(_) => Err(shutting_down()),
+            });
         }
+        out
     }
 
     /// Runs `f` on the replica between steps and returns what it made.
@@ -330,6 +360,25 @@ impl DriverHandle {
             Ok(Err(_)) => Err(ConsensusError::LeaderChanged.into()),
             Err(_) => Err(ConsensusError::NotReady.into()),
         }
+    }
+}
+
+/// The core's reply to a request for service `V`, as `V`'s own answer: the outer error is
+/// the core's, the inner `V`'s.
+fn routed<V>(reply: Reply<State, Services>) -> Result<Result<V::Response, V::Error>, Reject>
+where
+    V: Service<State>,
+    Services: Routes<State, V>,
+{
+    let misrouted = || Reject::keep(ErrorCode::Unavailable, "internal error: misrouted answer");
+    match reply {
+        Ok(r) => Ok(Ok(
+            <Services as Routes<State, V>>::response(r).ok_or_else(misrouted)?
+        )),
+        Err(ReplyError::Consensus(e)) => Err(e.into()),
+        Err(ReplyError::Machine(e)) => Ok(Err(
+            <Services as Routes<State, V>>::error(e).ok_or_else(misrouted)?
+        )),
     }
 }
 
@@ -403,7 +452,7 @@ pub trait Linearize: Send + Sync {
 pub(crate) const READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A request that is answered with an error; the connection goes on unless `close`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Reject {
     /// A core [`ErrorCode`] or a machine's.
     pub(crate) code: u32,
@@ -478,6 +527,25 @@ where
     Services: Routes<State, V>,
 {
     ctx.driver.submit::<V>(request).await?.map_err(reject)
+}
+
+/// Submits `requests` to service `V` together ([`DriverHandle::submit_each`]) and returns
+/// each answer in order, `V`'s refusals made replies through `reject`.
+pub(crate) async fn submit_each<V>(
+    ctx: &Ctx<'_>,
+    requests: Vec<V::Request>,
+    reject: impl Fn(V::Error) -> Reject,
+) -> Vec<Result<V::Response, Reject>>
+where
+    V: Service<State>,
+    Services: Routes<State, V>,
+{
+    ctx.driver
+        .submit_each::<V>(requests)
+        .await
+        .into_iter()
+        .map(|answer| answer?.map_err(&reject))
+        .collect()
 }
 
 /// A service answered with a response of another kind than the request asks: a bug,

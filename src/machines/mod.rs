@@ -113,6 +113,21 @@ pub trait Served: Configurable {
     fn batches(_cmd: u32) -> bool {
         false
     }
+    /// Serves `frames`, requests of one code this machine [batches](Served::batches) that
+    /// arrived together, answering each in order. By default one after the other; a machine
+    /// overrides it to hand them to the driver together.
+    fn serve_batch<'a>(
+        frames: &'a [crate::wire::Frame],
+        ctx: &'a handle::Ctx<'a>,
+    ) -> impl Future<Output = Vec<Result<handle::Handled, handle::Reject>>> + Send + 'a {
+        async move {
+            let mut out = Vec::with_capacity(frames.len());
+            for frame in frames {
+                out.push(Self::serve(frame, ctx).await);
+            }
+            out
+        }
+    }
     /// Serves `frame` (a code this machine owns).
     fn serve<'a>(
         frame: &'a crate::wire::Frame,
@@ -489,6 +504,21 @@ macro_rules! compose {
                 $(
                     if <$M as $crate::machines::Served>::owns(frame.cmd) {
                         return Some(<$M as $crate::machines::Served>::serve(frame, ctx).await);
+                    }
+                )+
+                None
+            }
+
+            /// Serves `frames` (requests of one code that batches, arrived together) by
+            /// the machine that owns them, answering each in order; `None` if none does.
+            pub async fn serve_batch(
+                frames: &[$crate::wire::Frame],
+                ctx: &$crate::machines::handle::Ctx<'_>,
+            ) -> Option<Vec<Result<$crate::machines::handle::Handled, $crate::machines::handle::Reject>>> {
+                let cmd = frames.first()?.cmd;
+                $(
+                    if <$M as $crate::machines::Served>::owns(cmd) {
+                        return Some(<$M as $crate::machines::Served>::serve_batch(frames, ctx).await);
                     }
                 )+
                 None

@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -567,7 +566,10 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
             }
         }
         let started = std::time::Instant::now();
-        let results = join_all(batch.iter().map(|f| dispatch(f, peer, shared))).await;
+        let results = match batch.as_slice() {
+            [one] => vec![dispatch(one, peer, shared).await],
+            many => dispatch::dispatch_batch(many, peer, shared).await,
+        };
         for (frame, result) in batch.iter().zip(results) {
             // Heartbeats on a peer's inbound link are not requests.
             if !matches!(peer, Peer::Beacon(_)) {

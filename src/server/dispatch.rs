@@ -167,6 +167,38 @@ pub(super) async fn dispatch(
     }
 }
 
+/// Handles requests of one code that batches (node reports), arrived together on one
+/// connection: each sender's permission checked as [`dispatch`] does, then the owning
+/// machine serves them together, answering each in order. They read nothing, so the first
+/// request's consistency flags serve for all.
+pub(super) async fn dispatch_batch(
+    frames: &[Frame],
+    peer: &Peer,
+    shared: &Shared,
+) -> Vec<Result<Handled, Reject>> {
+    let identity = match peer {
+        Peer::Client(Some(who)) => Some(who.as_ref()),
+        _ => None,
+    };
+    if let Some(who) = identity
+        && let Err(refused) = permit(frames[0].cmd, who)
+    {
+        // One code, one sender: each request is refused alike.
+        return frames.iter().map(|_| Err(refused.clone())).collect();
+    }
+    let ctx = shared.ctx(identity, Consistency::of_flags(frames[0].flags));
+    match machines::Dispatch::serve_batch(frames, &ctx).await {
+        Some(handled) => handled,
+        None => {
+            let mut out = Vec::with_capacity(frames.len());
+            for frame in frames {
+                out.push(dispatch(frame, peer, shared).await);
+            }
+            out
+        }
+    }
+}
+
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
 pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
     let needs = match Cmd::from_code(cmd) {

@@ -288,6 +288,13 @@ impl Driver {
                 self.waiting.insert(token, reply);
                 self.step(consensus::Input::Request { token, request });
             }
+            Event::Requests(requests) => {
+                for (request, reply) in requests {
+                    let token = self.take_token();
+                    self.waiting.insert(token, reply);
+                    self.step(consensus::Input::Request { token, request });
+                }
+            }
             Event::Transfer { to, reply } => {
                 let token = self.take_token();
                 self.transfers.insert(token, reply);

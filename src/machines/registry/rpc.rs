@@ -258,7 +258,52 @@ async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdRepl
 }
 
 async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportReply, Reject> {
-    let report = Report {
+    reported(submit(ctx, Request::Report(report_of(ctx, req)?)).await?)
+}
+
+/// Node reports that arrived together (a client renewing many registrations over one
+/// connection), handed to the core together and answered in order: the cost of going
+/// through the driver is paid once for all of them. A report that does not parse is
+/// answered alone; the rest go on.
+async fn reports(frames: &[Frame], ctx: &Ctx<'_>) -> Vec<Result<Handled, Reject>> {
+    let mut requests = Vec::with_capacity(frames.len());
+    let refused: Vec<Option<Reject>> = frames
+        .iter()
+        .map(|frame| {
+            match frame
+                .decode()
+                .map_err(Reject::from)
+                .and_then(|req| report_of(ctx, req))
+            {
+                Ok(report) => {
+                    requests.push(Request::Report(report));
+                    None
+                }
+                Err(refused) => Some(refused),
+            }
+        })
+        .collect();
+    let mut answers = handle::submit_each::<RegistryService>(ctx, requests, reject)
+        .await
+        .into_iter();
+    frames
+        .iter()
+        .zip(refused)
+        .map(|(frame, refused)| match refused {
+            Some(refused) => Err(refused),
+            None => {
+                let answer = answers
+                    .next()
+                    .unwrap_or_else(|| Err(handle::shutting_down()));
+                reply(frame, &reported(answer?)?)
+            }
+        })
+        .collect()
+}
+
+/// The report `req` asks for, checked.
+fn report_of(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<Report, Reject> {
+    Ok(Report {
         node_id: req.node_id,
         addr: parse_service_addr("addr", &req.addr).map_err(invalid)?,
         token: FencingToken {
@@ -269,8 +314,12 @@ async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportRepl
         workers: req.worker,
         clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
         caller: caller(ctx),
-    };
-    match submit(ctx, Request::Report(report)).await? {
+    })
+}
+
+/// A report's reply, from the service's answer.
+fn reported(response: Response) -> Result<pb::NodeReportReply, Reject> {
+    match response {
         Response::Reported {
             node_id,
             lease_ms,
@@ -585,6 +634,13 @@ impl crate::machines::Served for super::Registry {
         ctx: &'a Ctx<'a>,
     ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
         serve(frame, ctx)
+    }
+
+    fn serve_batch<'a>(
+        frames: &'a [crate::wire::Frame],
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Vec<Result<Handled, Reject>>> + Send + 'a {
+        reports(frames, ctx)
     }
 }
 
