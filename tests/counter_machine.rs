@@ -96,12 +96,14 @@ fn both_machines_parts_survive_the_storage_round_trip() {
         Entry {
             index: 1,
             term: 1,
-            payload: Payload::Command(Command::Registry(registry::Command::Register(record))),
+            payload: Payload::Command(Command::Registry(Box::new(registry::Command::Register(
+                record.into(),
+            )))),
         },
         Entry {
             index: 2,
             term: 1,
-            payload: Payload::Command(Command::Counter(counter::state::Add(5))),
+            payload: Payload::Command(Command::Counter(Box::new(counter::state::Add(5)))),
         },
     ];
     disk.store(&Store {

@@ -190,10 +190,13 @@ macro_rules! compose {
             $( pub $field: $M, )+
         }
 
-        /// A command of one of the machines.
+        /// A command of one of the machines, boxed: the log keeps about as many entries as
+        /// the state has records, and inline every entry would be as large as the largest
+        /// command of any machine (a task, a queue's spec), hundreds of bytes for a
+        /// registration that needs a pointer to the record it shares with the state.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Command {
-            $( $Variant(<$M as $crate::consensus::Machine>::Command), )+
+            $( $Variant(Box<<$M as $crate::consensus::Machine>::Command>), )+
         }
 
         /// What a command changed.
@@ -283,7 +286,7 @@ macro_rules! compose {
                     &self.$field
                 }
                 fn wrap(command: <$M as $crate::consensus::Machine>::Command) -> Command {
-                    Command::$Variant(command)
+                    Command::$Variant(Box::new(command))
                 }
                 fn change(change: &Change) -> Option<&<$M as $crate::consensus::Machine>::Change> {
                     match change {
@@ -305,7 +308,7 @@ macro_rules! compose {
             fn decode_command(entry: &[u8]) -> Result<Option<Command>, $crate::wire::WireError> {
                 $(
                     if let Some(c) = <$M as $crate::wire::MachineWire>::decode_command(entry)? {
-                        return Ok(Some(Command::$Variant(c)));
+                        return Ok(Some(Command::$Variant(Box::new(c))));
                     }
                 )+
                 Ok(None)
@@ -326,7 +329,7 @@ macro_rules! compose {
                     let mine: Vec<&<$M as $crate::consensus::Machine>::Command> = commands
                         .iter()
                         .filter_map(|c| match c {
-                            Command::$Variant(c) => Some(c),
+                            Command::$Variant(c) => Some(&**c),
                             #[allow(unreachable_patterns)]
                             _ => None,
                         })

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 pub use super::leases::Lease;
 use super::leases::Leases;
@@ -296,7 +297,7 @@ impl RegistryService {
                 ..existing
             };
             let id = updated.node_id;
-            return match leader.append(S::wrap(Command::Update(updated))) {
+            return match leader.append(S::wrap(Command::Update(Arc::new(updated)))) {
                 Some(index) => Outcome::WhenCommitted {
                     index,
                     waiting: Waiting::Registered(id, Some(Box::new(previous))),
@@ -323,7 +324,7 @@ impl RegistryService {
             index: leader.next_index(),
             owner: req.caller.name,
         };
-        let Some(index) = leader.append(S::wrap(Command::Register(record))) else {
+        let Some(index) = leader.append(S::wrap(Command::Register(Arc::new(record)))) else {
             return Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id }));
         };
         self.touch(id, now);
@@ -472,7 +473,7 @@ fn free_id<S: Part<Registry>>(
     let was = registry
         .quarantined()
         .find(|t| t.record.node_id == id)
-        .map(|t| t.record.clone());
+        .map(|t| NodeRecord::clone(&t.record));
     if was.is_some() {
         leader.append(S::wrap(Command::Release(id)));
     }
@@ -640,7 +641,7 @@ pub fn first_nodes(
         } else {
             let t = gone.next().expect("peeked");
             NodeView {
-                record: t.record.clone(),
+                record: NodeRecord::clone(&t.record),
                 is_online: false,
                 last_seen_ms: None,
                 report: None,

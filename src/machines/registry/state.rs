@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use crate::consensus::Machine;
 use crate::time::Millis;
@@ -122,9 +123,9 @@ impl NodeRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// A new registration under `record.node_id`.
-    Register(NodeRecord),
+    Register(Arc<NodeRecord>),
     /// New details for a live registration (same ID, same address).
-    Update(NodeRecord),
+    Update(Arc<NodeRecord>),
     /// The service ended its registration: the ID is free at once.
     Unregister(NodeId),
     /// The lease was missed: the registration ends, the ID goes to quarantine.
@@ -139,9 +140,9 @@ pub enum Command {
 /// What a command changed, as watchers see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    Added(NodeRecord),
-    Updated(NodeRecord),
-    Removed(NodeRecord),
+    Added(Arc<NodeRecord>),
+    Updated(Arc<NodeRecord>),
+    Removed(Arc<NodeRecord>),
 }
 
 impl Change {
@@ -155,7 +156,7 @@ impl Change {
 /// An expired registration whose ID is in quarantine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tombstone {
-    pub record: NodeRecord,
+    pub record: Arc<NodeRecord>,
     /// When the quarantine ends, by this beacon's clock.
     pub until: Millis,
 }
@@ -208,7 +209,10 @@ pub struct Registry {
     replaying: bool,
     reuse_delay: Millis,
     last_node_id: NodeId,
-    nodes: BTreeMap<NodeId, NodeRecord>,
+    /// Shared with the log entry that registered (or last updated) each: the log keeps
+    /// about as many entries as the state has records, and a record held twice cost as
+    /// much again as the registry itself.
+    nodes: BTreeMap<NodeId, Arc<NodeRecord>>,
     by_addr: HashMap<SocketAddr, NodeId>,
     quarantine: BTreeMap<NodeId, Tombstone>,
     /// Quarantined IDs by their last holder's address: a registration looks up whether its
@@ -258,12 +262,12 @@ impl Registry {
 
     /// Live registrations, by ID.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeRecord> {
-        self.nodes.values()
+        self.nodes.values().map(|r| &**r)
     }
 
     /// Live registrations from ID `from` on, by ID: found in the map, not by walking to it.
     pub fn nodes_from(&self, from: NodeId) -> impl Iterator<Item = &NodeRecord> {
-        self.nodes.range(from..).map(|(_, r)| r)
+        self.nodes.range(from..).map(|(_, r)| &**r)
     }
 
     pub fn len(&self) -> usize {
@@ -275,7 +279,7 @@ impl Registry {
     }
 
     pub fn get(&self, id: NodeId) -> Option<&NodeRecord> {
-        self.nodes.get(&id)
+        self.nodes.get(&id).map(|r| &**r)
     }
 
     /// Whether registration `token` of `id` is live (a later registration of the same ID is
@@ -286,7 +290,7 @@ impl Registry {
 
     /// The live registration at `addr`.
     pub fn by_addr(&self, addr: SocketAddr) -> Option<&NodeRecord> {
-        self.by_addr.get(&addr).and_then(|id| self.nodes.get(id))
+        self.by_addr.get(&addr).and_then(|id| self.get(*id))
     }
 
     /// Quarantined IDs, by ID.
@@ -419,7 +423,7 @@ impl Registry {
         self.clocks.get(&id).copied().unwrap_or(0)
     }
 
-    fn remove(&mut self, id: NodeId) -> Result<NodeRecord, ApplyError> {
+    fn remove(&mut self, id: NodeId) -> Result<Arc<NodeRecord>, ApplyError> {
         let record = self.nodes.remove(&id).ok_or(ApplyError::UnknownNode(id))?;
         self.by_addr.remove(&record.addr);
         Ok(record)
@@ -429,11 +433,11 @@ impl Registry {
     pub fn snapshot(&self, now: Millis) -> RegistrySnapshot {
         RegistrySnapshot {
             last_node_id: self.last_node_id,
-            nodes: self.nodes.values().cloned().collect(),
+            nodes: self.nodes.values().map(|r| NodeRecord::clone(r)).collect(),
             quarantined: self
                 .quarantine
                 .values()
-                .map(|t| (t.record.clone(), t.until.saturating_sub(now)))
+                .map(|t| (NodeRecord::clone(&t.record), t.until.saturating_sub(now)))
                 .collect(),
             clocks: self.clocks.iter().map(|(id, ms)| (*id, *ms)).collect(),
         }
@@ -443,13 +447,17 @@ impl Registry {
     pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
         self.last_node_id = snapshot.last_node_id;
         self.by_addr = snapshot.nodes.iter().map(|r| (r.addr, r.node_id)).collect();
-        self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
+        self.nodes = snapshot
+            .nodes
+            .into_iter()
+            .map(|r| (r.node_id, Arc::new(r)))
+            .collect();
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
         self.clocks = snapshot.clocks.into_iter().collect();
         for (record, left) in snapshot.quarantined {
             self.quarantine_insert(Tombstone {
-                record,
+                record: Arc::new(record),
                 until: now + left,
             });
         }
@@ -656,7 +664,8 @@ mod tests {
     /// Allocates and applies a registration for `port`; returns the ID.
     fn register(reg: &mut Registry, port: u16) -> NodeId {
         let id = reg.allocate().unwrap();
-        reg.apply(&Command::Register(record(id, port)), 0).unwrap();
+        reg.apply(&Command::Register(record(id, port).into()), 0)
+            .unwrap();
         id
     }
 
@@ -691,7 +700,7 @@ mod tests {
         register(&mut reg, 2);
         register(&mut reg, 3);
         let change = reg.apply(&Command::Expire(2), 500).unwrap();
-        assert_eq!(change, Some(Change::Removed(record(2, 2))));
+        assert_eq!(change, Some(Change::Removed(record(2, 2).into())));
         let err = reg.allocate().unwrap_err();
         assert_eq!((err.in_use, err.quarantined), (2, 1));
         assert_eq!(
@@ -713,7 +722,8 @@ mod tests {
         let old = record(1, 1).addr;
         assert_eq!(reg.reclaimable(old, "LOGIC"), Some(1));
         assert_eq!(reg.reclaimable(old, "ACCESS"), None);
-        reg.apply(&Command::Register(record(1, 1)), 0).unwrap();
+        reg.apply(&Command::Register(record(1, 1).into()), 0)
+            .unwrap();
         assert_eq!(
             reg.last_node_id(),
             2,
@@ -729,15 +739,15 @@ mod tests {
         register(&mut reg, 1);
         let before = reg.snapshot(0);
         assert_eq!(
-            reg.apply(&Command::Register(record(1, 9)), 0),
+            reg.apply(&Command::Register(record(1, 9).into()), 0),
             Err(ApplyError::IdInUse(1))
         );
         assert_eq!(
-            reg.apply(&Command::Register(record(2, 1)), 0),
+            reg.apply(&Command::Register(record(2, 1).into()), 0),
             Err(ApplyError::AddrInUse(record(2, 1).addr))
         );
         assert_eq!(
-            reg.apply(&Command::Register(record(7, 7)), 0),
+            reg.apply(&Command::Register(record(7, 7).into()), 0),
             Err(ApplyError::OutOfRange(7))
         );
         assert_eq!(
@@ -758,13 +768,14 @@ mod tests {
         let mut newer = record(1, 1);
         newer.metadata = r#"{"zone":"b"}"#.into();
         assert_eq!(
-            reg.apply(&Command::Update(newer.clone()), 0).unwrap(),
-            Some(Change::Updated(newer.clone()))
+            reg.apply(&Command::Update(newer.clone().into()), 0)
+                .unwrap(),
+            Some(Change::Updated(newer.clone().into()))
         );
         assert_eq!(reg.get(1), Some(&newer));
         let moved = record(1, 2);
         assert_eq!(
-            reg.apply(&Command::Update(moved.clone()), 0),
+            reg.apply(&Command::Update(moved.clone().into()), 0),
             Err(ApplyError::AddrInUse(moved.addr))
         );
     }

@@ -178,8 +178,8 @@ impl MachineWire for Registry {
             return Ok(None);
         };
         Ok(Some(match command {
-            C::Register(r) => Command::Register(record_from_pb(r)?),
-            C::Update(r) => Command::Update(record_from_pb(r)?),
+            C::Register(r) => Command::Register(record_from_pb(r)?.into()),
+            C::Update(r) => Command::Update(record_from_pb(r)?.into()),
             C::Unregister(id) => Command::Unregister(id),
             C::Expire(id) => Command::Expire(id),
             C::Release(id) => Command::Release(id),
@@ -316,7 +316,7 @@ mod tests {
         };
         let bytes = old.encode_to_vec();
         let e = entry_from_bytes::<Registry>(&bytes).unwrap();
-        assert_eq!(e, entry(6, Command::Register(record(3))));
+        assert_eq!(e, entry(6, Command::Register(record(3).into())));
         assert_eq!(
             OldLogEntry::decode(&entry_bytes::<Registry>(&e)[..]).unwrap(),
             old
@@ -342,7 +342,9 @@ mod tests {
     #[test]
     fn messages_round_trip_and_fill_the_seed_fields() {
         let mut registry = Registry::new(super::super::state::IdRange::DEFAULT, 100);
-        registry.apply(&Command::Register(record(3)), 0).unwrap();
+        registry
+            .apply(&Command::Register(record(3).into()), 0)
+            .unwrap();
         let snapshot = Snapshot {
             position: Position { index: 5, term: 1 },
             state: RegistrySnapshot {
@@ -366,9 +368,9 @@ mod tests {
         m.append = Some(Append {
             prev: Position { index: 5, term: 1 },
             entries: vec![
-                entry(6, Command::Register(record(3))),
+                entry(6, Command::Register(record(3).into())),
                 entry(7, Command::Expire(1)),
-                entry(8, Command::Update(record(3))),
+                entry(8, Command::Update(record(3).into())),
                 entry(9, Command::Unregister(2)),
             ],
         });
