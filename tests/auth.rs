@@ -5,6 +5,8 @@
 //! what it may. (A token over plain TCP to a beacon listening off loopback is refused: every
 //! address these tests can bind is loopback, so `auth`'s unit tests cover that rule.)
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use beacon::pb;
 use beacon::wire::{Code as _, ErrorCode};
 use beacon_testkit::certs::Ca;
 use beacon_testkit::*;
+use support::report_of;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 const TICK_MS: u64 = 100;

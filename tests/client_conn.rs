@@ -3,6 +3,8 @@
 //! request's. Real beacon processes, stopped with SIGSTOP so that a request goes
 //! unanswered on a live connection.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use beacon::client::{Client, ClientError, ConnectOptions};
 use beacon::machines::registry::{RegisterOptions, Registration};
 use beacon::pb;
 use beacon_testkit::*;
+use support::report_of;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 

@@ -521,17 +521,6 @@ pub fn metric(metrics: &str, name: &str) -> Option<f64> {
 }
 
 /// `addr`'s view of the beacon cluster, or `None` if it cannot be asked.
-/// The node report (a renewal) of the registration `node`, as its service sends it.
-pub fn report_of(node: &pb::registry::NodeInfo) -> pb::registry::NodeReport {
-    pb::registry::NodeReport {
-        node_id: node.node_id,
-        addr: node.addr.clone(),
-        term: node.term,
-        index: node.index,
-        ..Default::default()
-    }
-}
-
 pub async fn status(addr: SocketAddr) -> Option<pb::BeaconStatus> {
     status_with(addr, &ConnectOptions::default()).await
 }
