@@ -5,6 +5,8 @@
 //! address that does not parse gets a precise error instead of a panic or a silently dropped
 //! field.
 
+use std::sync::Arc;
+
 use prost::Message as _;
 
 use super::state::{Command, IdRange, NodeRecord, Registry, RegistrySnapshot};
@@ -193,7 +195,7 @@ impl MachineWire for Registry {
     fn encode_snapshot(s: &RegistrySnapshot, buf: &mut Vec<u8>) {
         pb::RegistrySnapshot {
             last_node_id: s.last_node_id,
-            nodes: s.nodes.iter().map(record_to_pb).collect(),
+            nodes: s.nodes.iter().map(|r| record_to_pb(r)).collect(),
             quarantined: s
                 .quarantined
                 .iter()
@@ -219,14 +221,14 @@ impl MachineWire for Registry {
         let nodes = s
             .nodes
             .into_iter()
-            .map(record_from_pb)
+            .map(|r| record_from_pb(r).map(Arc::new))
             .collect::<Result<_, _>>()?;
         let quarantined = s
             .quarantined
             .into_iter()
             .map(|t| {
                 let node = t.node.ok_or(WireError::Missing("Tombstone.node"))?;
-                Ok((record_from_pb(node)?, t.remaining_ms))
+                Ok((Arc::new(record_from_pb(node)?), t.remaining_ms))
             })
             .collect::<Result<_, WireError>>()?;
         Ok(RegistrySnapshot {
@@ -349,8 +351,8 @@ mod tests {
             position: Position { index: 5, term: 1 },
             state: RegistrySnapshot {
                 last_node_id: 2,
-                nodes: vec![record(2)],
-                quarantined: vec![(record(1), 500)],
+                nodes: vec![record(2).into()],
+                quarantined: vec![(record(1).into(), 500)],
                 clocks: vec![(1, 1_700_000_000_123)],
             },
         };
