@@ -492,7 +492,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     /// Every live registration gets a fresh lease: its holder may have been reporting to
     /// the old leader a moment ago.
     fn lead(&mut self, state: &S, now: Millis) {
-        self.leases = Leases::fresh(state.part().nodes().map(|r| r.node_id), now);
+        self.leases = Leases::fresh(state.part().ids(), now);
     }
 
     fn step_down(&mut self) {
