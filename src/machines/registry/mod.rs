@@ -9,6 +9,7 @@
 //!   [`cli`]: nebcli's commands; [`checker`]: the workload and invariants the simulations
 //!   drive it with.
 
+mod addr_index;
 pub mod checker;
 pub mod cli;
 pub mod client;

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::addr_index::AddrIndex;
+
 use crate::consensus::Machine;
 use crate::time::Millis;
 
@@ -215,7 +217,8 @@ pub struct Registry {
     /// about as many entries as the state has records, and a record held twice cost as
     /// much again as the registry itself.
     nodes: BTreeMap<NodeId, Arc<NodeRecord>>,
-    by_addr: HashMap<SocketAddr, NodeId>,
+    /// Live registrations by address.
+    by_addr: AddrIndex,
     quarantine: BTreeMap<NodeId, Tombstone>,
     /// Quarantined IDs by their last holder's address: a registration looks up whether its
     /// address may take an ID back, and with heavy churn the quarantine holds many thousands.
@@ -233,7 +236,7 @@ impl Registry {
             reuse_delay,
             last_node_id: 0,
             nodes: BTreeMap::new(),
-            by_addr: HashMap::new(),
+            by_addr: AddrIndex::default(),
             quarantine: BTreeMap::new(),
             quarantine_by_addr: HashMap::new(),
             clocks: BTreeMap::new(),
@@ -299,7 +302,9 @@ impl Registry {
 
     /// The live registration at `addr`.
     pub fn by_addr(&self, addr: SocketAddr) -> Option<&NodeRecord> {
-        self.by_addr.get(&addr).and_then(|id| self.get(*id))
+        self.by_addr
+            .get(addr, &self.nodes)
+            .and_then(|id| self.get(id))
     }
 
     /// Quarantined IDs, by ID.
@@ -382,15 +387,15 @@ impl Registry {
                 if self.nodes.contains_key(&id) {
                     return Err(ApplyError::IdInUse(id));
                 }
-                if self.by_addr.contains_key(&record.addr) {
+                if self.by_addr.get(record.addr, &self.nodes).is_some() {
                     return Err(ApplyError::AddrInUse(record.addr));
                 }
                 // A quarantined ID taken back by its old address does not move the allocator.
                 if self.quarantine_remove(id).is_none() {
                     self.last_node_id = id;
                 }
-                self.by_addr.insert(record.addr, id);
                 self.nodes.insert(id, record.clone());
+                self.by_addr.insert(record.addr, id);
                 Ok(Some(Change::Added(record.clone())))
             }
             Command::Update(record) => {
@@ -434,7 +439,7 @@ impl Registry {
 
     fn remove(&mut self, id: NodeId) -> Result<Arc<NodeRecord>, ApplyError> {
         let record = self.nodes.remove(&id).ok_or(ApplyError::UnknownNode(id))?;
-        self.by_addr.remove(&record.addr);
+        self.by_addr.remove(record.addr, id);
         Ok(record)
     }
 
@@ -455,8 +460,8 @@ impl Registry {
     /// Replaces the state with `snapshot`, taken on another beacon.
     pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
         self.last_node_id = snapshot.last_node_id;
-        self.by_addr = snapshot.nodes.iter().map(|r| (r.addr, r.node_id)).collect();
         self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
+        self.by_addr = AddrIndex::of(&self.nodes);
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
         self.clocks = snapshot.clocks.into_iter().collect();
