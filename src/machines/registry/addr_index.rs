@@ -8,17 +8,13 @@
 //! address's hash (8 bytes, about 19 per registration at a million), reads the address from
 //! the record only when those bits match, and grows from the stored bits alone.
 
-use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use super::state::{NodeId, NodeRecord};
-
-/// The registrations the index reads addresses from.
-pub(super) type Nodes = BTreeMap<NodeId, Arc<NodeRecord>>;
+/// A node ID (the registry's own type, named here without importing the registry).
+type NodeId = u32;
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct AddrIndex {
@@ -34,12 +30,12 @@ fn spread(bits: u32) -> u64 {
 }
 
 impl AddrIndex {
-    /// The index of every registration of `nodes`.
-    pub(super) fn of(nodes: &Nodes) -> AddrIndex {
+    /// The index of every `(address, ID)` of `live`.
+    pub(super) fn of(live: impl ExactSizeIterator<Item = (SocketAddr, NodeId)>) -> AddrIndex {
         let mut index = AddrIndex::default();
-        index.ids.reserve(nodes.len(), |(_, bits)| spread(*bits));
-        for record in nodes.values() {
-            index.insert(record.addr, record.node_id);
+        index.ids.reserve(live.len(), |(_, bits)| spread(*bits));
+        for (addr, id) in live {
+            index.insert(addr, id);
         }
         index
     }
@@ -49,12 +45,16 @@ impl AddrIndex {
         (h >> 32) as u32 ^ h as u32
     }
 
-    /// The ID registered at `addr`.
-    pub(super) fn get(&self, addr: SocketAddr, nodes: &Nodes) -> Option<NodeId> {
+    /// The ID registered at `addr`, given where each indexed ID is registered.
+    pub(super) fn get(
+        &self,
+        addr: SocketAddr,
+        address_of: impl Fn(NodeId) -> Option<SocketAddr>,
+    ) -> Option<NodeId> {
         let bits = self.bits(addr);
         self.ids
             .find(spread(bits), |(id, b)| {
-                *b == bits && nodes.get(id).is_some_and(|r| r.addr == addr)
+                *b == bits && address_of(*id) == Some(addr)
             })
             .map(|(id, _)| *id)
     }
@@ -84,47 +84,46 @@ impl AddrIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
-    fn record(id: NodeId, port: u16) -> Arc<NodeRecord> {
-        Arc::new(NodeRecord {
-            node_id: id,
-            node_type: "LOGIC".into(),
-            addr: SocketAddr::from(([10, 0, 0, 1], port)),
-            access_addr: None,
-            worker_num: 0,
-            metadata: String::new(),
-            registered_ms: 0,
-            term: 1,
-            index: u64::from(id),
-            owner: String::new(),
-        })
+    /// Where each ID of `live` is registered, as the registry answers it.
+    fn lookup(live: &BTreeMap<NodeId, SocketAddr>) -> impl Fn(NodeId) -> Option<SocketAddr> + '_ {
+        move |id| live.get(&id).copied()
+    }
+
+    fn at(host: u8, port: u16) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, host], port))
     }
 
     #[test]
     fn finds_by_address_through_growth_and_forgets_what_is_removed() {
-        let mut nodes = Nodes::new();
+        let mut live: BTreeMap<NodeId, SocketAddr> = BTreeMap::new();
         let mut index = AddrIndex::default();
         // Enough to grow the table several times.
         for id in 1..=5_000 {
-            let r = record(id, 10_000 + id as u16);
-            nodes.insert(id, r.clone());
-            index.insert(r.addr, id);
+            live.insert(id, at(1, 10_000 + id as u16));
+            index.insert(at(1, 10_000 + id as u16), id);
         }
         for id in [1, 777, 5_000] {
-            let addr = SocketAddr::from(([10, 0, 0, 1], 10_000 + id as u16));
-            assert_eq!(index.get(addr, &nodes), Some(id));
+            assert_eq!(
+                index.get(at(1, 10_000 + id as u16), lookup(&live)),
+                Some(id)
+            );
         }
-        let other = SocketAddr::from(([10, 0, 0, 2], 10_001));
-        assert_eq!(index.get(other, &nodes), None, "same port, other host");
-        let gone = nodes.remove(&777).unwrap();
-        index.remove(gone.addr, 777);
-        assert_eq!(index.get(gone.addr, &nodes), None);
+        assert_eq!(
+            index.get(at(2, 10_001), lookup(&live)),
+            None,
+            "same port, other host"
+        );
+        let gone = live.remove(&777).unwrap();
+        index.remove(gone, 777);
+        assert_eq!(index.get(gone, lookup(&live)), None);
         assert_eq!(index.len(), 4_999);
         // Rebuilt from the registrations alone, it answers the same.
-        let rebuilt = AddrIndex::of(&nodes);
+        let rebuilt = AddrIndex::of(live.iter().map(|(id, addr)| (*addr, *id)));
         assert_eq!(rebuilt.len(), 4_999);
-        for (id, r) in &nodes {
-            assert_eq!(rebuilt.get(r.addr, &nodes), Some(*id));
+        for (id, addr) in &live {
+            assert_eq!(rebuilt.get(*addr, lookup(&live)), Some(*id));
         }
     }
 }

@@ -300,10 +300,14 @@ impl Registry {
         self.nodes.get(&id).is_some_and(|n| n.token() == token)
     }
 
+    fn address_of(&self, id: NodeId) -> Option<SocketAddr> {
+        self.nodes.get(&id).map(|r| r.addr)
+    }
+
     /// The live registration at `addr`.
     pub fn by_addr(&self, addr: SocketAddr) -> Option<&NodeRecord> {
         self.by_addr
-            .get(addr, &self.nodes)
+            .get(addr, |id| self.address_of(id))
             .and_then(|id| self.get(id))
     }
 
@@ -387,7 +391,11 @@ impl Registry {
                 if self.nodes.contains_key(&id) {
                     return Err(ApplyError::IdInUse(id));
                 }
-                if self.by_addr.get(record.addr, &self.nodes).is_some() {
+                if self
+                    .by_addr
+                    .get(record.addr, |id| self.address_of(id))
+                    .is_some()
+                {
                     return Err(ApplyError::AddrInUse(record.addr));
                 }
                 // A quarantined ID taken back by its old address does not move the allocator.
@@ -461,7 +469,7 @@ impl Registry {
     pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
         self.last_node_id = snapshot.last_node_id;
         self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
-        self.by_addr = AddrIndex::of(&self.nodes);
+        self.by_addr = AddrIndex::of(self.nodes.values().map(|r| (r.addr, r.node_id)));
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
         self.clocks = snapshot.clocks.into_iter().collect();
