@@ -33,7 +33,7 @@ impl Candidate {
             node_id: record.node_id,
             addr: record.addr,
             registration: record.token(),
-            node_type: record.node_type.clone(),
+            node_type: record.node_type.to_string(),
             labels: labels_of(&record.metadata),
         }
     }

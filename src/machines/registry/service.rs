@@ -269,7 +269,7 @@ impl RegistryService {
             if existing.node_type != req.node_type {
                 return Outcome::Now(Err(RegistryError::Conflict {
                     addr: req.addr,
-                    node_type: existing.node_type,
+                    node_type: existing.node_type.to_string(),
                     node_id: existing.node_id,
                 }));
             }
@@ -314,7 +314,7 @@ impl RegistryService {
         };
         let record = NodeRecord {
             node_id: id,
-            node_type: req.node_type,
+            node_type: req.node_type.into(),
             addr: req.addr,
             access_addr: req.access_addr,
             worker_num: req.worker_num,
@@ -466,7 +466,7 @@ fn free_id<S: Part<Registry>>(
     if let Some(live) = registry.get(id) {
         return Outcome::Now(Err(RegistryError::IdInUse {
             node_id: id,
-            node_type: live.node_type.clone(),
+            node_type: live.node_type.to_string(),
             addr: live.addr,
         }));
     }

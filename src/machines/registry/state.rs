@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use compact_str::CompactString;
+
 use super::addr_index::AddrIndex;
 
 use crate::consensus::Machine;
@@ -96,7 +98,9 @@ impl std::fmt::Display for FencingToken {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRecord {
     pub node_id: NodeId,
-    pub node_type: String,
+    /// Inline when short (every type name we know of): a String's heap copy of a name like
+    /// `LOGIC` took 32 bytes more per registration, a million times over.
+    pub node_type: CompactString,
     pub addr: SocketAddr,
     pub access_addr: Option<SocketAddr>,
     pub worker_num: u32,

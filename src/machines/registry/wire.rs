@@ -123,7 +123,7 @@ pub fn hello_range(hello: &[u8]) -> Result<(u32, u32), WireError> {
 pub fn record_to_pb(r: &NodeRecord) -> pb::NodeInfo {
     pb::NodeInfo {
         node_id: r.node_id,
-        node_type: r.node_type.clone(),
+        node_type: r.node_type.to_string(),
         addr: r.addr.to_string(),
         access_addr: r.access_addr.map(|a| a.to_string()).unwrap_or_default(),
         worker_num: r.worker_num,
@@ -143,7 +143,7 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
     Ok(NodeRecord {
         node_id: n.node_id,
         addr: parse_addr("NodeInfo.addr", &n.addr)?,
-        node_type: n.node_type,
+        node_type: n.node_type.into(),
         access_addr,
         worker_num: n.worker_num,
         metadata: n.metadata,
