@@ -9,10 +9,12 @@
 //! So a lease costs the heap about one pop and push per `lease_ms`, whatever its renewals.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BinaryHeap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::num::NonZeroU32;
 use std::sync::{Arc, OnceLock};
 
+use super::id_slots::{IdHasher, IdSlots};
 use super::state::NodeId;
 use super::wire::LoadStats;
 use crate::time::Millis;
@@ -22,10 +24,9 @@ pub type LoadReport = (LoadStats, Vec<LoadStats>);
 
 /// A live registration's lease, at the leader.
 ///
-/// Kept small (16 bytes): the leader holds one per live registration, a million at scale,
-/// in a hash map that rounds its buckets up to a power of two. A report is held apart; the
-/// common one that says nothing (all zeros, no workers) is one shared value, not a copy per
-/// registration.
+/// Kept small (16 bytes): the leader holds one per live registration, a million at scale.
+/// A report is held apart; the common one that says nothing (all zeros, no workers) is one
+/// shared value, not a copy per registration.
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub last_seen: Millis,
@@ -65,12 +66,13 @@ impl Lease {
 /// Leases by node ID, and when each was last looked at.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Leases {
-    by_id: HashMap<NodeId, Held, BuildHasherDefault<IdHasher>>,
+    by_id: IdSlots<Held>,
     /// (last seen as of this entry, node ID, the lease's number): the earliest first.
-    due: BinaryHeap<Reverse<(Millis, NodeId, u64)>>,
+    due: BinaryHeap<Reverse<(Millis, NodeId, NonZeroU32)>>,
     /// Numbers leases, so an entry left from an ended lease never counts for a later one
-    /// of the same ID.
-    next: u64,
+    /// of the same ID. It wraps: an entry stays in the heap about `lease_ms`, and 2^32
+    /// leases are not started in that time.
+    next: u32,
     /// The registrations this beacon found live when it took the leadership, whose lease
     /// has not been renewed or ended since.
     cohort: Cohort,
@@ -100,13 +102,9 @@ const COHORT_CHUNK: usize = 65_536;
 
 impl Cohort {
     /// Whether `id` still holds the cohort's lease (not renewed on its own, not ended).
-    fn holds(
-        &self,
-        id: NodeId,
-        by_id: &HashMap<NodeId, Held, BuildHasherDefault<IdHasher>>,
-    ) -> bool {
+    fn holds(&self, id: NodeId, by_id: &IdSlots<Held>) -> bool {
         self.lease.is_some()
-            && !by_id.contains_key(&id)
+            && !by_id.contains(id)
             && !self.left.contains(&id)
             && self.ids[self.expired_to..].binary_search(&id).is_ok()
     }
@@ -115,7 +113,8 @@ impl Cohort {
 #[derive(Debug, Clone)]
 struct Held {
     lease: Lease,
-    number: u64,
+    /// Never zero, so that an empty slot costs nothing more (24 bytes a slot).
+    number: NonZeroU32,
 }
 
 impl Leases {
@@ -135,7 +134,7 @@ impl Leases {
     }
 
     pub(super) fn get(&self, id: NodeId) -> Option<&Lease> {
-        match self.by_id.get(&id) {
+        match self.by_id.get(id) {
             Some(held) => Some(&held.lease),
             None if self.cohort.holds(id, &self.by_id) => self.cohort.lease.as_ref(),
             None => None,
@@ -148,12 +147,13 @@ impl Leases {
         let Leases {
             by_id, due, next, ..
         } = self;
-        let held = by_id.entry(id).or_insert_with(|| {
-            *next += 1;
-            due.push(Reverse((now, id, *next)));
+        let held = by_id.get_or_insert_with(id, || {
+            *next = next.checked_add(1).unwrap_or(1);
+            let number = NonZeroU32::new(*next).expect("never zero");
+            due.push(Reverse((now, id, number)));
             Held {
                 lease: Lease::fresh(now),
-                number: *next,
+                number,
             }
         });
         held.lease.last_seen = held.lease.last_seen.max(now);
@@ -163,7 +163,7 @@ impl Leases {
     /// Ends `id`'s lease (it ended, or expired).
     pub(super) fn remove(&mut self, id: NodeId) {
         // Its heap entry stays until it comes up, and is dropped then.
-        self.by_id.remove(&id);
+        self.by_id.remove(id);
         if self.cohort.lease.is_some() {
             self.cohort.left.insert(id);
         }
@@ -178,7 +178,7 @@ impl Leases {
                 break;
             }
             self.due.pop();
-            let Some(held) = self.by_id.get(&id).filter(|h| h.number == number) else {
+            let Some(held) = self.by_id.get(id).filter(|h| h.number == number) else {
                 continue;
             };
             if held.lease.last_seen > seen {
@@ -206,7 +206,7 @@ impl Leases {
         let out = cohort.ids[cohort.expired_to..end]
             .iter()
             .copied()
-            .filter(|id| !self.by_id.contains_key(id) && !cohort.left.contains(id))
+            .filter(|id| !self.by_id.contains(*id) && !cohort.left.contains(id))
             .collect();
         cohort.expired_to = end;
         if end == cohort.ids.len() {
@@ -218,28 +218,6 @@ impl Leases {
     #[cfg(test)]
     fn queued(&self) -> usize {
         self.due.len()
-    }
-}
-
-/// Fibonacci hashing of a node ID: node IDs are small integers the leader hands out itself,
-/// so one multiplication hashes them well, where the default SipHash showed in profiles.
-#[derive(Debug, Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Not used by u32 keys; kept correct for any other.
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -273,8 +251,8 @@ mod tests {
         assert_eq!(**a, (LoadStats::default(), Vec::new()));
         assert!(Arc::ptr_eq(a, b), "one shared value, not a copy per lease");
         // What the leader holds per registration stays this small (a million of them at
-        // scale, in buckets rounded up to a power of two).
-        assert!(std::mem::size_of::<(NodeId, Held)>() <= 32);
+        // scale), an empty slot no larger.
+        assert!(std::mem::size_of::<Option<Held>>() <= 24);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub(crate) mod grpc;
+mod id_slots;
 mod leases;
 mod metrics;
 pub(crate) mod rpc;
