@@ -180,13 +180,16 @@ pub(super) async fn dispatch_batch(
         Peer::Client(Some(who)) => Some(who.as_ref()),
         _ => None,
     };
+    let Some(first) = frames.first() else {
+        return Vec::new();
+    };
     if let Some(who) = identity
-        && let Err(refused) = permit(frames[0].cmd, who)
+        && let Err(refused) = permit(first.cmd, who)
     {
         // One code, one sender: each request is refused alike.
         return frames.iter().map(|_| Err(refused.clone())).collect();
     }
-    let ctx = shared.ctx(identity, Consistency::of_flags(frames[0].flags));
+    let ctx = shared.ctx(identity, Consistency::of_flags(first.flags));
     match machines::Dispatch::serve_batch(frames, &ctx).await {
         Some(handled) => handled,
         None => {

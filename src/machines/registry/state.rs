@@ -269,7 +269,6 @@ impl Registry {
         self.last_node_id
     }
 
-    /// Live registrations, by ID.
     /// The IDs of the live registrations, in order, read without touching the records (a
     /// new leader gives each a lease: a million records read one by one cost it a cache
     /// miss each).
@@ -277,6 +276,7 @@ impl Registry {
         self.nodes.keys().copied()
     }
 
+    /// Live registrations, by ID.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeRecord> {
         self.nodes.values().map(|r| &**r)
     }
