@@ -79,19 +79,18 @@ pub(super) struct Leases {
 }
 
 /// What a new leader found live: every one of them holds a lease that started when it took
-/// over, kept as one list and one start rather than a lease each. Giving a million
-/// registrations a lease each took 120 ms on the core thread at the moment of failover;
-/// the list is a copy of the registry's keys. A registration leaves the cohort when it
-/// renews (it then has a lease of its own) or ends; once the cohort's lease runs out, those
-/// still in it expire, a chunk per tick.
+/// over, kept as one start rather than a lease each. Giving a million registrations a lease
+/// each took 120 ms on the core thread at the moment of failover, and even listing their
+/// IDs 10 ms; the cohort lists nothing. Its members are the live registrations without a
+/// lease of their own: whatever registers later gets one at once, one that renews gets one,
+/// one that ends leaves. Once the cohort's lease runs out, those still in it expire, a chunk
+/// of the registry's IDs per tick, never early.
 #[derive(Debug, Clone, Default)]
 struct Cohort {
-    /// Sorted; those that renewed or ended since are skipped, not removed.
-    ids: Vec<NodeId>,
-    /// Where the expiry has got to in `ids`.
-    expired_to: usize,
-    /// The cohort's lease, as every one of its leases reads.
+    /// The cohort's lease, as every one of its leases reads; `None`: no cohort.
     lease: Option<Lease>,
+    /// IDs below this were judged already.
+    judged_below: NodeId,
     /// Members that ended (or ended and came back with a lease of their own) since.
     left: HashSet<NodeId, BuildHasherDefault<IdHasher>>,
 }
@@ -101,12 +100,13 @@ struct Cohort {
 const COHORT_CHUNK: usize = 65_536;
 
 impl Cohort {
-    /// Whether `id` still holds the cohort's lease (not renewed on its own, not ended).
+    /// Whether `id`, a live registration, still holds the cohort's lease (not renewed on
+    /// its own, not ended, not judged).
     fn holds(&self, id: NodeId, by_id: &IdSlots<Held>) -> bool {
         self.lease.is_some()
+            && id >= self.judged_below
             && !by_id.contains(id)
             && !self.left.contains(&id)
-            && self.ids[self.expired_to..].binary_search(&id).is_ok()
     }
 }
 
@@ -118,21 +118,19 @@ struct Held {
 }
 
 impl Leases {
-    /// A fresh lease at `now` for every ID of `ids` (sorted): a new leader's, for every live
-    /// registration at once, a million at scale. They share one lease (see [`Cohort`]).
-    pub(super) fn fresh(ids: impl Iterator<Item = NodeId>, now: Millis) -> Leases {
-        let ids: Vec<NodeId> = ids.collect();
-        debug_assert!(ids.is_sorted(), "a cohort's IDs come sorted");
+    /// A fresh lease at `now` for every live registration: a new leader's, for all of them
+    /// at once, a million at scale. They share one lease (see [`Cohort`]).
+    pub(super) fn fresh(now: Millis) -> Leases {
         Leases {
             cohort: Cohort {
-                lease: (!ids.is_empty()).then(|| Lease::fresh(now)),
-                ids,
+                lease: Some(Lease::fresh(now)),
                 ..Cohort::default()
             },
             ..Leases::default()
         }
     }
 
+    /// The lease of `id`, a live registration.
     pub(super) fn get(&self, id: NodeId) -> Option<&Lease> {
         match self.by_id.get(id) {
             Some(held) => Some(&held.lease),
@@ -170,9 +168,14 @@ impl Leases {
     }
 
     /// Ends and returns (in ID order) the leases not renewed for more than `lease_ms`
-    /// before `now`.
-    pub(super) fn expire(&mut self, now: Millis, lease_ms: Millis) -> Vec<NodeId> {
-        let mut out = self.expire_cohort(now, lease_ms);
+    /// before `now`; `live_from(id)` lists the live registrations from `id` on, in order.
+    pub(super) fn expire<I: Iterator<Item = NodeId>>(
+        &mut self,
+        now: Millis,
+        lease_ms: Millis,
+        live_from: impl FnOnce(NodeId) -> I,
+    ) -> Vec<NodeId> {
+        let mut out = self.expire_cohort(now, lease_ms, live_from);
         while let Some(&Reverse((seen, id, number))) = self.due.peek() {
             if now.saturating_sub(seen) <= lease_ms {
                 break;
@@ -192,25 +195,33 @@ impl Leases {
         out
     }
 
-    /// Once the cohort's lease has run out: the next chunk of its members that still hold
-    /// it; the cohort is gone once every member was judged.
-    fn expire_cohort(&mut self, now: Millis, lease_ms: Millis) -> Vec<NodeId> {
+    /// Once the cohort's lease has run out: its members among the next chunk of live
+    /// registrations; the cohort is gone once every live registration was judged.
+    fn expire_cohort<I: Iterator<Item = NodeId>>(
+        &mut self,
+        now: Millis,
+        lease_ms: Millis,
+        live_from: impl FnOnce(NodeId) -> I,
+    ) -> Vec<NodeId> {
         let Some(lease) = &self.cohort.lease else {
             return Vec::new();
         };
         if now.saturating_sub(lease.last_seen) <= lease_ms {
             return Vec::new();
         }
-        let cohort = &mut self.cohort;
-        let end = (cohort.expired_to + COHORT_CHUNK).min(cohort.ids.len());
-        let out = cohort.ids[cohort.expired_to..end]
+        let chunk: Vec<NodeId> = live_from(self.cohort.judged_below)
+            .take(COHORT_CHUNK)
+            .collect();
+        let out = chunk
             .iter()
             .copied()
-            .filter(|id| !self.by_id.contains(*id) && !cohort.left.contains(id))
+            .filter(|id| self.cohort.holds(*id, &self.by_id))
             .collect();
-        cohort.expired_to = end;
-        if end == cohort.ids.len() {
-            *cohort = Cohort::default();
+        match chunk.last() {
+            Some(last) if chunk.len() == COHORT_CHUNK && *last < NodeId::MAX => {
+                self.cohort.judged_below = last + 1;
+            }
+            _ => self.cohort = Cohort::default(),
         }
         out
     }
@@ -224,10 +235,21 @@ impl Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+
+    /// [`Leases::expire`] over the live registrations `live`.
+    fn expire(
+        leases: &mut Leases,
+        live: &BTreeSet<NodeId>,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> Vec<NodeId> {
+        leases.expire(now, lease_ms, |from| live.range(from..).copied())
+    }
 
     #[test]
     fn a_lease_keeps_its_last_report_and_a_silent_one_shares_the_zero_report() {
-        let mut leases = Leases::fresh([1, 2].into_iter(), 0);
+        let mut leases = Leases::fresh(0);
         let busy = LoadStats {
             load: 7,
             ..Default::default()
@@ -257,21 +279,24 @@ mod tests {
 
     #[test]
     fn a_lease_runs_out_only_after_lease_ms_without_renewal() {
-        let mut leases = Leases::fresh([1, 2, 3].into_iter(), 0);
+        let mut live: BTreeSet<NodeId> = [1, 2, 3].into();
+        let mut leases = Leases::fresh(0);
         leases.renew(2, 500);
-        assert_eq!(leases.expire(1000, 1000), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(1001, 1000), vec![1, 3]);
+        assert_eq!(expire(&mut leases, &live, 1000, 1000), Vec::<NodeId>::new());
+        assert_eq!(expire(&mut leases, &live, 1001, 1000), vec![1, 3]);
+        live.retain(|id| *id == 2);
         assert!(leases.get(1).is_none() && leases.get(3).is_none());
-        assert_eq!(leases.expire(1500, 1000), Vec::<NodeId>::new());
+        assert_eq!(expire(&mut leases, &live, 1500, 1000), Vec::<NodeId>::new());
         leases.renew(2, 1400);
-        assert_eq!(leases.expire(2400, 1000), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(2401, 1000), vec![2]);
+        assert_eq!(expire(&mut leases, &live, 2400, 1000), Vec::<NodeId>::new());
+        assert_eq!(expire(&mut leases, &live, 2401, 1000), vec![2]);
         assert_eq!(leases.queued(), 0, "nothing is left behind");
     }
 
     #[test]
     fn renewals_cost_the_heap_nothing_and_an_ended_lease_never_counts_again() {
-        let mut leases = Leases::fresh([7].into_iter(), 0);
+        let live: BTreeSet<NodeId> = [7].into();
+        let mut leases = Leases::fresh(0);
         for t in 1..10_000 {
             leases.renew(7, t);
         }
@@ -280,45 +305,57 @@ mod tests {
         // one alone decides.
         leases.remove(7);
         leases.renew(7, 20_000);
-        assert_eq!(leases.expire(20_500, 1000), Vec::<NodeId>::new());
-        assert_eq!(leases.expire(21_001, 1000), vec![7]);
+        assert_eq!(
+            expire(&mut leases, &live, 20_500, 1000),
+            Vec::<NodeId>::new()
+        );
+        assert_eq!(expire(&mut leases, &live, 21_001, 1000), vec![7]);
         assert_eq!(leases.queued(), 0);
     }
 
     #[test]
     fn a_cohort_too_large_for_one_tick_expires_over_several_never_early() {
         let n = COHORT_CHUNK as NodeId + 10;
-        let mut leases = Leases::fresh(1..=n, 0);
+        let mut live: BTreeSet<NodeId> = (1..=n).collect();
+        let mut leases = Leases::fresh(0);
         assert!(leases.get(n).is_some_and(|l| l.last_seen == 0));
         // Two renew on their own; one ends; none of them is the cohort's to expire.
         leases.renew(1, 500);
         leases.renew(n, 500);
         leases.remove(2);
+        live.remove(&2);
         assert!(leases.get(2).is_none());
-        assert_eq!(leases.expire(1000, 1000), Vec::<NodeId>::new(), "not yet");
-        let first = leases.expire(1001, 1000);
         assert_eq!(
-            first.len(),
-            COHORT_CHUNK - 2,
-            "a chunk, less the two that left it"
+            expire(&mut leases, &live, 1000, 1000),
+            Vec::<NodeId>::new(),
+            "not yet"
         );
+        // A chunk of the live registrations (1, then 3 on), less the one that renewed.
+        let first = expire(&mut leases, &live, 1001, 1000);
+        assert_eq!(first.len(), COHORT_CHUNK - 1);
         assert_eq!(
             (first[0], first[first.len() - 1]),
-            (3, COHORT_CHUNK as NodeId)
+            (3, COHORT_CHUNK as NodeId + 1)
         );
-        let rest = leases.expire(1002, 1000);
-        assert_eq!(rest, (COHORT_CHUNK as NodeId + 1..n).collect::<Vec<_>>());
+        live.retain(|id| first.binary_search(id).is_err());
+        let rest = expire(&mut leases, &live, 1002, 1000);
+        assert_eq!(rest, (COHORT_CHUNK as NodeId + 2..n).collect::<Vec<_>>());
+        live.retain(|id| rest.binary_search(id).is_err());
         assert!(leases.get(3).is_none() && leases.get(n - 1).is_none());
+        // Registered after the takeover: a lease of its own, never the cohort's.
+        leases.renew(2, 1300);
+        live.insert(2);
         assert_eq!(
-            leases.expire(1400, 1000),
+            expire(&mut leases, &live, 1400, 1000),
             Vec::<NodeId>::new(),
             "nothing twice"
         );
         assert_eq!(
-            leases.expire(1501, 1000),
+            expire(&mut leases, &live, 1501, 1000),
             vec![1, n],
             "the renewed, on their own time"
         );
+        assert_eq!(expire(&mut leases, &live, 2301, 1000), vec![2]);
     }
 
     /// Against the plain scan it replaces, over a random schedule of renewals, removals and
@@ -334,7 +371,7 @@ mod tests {
         };
         let lease_ms = 300;
         // A leader that took over 40 live registrations: they share one lease from 0.
-        let mut leases = Leases::fresh(0..40, 0);
+        let mut leases = Leases::fresh(0);
         let mut plain: std::collections::BTreeMap<NodeId, Millis> =
             (0..40).map(|id| (id, 0)).collect();
         for now in 0..20_000u64 {
@@ -360,7 +397,8 @@ mod tests {
                     .map(|(id, _)| *id)
                     .collect();
                 plain.retain(|_, seen| now - *seen <= lease_ms);
-                assert_eq!(leases.expire(now, lease_ms), want, "at {now}");
+                let live: BTreeSet<NodeId> = plain.keys().copied().collect();
+                assert_eq!(expire(&mut leases, &live, now, lease_ms), want, "at {now}");
             }
         }
     }

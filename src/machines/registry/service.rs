@@ -491,8 +491,8 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
 
     /// Every live registration gets a fresh lease: its holder may have been reporting to
     /// the old leader a moment ago.
-    fn lead(&mut self, state: &S, now: Millis) {
-        self.leases = Leases::fresh(state.part().ids(), now);
+    fn lead(&mut self, _state: &S, now: Millis) {
+        self.leases = Leases::fresh(now);
     }
 
     fn step_down(&mut self) {
@@ -516,7 +516,11 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
         let now = leader.now();
         let lease_ms = self.cfg.lease_ms;
-        for id in self.leases.expire(now, lease_ms) {
+        let registry = leader.state().part();
+        let expired = self
+            .leases
+            .expire(now, lease_ms, |from| registry.ids_from(from));
+        for id in expired {
             leader.notice(format!(
                 "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
             ));
