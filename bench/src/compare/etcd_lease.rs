@@ -28,14 +28,27 @@ pub struct KeepAliveResponse {
     pub ttl: i64,
 }
 
-/// Where a stream's answers are counted.
+/// Where renewals' answers are counted (an etcd stream's here, a beacon connection's in
+/// the liveness part's renewer).
+#[derive(Clone)]
 pub struct Counters {
     /// The lease lives on.
     pub renewed: Arc<AtomicU64>,
-    /// The lease had expired.
-    pub lapsed: Arc<AtomicU64>,
+    /// Refused (beacon) or answered as lapsed (etcd).
+    pub failed: Arc<AtomicU64>,
     /// Given a permit per answer, when the sender bounds what it has outstanding.
     pub answered: Option<Arc<Semaphore>>,
+}
+
+impl Counters {
+    /// Counts one answer: a renewal (`renewed`) or a failure.
+    pub fn count(&self, renewed: bool) {
+        let counter = if renewed { &self.renewed } else { &self.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(window) = &self.answered {
+            window.add_permits(1);
+        }
+    }
 }
 
 /// Opens a keep-alive stream to `member` and returns where to send lease IDs. Answers are
@@ -71,15 +84,7 @@ pub async fn open(
             }
         };
         while let Ok(Some(r)) = responses.message().await {
-            let counter = if r.ttl > 0 {
-                &counters.renewed
-            } else {
-                &counters.lapsed
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            if let Some(window) = &counters.answered {
-                window.add_permits(1);
-            }
+            counters.count(r.ttl > 0);
         }
     });
     Ok(tx)

@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::sync::{Mutex, Semaphore};
 
 use super::clients::service_addr;
-use super::etcd_lease;
+use super::etcd_lease::{self, Counters};
 use super::proc;
 use super::systems::{Cluster, Kind};
 
@@ -96,26 +96,10 @@ pub async fn run(
 ) -> anyhow::Result<Liveness> {
     let (pid, at) = cluster.leader_process().await?;
     let baseline_rss = proc::rss_bytes(pid).context("leader RSS")?;
-    let shards: Vec<Shard> = (0..CONNECTIONS).map(|_| Shard::default()).collect();
-    let renewed = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut renewers = Vec::new();
-    for shard in &shards {
-        renewers.push(
-            spawn_renewer(
-                cluster.kind,
-                at,
-                Pacer::new(shard.clone(), stop.clone()),
-                Counters {
-                    renewed: renewed.clone(),
-                    failed: failed.clone(),
-                    answered: None,
-                },
-            )
-            .await?,
-        );
-    }
+    let renewers = Renewers::start(cluster.kind, at, CONNECTIONS, |shard, stop| {
+        (Pacer::new(shard, stop), None)
+    })
+    .await?;
 
     let mut result = Liveness {
         baseline_rss,
@@ -124,7 +108,7 @@ pub async fn run(
     let mut live = 0;
     for &target in steps {
         let t = Instant::now();
-        register(cluster.kind, at, live, target, &shards).await?;
+        register(cluster.kind, at, live, target, &renewers.shards).await?;
         println!(
             "  {}: {} registrations in {:.1} s",
             cluster.kind,
@@ -139,7 +123,7 @@ pub async fn run(
             failed: renewal_errors,
             cpu,
             ..
-        } = measure(&renewed, &failed, pid, window).await?;
+        } = renewers.measure(pid, window).await?;
         let rss = proc::rss_bytes(pid).context("leader RSS")?;
         let alive = count_alive(cluster.kind, at).await?;
         let step = Step {
@@ -166,10 +150,6 @@ pub async fn run(
             break;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    for r in renewers {
-        r.abort();
-    }
     Ok(result)
 }
 
@@ -182,29 +162,79 @@ pub(super) struct Measured {
     pub secs: f64,
 }
 
-/// Counts the answers into `renewed` and `failed` over `window`, and the CPU of the leader
-/// (`pid`) meanwhile.
-pub(super) async fn measure(
-    renewed: &AtomicU64,
-    failed: &AtomicU64,
-    pid: u32,
-    window: Duration,
-) -> anyhow::Result<Measured> {
-    let (r0, f0) = (
-        renewed.load(Ordering::Relaxed),
-        failed.load(Ordering::Relaxed),
-    );
-    let cpu0 = proc::cpu_seconds(pid).context("leader CPU")?;
-    let since = Instant::now();
-    tokio::time::sleep(window).await;
-    let cpu = proc::core_share(pid, since, cpu0).context("leader CPU")?;
-    let secs = since.elapsed().as_secs_f64();
-    Ok(Measured {
-        renewals_per_sec: (renewed.load(Ordering::Relaxed) - r0) as f64 / secs,
-        failed: failed.load(Ordering::Relaxed) - f0,
-        cpu,
-        secs,
-    })
+/// One renewer per connection, each renewing the registrations of its shard, their answers
+/// counted together; stopped when dropped.
+pub(super) struct Renewers {
+    /// The registrations each connection made, and renews.
+    pub(super) shards: Vec<Shard>,
+    counters: Counters,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Renewers {
+    /// `connections` renewers against `at`, each taking its batches from what `batches`
+    /// makes of its shard and the stop flag, with the window (if any) its answers give
+    /// permits back to.
+    pub(super) async fn start<B: Batches>(
+        kind: Kind,
+        at: SocketAddr,
+        connections: usize,
+        batches: impl Fn(Shard, Arc<AtomicBool>) -> (B, Option<Arc<Semaphore>>),
+    ) -> anyhow::Result<Renewers> {
+        let mut renewers = Renewers {
+            shards: (0..connections).map(|_| Shard::default()).collect(),
+            counters: Counters {
+                renewed: Arc::default(),
+                failed: Arc::default(),
+                answered: None,
+            },
+            stop: Arc::default(),
+            tasks: Vec::new(),
+        };
+        for shard in renewers.shards.clone() {
+            let (source, window) = batches(shard, renewers.stop.clone());
+            let counters = Counters {
+                answered: window,
+                ..renewers.counters.clone()
+            };
+            renewers
+                .tasks
+                .push(spawn_renewer(kind, at, source, counters).await?);
+        }
+        Ok(renewers)
+    }
+
+    /// Counts the answers over `window`, and the CPU of the leader (`pid`) meanwhile.
+    pub(super) async fn measure(&self, pid: u32, window: Duration) -> anyhow::Result<Measured> {
+        let Counters {
+            renewed, failed, ..
+        } = &self.counters;
+        let (r0, f0) = (
+            renewed.load(Ordering::Relaxed),
+            failed.load(Ordering::Relaxed),
+        );
+        let cpu0 = proc::cpu_seconds(pid).context("leader CPU")?;
+        let since = Instant::now();
+        tokio::time::sleep(window).await;
+        let cpu = proc::core_share(pid, since, cpu0).context("leader CPU")?;
+        let secs = since.elapsed().as_secs_f64();
+        Ok(Measured {
+            renewals_per_sec: (renewed.load(Ordering::Relaxed) - r0) as f64 / secs,
+            failed: failed.load(Ordering::Relaxed) - f0,
+            cpu,
+            secs,
+        })
+    }
+}
+
+impl Drop for Renewers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 /// Registers `from..to` over all shards' connections, appending each to its shard.
@@ -345,18 +375,9 @@ pub(super) trait Batches: Send + 'static {
     fn next(&mut self) -> impl Future<Output = Option<Vec<Item>>> + Send;
 }
 
-/// Where a renewer counts its answers.
-pub(super) struct Counters {
-    pub renewed: Arc<AtomicU64>,
-    /// Refused (beacon) or answered as lapsed (etcd).
-    pub failed: Arc<AtomicU64>,
-    /// Given a permit per answer, when the batches bound what is outstanding.
-    pub answered: Option<Arc<Semaphore>>,
-}
-
 /// A task that renews what `batches` hands out, sending without waiting for answers;
 /// answers are counted as they come.
-pub(super) async fn spawn_renewer(
+async fn spawn_renewer(
     kind: Kind,
     at: SocketAddr,
     mut batches: impl Batches,
@@ -367,15 +388,7 @@ pub(super) async fn spawn_renewer(
             let (mut sink, mut replies) = beacon_client(at).await?.into_framed().split();
             tokio::spawn(async move {
                 while let Some(Ok(frame)) = replies.next().await {
-                    let counter = if frame.is_error() {
-                        &counters.failed
-                    } else {
-                        &counters.renewed
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    if let Some(window) = &counters.answered {
-                        window.add_permits(1);
-                    }
+                    counters.count(!frame.is_error());
                 }
             });
             Ok(tokio::spawn(async move {
@@ -410,11 +423,6 @@ pub(super) async fn spawn_renewer(
             }))
         }
         Kind::Etcd => {
-            let counters = etcd_lease::Counters {
-                renewed: counters.renewed,
-                lapsed: counters.failed,
-                answered: counters.answered,
-            };
             let requests = etcd_lease::open(at, counters).await?;
             Ok(tokio::spawn(async move {
                 while let Some(items) = batches.next().await {

@@ -12,7 +12,7 @@
 //! rest are being made.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use beacon::machines::registry::REPORTS_PER_LEASE;
@@ -20,7 +20,7 @@ use beacon::machines::registry::config::default_lease_ms;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use super::liveness::{self, Batches, Counters, Item, Measured, Shard};
+use super::liveness::{self, Batches, Item, Measured, Renewers, Shard};
 use super::systems::{Cluster, Kind};
 
 /// Connections that renew (and register).
@@ -71,28 +71,19 @@ pub async fn run(
     window: Duration,
 ) -> anyhow::Result<Rate> {
     let (pid, at) = cluster.leader_process().await?;
-    let shards: Vec<Shard> = (0..CONNECTIONS).map(|_| Shard::default()).collect();
-    let renewed = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut renewers = Vec::new();
-    for shard in &shards {
+    let renewers = Renewers::start(cluster.kind, at, CONNECTIONS, |shard, stop| {
         let window = Arc::new(Semaphore::new(WINDOW));
-        let counters = Counters {
-            renewed: renewed.clone(),
-            failed: failed.clone(),
-            answered: Some(window.clone()),
-        };
         let round = Round {
-            shard: shard.clone(),
+            shard,
             next: 0,
-            window,
-            stop: stop.clone(),
+            window: window.clone(),
+            stop,
         };
-        renewers.push(liveness::spawn_renewer(cluster.kind, at, round, counters).await?);
-    }
+        (round, Some(window))
+    })
+    .await?;
     let t = Instant::now();
-    liveness::register(cluster.kind, at, 0, registrations, &shards).await?;
+    liveness::register(cluster.kind, at, 0, registrations, &renewers.shards).await?;
     println!(
         "  {}: {registrations} registrations in {:.1} s, renewed as they were made",
         cluster.kind,
@@ -104,11 +95,8 @@ pub async fn run(
         failed,
         cpu,
         secs,
-    } = liveness::measure(&renewed, &failed, pid, window).await?;
-    stop.store(true, Ordering::Relaxed);
-    for r in renewers {
-        r.abort();
-    }
+    } = renewers.measure(pid, window).await?;
+    drop(renewers);
     let alive = liveness::count_alive(cluster.kind, at).await?;
     let per_core_sec = renewals_per_sec / cpu.max(1e-6);
     let cadence_ms = cadence_ms(cluster.kind);
