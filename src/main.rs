@@ -126,18 +126,24 @@ fn run(args: Args) -> anyhow::Result<()> {
             adopt_config: args.adopt_config,
             reset_term: args.reset_term,
         };
+        // The handlers are in place before the port opens: a signal sent as soon as the
+        // beacon answers stops it gracefully, never by the signal's default action.
+        let shutdown = shutdown_signal()?;
         let server = beacon::server::Server::bind_with(config, options).await?;
-        server.run(shutdown_signal()).await;
+        server.run(shutdown).await;
         anyhow::Ok(())
     })
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM; the handlers are installed at once.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }
