@@ -2,17 +2,21 @@
 //! its `rpc.rs`) shares: the events the driver takes, the answer a handler gives, and the
 //! refusal it sends instead.
 //!
-//! A handler reaches the replicated state only through the driver's channel: it submits a
-//! request to its machine's service (answered once the core allows), reads the state (a
-//! closure run on the driver's task, between steps), or subscribes to committed changes.
+//! A handler changes the replicated state only through the driver's channel: it submits a
+//! request to its machine's service (answered once the core allows) or subscribes to
+//! committed changes. It reads the state on its own task, from the driver's
+//! `View` (`machines/view.rs`): a read never waits behind the writes queued for
+//! the driver.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::consensus::{ConsensusError, Machine, Message, Reply, ReplyError, Service};
+use crate::machines::view::{ReadError, View};
 use crate::machines::{Change, Part, Replica, Routes, Sections, Services, State};
 use crate::pb;
 use crate::time::Millis;
@@ -43,9 +47,6 @@ pub(crate) enum Since {
     /// start from).
     Compacted { asked: u64, oldest: u64 },
 }
-
-/// A read of the replica, run on the driver's task between steps.
-pub(crate) type Read = Box<dyn FnOnce(&Replica, Millis) + Send>;
 
 /// A read that may leave a [`Subscriber`] behind, given where in the history it starts.
 pub(crate) type Subscribe = Box<dyn FnOnce(&Replica, Millis, Since) -> Option<Subscriber> + Send>;
@@ -93,7 +94,6 @@ pub(crate) enum Event {
             oneshot::Sender<Reply<State, Services>>,
         )>,
     ),
-    Read(Read),
     Subscribe(Subscription),
     /// A leader transfer ([`crate::consensus::Input::Transfer`]).
     Transfer {
@@ -102,22 +102,6 @@ pub(crate) enum Event {
     },
     /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]).
     ReadIndex(oneshot::Sender<Result<u64, ConsensusError>>),
-    /// A linearizable read on a follower: `read` runs once this replica has applied the log
-    /// through `index` (the read index), and `reply` says once every entry it saw is
-    /// committed.
-    ReadAfter {
-        index: u64,
-        read: Read,
-        reply: oneshot::Sender<Result<(), ConsensusError>>,
-    },
-    /// A linearizable read on the leader: `read` runs at once, and `reply` says once a
-    /// majority has confirmed, in a round started right after, that this beacon still leads,
-    /// and every entry the read saw is committed (`NOT_LEADER` at once on a follower, which
-    /// then reads as followers do).
-    LeaderRead {
-        read: Read,
-        reply: oneshot::Sender<Result<(), ConsensusError>>,
-    },
 }
 
 /// Identifies one connection with a peer (either direction).
@@ -164,11 +148,13 @@ pub(crate) type Greeting = (u64, pb::Election);
 #[derive(Clone)]
 pub(crate) struct DriverHandle {
     tx: mpsc::Sender<Event>,
+    /// The replica, read on the caller's task.
+    view: Arc<View>,
 }
 
 impl DriverHandle {
-    pub(crate) fn new(tx: mpsc::Sender<Event>) -> DriverHandle {
-        DriverHandle { tx }
+    pub(crate) fn new(tx: mpsc::Sender<Event>, view: Arc<View>) -> DriverHandle {
+        DriverHandle { tx, view }
     }
 
     pub(crate) async fn peer_message(&self, from: SocketAddr, msg: Message<State>) {
@@ -225,41 +211,47 @@ impl DriverHandle {
         Ok(self.ask(Event::ReadIndex).await??)
     }
 
-    /// Runs `f` once this replica has applied the log through `index`, and answers once
-    /// what it read is committed (see [`Event::ReadAfter`]).
+    /// Runs `f` once this replica has applied the log through `index` (a read index), and
+    /// answers once every entry it saw is committed.
     pub(crate) async fn read_after<T: Send + 'static>(
         &self,
         index: u64,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
-        self.held_read(f, |read, reply| Event::ReadAfter { index, read, reply })
-            .await
+        self.view.applied(index).await?;
+        let (answer, at) = {
+            let replica = self.view.read();
+            (f(&replica, self.view.now()), replica.position())
+        };
+        self.view.committed(at).await?;
+        Ok(answer)
     }
 
-    /// Runs `f` for a linearizable read if this beacon leads (see [`Event::LeaderRead`]):
-    /// one trip to the driver, the confirmation round and the wait for the entries the read
-    /// saw running together.
+    /// Runs `f` for a linearizable read if this beacon leads (`NOT_LEADER` at once on a
+    /// follower, which then reads as followers do): it reads at once, then waits for a
+    /// majority to confirm, in a round started after the read and in the same term, that
+    /// this beacon still leads (no other leader can have acknowledged a write before the
+    /// read), and for every entry the read saw to be committed.
     pub(crate) async fn leader_read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
-        self.held_read(f, |read, reply| Event::LeaderRead { read, reply })
-            .await
-    }
-
-    /// Sends `f` as the read of `event`, and hands back what it read once the driver lets
-    /// the answer go.
-    async fn held_read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
-        event: impl FnOnce(Read, oneshot::Sender<Result<(), ConsensusError>>) -> Event,
-    ) -> Result<T, Reject> {
-        let (tx, answer) = oneshot::channel();
-        let read: Read = Box::new(move |replica, now| {
-            let _ = tx.send(f(replica, now));
-        });
-        self.ask(|reply| event(read, reply)).await??;
-        answer.await.map_err(|_| shutting_down())
+        let (answer, at, term) = {
+            let replica = self.view.read();
+            if !replica.is_leader() {
+                let leader = replica.election().leader();
+                return Err(ConsensusError::NotLeader { leader }.into());
+            }
+            replica.ready_to_serve()?;
+            let answer = f(&replica, self.view.now());
+            (answer, replica.position(), replica.election().term())
+        };
+        self.read_index().await?;
+        if self.view.read().election().term() != term {
+            return Err(ConsensusError::LeaderChanged.into());
+        }
+        self.view.committed(at).await?;
+        Ok(answer)
     }
 
     /// Brings the metrics' state gauges up to date.
@@ -313,17 +305,14 @@ impl DriverHandle {
         out
     }
 
-    /// Runs `f` on the replica between steps and returns what it made.
+    /// Runs `f` on this beacon's replica as it is now (a serializable read), on the
+    /// caller's task.
     pub(crate) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
-        self.ask(|tx| {
-            Event::Read(Box::new(move |replica, now| {
-                let _ = tx.send(f(replica, now));
-            }))
-        })
-        .await
+        let replica = self.view.read();
+        Ok(f(&replica, self.view.now()))
     }
 
     /// Runs `f` on the replica between steps, when this beacon can serve (it leads and, in
@@ -359,6 +348,15 @@ impl DriverHandle {
             Ok(Ok(())) => Ok(answer),
             Ok(Err(_)) => Err(ConsensusError::LeaderChanged.into()),
             Err(_) => Err(ConsensusError::NotReady.into()),
+        }
+    }
+}
+
+impl From<ReadError> for Reject {
+    fn from(e: ReadError) -> Reject {
+        match e {
+            ReadError::Consensus(e) => e.into(),
+            ReadError::Stopped => shutting_down(),
         }
     }
 }
@@ -420,7 +418,7 @@ impl Ctx<'_> {
         };
         // Elsewhere (or when the leader could not answer: the way below waits out an
         // election and says why it cannot), the read index first; then one trip to the
-        // driver reads once this replica has applied the log through it.
+        // read once this replica has applied the log through it.
         let index = self.linearize.linearize(leader).await?;
         match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, f)).await {
             Ok(answer) => answer,

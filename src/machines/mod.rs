@@ -34,6 +34,7 @@ pub mod handle;
 pub mod registry;
 pub mod sequence;
 pub mod tasks;
+pub(crate) mod view;
 
 pub use crate::consensus::{Machine, Service};
 

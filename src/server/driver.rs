@@ -1,16 +1,19 @@
-//! The driver task: owns the sans-IO [`Replica`] and its [`Storage`], feeds the replica time,
+//! The driver task: steps the sans-IO [`Replica`] and owns its [`Storage`], feeds the replica time,
 //! ticks, peer messages and requests, and carries out what each batch of steps is
 //! [`Ready`](crate::consensus::Ready) for, in the order its receipts allow: the term stored,
 //! then a leader's messages, then the log stored, then everything else.
 //!
-//! Everything that touches the replicated state goes through this one task's channel, so the
-//! state needs no lock and events are applied in the order they arrived.
+//! Everything that changes the replicated state goes through this one task's channel, so
+//! events are applied in the order they arrived. Reads do not: the replica sits in a
+//! [`View`], which the driver write-locks only while it steps, and a read runs on the task
+//! that asked, its answer waiting for what the driver releases after each carry-out.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::RwLockReadGuard;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +28,7 @@ use crate::data_dir::DataDir;
 use crate::machines::handle::{
     Body, ConnId, DriverHandle, Event, Greeting, Outgoing, Since, Subscriber, Subscription, Told,
 };
+use crate::machines::view::View;
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
 use crate::storage::{self, Storage, carry_out};
@@ -50,7 +54,8 @@ pub(crate) struct Driver {
     config: Arc<Config>,
     /// Held for its lock: no other process opens this beacon's state while it runs.
     _data_dir: DataDir,
-    core: Replica,
+    /// The replica, stepped here and read by the connections' tasks too.
+    view: Arc<View>,
     storage: Storage<State>,
     /// What the steps of this batch ask for, carried out once it is stored.
     pending: Ready<State, Services>,
@@ -75,14 +80,6 @@ pub(crate) struct Driver {
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
     /// Reads waiting for their point in the log.
     reads: HashMap<Token, oneshot::Sender<Result<u64, consensus::ConsensusError>>>,
-    /// Linearizable reads waiting for this replica to apply the log through their read
-    /// index.
-    read_after: Vec<(u64, crate::machines::handle::Read, ReadDone)>,
-    /// Linearizable reads on the leader waiting for their confirmation round, with the
-    /// position they read at.
-    leader_reads: HashMap<Token, (consensus::Position, ReadDone)>,
-    /// Linearizable reads' answers waiting for the entries they saw to commit.
-    read_barriers: Vec<(consensus::Position, ReadDone)>,
     next_token: Token,
     /// Followers of committed changes (leader only).
     subscribers: Vec<Subscriber>,
@@ -94,7 +91,6 @@ pub(crate) struct Driver {
     history: History<Change>,
     /// Subscriptions whose first answer waits for this log index to commit (leader only).
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
-    started: Instant,
     rx: mpsc::Receiver<Event>,
     metrics: Arc<Metrics>,
     /// Commit index and log position as of the last metrics update, for the counters.
@@ -103,9 +99,6 @@ pub(crate) struct Driver {
     /// acknowledgement times the replication round trip.
     in_flight: HashMap<SocketAddr, (u64, Instant)>,
 }
-
-/// Where a linearizable read learns that its answer may go (or why it may not).
-type ReadDone = oneshot::Sender<Result<(), consensus::ConsensusError>>;
 
 impl Driver {
     /// Creates the driver and its handle, around the state loaded at start.
@@ -131,10 +124,11 @@ impl Driver {
         );
         let (current, current_rx) = watch::channel((0, greeting));
         let (tx, rx) = mpsc::channel(4096);
+        let view = View::new(core);
         let driver = Driver {
             config,
             _data_dir: data_dir,
-            core,
+            view: view.clone(),
             storage,
             pending: Ready::default(),
             failed: None,
@@ -145,41 +139,43 @@ impl Driver {
             waiting: HashMap::new(),
             transfers: HashMap::new(),
             reads: HashMap::new(),
-            read_after: Vec::new(),
-            read_barriers: Vec::new(),
-            leader_reads: HashMap::new(),
             next_token: 1,
             subscribers: Vec::new(),
             shutdown: CancellationToken::new(),
             subscribing: Vec::new(),
             history,
             commit_waiters: Vec::new(),
-            started: Instant::now(),
             rx,
             counted,
             metrics,
             in_flight: HashMap::new(),
         };
-        (driver, DriverHandle::new(tx), current_rx)
+        (driver, DriverHandle::new(tx, view), current_rx)
     }
 
     fn now(&self) -> Millis {
-        self.started.elapsed().as_millis() as Millis
+        self.view.now()
+    }
+
+    /// The replica, to read (never held across a step).
+    fn core(&self) -> RwLockReadGuard<'_, Replica> {
+        self.view.read()
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         self.shutdown = shutdown.clone();
-        if self.core.is_leader() {
-            info!(
-                term = self.core.election().term(),
-                "configured alone: leading"
-            );
+        let (leads, term, max_seen) = {
+            let core = self.core();
+            let election = core.election();
+            (core.is_leader(), election.term(), election.max_seen_term())
+        };
+        if leads {
+            info!(term, "configured alone: leading");
             self.metrics.leader_changes.inc();
-            let term = self.core.election().term();
             self.metrics.leaders.record(Some(self.config.node), term);
             // The term taken at construction (a lone beacon leads at once) is stored before
             // anyone can hear it.
-            let term = self.core.election().max_seen_term();
+            let term = max_seen;
             if let Err(e) = self.storage.store_term(Some(term)) {
                 error!("stopping: cannot store the term: {e}");
                 shutdown.cancel();
@@ -194,10 +190,7 @@ impl Driver {
         progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             // The core may want a step before the next event (a confirmation round due).
-            let wake = self
-                .core
-                .wake_at()
-                .map(|at| self.started + Duration::from_millis(at));
+            let wake = self.core().wake_at().map(|at| self.view.instant(at));
             // Shutdown first: a beacon on its way out must not act on the connections its
             // own shutdown closes (it would elect itself in its last moment).
             tokio::select! {
@@ -230,6 +223,7 @@ impl Driver {
                 break;
             }
         }
+        self.view.stop();
         debug!("driver stopped");
     }
 
@@ -305,29 +299,6 @@ impl Driver {
                 self.reads.insert(token, reply);
                 self.step(consensus::Input::ReadIndex { token });
             }
-            Event::ReadAfter { index, read, reply } => {
-                self.read_after.push((index, read, reply));
-                self.run_reads_after();
-            }
-            Event::LeaderRead { read, reply } => {
-                if !self.core.is_leader() {
-                    let leader = self.core.election().leader();
-                    let _ = reply.send(Err(consensus::ConsensusError::NotLeader { leader }));
-                    return;
-                }
-                if let Err(e) = self.core.ready_to_serve() {
-                    let _ = reply.send(Err(e));
-                    return;
-                }
-                // Read now; the round below starts after it, so a majority that confirms it
-                // confirms this beacon led when it read.
-                read(&self.core, now);
-                let token = self.take_token();
-                self.leader_reads
-                    .insert(token, (self.core.position(), reply));
-                self.step(consensus::Input::ReadIndex { token });
-            }
-            Event::Read(read) => read(&self.core, now),
             // Started once this batch is carried out (see `start_subscriptions`).
             Event::Subscribe(subscription) => self.subscribing.push(subscription),
         }
@@ -354,7 +325,8 @@ impl Driver {
         } in std::mem::take(&mut self.subscribing)
         {
             let since = self.history.since(from);
-            let Some(mut subscriber) = start(&self.core, now, since) else {
+            let started = start(&self.core(), now, since);
+            let Some(mut subscriber) = started else {
                 // Refused, or nothing to follow: no entry to wait for.
                 let _ = committed.send(());
                 continue;
@@ -369,8 +341,8 @@ impl Driver {
                 }
             }
             self.subscribers.push(subscriber);
-            self.commit_waiters
-                .push((self.core.position().index, committed));
+            let index = self.core().position().index;
+            self.commit_waiters.push((index, committed));
         }
         self.release_commit_waiters();
     }
@@ -378,46 +350,11 @@ impl Driver {
     /// Feeds one input to the core; what it asks for waits for [`Driver::carry_out`].
     fn step(&mut self, input: Input) {
         let now = self.now();
-        let mut ready = self.core.step(now, input);
+        let mut ready = self.view.write().step(now, input);
         for event in ready.take_events() {
             self.log_event(event);
         }
         self.pending.merge(ready);
-        self.run_reads_after();
-    }
-
-    /// Lets through the read answers whose entries are now committed, and fails those
-    /// whose entries were replaced.
-    fn release_read_barriers(&mut self) {
-        for (at, tx) in std::mem::take(&mut self.read_barriers) {
-            match self.core.committed(at) {
-                Some(false) => self.read_barriers.push((at, tx)),
-                Some(true) => {
-                    let _ = tx.send(Ok(()));
-                }
-                None => {
-                    let _ = tx.send(Err(consensus::ConsensusError::LeaderChanged));
-                }
-            }
-        }
-    }
-
-    /// Runs the reads whose read index this replica has now applied; each answer then
-    /// waits for the entries it saw to commit.
-    fn run_reads_after(&mut self) {
-        let applied = self.core.commit();
-        if self.read_after.iter().all(|(i, _, _)| *i > applied) {
-            return;
-        }
-        let now = self.now();
-        for (index, read, reply) in std::mem::take(&mut self.read_after) {
-            if index > applied {
-                self.read_after.push((index, read, reply));
-                continue;
-            }
-            read(&self.core, now);
-            self.read_barriers.push((self.core.position(), reply));
-        }
     }
 
     /// Stores the batch, then carries out what it released (see [`carry_out`], the one
@@ -428,14 +365,16 @@ impl Driver {
         self.round += 1;
         let ready = std::mem::take(&mut self.pending);
         let now = self.now();
+        let view = self.view.clone();
+        let core = view.read();
         let mut out = Links {
             links: &self.links,
             in_flight: &mut self.in_flight,
             metrics: &self.metrics,
             round: self.round,
-            state: self.core.state(),
+            state: core.state(),
         };
-        let released = match carry_out(ready, &self.core, &mut self.storage, now, &mut out) {
+        let released = match carry_out(ready, &core, &mut self.storage, now, &mut out) {
             Ok(Some(released)) => released,
             Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
             Err(e) => {
@@ -451,9 +390,14 @@ impl Driver {
                 let _ = waiting.send(reply);
             }
         }
+        // Everything stored: reads waiting for their entries may answer.
+        view.release(&core);
+        let leads = core.is_leader();
+        let greeting = message_to_pb::<State>(&core.greeting());
+        drop(core);
         self.history.record(&released.committed, released.restored);
         self.publish(&released.committed);
-        if !self.core.is_leader() && !self.subscribers.is_empty() {
+        if !leads && !self.subscribers.is_empty() {
             // Dropping them closes their channels: each tells its follower to go to the
             // new leader.
             info!(
@@ -464,9 +408,7 @@ impl Driver {
         }
         self.start_subscriptions();
         self.release_commit_waiters();
-        self.release_read_barriers();
         self.count_progress();
-        let greeting = message_to_pb::<State>(&self.core.greeting());
         self.current.send_replace((self.round, greeting));
     }
 
@@ -498,7 +440,7 @@ impl Driver {
 
     /// Adds what was committed and applied since the last call to the counters.
     fn count_progress(&mut self) {
-        let (commit, index) = (self.core.commit(), self.core.position().index);
+        let (commit, index) = (self.core().commit(), self.core().position().index);
         let (counted_commit, counted_index) = self.counted;
         self.metrics
             .committed
@@ -508,7 +450,7 @@ impl Driver {
             .inc_by(index.saturating_sub(counted_index));
         // A log cut back (a diverged follower) counts again what it re-applies.
         self.counted = (commit.max(counted_commit), index);
-        if !self.core.is_leader() {
+        if !self.core().is_leader() {
             self.in_flight.clear();
         }
     }
@@ -516,13 +458,13 @@ impl Driver {
     /// Sets the state gauges, for a scrape.
     fn refresh_metrics(&mut self, now: Millis) {
         let m = &self.metrics;
-        let election = self.core.election();
+        let core = self.core();
+        let election = core.election();
         m.has_leader.set(i64::from(election.leader().is_some()));
-        m.is_leader.set(i64::from(self.core.is_leader()));
+        m.is_leader.set(i64::from(core.is_leader()));
         m.term.set(election.term() as i64);
-        m.can_write
-            .set(i64::from(self.core.cannot_write().is_none()));
-        m.lag.set(self.core.lag() as i64);
+        m.can_write.set(i64::from(core.cannot_write().is_none()));
+        m.lag.set(core.lag() as i64);
         m.pending.set(self.waiting.len() as i64);
         m.log_entries.set(self.storage.logged() as i64);
         m.snapshot_bytes.set(self.storage.snapshot_size() as i64);
@@ -538,8 +480,7 @@ impl Driver {
                 .set(i64::from(v.is_online));
         }
         m.machines.set(
-            self.core
-                .state()
+            core.state()
                 .gauges(&self.config.machines, crate::time::wall_ms()),
         );
     }
@@ -562,14 +503,6 @@ impl Driver {
             consensus::Event::ReadIndex { token, result } => {
                 if let Some(waiting) = self.reads.remove(&token) {
                     let _ = waiting.send(result);
-                } else if let Some((at, reply)) = self.leader_reads.remove(&token) {
-                    match result {
-                        // Confirmed: the answer waits for what it saw to commit.
-                        Ok(_) => self.read_barriers.push((at, reply)),
-                        Err(e) => {
-                            let _ = reply.send(Err(e));
-                        }
-                    }
                 }
             }
             consensus::Event::Transferred { token, result } => {
@@ -587,11 +520,11 @@ impl Driver {
     /// Lets go the subscriptions whose entries are committed; drops them all (their first
     /// answer fails: watch again at the leader) once this beacon no longer leads.
     fn release_commit_waiters(&mut self) {
-        if !self.core.is_leader() {
+        if !self.core().is_leader() {
             self.commit_waiters.clear();
             return;
         }
-        let commit = self.core.commit();
+        let commit = self.core().commit();
         for (index, tx) in std::mem::take(&mut self.commit_waiters) {
             if index <= commit {
                 let _ = tx.send(());
@@ -612,19 +545,19 @@ impl Driver {
     /// Tells the subscribers that heard nothing since the last time how far the log is
     /// committed (key `watch.progress_ms`).
     fn tell_progress(&mut self) {
-        let commit = self.core.commit();
+        let commit = self.core().commit();
         self.subscribers.retain_mut(|s| s(Told::Progress(commit)));
     }
 
     fn status(&self, now: Millis) -> pb::BeaconStatus {
-        let election = self.core.election();
-        let stored: BTreeMap<SocketAddr, Option<u64>> = self
-            .core
+        let core = self.core();
+        let election = core.election();
+        let stored: BTreeMap<SocketAddr, Option<u64>> = core
             .follower_progress()
             .into_iter()
             .map(|f| (f.peer, f.matched))
             .collect();
-        let position = self.core.position();
+        let position = core.position();
         pb::BeaconStatus {
             node: self.config.node.to_string(),
             cluster: self.config.cluster.clone(),
@@ -652,14 +585,14 @@ impl Driver {
                     admin: None,
                 })
                 .collect(),
-            mode: self.core.mode().to_string(),
-            commit: self.core.commit(),
+            mode: core.mode().to_string(),
+            commit: core.commit(),
             index: position.index,
             log_term: position.term,
-            stale: self.core.staleness(),
+            stale: core.staleness(),
             version: crate::VERSION.to_owned(),
-            cannot_write: self.core.cannot_write(),
-            lag: self.core.lag(),
+            cannot_write: core.cannot_write(),
+            lag: core.lag(),
         }
     }
 }
@@ -722,5 +655,100 @@ impl storage::Outbox<State, storage::Files> for Links<'_> {
 
     fn compacted(&mut self) {
         debug!("stored state compacted into a snapshot");
+    }
+}
+
+#[cfg(test)]
+/// The view as readers use it (see [`View`]), with no driver running.
+mod view_tests {
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use std::sync::Arc;
+
+    use crate::config::{Config, Overrides};
+    use crate::consensus::{self, Mode};
+    use crate::machines::handle::DriverHandle;
+    use crate::machines::view::{ReadError, View};
+    use crate::machines::{Configured, Replica, Services, State};
+
+    /// A lone beacon's replica in a view, and a handle whose driver never runs: whatever
+    /// is answered below is answered without it.
+    fn lone() -> (
+        Arc<View>,
+        DriverHandle,
+        mpsc::Receiver<crate::machines::handle::Event>,
+    ) {
+        let config = Config::load(None, &Overrides::default()).unwrap();
+        let core = consensus::Config {
+            me: config.node,
+            mode: Mode::Classic,
+            beacons: vec![config.node],
+            tick_ms: config.tick_ms,
+            log_keep: config.log_keep,
+            stored_term: 0,
+        };
+        let replica = Replica::new(
+            core,
+            State::configured(&config.machines),
+            Services::configured(&config.machines),
+        );
+        let view = View::new(replica);
+        let (tx, rx) = mpsc::channel(1);
+        (view.clone(), DriverHandle::new(tx, view), rx)
+    }
+
+    // Two threads: the read below blocks its thread until the test lets go of the lock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_serializable_read_needs_no_driver() {
+        let (view, handle, _queue) = lone();
+        let read = handle.read(|replica, _| replica.is_leader());
+        let leads = tokio::time::timeout(Duration::from_secs(5), read)
+            .await
+            .expect("answered without the driver")
+            .unwrap();
+        assert!(leads, "a lone beacon leads");
+        // The driver holds the replica only while it steps: a read waits for that, no more.
+        let stepping = view.write();
+        let read = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.read(|replica, _| replica.commit()).await }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !read.is_finished(),
+            "a read must not see the replica mid-step"
+        );
+        drop(stepping);
+        assert_eq!(read.await.unwrap().unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_at_an_index_waits_until_the_driver_releases_it() {
+        let (view, handle, _queue) = lone();
+        let read = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.read_after(0, |replica, _| replica.commit()).await }
+        });
+        // Index 0 is released from the start.
+        let answered = tokio::time::timeout(Duration::from_secs(5), read)
+            .await
+            .expect("answered without the driver");
+        assert_eq!(answered.unwrap().unwrap(), 0);
+
+        let waiting = tokio::spawn({
+            let view = view.clone();
+            async move { view.applied(1).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "index 1 is not released yet");
+        // A release that moves nothing wakes no one for good.
+        view.release(&view.read());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished());
+        // The driver stops: the reader is told, not left waiting.
+        view.stop();
+        assert_eq!(waiting.await.unwrap(), Err(ReadError::Stopped));
     }
 }

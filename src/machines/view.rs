@@ -1,0 +1,148 @@
+//! The replica as readers see it: a read runs on the task that asked for it (a client's
+//! connection, a gRPC call), not on the driver's, which only orders and applies.
+//!
+//! The driver takes the write lock only while it steps the replica with one input, and a
+//! read holds the read lock only while it runs, so a read waits for at most one step, never
+//! for the driver's queue of writes behind it. Why a lock and not a copy published after
+//! each batch: the state holds up to a million registrations, and a copy per batch (or the
+//! persistent maps that make one cheap) would cost every write more than the reads save.
+//!
+//! What a read may answer with is not what the replica holds but what is *released*: the
+//! driver publishes, after each carry-out, the commit index as of that carry-out, when
+//! everything it stored is on disk. A read's answer waits until every entry it saw is
+//! committed by that measure (the same rule as a write's answer: nothing that depends on an
+//! entry leaves this beacon before the entry is stored here and on a majority).
+
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::consensus::{ConsensusError, Position};
+use crate::machines::Replica;
+use crate::time::Millis;
+
+/// Why a read could not be answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ReadError {
+    #[error(transparent)]
+    Consensus(#[from] ConsensusError),
+    /// The driver has stopped (this beacon is shutting down).
+    #[error("this beacon is shutting down")]
+    Stopped,
+}
+
+/// How far the log is committed, as of the driver's last carry-out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Released {
+    pub(crate) commit: u64,
+    /// This replica's last log position then (a change of it wakes readers whose entries
+    /// may have been replaced).
+    pub(crate) position: Position,
+    /// The driver has stopped: nothing will be released any more.
+    pub(crate) stopped: bool,
+}
+
+/// The replica, shared between the driver (the only writer) and the readers.
+pub(crate) struct View {
+    replica: RwLock<Replica>,
+    /// The replica's clock starts here (the driver's and the readers' `now`).
+    started: Instant,
+    released: watch::Sender<Released>,
+}
+
+impl View {
+    pub(crate) fn new(replica: Replica) -> Arc<View> {
+        let released = watch::Sender::new(Released {
+            commit: replica.commit(),
+            position: replica.position(),
+            stopped: false,
+        });
+        Arc::new(View {
+            replica: RwLock::new(replica),
+            started: Instant::now(),
+            released,
+        })
+    }
+
+    /// The replica's clock: milliseconds since the driver started.
+    pub(crate) fn now(&self) -> Millis {
+        self.started.elapsed().as_millis() as Millis
+    }
+
+    /// When the replica's clock read `at`.
+    pub(crate) fn instant(&self, at: Millis) -> Instant {
+        self.started + std::time::Duration::from_millis(at)
+    }
+
+    /// The replica to read. Hold it only while reading: the driver waits for it.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Replica> {
+        self.replica.read()
+    }
+
+    /// The replica to step (the driver alone).
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Replica> {
+        self.replica.write()
+    }
+
+    /// After a carry-out: publishes how far the log is committed and stored now, waking
+    /// the readers whose answers wait for it.
+    pub(crate) fn release(&self, replica: &Replica) {
+        let now = Released {
+            commit: replica.commit(),
+            position: replica.position(),
+            stopped: false,
+        };
+        self.released.send_if_modified(|r| {
+            let changed = *r != now;
+            *r = now;
+            changed
+        });
+    }
+
+    /// The driver has stopped: readers waiting for a release give up.
+    pub(crate) fn stop(&self) {
+        self.released.send_modify(|r| r.stopped = true);
+    }
+
+    /// Waits until `done` gives an answer, asking it with the replica and what was released
+    /// each time something new is. Fails with "shutting down" once the driver has stopped.
+    pub(crate) async fn until<T>(
+        &self,
+        mut done: impl FnMut(&Replica, Released) -> Option<T>,
+    ) -> Result<T, ReadError> {
+        let mut released = self.released.subscribe();
+        loop {
+            let now = *released.borrow_and_update();
+            let answer = {
+                let replica = self.read();
+                done(&replica, now)
+            };
+            if let Some(answer) = answer {
+                return Ok(answer);
+            }
+            if now.stopped || released.changed().await.is_err() {
+                return Err(ReadError::Stopped);
+            }
+        }
+    }
+
+    /// Waits until every entry through `at` is committed and released: `LeaderChanged` if
+    /// this replica no longer holds `at` (a new leader replaced it).
+    pub(crate) async fn committed(&self, at: Position) -> Result<(), ReadError> {
+        self.until(|replica, released| match replica.committed(at) {
+            None => Some(Err(ConsensusError::LeaderChanged)),
+            Some(_) if at.index <= released.commit => Some(Ok(())),
+            Some(_) => None,
+        })
+        .await??;
+        Ok(())
+    }
+
+    /// Waits until this replica has applied (and released) the log through `index`.
+    pub(crate) async fn applied(&self, index: u64) -> Result<(), ReadError> {
+        self.until(|_, released| (index <= released.commit).then_some(()))
+            .await
+    }
+}
