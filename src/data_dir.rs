@@ -19,6 +19,9 @@ const IDENTITY_FILE: &str = "identity.json";
 /// What a data directory's state was written under.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
+    /// The format of the directory's files ([`crate::storage::format`]); absent, format 1.
+    #[serde(default = "format_1")]
+    pub format: u32,
     pub cluster: String,
     pub mode: String,
     /// Every beacon of the cluster, sorted.
@@ -26,6 +29,10 @@ pub struct Identity {
     /// What each machine records of its settings, by key (`id_range`).
     #[serde(flatten)]
     pub machines: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+fn format_1() -> u32 {
+    1
 }
 
 impl Identity {
@@ -88,6 +95,13 @@ pub enum DataDirError {
     )]
     CorruptIdentity { path: PathBuf, why: String },
     #[error(
+        "data_dir {path}: file `{IDENTITY_FILE}` is in format {found}, newer than this beacon (version {}) reads (formats {} to {}): run the beacon version that wrote it, or a newer one",
+        crate::VERSION,
+        crate::storage::format::OLDEST,
+        crate::storage::format::FORMAT
+    )]
+    NewerFormat { path: PathBuf, found: u32 },
+    #[error(
         "data_dir {path} was written under another configuration: {}. Start this beacon with the configuration the directory was written under, give it another data_dir, or, to carry this state into the new configuration (every beacon of the cluster must change together), start it once with --adopt-config",
         differences.join("; ")
     )]
@@ -140,12 +154,18 @@ impl DataDir {
     pub fn load_identity(&self) -> Result<Option<Identity>, DataDirError> {
         match fs::read_to_string(self.path.join(IDENTITY_FILE)) {
             Ok(text) => {
-                serde_json::from_str(&text)
-                    .map(Some)
-                    .map_err(|e| DataDirError::CorruptIdentity {
+                let identity: Identity =
+                    serde_json::from_str(&text).map_err(|e| DataDirError::CorruptIdentity {
                         path: self.path.clone(),
                         why: e.to_string(),
-                    })
+                    })?;
+                if identity.format > crate::storage::format::FORMAT {
+                    return Err(DataDirError::NewerFormat {
+                        path: self.path.clone(),
+                        found: identity.format,
+                    });
+                }
+                Ok(Some(identity))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(cause) => Err(DataDirError::Io {
@@ -226,6 +246,7 @@ mod tests {
 
     fn identity(cluster: &str, last: u32) -> Identity {
         Identity {
+            format: crate::storage::format::FORMAT,
             cluster: cluster.into(),
             machines: [("id_range".to_owned(), serde_json::json!([1, last]))].into(),
             mode: "quorum".into(),
@@ -274,5 +295,28 @@ mod tests {
             dir.load_identity(),
             Err(DataDirError::CorruptIdentity { .. })
         ));
+    }
+
+    #[test]
+    fn an_identity_of_a_newer_format_is_refused_and_one_without_a_format_is_format_1() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(tmp.path()).unwrap();
+        let path = tmp.path().join(IDENTITY_FILE);
+        std::fs::write(
+            &path,
+            r#"{"cluster":"alpha","mode":"quorum","beacons":[],"id_range":[1,9]}"#,
+        )
+        .unwrap();
+        let old = dir.load_identity().unwrap().unwrap();
+        assert_eq!(old.format, 1);
+        assert_eq!(old.machines.len(), 1, "format is not a machine's key");
+        std::fs::write(
+            &path,
+            r#"{"format":3,"cluster":"alpha","mode":"quorum","beacons":[],"id_range":[1,9]}"#,
+        )
+        .unwrap();
+        let err = dir.load_identity().unwrap_err().to_string();
+        assert!(err.contains("`identity.json` is in format 3"), "{err}");
+        assert!(err.contains("reads (formats 1 to 2)"), "{err}");
     }
 }

@@ -280,3 +280,111 @@ async fn a_stored_term_beyond_the_bound_stops_the_start_and_reset_term_repairs_i
     assert!(term < 100, "{term}");
     stop(b);
 }
+
+/// What `nebcli -w json CMD` prints at `port`.
+fn nebcli_json(nebcli: &Path, port: u16, cmd: &[&str]) -> serde_json::Value {
+    let out = Command::new(nebcli)
+        .args(["-s", &addr(port).to_string(), "-w", "json"])
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `tests/fixtures/data-v1` is a data directory written by beacon before its files said
+/// their format (format 1): a lone beacon whose sequence `orders` reached 1052 in two
+/// segments, beside an empty `invoices`, with node IDs handed out up to 312. A beacon of
+/// this version reads it, rewrites it in its own format, and reads that again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-v1");
+    for file in ["log", "snapshot", "term"] {
+        std::fs::copy(fixture.join(file), data.join(file)).unwrap();
+    }
+    // Its identity names the address it ran on; this beacon runs on another.
+    let identity = std::fs::read_to_string(fixture.join("identity.json"))
+        .unwrap()
+        .replace("127.0.0.1:29400", &addr(port).to_string());
+    assert!(!identity.contains("format"), "a format-1 identity");
+    std::fs::write(data.join("identity.json"), identity).unwrap();
+    let args: Vec<String> = [
+        "--listen",
+        &addr(port).to_string(),
+        "--data-dir",
+        &data.display().to_string(),
+        "--admin",
+        "off",
+    ]
+    .map(String::from)
+    .to_vec();
+    let nebcli = nebcli(BEACON.as_ref());
+    let check = |port| {
+        let sequences = nebcli_json(&nebcli, port, &["show", "sequences"]);
+        let orders = sequences["sequences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "orders")
+            .cloned()
+            .unwrap_or_else(|| panic!("{sequences}"));
+        assert_eq!(
+            (orders["max"].as_u64(), orders["segments"].as_u64()),
+            (Some(1052), Some(2))
+        );
+        assert_eq!(sequences["total"], 2, "{sequences}");
+        let ids = nebcli_json(&nebcli, port, &["show", "ids"]);
+        assert_eq!(ids["last_node_id"], 312, "{ids}");
+    };
+    let b = serving(dir.path(), port, args.clone()).await;
+    check(port);
+    assert!(
+        b.log()
+            .contains("data_dir was in format 1: its files are rewritten in format 2"),
+        "{}",
+        b.log()
+    );
+    stop(b);
+    let log = std::fs::read(data.join("log")).unwrap();
+    assert_eq!(&log[..8], b"beacon.L", "the log is marked now");
+    assert!(
+        std::fs::read_to_string(data.join("identity.json"))
+            .unwrap()
+            .contains("\"format\": 2")
+    );
+    // Started again: read in its own format, nothing to upgrade, nothing lost.
+    let b = serving(dir.path(), port, args).await;
+    check(port);
+    // (The log file holds both runs.)
+    assert_eq!(b.log().matches("was in format").count(), 1, "{}", b.log());
+    stop(b);
+}
+
+/// A data directory written by a newer beacon is refused, its files untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_of_a_newer_format_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    one_registration_in_alpha(dir.path(), port).await;
+    let term = dir.path().join("data").join("term");
+    std::fs::write(&term, "format 3\nterm 1\n").unwrap();
+    let (code, err) = refused(&args(dir.path(), port, "alpha", [1, 1023], &[]));
+    assert_eq!(code, Some(2), "a refused start: {err}");
+    assert!(
+        err.contains("file `term` is in format 3, newer than this beacon"),
+        "{err}"
+    );
+    assert!(err.contains("(formats 1 to 2)"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&term).unwrap(),
+        "format 3\nterm 1\n"
+    );
+}

@@ -60,6 +60,7 @@ pub(crate) struct Loaded {
 /// The identity this beacon's configuration gives its state.
 pub fn identity_of(config: &Config) -> Identity {
     Identity {
+        format: crate::storage::format::FORMAT,
         cluster: config.cluster.clone(),
         machines: config.machines.identity(),
         mode: config.mode.to_string(),
@@ -129,6 +130,15 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
             format!(
                 "the stored log ends in {} at byte {} ({} bytes): cut off from there (those entries were never acknowledged; they are fetched from the leader)",
                 t.why, t.offset, t.bytes
+            ),
+        ));
+    }
+    if let Some(from) = restored.upgraded_from {
+        notices.push((
+            true,
+            format!(
+                "data_dir was in format {from}: its files are rewritten in format {} now (a beacon of an earlier version can no longer read them)",
+                crate::storage::format::FORMAT
             ),
         ));
     }

@@ -1,15 +1,16 @@
 //! The replicated state on disk: the highest term promised, a snapshot, and an append-only
 //! log of the entries after it.
 //!
-//! Files (in a [`Backend`]: the data directory, or memory in simulations):
+//! Files (in a [`Backend`]: the data directory, or memory in simulations), each marked with
+//! its [`format`] version:
 //! - `term`: the highest term this beacon has promised, as text. Stored before any message
 //!   announces it, so a beacon that crashes and restarts never goes back on a promise.
-//! - `snapshot`: `[crc32: u32][body]`, the whole state as of one log position (a
-//!   `Snapshot` message), replaced atomically.
-//! - `log`: the entries that follow the snapshot, as records of `[len: u32][crc32: u32][body]`
-//!   (big-endian; the body is a `LogEntry` message). Appends are made durable before
-//!   anything that depends on them is sent, so an entry a beacon acknowledged survives its
-//!   crash.
+//! - `snapshot`: a header, then `[crc32: u32][body]`, the whole state as of one log position
+//!   (a `Snapshot` message), replaced atomically.
+//! - `log`: a header, then the entries that follow the snapshot, as records of
+//!   `[len: u32][crc32: u32][body]` (big-endian; the body is a `LogEntry` message). Appends
+//!   are made durable before anything that depends on them is sent, so an entry a beacon
+//!   acknowledged survives its crash.
 //!
 //! On open the log is read record by record. A record cut short, one whose checksum does not
 //! match, or one that does not follow its predecessor ends the readable log: the tail from
@@ -22,6 +23,7 @@
 
 mod backend;
 mod carry;
+pub mod format;
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -52,6 +54,17 @@ pub enum StorageError {
     CorruptSnapshot { path: PathBuf, why: String },
     #[error("data_dir {path}: file `term` is corrupt ({content:?}); refusing to guess a term")]
     CorruptTerm { path: PathBuf, content: String },
+    #[error(
+        "data_dir {path}: file `{file}` is in format {found}, newer than this beacon (version {}) reads (formats {} to {}): run the beacon version that wrote it, or a newer one",
+        crate::VERSION,
+        format::OLDEST,
+        format::FORMAT
+    )]
+    NewerFormat {
+        path: PathBuf,
+        file: &'static str,
+        found: u32,
+    },
 }
 
 /// What was cut off the end of the log when it was opened.
@@ -73,6 +86,8 @@ pub struct Restored<S: MachineWire> {
     /// Entries after the snapshot, contiguous.
     pub entries: Vec<Entry<S::Command>>,
     pub truncated: Option<Truncation>,
+    /// The files were in this older format, and are rewritten in [`format::FORMAT`] now.
+    pub upgraded_from: Option<u32>,
 }
 
 /// The stored state of one beacon, replicating `S`, in backend `B`.
@@ -83,6 +98,8 @@ pub struct Storage<S, B = Files> {
     /// Bytes of the stored snapshot (0 without one).
     snapshot_size: u64,
     term: u64,
+    /// The log file begins with its header (an emptied log gets one with its first entry).
+    log_marked: bool,
     _state: PhantomData<fn() -> S>,
 }
 
@@ -102,37 +119,96 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             let path = path.clone();
             move |cause| StorageError::Io { path, what, cause }
         };
+        let newer = |file, found| StorageError::NewerFormat {
+            path: path.clone(),
+            file,
+            found,
+        };
+        // The oldest format found, when older than this beacon's.
+        let mut older: Option<u32> = None;
+        let mut saw = |f: u32| {
+            if f < format::FORMAT {
+                older = Some(older.map_or(f, |o: u32| o.min(f)));
+            }
+        };
         let term = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
             None => 0,
             Some(bytes) => {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
-                text.trim().parse().map_err(|_| StorageError::CorruptTerm {
-                    path: path.clone(),
-                    content: text,
-                })?
+                let Some((f, term)) = format::parse_term(&text) else {
+                    return Err(StorageError::CorruptTerm {
+                        path: path.clone(),
+                        content: text,
+                    });
+                };
+                if f > format::FORMAT {
+                    return Err(newer(TERM_FILE, f));
+                }
+                saw(f);
+                term
             }
         };
         let stored = backend
             .read(SNAPSHOT_FILE)
             .map_err(io("cannot read snapshot"))?;
-        let snapshot_size = stored.as_ref().map_or(0, |b| b.len() as u64);
-        let snapshot =
-            match stored {
-                Some(bytes) => Some(decode_snapshot::<S>(&bytes).map_err(|why| {
-                    StorageError::CorruptSnapshot {
-                        path: path.clone(),
-                        why,
+        let corrupt = |why: String| StorageError::CorruptSnapshot {
+            path: path.clone(),
+            why,
+        };
+        let mut snapshot_size = stored.as_ref().map_or(0, |b| b.len() as u64);
+        let snapshot = match &stored {
+            None => None,
+            Some(bytes) => {
+                let body = match format::marked(bytes, &format::SNAPSHOT_MAGIC) {
+                    format::Marked::Unmarked => {
+                        saw(1);
+                        &bytes[..]
                     }
-                })?),
-                None => None,
-            };
+                    format::Marked::Format(f) if f > format::FORMAT => {
+                        return Err(newer(SNAPSHOT_FILE, f));
+                    }
+                    format::Marked::Format(f) if f == format::FORMAT => &bytes[format::HEADER..],
+                    format::Marked::Format(f) => {
+                        return Err(corrupt(format!(
+                            "a header naming format {f}, which no beacon writes"
+                        )));
+                    }
+                    // It is replaced whole, never written in place.
+                    format::Marked::Torn => return Err(corrupt("a header cut short".into())),
+                };
+                Some(decode_snapshot::<S>(body).map_err(corrupt)?)
+            }
+        };
         let bytes = backend
             .read(LOG_FILE)
             .map_err(io("cannot read log"))?
             .unwrap_or_default();
+        // Where the records start; `None` when a header cut short (a crash during the
+        // file's first write) or naming an unknown format leaves nothing readable.
+        let start = match format::marked(&bytes, &format::LOG_MAGIC) {
+            format::Marked::Unmarked => {
+                if !bytes.is_empty() {
+                    saw(1);
+                }
+                Some(0)
+            }
+            format::Marked::Format(f) if f > format::FORMAT => return Err(newer(LOG_FILE, f)),
+            format::Marked::Format(f) if f == format::FORMAT => Some(format::HEADER),
+            format::Marked::Format(_) | format::Marked::Torn => None,
+        };
         let after = snapshot.as_ref().map_or(0, |s| s.position.index);
-        let (entries, bad) = read_records::<S>(&bytes, after);
+        let (entries, bad) = match start {
+            Some(start) => {
+                let (entries, bad) = read_records::<S>(&bytes[start..], after);
+                (entries, bad.map(|(offset, why)| (start + offset, why)))
+            }
+            None => (
+                Vec::new(),
+                Some((0, "a header cut short or naming another format".to_owned())),
+            ),
+        };
         let mut truncated = None;
+        let mut kept = bytes.len();
         if let Some((offset, why)) = bad {
             backend
                 .truncate(LOG_FILE, offset as u64)
@@ -142,12 +218,46 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 bytes: (bytes.len() - offset) as u64,
                 why,
             });
+            kept = offset;
+        }
+        let mut log_marked = start == Some(format::HEADER) && kept >= format::HEADER;
+        // Files of an older format are rewritten in this one (see `format`).
+        if older.is_some() {
+            if backend
+                .read(TERM_FILE)
+                .map_err(io("cannot read term"))?
+                .is_some()
+            {
+                backend
+                    .replace(TERM_FILE, format::term_text(term).as_bytes())
+                    .map_err(io("cannot rewrite term in the current format"))?;
+            }
+            if let Some(old) = stored
+                .as_ref()
+                .filter(|b| format::marked(b, &format::SNAPSHOT_MAGIC) == format::Marked::Unmarked)
+            {
+                let mut marked = format::header(&format::SNAPSHOT_MAGIC).to_vec();
+                marked.extend_from_slice(old);
+                backend
+                    .replace(SNAPSHOT_FILE, &marked)
+                    .map_err(io("cannot rewrite snapshot in the current format"))?;
+                snapshot_size = marked.len() as u64;
+            }
+            if start == Some(0) && kept > 0 {
+                let mut marked = format::header(&format::LOG_MAGIC).to_vec();
+                marked.extend_from_slice(&bytes[..kept]);
+                backend
+                    .replace(LOG_FILE, &marked)
+                    .map_err(io("cannot rewrite log in the current format"))?;
+                log_marked = true;
+            }
         }
         let storage = Storage {
             backend,
             logged: entries.len(),
             snapshot_size,
             term,
+            log_marked,
             _state: PhantomData,
         };
         Ok((
@@ -157,6 +267,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 snapshot,
                 entries,
                 truncated,
+                upgraded_from: older,
             },
         ))
     }
@@ -180,7 +291,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     pub fn store_term(&mut self, term: Option<u64>) -> Result<TermStored, StorageError> {
         if let Some(term) = term.filter(|t| *t > self.term) {
             self.backend
-                .replace(TERM_FILE, format!("{term}\n").as_bytes())
+                .replace(TERM_FILE, format::term_text(term).as_bytes())
                 .map_err(self.io("cannot store term"))?;
             self.term = term;
         }
@@ -191,7 +302,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// a beacon whose stored term is beyond any a beacon reaches.
     pub fn reset_term(&mut self, term: u64) -> Result<(), StorageError> {
         self.backend
-            .replace(TERM_FILE, format!("{term}\n").as_bytes())
+            .replace(TERM_FILE, format::term_text(term).as_bytes())
             .map_err(self.io("cannot store term"))?;
         self.term = term;
         Ok(())
@@ -212,6 +323,9 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             return Ok(());
         }
         let mut buf = Vec::new();
+        if !self.log_marked {
+            buf.extend_from_slice(&format::header(&format::LOG_MAGIC));
+        }
         for e in entries {
             let body = entry_bytes::<S>(e);
             buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -221,6 +335,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         self.backend
             .append(LOG_FILE, &buf)
             .map_err(self.io("cannot append to log"))?;
+        self.log_marked = true;
         self.logged += entries.len();
         Ok(())
     }
@@ -231,7 +346,8 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// open.
     pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
         let body = snapshot_bytes::<S>(snapshot);
-        let mut bytes = crc32fast::hash(&body).to_be_bytes().to_vec();
+        let mut bytes = format::header(&format::SNAPSHOT_MAGIC).to_vec();
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
         bytes.extend_from_slice(&body);
         self.backend
             .replace(SNAPSHOT_FILE, &bytes)
@@ -240,6 +356,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         self.backend
             .truncate(LOG_FILE, 0)
             .map_err(self.io("cannot empty the log"))?;
+        self.log_marked = false;
         self.logged = 0;
         Ok(())
     }
@@ -404,7 +521,7 @@ mod tests {
         drop(s);
         let path = dir.path().join(LOG_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        let second = RECORD_HEAD + entry_bytes::<Tally>(&entry(1)).len();
+        let second = format::HEADER + RECORD_HEAD + entry_bytes::<Tally>(&entry(1)).len();
         bytes[second + RECORD_HEAD + 2] ^= 0x10;
         std::fs::write(&path, &bytes).unwrap();
         let (_, r) = open(dir.path());
@@ -438,5 +555,104 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("file `term` is corrupt"), "{err}");
+    }
+
+    /// `entries` as a format-1 log: records from byte 0.
+    fn format_1_log(entries: &[Entry<u64>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for e in entries {
+            let body = entry_bytes::<Tally>(e);
+            out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    #[test]
+    fn format_1_files_are_read_and_rewritten_in_this_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = snapshot_bytes::<Tally>(&snapshot(2));
+        let mut snap = crc32fast::hash(&body).to_be_bytes().to_vec();
+        snap.extend_from_slice(&body);
+        std::fs::write(dir.path().join(SNAPSHOT_FILE), &snap).unwrap();
+        std::fs::write(
+            dir.path().join(LOG_FILE),
+            format_1_log(&[entry(3), entry(4)]),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(TERM_FILE), "7\n").unwrap();
+        let (mut s, r) = open(dir.path());
+        assert_eq!(r.upgraded_from, Some(1));
+        assert_eq!(
+            (r.term, r.snapshot, r.entries.clone()),
+            (7, Some(snapshot(2)), vec![entry(3), entry(4)])
+        );
+        assert!(r.truncated.is_none());
+        let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+        assert_eq!(
+            read(LOG_FILE)[..format::HEADER],
+            format::header(&format::LOG_MAGIC)
+        );
+        assert_eq!(
+            read(SNAPSHOT_FILE)[..format::HEADER],
+            format::header(&format::SNAPSHOT_MAGIC)
+        );
+        assert_eq!(read(TERM_FILE), format::term_text(7).into_bytes());
+        // Appends follow the rewritten log; nothing is upgraded twice.
+        s.store(&store(vec![entry(5)])).unwrap();
+        drop(s);
+        let (_, r) = open(dir.path());
+        assert_eq!(r.upgraded_from, None);
+        assert_eq!(r.term, 7);
+        assert_eq!(r.snapshot, Some(snapshot(2)));
+        assert_eq!(r.entries, vec![entry(3), entry(4), entry(5)]);
+    }
+
+    #[test]
+    fn files_of_a_newer_format_are_refused_naming_the_file_and_the_formats_read() {
+        let newer = |magic: &[u8; 8]| {
+            let mut h = format::header(magic).to_vec();
+            h[8..12].copy_from_slice(&3u32.to_be_bytes());
+            h
+        };
+        for (file, bytes) in [
+            (LOG_FILE, newer(&format::LOG_MAGIC)),
+            (SNAPSHOT_FILE, newer(&format::SNAPSHOT_MAGIC)),
+            (TERM_FILE, b"format 3\nterm 9\n".to_vec()),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(file), &bytes).unwrap();
+            let err = Disk::open(Files::new(dir.path()))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.contains(&format!("file `{file}` is in format 3")),
+                "{err}"
+            );
+            assert!(err.contains("reads (formats 1 to 2)"), "{err}");
+            assert_eq!(
+                std::fs::read(dir.path().join(file)).unwrap(),
+                bytes,
+                "left as it was"
+            );
+        }
+    }
+
+    #[test]
+    fn a_log_header_torn_by_a_crash_is_cut_off() {
+        let mut mem = Memory::new();
+        // The log's first write, cut inside its header.
+        mem.tear_next_append(5);
+        let (mut s, _) = Storage::<Tally, Memory>::open(mem).unwrap();
+        assert!(s.store(&store(vec![entry(1)])).is_err());
+        let (mut s, r) = Storage::<Tally, Memory>::open(s.into_backend()).unwrap();
+        assert!(r.entries.is_empty());
+        assert_eq!(r.truncated.map(|t| (t.offset, t.bytes)), Some((0, 5)));
+        s.store(&store(vec![entry(1)])).unwrap();
+        let (_, r) = Storage::<Tally, Memory>::open(s.into_backend()).unwrap();
+        assert_eq!(r.entries, vec![entry(1)]);
+        assert!(r.truncated.is_none());
     }
 }

@@ -1,0 +1,133 @@
+//! Format versions of the files in a data directory, so that a beacon never reads state it
+//! does not understand, and an upgrade one version at a time is promised.
+//!
+//! | format | written by | what it is |
+//! |---|---|---|
+//! | 1 | beacon 0.1 before format versions | no mark: `log` records from byte 0, `snapshot` `[crc32][body]`, `term` the number alone, `identity.json` without `format` |
+//! | 2 | beacon 0.1 | every file says its format: `log` and `snapshot` begin with a 12-byte header (8 bytes naming the file, the format as a big-endian u32), then what format 1 held; `term` is `format 2` and `term N` on two lines; `identity.json` has `"format": 2` |
+//!
+//! A beacon reads [`OLDEST`] to [`FORMAT`] and refuses a newer file with an error that says
+//! which formats it reads. On start it rewrites files of an older format in its own, and
+//! logs that it did: a beacon of the version before cannot read them afterwards (to go
+//! back, restore the data directory from a copy taken before the upgrade).
+
+/// The format this beacon writes.
+pub const FORMAT: u32 = 2;
+
+/// The oldest format this beacon reads.
+pub const OLDEST: u32 = 1;
+
+/// Bytes of a `log` or `snapshot` header.
+pub(super) const HEADER: usize = 12;
+
+/// The first bytes of a `log` file (format 2 on). A format-1 log starts with a record's
+/// length, whose first byte is 0 for any record under 16 MiB: never a `b`.
+pub(super) const LOG_MAGIC: [u8; 8] = *b"beacon.L";
+
+/// The first bytes of a `snapshot` file (format 2 on).
+pub(super) const SNAPSHOT_MAGIC: [u8; 8] = *b"beacon.S";
+
+/// A header in format [`FORMAT`].
+pub(super) fn header(magic: &[u8; 8]) -> [u8; HEADER] {
+    let mut h = [0; HEADER];
+    h[..8].copy_from_slice(magic);
+    h[8..].copy_from_slice(&FORMAT.to_be_bytes());
+    h
+}
+
+/// What the start of a `log` or `snapshot` file says of its format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Marked {
+    /// Format 1: no header, its contents start at byte 0.
+    Unmarked,
+    /// A header naming this format; the contents start after it.
+    Format(u32),
+    /// The start of a header, cut short (a crash during the file's first write).
+    Torn,
+}
+
+/// Reads the mark at the start of `bytes` (an empty file is unmarked).
+pub(super) fn marked(bytes: &[u8], magic: &[u8; 8]) -> Marked {
+    if bytes.is_empty() || bytes[0] != magic[0] {
+        return Marked::Unmarked;
+    }
+    if bytes.len() < HEADER {
+        return if magic.starts_with(&bytes[..bytes.len().min(8)]) {
+            Marked::Torn
+        } else {
+            Marked::Unmarked
+        };
+    }
+    if bytes[..8] != magic[..] {
+        return Marked::Unmarked;
+    }
+    Marked::Format(u32::from_be_bytes(
+        bytes[8..12].try_into().expect("4 bytes"),
+    ))
+}
+
+/// The `term` file's text in format [`FORMAT`].
+pub(super) fn term_text(term: u64) -> String {
+    format!("format {FORMAT}\nterm {term}\n")
+}
+
+/// Parses a `term` file: its format and the term, or `None` when it is neither format.
+pub(super) fn parse_term(text: &str) -> Option<(u32, u64)> {
+    let mut lines = text.lines();
+    let first = lines.next()?.trim();
+    match first.strip_prefix("format ") {
+        None => Some((1, first.parse().ok()?)).filter(|_| lines.all(|l| l.trim().is_empty())),
+        Some(format) => {
+            let format = format.trim().parse().ok()?;
+            if format > FORMAT {
+                // A newer format may say more: only its number matters here.
+                return Some((format, 0));
+            }
+            let term = lines
+                .next()?
+                .trim()
+                .strip_prefix("term ")?
+                .trim()
+                .parse()
+                .ok()?;
+            Some((format, term))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_are_told_apart_from_format_1_contents() {
+        let mut log = header(&LOG_MAGIC).to_vec();
+        assert_eq!(marked(&log, &LOG_MAGIC), Marked::Format(FORMAT));
+        log.extend_from_slice(&[0, 0, 0, 9]);
+        assert_eq!(marked(&log, &LOG_MAGIC), Marked::Format(FORMAT));
+        // A format-1 log: a record's length first.
+        assert_eq!(marked(&[0, 0, 0, 40, 1, 2], &LOG_MAGIC), Marked::Unmarked);
+        assert_eq!(marked(&[], &LOG_MAGIC), Marked::Unmarked);
+        // A header cut short by a crash.
+        assert_eq!(marked(&log[..5], &LOG_MAGIC), Marked::Torn);
+        assert_eq!(marked(&log[..10], &LOG_MAGIC), Marked::Torn);
+        // The other file's header is not this file's.
+        assert_eq!(
+            marked(&header(&SNAPSHOT_MAGIC), &LOG_MAGIC),
+            Marked::Unmarked
+        );
+        let mut newer = header(&SNAPSHOT_MAGIC);
+        newer[8..].copy_from_slice(&7u32.to_be_bytes());
+        assert_eq!(marked(&newer, &SNAPSHOT_MAGIC), Marked::Format(7));
+    }
+
+    #[test]
+    fn the_term_file_is_read_in_either_format() {
+        assert_eq!(parse_term("12\n"), Some((1, 12)));
+        assert_eq!(parse_term(&term_text(12)), Some((FORMAT, 12)));
+        assert_eq!(parse_term("format 9\nwhatever it says\n"), Some((9, 0)));
+        assert_eq!(parse_term("twelve\n"), None);
+        assert_eq!(parse_term("format 2\n12\n"), None);
+        assert_eq!(parse_term(""), None);
+    }
+}
