@@ -394,6 +394,14 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
         log.contains("not in this beacon's configured list"),
         "{log}"
     );
+    // A newer peer is told which protocol versions this beacon speaks.
+    assert!(
+        log.contains(&format!(
+            "protocol version {} is newer than this beacon",
+            PROTOCOL_VERSION + 1
+        )) && log.contains(&format!("(protocol versions 2 to {PROTOCOL_VERSION})")),
+        "{log}"
+    );
 }
 
 #[tokio::test]

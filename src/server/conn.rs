@@ -27,7 +27,8 @@ use crate::transport::{self, Stream};
 use crate::wire::envelope::message_from_pb;
 use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
-    self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION,
+    self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, OLDEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
 };
 
 /// A connection must say `Hello` within this time.
@@ -305,12 +306,18 @@ fn accept_hello(
     shared: &Shared,
 ) -> Result<Accepted, Reject> {
     let config = &shared.config;
-    if hello.version != PROTOCOL_VERSION {
+    if !(OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&hello.version) {
+        let (than, fix) = if hello.version > PROTOCOL_VERSION {
+            ("newer", "upgrade this beacon, one version at a time")
+        } else {
+            ("older", "upgrade the peer first")
+        };
         return Err(Reject::close(
             ErrorCode::UnsupportedVersion,
             format!(
-                "protocol version {} is not supported (this beacon speaks {PROTOCOL_VERSION})",
-                hello.version
+                "protocol version {} is {than} than this beacon (version {}) speaks (protocol versions {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION}): {fix}",
+                hello.version,
+                crate::VERSION
             ),
         ));
     }

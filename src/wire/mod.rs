@@ -23,6 +23,11 @@ use crate::pb;
 /// it by its fencing token, and heartbeats carry the quorum-mode election fields.
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// The oldest protocol version this beacon still serves. A rolling upgrade runs beacons of
+/// two neighbouring versions side by side, so a version that changes the protocol keeps
+/// serving the one before it; version 2 is the first with this rule.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 2;
+
 /// A request's command code, of the core or of a machine. A response to `code` is `code + 1`.
 pub trait Code: Copy + std::fmt::Debug {
     fn code(self) -> u32;
