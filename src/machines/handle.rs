@@ -79,7 +79,6 @@ pub(crate) enum Event {
         peer: SocketAddr,
         conn: ConnId,
     },
-    Status(oneshot::Sender<pb::BeaconStatus>),
     /// Set the state gauges of the metrics now (a scrape is about to read them).
     Metrics(oneshot::Sender<()>),
     Request {
@@ -189,10 +188,6 @@ impl DriverHandle {
         let (tx, rx) = oneshot::channel();
         self.tx.send(event(tx)).await.map_err(|_| shutting_down())?;
         rx.await.map_err(|_| shutting_down())
-    }
-
-    pub(crate) async fn status(&self) -> Result<pb::BeaconStatus, Reject> {
-        self.ask(Event::Status).await
     }
 
     /// Hands the leadership to `to` (or the beacon furthest along); answers with the beacon

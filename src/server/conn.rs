@@ -529,7 +529,7 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
                         // behind.
                         let s = streaming.take().expect("streaming");
                         let (code, why) = s.ended.why();
-                        let leader = shared.driver.status().await.ok().and_then(|s| s.leader).and_then(|l| l.parse().ok());
+                        let leader = shared.core_status().await.ok().and_then(|s| s.leader).and_then(|l| l.parse().ok());
                         conn.send(wire::error_frame_to(s.cmd, s.seq, code, why, leader)).await
                     }
                 };

@@ -270,9 +270,6 @@ impl Driver {
                     self.step(consensus::Input::PeerDown { peer });
                 }
             }
-            Event::Status(reply) => {
-                let _ = reply.send(self.status(now));
-            }
             Event::Metrics(done) => {
                 self.refresh_metrics(now);
                 let _ = done.send(());
@@ -548,52 +545,53 @@ impl Driver {
         let commit = self.core().commit();
         self.subscribers.retain_mut(|s| s(Told::Progress(commit)));
     }
+}
 
-    fn status(&self, now: Millis) -> pb::BeaconStatus {
-        let core = self.core();
-        let election = core.election();
-        let stored: BTreeMap<SocketAddr, Option<u64>> = core
-            .follower_progress()
+/// What `show beacon` and `endpoint status` show of this beacon's replica (read off the
+/// driver's task: a status, a probe or a health check never waits behind the writes queued).
+pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::BeaconStatus {
+    let election = core.election();
+    let stored: BTreeMap<SocketAddr, Option<u64>> = core
+        .follower_progress()
+        .into_iter()
+        .map(|f| (f.peer, f.matched))
+        .collect();
+    let position = core.position();
+    pb::BeaconStatus {
+        node: config.node.to_string(),
+        cluster: config.cluster.clone(),
+        term: election.term(),
+        leader: election.leader().map(|l| l.to_string()),
+        tick_ms: config.tick_ms,
+        uptime_ms: now,
+        beacons: election
+            .view(now)
             .into_iter()
-            .map(|f| (f.peer, f.matched))
-            .collect();
-        let position = core.position();
-        pb::BeaconStatus {
-            node: self.config.node.to_string(),
-            cluster: self.config.cluster.clone(),
-            term: election.term(),
-            leader: election.leader().map(|l| l.to_string()),
-            tick_ms: self.config.tick_ms,
-            uptime_ms: now,
-            beacons: election
-                .view(now)
-                .into_iter()
-                .map(|v| pb::BeaconEntry {
-                    node: v.node.to_string(),
-                    is_leader: v.is_leader,
-                    is_online: v.is_online,
-                    term: v.term,
-                    last_seen_ms: v.last_seen_ms,
-                    is_self: v.is_self,
-                    stored: if v.is_self {
-                        Some(position.index)
-                    } else {
-                        stored.get(&v.node).copied().flatten()
-                    },
-                    follows: v.follows.map(|f| f.to_string()),
-                    // Filled in from the handshakes by `Shared::status`.
-                    admin: None,
-                })
-                .collect(),
-            mode: core.mode().to_string(),
-            commit: core.commit(),
-            index: position.index,
-            log_term: position.term,
-            stale: core.staleness(),
-            version: crate::VERSION.to_owned(),
-            cannot_write: core.cannot_write(),
-            lag: core.lag(),
-        }
+            .map(|v| pb::BeaconEntry {
+                node: v.node.to_string(),
+                is_leader: v.is_leader,
+                is_online: v.is_online,
+                term: v.term,
+                last_seen_ms: v.last_seen_ms,
+                is_self: v.is_self,
+                stored: if v.is_self {
+                    Some(position.index)
+                } else {
+                    stored.get(&v.node).copied().flatten()
+                },
+                follows: v.follows.map(|f| f.to_string()),
+                // Filled in from the handshakes by `Shared::status`.
+                admin: None,
+            })
+            .collect(),
+        mode: core.mode().to_string(),
+        commit: core.commit(),
+        index: position.index,
+        log_term: position.term,
+        stale: core.staleness(),
+        version: crate::VERSION.to_owned(),
+        cannot_write: core.cannot_write(),
+        lag: core.lag(),
     }
 }
 
@@ -709,6 +707,14 @@ mod view_tests {
             .expect("answered without the driver")
             .unwrap();
         assert!(leads, "a lone beacon leads");
+        // So does the status (`show beacon`, probes, health), read the same way.
+        let config = Config::load(None, &Overrides::default()).unwrap();
+        let status = handle
+            .read(move |replica, now| super::status_of(&config, replica, now))
+            .await
+            .unwrap();
+        assert_eq!(status.leader, Some(status.node.clone()), "{status:?}");
+        assert_eq!(status.beacons.len(), 1);
         // The driver holds the replica only while it steps: a read waits for that, no more.
         let stepping = view.write();
         let read = tokio::spawn({

@@ -90,12 +90,22 @@ impl Shared {
         }
     }
 
+    /// The core's status, read off the driver's task.
+    pub(crate) async fn core_status(
+        &self,
+    ) -> Result<crate::pb::BeaconStatus, crate::machines::handle::Reject> {
+        let config = self.config.clone();
+        self.driver
+            .read(move |core, now| super::driver::status_of(&config, core, now))
+            .await
+    }
+
     /// The core's status, with where each beacon's admin API is: what `show beacon` and the
     /// status page show.
     pub(crate) async fn status(
         &self,
     ) -> Result<crate::pb::BeaconStatus, crate::machines::handle::Reject> {
-        let mut status = self.driver.status().await?;
+        let mut status = self.core_status().await?;
         let known = self.peer_admin.lock().unwrap_or_else(|e| e.into_inner());
         for entry in &mut status.beacons {
             entry.admin = if entry.is_self {

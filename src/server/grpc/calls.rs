@@ -175,8 +175,7 @@ impl Edge {
                 let tail = futures_util::stream::once(async move {
                     let (code, why) = ended.why();
                     let leader = shared
-                        .driver
-                        .status()
+                        .core_status()
                         .await
                         .ok()
                         .and_then(|s| s.leader)

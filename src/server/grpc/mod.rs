@@ -167,7 +167,7 @@ pub(super) async fn report_health(shared: Arc<Shared>) {
         .set_service_status(CLUSTER.name, ServingStatus::Serving)
         .await;
     loop {
-        let can = match shared.driver.status().await {
+        let can = match shared.core_status().await {
             Ok(status) => status.cannot_write.is_none(),
             Err(_) => false,
         };

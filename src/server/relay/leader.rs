@@ -91,7 +91,7 @@ pub(in crate::server) async fn serve(
                     Err(ended) => {
                         streams.remove(&seq);
                         let (code, why) = ended.why();
-                        let leader = shared.driver.status().await.ok()
+                        let leader = shared.core_status().await.ok()
                             .and_then(|s| s.leader)
                             .and_then(|l| l.parse().ok());
                         wire::error_frame_to(0, seq, code, why, leader)
