@@ -437,7 +437,10 @@ impl Driver {
 
     /// Adds what was committed and applied since the last call to the counters.
     fn count_progress(&mut self) {
-        let (commit, index) = (self.core().commit(), self.core().position().index);
+        let (commit, index) = {
+            let core = self.core();
+            (core.commit(), core.position().index)
+        };
         let (counted_commit, counted_index) = self.counted;
         self.metrics
             .committed

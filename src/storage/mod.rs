@@ -124,13 +124,10 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             file,
             found,
         };
-        // The oldest format found, when older than this beacon's.
-        let mut older: Option<u32> = None;
-        let mut saw = |f: u32| {
-            if f < format::FORMAT {
-                older = Some(older.map_or(f, |o: u32| o.min(f)));
-            }
-        };
+        // Files of an older format, rewritten in this one below (format 1, unmarked, is the
+        // only older one a beacon reads: `format::OLDEST`).
+        let mut term_old = false;
+        let mut snapshot_old = false;
         let term = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
             None => 0,
             Some(bytes) => {
@@ -144,7 +141,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 if f > format::FORMAT {
                     return Err(newer(TERM_FILE, f));
                 }
-                saw(f);
+                term_old = f < format::FORMAT;
                 term
             }
         };
@@ -161,7 +158,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             Some(bytes) => {
                 let body = match format::marked(bytes, &format::SNAPSHOT_MAGIC) {
                     format::Marked::Unmarked => {
-                        saw(1);
+                        snapshot_old = true;
                         &bytes[..]
                     }
                     format::Marked::Format(f) if f > format::FORMAT => {
@@ -186,12 +183,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         // Where the records start; `None` when a header cut short (a crash during the
         // file's first write) or naming an unknown format leaves nothing readable.
         let start = match format::marked(&bytes, &format::LOG_MAGIC) {
-            format::Marked::Unmarked => {
-                if !bytes.is_empty() {
-                    saw(1);
-                }
-                Some(0)
-            }
+            format::Marked::Unmarked => Some(0),
             format::Marked::Format(f) if f > format::FORMAT => return Err(newer(LOG_FILE, f)),
             format::Marked::Format(f) if f == format::FORMAT => Some(format::HEADER),
             format::Marked::Format(_) | format::Marked::Torn => None,
@@ -220,37 +212,29 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             });
             kept = offset;
         }
+        let log_old = start == Some(0) && !bytes.is_empty();
         let mut log_marked = start == Some(format::HEADER) && kept >= format::HEADER;
         // Files of an older format are rewritten in this one (see `format`).
-        if older.is_some() {
-            if backend
-                .read(TERM_FILE)
-                .map_err(io("cannot read term"))?
-                .is_some()
-            {
-                backend
-                    .replace(TERM_FILE, format::term_text(term).as_bytes())
-                    .map_err(io("cannot rewrite term in the current format"))?;
-            }
-            if let Some(old) = stored
-                .as_ref()
-                .filter(|b| format::marked(b, &format::SNAPSHOT_MAGIC) == format::Marked::Unmarked)
-            {
-                let mut marked = format::header(&format::SNAPSHOT_MAGIC).to_vec();
-                marked.extend_from_slice(old);
-                backend
-                    .replace(SNAPSHOT_FILE, &marked)
-                    .map_err(io("cannot rewrite snapshot in the current format"))?;
-                snapshot_size = marked.len() as u64;
-            }
-            if start == Some(0) && kept > 0 {
-                let mut marked = format::header(&format::LOG_MAGIC).to_vec();
-                marked.extend_from_slice(&bytes[..kept]);
-                backend
-                    .replace(LOG_FILE, &marked)
-                    .map_err(io("cannot rewrite log in the current format"))?;
-                log_marked = true;
-            }
+        if term_old {
+            backend
+                .replace(TERM_FILE, format::term_text(term).as_bytes())
+                .map_err(io("cannot rewrite term in the current format"))?;
+        }
+        if let (true, Some(old)) = (snapshot_old, &stored) {
+            let mut marked = format::header(&format::SNAPSHOT_MAGIC).to_vec();
+            marked.extend_from_slice(old);
+            backend
+                .replace(SNAPSHOT_FILE, &marked)
+                .map_err(io("cannot rewrite snapshot in the current format"))?;
+            snapshot_size = marked.len() as u64;
+        }
+        if log_old && kept > 0 {
+            let mut marked = format::header(&format::LOG_MAGIC).to_vec();
+            marked.extend_from_slice(&bytes[..kept]);
+            backend
+                .replace(LOG_FILE, &marked)
+                .map_err(io("cannot rewrite log in the current format"))?;
+            log_marked = true;
         }
         let storage = Storage {
             backend,
@@ -267,7 +251,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 snapshot,
                 entries,
                 truncated,
-                upgraded_from: older,
+                upgraded_from: (term_old || snapshot_old || log_old).then_some(format::OLDEST),
             },
         ))
     }
