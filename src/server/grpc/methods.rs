@@ -48,7 +48,7 @@ where
                     Ok::<_, Status>(Response::new(events))
                 }
             });
-            grpc.server_streaming(svc, req).await
+            Box::pin(grpc.server_streaming(svc, req)).await
         }
         Kind::Each(cmd) => {
             let svc = tower::service_fn(move |req: Request<Streaming<Bytes>>| {
@@ -82,7 +82,7 @@ where
                     Ok::<_, Status>(Response::new(events))
                 }
             });
-            grpc.streaming(svc, req).await
+            Box::pin(grpc.streaming(svc, req)).await
         }
         Kind::Mux(cmds) => {
             let svc = tower::service_fn(move |req: Request<Streaming<Bytes>>| {
@@ -94,7 +94,7 @@ where
                     Ok::<_, Status>(Response::new(events))
                 }
             });
-            grpc.streaming(svc, req).await
+            Box::pin(grpc.streaming(svc, req)).await
         }
     }
 }
@@ -282,18 +282,24 @@ fn deadline(metadata: &tonic::metadata::MetadataMap) -> Result<Option<Duration>,
     }))
 }
 
-/// `call`, given up with `DEADLINE_EXCEEDED` once `limit` has passed.
-async fn within<T>(
+/// `call`, given up with `DEADLINE_EXCEEDED` once `limit` has passed. Not an `async fn`: one
+/// of two futures, so that the call's future is held once (an `async fn` holding it in each
+/// branch held it twice, and a unary call's future was moved whole several times a call).
+fn within<T>(
     limit: Option<Duration>,
     call: impl Future<Output = Result<T, pb::ErrorReply>>,
-) -> Result<Result<T, pb::ErrorReply>, Status> {
+) -> impl Future<Output = Result<Result<T, pb::ErrorReply>, Status>> {
+    use futures_util::FutureExt;
+    use futures_util::future::Either;
     match limit {
-        None => Ok(call.await),
-        Some(limit) => tokio::time::timeout(limit, call).await.map_err(|_| {
-            Status::deadline_exceeded(format!(
-                "no answer within the call's deadline ({} ms); a write may or may not have taken effect",
-                limit.as_millis()
-            ))
-        }),
+        None => Either::Left(call.map(Ok)),
+        Some(limit) => Either::Right(tokio::time::timeout(limit, call).map(move |r| {
+            r.map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no answer within the call's deadline ({} ms); a write may or may not have taken effect",
+                    limit.as_millis()
+                ))
+            })
+        })),
     }
 }

@@ -69,8 +69,10 @@ pub(super) async fn serve<S>(
         certificate,
     });
     let service = hyper::service::service_fn(move |req| {
-        let edge = edge.clone();
-        async move { Ok::<_, Infallible>(route(edge, req).await) }
+        // Boxed: the call's future is several kilobytes, and hyper moves it into a task of
+        // its own; moving a pointer instead saves copying it on every call.
+        let call = Box::pin(route(edge.clone(), req));
+        async move { Ok::<_, Infallible>(call.await) }
     });
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
