@@ -32,7 +32,6 @@ pub fn service_addr(i: usize) -> SocketAddr {
 pub struct GrpcBeacons {
     channels: Vec<tonic::transport::Channel>,
     at: usize,
-    timeout: Duration,
 }
 
 impl GrpcBeacons {
@@ -48,11 +47,7 @@ impl GrpcBeacons {
                 )
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(GrpcBeacons {
-            channels,
-            at: 0,
-            timeout,
-        })
+        Ok(GrpcBeacons { channels, at: 0 })
     }
 
     /// The channel in use.
@@ -74,8 +69,9 @@ impl GrpcBeacons {
         let mut grpc = tonic::client::Grpc::new(self.channel());
         let result = async {
             grpc.ready().await?;
-            let mut request = tonic::Request::new(req);
-            request.set_timeout(self.timeout);
+            // Timed out here, by the channel (`Endpoint::timeout`), as etcd's client does: no
+            // `grpc-timeout` metadata, which would cost the beacon a timer on every call.
+            let request = tonic::Request::new(req);
             let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
             let path = http::uri::PathAndQuery::from_static(path);
             Ok::<_, anyhow::Error>(grpc.unary(request, path, codec).await?.into_inner())

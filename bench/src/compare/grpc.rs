@@ -27,6 +27,10 @@ pub struct GrpcRun {
     /// The leader's CPU time per allocation, in microseconds, at each client count: what
     /// the API costs the beacon, apart from the clients (which share the machine).
     pub leader_us_per_id: Vec<f64>,
+    /// The clients' CPU time per allocation (this process, where all of them run): they
+    /// share the two cores with the beacons, so what a client library costs moves the
+    /// throughput too. The gRPC clients are tonic's, as etcd's Rust client is.
+    pub clients_us_per_id: Vec<f64>,
     pub renewals: Vec<Renewals>,
     pub failover: Failover,
 }
@@ -68,15 +72,20 @@ pub async fn run(cluster: &mut Cluster, via: Via, opts: &Options) -> anyhow::Res
     .await?;
     let mut allocs = Vec::new();
     let mut leader_us_per_id = Vec::new();
+    let mut clients_us_per_id = Vec::new();
     let pid = cluster.members[leader].pid();
     for &c in &opts.clients {
         let before = pid.and_then(super::proc::cpu_seconds);
+        let clients_before = super::proc::cpu_seconds(std::process::id());
         let run = alloc::run(Kind::Beacon, via, &at, client, c, duration, &next).await?;
         let after = pid.and_then(super::proc::cpu_seconds);
-        leader_us_per_id.push(match (before, after) {
+        let clients_after = super::proc::cpu_seconds(std::process::id());
+        let per_id = |before: Option<f64>, after: Option<f64>| match (before, after) {
             (Some(b), Some(a)) if run.ok > 0 => (a - b) * 1e6 / run.ok as f64,
             _ => 0.0,
-        });
+        };
+        leader_us_per_id.push(per_id(before, after));
+        clients_us_per_id.push(per_id(clients_before, clients_after));
         allocs.push(run);
     }
     let mut renewals = Vec::new();
@@ -90,6 +99,7 @@ pub async fn run(cluster: &mut Cluster, via: Via, opts: &Options) -> anyhow::Res
         via,
         alloc: allocs,
         leader_us_per_id,
+        clients_us_per_id,
         renewals,
         failover: failover?,
     })

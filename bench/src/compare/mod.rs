@@ -512,10 +512,15 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     if wants(Part::Grpc) && runs(Kind::Beacon) {
         println!("gRPC: beacon through its gRPC API beside its native protocol");
         let setup = beacon_setup(DEFAULT_TICK_MS);
-        let mut cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
         let mut measured = Ok(());
         for via in [Via::Native, Via::Grpc] {
-            match grpc::run(&mut cluster, via, opts).await {
+            // Each API on a cluster of its own, started afresh: the one measured second
+            // would otherwise find the first one's registrations and a leader moved by its
+            // failover rounds.
+            let mut cluster = Cluster::start_beacon(&programs, MEMBERS, &setup);
+            let run = grpc::run(&mut cluster, via, opts).await;
+            keep(cluster, opts.keep);
+            match run {
                 Ok(run) => {
                     for ((a, r), us) in run
                         .alloc
@@ -540,7 +545,6 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
                 }
             }
         }
-        keep(cluster, opts.keep);
         measured?;
     }
 

@@ -617,21 +617,27 @@ fn grpc_table(r: &Results, out: &mut String) {
             2,
         );
     }
-    for ((n, g), c) in native
-        .leader_us_per_id
-        .iter()
-        .zip(&grpc.leader_us_per_id)
-        .zip(native.alloc.iter().map(|a| a.clients))
-    {
-        let c = n_clients(c);
-        row(
-            format!("gRPC: leader CPU per allocation, {c} (lower is better)"),
-            *n,
-            *g,
-            None,
-            " µs",
-            0,
-        );
+    let cpu = [
+        ("leader", &native.leader_us_per_id, &grpc.leader_us_per_id),
+        (
+            "clients'",
+            &native.clients_us_per_id,
+            &grpc.clients_us_per_id,
+        ),
+    ];
+    for (whose, native_us, grpc_us) in cpu {
+        let clients = native.alloc.iter().map(|a| a.clients);
+        for ((n, g), c) in native_us.iter().zip(grpc_us).zip(clients) {
+            let c = n_clients(c);
+            row(
+                format!("gRPC: {whose} CPU per allocation, {c} (lower is better)"),
+                *n,
+                *g,
+                None,
+                " µs",
+                0,
+            );
+        }
     }
     for (n, g) in native.renewals.iter().zip(&grpc.renewals) {
         let c = n_clients(n.clients);
