@@ -31,6 +31,17 @@ pub struct Identity {
     pub machines: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
+/// The identity `config` gives the state a beacon writes.
+pub fn identity_of(config: &crate::config::Config) -> Identity {
+    Identity {
+        format: crate::storage::format::FORMAT,
+        cluster: config.cluster.clone(),
+        machines: config.machines.identity(),
+        mode: config.mode.to_string(),
+        beacons: config.beacon_names(),
+    }
+}
+
 fn format_1() -> u32 {
     1
 }

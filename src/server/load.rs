@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use crate::config::Config;
 use crate::consensus::{self, Machine, RestoreError};
-use crate::data_dir::{DataDir, DataDirError, Identity};
+use crate::data_dir::{DataDir, DataDirError, identity_of};
 use crate::machines::{Configured, Replica, Services, State};
 use crate::storage::{Files, Storage, StorageError};
 
@@ -55,17 +55,6 @@ pub(crate) struct Loaded {
     pub(crate) core: Replica,
     /// Lines for the log, once it carries the beacon's identity: (is a warning, text).
     pub(crate) notices: Vec<(bool, String)>,
-}
-
-/// The identity this beacon's configuration gives its state.
-pub fn identity_of(config: &Config) -> Identity {
-    Identity {
-        format: crate::storage::format::FORMAT,
-        cluster: config.cluster.clone(),
-        machines: config.machines.identity(),
-        mode: config.mode.to_string(),
-        beacons: config.beacon_names(),
-    }
 }
 
 /// The consensus core's share of the configuration.

@@ -2,6 +2,7 @@
 //! connections and the admin HTTP API, and shuts them all down on request.
 
 mod admin;
+mod backup;
 mod conn;
 mod dispatch;
 mod driver;
@@ -18,7 +19,8 @@ mod relay;
 mod reload;
 mod shared;
 
-pub use load::{LoadError, StartOptions, identity_of};
+pub use crate::data_dir::identity_of;
+pub use load::{LoadError, StartOptions};
 
 use std::collections::HashMap;
 use std::future::Future;
