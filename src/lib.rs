@@ -17,6 +17,7 @@
 //!   harness that runs them is in the testkit.
 
 pub mod auth;
+pub mod backup;
 pub mod cli;
 pub mod client;
 pub mod config;

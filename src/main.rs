@@ -13,61 +13,76 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "beacon", version, about = "beacon cluster coordinator daemon")]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
     /// JSON configuration file (default: the embedded single-beacon configuration; see
     /// conf/beacon.json).
-    #[arg(short, long, value_name = "FILE")]
+    #[arg(short, long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// This beacon's ip:port, or host:port resolved at start (overrides `node`).
-    #[arg(long, value_name = "IP:PORT")]
+    #[arg(long, value_name = "IP:PORT", global = true)]
     listen: Option<String>,
     /// The cluster's beacons, comma-separated; this beacon is added if missing (overrides
     /// `beacon`).
-    #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',')]
+    #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',', global = true)]
     peers: Option<Vec<String>>,
     /// Heartbeat interval in milliseconds (overrides `tick_ms`).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", global = true)]
     tick_ms: Option<u64>,
     /// Cluster name (overrides `cluster`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     cluster: Option<String>,
     /// Data directory; `{node}` expands to ip_port (overrides `data_dir`).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<String>,
     /// Admin HTTP address, or `off` (overrides `admin`; default: this beacon's IP, its port
     /// + 88).
-    #[arg(long, value_name = "IP:PORT|off")]
+    #[arg(long, value_name = "IP:PORT|off", global = true)]
     admin: Option<String>,
     /// How long a service's registration lives without a report (overrides `lease_ms`;
     /// default: 10 s, or 10 ticks if longer).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", global = true)]
     lease_ms: Option<u64>,
     /// The node IDs handed out, e.g. 1-1023 (overrides `id_range`).
-    #[arg(long, value_name = "FIRST-LAST")]
+    #[arg(long, value_name = "FIRST-LAST", global = true)]
     id_range: Option<String>,
     /// This beacon's TLS certificate, PEM (overrides `tls.cert`); with --tls-key, TLS on.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     tls_cert: Option<String>,
     /// The key of --tls-cert, PEM (overrides `tls.key`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     tls_key: Option<String>,
     /// The CA that signed the beacons' certificates, PEM (overrides `tls.ca`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     tls_ca: Option<String>,
     /// Validate the configuration, print it (as a config file, JSON) and exit.
-    #[arg(long)]
+    #[arg(long, global = true)]
     check_config: bool,
     /// Start on a data directory written under another configuration (cluster name,
     /// id_range, mode, beacon list), carrying its state into this one once it is checked to
     /// fit (every stored node ID inside the range). Every beacon of a cluster must change
     /// its configuration together.
-    #[arg(long)]
+    #[arg(long, global = true)]
     adopt_config: bool,
     /// Repair a stored term beyond 2^48 (a corrupt file, or a hostile term an older version
     /// adopted): take the highest term of this beacon's own log instead. Every beacon of the
     /// cluster must be stopped and started once with it together: a term lowered on one
     /// beacon alone would let an old leader's entries back in.
-    #[arg(long)]
+    #[arg(long, global = true)]
     reset_term: bool,
+}
+
+/// What the daemon binary does besides running a beacon.
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Build this beacon's data directory for a new cluster from a backup
+    /// (`nebcli snapshot save`), then exit. Run it for every beacon of the new cluster, each
+    /// with its own --data-dir and --listen and the same --peers and --cluster (a name other
+    /// than the old cluster's); then start them.
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -109,6 +124,21 @@ fn run(args: Args) -> anyhow::Result<()> {
         overrides = overrides.with_key("--id-range", "id_range", range);
     }
     let config = Config::load(args.config.as_deref(), &overrides)?;
+    if let Some(Sub::Restore { file }) = &args.command {
+        let backup = beacon::backup::read(file)?;
+        let done = beacon::backup::restore(&backup, &config)?;
+        println!(
+            "restored {} (cluster {}, index {}, term {}) into {} for cluster {}: {}",
+            file.display(),
+            backup.cluster,
+            done.index,
+            done.term,
+            done.data_dir.display(),
+            config.cluster,
+            done.contents
+        );
+        return Ok(());
+    }
     if args.check_config {
         for note in &config.resolved {
             eprintln!("beacon: {note}");

@@ -1,6 +1,7 @@
 //! The commands nebcli understands: the core's and each machine's, one line per set in
 //! [`parse`], [`help_text`] and [`Command::run`].
 
+use crate::snapshot::Snapshot;
 use beacon::cli::beacon::{Endpoint, LeaderTransfer, ShowBeacon};
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
 use beacon::machines::{assign, registry, sequence, tasks};
@@ -11,6 +12,7 @@ pub enum Command {
     Beacon(ShowBeacon),
     Endpoint(Endpoint),
     Leader(LeaderTransfer),
+    Snapshot(Snapshot),
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
     Assign(assign::cli::Command),
@@ -54,6 +56,7 @@ fn all_help() -> Vec<(&'static str, &'static str)> {
         ShowBeacon::HELP,
         Endpoint::HELP,
         LeaderTransfer::HELP,
+        Snapshot::HELP,
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
         assign::cli::Command::HELP,
@@ -199,6 +202,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = LeaderTransfer::parse(&head, words) {
         return cmd.map(|c| Some(Command::Leader(c)));
     }
+    if let Some(cmd) = Snapshot::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Snapshot(c)));
+    }
     if let Some(cmd) = registry::cli::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Registry(c)));
     }
@@ -242,6 +248,7 @@ impl Command {
             Command::Beacon(c) => c.run(session).await,
             Command::Endpoint(c) => c.run(session).await,
             Command::Leader(c) => c.run(session).await,
+            Command::Snapshot(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,
             Command::Assign(c) => c.run(session).await,

@@ -8,6 +8,7 @@
 
 mod certs;
 mod commands;
+mod snapshot;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -575,6 +575,8 @@ fn push(tx: &mpsc::Sender<Frame>, frame: Frame, what: &str, ended: &Ended) -> bo
 #[derive(Debug, Clone)]
 pub struct Ended {
     leading: &'static str,
+    /// The code the end carries when the watcher kept up.
+    code: ErrorCode,
     behind: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -582,7 +584,16 @@ impl Ended {
     fn new(leading: &'static str) -> Ended {
         Ended {
             leading,
+            code: ErrorCode::NotLeader,
             behind: Default::default(),
+        }
+    }
+
+    /// The end of a stream of known length (a backup): the client stops reading before it.
+    pub(crate) fn finished(why: &'static str) -> Ended {
+        Ended {
+            code: ErrorCode::Unavailable,
+            ..Ended::new(why)
         }
     }
 
@@ -594,7 +605,7 @@ impl Ended {
                 "this watcher fell 4096 notices behind and was dropped: read faster, and watch again",
             )
         } else {
-            (ErrorCode::NotLeader, self.leading)
+            (self.code, self.leading)
         }
     }
 }

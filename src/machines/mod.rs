@@ -17,7 +17,7 @@
 //!
 //! | machine | command codes | `LogEntry` | `Snapshot` | `Election` | `Hello` | error codes |
 //! |---|---|---|---|---|---|---|
-//! | core | 1-2, 5-6, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-21 | 1-5, 8-11 | 1-11, 16-18, 20-21 |
+//! | core | 1-14, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-21 | 1-5, 8-11 | 1-11, 16-18, 20-21 |
 //! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19, 22 |
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
 //! | assign | 501-524 | 30-36 | 30-31 | - | - | 40-47 |
@@ -451,6 +451,13 @@ macro_rules! compose {
                 let mut out = Vec::new();
                 $( <$M as $crate::machines::Measured<State>>::gauges(self, &sections.$field, wall_ms, &mut out); )+
                 out
+            }
+
+            /// What each machine holds, in a few words, by the machine's name.
+            pub fn summaries(&self) -> Vec<(&'static str, String)> {
+                vec![
+                    $( (stringify!($field), <$M as $crate::consensus::Machine>::summary(&self.$field)), )+
+                ]
             }
         }
 

@@ -137,6 +137,11 @@ pub(super) async fn dispatch(
                 },
             )
         }
+        Some(Cmd::Backup) => super::backup::serve(frame, shared).await,
+        Some(Cmd::BackupChunk) => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "BackupChunk (cmd 13) is pushed by a beacon after a BackupStart; it is not a request",
+        )),
         Some(Cmd::Relayed) => Err(Reject::keep(
             ErrorCode::UnknownCommand,
             "Relayed (cmd 7) is taken on relay connections from beacons only",

@@ -18,7 +18,7 @@ pub const FORMAT: u32 = 2;
 pub const OLDEST: u32 = 1;
 
 /// Bytes of a `log` or `snapshot` header.
-pub(super) const HEADER: usize = 12;
+pub(crate) const HEADER: usize = 12;
 
 /// The first bytes of a `log` file (format 2 on). A format-1 log starts with a record's
 /// length, whose first byte is 0 for any record under 16 MiB: never a `b`.
@@ -28,7 +28,7 @@ pub(super) const LOG_MAGIC: [u8; 8] = *b"beacon.L";
 pub(super) const SNAPSHOT_MAGIC: [u8; 8] = *b"beacon.S";
 
 /// A header in format [`FORMAT`].
-pub(super) fn header(magic: &[u8; 8]) -> [u8; HEADER] {
+pub(crate) fn header(magic: &[u8; 8]) -> [u8; HEADER] {
     let mut h = [0; HEADER];
     h[..8].copy_from_slice(magic);
     h[8..].copy_from_slice(&FORMAT.to_be_bytes());
@@ -37,7 +37,7 @@ pub(super) fn header(magic: &[u8; 8]) -> [u8; HEADER] {
 
 /// What the start of a `log` or `snapshot` file says of its format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Marked {
+pub(crate) enum Marked {
     /// Format 1: no header, its contents start at byte 0.
     Unmarked,
     /// A header naming this format; the contents start after it.
@@ -47,7 +47,7 @@ pub(super) enum Marked {
 }
 
 /// Reads the mark at the start of `bytes` (an empty file is unmarked).
-pub(super) fn marked(bytes: &[u8], magic: &[u8; 8]) -> Marked {
+pub(crate) fn marked(bytes: &[u8], magic: &[u8; 8]) -> Marked {
     if bytes.is_empty() || bytes[0] != magic[0] {
         return Marked::Unmarked;
     }

@@ -95,6 +95,11 @@ pub enum Cmd {
     /// (`ReadIndexRequest` / `ReadIndexReply`): what a follower waits for before a
     /// linearizable read.
     ReadIndex = 9,
+    /// A backup of every machine's state at one committed index (`BackupRequest` /
+    /// `BackupStart`, then `BackupChunk`s pushed as cmd 13): `nebcli snapshot save`.
+    Backup = 11,
+    /// Pushed after `BackupStart`, one-way: the next part of the backup file.
+    BackupChunk = 13,
     /// Beacon-to-beacon heartbeat (`Election`), one-way.
     LeaderElection = 113,
     /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
@@ -108,12 +113,14 @@ impl Code for Cmd {
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 7] = [
+    pub const ALL: [Cmd; 9] = [
         Cmd::Hello,
         Cmd::HelloProof,
         Cmd::TransferLeader,
         Cmd::Relayed,
         Cmd::ReadIndex,
+        Cmd::Backup,
+        Cmd::BackupChunk,
         Cmd::LeaderElection,
         Cmd::BeaconStatus,
     ];

@@ -241,3 +241,41 @@ class ReadIndexReply(_message.Message):
     index: int
     leader: str
     def __init__(self, index: _Optional[int] = ..., leader: _Optional[str] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BackupStart(_message.Message):
+    __slots__ = ("index", "term", "size")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    term: int
+    size: int
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
+
+class BackupChunk(_message.Message):
+    __slots__ = ("offset", "data")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    data: bytes
+    def __init__(self, offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class BackupFile(_message.Message):
+    __slots__ = ("cluster", "node", "version", "taken_at_ms", "identity", "snapshot")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    node: str
+    version: str
+    taken_at_ms: int
+    identity: str
+    snapshot: bytes
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., version: _Optional[str] = ..., taken_at_ms: _Optional[int] = ..., identity: _Optional[str] = ..., snapshot: _Optional[bytes] = ...) -> None: ...
