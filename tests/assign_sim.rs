@@ -28,6 +28,7 @@ fn fresh() -> (State, Services) {
             sequence: Sequences::default(),
             assign: Assignments::default(),
             tasks: Default::default(),
+            configs: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -40,6 +41,7 @@ fn fresh() -> (State, Services) {
                 ..AssignLimits::default()
             }),
             tasks: Default::default(),
+            configs: Default::default(),
         },
     )
 }

@@ -95,6 +95,7 @@ fn fresh() -> (State, Services) {
             sequence: Default::default(),
             assign: Default::default(),
             tasks: Default::default(),
+            configs: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -104,6 +105,7 @@ fn fresh() -> (State, Services) {
             sequence: Default::default(),
             assign: Default::default(),
             tasks: Default::default(),
+            configs: Default::default(),
         },
     )
 }
@@ -270,7 +272,8 @@ impl Net {
             machines::Change::Registry(c) => Some((i, c)),
             machines::Change::Sequence(_)
             | machines::Change::Assign(_)
-            | machines::Change::Tasks(_) => None,
+            | machines::Change::Tasks(_)
+            | machines::Change::Configs(_) => None,
         });
         self.committed.entry(at).or_default().extend(changes);
     }

@@ -41,6 +41,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
                 sequence: Default::default(),
                 assign: Default::default(),
                 tasks: Default::default(),
+                configs: Default::default(),
             },
             Services {
                 registry: RegistryService::new(RegistryConfig {
@@ -50,6 +51,7 @@ fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) 
                 sequence: Default::default(),
                 assign: Default::default(),
                 tasks: Default::default(),
+                configs: Default::default(),
             },
         )
     }

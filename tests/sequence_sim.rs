@@ -44,12 +44,14 @@ fn fresh() -> (State, Services) {
             sequence: Sequences::default(),
             assign: Default::default(),
             tasks: Default::default(),
+            configs: Default::default(),
         },
         Services {
             registry: registry_service,
             sequence: SequenceService::new(limits()),
             assign: Default::default(),
             tasks: Default::default(),
+            configs: Default::default(),
         },
     )
 }

@@ -27,6 +27,7 @@ fn fresh() -> (State, Services) {
             sequence: Default::default(),
             assign: Default::default(),
             tasks: Tasks::default(),
+            configs: Default::default(),
         },
         Services {
             registry: RegistryService::new(RegistryConfig {
@@ -40,6 +41,7 @@ fn fresh() -> (State, Services) {
                 backoff_max_ms: 800,
                 ..TaskLimits::default()
             }),
+            configs: Default::default(),
         },
     )
 }

@@ -4,7 +4,7 @@
 use crate::snapshot::Snapshot;
 use beacon::cli::beacon::{Endpoint, LeaderTransfer, ShowBeacon};
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
-use beacon::machines::{assign, registry, sequence, tasks};
+use beacon::machines::{assign, configs, registry, sequence, tasks};
 
 /// One parsed command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,7 @@ pub enum Command {
     Assign(assign::cli::Command),
     Tasks(tasks::cli::Command),
     Lock(assign::cli::lock::Command),
+    Configs(configs::cli::Command),
     Help,
     /// `COMMAND --help`: the help of the commands starting with these words.
     HelpOn(Vec<String>),
@@ -61,6 +62,7 @@ fn all_help() -> Vec<(&'static str, &'static str)> {
         sequence::cli::Command::HELP,
         assign::cli::Command::HELP,
         tasks::cli::Command::HELP,
+        configs::cli::Command::HELP,
         assign::cli::lock::Command::HELP,
         own,
     ]
@@ -220,6 +222,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = assign::cli::lock::Command::parse(&head, words) {
         return cmd.map(|c| Some(Command::Lock(c)));
     }
+    if let Some(cmd) = configs::cli::Command::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Configs(c)));
+    }
     match head.as_slice() {
         [] => Ok(None),
         ["help" | "?", ..] => Ok(Some(Command::Help)),
@@ -254,6 +259,7 @@ impl Command {
             Command::Assign(c) => c.run(session).await,
             Command::Tasks(c) => c.run(session).await,
             Command::Lock(c) => c.run(session).await,
+            Command::Configs(c) => c.run(session).await,
             Command::Help => Ok(help_text()),
             Command::HelpOn(words) => help_on(words).ok_or_else(|| {
                 Failure::Usage(usage(format!("unknown command `{}`", words.join(" "))))

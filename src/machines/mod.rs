@@ -22,7 +22,8 @@
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
 //! | assign | 501-524 | 30-36 | 30-31 | - | - | 40-47 |
 //! | tasks | 601-632 | 40-48 | 40-42 | - | - | 50-57 |
-//! | (next) | 701-799 | 50-59 | 50-59 | 50-59 | 20-29 | 60-69 |
+//! | configs | 701-706 | 50 | 50 | - | - | 60-62 |
+//! | (next) | 801-899 | 60-69 | 60-69 | 50-59 | 20-29 | 70-79 |
 //!
 //! Adding a machine: its folder, its proto file in `proto/` (compiled and placed in
 //! [`crate::pb`] by `build.rs` without a line), one line in the list below, and one in
@@ -30,6 +31,7 @@
 //! `tests/counter/` is a small example, composed in `tests/counter_machine.rs`.
 
 pub mod assign;
+pub mod configs;
 pub mod handle;
 pub mod registry;
 pub mod sequence;
@@ -615,6 +617,7 @@ compose! {
     sequence: Sequence => sequence::Sequences, sequence::SequenceService;
     assign: Assign => assign::Assignments, assign::AssignService;
     tasks: Tasks => tasks::Tasks, tasks::TaskService;
+    configs: Configs => configs::ConfigStore, configs::ConfigService;
 }
 
 /// A beacon's replica of every machine.
@@ -625,6 +628,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::assign::{AssignCmd, AssignErrorCode};
+    use super::configs::{ConfigCmd, ConfigErrorCode};
     use super::registry::{RegistryCmd, RegistryErrorCode};
     use super::sequence::{SequenceCmd, SequenceErrorCode};
     use super::tasks::{TasksCmd, TasksErrorCode};
@@ -666,6 +670,9 @@ mod tests {
         for c in TasksCmd::ALL {
             cmd("tasks", c.code(), format!("{c:?}"));
         }
+        for c in ConfigCmd::ALL {
+            cmd("configs", c.code(), format!("{c:?}"));
+        }
         let mut error = |owner: &str, code: u32, name: String| {
             rows.push(format!("| {code} | {owner} | `{}` |", shouted(&name)))
         };
@@ -684,13 +691,16 @@ mod tests {
         for e in TasksErrorCode::ALL {
             error("tasks", u32::from(e), format!("{e:?}"));
         }
+        for e in ConfigErrorCode::ALL {
+            error("configs", u32::from(e), format!("{e:?}"));
+        }
         let missing: Vec<&String> = rows.iter().filter(|r| !page.contains(r.as_str())).collect();
         assert!(missing.is_empty(), "docs/protocol.md lacks {missing:#?}");
         let listed = page.lines().filter(|l| {
             let mut cells = l.split('|').map(str::trim).skip(1);
             cells.next().is_some_and(|c| c.parse::<u32>().is_ok())
                 && cells.next().is_some_and(|o| {
-                    ["core", "registry", "sequence", "assign", "tasks"].contains(&o)
+                    ["core", "registry", "sequence", "assign", "tasks", "configs"].contains(&o)
                 })
         });
         assert_eq!(
@@ -760,6 +770,9 @@ mod tests {
         for c in TasksCmd::ALL {
             claim(&mut cmds, "tasks", c.code());
         }
+        for c in ConfigCmd::ALL {
+            claim(&mut cmds, "configs", c.code());
+        }
         let mut errors = BTreeSet::new();
         for e in ErrorCode::ALL {
             assert!(errors.insert(e as u32), "core error {e:?}");
@@ -778,6 +791,9 @@ mod tests {
         }
         for e in TasksErrorCode::ALL {
             assert!(errors.insert(u32::from(e)), "tasks error {e:?} is taken");
+        }
+        for e in ConfigErrorCode::ALL {
+            assert!(errors.insert(u32::from(e)), "configs error {e:?} is taken");
         }
     }
 }

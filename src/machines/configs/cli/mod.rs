@@ -1,0 +1,422 @@
+//! The config store's nebcli commands: etcdctl's `config get|put|del|history` and
+//! NebulaBeacon's `get|set node_config`, `get|set node_custom_config` and
+//! `get|set custom_config`, which are documents under fixed keys:
+//!
+//! | NebulaBeacon | key |
+//! |---|---|
+//! | `node_config TYPE` | `type/TYPE/node_config` |
+//! | `node_config IP:PORT` | `node/IP:PORT/node_config` |
+//! | `node_custom_config TYPE` or `IP:PORT` | `…/node_custom_config` |
+//! | `custom_config NAME PATH` | `file/NAME`, with the relative path PATH |
+
+use std::io::Read;
+
+use crate::cli::table::{render, utc_ms};
+use crate::cli::{Commands, Failure, Session, UsageError, usage};
+use crate::machines::configs::client::{config_check, config_delete, config_put};
+use crate::pb::configs as pb;
+
+/// One parsed config command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `config get KEY [--prefix]`, `get node_config ...`
+    Get { key: String, prefix: bool },
+    /// `config put KEY VALUE|- [--if-rev N] [--check-json]`, `set node_config ... FILE|-`
+    Put {
+        key: String,
+        value: Source,
+        json: bool,
+        path: String,
+        if_rev: Option<u64>,
+    },
+    /// `config del KEY [--if-rev N]`
+    Del { key: String, if_rev: Option<u64> },
+    /// `config history KEY`
+    History(String),
+}
+
+/// Where a value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Text(String),
+    File(String),
+    Stdin,
+}
+
+const USAGE: &str = "usage: `config get KEY [--prefix]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]` or `config history KEY`";
+
+/// The key of NebulaBeacon's `what` (node_config, node_custom_config) for a node type or a
+/// service's address.
+fn nebula_key(what: &str, target: &str) -> String {
+    if target.parse::<std::net::SocketAddr>().is_ok() {
+        format!("node/{target}/{what}")
+    } else {
+        format!("type/{target}/{what}")
+    }
+}
+
+/// `KEY` then flags: `--prefix`, `--check-json` (switches) and `--if-rev N`. (`--json` is
+/// nebcli's own: JSON output.)
+struct Parsed<'a> {
+    positional: Vec<&'a str>,
+    prefix: bool,
+    json: bool,
+    if_rev: Option<u64>,
+}
+
+fn parse_args<'a>(cmd: &str, args: &[&'a str], allowed: &[&str]) -> Result<Parsed<'a>, UsageError> {
+    let mut p = Parsed {
+        positional: Vec::new(),
+        prefix: false,
+        json: false,
+        if_rev: None,
+    };
+    let mut it = args.iter();
+    while let Some(word) = it.next() {
+        let Some(flag) = word.strip_prefix("--") else {
+            p.positional.push(word);
+            continue;
+        };
+        if !allowed.contains(&flag) {
+            return Err(usage(format!("`{cmd}`: unknown flag --{flag}")));
+        }
+        match flag {
+            "prefix" => p.prefix = true,
+            "check-json" => p.json = true,
+            "if-rev" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| usage(format!("`{cmd}`: --if-rev needs a revision")))?;
+                p.if_rev = Some(crate::cli::number(cmd, "if-rev", value)?);
+            }
+            _ => unreachable!("allowed flags are handled"),
+        }
+    }
+    Ok(p)
+}
+
+impl Commands for Command {
+    const HELP: &'static [(&'static str, &'static str)] = &[
+        (
+            "config get KEY [--prefix]",
+            "a config document (value, revision) or every one under a key prefix; keys: cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, file/NAME",
+        ),
+        (
+            "config put KEY VALUE|- [--if-rev N] [--check-json]",
+            "write a config document (`-`: from stdin); --if-rev N writes only if it is at revision N (0: only if new), --check-json has the leader check that it is JSON and keeps it marked so (role admin)",
+        ),
+        (
+            "config del KEY [--if-rev N]",
+            "delete a config document (only at revision N with --if-rev) (role admin)",
+        ),
+        (
+            "config history KEY",
+            "the values a config document held, newest first, with their revisions (key `configs.history` of them)",
+        ),
+        (
+            "get node_config TYPE|IP:PORT",
+            "NebulaBeacon's node config of a node type or one service (document type/TYPE/node_config or node/IP:PORT/node_config)",
+        ),
+        (
+            "set node_config TYPE|IP:PORT FILE|-",
+            "write it from FILE or stdin (role admin)",
+        ),
+        (
+            "get node_custom_config TYPE|IP:PORT",
+            "NebulaBeacon's custom node config (document …/node_custom_config)",
+        ),
+        (
+            "set node_custom_config TYPE|IP:PORT FILE|-",
+            "write it from FILE or stdin (role admin)",
+        ),
+        (
+            "get custom_config NAME",
+            "NebulaBeacon's named custom file and the relative path it is written to (document file/NAME)",
+        ),
+        (
+            "set custom_config NAME PATH FILE|-",
+            "write custom file NAME, to be written at relative PATH, from FILE or stdin (role admin)",
+        ),
+    ];
+    const SUBJECTS: &'static [&'static str] = &[];
+
+    fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
+        let rest = words.get(2..).unwrap_or(&[]);
+        let source = |w: &str| {
+            if w == "-" {
+                Source::Stdin
+            } else {
+                Source::File(w.to_owned())
+            }
+        };
+        Some(match head {
+            ["config", "get"] => parse_args("config get", rest, &["prefix"]).and_then(|p| match p
+                .positional
+                .as_slice()
+            {
+                [key] => Ok(Command::Get {
+                    key: (*key).to_owned(),
+                    prefix: p.prefix,
+                }),
+                _ => Err(usage(USAGE)),
+            }),
+            ["config", "put"] => parse_args("config put", rest, &["if-rev", "check-json"])
+                .and_then(|p| match p.positional.as_slice() {
+                    [key, value] => Ok(Command::Put {
+                        key: (*key).to_owned(),
+                        value: if *value == "-" {
+                            Source::Stdin
+                        } else {
+                            Source::Text((*value).to_owned())
+                        },
+                        json: p.json,
+                        path: String::new(),
+                        if_rev: p.if_rev,
+                    }),
+                    _ => Err(usage(USAGE)),
+                }),
+            ["config", "del"] => parse_args("config del", rest, &["if-rev"]).and_then(|p| match p
+                .positional
+                .as_slice()
+            {
+                [key] => Ok(Command::Del {
+                    key: (*key).to_owned(),
+                    if_rev: p.if_rev,
+                }),
+                _ => Err(usage(USAGE)),
+            }),
+            ["config", "history"] => match rest {
+                [key] => Ok(Command::History((*key).to_owned())),
+                _ => Err(usage(USAGE)),
+            },
+            ["config", ..] => Err(usage(USAGE)),
+            ["get", what @ ("node_config" | "node_custom_config")] => match rest {
+                [target] => Ok(Command::Get {
+                    key: nebula_key(what, target),
+                    prefix: false,
+                }),
+                _ => Err(usage(format!("usage: `get {what} TYPE|IP:PORT`"))),
+            },
+            ["set", what @ ("node_config" | "node_custom_config")] => match rest {
+                [target, from] => Ok(Command::Put {
+                    key: nebula_key(what, target),
+                    value: source(from),
+                    json: false,
+                    path: String::new(),
+                    if_rev: None,
+                }),
+                _ => Err(usage(format!("usage: `set {what} TYPE|IP:PORT FILE|-`"))),
+            },
+            ["get", "custom_config"] => match rest {
+                [name] => Ok(Command::Get {
+                    key: format!("file/{name}"),
+                    prefix: false,
+                }),
+                _ => Err(usage("usage: `get custom_config NAME`")),
+            },
+            ["set", "custom_config"] => match rest {
+                [name, path, from] => Ok(Command::Put {
+                    key: format!("file/{name}"),
+                    value: source(from),
+                    json: false,
+                    path: (*path).to_owned(),
+                    if_rev: None,
+                }),
+                _ => Err(usage("usage: `set custom_config NAME PATH FILE|-`")),
+            },
+            _ => return None,
+        })
+    }
+
+    async fn run(&self, session: &mut Session) -> Result<String, Failure> {
+        match self {
+            Command::Get { key, prefix } => {
+                let (key, prefix) = (key.clone(), *prefix);
+                let reply = session
+                    .with_client(async |c| c.config_get(&key, prefix).await)
+                    .await?;
+                Ok(session.print(&get_json(&reply), |_| render_get(&reply, prefix)))
+            }
+            Command::Put {
+                key,
+                value,
+                json,
+                path,
+                if_rev,
+            } => {
+                let bytes = read(value).map_err(Failure::Check)?;
+                let mut op = config_put(key, bytes, *json);
+                op.path = path.clone();
+                let checks = if_rev.map(|r| config_check(key, r)).into_iter().collect();
+                let reply = session.cluster().config_write(checks, vec![op]).await?;
+                Ok(session.print(&reply, |r| format!("OK revision {}\n", r.revision)))
+            }
+            Command::Del { key, if_rev } => {
+                let checks = if_rev.map(|r| config_check(key, r)).into_iter().collect();
+                let reply = session
+                    .cluster()
+                    .config_write(checks, vec![config_delete(key)])
+                    .await?;
+                Ok(session.print(&reply, |r| {
+                    format!("{} deleted, revision {}\n", r.deleted, r.revision)
+                }))
+            }
+            Command::History(key) => {
+                let key = key.clone();
+                let reply = session
+                    .with_client(async |c| c.config_history(&key).await)
+                    .await?;
+                Ok(session.print(&history_json(&reply), |_| render_history(&reply)))
+            }
+        }
+    }
+}
+
+fn read(source: &Source) -> Result<Vec<u8>, String> {
+    match source {
+        Source::Text(t) => Ok(t.as_bytes().to_vec()),
+        Source::File(f) => std::fs::read(f).map_err(|e| format!("cannot read {f}: {e}")),
+        Source::Stdin => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| format!("cannot read stdin: {e}"))?;
+            Ok(buf)
+        }
+    }
+}
+
+/// A value as JSON text: the string it is when it is UTF-8, else its bytes.
+fn value_json(value: &[u8]) -> serde_json::Value {
+    match std::str::from_utf8(value) {
+        Ok(text) => text.into(),
+        Err(_) => value.to_vec().into(),
+    }
+}
+
+fn get_json(r: &pb::GetReply) -> serde_json::Value {
+    let documents: Vec<serde_json::Value> = r
+        .documents
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "key": d.key,
+                "value": value_json(&d.value),
+                "json": d.json,
+                "path": d.path,
+                "revision": d.revision,
+                "created": d.created,
+                "version": d.version,
+                "wall_ms": d.wall_ms,
+            })
+        })
+        .collect();
+    serde_json::json!({"documents": documents, "index": r.index, "node": r.node})
+}
+
+fn history_json(r: &pb::HistoryReply) -> serde_json::Value {
+    let history: Vec<serde_json::Value> = r
+        .history
+        .iter()
+        .map(|p| serde_json::json!({"revision": p.revision, "value": value_json(&p.value), "wall_ms": p.wall_ms}))
+        .collect();
+    serde_json::json!({"history": history, "index": r.index})
+}
+
+fn render_get(r: &pb::GetReply, prefix: bool) -> String {
+    let mut out = String::new();
+    for d in &r.documents {
+        if prefix {
+            out.push_str(&d.key);
+            out.push('\n');
+        }
+        out.push_str(&String::from_utf8_lossy(&d.value));
+        if !d.value.ends_with(b"\n") {
+            out.push('\n');
+        }
+        if !prefix {
+            let path = if d.path.is_empty() {
+                String::new()
+            } else {
+                format!(" · path {}", d.path)
+            };
+            out.push_str(&format!(
+                "# revision {} · created {} · version {}{path}\n",
+                d.revision, d.created, d.version
+            ));
+        }
+    }
+    out
+}
+
+fn render_history(r: &pb::HistoryReply) -> String {
+    let rows: Vec<Vec<String>> = r
+        .history
+        .iter()
+        .map(|p| {
+            vec![
+                p.revision.to_string(),
+                utc_ms(p.wall_ms),
+                String::from_utf8_lossy(&p.value).replace('\n', "\\n"),
+            ]
+        })
+        .collect();
+    render(&["revision", "written", "value"], &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(words: &[&str]) -> Result<Command, UsageError> {
+        let head = crate::cli::head(words);
+        let head: Vec<&str> = head.iter().map(String::as_str).collect();
+        Command::parse(&head, words).expect("a config command")
+    }
+
+    #[test]
+    fn commands_parse_into_documents_under_their_keys() {
+        assert_eq!(
+            parse(&[
+                "config",
+                "put",
+                "cluster/a",
+                "1",
+                "--if-rev",
+                "0",
+                "--check-json"
+            ])
+            .unwrap(),
+            Command::Put {
+                key: "cluster/a".into(),
+                value: Source::Text("1".into()),
+                json: true,
+                path: String::new(),
+                if_rev: Some(0),
+            }
+        );
+        assert_eq!(
+            parse(&["get", "node_config", "LOGIC"]).unwrap(),
+            Command::Get {
+                key: "type/LOGIC/node_config".into(),
+                prefix: false
+            }
+        );
+        assert_eq!(
+            parse(&["GET", "node_custom_config", "10.0.0.1:80"]).unwrap(),
+            Command::Get {
+                key: "node/10.0.0.1:80/node_custom_config".into(),
+                prefix: false
+            }
+        );
+        assert!(matches!(
+            parse(&["set", "custom_config", "game", "conf/game.ini", "-"]).unwrap(),
+            Command::Put { ref key, ref path, value: Source::Stdin, .. } if key == "file/game" && path == "conf/game.ini"
+        ));
+        assert!(parse(&["config", "put", "cluster/a"]).is_err());
+        let e = parse(&["config", "del", "cluster/a", "--prefix"]).unwrap_err();
+        assert!(e.0.contains("unknown flag --prefix"), "{}", e.0);
+        let e = parse(&["config", "put", "k", "v", "--if-rev", "x"]).unwrap_err();
+        assert!(e.0.contains("not a number"), "{}", e.0);
+    }
+}

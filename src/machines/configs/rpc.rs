@@ -1,0 +1,166 @@
+//! The config store's server handlers: the write (checks and changes), and the reads (a
+//! document or a prefix; a document's history), linearizable unless asked otherwise.
+
+use super::service::{ConfigError, ConfigService, Request, Response};
+use super::state::{ConfigStore, check_key};
+use super::wire::{ConfigCmd, ConfigErrorCode, document_to_pb, op_from_pb, past_to_pb};
+use crate::auth::Role;
+use crate::machines::handle::{self, Ctx, Handled, Reject, reply};
+use crate::machines::{Part, State};
+use crate::pb::configs as pb;
+use crate::time::wall_ms;
+use crate::wire::ErrorCode;
+
+pub(crate) fn owns(cmd: u32) -> bool {
+    ConfigCmd::from_code(cmd).is_some()
+}
+
+/// Reading config and writing it are separate permissions: `read` reads, `admin` writes.
+pub(crate) fn role(cmd: u32) -> Option<Role> {
+    Some(match ConfigCmd::from_code(cmd)? {
+        ConfigCmd::Write => Role::Admin,
+        ConfigCmd::Get | ConfigCmd::History => Role::Read,
+    })
+}
+
+pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let Some(cmd) = ConfigCmd::from_code(frame.cmd) else {
+        unreachable!("routed here by `owns`");
+    };
+    match cmd {
+        ConfigCmd::Write => {
+            let req: pb::WriteRequest = frame.decode()?;
+            let request = Request::Write {
+                checks: req
+                    .checks
+                    .into_iter()
+                    .map(|c| (c.key, c.revision))
+                    .collect(),
+                ops: req.ops.into_iter().map(op_from_pb).collect(),
+                wall_ms: wall_ms(),
+            };
+            let answer = handle::submit::<ConfigService>(ctx, request, reject).await?;
+            let Response::Written { revision, deleted } = answer;
+            reply(frame, &pb::WriteReply { revision, deleted })
+        }
+        ConfigCmd::Get => reply(frame, &get(ctx, frame.decode()?).await?),
+        ConfigCmd::History => {
+            let req: pb::HistoryRequest = frame.decode()?;
+            check_key(&req.key).map_err(|e| reject(e.into()))?;
+            let key = req.key.clone();
+            let found = ctx
+                .read(move |replica, _| {
+                    let store = <State as Part<ConfigStore>>::part(replica.state());
+                    store.get(&key).map(|d| {
+                        let mut history = vec![pb::Past {
+                            revision: d.revision,
+                            value: d.value.clone(),
+                            wall_ms: d.wall_ms,
+                        }];
+                        history.extend(d.history.iter().map(past_to_pb));
+                        pb::HistoryReply {
+                            history,
+                            index: replica.position().index,
+                        }
+                    })
+                })
+                .await?;
+            reply(frame, &found.ok_or_else(|| unknown(&req.key))?)
+        }
+    }
+}
+
+async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject> {
+    if !req.prefix {
+        check_key(&req.key).map_err(|e| reject(e.into()))?;
+    }
+    let (prefix, key) = (req.prefix, req.key.clone());
+    let answer = ctx
+        .read(move |replica, _| {
+            let store = <State as Part<ConfigStore>>::part(replica.state());
+            let documents = if prefix {
+                store
+                    .with_prefix(&key)
+                    .map(|d| document_to_pb(d, false))
+                    .collect()
+            } else {
+                store
+                    .get(&key)
+                    .map(|d| document_to_pb(d, false))
+                    .into_iter()
+                    .collect()
+            };
+            pb::GetReply {
+                documents,
+                index: replica.position().index,
+                node: replica.config().me.to_string(),
+            }
+        })
+        .await?;
+    if !req.prefix && answer.documents.is_empty() {
+        return Err(unknown(&req.key));
+    }
+    Ok(answer)
+}
+
+fn unknown(key: &str) -> Reject {
+    Reject::keep(
+        ConfigErrorCode::UnknownDocument,
+        format!("no config document `{key}`"),
+    )
+}
+
+/// The code and text a refusal is sent with.
+fn reject(e: ConfigError) -> Reject {
+    let code: u32 = match &e {
+        ConfigError::InvalidKey(_)
+        | ConfigError::Empty
+        | ConfigError::TooManyOps { .. }
+        | ConfigError::NotJson { .. }
+        | ConfigError::BadPath { .. } => ErrorCode::InvalidRequest.into(),
+        ConfigError::TooLarge { .. } | ConfigError::Full { .. } => {
+            ConfigErrorCode::ConfigTooLarge.into()
+        }
+        ConfigError::RevisionMismatch { .. } => ConfigErrorCode::RevisionMismatch.into(),
+    };
+    Reject::keep(code, e.to_string())
+}
+
+impl crate::machines::Served for ConfigStore {
+    fn views() -> Vec<crate::machines::handle::AdminView> {
+        use crate::machines::handle::{AdminView, json_of};
+        vec![AdminView::new(
+            "/v1/configs",
+            "`config get --prefix`",
+            ConfigCmd::Get,
+            |ctx, params| {
+                Box::pin(async move {
+                    let req = pb::GetRequest {
+                        key: params.get("prefix").cloned().unwrap_or_default(),
+                        prefix: true,
+                    };
+                    Ok(json_of(&get(ctx, req).await?))
+                })
+            },
+        )]
+    }
+
+    fn owns(cmd: u32) -> bool {
+        owns(cmd)
+    }
+
+    fn role(cmd: u32) -> Option<Role> {
+        role(cmd)
+    }
+
+    fn name(cmd: u32) -> Option<String> {
+        ConfigCmd::from_code(cmd).map(|c| format!("Config{c:?}"))
+    }
+
+    fn serve<'a>(
+        frame: &'a crate::wire::Frame,
+        ctx: &'a Ctx<'a>,
+    ) -> impl Future<Output = Result<Handled, Reject>> + Send + 'a {
+        serve(frame, ctx)
+    }
+}

@@ -1,0 +1,243 @@
+//! The config store on the wire (`proto/configs.proto`): its command and error codes, its
+//! part of log entries and snapshots, and conversions between its messages and types.
+
+use prost::Message as _;
+
+use super::state::{ConfigStore, Document, Op, Past, Write};
+use crate::pb::configs as pb;
+use crate::wire::{Code, MachineWire, WireError};
+
+/// The config store's command codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ConfigCmd {
+    /// Checks and changes, all or nothing (`WriteRequest` / `WriteReply`).
+    Write = 701,
+    /// A document, or those under a prefix (`GetRequest` / `GetReply`).
+    Get = 703,
+    /// The values a document held (`HistoryRequest` / `HistoryReply`).
+    History = 705,
+}
+
+impl ConfigCmd {
+    pub const ALL: [ConfigCmd; 3] = [ConfigCmd::Write, ConfigCmd::Get, ConfigCmd::History];
+
+    pub fn from_code(code: u32) -> Option<ConfigCmd> {
+        ConfigCmd::ALL.into_iter().find(|c| *c as u32 == code)
+    }
+}
+
+impl Code for ConfigCmd {
+    fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// The config store's codes carried by `ErrorReply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ConfigErrorCode {
+    /// No document has the key given.
+    UnknownDocument = 60,
+    /// A compare-and-set check failed: the document is at another revision.
+    RevisionMismatch = 61,
+    /// A value over `configs.max_value_bytes`, or the store at `configs.max_documents`.
+    ConfigTooLarge = 62,
+}
+
+impl ConfigErrorCode {
+    pub const ALL: [ConfigErrorCode; 3] = [
+        ConfigErrorCode::UnknownDocument,
+        ConfigErrorCode::RevisionMismatch,
+        ConfigErrorCode::ConfigTooLarge,
+    ];
+
+    pub fn from_code(code: u32) -> Option<ConfigErrorCode> {
+        ConfigErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
+    }
+}
+
+impl From<ConfigErrorCode> for u32 {
+    fn from(code: ConfigErrorCode) -> u32 {
+        code as u32
+    }
+}
+
+pub fn op_to_pb(op: &Op) -> pb::Op {
+    match op {
+        Op::Put {
+            key,
+            value,
+            json,
+            path,
+        } => pb::Op {
+            key: key.clone(),
+            value: value.clone(),
+            json: *json,
+            path: path.clone(),
+            delete: false,
+        },
+        Op::Delete { key } => pb::Op {
+            key: key.clone(),
+            delete: true,
+            ..Default::default()
+        },
+    }
+}
+
+pub fn op_from_pb(op: pb::Op) -> Op {
+    if op.delete {
+        Op::Delete { key: op.key }
+    } else {
+        Op::Put {
+            key: op.key,
+            value: op.value,
+            json: op.json,
+            path: op.path,
+        }
+    }
+}
+
+pub fn past_to_pb(p: &Past) -> pb::Past {
+    pb::Past {
+        revision: p.revision,
+        value: p.value.clone(),
+        wall_ms: p.wall_ms,
+    }
+}
+
+pub fn document_to_pb(d: &Document, with_history: bool) -> pb::Document {
+    pb::Document {
+        key: d.key.clone(),
+        value: d.value.clone(),
+        json: d.json,
+        path: d.path.clone(),
+        revision: d.revision,
+        created: d.created,
+        version: d.version,
+        wall_ms: d.wall_ms,
+        history: if with_history {
+            d.history.iter().map(past_to_pb).collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+pub fn document_from_pb(d: pb::Document) -> Document {
+    Document {
+        key: d.key,
+        value: d.value,
+        json: d.json,
+        path: d.path,
+        revision: d.revision,
+        created: d.created,
+        version: d.version,
+        wall_ms: d.wall_ms,
+        history: d
+            .history
+            .into_iter()
+            .map(|p| Past {
+                revision: p.revision,
+                value: p.value,
+                wall_ms: p.wall_ms,
+            })
+            .collect(),
+    }
+}
+
+impl MachineWire for ConfigStore {
+    fn encode_command(w: &Write, buf: &mut Vec<u8>) {
+        pb::ConfigEntry {
+            write: Some(pb::ConfigWrite {
+                revision: w.revision,
+                wall_ms: w.wall_ms,
+                checks: w
+                    .checks
+                    .iter()
+                    .map(|(key, revision)| pb::Check {
+                        key: key.clone(),
+                        revision: *revision,
+                    })
+                    .collect(),
+                ops: w.ops.iter().map(op_to_pb).collect(),
+            }),
+        }
+        .encode_raw(buf);
+    }
+
+    fn decode_command(entry: &[u8]) -> Result<Option<Write>, WireError> {
+        let Some(w) = pb::ConfigEntry::decode(entry)?.write else {
+            return Ok(None);
+        };
+        Ok(Some(Write {
+            revision: w.revision,
+            wall_ms: w.wall_ms,
+            checks: w.checks.into_iter().map(|c| (c.key, c.revision)).collect(),
+            ops: w.ops.into_iter().map(op_from_pb).collect(),
+        }))
+    }
+
+    fn encode_snapshot(docs: &Vec<Document>, buf: &mut Vec<u8>) {
+        pb::ConfigSnapshot {
+            documents: docs.iter().map(|d| document_to_pb(d, true)).collect(),
+        }
+        .encode_raw(buf);
+    }
+
+    fn decode_snapshot(bytes: &[u8]) -> Result<Vec<Document>, WireError> {
+        Ok(pb::ConfigSnapshot::decode(bytes)?
+            .documents
+            .into_iter()
+            .map(document_from_pb)
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consensus::{Entry, Machine, Payload};
+    use crate::wire::envelope::{entry_bytes, entry_from_bytes};
+
+    #[test]
+    fn a_write_and_a_snapshot_round_trip() {
+        let w = Write {
+            revision: 9,
+            wall_ms: 1_700_000_000_000,
+            checks: vec![("cluster/a".into(), 3), ("cluster/b".into(), 0)],
+            ops: vec![
+                Op::Put {
+                    key: "file/game".into(),
+                    value: b"x=1".to_vec(),
+                    json: false,
+                    path: "conf/game.ini".into(),
+                },
+                Op::Delete {
+                    key: "cluster/a".into(),
+                },
+            ],
+        };
+        let e = Entry {
+            index: 9,
+            term: 2,
+            payload: Payload::Command(w.clone()),
+        };
+        assert_eq!(
+            entry_from_bytes::<ConfigStore>(&entry_bytes::<ConfigStore>(&e)).unwrap(),
+            e
+        );
+        let mut s = ConfigStore::new(3);
+        s.apply(
+            &Write {
+                checks: vec![],
+                ..w.clone()
+            },
+            0,
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        ConfigStore::encode_snapshot(&s.snapshot(0), &mut buf);
+        assert_eq!(ConfigStore::decode_snapshot(&buf).unwrap(), s.snapshot(0));
+    }
+}
