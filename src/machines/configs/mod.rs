@@ -9,6 +9,7 @@
 //! * [`wire`]: `proto/configs.proto`, its codes, its part of log entries and snapshots.
 //! * `rpc`: the server's handlers; [`client`]: the client API; [`cli`]: nebcli's commands.
 
+pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod config;

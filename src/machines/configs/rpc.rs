@@ -39,9 +39,12 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
                 ops: req.ops.into_iter().map(op_from_pb).collect(),
                 wall_ms: wall_ms(),
             };
-            let answer = handle::submit::<ConfigService>(ctx, request, reject).await?;
-            let Response::Written { revision, deleted } = answer;
-            reply(frame, &pb::WriteReply { revision, deleted })
+            match handle::submit::<ConfigService>(ctx, request, reject).await? {
+                Response::Written { revision, deleted } => {
+                    reply(frame, &pb::WriteReply { revision, deleted })
+                }
+                other => Err(handle::unexpected(other)),
+            }
         }
         ConfigCmd::Get => reply(frame, &get(ctx, frame.decode()?).await?),
         ConfigCmd::History => {

@@ -40,12 +40,21 @@ pub enum Request {
         ops: Vec<Op>,
         wall_ms: u64,
     },
+    /// A document's value and revision through the leader, answered once everything the
+    /// leader applied is committed (the simulations' clients read this way; the servers read
+    /// the replica, see `rpc`).
+    Read { key: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// The write's revision, and how many existing documents it deleted.
     Written { revision: u64, deleted: u32 },
+    /// The value and revision read (`None`, revision 0: no such document).
+    Read {
+        value: Option<Vec<u8>>,
+        revision: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -150,11 +159,18 @@ impl ConfigService {
     }
 }
 
-/// What a write remembers until its entry commits.
+/// What a request remembers until its entry (a read: every entry the leader applied)
+/// commits.
 #[derive(Debug, Clone)]
-pub struct Waiting {
-    revision: u64,
-    deleted: u32,
+pub enum Waiting {
+    Written {
+        revision: u64,
+        deleted: u32,
+    },
+    Read {
+        value: Option<Vec<u8>>,
+        revision: u64,
+    },
 }
 
 impl<S: Part<ConfigStore>> Service<S> for ConfigService {
@@ -172,11 +188,23 @@ impl<S: Part<ConfigStore>> Service<S> for ConfigService {
         leader: &mut Leader<'_, S>,
         request: Request,
     ) -> Outcome<Response, ConfigError, Waiting> {
-        let Request::Write {
-            checks,
-            ops,
-            wall_ms,
-        } = request;
+        let (checks, ops, wall_ms) = match request {
+            Request::Write {
+                checks,
+                ops,
+                wall_ms,
+            } => (checks, ops, wall_ms),
+            Request::Read { key } => {
+                let doc = leader.state().part().get(&key);
+                return Outcome::WhenCommitted {
+                    index: leader.last_index(),
+                    waiting: Waiting::Read {
+                        value: doc.map(|d| d.value.clone()),
+                        revision: doc.map_or(0, |d| d.revision),
+                    },
+                };
+            }
+        };
         if let Err(e) = self.check_ops(&checks, &ops) {
             return Outcome::Now(Err(e));
         }
@@ -220,7 +248,7 @@ impl<S: Part<ConfigStore>> Service<S> for ConfigService {
         match leader.append(S::wrap(write)) {
             Some(index) => Outcome::WhenCommitted {
                 index,
-                waiting: Waiting {
+                waiting: Waiting::Written {
                     revision: index,
                     deleted,
                 },
@@ -237,9 +265,9 @@ impl<S: Part<ConfigStore>> Service<S> for ConfigService {
     fn tick(&mut self, _leader: &mut Leader<'_, S>) {}
 
     fn answer(&self, _state: &S, w: Waiting) -> Result<Response, ConfigError> {
-        Ok(Response::Written {
-            revision: w.revision,
-            deleted: w.deleted,
+        Ok(match w {
+            Waiting::Written { revision, deleted } => Response::Written { revision, deleted },
+            Waiting::Read { value, revision } => Response::Read { value, revision },
         })
     }
 }

@@ -1,0 +1,190 @@
+//! The config store under the seeded simulation: beacons composed as production composes
+//! them, stored through the real storage code, under drawn faults (loss, delay, one-way
+//! cuts, splits, rings, bridges, crashes with torn writes, pauses), with clients
+//! incrementing counters by compare-and-set. The invariants are the checker's
+//! (`machines/configs/checker.rs`): a compare-and-set on an old revision changes nothing,
+//! revisions only grow, no acknowledged write is lost, and the beacons converge.
+//!
+//! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
+
+use std::collections::BTreeMap;
+
+use beacon::consensus::{Leader, Mode, Outcome, Service};
+use beacon::machines::configs::checker::Clients;
+use beacon::machines::configs::{ConfigService, ConfigStore};
+use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
+use beacon::machines::{Part, Services, State};
+use beacon::time::Millis;
+use beacon_testkit::rng::SimRng as Rng;
+use beacon_testkit::sim::{self, Faults, Setup};
+
+fn registry_parts() -> (Registry, RegistryService) {
+    (
+        Registry::for_replay(IdRange { first: 1, last: 8 }, 1_000),
+        RegistryService::new(RegistryConfig {
+            lease_ms: 1_000,
+            subscriptions: BTreeMap::new(),
+        }),
+    )
+}
+
+fn fresh() -> (State, Services) {
+    let (registry, registry_service) = registry_parts();
+    (
+        State {
+            registry,
+            sequence: Default::default(),
+            assign: Default::default(),
+            tasks: Default::default(),
+            configs: ConfigStore::new(3),
+        },
+        Services {
+            registry: registry_service,
+            sequence: Default::default(),
+            assign: Default::default(),
+            tasks: Default::default(),
+            configs: ConfigService::default(),
+        },
+    )
+}
+
+fn setup(rng: &mut Rng) -> Setup {
+    Setup {
+        beacons: if rng.chance(0.5) { 3 } else { 5 },
+        mode: Mode::Quorum,
+        faults: Faults::draw(rng),
+        log_keep: 16,
+        clients: 2 + rng.below(3) as usize,
+    }
+}
+
+#[test]
+fn compare_and_set_loses_no_update_under_seeded_faults() {
+    let results = sim::run_seeds(300, "configs_sim", |seed, verbose| {
+        let mut rng = Rng::new(seed);
+        let setup = setup(&mut rng);
+        let workload = Clients::new(setup.clients);
+        let mut sim =
+            sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
+        match sim.run() {
+            Ok(()) => Ok((
+                sim.workload.increments,
+                sim.workload.conflicts,
+                sim.core.stats.snapshots,
+            )),
+            Err(why) => Err(sim.report(&why, "configs_sim")),
+        }
+    });
+    let sum = results
+        .iter()
+        .fold((0, 0, 0), |t, r| (t.0 + r.0, t.1 + r.1, t.2 + r.2));
+    println!(
+        "{} seeds: {} increments acknowledged, {} compare-and-set conflicts, {} snapshots",
+        results.len(),
+        sum.0,
+        sum.1,
+        sum.2
+    );
+    if results.len() > 1 {
+        assert!(sum.0 > results.len() as u64, "increments went through");
+        assert!(
+            sum.1 > 0 && sum.2 > 0,
+            "clients conflicted and snapshots were taken"
+        );
+    }
+}
+
+/// A service that drops a write's checks (a compare-and-set that always sets): the
+/// invariants must catch two clients both incrementing from the same value.
+mod careless {
+    use super::*;
+    use beacon::machines::Configured;
+    use beacon::machines::configs::ConfigLimits;
+    use beacon::machines::configs::Request as ConfigRequest;
+
+    #[derive(Debug, Clone)]
+    pub struct Careless(pub ConfigService);
+
+    impl Configured<ConfigLimits> for Careless {
+        fn configured(limits: &ConfigLimits) -> Careless {
+            Careless(ConfigService::configured(limits))
+        }
+    }
+
+    impl<S: Part<ConfigStore>> Service<S> for Careless {
+        type Request = <ConfigService as Service<S>>::Request;
+        type Response = <ConfigService as Service<S>>::Response;
+        type Error = <ConfigService as Service<S>>::Error;
+        type Waiting = <ConfigService as Service<S>>::Waiting;
+
+        fn lead(&mut self, state: &S, now: Millis) {
+            Service::<S>::lead(&mut self.0, state, now)
+        }
+        fn step_down(&mut self) {
+            Service::<S>::step_down(&mut self.0)
+        }
+        fn request(
+            &mut self,
+            leader: &mut Leader<'_, S>,
+            request: Self::Request,
+        ) -> Outcome<Self::Response, Self::Error, Self::Waiting> {
+            let request = match request {
+                ConfigRequest::Write { ops, wall_ms, .. } => ConfigRequest::Write {
+                    checks: Vec::new(),
+                    ops,
+                    wall_ms,
+                },
+                other => other,
+            };
+            Service::<S>::request(&mut self.0, leader, request)
+        }
+        fn tick(&mut self, leader: &mut Leader<'_, S>) {
+            Service::<S>::tick(&mut self.0, leader)
+        }
+        fn answer(&self, state: &S, waiting: Self::Waiting) -> Result<Self::Response, Self::Error> {
+            Service::<S>::answer(&self.0, state, waiting)
+        }
+    }
+
+    beacon::compose! {
+        registry: Registry => Registry, RegistryService;
+        configs: Configs => ConfigStore, Careless;
+    }
+
+    pub fn fresh() -> (State, Services) {
+        let (registry, registry_service) = registry_parts();
+        (
+            State {
+                registry,
+                configs: ConfigStore::new(3),
+            },
+            Services {
+                registry: registry_service,
+                configs: Careless(ConfigService::default()),
+            },
+        )
+    }
+}
+
+#[test]
+fn a_compare_and_set_that_ignores_its_revision_is_caught() {
+    let caught = (0..40u64).any(|seed| {
+        let mut rng = Rng::new(seed);
+        let setup = Setup {
+            faults: Faults::none(),
+            clients: 4,
+            ..setup(&mut rng)
+        };
+        let workload = Clients::<careless::Careless>::new(setup.clients);
+        let mut sim = sim::Sim::<careless::State, careless::Services, _>::new(
+            seed,
+            setup,
+            careless::fresh,
+            workload,
+            false,
+        );
+        sim.run()
+            .is_err_and(|why| why.contains("an increment was lost"))
+    });
+    assert!(caught, "a lost update went unnoticed in 40 seeds");
+}
