@@ -37,8 +37,16 @@ async fn no_arguments_runs_a_lone_leader_on_16000() {
         (s.cluster.as_str(), s.tick_ms, s.beacons.len()),
         ("default", 100, 1)
     );
-    // The default data_dir is relative to the working directory.
-    assert!(dir.path().join("data/127.0.0.1_16000/term").exists());
+    // The default data_dir is relative to the working directory. (The status is read off
+    // the driver's task, so it may show the new term a moment before the driver has stored
+    // it.)
+    let term = dir.path().join("data/127.0.0.1_16000/term");
+    let stored = eventually(Duration::from_secs(5), || {
+        let exists = term.exists();
+        async move { exists.then_some(()) }
+    })
+    .await;
+    assert!(stored.is_some(), "{} was never written", term.display());
     // The admin HTTP API answers on 16088.
     let mut http = std::net::TcpStream::connect("127.0.0.1:16088").unwrap();
     use std::io::{Read, Write};

@@ -26,7 +26,7 @@ pub enum RestoreError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     #[error(
-        "data_dir {0} already holds a beacon's state: restore into an empty directory (a restore never overwrites state)"
+        "data_dir {0} is not empty: restore into an empty directory (a restore never overwrites state)"
     )]
     NotEmpty(PathBuf),
     #[error(
@@ -59,14 +59,20 @@ pub fn restore(backup: &Backup, config: &Config) -> Result<Restored, RestoreErro
     state.restore(backup.snapshot.state.clone(), 0);
     state.restored().map_err(RestoreError::DoesNotFit)?;
     let dir = DataDir::open(&config.data_dir)?;
-    let (mut storage, found) = Storage::<State>::open(Files::new(dir.path()))?;
-    if dir.load_identity()?.is_some()
-        || found.snapshot.is_some()
-        || !found.entries.is_empty()
-        || found.term > 0
-    {
+    // Empty but for the lock just taken: checked before the storage is opened, since opening
+    // a directory of an older format rewrites its files.
+    let held = std::fs::read_dir(dir.path())
+        .map_err(|cause| DataDirError::Io {
+            path: config.data_dir.clone(),
+            what: "cannot list",
+            cause,
+        })?
+        .filter_map(Result::ok)
+        .any(|e| e.file_name() != "LOCK");
+    if held {
         return Err(RestoreError::NotEmpty(config.data_dir.clone()));
     }
+    let (mut storage, _) = Storage::<State>::open(Files::new(dir.path()))?;
     let position = backup.position();
     storage.install(&backup.snapshot)?;
     storage.store_term(Some(position.term))?;
