@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use beacon::client::{Cluster as Leader, ConnectOptions};
+use beacon::client::{Client, Cluster as Leader, ConnectOptions, config_put};
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use beacon_testkit::*;
@@ -98,6 +98,18 @@ async fn a_backup_of_a_live_cluster_restores_into_a_new_one_exactly() {
     for _ in 0..3 {
         nebcli_ok(&nebcli, &all, &["sequence", "next", "orders"]);
     }
+    // And config documents large enough that the backup comes in several chunks (at most
+    // 1 MiB each): 40 of 60 KB.
+    for i in 0..40u8 {
+        let value = vec![b'a' + i % 26; 60_000];
+        client
+            .config_write(
+                vec![],
+                vec![config_put(&format!("cluster/blob-{i:02}"), value, false)],
+            )
+            .await
+            .unwrap();
+    }
     let saved_nodes = nodes(&nebcli, &all);
     assert_eq!(saved_nodes.len(), 40);
 
@@ -143,6 +155,11 @@ async fn a_backup_of_a_live_cluster_restores_into_a_new_one_exactly() {
         "{contents}"
     );
     assert!(contents.contains("sequence: 1 sequences"), "{contents}");
+    assert!(
+        contents.contains("configs: 40 config documents"),
+        "{contents}"
+    );
+    assert!(status["size"].as_u64().unwrap() > 2_400_000, "{status}");
 
     // A damaged copy is refused, by status and by restore alike.
     let mut bytes = std::fs::read(&file).unwrap();
@@ -215,6 +232,15 @@ async fn a_backup_of_a_live_cluster_restores_into_a_new_one_exactly() {
     );
     let next: serde_json::Value = serde_json::from_str(&next).unwrap();
     assert_eq!(next["segment"]["start"].as_u64(), Some(301), "{next}");
+    // The documents came whole, across the chunks.
+    let mut c = Client::connect(&new_addrs[1].to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let docs = c.config_get("cluster/blob-", true).await.unwrap().documents;
+    assert_eq!(docs.len(), 40);
+    for (i, d) in docs.iter().enumerate() {
+        assert_eq!(d.value, vec![b'a' + (i % 26) as u8; 60_000], "{}", d.key);
+    }
     // The two clusters do not mix: the old one's beacons are refused by the new.
     let status = status_with(new_addrs[0], &ConnectOptions::default())
         .await
