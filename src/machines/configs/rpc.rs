@@ -120,7 +120,8 @@ fn reject(e: ConfigError) -> Reject {
         | ConfigError::Empty
         | ConfigError::TooManyOps { .. }
         | ConfigError::NotJson { .. }
-        | ConfigError::BadPath { .. } => ErrorCode::InvalidRequest.into(),
+        | ConfigError::BadPath { .. }
+        | ConfigError::Refused => ErrorCode::InvalidRequest.into(),
         ConfigError::TooLarge { .. } | ConfigError::Full { .. } => {
             ConfigErrorCode::ConfigTooLarge.into()
         }

@@ -77,6 +77,9 @@ pub enum ConfigError {
     NotJson { key: String, why: String },
     #[error("`{key}` is a custom file: it needs a relative path (no `..`, not absolute)")]
     BadPath { key: String },
+    /// The state refused a write the leader had checked: a bug, and the leader's log says so.
+    #[error("the leader refused its own write; see its log")]
+    Refused,
     #[error(
         "the store holds {max} documents, as many as key `configs.max_documents` allows: delete some first"
     )]
@@ -253,12 +256,8 @@ impl<S: Part<ConfigStore>> Service<S> for ConfigService {
                     deleted,
                 },
             },
-            // The state refused it (never expected: it was checked above); the notice says why.
-            None => Outcome::Now(Err(ConfigError::RevisionMismatch {
-                key: String::new(),
-                expected: 0,
-                actual: 0,
-            })),
+            // Checked against the state just before: a bug, and the leader's notice says so.
+            None => Outcome::Now(Err(ConfigError::Refused)),
         }
     }
 
