@@ -107,8 +107,8 @@ impl Cluster {
 
     /// Sends `req` (a request that starts a stream, such as a watch) to the leader, following
     /// redirects and riding out elections as [`Cluster::call`] does, and takes the
-    /// connection, which the stream holds. Unlike [`Cluster::start_stream`] it takes no
-    /// closure, so its future is `Send` and a watch built on it can run in a spawned task.
+    /// connection, which the stream holds. It takes no closure, so its future is `Send`
+    /// and a watch built on it can run in a spawned task.
     pub async fn open_stream<Req, Resp>(
         &mut self,
         cmd: impl Code,
@@ -122,27 +122,6 @@ impl Cluster {
         // A call that succeeded leaves the connection it went over in place: take it.
         let answer = self.call(cmd, req, what).await?;
         Ok((self.conn.take().expect("connected"), answer))
-    }
-
-    /// Runs `start` at the leader (a request that starts a stream, such as a watch),
-    /// following redirects and riding out elections as [`Cluster::call`] does, and takes the
-    /// connection, which the stream holds.
-    pub async fn start_stream<T>(
-        &mut self,
-        what: &'static str,
-        mut start: impl AsyncFnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<(Client, T), ClientError> {
-        let mut retry = Retry::new();
-        loop {
-            let result = match self.connection().await {
-                Ok(conn) => start(conn).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(answer) => return Ok((self.conn.take().expect("connected"), answer)),
-                Err(e) => self.failed(&mut retry, e, what).await?,
-            }
-        }
     }
 
     /// After a failed attempt: drops the connection, notes a leader hint, and either returns

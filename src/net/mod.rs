@@ -5,14 +5,18 @@
 //! - [`Client`]: one handshaken connection to one beacon, request/response.
 //! - [`Cluster`]: the cluster's leader, found and followed across failovers (redirects,
 //!   retries), for writes.
+//! - [`Resuming`]: a watch's stream at the leader, taken up again from the index after the
+//!   last one heard when leadership moves.
 //!
 //! Each machine adds its own calls (the registry: `register`, `report`, ..., and its
 //! `Registration` and `Watch`; see [`crate::machines`]). Used by `nebcli`, by the
 //! integration tests, and by services.
 
 mod cluster;
+mod resume;
 
 pub use cluster::Cluster;
+pub use resume::{Heard, Listing, Notice, Resuming};
 
 use std::sync::Arc;
 use std::time::Duration;

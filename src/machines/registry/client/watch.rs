@@ -12,7 +12,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use crate::net::{Client, ClientError, Cluster, ConnectOptions};
+use super::super::wire::RegistryCmd;
+use crate::net::{ClientError, Cluster, ConnectOptions, Heard, Listing, Notice, Resuming};
 use crate::pb::registry as pb;
 
 /// One change to the set of nodes followed.
@@ -34,20 +35,29 @@ impl WatchEvent {
 /// A watch on the nodes of some types (all types when none are given). A service usually
 /// starts one with [`super::Registration::watch_subscriptions`].
 pub struct Watch {
-    cluster: Cluster,
-    types: Vec<String>,
-    conn: Option<Client>,
+    /// The stream at the leader: the log index heard through, resumed after it.
+    stream: Resuming<pb::WatchRequest>,
     known: BTreeMap<u32, pb::NodeInfo>,
     pending: VecDeque<WatchEvent>,
-    /// The log index of the last notice (or listing) heard: a resume starts after it.
-    index: u64,
-    /// Times the watch resumed from its index at a new leader or connection.
-    resumes: u64,
-    /// Times it had to list the set again (its index was compacted).
-    resyncs: u64,
     /// Began at a log index rather than from a listing: `known` holds only the nodes heard
     /// of since, so a removal of one never heard of is still told.
     partial: bool,
+}
+
+impl Listing for pb::WatchReply {
+    type Item = pb::NodeInfo;
+    fn index(&self) -> u64 {
+        self.index
+    }
+    fn items(self) -> Vec<pb::NodeInfo> {
+        self.nodes
+    }
+}
+
+impl Notice for pb::NodeNotice {
+    fn index(&self) -> u64 {
+        self.index
+    }
 }
 
 impl Watch {
@@ -59,8 +69,8 @@ impl Watch {
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<Watch, ClientError> {
-        let mut watch = Watch::new(beacons, types, connect, retry_for, false);
-        let initial = watch.subscribe(0).await?;
+        let mut watch = Watch::new(Cluster::new(beacons, connect, retry_for), types, false);
+        let initial = watch.stream.open::<pb::WatchReply>(0).await?;
         watch.known = initial.into_iter().map(|n| (n.node_id, n)).collect();
         Ok(watch)
     }
@@ -75,28 +85,28 @@ impl Watch {
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<Watch, ClientError> {
-        let mut watch = Watch::new(beacons, types, connect, retry_for, true);
-        watch.subscribe(from.max(1)).await?;
+        let mut watch = Watch::new(Cluster::new(beacons, connect, retry_for), types, true);
+        watch.stream.open::<pb::WatchReply>(from.max(1)).await?;
         Ok(watch)
     }
 
     /// A watch not yet subscribed.
-    fn new(
-        beacons: Vec<String>,
-        types: Vec<String>,
-        connect: ConnectOptions,
-        retry_for: Duration,
-        partial: bool,
-    ) -> Watch {
+    fn new(cluster: Cluster, types: Vec<String>, partial: bool) -> Watch {
+        let request = pb::WatchRequest {
+            node_types: types,
+            start_index: 0,
+        };
         Watch {
-            cluster: Cluster::new(beacons, connect, retry_for),
-            types,
-            conn: None,
+            stream: Resuming::new(
+                cluster,
+                request,
+                |r, from| r.start_index = from,
+                RegistryCmd::Watch,
+                RegistryCmd::NodeNotice,
+                "the watch request",
+            ),
             known: BTreeMap::new(),
             pending: VecDeque::new(),
-            index: 0,
-            resumes: 0,
-            resyncs: 0,
             partial,
         }
     }
@@ -104,12 +114,12 @@ impl Watch {
     /// The log index the watch has heard through (changes and progress notices): the known
     /// set is the state as of it.
     pub fn index(&self) -> u64 {
-        self.index
+        self.stream.index()
     }
 
     /// How many times the watch resumed from its index (a new leader, a broken connection).
     pub fn resumes(&self) -> u64 {
-        self.resumes
+        self.stream.resumes()
     }
 
     /// The nodes currently known, by node ID.
@@ -120,40 +130,7 @@ impl Watch {
     /// How many times the watch had to list the set again (its index was compacted at
     /// the beacon it resumed with).
     pub fn resyncs(&self) -> u64 {
-        self.resyncs
-    }
-
-    /// Watches at the leader, from log index `from` (0: from the current set, which it
-    /// returns).
-    async fn subscribe(&mut self, from: u64) -> Result<Vec<pb::NodeInfo>, ClientError> {
-        let types = self.types.clone();
-        let (conn, reply) = self
-            .cluster
-            .start_stream("the watch request", async |c| {
-                c.watch_from(&types, from).await
-            })
-            .await?;
-        self.conn = Some(conn);
-        self.index = reply.index;
-        Ok(reply.nodes)
-    }
-
-    /// Takes the watch up again after its stream ended: from the index after the last one
-    /// heard, or, when that is compacted, from a fresh listing.
-    async fn recover(&mut self) -> Result<(), ClientError> {
-        match self.subscribe(self.index + 1).await {
-            Ok(_) => {
-                self.resumes += 1;
-                Ok(())
-            }
-            Err(e) if e.is(crate::wire::ErrorCode::Compacted) => {
-                let fresh = self.subscribe(0).await?;
-                self.resyncs += 1;
-                self.resync(fresh);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        self.stream.resyncs()
     }
 
     /// The next change. Waits as long as nothing changes; rides out failovers for up to the
@@ -163,25 +140,14 @@ impl Watch {
             if let Some(event) = self.pending.pop_front() {
                 return Ok(event);
             }
-            let notice = match self.conn.as_mut() {
-                Some(conn) => conn.next_notice().await,
-                None => Err(ClientError::Closed {
-                    addr: String::new(),
-                }),
-            };
-            match notice {
-                Ok(notice) => self.apply(notice),
-                Err(e) if e.is_retryable() => {
-                    self.conn = None;
-                    self.recover().await?;
-                }
-                Err(e) => return Err(e),
+            match self.stream.next::<pb::WatchReply, pb::NodeNotice>().await? {
+                Heard::Notice(notice) => self.apply(notice),
+                Heard::Relisted(fresh) => self.resync(fresh),
             }
         }
     }
 
     fn apply(&mut self, notice: pb::NodeNotice) {
-        self.index = self.index.max(notice.index);
         for n in notice.add_nodes {
             if self.known.get(&n.node_id) != Some(&n) {
                 self.known.insert(n.node_id, n.clone());
@@ -242,17 +208,20 @@ mod tests {
     }
 
     fn watch(known: Vec<pb::NodeInfo>) -> Watch {
-        Watch {
-            cluster: Cluster::new(vec![], ConnectOptions::default(), Duration::ZERO),
-            types: vec![],
-            conn: None,
-            known: known.into_iter().map(|n| (n.node_id, n)).collect(),
-            pending: VecDeque::new(),
-            index: 0,
-            resumes: 0,
-            resyncs: 0,
-            partial: false,
-        }
+        let cluster = Cluster::new(vec![], ConnectOptions::default(), Duration::ZERO);
+        let mut w = Watch::new(cluster, vec![], false);
+        w.known = known.into_iter().map(|n| (n.node_id, n)).collect();
+        w
+    }
+
+    /// A service runs its watch in a task of its own: the futures must be `Send`.
+    #[test]
+    fn a_watch_runs_in_a_spawned_task() {
+        fn send<T: Send>(_: &T) {}
+        let start = Watch::start(vec![], vec![], ConnectOptions::default(), Duration::ZERO);
+        send(&start);
+        let mut w = watch(vec![]);
+        send(&w.next());
     }
 
     #[test]
