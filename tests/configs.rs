@@ -1,12 +1,16 @@
 //! The config store on real processes: compare-and-set increments from several clients
-//! through a leader kill lose no update and apply none twice, revisions only grow, and
-//! NebulaBeacon's `set node_config` / `get node_config` work through nebcli at any beacon.
+//! through a leader kill lose no update and apply none twice, revisions only grow,
+//! NebulaBeacon's `set node_config` / `get node_config` work through nebcli at any beacon,
+//! and 100 watching services each get every change that concerns them once, across a
+//! leader kill, ending with their effective config.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use beacon::client::{Client, Cluster as Leader, ConnectOptions, config_check, config_put};
+use beacon::client::{
+    Client, Cluster as Leader, ConfigWatch, ConnectOptions, Effective, config_check, config_put,
+};
 use beacon::machines::configs::ConfigErrorCode;
 use beacon_testkit::*;
 
@@ -35,11 +39,12 @@ struct Seen {
 /// One client: `n` increments, each a read and a write at the revision read, retried when
 /// another client wrote first or leadership moved.
 async fn increments(beacons: Vec<String>, n: usize, deadline: Instant) -> Seen {
-    let mut cluster = Leader::new(
-        beacons.clone(),
-        ConnectOptions::default(),
-        Duration::from_secs(10),
-    );
+    // One attempt per write (no retry inside the call): a write retried after its first
+    // attempt reached a leader that then died may have applied, and its retry then fails
+    // the check, so a `REVISION_MISMATCH` would not mean that nothing was written. Retries
+    // happen here instead, each after a fresh read. (A redirect to the leader then costs an
+    // attempt, counted as unknown: that only loosens the bound checked at the end.)
+    let mut cluster = Leader::new(beacons.clone(), ConnectOptions::default(), Duration::ZERO);
     let mut seen = Seen {
         acked: Vec::new(),
         unknown: 0,
@@ -91,19 +96,45 @@ fn nebcli_run(nebcli: &Path, args: &[&str], stdin: &str) -> (Option<i32>, String
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compare_and_set_loses_no_update_across_a_leader_kill() {
-    let mut cluster = Cluster::start(BEACON.as_ref(), &free_ports(3), 100, "configs");
+/// Three beacons with a leader, and a client of theirs that writes at the leader.
+struct Started {
+    cluster: Cluster,
+    addrs: Vec<SocketAddr>,
+    leader: String,
+    beacons: Vec<String>,
+    admin: Leader,
+}
+
+async fn start(name: &str) -> Started {
+    let cluster = Cluster::start(BEACON.as_ref(), &free_ports(3), 100, name);
     let addrs: Vec<SocketAddr> = cluster.beacons.iter().map(|b| b.addr).collect();
     let leader = eventually(Duration::from_secs(10), || agreed_leader(&addrs))
         .await
         .unwrap_or_else(|| panic!("no leader:\n{}", cluster.logs()));
     let beacons: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-    let mut admin = Leader::new(
+    let admin = Leader::new(
         beacons.clone(),
         ConnectOptions::default(),
-        Duration::from_secs(10),
+        Duration::from_secs(15),
     );
+    Started {
+        cluster,
+        addrs,
+        leader,
+        beacons,
+        admin,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_and_set_loses_no_update_across_a_leader_kill() {
+    let Started {
+        mut cluster,
+        addrs,
+        leader,
+        beacons,
+        mut admin,
+    } = start("configs").await;
     let first = admin
         .config_write(vec![], vec![config_put(KEY, b"0".to_vec(), false)])
         .await
@@ -215,4 +246,209 @@ async fn compare_and_set_loses_no_update_across_a_leader_kill() {
     );
     assert_eq!(code, Some(1));
     assert!(err.contains("nothing was written"), "{err}");
+}
+
+/// The address of watching service `i`, and its type (`LOGIC` for even `i`, `GATE` for odd).
+fn service(i: usize) -> (SocketAddr, &'static str) {
+    let addr = format!("10.0.{}.{}:80", i / 250, i % 250 + 1)
+        .parse()
+        .unwrap();
+    (addr, if i.is_multiple_of(2) { "LOGIC" } else { "GATE" })
+}
+
+/// One watching service: its effective config as first listed, then each event's changes,
+/// until its effective config has a setting `done` (or the deadline passes). Returns
+/// the `(key, revision)` of every document it was told of, its final effective config, and
+/// how many times its watch resumed at another beacon.
+async fn follow(
+    beacons: Vec<String>,
+    i: usize,
+    deadline: Instant,
+    listed: tokio::sync::mpsc::UnboundedSender<()>,
+) -> (Effective, Vec<(String, u64)>, Effective, u64) {
+    let (addr, node_type) = service(i);
+    let mut watch = ConfigWatch::for_service(
+        beacons,
+        node_type.to_owned(),
+        addr,
+        ConnectOptions::default(),
+        Duration::from_secs(15),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("service {i} cannot watch: {e}"));
+    let first = watch.effective();
+    let _ = listed.send(());
+    let mut told = Vec::new();
+    while watch.effective().get("done").is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, watch.next()).await {
+            Ok(Ok(event)) => {
+                told.extend(event.put.iter().map(|d| (d.key.clone(), d.revision)));
+                told.extend(event.deleted.iter().map(|k| (k.clone(), event.index)));
+            }
+            Ok(Err(e)) => panic!("service {i}'s watch failed: {e}"),
+            Err(_) => break,
+        }
+    }
+    (first, told, watch.effective(), watch.resumes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_watching_service_gets_each_change_once_across_a_leader_kill() {
+    let Started {
+        mut cluster,
+        addrs,
+        leader,
+        beacons,
+        mut admin,
+    } = start("configs-watch").await;
+    let put = |key: &str, value: &str| config_put(key, value.as_bytes().to_vec(), false);
+    // Written before any service watches: each gets them in its first listing.
+    admin
+        .config_write(
+            vec![],
+            vec![
+                put("cluster/log_level", "info"),
+                put("type/LOGIC/port", "7000"),
+                put("type/GATE/port", "9000"),
+            ],
+        )
+        .await
+        .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (listed, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let watchers: Vec<_> = (0..100)
+        .map(|i| tokio::spawn(follow(beacons.clone(), i, deadline, listed.clone())))
+        .collect();
+    // Every watcher has its first listing before the writes below.
+    for _ in 0..100 {
+        tokio::time::timeout_at(deadline.into(), heard.recv())
+            .await
+            .expect("every service starts its watch")
+            .expect("a watcher failed");
+    }
+
+    let w1 = admin
+        .config_write(vec![], vec![put("cluster/log_level", "debug")])
+        .await
+        .unwrap();
+    let killed = addrs.iter().position(|a| a.to_string() == leader).unwrap();
+    cluster.beacons[killed].kill();
+    let alive: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| a.to_string() != leader)
+        .collect();
+    eventually(Duration::from_secs(10), || agreed_leader(&alive))
+        .await
+        .unwrap_or_else(|| panic!("no new leader:\n{}", cluster.logs()));
+    // After the kill, through the next leader: one for service 5 alone, one for every
+    // service (as node over type over cluster makes it effective: service 5 keeps its own).
+    let w2 = admin
+        .config_write(vec![], vec![put("node/10.0.0.6:80/log_level", "trace")])
+        .await
+        .unwrap();
+    let w3 = admin
+        .config_write(
+            vec![],
+            vec![
+                put("type/LOGIC/log_level", "warn"),
+                put("type/GATE/log_level", "warn"),
+                put("cluster/done", "1"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(w1.revision < w2.revision && w2.revision < w3.revision);
+
+    for (i, w) in watchers.into_iter().enumerate() {
+        let (first, told, last, resumes) = w.await.unwrap();
+        // Every watch was at the leader killed: each took up its stream at the next one.
+        assert!(resumes >= 1, "service {i} never resumed");
+        let (_, node_type) = service(i);
+        let port = if node_type == "LOGIC" { "7000" } else { "9000" };
+        assert_eq!(first.get("log_level"), Some(&b"info"[..]), "service {i}");
+        assert_eq!(first.get("port"), Some(port.as_bytes()), "service {i}");
+        let expect: Vec<(String, u64)> = {
+            let mut e = vec![("cluster/log_level".to_owned(), w1.revision)];
+            if i == 5 {
+                e.push(("node/10.0.0.6:80/log_level".into(), w2.revision));
+            }
+            e.push((format!("type/{node_type}/log_level"), w3.revision));
+            e.push(("cluster/done".into(), w3.revision));
+            e
+        };
+        assert_eq!(
+            told,
+            expect,
+            "service {i} is told each change that concerns it once, in order:\n{}",
+            cluster.logs()
+        );
+        let level = if i == 5 { "trace" } else { "warn" };
+        assert_eq!(last.get("log_level"), Some(level.as_bytes()), "service {i}");
+    }
+
+    // A service that starts after the writes gets them: nothing was pushed and forgotten.
+    let (late, _, _, _) = follow(beacons.clone(), 5, Instant::now(), listed).await;
+    assert_eq!(late.get("log_level"), Some(&b"trace"[..]));
+    assert_eq!(late.get("port"), Some(&b"9000"[..]));
+
+    // nebcli shows a service what it gets, then each change, as lines.
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let mut child = std::process::Command::new(&nebcli)
+        .args([
+            "-s",
+            &beacons.join(","),
+            "-w",
+            "json",
+            "config",
+            "watch",
+            "--service",
+        ])
+        .args(["GATE", "10.0.0.6:80"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_line = || {
+        let line = lines_rx
+            .recv_timeout(Duration::from_secs(15))
+            .expect("a line from `nebcli config watch`");
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    // Present: done, log_level (node over type), port (type), in name order.
+    let present: Vec<serde_json::Value> = (0..3).map(|_| next_line()).collect();
+    let named = |v: &serde_json::Value| (v["event"].clone(), v["key"].clone(), v["value"].clone());
+    assert_eq!(
+        present.iter().map(named).collect::<Vec<_>>(),
+        [
+            ("present".into(), "setting:done".into(), "1".into()),
+            ("present".into(), "setting:log_level".into(), "trace".into()),
+            ("present".into(), "setting:port".into(), "9000".into()),
+        ]
+    );
+    let w4 = admin
+        .config_write(vec![], vec![put("type/GATE/port", "9100")])
+        .await
+        .unwrap();
+    let changed = next_line();
+    assert_eq!(
+        named(&changed),
+        ("put".into(), "setting:port".into(), "9100".into())
+    );
+    assert_eq!(changed["index"], w4.revision);
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -523,7 +523,10 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
             _ = shared.shutdown.cancelled() => return,
             push = next_push(&mut streaming) => {
                 let sent = match push {
-                    Some(frame) => conn.send(frame).await,
+                    Some(frame) => {
+                        shared.metrics.pushed(frame.cmd);
+                        conn.send(frame).await
+                    }
                     None => {
                         // The stream ended: this beacon stopped leading, or the watcher fell
                         // behind.

@@ -130,6 +130,8 @@ pub(crate) struct Metrics {
     pub(crate) watch_history: Gauge,
     pub(crate) watch_history_bytes: Gauge,
     pub(crate) watch_oldest: Gauge,
+    /// Notices pushed to watchers, by kind.
+    pub(crate) notices: Family<CommandLabel, Counter>,
     pub(crate) uptime: FloatGauge,
     pub(crate) machines: std::sync::Arc<MachineGauges>,
 }
@@ -173,6 +175,7 @@ impl Metrics {
             watch_history: Gauge::default(),
             watch_history_bytes: Gauge::default(),
             watch_oldest: Gauge::default(),
+            notices: Family::default(),
             uptime: FloatGauge::default(),
             machines: Default::default(),
         };
@@ -306,6 +309,11 @@ impl Metrics {
             m.requests.clone(),
         );
         root.register(
+            "watch_notices",
+            "Notices pushed to watchers (changes and progress), by kind (NodeNotice, ConfigNotice, ...)",
+            m.notices.clone(),
+        );
+        root.register(
             "auth_refusals",
             "Connections and requests refused for their credentials (unauthenticated) or permissions (permission_denied)",
             m.refusals.clone(),
@@ -355,6 +363,12 @@ impl Metrics {
                 code: code.to_owned(),
             })
             .inc();
+    }
+
+    /// Records one notice pushed to a watcher (frame `cmd`).
+    pub(crate) fn pushed(&self, cmd: u32) {
+        let command = crate::machines::Dispatch::name(cmd).unwrap_or_else(|| cmd.to_string());
+        self.notices.get_or_create(&CommandLabel { command }).inc();
     }
 
     /// Records a connection refused for `reason`.

@@ -2,7 +2,7 @@
 //! document or a prefix; a document's history), linearizable unless asked otherwise.
 
 use super::service::{ConfigError, ConfigService, Request, Response};
-use super::state::{ConfigStore, check_key};
+use super::state::{Change, ConfigStore, MAX_KEY_LEN, check_key};
 use super::wire::{ConfigCmd, ConfigErrorCode, document_to_pb, op_from_pb, past_to_pb};
 use crate::auth::Role;
 use crate::machines::handle::{self, Ctx, Handled, Reject, reply};
@@ -19,7 +19,9 @@ pub(crate) fn owns(cmd: u32) -> bool {
 pub(crate) fn role(cmd: u32) -> Option<Role> {
     Some(match ConfigCmd::from_code(cmd)? {
         ConfigCmd::Write => Role::Admin,
-        ConfigCmd::Get | ConfigCmd::History => Role::Read,
+        ConfigCmd::Get | ConfigCmd::History | ConfigCmd::Watch => Role::Read,
+        // Pushed by beacons, never sent to one.
+        ConfigCmd::Notice => Role::Admin,
     })
 }
 
@@ -70,7 +72,125 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
                 .await?;
             reply(frame, &found.ok_or_else(|| unknown(&req.key))?)
         }
+        ConfigCmd::Watch => watch(frame, ctx).await,
+        ConfigCmd::Notice => Err(Reject::keep(
+            ErrorCode::UnknownCommand,
+            "config notices (cmd 709) are sent by beacons to watchers, not to beacons",
+        )),
     }
+}
+
+/// Most prefixes one watch follows.
+const MAX_PREFIXES: usize = 64;
+
+/// Which documents a watch follows: those under one of its prefixes (none: all).
+#[derive(Debug, Clone)]
+struct Watched(Vec<String>);
+
+impl Watched {
+    /// The prefixes of `req`: its own, or those of the documents that concern its service
+    /// (`cluster/`, `type/TYPE/`, `node/ADDR/`, `file/`).
+    fn of(req: &pb::WatchRequest) -> Result<Watched, Reject> {
+        let Some(service) = &req.service else {
+            if req.prefixes.len() > MAX_PREFIXES {
+                return Err(invalid(format!(
+                    "a config watch follows at most {MAX_PREFIXES} prefixes, not {}",
+                    req.prefixes.len()
+                )));
+            }
+            if let Some(long) = req.prefixes.iter().find(|p| p.len() > MAX_KEY_LEN) {
+                return Err(invalid(format!(
+                    "a config watch prefix is at most {MAX_KEY_LEN} bytes, not {}",
+                    long.len()
+                )));
+            }
+            return Ok(Watched(req.prefixes.clone()));
+        };
+        if !req.prefixes.is_empty() {
+            return Err(invalid(
+                "a config watch names prefixes or a service, not both",
+            ));
+        }
+        if service.node_type.is_empty() || service.node_type.contains('/') {
+            return Err(invalid(format!(
+                "`{}` is not a node type (non-empty, without `/`)",
+                service.node_type
+            )));
+        }
+        let addr: std::net::SocketAddr = service.addr.parse().map_err(|_| {
+            invalid(format!(
+                "`{}` is not the IP:PORT of a service",
+                service.addr
+            ))
+        })?;
+        Ok(Watched(vec![
+            "cluster/".into(),
+            format!("type/{}/", service.node_type),
+            format!("node/{addr}/"),
+            "file/".into(),
+        ]))
+    }
+
+    fn follows(&self, key: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|p| key.starts_with(p.as_str()))
+    }
+}
+
+fn invalid(why: impl Into<String>) -> Reject {
+    Reject::keep(ErrorCode::InvalidRequest, why)
+}
+
+/// Starts a watch (leader only): the documents followed as of the last log position, then a
+/// notice for every committed write that changed one of them after it (or, resumed at an
+/// index, for every such write from it on), so none is missed or told twice.
+async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
+    let req: pb::WatchRequest = frame.decode()?;
+    let watched = Watched::of(&req)?;
+    handle::follow(
+        frame,
+        ctx,
+        ConfigCmd::Notice,
+        "config documents",
+        "this beacon stopped leading: watch again at the leader",
+        req.start_index,
+        move |store: &ConfigStore, start| {
+            let documents = match start {
+                handle::Start::List(_) => store
+                    .with_prefix("")
+                    .filter(|d| watched.follows(&d.key))
+                    .map(|d| document_to_pb(d, false))
+                    .collect(),
+                handle::Start::Resume(_) => Vec::new(),
+            };
+            let answer = pb::WatchReply {
+                documents,
+                index: start.index(),
+                resumed: start.resumed(),
+            };
+            let notice = move |index, change: &Change| {
+                let mut notice = pb::ConfigNotice {
+                    index,
+                    ..Default::default()
+                };
+                for (key, now) in &change.changed {
+                    if !watched.follows(key) {
+                        continue;
+                    }
+                    match now {
+                        Some(d) => notice.put.push(document_to_pb(d, false)),
+                        None => notice.deleted.push(key.clone()),
+                    }
+                }
+                (!notice.put.is_empty() || !notice.deleted.is_empty()).then_some(notice)
+            };
+            Ok((answer, notice))
+        },
+        |index| pb::ConfigNotice {
+            index,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject> {

@@ -17,10 +17,21 @@ pub enum ConfigCmd {
     Get = 703,
     /// The values a document held (`HistoryRequest` / `HistoryReply`).
     History = 705,
+    /// Follow documents: a listing, then a notice per change (`WatchRequest` /
+    /// `WatchReply`).
+    Watch = 707,
+    /// Pushed to a watcher: one committed write's changes (`ConfigNotice`).
+    Notice = 709,
 }
 
 impl ConfigCmd {
-    pub const ALL: [ConfigCmd; 3] = [ConfigCmd::Write, ConfigCmd::Get, ConfigCmd::History];
+    pub const ALL: [ConfigCmd; 5] = [
+        ConfigCmd::Write,
+        ConfigCmd::Get,
+        ConfigCmd::History,
+        ConfigCmd::Watch,
+        ConfigCmd::Notice,
+    ];
 
     pub fn from_code(code: u32) -> Option<ConfigCmd> {
         ConfigCmd::ALL.into_iter().find(|c| *c as u32 == code)

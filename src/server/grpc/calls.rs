@@ -170,7 +170,11 @@ impl Edge {
             }) => {
                 let shared = self.shared.clone();
                 let first = futures_util::stream::once(async move { Ok(wrap(START, &reply.body)) });
-                let notices = ReceiverStream::new(pushes).map(|f| Ok(wrap(NOTICE, &f.body)));
+                let counted = shared.clone();
+                let notices = ReceiverStream::new(pushes).map(move |f| {
+                    counted.metrics.pushed(f.cmd);
+                    Ok(wrap(NOTICE, &f.body))
+                });
                 // The stream ended: this beacon stopped leading, or the watcher fell behind.
                 let tail = futures_util::stream::once(async move {
                     let (code, why) = ended.why();

@@ -131,3 +131,41 @@ class HistoryReply(_message.Message):
     history: _containers.RepeatedCompositeFieldContainer[Past]
     index: int
     def __init__(self, history: _Optional[_Iterable[_Union[Past, _Mapping]]] = ..., index: _Optional[int] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("prefixes", "service", "start_index")
+    PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    START_INDEX_FIELD_NUMBER: _ClassVar[int]
+    prefixes: _containers.RepeatedScalarFieldContainer[str]
+    service: ServiceScope
+    start_index: int
+    def __init__(self, prefixes: _Optional[_Iterable[str]] = ..., service: _Optional[_Union[ServiceScope, _Mapping]] = ..., start_index: _Optional[int] = ...) -> None: ...
+
+class ServiceScope(_message.Message):
+    __slots__ = ("node_type", "addr")
+    NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    node_type: str
+    addr: str
+    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ...) -> None: ...
+
+class WatchReply(_message.Message):
+    __slots__ = ("documents", "index", "resumed")
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[Document]
+    index: int
+    resumed: bool
+    def __init__(self, documents: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., index: _Optional[int] = ..., resumed: _Optional[bool] = ...) -> None: ...
+
+class ConfigNotice(_message.Message):
+    __slots__ = ("index", "put", "deleted")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    put: _containers.RepeatedCompositeFieldContainer[Document]
+    deleted: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, index: _Optional[int] = ..., put: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., deleted: _Optional[_Iterable[str]] = ...) -> None: ...

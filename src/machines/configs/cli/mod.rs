@@ -33,6 +33,12 @@ pub enum Command {
     Del { key: String, if_rev: Option<u64> },
     /// `config history KEY`
     History(String),
+    /// `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`
+    Watch {
+        prefixes: Vec<String>,
+        rev: Option<u64>,
+        service: Option<(String, std::net::SocketAddr)>,
+    },
 }
 
 /// Where a value comes from.
@@ -43,7 +49,59 @@ pub enum Source {
     Stdin,
 }
 
-const USAGE: &str = "usage: `config get KEY [--prefix]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]` or `config history KEY`";
+const USAGE: &str = "usage: `config get KEY [--prefix]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [PREFIX...] [--rev N] | --service TYPE IP:PORT`";
+
+const WATCH_USAGE: &str =
+    "usage: `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`";
+
+/// `config watch`'s words: prefixes and `--rev N`, or `--service TYPE IP:PORT`.
+fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
+    if let [first, rest @ ..] = args
+        && *first == "--service"
+    {
+        let [node_type, addr] = rest else {
+            return Err(usage(WATCH_USAGE));
+        };
+        let addr = addr.parse().map_err(|_| {
+            usage(format!(
+                "`config watch --service`: `{addr}` is not the IP:PORT of a service"
+            ))
+        })?;
+        return Ok(Command::Watch {
+            prefixes: Vec::new(),
+            rev: None,
+            service: Some(((*node_type).to_owned(), addr)),
+        });
+    }
+    let mut prefixes = Vec::new();
+    let mut rev = None;
+    let mut it = args.iter();
+    while let Some(word) = it.next() {
+        match *word {
+            "--rev" => {
+                let value = it
+                    .next()
+                    .ok_or_else(|| usage("`config watch`: --rev needs a revision"))?;
+                let r = crate::cli::number("config watch", "rev", value)?;
+                if r == 0 {
+                    return Err(usage("`config watch --rev` takes a revision of 1 or more"));
+                }
+                rev = Some(r);
+            }
+            flag if flag.starts_with("--") => {
+                return Err(usage(format!(
+                    "`config watch`: unknown flag {flag}; {WATCH_USAGE}"
+                )));
+            }
+            prefix => prefixes.push(prefix.to_owned()),
+        }
+    }
+    Ok(Command::Watch {
+        prefixes,
+        rev,
+        service: None,
+    })
+}
 
 /// The key of NebulaBeacon's `what` (node_config, node_custom_config) for a node type or a
 /// service's address.
@@ -112,6 +170,14 @@ impl Commands for Command {
         (
             "config history KEY",
             "the values a config document held, newest first, with their revisions (key `configs.history` of them)",
+        ),
+        (
+            "config watch [PREFIX...] [--rev N]",
+            "the documents under the prefixes (none: all), then each change with its revision, as lines (JSON lines with -w json), until Ctrl-C; --rev N starts at revision N instead of a listing (every change from it on); follows leader changes",
+        ),
+        (
+            "config watch --service TYPE IP:PORT",
+            "what one service gets: its effective config (node over type over cluster, and the custom files), then each change",
         ),
         (
             "get node_config TYPE|IP:PORT",
@@ -189,6 +255,7 @@ impl Commands for Command {
                 [key] => Ok(Command::History((*key).to_owned())),
                 _ => Err(usage(USAGE)),
             },
+            ["config", "watch"] => parse_watch(rest),
             ["config", ..] => Err(usage(USAGE)),
             ["get", what @ ("node_config" | "node_custom_config")] => match rest {
                 [target] => Ok(Command::Get {
@@ -267,6 +334,112 @@ impl Commands for Command {
                     .with_client(async |c| c.config_history(&key).await)
                     .await?;
                 Ok(session.print(&history_json(&reply), |_| render_history(&reply)))
+            }
+            Command::Watch {
+                prefixes,
+                rev,
+                service,
+            } => watch(session, prefixes, *rev, service.as_ref()).await,
+        }
+    }
+}
+
+/// `config watch`: the documents followed (or, from a revision, nothing), then each change
+/// with its revision, as lines (JSON lines with `-w json`), until Ctrl-C or SIGTERM. A
+/// service's watch prints its effective config instead, then the settings each change
+/// makes effective. Follows leader changes: each change once.
+async fn watch(
+    session: &mut Session,
+    prefixes: &[String],
+    rev: Option<u64>,
+    service: Option<&(String, std::net::SocketAddr)>,
+) -> Result<String, Failure> {
+    use crate::machines::configs::client::{ConfigWatch, Effective};
+    let retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
+    let (servers, opts, json) = (session.servers.clone(), session.opts.clone(), session.json);
+    // Installed before anything is printed (see cli::stop_signal).
+    let mut stop = crate::cli::stop_signal();
+    let mut watch = match (service, rev) {
+        (Some((node_type, addr)), _) => {
+            ConfigWatch::for_service(servers, node_type.clone(), *addr, opts, retry_for).await?
+        }
+        (None, Some(from)) => {
+            ConfigWatch::resume(servers, prefixes.to_vec(), from, opts, retry_for).await?
+        }
+        (None, None) => ConfigWatch::start(servers, prefixes.to_vec(), opts, retry_for).await?,
+    };
+    let line = |event: &str, key: &str, d: Option<&pb::Document>, index: u64| {
+        if json {
+            let mut v = serde_json::json!({"event": event, "key": key, "index": index});
+            if let Some(d) = d {
+                v["value"] = value_json(&d.value);
+                v["revision"] = d.revision.into();
+                v["path"] = d.path.clone().into();
+            }
+            format!("{v}\n")
+        } else {
+            let value = d
+                .map(|d| {
+                    format!(
+                        " {}",
+                        String::from_utf8_lossy(&d.value).replace('\n', "\\n")
+                    )
+                })
+                .unwrap_or_default();
+            format!("{event} {key} index={index}{value}\n")
+        }
+    };
+    // A service's view: its settings by name (the most specific scope's document) and its
+    // files; a change prints what it made effective.
+    let effective_lines = |before: &Effective, after: &Effective, index: u64, event: &str| {
+        let mut out = String::new();
+        for (group, old, new) in [
+            ("setting", &before.settings, &after.settings),
+            ("file", &before.files, &after.files),
+        ] {
+            for (name, d) in new {
+                if old.get(name) != Some(d) {
+                    out.push_str(&line(event, &format!("{group}:{name}"), Some(d), index));
+                }
+            }
+            for name in old.keys().filter(|n| !new.contains_key(*n)) {
+                out.push_str(&line("deleted", &format!("{group}:{name}"), None, index));
+            }
+        }
+        out
+    };
+    let mut effective = watch.effective();
+    let present = if service.is_some() {
+        effective_lines(&Effective::default(), &effective, watch.index(), "present")
+    } else {
+        watch
+            .documents()
+            .map(|d| line("present", &d.key, Some(d), watch.index()))
+            .collect()
+    };
+    crate::cli::emit(&present);
+    loop {
+        tokio::select! {
+            signal = &mut stop => return Ok(if json { String::new() } else { format!("{signal}: stopped\n") }),
+            event = watch.next() => {
+                let event = event?;
+                let out = if service.is_some() {
+                    let now = watch.effective();
+                    let out = effective_lines(&effective, &now, event.index, "put");
+                    effective = now;
+                    out
+                } else {
+                    let mut out: String = event
+                        .put
+                        .iter()
+                        .map(|d| line("put", &d.key, Some(d), event.index))
+                        .collect();
+                    for key in &event.deleted {
+                        out.push_str(&line("deleted", key, None, event.index));
+                    }
+                    out
+                };
+                crate::cli::emit(&out);
             }
         }
     }

@@ -1,5 +1,11 @@
 //! The config store's client API: its calls on a [`Cluster`] (writes, at the leader,
-//! followed across failovers) and on a [`Client`] (reads, at one beacon).
+//! followed across failovers) and on a [`Client`] (reads, at one beacon), and
+//! [`ConfigWatch`]: documents (or a service's effective configuration, [`Effective`]) and
+//! every change after, resumed across failovers.
+
+mod watch;
+
+pub use watch::{ConfigEvent, ConfigWatch, Effective};
 
 use super::wire::ConfigCmd as Cmd;
 use crate::net::{Client, ClientError, Cluster};
@@ -56,6 +62,16 @@ impl Client {
             prefix,
         };
         self.request(Cmd::Get, &req, "the config read").await
+    }
+
+    /// Starts a config watch on this connection (see [`ConfigWatch`], which also follows
+    /// leader changes): the first answer; the notices then come from
+    /// [`Client::next_pushed`].
+    pub async fn config_watch(
+        &mut self,
+        req: &pb::WatchRequest,
+    ) -> Result<pb::WatchReply, ClientError> {
+        self.request(Cmd::Watch, req, "the config watch").await
     }
 
     /// The values `key` held, newest first.
