@@ -63,6 +63,10 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Key `auth`: tokens and certificate names with their roles; empty: no authentication.
     pub auth: AuthConfig,
+    /// Key `ip_allow`: the networks that may open client connections and register services
+    /// until the cluster's replicated list (`nebcli set ip_white`) replaces it; empty:
+    /// everyone. The beacons themselves are always admitted.
+    pub ip_allow: crate::allow::Allowlist,
     /// Host names given where an address is configured, and what each resolved to at load
     /// (for the start-up log).
     pub resolved: Vec<String>,
@@ -137,6 +141,8 @@ struct RawConfig {
     tls: RawTls,
     #[serde(default)]
     auth: RawAuth,
+    #[serde(default)]
+    ip_allow: Vec<String>,
 }
 
 /// Key `watch`.
@@ -472,6 +478,7 @@ impl Config {
             },
             "dial": self.dial.iter().map(|(b, via)| (b.to_string(), json!(via.to_string())))
                 .collect::<serde_json::Map<_, _>>(),
+            "ip_allow": self.ip_allow.networks(),
         });
         if let serde_json::Value::Object(keys) = &mut v {
             self.machines.effective(keys);
@@ -589,6 +596,7 @@ const CORE_KEYS: &[&str] = &[
     "dial",
     "tls",
     "auth",
+    "ip_allow",
 ];
 
 /// Refuses a top-level key that neither the core nor a machine owns (a typo never goes
@@ -732,6 +740,9 @@ impl RawConfig {
         let tls = self.tls.check(&check, o, beacons.len())?;
         let watch = self.watch.check(&check)?;
         let auth = self.auth.check(&check)?;
+        let ip_allow =
+            crate::allow::Allowlist::from_words(self.ip_allow.iter().map(String::as_str))
+                .map_err(|e| check.err("ip_allow", None, e.to_string()))?;
         let tls_verifies_peers = tls.as_ref().is_some_and(|t| t.ca.is_some());
         if auth.enabled() && beacons.len() > 1 && !tls_verifies_peers && auth.peer_token.is_none() {
             return Err(check.err(
@@ -776,6 +787,7 @@ impl RawConfig {
             machines,
             tls,
             auth,
+            ip_allow,
             resolved: check.resolved(),
             source: None,
         })

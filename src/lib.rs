@@ -12,10 +12,12 @@
 //! * [`machines`]: the replicated machines, one folder each (the node-ID registry first), and
 //!   the list that composes them into what a beacon replicates.
 //! * [`server`]: the tokio daemon that owns sockets, timers and disk and drives the core;
-//!   [`client`]: the client side of the protocol; [`cli`]: what nebcli's commands share.
+//!   [`client`]: the client side of the protocol; [`cli`]: what nebcli's commands share;
+//!   [`auth`] and [`allow`]: who may connect, and as what.
 //! * [`sim`]: what a machine brings to the simulations (its workload and invariants); the
 //!   harness that runs them is in the testkit.
 
+pub mod allow;
 pub mod auth;
 pub mod backup;
 pub mod cli;

@@ -199,6 +199,22 @@ impl DriverHandle {
         self.ask(|reply| Event::Transfer { to, reply }).await
     }
 
+    /// Refuses `ip` (a client's, or the address a service registers) unless it is a
+    /// beacon's or the allowlist admits it (see [`crate::allow`]: the cluster's list, else
+    /// this beacon's `ip_allow`); `what` says which it is.
+    pub(crate) fn admit(&self, ip: std::net::IpAddr, what: &str) -> Result<(), Reject> {
+        if self.view.admits(ip) {
+            return Ok(());
+        }
+        Err(Reject::keep(
+            ErrorCode::PermissionDenied,
+            format!(
+                "{what} {ip} is not in the cluster's allowlist ({}); an admin adds it with `nebcli set ip_white ...` (key `ip_allow` until one is set)",
+                self.view.allowlist()
+            ),
+        ))
+    }
+
     /// This beacon's answer to a linearizable read wanting its point in the log: the
     /// leader's commit index once a majority confirmed its leadership (see
     /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower.

@@ -152,6 +152,11 @@ pub trait Served: Configurable {
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         None
     }
+    /// The cluster's replicated allowlist ([`crate::allow`]), when this machine keeps it
+    /// and it is set: it then replaces each beacon's configured `ip_allow`.
+    fn allowlist(&self) -> Option<&std::sync::Arc<crate::allow::Allowlist>> {
+        None
+    }
     /// Adds what beacons of one cluster must agree on to our `Hello` to a peer.
     fn hello_fields(_section: &Self::Section, _buf: &mut Vec<u8>) {}
     /// Checks a peer's `Hello` (the whole message) for what this machine needs agreed.
@@ -453,6 +458,11 @@ macro_rules! compose {
                 let mut out = Vec::new();
                 $( <$M as $crate::machines::Measured<State>>::gauges(self, &sections.$field, wall_ms, &mut out); )+
                 out
+            }
+
+            /// The cluster's replicated allowlist, if a machine keeps one and it is set.
+            pub fn allowlist(&self) -> Option<&std::sync::Arc<$crate::allow::Allowlist>> {
+                None $( .or_else(|| <$M as $crate::machines::Served>::allowlist(&self.$field)) )+
             }
 
             /// What each machine holds, in a few words, by the machine's name.

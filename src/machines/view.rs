@@ -15,7 +15,10 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::allow::Allowlist;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -47,20 +50,39 @@ pub(crate) struct Released {
 /// The replica, shared between the driver (the only writer) and the readers.
 pub(crate) struct View {
     replica: RwLock<Replica>,
+    /// Who may connect: the cluster's replicated list, else `configured`; brought up to
+    /// date at each release, read at each connection without the lock.
+    allowed: ArcSwap<Allowlist>,
+    /// This beacon's own list (key `ip_allow`).
+    configured: Arc<Allowlist>,
+    /// The beacons' addresses: always admitted, so that no list cuts the cluster apart.
+    beacons: Vec<std::net::IpAddr>,
     /// The replica's clock starts here (the driver's and the readers' `now`).
     started: Instant,
     released: watch::Sender<Released>,
 }
 
 impl View {
-    pub(crate) fn new(replica: Replica) -> Arc<View> {
+    pub(crate) fn new(replica: Replica, configured: Allowlist) -> Arc<View> {
         let released = watch::Sender::new(Released {
             commit: replica.commit(),
             position: replica.position(),
             stopped: false,
         });
+        let configured = Arc::new(configured);
+        let allowed = ArcSwap::new(
+            replica
+                .state()
+                .allowlist()
+                .cloned()
+                .unwrap_or_else(|| configured.clone()),
+        );
+        let beacons = replica.config().beacons.iter().map(|b| b.ip()).collect();
         Arc::new(View {
             replica: RwLock::new(replica),
+            allowed,
+            configured,
+            beacons,
             started: Instant::now(),
             released,
         })
@@ -89,6 +111,10 @@ impl View {
     /// After a carry-out: publishes how far the log is committed and stored now, waking
     /// the readers whose answers wait for it.
     pub(crate) fn release(&self, replica: &Replica) {
+        let allowed = replica.state().allowlist().unwrap_or(&self.configured);
+        if !Arc::ptr_eq(allowed, &self.allowed.load()) {
+            self.allowed.store(allowed.clone());
+        }
         let now = Released {
             commit: replica.commit(),
             position: replica.position(),
@@ -99,6 +125,18 @@ impl View {
             *r = now;
             changed
         });
+    }
+
+    /// Who may connect now (see [`crate::allow`]).
+    pub(crate) fn allowlist(&self) -> Arc<Allowlist> {
+        self.allowed.load_full()
+    }
+
+    /// Whether `ip` may open a client connection or have a service registered at it: a
+    /// beacon's address, or one the allowlist admits.
+    pub(crate) fn admits(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.beacons.contains(&ip) || self.allowed.load().admits(ip)
     }
 
     /// The driver has stopped: readers waiting for a release give up.

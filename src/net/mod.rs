@@ -152,6 +152,9 @@ pub struct ConnectOptions {
     /// How fresh reads must be: linearizable (the default), or serializable (the answering
     /// beacon's replica as it is, at once).
     pub consistency: crate::wire::Consistency,
+    /// The local address to connect from (a host with several, where the cluster's
+    /// allowlist admits one); `None`: the system's choice.
+    pub source: Option<std::net::IpAddr>,
 }
 
 impl ConnectOptions {
@@ -207,8 +210,34 @@ impl Default for ConnectOptions {
             tls: None,
             token: None,
             consistency: Default::default(),
+            source: None,
         }
     }
+}
+
+/// A TCP connection to `addr`, from `source` when given.
+async fn dial(addr: &str, source: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let mut last = None;
+    for to in tokio::net::lookup_host(addr).await? {
+        let socket = match to {
+            std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.bind(std::net::SocketAddr::new(source, 0))?;
+        match socket.connect(to).await {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("`{addr}` resolves to nothing"),
+        )
+    }))
 }
 
 /// A handshaken client connection to one beacon.
@@ -238,7 +267,7 @@ impl Client {
             what,
             timeout: opts.timeout,
         };
-        let tcp = tokio::time::timeout(opts.timeout, TcpStream::connect(addr))
+        let tcp = tokio::time::timeout(opts.timeout, dial(addr, opts.source))
             .await
             .map_err(|_| timed_out("connect"))?
             .map_err(|cause| ClientError::Connect {

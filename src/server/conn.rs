@@ -161,6 +161,15 @@ async fn handshake(
             Ok(hello) => accept_hello(hello, &frame.body, credentials, shared),
             Err(e) => Err(Reject::close(ErrorCode::MalformedBody, e.to_string())),
         };
+        // A client (not a beacon, which proves itself apart) from an address the cluster's
+        // allowlist does not admit is refused here, with why.
+        let result = match result {
+            Ok(accepted) if matches!(accepted.peer, Peer::Client(_)) => shared
+                .driver
+                .admit(remote.ip(), "client address")
+                .map(|()| accepted),
+            other => other,
+        };
         let result = match result {
             Ok(accepted) => match (&accepted.peer, &accepted.proof) {
                 (Peer::Beacon(node) | Peer::Relay(node), Some(theirs)) => {
@@ -658,6 +667,7 @@ fn handshake_refusal_kind(code: u32) -> &'static str {
         Some(ErrorCode::UnsupportedVersion) => "unsupported_version",
         Some(ErrorCode::ConfigMismatch) => "config_mismatch",
         Some(ErrorCode::Unauthenticated) => "unauthenticated",
+        Some(ErrorCode::PermissionDenied) => "ip_not_allowed",
         _ => "bad_handshake",
     }
 }

@@ -124,7 +124,7 @@ impl Driver {
         );
         let (current, current_rx) = watch::channel((0, greeting));
         let (tx, rx) = mpsc::channel(4096);
-        let view = View::new(core);
+        let view = View::new(core, config.ip_allow.clone());
         let driver = Driver {
             config,
             _data_dir: data_dir,
@@ -695,7 +695,7 @@ mod view_tests {
             State::configured(&config.machines),
             Services::configured(&config.machines),
         );
-        let view = View::new(replica);
+        let view = View::new(replica, config.ip_allow.clone());
         let (tx, rx) = mpsc::channel(1);
         (view.clone(), DriverHandle::new(tx, view), rx)
     }

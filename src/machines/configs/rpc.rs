@@ -241,6 +241,7 @@ fn reject(e: ConfigError) -> Reject {
         | ConfigError::TooManyOps { .. }
         | ConfigError::NotJson { .. }
         | ConfigError::BadPath { .. }
+        | ConfigError::BadAllowlist { .. }
         | ConfigError::Refused => ErrorCode::InvalidRequest.into(),
         ConfigError::TooLarge { .. } | ConfigError::Full { .. } => {
             ConfigErrorCode::ConfigTooLarge.into()
@@ -251,6 +252,10 @@ fn reject(e: ConfigError) -> Reject {
 }
 
 impl crate::machines::Served for ConfigStore {
+    fn allowlist(&self) -> Option<&std::sync::Arc<crate::allow::Allowlist>> {
+        ConfigStore::allowlist(self)
+    }
+
     fn views() -> Vec<crate::machines::handle::AdminView> {
         use crate::machines::handle::{AdminView, json_of};
         vec![AdminView::new(

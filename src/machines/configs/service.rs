@@ -6,7 +6,8 @@
 use crate::consensus::{Leader, Outcome, Service};
 use crate::machines::Part;
 
-use super::state::{ConfigStore, InvalidKey, Op, Write, check_key};
+use super::state::{ConfigStore, IP_WHITE, InvalidKey, Op, Write, check_key};
+use crate::allow::Allowlist;
 
 /// The store's limits (key `configs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,8 @@ pub enum ConfigError {
     NotJson { key: String, why: String },
     #[error("`{key}` is a custom file: it needs a relative path (no `..`, not absolute)")]
     BadPath { key: String },
+    #[error("`{key}` is the cluster's allowlist: {why}")]
+    BadAllowlist { key: String, why: String },
     /// The state refused a write the leader had checked: a bug, and the leader's log says so.
     #[error("the leader refused its own write; see its log")]
     Refused,
@@ -156,6 +159,14 @@ impl ConfigService {
                 || (!is_file && !path.is_empty());
             if bad_path {
                 return Err(ConfigError::BadPath { key: key.clone() });
+            }
+            if key == IP_WHITE {
+                let bad = |why: String| ConfigError::BadAllowlist {
+                    key: key.clone(),
+                    why,
+                };
+                let text = std::str::from_utf8(value).map_err(|_| bad("it is not text".into()))?;
+                Allowlist::parse(text).map_err(|e| bad(e.to_string()))?;
             }
         }
         Ok(())
@@ -301,6 +312,13 @@ mod tests {
         assert!(e.contains("9 bytes, over the limit of 8"), "{e}");
         let e = check(vec![put("cluster/a", "{nope", true, "")]).unwrap_err();
         assert!(e.contains("declared JSON"), "{e}");
+        let roomy = ConfigService::default();
+        let check_roomy = |ops: Vec<Op>| roomy.check_ops(&[], &ops).map_err(|e| e.to_string());
+        check_roomy(vec![put("beacon/ip_white", "10.0.0.0/8", false, "")]).unwrap();
+        let e = check_roomy(vec![put("beacon/ip_white", "10.0.0.0/8 x", false, "")]).unwrap_err();
+        assert!(e.contains("allowlist: `x` is not a network"), "{e}");
+        let e = check_roomy(vec![put("beacon/other", "1", false, "")]).unwrap_err();
+        assert!(e.contains("`beacon/ip_white` alone"), "{e}");
         for path in ["", "/etc/x", "../x"] {
             let e = check(vec![put("file/game", "x", false, path)]).unwrap_err();
             assert!(e.contains("relative path"), "{path}: {e}");

@@ -9,12 +9,21 @@
 //! revision, so revisions only grow and a check on an old revision changes nothing.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
+use crate::allow::Allowlist;
 use crate::consensus::Machine;
 use crate::time::Millis;
 
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 512;
+
+/// The scope of the beacons' own settings (no service watches it).
+const BEACON_SCOPE: &str = "beacon";
+const IP_WHITE_NAME: &str = "ip_white";
+/// The cluster's allowlist (NebulaBeacon's `ip_white`, [`crate::allow`]): networks
+/// separated by spaces or commas.
+pub const IP_WHITE: &str = "beacon/ip_white";
 
 /// A value a document held, from `revision` on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,13 +132,17 @@ pub fn check_key(key: &str) -> Result<(), InvalidKey> {
     }
     match parts.as_slice() {
         ["cluster", _, ..] | ["file", _, ..] => Ok(()),
+        [BEACON_SCOPE, name] if *name == IP_WHITE_NAME => Ok(()),
+        [BEACON_SCOPE, ..] => Err(bad(&format!(
+            "the beacons' own settings are `{IP_WHITE}` alone"
+        ))),
         ["type", _, _, ..] => Ok(()),
         ["node", addr, _, ..] => addr
             .parse::<std::net::SocketAddr>()
             .map(|_| ())
             .map_err(|_| bad(&format!("`{addr}` is not the IP:PORT of a service"))),
         _ => Err(bad(
-            "it starts with cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME or file/NAME",
+            "it starts with cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, file/NAME or beacon/ip_white",
         )),
     }
 }
@@ -142,6 +155,8 @@ pub struct ConfigStore {
     keep: usize,
     /// The revision of the last write (0 before the first).
     last: u64,
+    /// `IP_WHITE`, parsed once per change (read at every connection a beacon accepts).
+    allowlist: Option<Arc<Allowlist>>,
 }
 
 impl ConfigStore {
@@ -150,7 +165,21 @@ impl ConfigStore {
             docs: BTreeMap::new(),
             keep,
             last: 0,
+            allowlist: None,
         }
+    }
+
+    /// The cluster's allowlist (`beacon/ip_white`), if it is set. One that does not parse
+    /// (the leader checks each write, so never) counts as not set.
+    pub fn allowlist(&self) -> Option<&Arc<Allowlist>> {
+        self.allowlist.as_ref()
+    }
+
+    fn parse_allowlist(&mut self) {
+        self.allowlist = self.docs.get(IP_WHITE).and_then(|d| {
+            let text = std::str::from_utf8(&d.value).ok()?;
+            Allowlist::parse(text).ok().map(Arc::new)
+        });
     }
 
     pub fn get(&self, key: &str) -> Option<&Document> {
@@ -255,6 +284,9 @@ impl ConfigStore {
                 }
             }
         }
+        if changed.iter().any(|(key, _)| key == IP_WHITE) {
+            self.parse_allowlist();
+        }
         Ok(Change {
             revision: w.revision,
             changed,
@@ -286,6 +318,7 @@ impl Machine for ConfigStore {
     fn restore(&mut self, snapshot: Vec<Document>, _now: Millis) {
         self.last = snapshot.iter().map(|d| d.revision).max().unwrap_or(0);
         self.docs = snapshot.into_iter().map(|d| (d.key.clone(), d)).collect();
+        self.parse_allowlist();
     }
 
     fn records(&self) -> usize {
@@ -317,6 +350,41 @@ mod tests {
             checks: checks.iter().map(|(k, r)| ((*k).into(), *r)).collect(),
             ops,
         }
+    }
+
+    #[test]
+    fn the_allowlist_follows_its_document_through_writes_and_snapshots() {
+        let mut s = ConfigStore::new(3);
+        assert!(s.allowlist().is_none());
+        s.apply(&write(1, &[], vec![put(IP_WHITE, "10.0.0.0/8")]), 0)
+            .unwrap();
+        let list = s.allowlist().expect("set").clone();
+        assert!(list.admits("10.1.1.1".parse().unwrap()));
+        assert!(!list.admits("11.1.1.1".parse().unwrap()));
+        s.apply(&write(2, &[], vec![put("cluster/a", "1")]), 0)
+            .unwrap();
+        assert!(Arc::ptr_eq(s.allowlist().unwrap(), &list), "parsed once");
+        let mut restored = ConfigStore::new(3);
+        restored.restore(s.snapshot(0), 0);
+        assert_eq!(
+            restored.allowlist().map(|l| l.to_string()),
+            Some("10.0.0.0/8".into())
+        );
+        s.apply(
+            &write(
+                3,
+                &[],
+                vec![Op::Delete {
+                    key: IP_WHITE.into(),
+                }],
+            ),
+            0,
+        )
+        .unwrap();
+        assert!(
+            s.allowlist().is_none(),
+            "deleted: each beacon's own list applies"
+        );
     }
 
     #[test]

@@ -191,6 +191,8 @@ async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::Registe
         caller: caller(ctx),
         ..register_request(req, ctx.sections.registry.max_metadata_bytes).map_err(invalid)?
     };
+    // NebulaBeacon's `ip_white`: only services at addresses the cluster admits register.
+    ctx.driver.admit(req.addr.ip(), "service address")?;
     match submit(ctx, Request::Register(req)).await? {
         Response::Registered {
             record,

@@ -64,6 +64,9 @@ impl Edge {
     /// Who is calling, when the cluster authenticates clients (key `auth`): a token in
     /// `authorization: Bearer TOKEN`, else the connection's certificate.
     pub(super) fn identify(&self, metadata: &MetadataMap) -> Result<Option<Arc<Identity>>, Status> {
+        if let Err(reject) = self.shared.driver.admit(self.remote.ip(), "client address") {
+            return Err(self.not_admitted(reject));
+        }
         let auth = self.shared.auth.load();
         if !auth.enabled() {
             return Ok(None);
@@ -88,6 +91,18 @@ impl Edge {
         )
         .map(|who| Some(Arc::new(who)))
         .map_err(|e| self.refused(e.to_string()))
+    }
+
+    /// A `PERMISSION_DENIED` status for a client the allowlist does not admit, logged and
+    /// counted as a refused native connection is.
+    fn not_admitted(&self, reject: Reject) -> Status {
+        super::super::framed::refused_connection(
+            &self.shared,
+            self.remote,
+            "ip_not_allowed",
+            &reject.msg,
+        );
+        status::status(reject.code, &reject.msg, "")
     }
 
     /// An `UNAUTHENTICATED` status, audited and counted as a native refusal is.

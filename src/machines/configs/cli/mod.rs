@@ -11,9 +11,11 @@
 
 use std::io::Read;
 
+use crate::allow::Allowlist;
 use crate::cli::table::{render, utc_ms};
 use crate::cli::{Commands, Failure, Session, UsageError, usage};
 use crate::machines::configs::client::{config_check, config_delete, config_put};
+use crate::machines::configs::state::IP_WHITE;
 use crate::pb::configs as pb;
 
 /// One parsed config command.
@@ -33,6 +35,10 @@ pub enum Command {
     Del { key: String, if_rev: Option<u64> },
     /// `config history KEY`
     History(String),
+    /// `set ip_white NETWORK...` (`-`: from stdin; none: everyone)
+    SetIpWhite(Vec<String>),
+    /// `show ip_white`
+    ShowIpWhite,
     /// `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`
     Watch {
         prefixes: Vec<String>,
@@ -172,6 +178,14 @@ impl Commands for Command {
             "the values a config document held, newest first, with their revisions (key `configs.history` of them)",
         ),
         (
+            "set ip_white NETWORK... | -",
+            "the networks (10.0.0.0/8, 192.168.1.7) that may open client connections and register services, on every beacon (document beacon/ip_white; `-`: from stdin; none: everyone); the beacons are always admitted (role admin)",
+        ),
+        (
+            "show ip_white",
+            "the cluster's allowlist and its revision, or that none is set (then each beacon's key ip_allow applies)",
+        ),
+        (
             "config watch [PREFIX...] [--rev N]",
             "the documents under the prefixes (none: all), then each change with its revision, as lines (JSON lines with -w json), until Ctrl-C; --rev N starts at revision N instead of a listing (every change from it on); follows leader changes",
         ),
@@ -204,7 +218,7 @@ impl Commands for Command {
             "write custom file NAME, to be written at relative PATH, from FILE or stdin (role admin)",
         ),
     ];
-    const SUBJECTS: &'static [&'static str] = &[];
+    const SUBJECTS: &'static [&'static str] = &["ip_white"];
 
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>> {
         let rest = words.get(2..).unwrap_or(&[]);
@@ -274,6 +288,13 @@ impl Commands for Command {
                 }),
                 _ => Err(usage(format!("usage: `set {what} TYPE|IP:PORT FILE|-`"))),
             },
+            ["set", "ip_white"] => Ok(Command::SetIpWhite(
+                rest.iter().map(|w| (*w).to_owned()).collect(),
+            )),
+            ["show", "ip_white"] => match rest {
+                [] => Ok(Command::ShowIpWhite),
+                _ => Err(usage("usage: `show ip_white`")),
+            },
             ["get", "custom_config"] => match rest {
                 [name] => Ok(Command::Get {
                     key: format!("file/{name}"),
@@ -340,6 +361,43 @@ impl Commands for Command {
                 rev,
                 service,
             } => watch(session, prefixes, *rev, service.as_ref()).await,
+            Command::SetIpWhite(words) => {
+                let text = match words.as_slice() {
+                    [dash] if dash == "-" => {
+                        String::from_utf8(read(&Source::Stdin).map_err(Failure::Check)?)
+                            .map_err(|_| Failure::Check("stdin is not text".into()))?
+                    }
+                    words => words.join(" "),
+                };
+                // Checked here too, so that a typo is named before anything is sent.
+                let list = Allowlist::parse(&text)
+                    .map_err(|e| Failure::Check(format!("set ip_white: {e}")))?;
+                let value = list.networks().join("\n").into_bytes();
+                let reply = session
+                    .cluster()
+                    .config_write(vec![], vec![config_put(IP_WHITE, value, false)])
+                    .await?;
+                Ok(session.print(&reply, |r| format!("OK revision {}: {list}\n", r.revision)))
+            }
+            Command::ShowIpWhite => {
+                let reply = session
+                    .with_client(async |c| c.config_get(IP_WHITE, true).await)
+                    .await?;
+                let doc = reply.documents.iter().find(|d| d.key == IP_WHITE);
+                let list =
+                    doc.and_then(|d| Allowlist::parse(std::str::from_utf8(&d.value).ok()?).ok());
+                let json = serde_json::json!({
+                    "set": doc.is_some(),
+                    "networks": list.as_ref().map(Allowlist::networks).unwrap_or_default(),
+                    "revision": doc.map_or(0, |d| d.revision),
+                    "index": reply.index,
+                });
+                Ok(session.print(&json, |_| match (doc, &list) {
+                    (Some(d), Some(list)) => format!("{list}\n# revision {}\n", d.revision),
+                    _ => "not set: each beacon's key ip_allow applies (everyone by default)\n"
+                        .to_owned(),
+                }))
+            }
         }
     }
 }
