@@ -1,5 +1,5 @@
 """beacon's Python client: node IDs with leases, discovery, sequences and snowflake IDs,
-slots and resources, task queues, over beacon's gRPC API.
+slots and resources, task queues, config documents, over beacon's gRPC API.
 
     from beacon_client import Client
 
@@ -10,6 +10,7 @@ slots and resources, task queues, over beacon's gRPC API.
 
 from .assignments import Assignments, Event
 from .client import Client
+from .configs import ConfigWatch
 from .discovery import Watch
 from .errors import (
     Aborted,
@@ -32,6 +33,7 @@ from .tasks import TaskFailure, Worker
 
 __all__ = [
     "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Client", "Compacted",
+    "ConfigWatch",
     "DeadlineExceeded",
     "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "NotFound",
     "PermissionDenied", "Registration", "ResourceExhausted", "Sequence", "Snowflake",

@@ -16,6 +16,8 @@ from ._pb import (
     assign_pb2_grpc,
     beacon_pb2,
     beacon_pb2_grpc,
+    configs_pb2,
+    configs_pb2_grpc,
     registry_pb2,
     registry_pb2_grpc,
     sequence_pb2_grpc,
@@ -31,6 +33,7 @@ _STUBS = {
     "sequences": sequence_pb2_grpc.SequencesStub,
     "assignments": assign_pb2_grpc.AssignmentsStub,
     "tasks": tasks_pb2_grpc.TasksStub,
+    "configs": configs_pb2_grpc.ConfigsStub,
 }
 
 
@@ -89,8 +92,8 @@ class Client:
             return ch
 
     def stub(self, service: str, beacon: str | None = None):
-        """A generated stub (`registry`, `sequences`, `assignments`, `tasks`, `cluster`) on the
-        beacon in use."""
+        """A generated stub (`registry`, `sequences`, `assignments`, `tasks`, `configs`,
+        `cluster`) on the beacon in use."""
         return _STUBS[service](self.channel(beacon))
 
     @property
@@ -190,6 +193,46 @@ class Client:
         commit, across leader changes."""
         from .discovery import Watch
         return Watch(self, list(node_types))
+
+    # -- config documents ----------------------------------------------------------------
+
+    def config_get(self, key: str, *, prefix: bool = False) -> list:
+        """The document `key` (raises `NotFound` when there is none), or with `prefix` every
+        document whose key starts with it."""
+        return list(self.call("configs", "Get",
+                              configs_pb2.GetRequest(key=key, prefix=prefix)).documents)
+
+    def config_put(self, key: str, value: bytes | str, *, if_rev: int | None = None,
+                   json: bool = False, path: str = "") -> int:
+        """Writes document `key`; returns its revision. `if_rev` writes only if the document
+        is at that revision (0: only if it does not exist), else raises `FailedPrecondition`
+        and writes nothing."""
+        if isinstance(value, str):
+            value = value.encode()
+        checks = [] if if_rev is None else [configs_pb2.Check(key=key, revision=if_rev)]
+        op = configs_pb2.Op(key=key, value=value, json=json, path=path)
+        return self.call("configs", "Write",
+                         configs_pb2.WriteRequest(checks=checks, ops=[op])).revision
+
+    def config_delete(self, key: str, *, if_rev: int | None = None) -> int:
+        """Deletes document `key`; returns the revision of the delete."""
+        checks = [] if if_rev is None else [configs_pb2.Check(key=key, revision=if_rev)]
+        op = configs_pb2.Op(key=key, delete=True)
+        return self.call("configs", "Write",
+                         configs_pb2.WriteRequest(checks=checks, ops=[op])).revision
+
+    def config_watch(self, prefixes: Iterable[str] = ()) -> "ConfigWatch":
+        """The documents under `prefixes` (all when none), then each change (see
+        `ConfigWatch`)."""
+        from .configs import ConfigWatch
+        return ConfigWatch(self, prefixes=list(prefixes))
+
+    def service_config(self, node_type: str, addr: str) -> "ConfigWatch":
+        """What the service of type `node_type` at `addr` is configured with: its
+        `effective()` settings (node over type over cluster) and `files()`, kept current, and
+        an iterator of each change."""
+        from .configs import ConfigWatch
+        return ConfigWatch(self, service=(node_type, addr))
 
     # -- sequences, slots, tasks ---------------------------------------------------------
 

@@ -7,12 +7,14 @@
 //!   whole or not at all.
 //! * [`service`]: the leader's checks (keys, sizes, JSON, limits, compare-and-set).
 //! * [`wire`]: `proto/configs.proto`, its codes, its part of log entries and snapshots.
-//! * `rpc`: the server's handlers; [`client`]: the client API; [`cli`]: nebcli's commands.
+//! * `rpc`: the server's handlers; `grpc`: its gRPC service (`beacon.v1.configs.Configs`);
+//!   [`client`]: the client API; [`cli`]: nebcli's commands.
 
 pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod config;
+mod grpc;
 mod metrics;
 pub(crate) mod rpc;
 pub mod service;

@@ -252,6 +252,10 @@ fn reject(e: ConfigError) -> Reject {
 }
 
 impl crate::machines::Served for ConfigStore {
+    fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        Some(&super::grpc::SERVICE)
+    }
+
     fn allowlist(&self) -> Option<&std::sync::Arc<crate::allow::Allowlist>> {
         ConfigStore::allowlist(self)
     }

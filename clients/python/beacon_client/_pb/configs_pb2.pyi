@@ -169,3 +169,11 @@ class ConfigNotice(_message.Message):
     put: _containers.RepeatedCompositeFieldContainer[Document]
     deleted: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, index: _Optional[int] = ..., put: _Optional[_Iterable[_Union[Document, _Mapping]]] = ..., deleted: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConfigEvent(_message.Message):
+    __slots__ = ("start", "notice")
+    START_FIELD_NUMBER: _ClassVar[int]
+    NOTICE_FIELD_NUMBER: _ClassVar[int]
+    start: WatchReply
+    notice: ConfigNotice
+    def __init__(self, start: _Optional[_Union[WatchReply, _Mapping]] = ..., notice: _Optional[_Union[ConfigNotice, _Mapping]] = ...) -> None: ...

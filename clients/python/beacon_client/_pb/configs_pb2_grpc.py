@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from . import configs_pb2 as configs__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,215 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class ConfigsStub:
+    """The config store over gRPC. Any beacon takes any call: a follower relays writes and
+    watches to the leader.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Write = channel.unary_unary(
+                '/beacon.v1.configs.Configs/Write',
+                request_serializer=configs__pb2.WriteRequest.SerializeToString,
+                response_deserializer=configs__pb2.WriteReply.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/beacon.v1.configs.Configs/Get',
+                request_serializer=configs__pb2.GetRequest.SerializeToString,
+                response_deserializer=configs__pb2.GetReply.FromString,
+                _registered_method=True)
+        self.History = channel.unary_unary(
+                '/beacon.v1.configs.Configs/History',
+                request_serializer=configs__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=configs__pb2.HistoryReply.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/beacon.v1.configs.Configs/Watch',
+                request_serializer=configs__pb2.WatchRequest.SerializeToString,
+                response_deserializer=configs__pb2.ConfigEvent.FromString,
+                _registered_method=True)
+
+
+class ConfigsServicer:
+    """The config store over gRPC. Any beacon takes any call: a follower relays writes and
+    watches to the leader.
+    """
+
+    def Write(self, request, context):
+        """cmd 701: checks, then changes, all at one revision or nothing (role admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """cmd 703: a document, or every one under a key prefix.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def History(self, request, context):
+        """cmd 705: the values a document held, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """cmd 707: the documents under some prefixes, or those that concern one service, then
+        each change as it commits.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ConfigsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Write': grpc.unary_unary_rpc_method_handler(
+                    servicer.Write,
+                    request_deserializer=configs__pb2.WriteRequest.FromString,
+                    response_serializer=configs__pb2.WriteReply.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=configs__pb2.GetRequest.FromString,
+                    response_serializer=configs__pb2.GetReply.SerializeToString,
+            ),
+            'History': grpc.unary_unary_rpc_method_handler(
+                    servicer.History,
+                    request_deserializer=configs__pb2.HistoryRequest.FromString,
+                    response_serializer=configs__pb2.HistoryReply.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=configs__pb2.WatchRequest.FromString,
+                    response_serializer=configs__pb2.ConfigEvent.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'beacon.v1.configs.Configs', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('beacon.v1.configs.Configs', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Configs:
+    """The config store over gRPC. Any beacon takes any call: a follower relays writes and
+    watches to the leader.
+    """
+
+    @staticmethod
+    def Write(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.configs.Configs/Write',
+            configs__pb2.WriteRequest.SerializeToString,
+            configs__pb2.WriteReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.configs.Configs/Get',
+            configs__pb2.GetRequest.SerializeToString,
+            configs__pb2.GetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def History(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.configs.Configs/History',
+            configs__pb2.HistoryRequest.SerializeToString,
+            configs__pb2.HistoryReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/beacon.v1.configs.Configs/Watch',
+            configs__pb2.WatchRequest.SerializeToString,
+            configs__pb2.ConfigEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

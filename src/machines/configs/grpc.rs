@@ -1,0 +1,32 @@
+//! The config store's gRPC service, `beacon.v1.configs.Configs`: its methods are the native
+//! commands (see [`crate::wire::rpc`]), and its error codes' gRPC statuses.
+
+use super::wire::{ConfigCmd as C, ConfigErrorCode as E};
+use crate::wire::rpc::{GrpcCode, Method, Service};
+
+pub(crate) const SERVICE: Service = Service {
+    name: "beacon.v1.configs.Configs",
+    methods: &[
+        Method::unary("Write", C::Write as u32),
+        Method::unary("Get", C::Get as u32),
+        Method::unary("History", C::History as u32),
+        Method::stream("Watch", C::Watch as u32),
+    ],
+    errors: &[
+        (
+            E::UnknownDocument as u32,
+            "UNKNOWN_DOCUMENT",
+            GrpcCode::NotFound,
+        ),
+        (
+            E::RevisionMismatch as u32,
+            "REVISION_MISMATCH",
+            GrpcCode::FailedPrecondition,
+        ),
+        (
+            E::ConfigTooLarge as u32,
+            "CONFIG_TOO_LARGE",
+            GrpcCode::ResourceExhausted,
+        ),
+    ],
+};
