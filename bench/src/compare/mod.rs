@@ -26,6 +26,7 @@ mod scale;
 mod sequence;
 mod systems;
 mod tasks;
+mod watch;
 mod zk_tasks;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,9 @@ pub enum Part {
     /// Linearizable and serializable reads at the leader and at a follower while the leader
     /// takes writes, beside etcd's and ZooKeeper's.
     Reads,
+    /// Config push: from a write to the last of N watching services seeing it, beacon's
+    /// config watch beside etcd's and ZooKeeper's watches.
+    Watch,
     /// Five members each. Size: beacon's registrations grown in steps (to a million),
     /// memory and disk per step; paging, watching, failover and a wiped follower at the top.
     /// Rate: lease renewals per leader core-second, beacon beside etcd.
@@ -151,6 +155,12 @@ pub struct Options {
     tasks_submitters: usize,
     #[arg(long, default_value_t = 5)]
     tasks_secs: u64,
+    /// Watching services of each run of the config push part.
+    #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1_000])]
+    watchers: Vec<usize>,
+    /// Writes (rounds) of each run of the config push part.
+    #[arg(long, default_value_t = 30)]
+    watch_rounds: usize,
     /// Live registrations of each step of the scale part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
     scale_steps: Vec<usize>,
@@ -181,6 +191,8 @@ pub struct Results {
     /// beacon's native protocol and its gRPC API, on one cluster.
     pub grpc: Vec<grpc::GrpcRun>,
     pub reads: Vec<(String, Vec<reads::ReadRun>)>,
+    /// The config push part, per system.
+    pub watch: Vec<(String, Vec<watch::WatchRun>)>,
     pub scale: Option<scale::Scale>,
     /// The scale part's rate half, per system.
     pub renewal_rate: Vec<(String, renewal_rate::Rate)>,
@@ -578,6 +590,35 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
                 );
             }
             results.reads.push((kind.to_string(), measured));
+        }
+    }
+
+    if wants(Part::Watch) {
+        println!("config push: from a write to the last of N watching services seeing it");
+        for kind in [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
+            .into_iter()
+            .filter(|k| runs(*k))
+        {
+            let cluster = start(&programs, kind);
+            let leader = cluster.ready(Duration::from_secs(120)).await?;
+            let mut order = vec![leader];
+            order.extend((0..MEMBERS).filter(|i| *i != leader));
+            let at = cluster.endpoints(&order);
+            let measured = watch::run(kind, &at, &opts.watchers, opts.watch_rounds).await;
+            keep(cluster, opts.keep);
+            let measured = measured.with_context(|| format!("{kind} config push"))?;
+            for w in &measured {
+                println!(
+                    "  {kind}, {} watchers: last one p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; each p50 {:.2} ms; {} missed",
+                    w.watchers,
+                    w.last_p50_ms,
+                    w.last_p99_ms,
+                    w.last_max_ms,
+                    w.each_p50_ms,
+                    w.missed
+                );
+            }
+            results.watch.push((kind.to_string(), measured));
         }
     }
 

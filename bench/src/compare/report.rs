@@ -278,6 +278,48 @@ pub fn markdown(r: &Results) -> String {
         }
     }
 
+    for (what, unit, decimals, pick) in [
+        (
+            "config push: write to the last of {n} watchers seeing it, p50 (lower is better)",
+            " ms",
+            2,
+            (|w: &super::watch::WatchRun| w.last_p50_ms) as fn(&_) -> f64,
+        ),
+        (
+            "config push: write to the last of {n} watchers seeing it, p99 (lower is better)",
+            " ms",
+            2,
+            |w| w.last_p99_ms,
+        ),
+        (
+            "config push: rounds a watcher missed, {n} watchers",
+            "",
+            0,
+            |w| w.missed as f64,
+        ),
+    ] {
+        let Some((_, beacon)) = r.watch.iter().find(|(n, _)| n == "beacon") else {
+            break;
+        };
+        for b in beacon {
+            let of = |name: &str| {
+                r.watch
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, runs)| runs.iter().find(|w| w.watchers == b.watchers))
+                    .map(pick)
+            };
+            rows.push(Row {
+                what: what.replace("{n}", &b.watchers.to_string()),
+                beacon: Some(pick(b)),
+                etcd: of("etcd"),
+                zookeeper: of("ZooKeeper"),
+                unit,
+                decimals,
+            });
+        }
+    }
+
     let mut out = r.taken.markdown();
     // Parts that compare beacon with itself (gRPC, TLS) have no row here: no empty table.
     if !rows.is_empty() {
@@ -305,6 +347,7 @@ pub fn markdown(r: &Results) -> String {
     tls_table(r, &mut out);
     grpc_table(r, &mut out);
     reads_table(r, &mut out);
+    watch_table(r, &mut out);
     scale_table(r, &mut out);
     renewal_rate_table(r, &mut out);
 
@@ -720,6 +763,41 @@ fn reads_table(r: &Results, out: &mut String) {
             b.errors
         )
         .unwrap();
+    }
+}
+
+/// The config push part: each system at each number of watchers.
+fn watch_table(r: &Results, out: &mut String) {
+    if r.watch.is_empty() {
+        return;
+    }
+    writeln!(
+        out,
+        "\nConfig push (3 members; one connection per watcher; beacon's watches at the leader, etcd's and ZooKeeper's spread over the members; ZooKeeper's one-shot watch set again with the read that shows the value; times from the write's start):\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| system | watchers | rounds | last watcher p50 | last watcher p99 | last watcher max | each watcher p50 | write p50 | missed |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+    for (system, runs) in &r.watch {
+        for w in runs {
+            writeln!(
+                out,
+                "| {system} | {} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
+                w.watchers,
+                w.rounds,
+                w.last_p50_ms,
+                w.last_p99_ms,
+                w.last_max_ms,
+                w.each_p50_ms,
+                w.write_p50_ms,
+                w.missed
+            )
+            .unwrap();
+        }
     }
 }
 
