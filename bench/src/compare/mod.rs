@@ -158,8 +158,9 @@ pub struct Options {
     /// Watching services of each run of the config push part.
     #[arg(long, value_delimiter = ',', default_values_t = [10, 100, 1_000])]
     watchers: Vec<usize>,
-    /// Writes (rounds) of each run of the config push part.
-    #[arg(long, default_value_t = 30)]
+    /// Writes (rounds) of each run of the config push part (enough for a p99 that is not
+    /// the max).
+    #[arg(long, default_value_t = 200)]
     watch_rounds: usize,
     /// Live registrations of each step of the scale part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
