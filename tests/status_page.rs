@@ -242,6 +242,32 @@ async fn the_page_shows_the_leader_follows_a_kill_and_finds_a_registration() {
         "{row}"
     );
 
+    // A config document is listed with its revision and whom it concerns.
+    let written = client
+        .config_write(
+            vec![],
+            vec![beacon::client::config_put(
+                "type/CHECKOUT/log_level",
+                b"debug".to_vec(),
+                false,
+            )],
+        )
+        .await
+        .expect("written");
+    let listed = page_until(
+        &page,
+        "the config document",
+        "const r = document.querySelector('#configs tr[data-key=\"type/CHECKOUT/log_level\"]'); return r ? r.innerText : null",
+        |v| v.as_str().is_some(),
+    )
+    .await;
+    let listed = listed.as_str().unwrap();
+    assert!(
+        listed.contains(&written.revision.to_string())
+            && listed.contains("CHECKOUT services (1 registered)"),
+        "{listed}"
+    );
+
     // Kill the leader: the open page, not reloaded, shows the new one, the killed beacon
     // offline and the change in its timeline.
     let refreshed: Value = page
@@ -465,6 +491,7 @@ async fn the_views_count_by_type_cut_rows_and_list_leader_changes() {
         ("/v1/resources", "resources"),
         ("/v1/slots", "groups"),
         ("/v1/queues", "queues"),
+        ("/v1/configs?values=0", "documents"),
     ] {
         let v = json_of(path);
         assert_eq!(v[key], json!([]), "{path}: none yet: {v}");

@@ -3,7 +3,9 @@
 
 use super::service::{ConfigError, ConfigService, Request, Response};
 use super::state::{Change, ConfigStore, MAX_KEY_LEN, check_key};
-use super::wire::{ConfigCmd, ConfigErrorCode, document_to_pb, op_from_pb, past_to_pb};
+use super::wire::{
+    ConfigCmd, ConfigErrorCode, document_to_pb, get_reply_json, op_from_pb, past_to_pb,
+};
 use crate::auth::Role;
 use crate::machines::handle::{self, Ctx, Handled, Reject, reply};
 use crate::machines::{Part, State};
@@ -261,10 +263,10 @@ impl crate::machines::Served for ConfigStore {
     }
 
     fn views() -> Vec<crate::machines::handle::AdminView> {
-        use crate::machines::handle::{AdminView, json_of};
+        use crate::machines::handle::AdminView;
         vec![AdminView::new(
             "/v1/configs",
-            "`config get --prefix`",
+            "`?prefix=P&values=0`: `config get --prefix` (every document when no prefix); `values=0` leaves the values out (each document's `bytes` says its size), as the status page reads it",
             ConfigCmd::Get,
             |ctx, params| {
                 Box::pin(async move {
@@ -272,7 +274,9 @@ impl crate::machines::Served for ConfigStore {
                         key: params.get("prefix").cloned().unwrap_or_default(),
                         prefix: true,
                     };
-                    Ok(json_of(&get(ctx, req).await?))
+                    let reply = get(ctx, req).await?;
+                    let values = params.get("values").is_none_or(|v| v != "0");
+                    Ok(get_reply_json(&reply, values))
                 })
             },
         )]

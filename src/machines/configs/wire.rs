@@ -135,6 +135,43 @@ pub fn document_to_pb(d: &Document, with_history: bool) -> pb::Document {
     }
 }
 
+/// A value as JSON: the string it is when it is UTF-8, else its bytes.
+pub fn value_json(value: &[u8]) -> serde_json::Value {
+    match std::str::from_utf8(value) {
+        Ok(text) => text.into(),
+        Err(_) => value.to_vec().into(),
+    }
+}
+
+/// A document as JSON (nebcli's `-w json`, the admin API): its fields, its size in `bytes`,
+/// and its value when `with_value`.
+pub fn document_json(d: &pb::Document, with_value: bool) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "key": d.key,
+        "json": d.json,
+        "path": d.path,
+        "revision": d.revision,
+        "created": d.created,
+        "version": d.version,
+        "wall_ms": d.wall_ms,
+        "bytes": d.value.len(),
+    });
+    if with_value {
+        v["value"] = value_json(&d.value);
+    }
+    v
+}
+
+/// A `GetReply` as JSON: its documents (see [`document_json`]), the index and who answered.
+pub fn get_reply_json(r: &pb::GetReply, with_values: bool) -> serde_json::Value {
+    let documents: Vec<serde_json::Value> = r
+        .documents
+        .iter()
+        .map(|d| document_json(d, with_values))
+        .collect();
+    serde_json::json!({"documents": documents, "index": r.index, "node": r.node})
+}
+
 pub fn document_from_pb(d: pb::Document) -> Document {
     Document {
         key: d.key,

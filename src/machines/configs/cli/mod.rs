@@ -16,6 +16,7 @@ use crate::cli::table::{render, utc_ms};
 use crate::cli::{Commands, Failure, Session, UsageError, usage};
 use crate::machines::configs::client::{config_check, config_delete, config_put};
 use crate::machines::configs::state::IP_WHITE;
+use crate::machines::configs::wire::{get_reply_json, value_json};
 use crate::pb::configs as pb;
 
 /// One parsed config command.
@@ -323,7 +324,9 @@ impl Commands for Command {
                 let reply = session
                     .with_client(async |c| c.config_get(&key, prefix).await)
                     .await?;
-                Ok(session.print(&get_json(&reply), |_| render_get(&reply, prefix)))
+                Ok(session.print(&get_reply_json(&reply, true), |_| {
+                    render_get(&reply, prefix)
+                }))
             }
             Command::Put {
                 key,
@@ -515,34 +518,6 @@ fn read(source: &Source) -> Result<Vec<u8>, String> {
             Ok(buf)
         }
     }
-}
-
-/// A value as JSON text: the string it is when it is UTF-8, else its bytes.
-fn value_json(value: &[u8]) -> serde_json::Value {
-    match std::str::from_utf8(value) {
-        Ok(text) => text.into(),
-        Err(_) => value.to_vec().into(),
-    }
-}
-
-fn get_json(r: &pb::GetReply) -> serde_json::Value {
-    let documents: Vec<serde_json::Value> = r
-        .documents
-        .iter()
-        .map(|d| {
-            serde_json::json!({
-                "key": d.key,
-                "value": value_json(&d.value),
-                "json": d.json,
-                "path": d.path,
-                "revision": d.revision,
-                "created": d.created,
-                "version": d.version,
-                "wall_ms": d.wall_ms,
-            })
-        })
-        .collect();
-    serde_json::json!({"documents": documents, "index": r.index, "node": r.node})
 }
 
 fn history_json(r: &pb::HistoryReply) -> serde_json::Value {
