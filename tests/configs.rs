@@ -230,6 +230,27 @@ async fn compare_and_set_loses_no_update_across_a_leader_kill() {
         revs.len() == 11 && revs.windows(2).all(|w| w[0] > w[1]),
         "newest first: {revs:?}"
     );
+    // The value at a past revision: the newest written at or before it (the one before
+    // revs[2] is at revs[3]).
+    let (code, out, err) = nebcli_run(
+        &nebcli,
+        &[
+            "-s",
+            &beacons[1],
+            "-w",
+            "json",
+            "config",
+            "get",
+            KEY,
+            "--rev",
+            &(revs[2] - 1).to_string(),
+        ],
+        "",
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    let at: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(at["revision"], revs[3]);
+    assert_eq!(at["value"], history["history"][3]["value"]);
     let (code, _, err) = nebcli_run(
         &nebcli,
         &[

@@ -36,6 +36,8 @@ pub enum Command {
     Del { key: String, if_rev: Option<u64> },
     /// `config history KEY`
     History(String),
+    /// `config get KEY --rev N`: the value `KEY` held at revision N.
+    GetAt { key: String, rev: u64 },
     /// `set ip_white NETWORK...` (`-`: from stdin; none: everyone)
     SetIpWhite(Vec<String>),
     /// `show ip_white`
@@ -56,7 +58,7 @@ pub enum Source {
     Stdin,
 }
 
-const USAGE: &str = "usage: `config get KEY [--prefix]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [PREFIX...] [--rev N] | --service TYPE IP:PORT`";
+const USAGE: &str = "usage: `config get KEY [--prefix | --rev N]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [PREFIX...] [--rev N] | --service TYPE IP:PORT`";
 
 const WATCH_USAGE: &str =
     "usage: `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`";
@@ -127,6 +129,7 @@ struct Parsed<'a> {
     prefix: bool,
     json: bool,
     if_rev: Option<u64>,
+    rev: Option<u64>,
 }
 
 fn parse_args<'a>(cmd: &str, args: &[&'a str], allowed: &[&str]) -> Result<Parsed<'a>, UsageError> {
@@ -135,6 +138,7 @@ fn parse_args<'a>(cmd: &str, args: &[&'a str], allowed: &[&str]) -> Result<Parse
         prefix: false,
         json: false,
         if_rev: None,
+        rev: None,
     };
     let mut it = args.iter();
     while let Some(word) = it.next() {
@@ -148,11 +152,16 @@ fn parse_args<'a>(cmd: &str, args: &[&'a str], allowed: &[&str]) -> Result<Parse
         match flag {
             "prefix" => p.prefix = true,
             "check-json" => p.json = true,
-            "if-rev" => {
+            "if-rev" | "rev" => {
                 let value = it
                     .next()
-                    .ok_or_else(|| usage(format!("`{cmd}`: --if-rev needs a revision")))?;
-                p.if_rev = Some(crate::cli::number(cmd, "if-rev", value)?);
+                    .ok_or_else(|| usage(format!("`{cmd}`: --{flag} needs a revision")))?;
+                let revision = Some(crate::cli::number(cmd, flag, value)?);
+                if flag == "rev" {
+                    p.rev = revision;
+                } else {
+                    p.if_rev = revision;
+                }
             }
             _ => unreachable!("allowed flags are handled"),
         }
@@ -165,6 +174,10 @@ impl Commands for Command {
         (
             "config get KEY [--prefix]",
             "a config document (value, revision) or every one under a key prefix; keys: cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, file/NAME",
+        ),
+        (
+            "config get KEY --rev N",
+            "the value the document held at revision N (from the last values kept, key configs.history)",
         ),
         (
             "config put KEY VALUE|- [--if-rev N] [--check-json]",
@@ -231,15 +244,21 @@ impl Commands for Command {
             }
         };
         Some(match head {
-            ["config", "get"] => parse_args("config get", rest, &["prefix"]).and_then(|p| match p
-                .positional
-                .as_slice()
-            {
-                [key] => Ok(Command::Get {
-                    key: (*key).to_owned(),
-                    prefix: p.prefix,
-                }),
-                _ => Err(usage(USAGE)),
+            ["config", "get"] => parse_args("config get", rest, &["prefix", "rev"]).and_then(|p| {
+                match (p.positional.as_slice(), p.rev) {
+                    ([_], Some(_)) if p.prefix => Err(usage(
+                        "`config get --rev` reads one document's past value: give a key, not --prefix",
+                    )),
+                    ([key], Some(rev)) => Ok(Command::GetAt {
+                        key: (*key).to_owned(),
+                        rev,
+                    }),
+                    ([key], None) => Ok(Command::Get {
+                        key: (*key).to_owned(),
+                        prefix: p.prefix,
+                    }),
+                    _ => Err(usage(USAGE)),
+                }
             }),
             ["config", "put"] => parse_args("config put", rest, &["if-rev", "check-json"])
                 .and_then(|p| match p.positional.as_slice() {
@@ -350,6 +369,31 @@ impl Commands for Command {
                     .await?;
                 Ok(session.print(&reply, |r| {
                     format!("{} deleted, revision {}\n", r.deleted, r.revision)
+                }))
+            }
+            Command::GetAt { key, rev } => {
+                let key = key.clone();
+                let reply = session
+                    .with_client(async |c| c.config_history(&key).await)
+                    .await?;
+                let held = value_at(&reply, *rev).map_err(Failure::Check)?;
+                let json = serde_json::json!({
+                    "key": key,
+                    "rev": rev,
+                    "revision": held.revision,
+                    "value": value_json(&held.value),
+                    "wall_ms": held.wall_ms,
+                });
+                Ok(session.print(&json, |_| {
+                    let mut out = String::from_utf8_lossy(&held.value).into_owned();
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    out.push_str(&format!(
+                        "# as of revision {rev}: written at revision {}\n",
+                        held.revision
+                    ));
+                    out
                 }))
             }
             Command::History(key) => {
@@ -555,6 +599,17 @@ fn render_get(r: &pb::GetReply, prefix: bool) -> String {
     out
 }
 
+/// The value `r`'s document held at revision `rev`: the newest one written at or before it.
+fn value_at(r: &pb::HistoryReply, rev: u64) -> Result<&pb::Past, String> {
+    if let Some(held) = r.history.iter().find(|p| p.revision <= rev) {
+        return Ok(held);
+    }
+    let oldest = r.history.last().map_or(0, |p| p.revision);
+    Err(format!(
+        "revision {rev} is older than the values kept: the oldest is from revision {oldest} (key `configs.history`)"
+    ))
+}
+
 fn render_history(r: &pb::HistoryReply) -> String {
     let rows: Vec<Vec<String>> = r
         .history
@@ -624,5 +679,31 @@ mod tests {
         assert!(e.0.contains("unknown flag --prefix"), "{}", e.0);
         let e = parse(&["config", "put", "k", "v", "--if-rev", "x"]).unwrap_err();
         assert!(e.0.contains("not a number"), "{}", e.0);
+        assert_eq!(
+            parse(&["config", "get", "cluster/a", "--rev", "7"]).unwrap(),
+            Command::GetAt {
+                key: "cluster/a".into(),
+                rev: 7
+            }
+        );
+        assert!(parse(&["config", "get", "cluster/", "--prefix", "--rev", "7"]).is_err());
+    }
+
+    #[test]
+    fn a_past_value_is_the_newest_written_at_or_before_the_revision() {
+        let past = |revision: u64, value: &str| pb::Past {
+            revision,
+            value: value.into(),
+            wall_ms: 0,
+        };
+        let r = pb::HistoryReply {
+            history: vec![past(9, "c"), past(5, "b"), past(3, "a")],
+            index: 12,
+        };
+        assert_eq!(value_at(&r, 12).unwrap().value, b"c");
+        assert_eq!(value_at(&r, 8).unwrap().value, b"b");
+        assert_eq!(value_at(&r, 3).unwrap().value, b"a");
+        let e = value_at(&r, 2).unwrap_err();
+        assert!(e.contains("oldest is from revision 3"), "{e}");
     }
 }
