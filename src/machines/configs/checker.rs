@@ -23,6 +23,16 @@ use crate::machines::{Part, Routes};
 use crate::sim::{Checked, Context, View, Workload};
 use crate::time::Millis;
 
+/// The effective configuration of the service of type `node_type` at `addr`, as `store`
+/// would list it to that service's watch.
+fn effective_of(store: &ConfigStore, node_type: &str, addr: &str) -> super::client::Effective {
+    let docs: Vec<_> = store
+        .with_prefix("")
+        .map(|d| super::wire::document_to_pb(d, false))
+        .collect();
+    super::client::Effective::of(&docs, node_type, addr)
+}
+
 /// The counters the clients increment.
 pub const KEYS: [&str; 2] = ["cluster/counter-a", "type/LOGIC/counter-b"];
 
@@ -257,6 +267,19 @@ where
                 if held < owed {
                     return Err(format!(
                         "{} holds `{key}` = {held}, below acknowledged {owed}",
+                        v.addr
+                    ));
+                }
+            }
+            // A LOGIC service that reads its configuration at this beacon gets every
+            // counter at its latest acknowledged value or later (the cluster's and its type's).
+            let effective = effective_of(store, "LOGIC", "10.0.0.1:80");
+            for (key, name) in KEYS.iter().zip(["counter-a", "counter-b"]) {
+                let owed = self.owed(key, u64::MAX);
+                let held = value_of(effective.get(name))?;
+                if held < owed {
+                    return Err(format!(
+                        "a LOGIC service reading at {} is configured with {name} = {held}, below acknowledged {owed}",
                         v.addr
                     ));
                 }
