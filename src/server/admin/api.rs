@@ -7,7 +7,7 @@
 //! * `GET /v1/leaders`: the leader changes this beacon has seen, with their time and term.
 //! * every machine's views: [`views`] lists them with what they show (`GET /v1/nodes`,
 //!   `GET /v1/ids`, `GET /v1/sequences`, `GET /v1/resources`, `GET /v1/slots`,
-//!   `GET /v1/queues`, ...).
+//!   `GET /v1/queues`, `GET /v1/configs`, ...).
 
 use std::collections::HashMap;
 use std::sync::Arc;
