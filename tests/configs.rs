@@ -292,6 +292,7 @@ async fn follow(
         beacons,
         node_type.to_owned(),
         addr,
+        0,
         ConnectOptions::default(),
         Duration::from_secs(15),
     )

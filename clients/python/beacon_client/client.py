@@ -227,12 +227,13 @@ class Client:
         from .configs import ConfigWatch
         return ConfigWatch(self, prefixes=list(prefixes))
 
-    def service_config(self, node_type: str, addr: str) -> "ConfigWatch":
-        """What the service of type `node_type` at `addr` is configured with: its
-        `effective()` settings (node over type over cluster) and `files()`, kept current, and
-        an iterator of each change."""
+    def service_config(self, node_type: str, addr: str, node_id: int = 0) -> "ConfigWatch":
+        """What the service of type `node_type` at `addr` (with node ID `node_id`, when it
+        has one) is configured with: its `effective()` settings (its node ID's over its
+        address's over its type's over the cluster's) and `files()`, kept current, and an
+        iterator of each change."""
         from .configs import ConfigWatch
-        return ConfigWatch(self, service=(node_type, addr))
+        return ConfigWatch(self, service=(node_type, addr, node_id))
 
     # -- sequences, slots, tasks ---------------------------------------------------------
 

@@ -9,11 +9,13 @@ from ._pb import configs_pb2
 from ._resume import ResumingStream
 
 
-def effective(documents, node_type: str, addr: str) -> dict[str, bytes]:
-    """For each NAME, the value of the most specific of `node/ADDR/NAME`,
-    `type/TYPE/NAME` and `cluster/NAME` among `documents`."""
+def effective(documents, node_type: str, addr: str, node_id: int = 0) -> dict[str, bytes]:
+    """For each NAME, the value of the most specific of `id/NODE_ID/NAME`,
+    `node/ADDR/NAME`, `type/TYPE/NAME` and `cluster/NAME` among `documents`."""
     ranked: dict[str, tuple[int, bytes]] = {}
-    scopes = ((f"node/{addr}/", 3), (f"type/{node_type}/", 2), ("cluster/", 1))
+    # No registration is node ID 0: its prefix matches no key.
+    scopes = ((f"id/{node_id}/", 4), (f"node/{addr}/", 3), (f"type/{node_type}/", 2),
+              ("cluster/", 1))
     for d in documents:
         for prefix, rank in scopes:
             if d.key.startswith(prefix):
@@ -35,7 +37,7 @@ class ConfigWatch(ResumingStream):
     files. A watch that starts after a write lists it: nothing is pushed and forgotten."""
 
     def __init__(self, client, prefixes: list[str] | None = None,
-                 service: tuple[str, str] | None = None):
+                 service: tuple[str, str, int] | None = None):
         super().__init__(client, "configs")
         self.prefixes = list(prefixes or [])
         self.service = service
@@ -50,8 +52,8 @@ class ConfigWatch(ResumingStream):
 
     def effective(self) -> dict[str, bytes]:
         """The service's settings, by name (on a watch of prefixes: the cluster's)."""
-        node_type, addr = self.service or ("", "")
-        return effective(self.documents().values(), node_type, addr)
+        node_type, addr, node_id = self.service or ("", "", 0)
+        return effective(self.documents().values(), node_type, addr, node_id)
 
     def files(self) -> dict[str, tuple[str, bytes]]:
         """The custom files, by name: `(path, content)`."""
@@ -61,7 +63,8 @@ class ConfigWatch(ResumingStream):
     def _request(self, start_index: int):
         scope = None
         if self.service is not None:
-            scope = configs_pb2.ServiceScope(node_type=self.service[0], addr=self.service[1])
+            node_type, addr, node_id = self.service
+            scope = configs_pb2.ServiceScope(node_type=node_type, addr=addr, node_id=node_id)
         return configs_pb2.WatchRequest(prefixes=self.prefixes, service=scope,
                                         start_index=start_index)
 

@@ -72,7 +72,7 @@ class Registration:
     def config(self) -> "ConfigWatch":
         """This service's configuration (see `Client.service_config`): its effective
         settings at once, then each change."""
-        return self.client.service_config(self.node_type, self.addr)
+        return self.client.service_config(self.node_type, self.addr, self.node_id)
 
     def close(self, *, release: bool = True, last_clock_ms: int = 0) -> None:
         """Stops the keep-alive and ends the registration: with `release`, the ID is free at

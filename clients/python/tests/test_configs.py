@@ -29,6 +29,14 @@ def test_a_service_gets_its_config_then_each_change_across_a_leader_kill(cluster
     kind, doc = config.next(timeout=10)
     assert (kind, doc.key, doc.revision) == ("put", "node/10.0.2.1:8080/port", revision)
     assert config.effective()["port"] == b"7100"
+    # By node ID: this registration's own, over its address's.
+    client.config_put(f"id/{reg.node_id}/port", "7200")
+    client.config_put(f"id/{reg.node_id + 1}/port", "7300")  # another registration's
+    kind, doc = config.next(timeout=10)
+    assert (kind, doc.key) == ("put", f"id/{reg.node_id}/port")
+    assert config.effective()["port"] == b"7200"
+    client.config_delete(f"id/{reg.node_id}/port")
+    assert config.next(timeout=10)[0] == "deleted"
 
     time.sleep(0.5)
     cluster.kill(cluster.leader())

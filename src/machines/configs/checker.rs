@@ -30,7 +30,12 @@ fn effective_of(store: &ConfigStore, node_type: &str, addr: &str) -> super::clie
         .with_prefix("")
         .map(|d| super::wire::document_to_pb(d, false))
         .collect();
-    super::client::Effective::of(&docs, node_type, addr)
+    let service = crate::pb::configs::ServiceScope {
+        node_type: node_type.to_owned(),
+        addr: addr.to_owned(),
+        node_id: 0,
+    };
+    super::client::Effective::of(&docs, &service)
 }
 
 /// The counters the clients increment.

@@ -91,7 +91,8 @@ struct Watched(Vec<String>);
 
 impl Watched {
     /// The prefixes of `req`: its own, or those of the documents that concern its service
-    /// (`cluster/`, `type/TYPE/`, `node/ADDR/`, `file/`).
+    /// (`cluster/`, `type/TYPE/`, `node/ADDR/`, `file/`, and `id/NODE_ID/` when it names
+    /// one).
     fn of(req: &pb::WatchRequest) -> Result<Watched, Reject> {
         let Some(service) = &req.service else {
             if req.prefixes.len() > MAX_PREFIXES {
@@ -125,12 +126,16 @@ impl Watched {
                 service.addr
             ))
         })?;
-        Ok(Watched(vec![
+        let mut prefixes = vec![
             "cluster/".into(),
             format!("type/{}/", service.node_type),
             format!("node/{addr}/"),
             "file/".into(),
-        ]))
+        ];
+        if service.node_id > 0 {
+            prefixes.push(format!("id/{}/", service.node_id));
+        }
+        Ok(Watched(prefixes))
     }
 
     fn follows(&self, key: &str) -> bool {

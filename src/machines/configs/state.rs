@@ -3,7 +3,8 @@
 //!
 //! A key says whom a document concerns, NebulaBeacon's scopes as the first part:
 //! `cluster/NAME` (every service), `type/TYPE/NAME` (the services of a node type),
-//! `node/IP:PORT/NAME` (one registered service, by address) and `file/NAME` (a named custom
+//! `node/IP:PORT/NAME` (one registered service, by address), `id/NODE_ID/NAME` (one
+//! registration, by node ID) and `file/NAME` (a named custom
 //! file, with the relative path it is written to). A write is one log entry: its checks
 //! (compare-and-set on a revision) and its changes apply together or not at all, at one
 //! revision, so revisions only grow and a check on an old revision changes nothing.
@@ -137,12 +138,16 @@ pub fn check_key(key: &str) -> Result<(), InvalidKey> {
             "the beacons' own settings are `{IP_WHITE}` alone"
         ))),
         ["type", _, _, ..] => Ok(()),
+        ["id", id, _, ..] => match id.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(()),
+            _ => Err(bad(&format!("`{id}` is not a node ID (1 or more)"))),
+        },
         ["node", addr, _, ..] => addr
             .parse::<std::net::SocketAddr>()
             .map(|_| ())
             .map_err(|_| bad(&format!("`{addr}` is not the IP:PORT of a service"))),
         _ => Err(bad(
-            "it starts with cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, file/NAME or beacon/ip_white",
+            "it starts with cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, id/NODE_ID/NAME, file/NAME or beacon/ip_white",
         )),
     }
 }
@@ -395,6 +400,8 @@ mod tests {
             "node/10.0.0.1:80/node_config",
             "file/game.ini",
             "cluster/a/b/c",
+            "id/7/log_level",
+            "beacon/ip_white",
         ] {
             check_key(good).unwrap();
         }
@@ -404,6 +411,8 @@ mod tests {
             ("node/host/x", "not the IP:PORT"),
             ("cluster//x", "empty"),
             ("cluster/a b", "space"),
+            ("id/0/x", "not a node ID"),
+            ("id/seven/x", "not a node ID"),
         ] {
             let e = check_key(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");

@@ -143,12 +143,14 @@ class WatchRequest(_message.Message):
     def __init__(self, prefixes: _Optional[_Iterable[str]] = ..., service: _Optional[_Union[ServiceScope, _Mapping]] = ..., start_index: _Optional[int] = ...) -> None: ...
 
 class ServiceScope(_message.Message):
-    __slots__ = ("node_type", "addr")
+    __slots__ = ("node_type", "addr", "node_id")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     node_type: str
     addr: str
-    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ...) -> None: ...
+    node_id: int
+    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ..., node_id: _Optional[int] = ...) -> None: ...
 
 class WatchReply(_message.Message):
     __slots__ = ("documents", "index", "resumed")

@@ -42,11 +42,11 @@ pub enum Command {
     SetIpWhite(Vec<String>),
     /// `show ip_white`
     ShowIpWhite,
-    /// `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`
+    /// `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT [NODE_ID]`
     Watch {
         prefixes: Vec<String>,
         rev: Option<u64>,
-        service: Option<(String, std::net::SocketAddr)>,
+        service: Option<(String, std::net::SocketAddr, u32)>,
     },
 }
 
@@ -60,16 +60,21 @@ pub enum Source {
 
 const USAGE: &str = "usage: `config get KEY [--prefix | --rev N]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [PREFIX...] [--rev N] | --service TYPE IP:PORT`";
 
-const WATCH_USAGE: &str =
-    "usage: `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT`";
+const WATCH_USAGE: &str = "usage: `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT [NODE_ID]`";
 
 /// `config watch`'s words: prefixes and `--rev N`, or `--service TYPE IP:PORT`.
 fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
     if let [first, rest @ ..] = args
         && *first == "--service"
     {
-        let [node_type, addr] = rest else {
-            return Err(usage(WATCH_USAGE));
+        let (node_type, addr, node_id) = match rest {
+            [node_type, addr] => (node_type, addr, 0),
+            [node_type, addr, id] => (
+                node_type,
+                addr,
+                crate::cli::number("config watch --service", "NODE_ID", id)?,
+            ),
+            _ => return Err(usage(WATCH_USAGE)),
         };
         let addr = addr.parse().map_err(|_| {
             usage(format!(
@@ -79,7 +84,7 @@ fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
         return Ok(Command::Watch {
             prefixes: Vec::new(),
             rev: None,
-            service: Some(((*node_type).to_owned(), addr)),
+            service: Some(((*node_type).to_owned(), addr, node_id)),
         });
     }
     let mut prefixes = Vec::new();
@@ -173,7 +178,7 @@ impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
             "config get KEY [--prefix]",
-            "a config document (value, revision) or every one under a key prefix; keys: cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, file/NAME",
+            "a config document (value, revision) or every one under a key prefix; keys: cluster/NAME, type/TYPE/NAME, node/IP:PORT/NAME, id/NODE_ID/NAME, file/NAME",
         ),
         (
             "config get KEY --rev N",
@@ -204,8 +209,8 @@ impl Commands for Command {
             "the documents under the prefixes (none: all), then each change with its revision, as lines (JSON lines with -w json), until Ctrl-C; --rev N starts at revision N instead of a listing (every change from it on); follows leader changes",
         ),
         (
-            "config watch --service TYPE IP:PORT",
-            "what one service gets: its effective config (node over type over cluster, and the custom files), then each change",
+            "config watch --service TYPE IP:PORT [NODE_ID]",
+            "what one service gets: its effective config (node ID over address over type over cluster, and the custom files), then each change",
         ),
         (
             "get node_config TYPE|IP:PORT",
@@ -457,7 +462,7 @@ async fn watch(
     session: &mut Session,
     prefixes: &[String],
     rev: Option<u64>,
-    service: Option<&(String, std::net::SocketAddr)>,
+    service: Option<&(String, std::net::SocketAddr, u32)>,
 ) -> Result<String, Failure> {
     use crate::machines::configs::client::{ConfigWatch, Effective};
     let retry_for = session.opts.timeout.max(std::time::Duration::from_secs(10));
@@ -465,8 +470,9 @@ async fn watch(
     // Installed before anything is printed (see cli::stop_signal).
     let mut stop = crate::cli::stop_signal();
     let mut watch = match (service, rev) {
-        (Some((node_type, addr)), _) => {
-            ConfigWatch::for_service(servers, node_type.clone(), *addr, opts, retry_for).await?
+        (Some((node_type, addr, node_id)), _) => {
+            ConfigWatch::for_service(servers, node_type.clone(), *addr, *node_id, opts, retry_for)
+                .await?
         }
         (None, Some(from)) => {
             ConfigWatch::resume(servers, prefixes.to_vec(), from, opts, retry_for).await?

@@ -33,8 +33,8 @@ pub struct ConfigEvent {
 }
 
 /// A service's effective configuration: for each NAME, the most specific of
-/// `node/ADDR/NAME`, `type/TYPE/NAME` and `cluster/NAME`; and the custom files
-/// (`file/NAME`, each with its path).
+/// `id/NODE_ID/NAME` (its registration), `node/ADDR/NAME`, `type/TYPE/NAME` and
+/// `cluster/NAME`; and the custom files (`file/NAME`, each with its path).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Effective {
     pub settings: BTreeMap<String, pb::Document>,
@@ -42,18 +42,22 @@ pub struct Effective {
 }
 
 impl Effective {
-    /// The effective configuration of the service of type `node_type` at `addr`, from
-    /// `documents` (any others are ignored).
+    /// The effective configuration of `service`, from `documents` (any others are
+    /// ignored).
     pub fn of<'a>(
         documents: impl IntoIterator<Item = &'a pb::Document>,
-        node_type: &str,
-        addr: &str,
+        service: &pb::ServiceScope,
     ) -> Effective {
-        let (type_prefix, node_prefix) = (format!("type/{node_type}/"), format!("node/{addr}/"));
+        let type_prefix = format!("type/{}/", service.node_type);
+        let node_prefix = format!("node/{}/", service.addr);
+        // No registration is node ID 0: its prefix matches no key.
+        let id_prefix = format!("id/{}/", service.node_id);
         let mut ranked: BTreeMap<String, (u8, &pb::Document)> = BTreeMap::new();
         let mut files = BTreeMap::new();
         for d in documents {
-            let (rank, name) = if let Some(name) = d.key.strip_prefix(node_prefix.as_str()) {
+            let (rank, name) = if let Some(name) = d.key.strip_prefix(id_prefix.as_str()) {
+                (4, name)
+            } else if let Some(name) = d.key.strip_prefix(node_prefix.as_str()) {
                 (3, name)
             } else if let Some(name) = d.key.strip_prefix(type_prefix.as_str()) {
                 (2, name)
@@ -128,14 +132,15 @@ impl ConfigWatch {
         ConfigWatch::begin(beacons, under(prefixes), 0, connect, retry_for).await
     }
 
-    /// Watches the documents that concern the service of type `node_type` at `addr`
-    /// (`cluster/`, `type/TYPE/`, `node/ADDR/`, `file/`): [`ConfigWatch::effective`] is its
-    /// configuration. A registered service passes its registration's beacons, type and
-    /// address.
+    /// Watches the documents that concern the service of type `node_type` at `addr`, with
+    /// node ID `node_id` (0: none): `cluster/`, `type/TYPE/`, `node/ADDR/`, `id/NODE_ID/`
+    /// and `file/`. [`ConfigWatch::effective`] is its configuration. A registered service
+    /// passes its registration's beacons, type, address and node ID.
     pub async fn for_service(
         beacons: Vec<String>,
         node_type: String,
         addr: SocketAddr,
+        node_id: u32,
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<ConfigWatch, ClientError> {
@@ -143,6 +148,7 @@ impl ConfigWatch {
             service: Some(pb::ServiceScope {
                 node_type,
                 addr: addr.to_string(),
+                node_id,
             }),
             ..Default::default()
         };
@@ -204,11 +210,8 @@ impl ConfigWatch {
     /// The effective configuration of the service watched (see [`Effective`]); on a watch
     /// of prefixes, that of no service: the cluster's settings and the files.
     pub fn effective(&self) -> Effective {
-        let (node_type, addr) = match &self.stream.request().service {
-            Some(s) => (s.node_type.as_str(), s.addr.as_str()),
-            None => ("", ""),
-        };
-        Effective::of(self.known.values(), node_type, addr)
+        let service = self.stream.request().service.clone().unwrap_or_default();
+        Effective::of(self.known.values(), &service)
     }
 
     /// How many times the watch resumed from its revision (a new leader, a broken
@@ -315,15 +318,27 @@ mod tests {
             doc("node/10.0.0.1:80/port", "8000", 5),
             doc("node/10.0.0.2:80/log", "trace", 6),
             doc("file/game", "[game]", 7),
+            doc("id/7/log", "off", 8),
         ];
-        let e = Effective::of(&docs, "LOGIC", "10.0.0.1:80");
+        let scope = |node_type: &str, addr: &str, node_id| pb::ServiceScope {
+            node_type: node_type.into(),
+            addr: addr.into(),
+            node_id,
+        };
+        let e = Effective::of(&docs, &scope("LOGIC", "10.0.0.1:80", 0));
         assert_eq!(e.get("log"), Some(&b"debug"[..]), "type over cluster");
         assert_eq!(e.get("port"), Some(&b"8000"[..]), "node over cluster");
         assert_eq!(e.settings.len(), 2);
         assert_eq!(e.files.keys().collect::<Vec<_>>(), ["game"]);
-        let other = Effective::of(&docs, "GATE", "10.0.0.2:80");
+        let other = Effective::of(&docs, &scope("GATE", "10.0.0.2:80", 0));
         assert_eq!(other.get("log"), Some(&b"trace"[..]));
         assert_eq!(other.get("port"), Some(&b"9000"[..]));
+        let registration = Effective::of(&docs, &scope("GATE", "10.0.0.2:80", 7));
+        assert_eq!(
+            registration.get("log"),
+            Some(&b"off"[..]),
+            "its node ID over its address"
+        );
     }
 
     fn watch(known: Vec<pb::Document>) -> ConfigWatch {
