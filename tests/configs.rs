@@ -418,40 +418,10 @@ async fn every_watching_service_gets_each_change_once_across_a_leader_kill() {
 
     // nebcli shows a service what it gets, then each change, as lines.
     let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
-    let mut child = std::process::Command::new(&nebcli)
-        .args([
-            "-s",
-            &beacons.join(","),
-            "-w",
-            "json",
-            "config",
-            "watch",
-            "--service",
-        ])
-        .args(["GATE", "10.0.0.6:80"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next_line = || {
-        let line = lines_rx
-            .recv_timeout(Duration::from_secs(15))
-            .expect("a line from `nebcli config watch`");
-        serde_json::from_str::<serde_json::Value>(&line).unwrap()
-    };
+    let list = beacons.join(",");
+    let mut service = NebcliLines::watch(&nebcli, &[&list, "--service", "GATE", "10.0.0.6:80"]);
     // Present: done, log_level (node over type), port (type), in name order.
-    let present: Vec<serde_json::Value> = (0..3).map(|_| next_line()).collect();
+    let present: Vec<serde_json::Value> = (0..3).map(|_| service.next()).collect();
     let named = |v: &serde_json::Value| (v["event"].clone(), v["key"].clone(), v["value"].clone());
     assert_eq!(
         present.iter().map(named).collect::<Vec<_>>(),
@@ -461,16 +431,78 @@ async fn every_watching_service_gets_each_change_once_across_a_leader_kill() {
             ("present".into(), "setting:port".into(), "9000".into()),
         ]
     );
-    let w4 = admin
-        .config_write(vec![], vec![put("type/GATE/port", "9100")])
+    // A key without --prefix stands for itself, as etcdctl's: not the keys it begins.
+    let mut key = NebcliLines::watch(&nebcli, &[&list, "type/LOGIC/port"]);
+    assert_eq!(
+        named(&key.next()),
+        ("present".into(), "type/LOGIC/port".into(), "7000".into())
+    );
+    admin
+        .config_write(vec![], vec![put("type/LOGIC/portable", "x")])
         .await
         .unwrap();
-    let changed = next_line();
-    assert_eq!(
-        named(&changed),
-        ("put".into(), "setting:port".into(), "9100".into())
-    );
-    assert_eq!(changed["index"], w4.revision);
-    let _ = child.kill();
-    let _ = child.wait();
+    let w4 = admin
+        .config_write(
+            vec![],
+            vec![
+                put("type/GATE/port", "9100"),
+                put("type/LOGIC/port", "7100"),
+            ],
+        )
+        .await
+        .unwrap();
+    for (watch, key, value) in [
+        (&mut service, "setting:port", "9100"),
+        (&mut key, "type/LOGIC/port", "7100"),
+    ] {
+        let changed = watch.next();
+        assert_eq!(named(&changed), ("put".into(), key.into(), value.into()));
+        assert_eq!(changed["index"], w4.revision);
+    }
+}
+
+/// A `nebcli -w json config watch` running, and the JSON lines it prints.
+struct NebcliLines {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl NebcliLines {
+    /// `nebcli -s BEACONS -w json config watch ARGS...` (`args` starts with the beacons).
+    fn watch(nebcli: &Path, args: &[&str]) -> NebcliLines {
+        let mut child = std::process::Command::new(nebcli)
+            .args(["-s", args[0], "-w", "json", "config", "watch"])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        NebcliLines { child, lines }
+    }
+
+    fn next(&mut self) -> serde_json::Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(15))
+            .expect("a line from `nebcli config watch`");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+impl Drop for NebcliLines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -42,9 +42,13 @@ pub enum Command {
     SetIpWhite(Vec<String>),
     /// `show ip_white`
     ShowIpWhite,
-    /// `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT [NODE_ID]`
+    /// `config watch [KEY...] [--prefix] [--rev N]` or `config watch --service TYPE IP:PORT
+    /// [NODE_ID]`
     Watch {
+        /// The keys (with `--prefix`, or none given: prefixes).
         prefixes: Vec<String>,
+        /// Only the keys themselves, not the others they are a prefix of (no `--prefix`).
+        exact: bool,
         rev: Option<u64>,
         service: Option<(String, std::net::SocketAddr, u32)>,
     },
@@ -58,9 +62,9 @@ pub enum Source {
     Stdin,
 }
 
-const USAGE: &str = "usage: `config get KEY [--prefix | --rev N]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [PREFIX...] [--rev N] | --service TYPE IP:PORT`";
+const USAGE: &str = "usage: `config get KEY [--prefix | --rev N]`, `config put KEY VALUE|- [--if-rev N] [--check-json]`, `config del KEY [--if-rev N]`, `config history KEY` or `config watch [KEY...] [--prefix] [--rev N] | --service TYPE IP:PORT [NODE_ID]`";
 
-const WATCH_USAGE: &str = "usage: `config watch [PREFIX...] [--rev N]` or `config watch --service TYPE IP:PORT [NODE_ID]`";
+const WATCH_USAGE: &str = "usage: `config watch [KEY...] [--prefix] [--rev N]` or `config watch --service TYPE IP:PORT [NODE_ID]`";
 
 /// `config watch`'s words: prefixes and `--rev N`, or `--service TYPE IP:PORT`.
 fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
@@ -83,15 +87,18 @@ fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
         })?;
         return Ok(Command::Watch {
             prefixes: Vec::new(),
+            exact: false,
             rev: None,
             service: Some(((*node_type).to_owned(), addr, node_id)),
         });
     }
     let mut prefixes = Vec::new();
     let mut rev = None;
+    let mut prefix = false;
     let mut it = args.iter();
     while let Some(word) = it.next() {
         match *word {
+            "--prefix" => prefix = true,
             "--rev" => {
                 let value = it
                     .next()
@@ -107,10 +114,11 @@ fn parse_watch(args: &[&str]) -> Result<Command, UsageError> {
                     "`config watch`: unknown flag {flag}; {WATCH_USAGE}"
                 )));
             }
-            prefix => prefixes.push(prefix.to_owned()),
+            key => prefixes.push(key.to_owned()),
         }
     }
     Ok(Command::Watch {
+        exact: !prefix && !prefixes.is_empty(),
         prefixes,
         rev,
         service: None,
@@ -205,8 +213,8 @@ impl Commands for Command {
             "the cluster's allowlist and its revision, or that none is set (then each beacon's key ip_allow applies)",
         ),
         (
-            "config watch [PREFIX...] [--rev N]",
-            "the documents under the prefixes (none: all), then each change with its revision, as lines (JSON lines with -w json), until Ctrl-C; --rev N starts at revision N instead of a listing (every change from it on); follows leader changes",
+            "config watch [KEY...] [--prefix] [--rev N]",
+            "the documents (with --prefix: every one under the keys; no key: all), then each change with its revision, as lines (JSON lines with -w json), until Ctrl-C; --rev N starts at revision N instead of a listing (every change from it on); follows leader changes",
         ),
         (
             "config watch --service TYPE IP:PORT [NODE_ID]",
@@ -410,9 +418,10 @@ impl Commands for Command {
             }
             Command::Watch {
                 prefixes,
+                exact,
                 rev,
                 service,
-            } => watch(session, prefixes, *rev, service.as_ref()).await,
+            } => watch(session, prefixes, *exact, *rev, service.as_ref()).await,
             Command::SetIpWhite(words) => {
                 let text = match words.as_slice() {
                     [dash] if dash == "-" => {
@@ -461,6 +470,7 @@ impl Commands for Command {
 async fn watch(
     session: &mut Session,
     prefixes: &[String],
+    exact: bool,
     rev: Option<u64>,
     service: Option<&(String, std::net::SocketAddr, u32)>,
 ) -> Result<String, Failure> {
@@ -479,7 +489,13 @@ async fn watch(
         }
         (None, None) => ConfigWatch::start(servers, prefixes.to_vec(), opts, retry_for).await?,
     };
+    // Without --prefix a key stands for itself: the watch follows it as a prefix, and what
+    // it tells of the keys it is a prefix of is left out here.
+    let shown = |key: &str| !exact || prefixes.iter().any(|k| k == key);
     let line = |event: &str, key: &str, d: Option<&pb::Document>, index: u64| {
+        if !shown(key) {
+            return String::new();
+        }
         if json {
             let mut v = serde_json::json!({"event": event, "key": key, "index": index});
             if let Some(d) = d {
@@ -693,6 +709,25 @@ mod tests {
             }
         );
         assert!(parse(&["config", "get", "cluster/", "--prefix", "--rev", "7"]).is_err());
+        let watch = |words: &[&str]| match parse(words).unwrap() {
+            Command::Watch {
+                prefixes,
+                exact,
+                rev,
+                ..
+            } => (prefixes, exact, rev),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            watch(&["config", "watch", "cluster/a"]),
+            (vec!["cluster/a".to_owned()], true, None),
+            "a key stands for itself, as etcdctl's"
+        );
+        assert_eq!(
+            watch(&["config", "watch", "cluster/", "--prefix", "--rev", "4"]),
+            (vec!["cluster/".to_owned()], false, Some(4))
+        );
+        assert_eq!(watch(&["config", "watch"]), (vec![], false, None));
     }
 
     #[test]
