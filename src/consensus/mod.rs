@@ -565,7 +565,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.ready.replies.push((token, result));
     }
 
-    /// Queues `msg` for `to`: a leader's may leave before its store, anything else after.
+    /// Queues `msg` for `to`: a leader's may leave before its store, anything else after
+    /// (but a follower's acknowledgement of a round, `ack_round_early`).
     fn send(&mut self, to: SocketAddr, msg: Message<S>) {
         if self.leading.is_some() {
             self.ready.early.push((to, msg));

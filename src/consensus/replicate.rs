@@ -314,11 +314,42 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.release_changes();
         self.leader_commit = self.leader_commit.max(msg.commit);
         if replicates || new_beat {
+            if new_beat {
+                self.ack_round_early(from);
+            }
             let mut ack = self.bare_message();
             ack.reject = reject;
             ack.need_snapshot = need_snapshot;
             self.send(from, ack);
         }
+    }
+
+    /// Follower: acknowledges our leader's new confirmation round before this batch's
+    /// entries are stored. A round proves that a majority still follows the leader in its
+    /// term (which is durable before any early message leaves); it says nothing of our log.
+    /// Sent after the store, the acknowledgement waited for our fsync, and so did every
+    /// linearizable read and lease renewal waiting on the round. This one claims only what
+    /// is durable: the log up to the first entry still waiting for the store. The usual
+    /// acknowledgement follows once the entries are stored.
+    fn ack_round_early(&mut self, leader: SocketAddr) {
+        // Nothing waits for the store: the usual acknowledgement leaves at once.
+        let Some(first) = self.ready.store.entries.first() else {
+            return;
+        };
+        if self.ready.store.snapshot.is_some() {
+            return;
+        }
+        let durable = first.index - 1;
+        let Some(term) = self.log.term_at(durable) else {
+            return;
+        };
+        let mut early = self.bare_message();
+        early.position = Position {
+            index: durable,
+            term,
+        };
+        early.commit = early.commit.min(durable);
+        self.ready.early.push((leader, early));
     }
 
     /// A follower that reconnected starts from scratch in the leader's view.
@@ -433,5 +464,67 @@ mod tests {
         let step = hear(&mut b, 20, A, msg);
         assert!(step.store.entries.is_empty());
         assert!(step.after.iter().any(|(_, m)| m.reject), "it says so");
+    }
+
+    #[test]
+    fn a_follower_acknowledges_a_new_round_before_its_store_claiming_only_what_is_stored() {
+        let mut b = node(B, Mode::Quorum);
+        let entry = |index, term| Entry {
+            index,
+            term,
+            payload: Payload::Command(index),
+        };
+        let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(A));
+        msg.append = Some(Append {
+            prev: Position::default(),
+            entries: vec![entry(1, 1), entry(2, 1)],
+        });
+        hear(&mut b, 10, A, msg.clone());
+        // Round 4 arrives with entries 3 and 4.
+        msg.position = Position { index: 4, term: 1 };
+        msg.beat = 4;
+        msg.append = Some(Append {
+            prev: Position { index: 2, term: 1 },
+            entries: vec![entry(3, 1), entry(4, 1)],
+        });
+        let step = hear(&mut b, 20, A, msg.clone());
+        assert_eq!(step.store.entries.len(), 2);
+        let early: Vec<_> = step.early.iter().filter(|(to, _)| to.port() == A).collect();
+        assert_eq!(
+            early.len(),
+            1,
+            "the round's acknowledgement leaves before the store"
+        );
+        let (_, early) = early[0];
+        assert_eq!(early.ack_beat, 4);
+        assert_eq!(
+            early.position,
+            Position { index: 2, term: 1 },
+            "it claims only the entries stored before"
+        );
+        let after = &step
+            .after
+            .iter()
+            .rev()
+            .find(|(to, _)| to.port() == A)
+            .unwrap()
+            .1;
+        assert_eq!(
+            (after.position, after.ack_beat),
+            (Position { index: 4, term: 1 }, 4)
+        );
+        // A round with nothing to store is acknowledged at once anyway: no early copy.
+        msg.beat = 5;
+        msg.append = None;
+        let step = hear(&mut b, 30, A, msg);
+        assert!(step.store.entries.is_empty());
+        assert!(step.early.is_empty());
+        assert!(
+            step.after
+                .iter()
+                .any(|(to, m)| to.port() == A && m.ack_beat == 5)
+        );
     }
 }

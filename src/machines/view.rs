@@ -17,11 +17,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-use crate::allow::Allowlist;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::allow::Allowlist;
 use crate::consensus::{ConsensusError, Position};
 use crate::machines::Replica;
 use crate::time::Millis;
