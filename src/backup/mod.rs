@@ -97,11 +97,7 @@ pub fn encode(
         snapshot: snapshot_bytes::<State>(snapshot),
     }
     .encode_to_vec();
-    let mut out = Vec::with_capacity(format::HEADER + 4 + body.len());
-    out.extend_from_slice(&format::header(&MAGIC));
-    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-    out.extend_from_slice(&body);
-    out
+    format::sealed(&MAGIC, &body)
 }
 
 /// Reads backup file `bytes` (named `path` in errors), checking its format and checksum.
@@ -130,18 +126,7 @@ pub fn decode(path: &str, bytes: &[u8]) -> Result<Backup, BackupError> {
             "its header names format {found}, in which no beacon wrote backups"
         )));
     }
-    let rest = &bytes[format::HEADER..];
-    if rest.len() < 4 {
-        return Err(damaged("it ends before its checksum".into()));
-    }
-    let (crc, body) = rest.split_at(4);
-    let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
-    let actual = crc32fast::hash(body);
-    if crc != actual {
-        return Err(damaged(format!(
-            "its checksum is {crc:08x} but its contents sum to {actual:08x} (cut short or changed)"
-        )));
-    }
+    let (crc, body) = format::unseal(&bytes[format::HEADER..]).map_err(damaged)?;
     let file = pb::BackupFile::decode(body).map_err(|e| damaged(e.to_string()))?;
     let snapshot = snapshot_from_bytes::<State>(&file.snapshot)
         .map_err(|e| damaged(format!("its state does not decode: {e}")))?;

@@ -35,6 +35,33 @@ pub(crate) fn header(magic: &[u8; 8]) -> [u8; HEADER] {
     h
 }
 
+/// A whole file in format [`FORMAT`]: the header naming `magic`, then `[crc32: u32][body]`
+/// (a `snapshot`, a backup).
+pub(crate) fn sealed(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + 4 + body.len());
+    out.extend_from_slice(&header(magic));
+    out.extend_from_slice(&crc32fast::hash(body).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of `[crc32: u32][body]` (what follows a sealed file's header) and its checksum,
+/// once the checksum holds; else what is wrong, in words.
+pub(crate) fn unseal(bytes: &[u8]) -> Result<(u32, &[u8]), String> {
+    if bytes.len() < 4 {
+        return Err(format!("{} bytes, shorter than its checksum", bytes.len()));
+    }
+    let (crc, body) = bytes.split_at(4);
+    let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
+    let actual = crc32fast::hash(body);
+    if crc != actual {
+        return Err(format!(
+            "its checksum is {crc:08x} but its contents sum to {actual:08x} (cut short or changed)"
+        ));
+    }
+    Ok((crc, body))
+}
+
 /// What the start of a `log` or `snapshot` file says of its format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Marked {
@@ -98,6 +125,21 @@ pub(super) fn parse_term(text: &str) -> Option<(u32, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sealed_body_comes_back_only_whole() {
+        let file = sealed(&SNAPSHOT_MAGIC, b"state");
+        assert_eq!(marked(&file, &SNAPSHOT_MAGIC), Marked::Format(FORMAT));
+        let (_, body) = unseal(&file[HEADER..]).unwrap();
+        assert_eq!(body, b"state");
+        let e = unseal(&file[HEADER..file.len() - 1]).unwrap_err();
+        assert!(e.contains("cut short or changed"), "{e}");
+        assert!(
+            unseal(&[1, 2])
+                .unwrap_err()
+                .contains("shorter than its checksum")
+        );
+    }
 
     #[test]
     fn marks_are_told_apart_from_format_1_contents() {

@@ -329,10 +329,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// and log stand; after it, log entries at or before the new snapshot are skipped on
     /// open.
     pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
-        let body = snapshot_bytes::<S>(snapshot);
-        let mut bytes = format::header(&format::SNAPSHOT_MAGIC).to_vec();
-        bytes.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-        bytes.extend_from_slice(&body);
+        let bytes = format::sealed(&format::SNAPSHOT_MAGIC, &snapshot_bytes::<S>(snapshot));
         self.backend
             .replace(SNAPSHOT_FILE, &bytes)
             .map_err(self.io("cannot write snapshot"))?;
@@ -356,14 +353,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
 }
 
 fn decode_snapshot<S: MachineWire>(bytes: &[u8]) -> Result<Snapshot<S::Snapshot>, String> {
-    if bytes.len() < 4 {
-        return Err(format!("{} bytes, shorter than its checksum", bytes.len()));
-    }
-    let (crc, body) = bytes.split_at(4);
-    let crc = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
-    if crc32fast::hash(body) != crc {
-        return Err("checksum mismatch".into());
-    }
+    let (_, body) = format::unseal(bytes)?;
     snapshot_from_bytes::<S>(body).map_err(|e| e.to_string())
 }
 
@@ -529,7 +519,9 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            err.contains("file `snapshot` is corrupt (checksum mismatch)"),
+            err.contains(
+                "file `snapshot` is corrupt (its checksum is 00000000 but its contents sum to"
+            ),
             "{err}"
         );
         let dir = tempfile::tempdir().unwrap();
