@@ -306,3 +306,66 @@ impl crate::machines::Served for ConfigStore {
         serve(frame, ctx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(node_type: &str, addr: &str, node_id: u32) -> pb::WatchRequest {
+        pb::WatchRequest {
+            service: Some(pb::ServiceScope {
+                node_type: node_type.into(),
+                addr: addr.into(),
+                node_id,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_watch_follows_what_concerns_its_service_and_refuses_what_names_nothing() {
+        let w = Watched::of(&service("LOGIC", "10.0.0.1:80", 7)).unwrap();
+        for key in [
+            "cluster/a",
+            "type/LOGIC/a",
+            "node/10.0.0.1:80/a",
+            "id/7/a",
+            "file/game",
+        ] {
+            assert!(w.follows(key), "{key}");
+        }
+        for key in [
+            "type/GATE/a",
+            "node/10.0.0.2:80/a",
+            "id/70/a",
+            "beacon/ip_white",
+        ] {
+            assert!(!w.follows(key), "{key}");
+        }
+        assert!(
+            !Watched::of(&service("LOGIC", "10.0.0.1:80", 0))
+                .unwrap()
+                .follows("id/0/a")
+        );
+        let all = Watched::of(&pb::WatchRequest::default()).unwrap();
+        assert!(all.follows("beacon/ip_white") && all.follows("type/GATE/a"));
+
+        let refused = |req: pb::WatchRequest| Watched::of(&req).unwrap_err().msg;
+        assert!(refused(service("", "10.0.0.1:80", 0)).contains("not a node type"));
+        assert!(refused(service("A/B", "10.0.0.1:80", 0)).contains("not a node type"));
+        assert!(refused(service("LOGIC", "host:80", 0)).contains("not the IP:PORT"));
+        let mut both = service("LOGIC", "10.0.0.1:80", 0);
+        both.prefixes = vec!["cluster/".into()];
+        assert!(refused(both).contains("prefixes or a service, not both"));
+        let many = pb::WatchRequest {
+            prefixes: vec!["cluster/".into(); MAX_PREFIXES + 1],
+            ..Default::default()
+        };
+        assert!(refused(many).contains("at most 64 prefixes"));
+        let long = pb::WatchRequest {
+            prefixes: vec!["x".repeat(MAX_KEY_LEN + 1)],
+            ..Default::default()
+        };
+        assert!(refused(long).contains("at most 512 bytes"));
+    }
+}
