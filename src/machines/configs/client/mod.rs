@@ -64,16 +64,6 @@ impl Client {
         self.request(Cmd::Get, &req, "the config read").await
     }
 
-    /// Starts a config watch on this connection (see [`ConfigWatch`], which also follows
-    /// leader changes): the first answer; the notices then come from
-    /// [`Client::next_pushed`].
-    pub async fn config_watch(
-        &mut self,
-        req: &pb::WatchRequest,
-    ) -> Result<pb::WatchReply, ClientError> {
-        self.request(Cmd::Watch, req, "the config watch").await
-    }
-
     /// The values `key` held, newest first.
     pub async fn config_history(&mut self, key: &str) -> Result<pb::HistoryReply, ClientError> {
         let req = pb::HistoryRequest {
