@@ -12,14 +12,15 @@ import grpc
 from . import errors
 
 
-class ResumingStream:
-    """The iterator a watch is: events a subclass makes of the stream's first answer
-    (`_listed`) and of each notice (`_notice`). When the stream breaks (the leader changed, a
-    beacon went away) it resumes on another beacon from the log index after the last one
-    heard, so every change is told once, in order; only when that beacon no longer keeps
-    changes that old (COMPACTED) does it list again, and `_listed` yields the difference.
-    `index` is the log position the watch is as of (progress notices move it while nothing
-    changes); `resumes` and `resyncs` count both kinds of recovery. `close()` ends it."""
+class Resuming:
+    """A watch's server stream run in a thread: `_request` makes the request, `_listed`
+    takes the stream's first answer and `_notice` each notice. When the stream breaks (the
+    leader changed, a beacon went away) it resumes on another beacon from the log index
+    after the last one heard, so every change is told once, in order; only when that beacon
+    no longer keeps changes that old (COMPACTED) does it list again, and `_listed` tells the
+    difference. `index` is the log position the watch is as of (progress notices move it
+    while nothing changes); `resumes` and `resyncs` count both kinds of recovery. `close()`
+    ends it."""
 
     def __init__(self, client, service: str):
         self.client = client
@@ -27,7 +28,6 @@ class ResumingStream:
         self.resumes = 0
         self.resyncs = 0
         self._service = service
-        self._events: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._call = None
         self._thread = threading.Thread(target=self._run, name=f"beacon-{service}-watch",
@@ -36,25 +36,10 @@ class ResumingStream:
     def _begin(self) -> None:
         self._thread.start()
 
-    def __iter__(self) -> Iterator:
-        return self
-
-    def __next__(self):
-        return self.next()
-
-    def next(self, timeout: float | None = None):
-        """The next event; raises `StopIteration` once closed, `queue.Empty` after `timeout`,
-        or the error that ended the watch."""
-        item = self._events.get(timeout=timeout)
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
     def close(self) -> None:
         self._stop.set()
         if self._call is not None:
             self._call.cancel()
-        self._events.put(StopIteration())
 
     # What a subclass says.
 
@@ -69,14 +54,22 @@ class ResumingStream:
     def _notice(self, notice) -> None:
         raise NotImplementedError
 
-    def _tell(self, event) -> None:
-        self._events.put(event)
+    def _may_go_on(self) -> bool:
+        """Asked before each attempt: `False` ends the watch."""
+        return True
+
+    def _failed(self, err: errors.BeaconError) -> bool:
+        """The stream broke with `err` (not COMPACTED): `True` resumes on another beacon,
+        `False` ends the watch."""
+        return err.retryable
 
     def _run(self) -> None:
         pause = 0.01
         first = True
         resume = False
         while not self._stop.is_set():
+            if not self._may_go_on():
+                return
             try:
                 stub = self.client.stub(self._service)
                 start_index = self.index + 1 if resume else 0
@@ -99,8 +92,7 @@ class ResumingStream:
                     # Away longer than the beacon keeps changes: list again.
                     resume = False
                     continue
-                if not err.retryable:
-                    self._events.put(err)
+                if not self._failed(err):
                     return
             self.client.next_beacon()
             self._stop.wait(pause)
@@ -115,3 +107,40 @@ class ResumingStream:
             self.resyncs += 1
         self._listed(start, first)
         self.index = start.index
+
+
+class ResumingStream(Resuming):
+    """A [`Resuming`] watch that is an iterator of the events a subclass makes of the
+    listing and of each notice (`_tell`); the error that ends the watch is raised from
+    `next()`."""
+
+    def __init__(self, client, service: str):
+        super().__init__(client, service)
+        self._events: queue.Queue = queue.Queue()
+
+    def __iter__(self) -> Iterator:
+        return self
+
+    def __next__(self):
+        return self.next()
+
+    def next(self, timeout: float | None = None):
+        """The next event; raises `StopIteration` once closed, `queue.Empty` after `timeout`,
+        or the error that ended the watch."""
+        item = self._events.get(timeout=timeout)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        super().close()
+        self._events.put(StopIteration())
+
+    def _tell(self, event) -> None:
+        self._events.put(event)
+
+    def _failed(self, err: errors.BeaconError) -> bool:
+        if not err.retryable:
+            self._events.put(err)
+            return False
+        return True

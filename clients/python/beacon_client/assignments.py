@@ -6,9 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-import grpc
-
 from . import errors
+from ._resume import Resuming
 from ._pb import assign_pb2
 
 
@@ -22,27 +21,27 @@ class Event:
     item: object = None
 
 
-class Assignments:
+class Assignments(Resuming):
     """Follows what `registration` holds: `resources` (name to ResourceInfo) and `slots`
-    (group to SlotHeld) are kept up to date from the leader's stream, which it opens again
-    on another beacon when it breaks, telling only the difference; `on_change(event)` is
-    called for each change, from a background thread. When the lease is lost, one `lost`
-    event comes and both are emptied."""
+    (group to SlotHeld) are kept up to date from the leader's stream, which resumes on
+    another beacon when it breaks (see `Resuming`: `index`, `resumes`, `resyncs`), telling
+    only the difference; `on_change(event)` is called for each change, from a background
+    thread. When the lease is lost, one `lost` event comes and both are emptied."""
 
     def __init__(self, client, registration, on_change: Callable[[Event], None] | None = None):
-        self.client = client
+        super().__init__(client, "assignments")
         self.registration = registration
         self.on_change = on_change
         self.resources: dict[str, object] = {}
         self.slots: dict[str, object] = {}
-        self.index = 0
-        # Times a broken stream resumed from `index` (a new leader, a broken connection).
-        self.resumes = 0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._call = None
-        self._thread = threading.Thread(target=self._run, name="beacon-assignments", daemon=True)
-        self._thread.start()
+        self._begin()
+        # A lost lease ends the stream at once: the leader's notices say only what moved.
+        registration._when_lost(self._interrupt)
+
+    def _interrupt(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
 
     def release(self, name: str) -> None:
         """Lets resource `name` go (after a `revoking` mark: a rebalance moves it on)."""
@@ -53,82 +52,57 @@ class Assignments:
         self.client.call("assignments", "Release", assign_pb2.Release(
             name=name, term=held.holder.term, index=held.holder.index))
 
-    def close(self) -> None:
-        self._stop.set()
-        if self._call is not None:
-            self._call.cancel()
-
-    def _tell(self, kind: str, item=None) -> None:
+    def _emit(self, kind: str, item=None) -> None:
         if self.on_change is not None:
             try:
                 self.on_change(Event(kind, item))
             except Exception:
                 pass
 
-    def _run(self) -> None:
+    def _request(self, start_index: int):
         reg = self.registration
-        pause = 0.01
-        # After the first answer a broken stream resumes from the index after the last one
-        # heard (every change once); when that is compacted, it starts afresh.
-        resume = False
-        while not self._stop.is_set():
-            if reg.lost.is_set():
-                self._lose()
-                return
-            request = assign_pb2.WatchAssignments(
-                node_id=reg.node_id, term=reg.fencing_token[0], index=reg.fencing_token[1],
-                start_index=self.index + 1 if resume else 0)
-            try:
-                self._call = self.client.stub("assignments").Watch(
-                    request, metadata=self.client.metadata)
-                for event in self._call:
-                    if event.WhichOneof("event") == "start":
-                        if event.start.resumed:
-                            self.resumes += 1
-                        else:
-                            self._start(event.start)
-                        resume = True
-                    else:
-                        self._notice(event.notice)
-                    pause = 0.01
-            except grpc.RpcError as e:
-                if self._stop.is_set():
-                    return
-                err = errors.from_rpc_error(e)
-                if isinstance(err, errors.LeaseLost):
-                    self._lose()
-                    return
-                if isinstance(err, errors.Compacted):
-                    resume = False
-                    continue
-            self.client.next_beacon()
-            self._stop.wait(pause)
-            pause = min(pause * 2, 0.5)
+        return assign_pb2.WatchAssignments(
+            node_id=reg.node_id, term=reg.fencing_token[0], index=reg.fencing_token[1],
+            start_index=start_index)
+
+    def _may_go_on(self) -> bool:
+        if self.registration.lost.is_set():
+            self._lose()
+            return False
+        return True
+
+    def _failed(self, err: errors.BeaconError) -> bool:
+        # Anything but a lost lease is waited out on another beacon: what this service
+        # holds is only ever taken away by the leader's word.
+        if isinstance(err, errors.LeaseLost):
+            self._lose()
+            return False
+        return True
 
     def _lose(self) -> None:
         with self._lock:
             self.resources.clear()
             self.slots.clear()
-        self._tell("lost")
+        self._emit("lost")
 
-    def _start(self, start) -> None:
+    def _listed(self, start, first: bool) -> None:
         now_r = {r.name: r for r in start.held}
         now_s = {s.group: s for s in start.slots}
         with self._lock:
             old_r, old_s = self.resources, self.slots
-            self.resources, self.slots, self.index = now_r, now_s, start.index
+            self.resources, self.slots = now_r, now_s
         for name, r in old_r.items():
             if name not in now_r:
-                self._tell("removed", r)
+                self._emit("removed", r)
         for group, s in old_s.items():
             if group not in now_s or now_s[group].slot != s.slot:
-                self._tell("slot_gone", s)
+                self._emit("slot_gone", s)
         for group, s in now_s.items():
             if group not in old_s or old_s[group].slot != s.slot:
-                self._tell("slot_granted", s)
+                self._emit("slot_granted", s)
         for name, r in now_r.items():
             if name not in old_r:
-                self._tell("added", r)
+                self._emit("added", r)
 
     def _notice(self, notice) -> None:
         with self._lock:
@@ -140,12 +114,11 @@ class Assignments:
                 self.resources.pop(r.name, None)
             for r in notice.held:
                 self.resources[r.name] = r
-            self.index = max(self.index, notice.index)
         for s in notice.slots_gone:
-            self._tell("slot_gone", s)
+            self._emit("slot_gone", s)
         for s in notice.slots_held:
-            self._tell("slot_granted", s)
+            self._emit("slot_granted", s)
         for r in notice.gone:
-            self._tell("removed", r)
+            self._emit("removed", r)
         for r in notice.held:
-            self._tell("added", r)
+            self._emit("added", r)

@@ -43,6 +43,8 @@ class Registration:
         self.lost = threading.Event()
         self.lost_reason: str = ""
         self._on_lost = on_lost
+        # What else follows this lease (an assignments watch), told when it is lost.
+        self._lost_listeners: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._confirmed_until = time.monotonic() + self.lease_ms / 1000
@@ -97,11 +99,23 @@ class Registration:
 
     # -- the keep-alive ------------------------------------------------------------------
 
+    def _when_lost(self, listener: Callable[[], None]) -> None:
+        """Calls `listener` once the lease is lost (at once if it already is)."""
+        with self._lock:
+            if not self.lost.is_set():
+                self._lost_listeners.append(listener)
+                return
+        listener()
+
     def _lose(self, why: str) -> None:
-        if self.lost.is_set():
-            return
-        self.lost_reason = why
-        self.lost.set()
+        with self._lock:
+            if self.lost.is_set():
+                return
+            self.lost_reason = why
+            self.lost.set()
+            listeners, self._lost_listeners = self._lost_listeners, []
+        for listener in listeners:
+            listener()
         if self._on_lost is not None:
             try:
                 self._on_lost(why)

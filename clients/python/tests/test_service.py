@@ -49,12 +49,20 @@ def test_the_service_is_told_when_the_leader_ends_its_registration(cluster):
     told = threading.Event()
     reasons = []
     reg = client.register("LOGIC", "10.0.0.7:8080", on_lost=lambda why: (reasons.append(why), told.set()))
+    events: queue.Queue = queue.Queue()
+    held = client.assignments(reg, on_change=events.put)
+    until(lambda: held.index > 0, what="the assignments watch to start")
     # An operator ends it from outside, naming it by its fencing token.
     client.call("registry", "Unregister", registry_pb2.UnregisterRequest(
         node_id=reg.node_id, term=reg.fencing_token[0], index=reg.fencing_token[1]))
     assert told.wait(10), "the service was not told"
     assert "NO_LEASE" in reasons[0] or "NOT_HOLDER" in reasons[0], reasons
     assert not reg.holds()
+    # What it held is told lost once, and the watch ends.
+    assert events.get(timeout=10).kind == "lost"
+    held._thread.join(10)
+    assert not held._thread.is_alive()
+    assert events.empty(), drain(events)
 
 
 def test_a_stopped_beacon_costs_the_service_its_lease_no_later_than_the_leader(lone):
@@ -150,6 +158,13 @@ def test_snowflake_ids_are_unique_and_decode_to_the_node_id(cluster):
     again.close()
 
 
+def drain(events: queue.Queue) -> list:
+    out = []
+    while not events.empty():
+        out.append(events.get())
+    return out
+
+
 def test_a_slot_goes_to_the_standby_when_its_holder_ends(cluster):
     client = cluster.client()
     client.call("assignments", "CreateGroup", assign_pb2.CreateGroup(name="robots", node_type="ROBOT", count=1))
@@ -175,6 +190,13 @@ def test_a_slot_goes_to_the_standby_when_its_holder_ends(cluster):
         kinds.append(events_b.get().kind)
     assert "slot_granted" in kinds and "added" in kinds, kinds
     assert held_b.resumes >= 1, "the standby's watch resumed at the new leader"
+    # The first holder's registration ended: its watch, resumed at the new leader too, is
+    # told that the slot and the resource went, and holds nothing.
+    told_a = []
+    until(lambda: told_a.extend(drain(events_a))
+          or {"slot_gone", "removed"} <= {e.kind for e in told_a},
+          what="the ended holder to be told what it lost")
+    assert not held_a.slots and not held_a.resources, (held_a.slots, held_a.resources)
     # Its token is the later one.
     assert held_b.slots["robots"].term * 2**48 + held_b.slots["robots"].index > granted.term * 2**48 + granted.index
     held_a.close()
