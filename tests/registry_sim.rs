@@ -131,6 +131,8 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.merged += s.merged;
         total.0.reads += s.reads;
         total.0.reads_given += s.reads_given;
+        total.0.reads_asked += s.reads_asked;
+        total.0.reads_asked_given += s.reads_asked_given;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -164,6 +166,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.reads_given > seeds,
             "read indexes were asked for and given (each checked): {s:?}"
+        );
+        assert!(
+            s.reads_asked > seeds && s.reads_asked_given > 0,
+            "followers asked their leaders, and some were given the index at once: {s:?}"
         );
     }
 }

@@ -227,8 +227,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Input;
     use super::super::testing::*;
+    use super::super::{ConsensusError, Event, Input, Token};
+
+    /// The read index answered among `events`, if any.
+    fn read(events: &[Event]) -> Option<(Token, Result<u64, ConsensusError>)> {
+        events.iter().find_map(|e| match e {
+            Event::ReadIndex { token, result } => Some((*token, result.clone())),
+            _ => None,
+        })
+    }
 
     #[test]
     fn a_read_on_the_leaders_word_waits_for_a_majority_to_confirm_a_later_round() {
@@ -261,16 +269,15 @@ mod tests {
 
     #[test]
     fn a_read_index_is_the_commit_index_once_a_later_round_is_confirmed() {
-        use super::super::{ConsensusError, Event};
-        let read = |events: &[Event]| {
-            events.iter().find_map(|e| match e {
-                Event::ReadIndex { token, result } => Some((*token, result.clone())),
-                _ => None,
-            })
-        };
         let mut a = quorum_leader();
         let commit = a.commit();
-        let mut step = a.step(300, Input::ReadIndex { token: 7 });
+        let mut step = a.step(
+            300,
+            Input::ReadIndex {
+                token: 7,
+                asker: None,
+            },
+        );
         assert_eq!(read(&step.take_events()), None, "not on its own word alone");
         let beat = a.leading.as_ref().unwrap().rounds.beat();
         let last = a.log.last();
@@ -281,7 +288,13 @@ mod tests {
         assert_eq!(read(&step.take_events()), Some((7, Ok(commit))));
         // A beacon that does not lead gives no read index, at once.
         let mut b = node(B, super::super::Mode::Quorum);
-        let mut step = b.step(303, Input::ReadIndex { token: 8 });
+        let mut step = b.step(
+            303,
+            Input::ReadIndex {
+                token: 8,
+                asker: None,
+            },
+        );
         let (_, result) = read(&step.take_events()).expect("answered at once");
         assert!(
             matches!(
@@ -291,12 +304,81 @@ mod tests {
             "{result:?}"
         );
         // A leader that loses its leadership fails the reads still waiting.
-        let mut step = a.step(400, Input::ReadIndex { token: 9 });
+        let mut step = a.step(
+            400,
+            Input::ReadIndex {
+                token: 9,
+                asker: None,
+            },
+        );
         assert_eq!(read(&step.take_events()), None);
         a.step_down();
         assert_eq!(
             read(&a.ready.take_events()),
             Some((9, Err(ConsensusError::LeaderChanged)))
         );
+    }
+
+    #[test]
+    fn a_followers_request_in_this_term_confirms_the_leadership_with_the_leader() {
+        use super::super::Asker;
+        let mut a = quorum_leader();
+        let commit = a.commit();
+        let asker = |port, term| {
+            Some(Asker {
+                from: addr(port),
+                term,
+            })
+        };
+        // B follows A in A's term: A and B are a majority of three, so no round.
+        let mut step = a.step(
+            300,
+            Input::ReadIndex {
+                token: 7,
+                asker: asker(B, 1),
+            },
+        );
+        assert_eq!(read(&step.take_events()), Some((7, Ok(commit))));
+        // Of five beacons, A and B are no majority: a round, answered once two more confirm.
+        let mut five = quorum_leader_of(&[A, B, C, 7004, 7005]);
+        let commit5 = five.commit();
+        let mut step = five.step(
+            300,
+            Input::ReadIndex {
+                token: 6,
+                asker: asker(B, 1),
+            },
+        );
+        assert_eq!(
+            read(&step.take_events()),
+            None,
+            "not on A's and B's word alone"
+        );
+        let beat = five.leading.as_ref().unwrap().rounds.beat();
+        let last = five.log.last();
+        let mut step = hear(&mut five, 301, C, follower(A, 1, last, beat));
+        assert_eq!(
+            read(&step.take_events()),
+            None,
+            "A and C are no majority either"
+        );
+        let mut step = hear(&mut five, 302, 7004, follower(A, 1, last, beat));
+        assert_eq!(read(&step.take_events()), Some((6, Ok(commit5))));
+        // Asked in another term (B had moved on, or not caught up), or by a beacon that is
+        // not a follower: a round, as for any read.
+        let mut now = 301;
+        for (token, who) in [(8, asker(B, 2)), (9, asker(B, 0)), (10, asker(9999, 1))] {
+            let mut step = a.step(now, Input::ReadIndex { token, asker: who });
+            assert_eq!(
+                read(&step.take_events()),
+                None,
+                "read {token} waits for a round"
+            );
+            let beat = a.leading.as_ref().unwrap().rounds.beat();
+            let last = a.log.last();
+            let mut step = hear(&mut a, now + 1, C, follower(A, 1, last, beat));
+            assert_eq!(read(&step.take_events()), Some((token, Ok(commit))));
+            now += 10;
+        }
     }
 }

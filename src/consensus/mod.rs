@@ -172,9 +172,24 @@ pub enum Input<C, S, R> {
     /// leads. State applied through that index holds every write acknowledged before the
     /// read arrived, whoever acknowledged it; a leader deposed without knowing it cannot
     /// get the confirmation. Reads that arrive together share one round.
+    ///
+    /// `asker`: the follower whose reads want it, with the term in which it followed this
+    /// leader when it asked (after its reads arrived). That is the follower's confirmation,
+    /// as its acknowledgement of a round would be: where this leader and the asker make a
+    /// majority (three beacons), the index is given at once, without a round.
     ReadIndex {
         token: Token,
+        asker: Option<Asker>,
     },
+}
+
+/// A follower asking its leader for a read index for its own reads (see
+/// [`Input::ReadIndex`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asker {
+    pub from: SocketAddr,
+    /// The term in which `from` followed this leader when it asked.
+    pub term: u64,
 }
 
 /// How long a leader waits for a transfer's target to catch up and take over before it
@@ -526,7 +541,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
             Input::Request { token, request } => self.on_request(now, token, request),
             Input::Transfer { token, to } => self.on_transfer(now, token, to),
-            Input::ReadIndex { token } => self.on_read_index(token),
+            Input::ReadIndex { token, asker } => self.on_read_index(token, asker),
         }
         self.advance_commit(now);
         self.drive_transfer(now);
@@ -728,7 +743,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// this term (Raft's rule that a leader reads only once an entry of its own term is
     /// committed): the state a new leader took over may hold entries an earlier leader
     /// committed while this one's commit index is still behind them.
-    fn on_read_index(&mut self, token: Token) {
+    ///
+    /// A follower's request in this term (`asker`) confirms this leadership as of when it
+    /// asked, after its reads arrived: no later leader can have acknowledged a write before
+    /// then, since the majority that write needed includes this leader or the asker, and
+    /// neither had promised a later term. When the two make a majority, no round is needed.
+    fn on_read_index(&mut self, token: Token, asker: Option<Asker>) {
         if let Some(e) = self.serving_blocked() {
             return self.read_indexed(token, Err(e));
         }
@@ -736,8 +756,17 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if self.cfg.mode != Mode::Quorum {
             return self.read_indexed(token, Ok(commit));
         }
+        let term = self.election.term();
+        let majority = self.majority();
         let leading = self.leading.as_mut().expect("serving means leading");
         let index = commit.max(leading.start);
+        // This leader and the asker: a majority of three, not of five.
+        let confirmed_by_asker = asker.is_some_and(|a| {
+            a.term == term && leading.followers.contains_key(&a.from) && 2 >= majority
+        });
+        if confirmed_by_asker {
+            return self.read_indexed(token, Ok(index));
+        }
         leading.rounds.read_after_round(token, index);
     }
 

@@ -98,10 +98,15 @@ pub const C: u16 = 7003;
 
 /// Beacon `me` of A, B, C in `mode`.
 pub fn node(me: u16, mode: Mode) -> Node {
+    node_of(me, mode, &[A, B, C])
+}
+
+/// Beacon `me` of `beacons` in `mode`.
+pub fn node_of(me: u16, mode: Mode, beacons: &[u16]) -> Node {
     let cfg = Config {
         me: addr(me),
         mode,
-        beacons: [A, B, C].map(addr).to_vec(),
+        beacons: beacons.iter().map(|p| addr(*p)).collect(),
         tick_ms: 100,
         log_keep: 100,
         stored_term: 0,
@@ -143,21 +148,33 @@ pub fn tick(n: &mut Node, now: Millis) -> Step {
 /// collected their promises (all at 0) and appended the entry that starts its term, which
 /// both then acknowledged, with the confirmation round it started.
 pub fn quorum_leader() -> Node {
-    let mut a = node(A, Mode::Quorum);
+    quorum_leader_of(&[A, B, C])
+}
+
+/// Like [`quorum_leader`], A leading `beacons` (A first among them, each seeing all).
+pub fn quorum_leader_of(beacons: &[u16]) -> Node {
+    let mut a = node_of(A, Mode::Quorum, beacons);
     let zero = Position::default();
-    for p in [B, C] {
-        hear(&mut a, 1, p, follower(0, 0, zero, 0));
+    let others: Vec<u16> = beacons.iter().copied().filter(|p| *p != A).collect();
+    let sees = (1u64 << beacons.len()) - 1;
+    let hb = |msg: Message<Numbers>| {
+        let mut msg = msg;
+        msg.heartbeat.sees = sees;
+        msg
+    };
+    for p in &others {
+        hear(&mut a, 1, *p, hb(follower(0, 0, zero, 0)));
     }
     tick(&mut a, 100);
     assert!(a.is_leader(), "A leads after its first tick");
-    for p in [B, C] {
-        hear(&mut a, 101, p, follower(A, 1, zero, 0));
+    for p in &others {
+        hear(&mut a, 101, *p, hb(follower(A, 1, zero, 0)));
     }
-    assert!(a.has_taken_over(), "both promised");
+    assert!(a.has_taken_over(), "all promised");
     let start = a.log.last();
     let beat = a.leading.as_ref().expect("leading").rounds.beat();
-    for p in [B, C] {
-        hear(&mut a, 102, p, follower(A, 1, start, beat));
+    for p in &others {
+        hear(&mut a, 102, *p, hb(follower(A, 1, start, beat)));
     }
     assert_eq!(
         a.commit(),

@@ -99,8 +99,12 @@ pub(crate) enum Event {
         to: Option<SocketAddr>,
         reply: oneshot::Sender<Result<SocketAddr, crate::consensus::TransferError>>,
     },
-    /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]).
-    ReadIndex(oneshot::Sender<Result<u64, ConsensusError>>),
+    /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]), for
+    /// this beacon's reads or for a follower's (`asker`).
+    ReadIndex {
+        asker: Option<crate::consensus::Asker>,
+        reply: oneshot::Sender<Result<u64, ConsensusError>>,
+    },
 }
 
 /// Identifies one connection with a peer (either direction).
@@ -215,11 +219,28 @@ impl DriverHandle {
         ))
     }
 
+    /// The leader this beacon follows and the term in which it does, now (`None` while it
+    /// leads, or knows no leader).
+    pub(crate) fn follows(&self) -> Option<(SocketAddr, u64)> {
+        let replica = self.view.read();
+        let election = replica.election();
+        match election.leader() {
+            Some(leader) if !election.is_leader() => Some((leader, election.term())),
+            _ => None,
+        }
+    }
+
     /// This beacon's answer to a linearizable read wanting its point in the log: the
     /// leader's commit index once a majority confirmed its leadership (see
-    /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower.
-    pub(crate) async fn read_index(&self) -> Result<u64, Reject> {
-        Ok(self.ask(Event::ReadIndex).await??)
+    /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower. `asker`: the
+    /// follower that asks for its own reads, and in which term it follows this beacon.
+    pub(crate) async fn read_index(
+        &self,
+        asker: Option<crate::consensus::Asker>,
+    ) -> Result<u64, Reject> {
+        Ok(self
+            .ask(|reply| Event::ReadIndex { asker, reply })
+            .await??)
     }
 
     /// Runs `f` once this replica has applied the log through `index` (a read index), and
@@ -257,7 +278,7 @@ impl DriverHandle {
             let answer = f(&replica, self.view.now());
             (answer, replica.position(), replica.election().term())
         };
-        self.read_index().await?;
+        self.read_index(None).await?;
         if self.view.read().election().term() != term {
             return Err(ConsensusError::LeaderChanged.into());
         }

@@ -127,8 +127,20 @@ pub(super) async fn dispatch(
             }
         }
         Some(Cmd::ReadIndex) => {
-            let _req: pb::ReadIndexRequest = frame.decode()?;
-            let index = shared.driver.read_index().await?;
+            let req: pb::ReadIndexRequest = frame.decode()?;
+            let asker = match req.asker.as_str() {
+                "" => None,
+                named => Some(crate::consensus::Asker {
+                    from: named.parse().map_err(|_| {
+                        Reject::keep(
+                            ErrorCode::InvalidRequest,
+                            format!("ReadIndex: asker {named:?} is not IP:PORT"),
+                        )
+                    })?,
+                    term: req.term,
+                }),
+            };
+            let index = shared.driver.read_index(asker).await?;
             reply(
                 frame,
                 &pb::ReadIndexReply {

@@ -291,10 +291,10 @@ impl Driver {
                 self.transfers.insert(token, reply);
                 self.step(consensus::Input::Transfer { token, to });
             }
-            Event::ReadIndex(reply) => {
+            Event::ReadIndex { asker, reply } => {
                 let token = self.take_token();
                 self.reads.insert(token, reply);
-                self.step(consensus::Input::ReadIndex { token });
+                self.step(consensus::Input::ReadIndex { token, asker });
             }
             // Started once this batch is carried out (see `start_subscriptions`).
             Event::Subscribe(subscription) => self.subscribing.push(subscription),

@@ -160,7 +160,7 @@ impl Shared {
         loop {
             let leader = match known.take() {
                 Some(leader) => Some(leader),
-                None => match self.driver.read_index().await {
+                None => match self.driver.read_index(None).await {
                     Ok(index) => return Ok(index),
                     Err(r) if r.code == ErrorCode::NotLeader as u32 && r.leader.is_some() => {
                         r.leader
@@ -206,9 +206,19 @@ impl Shared {
         Ok(())
     }
 
-    /// `leader`'s read index, asked over the relay connection to it.
+    /// `leader`'s read index, asked over the relay connection to it, saying (when this
+    /// beacon follows it) in which term: that counts as this beacon's confirmation of the
+    /// leadership (see [`crate::consensus::Input::ReadIndex`]). Asked now, after every read
+    /// it serves arrived.
     async fn leader_read_index(&self, leader: SocketAddr) -> Result<u64, Reject> {
-        let body = prost::Message::encode_to_vec(&crate::pb::ReadIndexRequest {});
+        let request = match self.driver.follows() {
+            Some((l, term)) if l == leader => crate::pb::ReadIndexRequest {
+                asker: self.config.node.to_string(),
+                term,
+            },
+            _ => crate::pb::ReadIndexRequest::default(),
+        };
+        let body = prost::Message::encode_to_vec(&request);
         let asked = self.relays.ask(
             self,
             leader,

@@ -70,6 +70,10 @@ pub struct Stats {
     /// committed when it was asked).
     pub reads: u64,
     pub reads_given: u64,
+    /// Read indexes a follower asked its leader for, saying in which term it followed it
+    /// (given at once where the two make a majority), and those given at once.
+    pub reads_asked: u64,
+    pub reads_asked_given: u64,
     /// Messages with terms or indexes beyond the bounds, sent posing as a beacon.
     pub rogues: u64,
     /// Steps whose outputs joined another step's in one batch (one store for both).
@@ -96,6 +100,14 @@ enum Delivery<S: consensus::Machine, V: Service<S>> {
         token: Token,
         request: V::Request,
     },
+    /// A follower's request for its leader's read index, saying in which term it followed
+    /// that leader when it asked (the real request travels on a connection of its own).
+    ReadIndex {
+        to: SocketAddr,
+        life: u32,
+        token: Token,
+        asker: consensus::Asker,
+    },
     /// A beacon's answer, with its term when it answered.
     Reply {
         from: SocketAddr,
@@ -109,7 +121,9 @@ impl<S: consensus::Machine, V: Service<S>> Delivery<S, V> {
     /// The beacon that reads it (a stopped one reads nothing).
     fn reader(&self) -> Option<SocketAddr> {
         match self {
-            Delivery::Peer { to, .. } | Delivery::Request { to, .. } => Some(*to),
+            Delivery::Peer { to, .. }
+            | Delivery::Request { to, .. }
+            | Delivery::ReadIndex { to, .. } => Some(*to),
             Delivery::Reply { .. } => None,
         }
     }
@@ -288,6 +302,22 @@ where
                 } => {
                     if core.current(to, life) {
                         core.feed(to, Input::Request { token, request })?;
+                    }
+                }
+                Delivery::ReadIndex {
+                    to,
+                    life,
+                    token,
+                    asker,
+                } => {
+                    if core.current(to, life) {
+                        core.feed(
+                            to,
+                            Input::ReadIndex {
+                                token,
+                                asker: Some(asker),
+                            },
+                        )?;
                     }
                 }
                 Delivery::Reply {
@@ -586,6 +616,29 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         );
     }
 
+    /// Sends a follower's read-index request to its leader `to`: late, lost or held back
+    /// as a request may be.
+    fn send_read_index(&mut self, to: SocketAddr, token: Token, asker: consensus::Asker) {
+        let life = self.life[&to];
+        let at = if self.rng.chance(self.faults.hold) {
+            self.note(format!("HOLD read index {token} to {to}"));
+            self.now + 1_500 + self.rng.below(4_500)
+        } else if self.rng.chance(self.faults.net.loss) {
+            return;
+        } else {
+            self.now + 1 + self.rng.below(self.faults.net.max_delay)
+        };
+        self.mail.push(
+            at,
+            Delivery::ReadIndex {
+                to,
+                life,
+                token,
+                asker,
+            },
+        );
+    }
+
     fn send_reply(&mut self, from: SocketAddr, token: Token, reply: Reply<S, V>) {
         if self.rng.chance(self.faults.net.loss) {
             return;
@@ -669,6 +722,13 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Ok(());
         };
         let was_leading = node.is_leader().then(|| node.election().term());
+        let asked_by_follower = match &input {
+            Input::ReadIndex {
+                token,
+                asker: Some(_),
+            } => Some(*token),
+            _ => None,
+        };
         let mut ready = node.step(now, input);
         let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
         if node.is_leader() && was_leading != Some(term) {
@@ -686,6 +746,9 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 && let Ok(index) = result
             {
                 self.stats.reads_given += 1;
+                if asked_by_follower == Some(*token) {
+                    self.stats.reads_asked_given += 1;
+                }
                 if *index < floor {
                     stale = Some(format!(
                         "{at} gave read {token} (asked at {asked}) the read index {index}, below {floor}, which {holder} had committed when it asked: a stale read"
@@ -1048,7 +1111,21 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 self.next_token += 1;
                 self.reads.insert(token, (floor, at, holder));
                 self.stats.reads += 1;
-                self.step(at, Input::ReadIndex { token })?;
+                // A follower asks the leader it follows, in the term it follows it in now;
+                // the request may arrive late (held back for seconds), after either moved on.
+                let asked = self.nodes.get(&at).and_then(|n| {
+                    let e = n.election();
+                    let leader = e.leader().filter(|l| *l != at && !e.is_leader())?;
+                    Some((leader, e.term()))
+                });
+                match asked {
+                    Some((leader, term)) if self.nodes.contains_key(&leader) => {
+                        self.stats.reads_asked += 1;
+                        let asker = consensus::Asker { from: at, term };
+                        self.send_read_index(leader, token, asker);
+                    }
+                    _ => self.step(at, Input::ReadIndex { token, asker: None })?,
+                }
             }
         }
         if self.maintenance.chance(f.rogue) {

@@ -231,8 +231,12 @@ class Relayed(_message.Message):
     def __init__(self, cmd: _Optional[int] = ..., body: _Optional[bytes] = ..., identity: _Optional[str] = ..., role: _Optional[str] = ..., proof: _Optional[str] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
 class ReadIndexRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("asker", "term")
+    ASKER_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    asker: str
+    term: int
+    def __init__(self, asker: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
 
 class ReadIndexReply(_message.Message):
     __slots__ = ("index", "leader")
