@@ -429,6 +429,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.commit
     }
 
+    /// The term of the entry at `index`, while this replica's log knows it (the last entry
+    /// a snapshot replaced included).
+    pub fn term_at(&self, index: u64) -> Option<u64> {
+        self.log.term_at(index)
+    }
+
     /// The whole state as of the last log position, for compacting storage.
     pub fn snapshot(&self, now: Millis) -> Snapshot<S::Snapshot> {
         Snapshot {

@@ -11,7 +11,9 @@
 //! driver publishes, after each carry-out, the commit index as of that carry-out, when
 //! everything it stored is on disk. A read's answer waits until every entry it saw is
 //! committed by that measure (the same rule as a write's answer: nothing that depends on an
-//! entry leaves this beacon before the entry is stored here and on a majority).
+//! entry leaves this beacon before the entry is stored on a majority). A follower in quorum
+//! mode also publishes the commit index its leader tells it as soon as it hears it: the
+//! leader's commit names entries already stored on a majority, the leader's disk included.
 
 use std::sync::Arc;
 
@@ -107,8 +109,9 @@ impl View {
         self.replica.write()
     }
 
-    /// After a carry-out: publishes how far the log is committed and stored now, waking
-    /// the readers whose answers wait for it.
+    /// After a carry-out (and, on a follower in quorum mode, after each message from its
+    /// leader: see the driver): publishes how far the log is committed now, waking the
+    /// readers whose answers wait for it.
     pub(crate) fn release(&self, replica: &Replica) {
         let allowed = replica.state().allowlist().unwrap_or(&self.configured);
         if !Arc::ptr_eq(allowed, &self.allowed.load()) {

@@ -254,7 +254,17 @@ impl Driver {
                     consensus::Input::Greeting { from, msg }
                 } else {
                     consensus::Input::Peer { from, msg }
-                })
+                });
+                // A follower's reads wait for the commit index its leader tells it: release
+                // it now, not after this batch's fsync. In quorum mode a leader's commit
+                // index names entries a majority has stored, the leader included (it counts
+                // a follower's acknowledgement only after the carry-out that sent and stored
+                // the entries; the simulation checks `check_commit_durable`), so nothing can
+                // take them back, whether this beacon has stored them yet or not.
+                let core = self.view.read();
+                if !core.is_leader() && core.mode() == consensus::Mode::Quorum {
+                    self.view.release(&core);
+                }
             }
             Event::PeerConnected { peer, conn } => {
                 self.conns.entry(peer).or_default().insert(conn);

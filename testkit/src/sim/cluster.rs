@@ -145,6 +145,8 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     pub beacons: Vec<SocketAddr>,
     pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
     disks: BTreeMap<SocketAddr, Disk<S>>,
+    /// The last commit index of each leader found stored on a majority.
+    durable_checked: BTreeMap<SocketAddr, u64>,
     life: BTreeMap<SocketAddr, u32>,
     /// Stopped beacons and when they resume.
     pub paused: BTreeMap<SocketAddr, Millis>,
@@ -221,6 +223,7 @@ where
             maintenance: Rng::new(seed ^ 0x7EA5),
             reader: Rng::new(seed ^ 0x4EAD),
             reads: BTreeMap::new(),
+            durable_checked: BTreeMap::new(),
             faults: setup.faults,
             now: 0,
             nodes: BTreeMap::new(),
@@ -761,6 +764,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Err(violation);
         }
         self.check_terms(at, term, max_seen)?;
+        self.check_commit_durable(at)?;
         match self.batch.get_mut(&at) {
             Some(batch) => {
                 batch.merge(ready);
@@ -770,6 +774,46 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 self.batch.insert(at, ready);
             }
         }
+        Ok(())
+    }
+
+    /// Checks that a quorum-mode leader's commit index, as soon as it has one, names an
+    /// entry stored on a majority of disks, its own included. A follower that learns it
+    /// from the leader may answer reads through it before storing the entries itself (the
+    /// daemon releases them so): nothing later takes an entry on a majority back.
+    fn check_commit_durable(&mut self, at: SocketAddr) -> Checked {
+        let Some(node) = self.nodes.get(&at) else {
+            return Ok(());
+        };
+        if !node.is_leader() || node.mode() != consensus::Mode::Quorum {
+            return Ok(());
+        }
+        let index = node.commit();
+        if self.durable_checked.get(&at) == Some(&index) {
+            return Ok(());
+        }
+        let Some(term) = node.term_at(index) else {
+            return Ok(());
+        };
+        let at_commit = consensus::Position { index, term };
+        let holders: Vec<SocketAddr> = self
+            .disks
+            .iter()
+            .filter(|(_, d)| d.holds(at_commit))
+            .map(|(a, _)| *a)
+            .collect();
+        let majority = self.beacons.len() / 2 + 1;
+        if holders.len() < majority {
+            return Err(format!(
+                "{at} leads with commit index {index} (term {term}), which only {holders:?} have stored: not a majority"
+            ));
+        }
+        if !holders.contains(&at) {
+            return Err(format!(
+                "{at} leads with commit index {index} (term {term}), which it has not stored itself"
+            ));
+        }
+        self.durable_checked.insert(at, index);
         Ok(())
     }
 
@@ -800,8 +844,15 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             torn: false,
             compacted: false,
         };
+        let (snapshot, entries) = Disk::positions(ready.store());
         let carried = carry_out(ready, node, disk.storage(), self.now, &mut out)
             .map_err(|e| format!("{at}: {e}"))?;
+        if carried.is_some() {
+            disk.stored(snapshot, &entries);
+            if out.compacted {
+                disk.compacted(node.position());
+            }
+        }
         let SimOutbox {
             sent,
             crashed,

@@ -1,7 +1,9 @@
 //! A beacon's disk in the simulation: the real [`Storage`] code over files in memory, which
 //! outlive the process, and a write torn by a crash.
 
-use beacon::consensus::{Snapshot, Store, Stored, TermStored};
+use std::collections::BTreeMap;
+
+use beacon::consensus::{Position, Snapshot, Store, Stored, TermStored};
 use beacon::storage::{Memory, Restored, Storage, StorageError};
 use beacon::wire::MachineWire;
 
@@ -10,6 +12,11 @@ pub struct Disk<S> {
     /// The storage while the beacon runs; its files alone while it is down.
     open: Option<Storage<S, Memory>>,
     files: Memory,
+    /// The log positions the files hold for certain: the snapshot's, and each entry's term
+    /// by index. Kept beside the files (read back from them at each open, brought up to
+    /// date by each store that completes), so a checker can ask what is durable where.
+    base: Position,
+    entries: BTreeMap<u64, u64>,
 }
 
 impl<S: MachineWire> Default for Disk<S> {
@@ -17,6 +24,8 @@ impl<S: MachineWire> Default for Disk<S> {
         Disk {
             open: None,
             files: Memory::new(),
+            base: Position::default(),
+            entries: BTreeMap::new(),
         }
     }
 }
@@ -27,7 +36,27 @@ impl<S: MachineWire> Disk<S> {
         self.close();
         let (storage, restored) = Storage::open(std::mem::take(&mut self.files))?;
         self.open = Some(storage);
+        self.base = restored
+            .snapshot
+            .as_ref()
+            .map_or(Position::default(), |s| s.position);
+        self.entries = restored.entries.iter().map(|e| (e.index, e.term)).collect();
         Ok(restored)
+    }
+
+    /// Whether the files hold the entry at `at` for certain: in the log, or as the
+    /// snapshot's last entry. An entry under a later snapshot counts too (a snapshot is
+    /// the state through its position, which the entry is part of if the logs agree there).
+    pub fn holds(&self, at: Position) -> bool {
+        at.index == 0
+            || self.entries.get(&at.index) == Some(&at.term)
+            || self.base == at
+            || self.base.index > at.index
+    }
+
+    fn snapshot_stored(&mut self, position: Position) {
+        self.base = position;
+        self.entries.clear();
     }
 
     /// The process is gone: the files stay as they are.
@@ -47,7 +76,36 @@ impl<S: MachineWire> Disk<S> {
     }
 
     pub fn store(&mut self, store: &Store<S>) -> Result<Stored, StorageError> {
-        self.storage().store(store)
+        let stored = self.storage().store(store)?;
+        let (snapshot, entries) = Self::positions(store);
+        self.stored(snapshot, &entries);
+        Ok(stored)
+    }
+
+    /// The positions `store` writes: its snapshot's, and its entries'.
+    pub fn positions(store: &Store<S>) -> (Option<Position>, Vec<Position>) {
+        (
+            store.snapshot.as_ref().map(|s| s.position),
+            store.entries.iter().map(|e| e.position()).collect(),
+        )
+    }
+
+    /// A store of these positions completed (by [`Disk::store`], or by a carry-out through
+    /// [`Disk::storage`]).
+    pub fn stored(&mut self, snapshot: Option<Position>, entries: &[Position]) {
+        if let Some(at) = snapshot {
+            self.snapshot_stored(at);
+        }
+        for e in entries {
+            // An entry replaces the one at its index and everything after it.
+            self.entries.split_off(&e.index);
+            self.entries.insert(e.index, e.term);
+        }
+    }
+
+    /// The log was compacted into a snapshot through `at` (by a carry-out).
+    pub fn compacted(&mut self, at: Position) {
+        self.snapshot_stored(at);
     }
 
     /// Stores `store` as a crash in the middle of the write leaves it: the first `keep` bytes
@@ -64,6 +122,8 @@ impl<S: MachineWire> Disk<S> {
     }
 
     pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
-        self.storage().install(snapshot)
+        self.storage().install(snapshot)?;
+        self.snapshot_stored(snapshot.position);
+        Ok(())
     }
 }
