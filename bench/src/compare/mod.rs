@@ -563,7 +563,8 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
 
     if wants(Part::Reads) {
         println!(
-            "reads: linearizable and serializable, at the leader and at a follower, while 16 clients allocate on the leader"
+            "reads: linearizable and serializable, at the leader and at a follower, while {} clients allocate on the leader",
+            reads::WRITERS
         );
         let duration = Duration::from_secs(opts.alloc_secs);
         for kind in [Kind::Beacon, Kind::Etcd, Kind::ZooKeeper]
@@ -571,7 +572,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             .filter(|k| runs(*k))
         {
             let cluster = start(&programs, kind);
-            let measured = reads::run(&cluster, 8, 16, duration).await;
+            let measured = reads::run(&cluster, reads::READERS, reads::WRITERS, duration).await;
             keep(cluster, opts.keep);
             let measured = measured.with_context(|| format!("{kind} reads"))?;
             for r in &measured {

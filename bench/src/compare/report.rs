@@ -730,7 +730,9 @@ fn reads_table(r: &Results, out: &mut String) {
     };
     writeln!(
         out,
-        "\nReads while 16 clients allocate on the leader (3 members; 8 readers each; beacon reads `show sequences`, etcd gets one key, ZooKeeper reads one znode, after `sync` when linearizable):\n"
+        "\nReads while {} clients allocate on the leader (3 members; {} readers each; beacon reads `show sequences`, etcd gets one key, ZooKeeper reads one znode, after `sync` when linearizable):\n",
+        super::reads::WRITERS,
+        super::reads::READERS,
     )
     .unwrap();
     writeln!(
