@@ -81,8 +81,10 @@ impl Identity {
             ));
         }
         if self.beacons != configured.beacons {
+            // Adopting a new list is not safe on its own: a majority of the new list may hold
+            // none of the newest writes (two new beacons beside one old).
             out.push(format!(
-                "it was written by a cluster of [{}], this beacon is configured with [{}] (key `beacon`)",
+                "it was written by a cluster of [{}], this beacon is configured with [{}] (key `beacon`; a new set of beacons is safe only through a backup restored into it, as docs/operations.md says under \"Changing the set of beacons\": a majority of the new list may hold none of the newest writes)",
                 self.beacons.join(", "),
                 configured.beacons.join(", ")
             ));
@@ -297,6 +299,14 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("--adopt-config"), "{err}");
+        // Another beacon list says how a set of beacons changes safely.
+        let mut moved = identity("alpha", 9);
+        moved.beacons.push("127.0.0.1:4".into());
+        let err = dir.check_identity(&moved, false).unwrap_err().to_string();
+        assert!(
+            err.contains("(key `beacon`") && err.contains("Changing the set of beacons"),
+            "{err}"
+        );
         let notices = dir.check_identity(&identity("beta", 7), true).unwrap();
         assert_eq!(notices.len(), 2, "{notices:?}");
         // Checking changes nothing on disk; the caller records the new identity.
