@@ -15,7 +15,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from google.protobuf.descriptor_pool import DescriptorPool
 
 from beacon_client import Client, errors
-from beacon_client._pb import registry_pb2
+from beacon_client._pb import beacon_pb2, registry_pb2
 
 SERVICES = {
     "beacon.v1.Cluster",
@@ -95,6 +95,19 @@ def test_bad_calls_get_their_status_and_the_beacon_serves_on(cluster):
             nodes, timeout=5, metadata=[("beacon-consistency", "eventual")])
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "beacon-consistency" in e.value.details()
+    # A read index asked for a follower that is no address.
+    read_index = channel.unary_unary(
+        "/beacon.v1.Cluster/ReadIndex", response_deserializer=beacon_pb2.ReadIndexReply.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        read_index(beacon_pb2.ReadIndexRequest(asker="beacon-2", term=1).SerializeToString(),
+                   timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "asker" in e.value.details() and "IP:PORT" in e.value.details(), e.value.details()
+    # Asked plainly (or for a beacon that is no follower: a round, as for any read), it answers.
+    for asker in ("", "127.0.0.9:1"):
+        reply = read_index(beacon_pb2.ReadIndexRequest(asker=asker, term=1).SerializeToString(),
+                           timeout=5)
+        assert reply.index >= 1 and reply.leader, reply
     # And a good call on the same connection still works.
     reply = channel.unary_unary(
         "/beacon.v1.registry.Registry/Register",
