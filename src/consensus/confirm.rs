@@ -228,14 +228,27 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{ConsensusError, Event, Input, Token};
+    use super::super::{Asker, ConsensusError, Event, Input, Token};
+
+    type ReadIndex = Option<(Token, Result<u64, ConsensusError>)>;
 
     /// The read index answered among `events`, if any.
-    fn read(events: &[Event]) -> Option<(Token, Result<u64, ConsensusError>)> {
+    fn read_in(events: &[Event]) -> ReadIndex {
         events.iter().find_map(|e| match e {
             Event::ReadIndex { token, result } => Some((*token, result.clone())),
             _ => None,
         })
+    }
+
+    /// The read index answered in `step`, if any.
+    fn read(mut step: Step) -> ReadIndex {
+        read_in(&step.take_events())
+    }
+
+    /// `n`'s answer at `now` to read index `token`, asked by `asker` (or for `n`'s own
+    /// reads), if it answers at once.
+    fn ask(n: &mut Node, now: u64, token: Token, asker: Option<Asker>) -> ReadIndex {
+        read(n.step(now, Input::ReadIndex { token, asker }))
     }
 
     #[test]
@@ -271,31 +284,21 @@ mod tests {
     fn a_read_index_is_the_commit_index_once_a_later_round_is_confirmed() {
         let mut a = quorum_leader();
         let commit = a.commit();
-        let mut step = a.step(
-            300,
-            Input::ReadIndex {
-                token: 7,
-                asker: None,
-            },
-        );
-        assert_eq!(read(&step.take_events()), None, "not on its own word alone");
+        assert_eq!(ask(&mut a, 300, 7, None), None, "not on its own word alone");
         let beat = a.leading.as_ref().unwrap().rounds.beat();
         let last = a.log.last();
         // An acknowledgement of an earlier round confirms nothing.
-        let mut step = hear(&mut a, 301, B, follower(A, 1, last, beat - 1));
-        assert_eq!(read(&step.take_events()), None);
-        let mut step = hear(&mut a, 302, B, follower(A, 1, last, beat));
-        assert_eq!(read(&step.take_events()), Some((7, Ok(commit))));
+        assert_eq!(
+            read(hear(&mut a, 301, B, follower(A, 1, last, beat - 1))),
+            None
+        );
+        assert_eq!(
+            read(hear(&mut a, 302, B, follower(A, 1, last, beat))),
+            Some((7, Ok(commit)))
+        );
         // A beacon that does not lead gives no read index, at once.
         let mut b = node(B, super::super::Mode::Quorum);
-        let mut step = b.step(
-            303,
-            Input::ReadIndex {
-                token: 8,
-                asker: None,
-            },
-        );
-        let (_, result) = read(&step.take_events()).expect("answered at once");
+        let (_, result) = ask(&mut b, 303, 8, None).expect("answered at once");
         assert!(
             matches!(
                 result,
@@ -304,24 +307,16 @@ mod tests {
             "{result:?}"
         );
         // A leader that loses its leadership fails the reads still waiting.
-        let mut step = a.step(
-            400,
-            Input::ReadIndex {
-                token: 9,
-                asker: None,
-            },
-        );
-        assert_eq!(read(&step.take_events()), None);
+        assert_eq!(ask(&mut a, 400, 9, None), None);
         a.step_down();
         assert_eq!(
-            read(&a.ready.take_events()),
+            read_in(&a.ready.take_events()),
             Some((9, Err(ConsensusError::LeaderChanged)))
         );
     }
 
     #[test]
     fn a_followers_request_in_this_term_confirms_the_leadership_with_the_leader() {
-        use super::super::Asker;
         let mut a = quorum_leader();
         let commit = a.commit();
         let asker = |port, term| {
@@ -331,53 +326,41 @@ mod tests {
             })
         };
         // B follows A in A's term: A and B are a majority of three, so no round.
-        let mut step = a.step(
-            300,
-            Input::ReadIndex {
-                token: 7,
-                asker: asker(B, 1),
-            },
-        );
-        assert_eq!(read(&step.take_events()), Some((7, Ok(commit))));
+        assert_eq!(ask(&mut a, 300, 7, asker(B, 1)), Some((7, Ok(commit))));
         // Of five beacons, A and B are no majority: a round, answered once two more confirm.
         let mut five = quorum_leader_of(&[A, B, C, 7004, 7005]);
         let commit5 = five.commit();
-        let mut step = five.step(
-            300,
-            Input::ReadIndex {
-                token: 6,
-                asker: asker(B, 1),
-            },
-        );
         assert_eq!(
-            read(&step.take_events()),
+            ask(&mut five, 300, 6, asker(B, 1)),
             None,
             "not on A's and B's word alone"
         );
         let beat = five.leading.as_ref().unwrap().rounds.beat();
         let last = five.log.last();
-        let mut step = hear(&mut five, 301, C, follower(A, 1, last, beat));
         assert_eq!(
-            read(&step.take_events()),
+            read(hear(&mut five, 301, C, follower(A, 1, last, beat))),
             None,
             "A and C are no majority either"
         );
-        let mut step = hear(&mut five, 302, 7004, follower(A, 1, last, beat));
-        assert_eq!(read(&step.take_events()), Some((6, Ok(commit5))));
+        assert_eq!(
+            read(hear(&mut five, 302, 7004, follower(A, 1, last, beat))),
+            Some((6, Ok(commit5)))
+        );
         // Asked in another term (B had moved on, or not caught up), or by a beacon that is
         // not a follower: a round, as for any read.
         let mut now = 301;
         for (token, who) in [(8, asker(B, 2)), (9, asker(B, 0)), (10, asker(9999, 1))] {
-            let mut step = a.step(now, Input::ReadIndex { token, asker: who });
             assert_eq!(
-                read(&step.take_events()),
+                ask(&mut a, now, token, who),
                 None,
                 "read {token} waits for a round"
             );
             let beat = a.leading.as_ref().unwrap().rounds.beat();
             let last = a.log.last();
-            let mut step = hear(&mut a, now + 1, C, follower(A, 1, last, beat));
-            assert_eq!(read(&step.take_events()), Some((token, Ok(commit))));
+            assert_eq!(
+                read(hear(&mut a, now + 1, C, follower(A, 1, last, beat))),
+                Some((token, Ok(commit)))
+            );
             now += 10;
         }
     }

@@ -283,6 +283,12 @@ impl Election {
         self.leader
     }
 
+    /// The leader this beacon follows, another beacon (`None` while it leads, or knows no
+    /// leader).
+    pub fn followed(&self) -> Option<SocketAddr> {
+        self.leader.filter(|_| !self.is_leader)
+    }
+
     /// The term this beacon announces.
     pub fn term(&self) -> u64 {
         self.term
@@ -827,6 +833,7 @@ mod tests {
         assert!(alone.is_leader());
         assert_eq!(alone.term(), 1);
         assert_eq!(alone.leader(), Some(addr(A)));
+        assert_eq!(alone.followed(), None, "it leads, it follows nobody");
         let listed_alone = Election::new(addr(A), [addr(A)]);
         assert!(listed_alone.is_leader());
         let mut resumed = Election::with_term(addr(A), [], 41);
@@ -903,6 +910,7 @@ mod tests {
             Some(addr(A)),
             "it says whom it follows"
         );
+        assert_eq!(c.followed(), Some(addr(A)));
         assert_eq!(tick(&mut c, 200), vec![Beat(false, 1)]);
         // The same heartbeat again changes nothing and is not answered.
         assert_eq!(beat(&mut c, 210, A, true, 1), vec![]);

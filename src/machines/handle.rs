@@ -224,10 +224,7 @@ impl DriverHandle {
     pub(crate) fn follows(&self) -> Option<(SocketAddr, u64)> {
         let replica = self.view.read();
         let election = replica.election();
-        match election.leader() {
-            Some(leader) if !election.is_leader() => Some((leader, election.term())),
-            _ => None,
-        }
+        election.followed().map(|leader| (leader, election.term()))
     }
 
     /// This beacon's answer to a linearizable read wanting its point in the log: the

@@ -596,17 +596,10 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let life = self.life[&to];
         let at = match delay {
             Some(d) => self.now.saturating_add(d),
-            None if self.rng.chance(self.faults.hold) => {
-                self.stats.held_back += 1;
-                self.note(format!("HOLD request {token} to {to}"));
-                self.now + 1_500 + self.rng.below(4_500)
-            }
-            None => {
-                if self.rng.chance(self.faults.net.loss) {
-                    return;
-                }
-                self.now + 1 + self.rng.below(self.faults.net.max_delay)
-            }
+            None => match self.client_arrival(format!("request {token} to {to}")) {
+                Some(at) => at,
+                None => return,
+            },
         };
         self.mail.push(
             at,
@@ -623,13 +616,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// as a request may be.
     fn send_read_index(&mut self, to: SocketAddr, token: Token, asker: consensus::Asker) {
         let life = self.life[&to];
-        let at = if self.rng.chance(self.faults.hold) {
-            self.note(format!("HOLD read index {token} to {to}"));
-            self.now + 1_500 + self.rng.below(4_500)
-        } else if self.rng.chance(self.faults.net.loss) {
+        let Some(at) = self.client_arrival(format!("read index {token} to {to}")) else {
             return;
-        } else {
-            self.now + 1 + self.rng.below(self.faults.net.max_delay)
         };
         self.mail.push(
             at,
@@ -640,6 +628,20 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 asker,
             },
         );
+    }
+
+    /// When a request sent now (`what`) arrives on its own connection: after a random
+    /// delay, held back for seconds, or never (lost).
+    fn client_arrival(&mut self, what: String) -> Option<Millis> {
+        if self.rng.chance(self.faults.hold) {
+            self.stats.held_back += 1;
+            self.note(format!("HOLD {what}"));
+            return Some(self.now + 1_500 + self.rng.below(4_500));
+        }
+        if self.rng.chance(self.faults.net.loss) {
+            return None;
+        }
+        Some(self.now + 1 + self.rng.below(self.faults.net.max_delay))
     }
 
     fn send_reply(&mut self, from: SocketAddr, token: Token, reply: Reply<S, V>) {
@@ -1166,8 +1168,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 // the request may arrive late (held back for seconds), after either moved on.
                 let asked = self.nodes.get(&at).and_then(|n| {
                     let e = n.election();
-                    let leader = e.leader().filter(|l| *l != at && !e.is_leader())?;
-                    Some((leader, e.term()))
+                    e.followed().map(|leader| (leader, e.term()))
                 });
                 match asked {
                     Some((leader, term)) if self.nodes.contains_key(&leader) => {
