@@ -306,9 +306,16 @@ mod tests {
             ),
             "{result:?}"
         );
-        // A leader that loses its leadership fails the reads still waiting.
+        // A leader that loses its leadership fails the reads still waiting, and gives no
+        // read index on a follower's word any more.
         assert_eq!(ask(&mut a, 400, 9, None), None);
+        let b_asks = Asker {
+            from: addr(B),
+            term: a.election.term(),
+        };
+        assert!(a.read_index_confirmed(b_asks).is_some());
         a.step_down();
+        assert_eq!(a.read_index_confirmed(b_asks), None);
         assert_eq!(
             read_in(&a.ready.take_events()),
             Some((9, Err(ConsensusError::LeaderChanged)))
@@ -325,11 +332,14 @@ mod tests {
                 term,
             })
         };
-        // B follows A in A's term: A and B are a majority of three, so no round.
+        // B follows A in A's term: A and B are a majority of three, so no round, and a
+        // connection task may answer it without a step.
+        assert_eq!(a.read_index_confirmed(asker(B, 1).unwrap()), Some(commit));
         assert_eq!(ask(&mut a, 300, 7, asker(B, 1)), Some((7, Ok(commit))));
         // Of five beacons, A and B are no majority: a round, answered once two more confirm.
         let mut five = quorum_leader_of(&[A, B, C, 7004, 7005]);
         let commit5 = five.commit();
+        assert_eq!(five.read_index_confirmed(asker(B, 1).unwrap()), None);
         assert_eq!(
             ask(&mut five, 300, 6, asker(B, 1)),
             None,
@@ -350,6 +360,7 @@ mod tests {
         // not a follower: a round, as for any read.
         let mut now = 301;
         for (token, who) in [(8, asker(B, 2)), (9, asker(B, 0)), (10, asker(9999, 1))] {
+            assert_eq!(a.read_index_confirmed(who.unwrap()), None, "read {token}");
             assert_eq!(
                 ask(&mut a, now, token, who),
                 None,

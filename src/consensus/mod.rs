@@ -762,18 +762,34 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if self.cfg.mode != Mode::Quorum {
             return self.read_indexed(token, Ok(commit));
         }
-        let term = self.election.term();
-        let majority = self.majority();
-        let leading = self.leading.as_mut().expect("serving means leading");
-        let index = commit.max(leading.start);
-        // This leader and the asker: a majority of three, not of five.
-        let confirmed_by_asker = asker.is_some_and(|a| {
-            a.term == term && leading.followers.contains_key(&a.from) && 2 >= majority
-        });
-        if confirmed_by_asker {
+        if let Some(index) = asker.and_then(|a| self.read_index_confirmed(a)) {
             return self.read_indexed(token, Ok(index));
         }
+        let leading = self.leading.as_mut().expect("serving means leading");
+        let index = commit.max(leading.start);
         leading.rounds.read_after_round(token, index);
+    }
+
+    /// The read index for `asker` when its request alone confirms this leadership (see
+    /// [`Input::ReadIndex`]): quorum mode, this beacon serving, the asker following it in
+    /// its term, and the two of them a majority (three beacons, not five). `None`: a
+    /// confirmation round is needed.
+    ///
+    /// It reads and changes nothing, so a connection task may ask it between the driver's
+    /// steps and answer without queueing behind writes: the state it sees is what the last
+    /// step left, and that step's carry-out has made no promise of a later term yet (a
+    /// beacon steps down in memory before it stores or sends one), while the commit index
+    /// it gives names entries a majority has already stored.
+    pub fn read_index_confirmed(&self, asker: Asker) -> Option<u64> {
+        if self.cfg.mode != Mode::Quorum || self.serving_blocked().is_some() {
+            return None;
+        }
+        let leading = self.leading.as_ref()?;
+        // This leader and the asker: a majority of three, not of five.
+        let confirmed = asker.term == self.election.term()
+            && leading.followers.contains_key(&asker.from)
+            && 2 >= self.majority();
+        confirmed.then(|| self.commit().max(leading.start))
     }
 
     // ---- leader transfer -------------------------------------------------------------------

@@ -235,6 +235,11 @@ impl DriverHandle {
         &self,
         asker: Option<crate::consensus::Asker>,
     ) -> Result<u64, Reject> {
+        // A follower's request that confirms the leadership by itself is answered here,
+        // between the driver's steps, not behind the writes queued for it.
+        if let Some(index) = asker.and_then(|a| self.view.read().read_index_confirmed(a)) {
+            return Ok(index);
+        }
         Ok(self
             .ask(|reply| Event::ReadIndex { asker, reply })
             .await??)

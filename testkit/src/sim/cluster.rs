@@ -313,14 +313,22 @@ where
                     token,
                     asker,
                 } => {
-                    if core.current(to, life) {
-                        core.feed(
+                    if !core.current(to, life) {
+                        continue;
+                    }
+                    // As the daemon does: answered from the replica as its last step left
+                    // it (its batch perhaps not carried out yet) when the request alone
+                    // confirms the leadership, else stepped.
+                    let confirmed = core.nodes[&to].read_index_confirmed(asker);
+                    match confirmed {
+                        Some(index) => core.read_answered(to, token, index, true)?,
+                        None => core.feed(
                             to,
                             Input::ReadIndex {
                                 token,
                                 asker: Some(asker),
                             },
-                        )?;
+                        )?,
                     }
                 }
                 Delivery::Reply {
@@ -719,6 +727,30 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         self.flush(at)
     }
 
+    /// Beacon `at` gave read `token` the read index `index` (`by_follower`: a follower
+    /// asked it): no lower than what any beacon had committed when the read was asked.
+    fn read_answered(
+        &mut self,
+        at: SocketAddr,
+        token: u64,
+        index: u64,
+        by_follower: bool,
+    ) -> Checked {
+        let Some((floor, asked, holder)) = self.reads.remove(&token) else {
+            return Ok(());
+        };
+        self.stats.reads_given += 1;
+        if by_follower {
+            self.stats.reads_asked_given += 1;
+        }
+        if index < floor {
+            return Err(format!(
+                "{at} gave read {token} (asked at {asked}) the read index {index}, below {floor}, which {holder} had committed when it asked: a stale read"
+            ));
+        }
+        Ok(())
+    }
+
     /// Feeds `input` to beacon `at`; what it asks joins the beacon's batch, carried out by
     /// [`Core::flush`].
     fn feed(&mut self, at: SocketAddr, input: InputOf<S, V>) -> Checked {
@@ -739,32 +771,24 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if node.is_leader() && was_leading != Some(term) {
             self.stats.elections += 1;
         }
-        let mut stale = None;
+        let mut stale = Ok(());
         for event in ready.take_events() {
             if let consensus::Event::Transferred { result: Ok(to), .. } = &event
                 && *to != at
             {
                 self.stats.handed_over += 1;
             }
-            if let consensus::Event::ReadIndex { token, result } = &event
-                && let Some((floor, asked, holder)) = self.reads.remove(token)
-                && let Ok(index) = result
+            if let consensus::Event::ReadIndex {
+                token,
+                result: Ok(index),
+            } = &event
             {
-                self.stats.reads_given += 1;
-                if asked_by_follower == Some(*token) {
-                    self.stats.reads_asked_given += 1;
-                }
-                if *index < floor {
-                    stale = Some(format!(
-                        "{at} gave read {token} (asked at {asked}) the read index {index}, below {floor}, which {holder} had committed when it asked: a stale read"
-                    ));
-                }
+                let by_follower = asked_by_follower == Some(*token);
+                stale = stale.and(self.read_answered(at, *token, *index, by_follower));
             }
             self.note(format!("{at}: {event:?}"));
         }
-        if let Some(violation) = stale {
-            return Err(violation);
-        }
+        stale?;
         self.check_terms(at, term, max_seen)?;
         self.check_commit_durable(at)?;
         match self.batch.get_mut(&at) {
