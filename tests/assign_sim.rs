@@ -53,6 +53,7 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
         let workload = Clients::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            learners: 0,
             mode: Mode::Quorum,
             faults: Faults::draw(&mut rng),
             log_keep: 16,
@@ -197,6 +198,7 @@ fn moving_a_resource_before_its_holder_lets_go_is_caught() {
         let workload = Clients::<eager::Eager>::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: 3,
+            learners: 0,
             mode: Mode::Quorum,
             faults: Faults::none(),
             log_keep: 16,

@@ -51,6 +51,7 @@ fn fresh() -> (State, Services) {
 fn setup(rng: &mut Rng) -> Setup {
     Setup {
         beacons: if rng.chance(0.5) { 3 } else { 5 },
+        learners: 0,
         mode: Mode::Quorum,
         faults: Faults::draw(rng),
         log_keep: 16,

@@ -42,6 +42,7 @@ fn the_counter_keeps_its_invariants_under_seeded_faults() {
         let mut rng = Rng::new(seed);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            learners: 0,
             mode: Mode::Quorum,
             faults: Faults::draw(&mut rng),
             log_keep: 16,

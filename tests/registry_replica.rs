@@ -81,6 +81,7 @@ fn config_in(
         mode,
         me: addr(me),
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
+        learners: Vec::new(),
         tick_ms: TICK,
         log_keep,
         stored_term,

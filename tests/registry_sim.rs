@@ -65,8 +65,12 @@ fn seeded(seed: u64, verbose: bool) -> Sim {
     let reuse_delay = 500 + rng.below(1_000);
     // Few IDs, so they wrap and are reused after their quarantine.
     let range = IdRange { first: 1, last: 12 };
+    // Some clusters have a learner: it must never lead nor count for a majority, and
+    // must catch up with the rest.
+    let learners = usize::from(rng.chance(0.3));
     let setup = Setup {
         beacons,
+        learners,
         mode: Mode::Quorum,
         faults,
         log_keep: 16,
@@ -81,6 +85,7 @@ fn scripted(beacons: usize, range: IdRange, reuse_delay: Millis) -> Sim {
     let verbose = std::env::var_os("BEACON_SIM_TRACE").is_some();
     let setup = Setup {
         beacons,
+        learners: 0,
         mode: Mode::Quorum,
         faults: Faults::none(),
         log_keep: 16,

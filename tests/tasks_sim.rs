@@ -53,6 +53,7 @@ fn one_attempt_at_a_time_one_result_no_submit_lost_under_seeded_faults() {
         let workload = Clients::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            learners: 0,
             mode: Mode::Quorum,
             faults: Faults::draw(&mut rng),
             log_keep: 16,
@@ -185,6 +186,7 @@ fn an_attempt_restarted_under_an_old_token_is_caught() {
         let workload = Clients::<stale::Stale>::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: 3,
+            learners: 0,
             mode: Mode::Quorum,
             faults: Faults::none(),
             log_keep: 16,

@@ -15,6 +15,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let mut commit = last;
         let mut notices = Vec::new();
         for (peer, f) in leading.followers.iter_mut() {
+            if !self.election.is_voter(*peer) {
+                continue; // a learner holds no write back
+            }
             let matched = f.progress.matched.unwrap_or(0);
             if matched >= last {
                 f.behind_since = None;
@@ -44,7 +47,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         Some(commit)
     }
 
-    /// Quorum mode: the highest index stored by a majority (the leader included), once the
+    /// Quorum mode: the highest index stored by a majority of the voters (the leader
+    /// included; a learner's copy counts for nothing), once the
     /// entry there is of the leader's own term. An older entry on a majority is not yet safe:
     /// a leader that took over a more advanced state could still replace it; an entry of the
     /// current term on a majority is in the state any later leader takes over.
@@ -55,8 +59,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let leading = self.leading.as_ref()?;
         let mut stored: Vec<u64> = leading
             .followers
-            .values()
-            .map(|f| f.progress.matched.unwrap_or(0))
+            .iter()
+            .filter(|(peer, _)| self.election.is_voter(**peer))
+            .map(|(_, f)| f.progress.matched.unwrap_or(0))
             .collect();
         stored.push(self.log.last().index);
         stored.sort_unstable_by(|a, b| b.cmp(a));

@@ -199,14 +199,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
     }
 
-    /// The latest round a majority acknowledged (this leader acknowledges its own at once);
-    /// answers what waited for it.
+    /// The latest round a majority of the voters acknowledged (this leader acknowledges its
+    /// own at once; a learner's acknowledgement confirms nothing); answers what waited for it.
     fn advance_confirmed(&mut self) {
         let majority = self.majority();
         let Some(l) = self.leading.as_mut() else {
             return;
         };
-        let mut acked: Vec<u64> = l.followers.values().map(|f| f.acked_beat).collect();
+        let election = &self.election;
+        let mut acked: Vec<u64> = l
+            .followers
+            .iter()
+            .filter(|(peer, _)| election.is_voter(**peer))
+            .map(|(_, f)| f.acked_beat)
+            .collect();
         acked.push(l.rounds.beat);
         acked.sort_unstable_by(|a, b| b.cmp(a));
         let confirmed = acked[majority - 1];

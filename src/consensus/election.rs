@@ -50,6 +50,12 @@
 //! promised that term ignores older leaders) only when the beacon announcing it follows no
 //! other leader: a follower of a rival across a bridge is not a reason to race terms upwards.
 //!
+//! Learners are in the map too, marked as such: they follow the leader the voters elect and
+//! receive its log, but never lead, count for no majority and take no place in the order
+//! that deals terms and numbers `Heartbeat::sees` (those are the voters' alone, so adding
+//! or removing a learner changes nothing the voters decide). A learner's claim to lead is
+//! not taken, nor is its term heard.
+//!
 //! Nothing here does I/O or reads a clock: the driver passes the time in (`now`, in
 //! milliseconds of a monotonic clock) and carries out the returned [`Action`]s.
 
@@ -147,10 +153,15 @@ pub struct BeaconView {
     pub is_self: bool,
     /// Whom it follows, as its last heartbeat said (ourselves: whom we follow).
     pub follows: Option<SocketAddr>,
+    /// A learner (it neither votes nor leads) rather than a voter.
+    pub is_learner: bool,
 }
 
 #[derive(Debug, Clone, Default)]
 struct Entry {
+    /// A learner: it follows the leader and receives the log, but never leads, and counts
+    /// for no majority.
+    learner: bool,
     attr: u32,
     term: u64,
     last_seen: Option<Millis>,
@@ -163,6 +174,9 @@ struct Entry {
 impl Entry {
     fn alive(&self) -> bool {
         self.attr & ALIVE_MASK != 0
+    }
+    fn votes(&self) -> bool {
+        !self.learner
     }
     fn claims(&self) -> bool {
         self.attr & LEADER_BIT != 0
@@ -228,18 +242,32 @@ impl Election {
         beacons: impl IntoIterator<Item = SocketAddr>,
         term: u64,
     ) -> Self {
+        Self::with_members(me, beacons, [], term)
+    }
+
+    /// Like [`Election::with_term`], with `learners` beside the voters `beacons`: beacons in
+    /// the map that follow the leader but never lead and count for no majority. `me` is a
+    /// learner when `learners` lists it (and then not among the voters).
+    pub fn with_members(
+        me: SocketAddr,
+        beacons: impl IntoIterator<Item = SocketAddr>,
+        learners: impl IntoIterator<Item = SocketAddr>,
+        term: u64,
+    ) -> Self {
         let mut entries: BTreeMap<SocketAddr, Entry> = beacons
             .into_iter()
             .map(|addr| (addr, Entry::default()))
             .collect();
-        entries.insert(
-            me,
-            Entry {
-                attr: 1,
-                term,
+        for addr in learners {
+            let learner = Entry {
+                learner: true,
                 ..Entry::default()
-            },
-        );
+            };
+            entries.insert(addr, learner);
+        }
+        let own = entries.entry(me).or_default();
+        own.attr = 1;
+        own.term = term;
         assert!(
             entries.len() <= MAX_BEACONS,
             "at most {MAX_BEACONS} beacons (the configuration checks this)"
@@ -257,11 +285,26 @@ impl Election {
             quorum: false,
             led_ticks: 0,
         };
-        if election.entries.len() == 1 {
+        if election.voters().count() == 1 && election.is_voter(me) {
             election.become_leader();
             election.leader = Some(me);
         }
         election
+    }
+
+    /// Whether `node` is a voter here: a beacon in the map that is no learner.
+    pub fn is_voter(&self, node: SocketAddr) -> bool {
+        self.entries.get(&node).is_some_and(Entry::votes)
+    }
+
+    /// Whether this beacon is a learner: it follows, and never leads.
+    pub fn is_learner(&self) -> bool {
+        !self.is_voter(self.me)
+    }
+
+    /// The voters, in sorted order (the positions of `Heartbeat::sees` and of the terms).
+    fn voters(&self) -> impl Iterator<Item = (&SocketAddr, &Entry)> {
+        self.entries.iter().filter(|(_, e)| e.votes())
     }
 
     /// Switches the quorum-mode rules on or off (see the module documentation).
@@ -299,9 +342,9 @@ impl Election {
         self.max_seen
     }
 
-    /// Beacons in the cluster that make a majority.
+    /// Voters that make a majority.
     pub fn majority(&self) -> usize {
-        self.entries.len() / 2 + 1
+        self.voters().count() / 2 + 1
     }
 
     /// The heartbeat this beacon sends now.
@@ -315,7 +358,7 @@ impl Election {
         }
     }
 
-    /// Every other configured beacon, in sorted order.
+    /// Every other beacon, voters and learners, in sorted order.
     pub fn peers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
         self.entries.keys().copied().filter(|a| *a != self.me)
     }
@@ -325,9 +368,9 @@ impl Election {
         self.entries.get(&node).is_some_and(Entry::alive)
     }
 
-    /// Beacons this one sees online, itself included.
+    /// Voters this one sees online, itself included if it is one.
     pub fn online(&self) -> usize {
-        self.entries.values().filter(|e| e.alive()).count()
+        self.voters().filter(|(_, e)| e.alive()).count()
     }
 
     /// Followers (online, following us in our term) and ourselves, while leading; the
@@ -336,7 +379,11 @@ impl Election {
         1 + self
             .others()
             .filter(|(_, e)| {
-                e.alive() && !e.claims() && e.leader == Some(self.me) && e.term == self.term
+                e.votes()
+                    && e.alive()
+                    && !e.claims()
+                    && e.leader == Some(self.me)
+                    && e.term == self.term
             })
             .count()
     }
@@ -361,6 +408,7 @@ impl Election {
                     },
                     is_self,
                     follows: if is_self { self.leader } else { e.leader },
+                    is_learner: e.learner,
                 }
             })
             .collect()
@@ -381,7 +429,7 @@ impl Election {
     /// only from the leader we follow, in the term we know it in; anything else is ignored
     /// (a stale or misdirected hand-over).
     pub fn take_transfer(&mut self, from: SocketAddr, term: u64) -> Vec<Action> {
-        if self.is_leader || self.leader != Some(from) || self.term != term {
+        if self.is_leader || self.leader != Some(from) || self.term != term || self.is_learner() {
             return Vec::new();
         }
         let before = self.heartbeat();
@@ -460,7 +508,10 @@ impl Election {
             || entry.sees != hb.sees
             || entry.eligible != hb.eligible;
         entry.attr |= 1;
-        if hb.is_leader {
+        // A learner never leads: a claim from one (a beacon that takes itself for a voter:
+        // its configuration differs) is not taken, nor its term heard.
+        let claims = hb.is_leader && entry.votes();
+        if claims {
             entry.attr |= LEADER_BIT;
         } else {
             entry.attr &= !LEADER_BIT;
@@ -470,8 +521,10 @@ impl Election {
         entry.sees = hb.sees;
         entry.eligible = hb.eligible;
         entry.last_seen = Some(now);
-        self.max_heard = self.max_heard.max(hb.term);
-        if hb.is_leader {
+        if entry.votes() {
+            self.max_heard = self.max_heard.max(hb.term);
+        }
+        if claims {
             self.see_term(hb.term);
         }
         let mut actions = if changed {
@@ -527,18 +580,17 @@ impl Election {
         self.entries.iter().filter(|(a, _)| **a != self.me)
     }
 
-    /// Our bit in `Heartbeat::sees`.
+    /// Our bit in `Heartbeat::sees` (none for a learner).
     fn my_bit(&self) -> u64 {
-        let position = self.entries.keys().position(|a| *a == self.me);
-        1 << position.expect("own entry")
+        let position = self.voters().position(|(a, _)| *a == self.me);
+        position.map_or(0, |p| 1 << p)
     }
 
-    /// Which beacons we see online, as a bitmap in sorted order.
+    /// Which voters we see online, as a bitmap in their sorted order.
     fn sees(&self) -> u64 {
-        self.entries
-            .values()
+        self.voters()
             .enumerate()
-            .filter(|(_, e)| e.alive())
+            .filter(|(_, (_, e))| e.alive())
             .fold(0, |bits, (i, _)| bits | 1 << i)
     }
 
@@ -548,14 +600,14 @@ impl Election {
         let me = self.my_bit();
         1 + self
             .others()
-            .filter(|(_, e)| e.alive() && e.sees & me != 0)
+            .filter(|(_, e)| e.votes() && e.alive() && e.sees & me != 0)
             .count()
     }
 
     /// Whether we could lead if chosen: always in classic mode; in quorum mode only in
     /// two-way contact with a majority.
     fn eligible(&self) -> bool {
-        !self.quorum || self.two_way() >= self.majority()
+        !self.is_learner() && (!self.quorum || self.two_way() >= self.majority())
     }
 
     /// Beacons that would follow us if we took a new term (the pre-vote): ourselves, and
@@ -565,7 +617,8 @@ impl Election {
         1 + self
             .others()
             .filter(|(_, e)| {
-                e.alive()
+                e.votes()
+                    && e.alive()
                     && !e.claims()
                     && e.sees & me != 0
                     && (e.leader.is_none() || e.leader == Some(self.me))
@@ -578,7 +631,10 @@ impl Election {
     fn unfollowed_term(&self) -> u64 {
         self.others()
             .filter(|(_, e)| {
-                e.alive() && !e.claims() && (e.leader.is_none() || e.leader == Some(self.me))
+                e.votes()
+                    && e.alive()
+                    && !e.claims()
+                    && (e.leader.is_none() || e.leader == Some(self.me))
             })
             .map(|(_, e)| e.term)
             .max()
@@ -590,12 +646,11 @@ impl Election {
     /// (with three beacons the first takes 1, 4, 7, ..., the second 2, 5, 8, ...), so no two
     /// beacons ever lead in the same term, even when a partition lets both lead at once.
     fn next_term(&self) -> u64 {
-        let n = self.entries.len() as u64;
+        let n = self.voters().count() as u64;
         let position = self
-            .entries
-            .keys()
-            .position(|a| *a == self.me)
-            .expect("own entry") as u64;
+            .voters()
+            .position(|(a, _)| *a == self.me)
+            .expect("a voter takes terms") as u64;
         // Inputs are bounded (`bounds::MAX_TERM`), so this cannot wrap; saturating all the
         // same, so that a bug elsewhere cannot wrap a term to 0.
         let above = self.max_seen.max(self.max_heard).saturating_add(1);
@@ -647,7 +702,7 @@ impl Election {
     fn candidate(&self) -> Option<(SocketAddr, bool)> {
         let own_eligible = self.eligible();
         let mut chosen: Option<(SocketAddr, bool, u64)> = None;
-        for (addr, entry) in &self.entries {
+        for (addr, entry) in self.voters() {
             if !entry.alive() {
                 continue;
             }
@@ -683,7 +738,9 @@ impl Election {
         if why == Check::Tick {
             self.shift_masks();
         }
-        let rival = self.others().any(|(_, e)| e.alive() && e.claims());
+        let rival = self
+            .others()
+            .any(|(_, e)| e.votes() && e.alive() && e.claims());
 
         let mut actions = Vec::new();
         let term_before = self.term;
@@ -940,6 +997,7 @@ mod tests {
                 last_seen_ms: Some(300),
                 is_self: false,
                 follows: Some(addr(B)),
+                is_learner: false,
             }
         );
         assert_eq!(
@@ -1399,5 +1457,78 @@ mod tests {
         assert_eq!(hb.leader, Some(addr(A)));
         assert_eq!(hb.sees, 0b101, "A and itself");
         assert!(hb.eligible, "in two-way contact with A: a majority of 3");
+    }
+
+    // ---- learners --------------------------------------------------------------------------
+
+    /// A learner's port: it sorts before every voter.
+    const L: u16 = 15000;
+
+    /// Beacon `me` of voters A, B, C and learner L, in quorum mode.
+    fn with_learner(me: u16) -> Election {
+        let voters = [addr(A), addr(B), addr(C)];
+        Election::with_members(addr(me), voters, [addr(L)], 0).with_quorum(true)
+    }
+
+    #[test]
+    fn a_learner_never_takes_a_term_and_follows_the_leader_the_voters_elect() {
+        let all = [A, B, C];
+        let mut l = with_learner(L);
+        assert!(l.is_learner());
+        for t in 1..=10 {
+            tick(&mut l, t * 100);
+        }
+        assert_eq!((l.is_leader(), l.term(), l.leader()), (false, 0, None));
+        let hb = l.heartbeat();
+        assert!(!hb.eligible, "a learner is never eligible");
+        assert_eq!(hb.sees, 0, "no voter in sight, and no bit of its own");
+        // However many voters it hears, none claiming: still no term of its own.
+        send(&mut l, 1001, A, qhb(false, 0, None, &all, &all));
+        send(&mut l, 1002, B, qhb(false, 0, None, &all, &all));
+        tick(&mut l, 1100);
+        assert_eq!((l.is_leader(), l.term()), (false, 0));
+        // A claims: the learner follows it, in its term.
+        send(&mut l, 1101, A, qhb(true, 1, Some(A), &all, &all));
+        assert_eq!((l.leader(), l.term()), (Some(addr(A)), 1));
+        assert_eq!(
+            l.heartbeat().sees,
+            0b011,
+            "A and B, by their places among the voters"
+        );
+        // A hand-over to a learner is not taken.
+        assert!(l.take_transfer(addr(A), 1).is_empty());
+        assert!(!l.is_leader());
+        let own = l.view(1200).into_iter().find(|v| v.is_self).unwrap();
+        assert!(own.is_learner);
+    }
+
+    #[test]
+    fn voters_pass_over_a_learner_and_count_it_for_no_majority() {
+        let all = [A, B, C];
+        let mut a = with_learner(A);
+        assert!(!a.is_learner());
+        assert_eq!(a.majority(), 2, "of the three voters");
+        // L (first in sorted order) is online and even claims the leadership: A takes
+        // neither its claim nor its term, and does not count it.
+        send(&mut a, 0, L, qhb(true, 5, Some(L), &all, &all));
+        tick(&mut a, 100);
+        tick(&mut a, 200);
+        assert_eq!((a.is_leader(), a.leader()), (false, None));
+        assert_eq!(a.online(), 1, "A alone: the learner is no voter");
+        assert_eq!(a.max_seen_term(), 0);
+        assert_eq!(a.heartbeat().sees, 0b001, "A sees itself; L has no bit");
+        assert!(!a.heartbeat().eligible, "L's word makes no majority");
+        // B makes a majority with A: A, the first voter, leads, in the first term the
+        // voters' places deal it (a learner moves no place).
+        send(&mut a, 250, B, qhb(false, 0, None, &[A, B], &all));
+        tick(&mut a, 300);
+        assert!(a.is_leader());
+        assert_eq!(a.term(), 1);
+        // A learner online does not keep a leader up: with B gone, check-quorum steps A down.
+        for t in 4..=12 {
+            send(&mut a, t * 100, L, qhb(false, 1, Some(A), &all, &all));
+            tick(&mut a, t * 100 + 50);
+        }
+        assert!(!a.is_leader(), "A and a learner are no majority");
     }
 }

@@ -36,6 +36,8 @@ pub enum TransferError {
     Consensus(#[from] ConsensusError),
     #[error("{0} is not another beacon of this cluster")]
     NotAPeer(SocketAddr),
+    #[error("{0} is a learner: only a voter can lead")]
+    Learner(SocketAddr),
     #[error("{0} is offline: leadership goes only to a beacon this leader hears")]
     Offline(SocketAddr),
     #[error("no other beacon is online to take the leadership")]

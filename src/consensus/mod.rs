@@ -103,7 +103,11 @@ impl std::fmt::Display for Mode {
 pub struct Config {
     pub me: SocketAddr,
     pub mode: Mode,
+    /// The voters: the beacons that elect the leader and make its majorities.
     pub beacons: Vec<SocketAddr>,
+    /// Learners: beacons that follow the leader and receive the log (and may serve reads),
+    /// but never lead and count for no majority. Disjoint from `beacons`.
+    pub learners: Vec<SocketAddr>,
     pub tick_ms: u64,
     /// Log entries kept for followers that fall behind; older ones cost a snapshot.
     pub log_keep: usize,
@@ -328,8 +332,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         snapshot: Option<Snapshot<S::Snapshot>>,
         entries: Vec<Entry<S::Command>>,
     ) -> Result<(Self, Vec<String>), RestoreError> {
-        let election = Election::with_term(cfg.me, cfg.beacons.iter().copied(), cfg.stored_term)
-            .with_quorum(cfg.mode == Mode::Quorum);
+        let election = Election::with_members(
+            cfg.me,
+            cfg.beacons.iter().copied(),
+            cfg.learners.iter().copied(),
+            cfg.stored_term,
+        )
+        .with_quorum(cfg.mode == Mode::Quorum);
         let mut r = Replica {
             log: Log::new(cfg.log_keep),
             election,
@@ -786,8 +795,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         let leading = self.leading.as_ref()?;
         // This leader and the asker: a majority of three, not of five.
+        // A learner's word confirms nothing: it is in no majority.
         let confirmed = asker.term == self.election.term()
             && leading.followers.contains_key(&asker.from)
+            && self.election.is_voter(asker.from)
             && 2 >= self.majority();
         confirmed.then(|| self.commit().max(leading.start))
     }
@@ -813,6 +824,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             Some(t) if !self.peers().contains(&t) => {
                 return self.transferred(token, Err(TransferError::NotAPeer(t)));
             }
+            Some(t) if !self.election.is_voter(t) => {
+                return self.transferred(token, Err(TransferError::Learner(t)));
+            }
             Some(t) if !self.election.is_online(t) => {
                 return self.transferred(token, Err(TransferError::Offline(t)));
             }
@@ -822,7 +836,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 let best = self
                     .peers()
                     .into_iter()
-                    .filter(|p| self.election.is_online(*p))
+                    .filter(|p| self.election.is_voter(*p) && self.election.is_online(*p))
                     .max_by_key(|p| {
                         let matched = leading
                             .followers

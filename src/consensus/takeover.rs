@@ -80,6 +80,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if msg.heartbeat.term < term {
             return true; // it has not heard of our term yet: no promise
         }
+        if !self.election.is_voter(from) {
+            return true; // a learner's promise counts for no majority
+        }
         promised.insert(from, msg.position);
         let Some(fetch) = *fetching else {
             self.try_take_over(now);

@@ -107,6 +107,7 @@ pub fn node_of(me: u16, mode: Mode, beacons: &[u16]) -> Node {
         me: addr(me),
         mode,
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
+        learners: Vec::new(),
         tick_ms: 100,
         log_keep: 100,
         stored_term: 0,

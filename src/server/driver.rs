@@ -696,6 +696,7 @@ mod view_tests {
             me: config.node,
             mode: Mode::Classic,
             beacons: vec![config.node],
+            learners: Vec::new(),
             tick_ms: config.tick_ms,
             log_keep: config.log_keep,
             stored_term: 0,

@@ -45,7 +45,11 @@ const TRACE_KEEP: usize = 80;
 /// The shape of one simulated cluster.
 #[derive(Debug, Clone)]
 pub struct Setup {
+    /// Voters.
     pub beacons: usize,
+    /// Learners beside them: they follow and receive the log, never lead, count for no
+    /// majority.
+    pub learners: usize,
     pub mode: Mode,
     pub faults: Faults,
     /// Log entries kept before a snapshot (small, so snapshots are exercised).
@@ -142,7 +146,10 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     reads: BTreeMap<Token, (u64, SocketAddr, SocketAddr)>,
     pub faults: Faults,
     pub now: Millis,
+    /// Every beacon: the voters, then the learners.
     pub beacons: Vec<SocketAddr>,
+    /// The voters.
+    pub voters: Vec<SocketAddr>,
     pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
     disks: BTreeMap<SocketAddr, Disk<S>>,
     /// The last commit index of each leader found stored on a majority.
@@ -206,11 +213,16 @@ where
         workload: W,
         verbose: bool,
     ) -> Self {
-        let beacons: Vec<SocketAddr> = (0..setup.beacons).map(beacon_addr).collect();
+        let voters: Vec<SocketAddr> = (0..setup.beacons).map(beacon_addr).collect();
+        let learners: Vec<SocketAddr> = (setup.beacons..setup.beacons + setup.learners)
+            .map(beacon_addr)
+            .collect();
+        let beacons: Vec<SocketAddr> = voters.iter().chain(&learners).copied().collect();
         let config = consensus::Config {
             me: beacons[0],
             mode: setup.mode,
-            beacons: beacons.clone(),
+            beacons: voters.clone(),
+            learners,
             tick_ms: TICK,
             log_keep: setup.log_keep,
             stored_term: 0,
@@ -248,6 +260,7 @@ where
             config,
             fresh: Box::new(fresh),
             beacons,
+            voters,
         };
         for b in core.beacons.clone() {
             core.life.insert(b, 0);
@@ -320,6 +333,12 @@ where
                     // it (its batch perhaps not carried out yet) when the request alone
                     // confirms the leadership, else stepped.
                     let confirmed = core.nodes[&to].read_index_confirmed(asker);
+                    if confirmed.is_some() && !core.voters.contains(&asker.from) {
+                        return Err(format!(
+                            "{to} gave read {token} its index on the word of {}, a learner",
+                            asker.from
+                        ));
+                    }
                     match confirmed {
                         Some(index) => core.read_answered(to, token, index, true)?,
                         None => core.feed(
@@ -370,6 +389,9 @@ where
         for (at, node) in &core.nodes {
             if !node.is_leader() {
                 continue;
+            }
+            if !core.voters.contains(at) {
+                return Err(format!("{at}, a learner, leads"));
             }
             let term = node.election().term();
             match core.leader_of_term.get(&term) {
@@ -822,13 +844,14 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Ok(());
         };
         let at_commit = consensus::Position { index, term };
+        // A learner's disk counts for nothing: it is in no majority.
         let holders: Vec<SocketAddr> = self
             .disks
             .iter()
-            .filter(|(_, d)| d.holds(at_commit))
+            .filter(|(a, d)| self.voters.contains(a) && d.holds(at_commit))
             .map(|(a, _)| *a)
             .collect();
-        let majority = self.beacons.len() / 2 + 1;
+        let majority = self.voters.len() / 2 + 1;
         if holders.len() < majority {
             return Err(format!(
                 "{at} leads with commit index {index} (term {term}), which only {holders:?} have stored: not a majority"
