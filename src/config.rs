@@ -38,8 +38,12 @@ pub struct Config {
     pub cluster: String,
     /// This beacon's identity and cluster listen address.
     pub node: SocketAddr,
-    /// Every beacon of the cluster, this one included, sorted.
+    /// The voters: every beacon of the cluster that elects the leader and makes its
+    /// majorities, sorted (this one included unless it is a learner).
     pub beacons: Vec<SocketAddr>,
+    /// Key `learners`: beacons that follow the leader and keep a full replica (they serve
+    /// reads and forward writes) but never lead and count for no majority; sorted.
+    pub learners: Vec<SocketAddr>,
     /// Heartbeat / check interval.
     pub tick_ms: u64,
     /// Where this beacon keeps its state.
@@ -80,8 +84,10 @@ pub struct Config {
 pub struct Overrides {
     /// `--listen`: replaces `node`.
     pub listen: Option<String>,
-    /// `--peers`: replaces `beacon`; this node is added if missing.
+    /// `--peers`: replaces `beacon`; this node is added if missing (and not a learner).
     pub peers: Option<Vec<String>>,
+    /// `--learners`: replaces `learners`.
+    pub learners: Option<Vec<String>>,
     /// `--tick-ms`.
     pub tick_ms: Option<u64>,
     /// `--cluster`.
@@ -121,6 +127,8 @@ struct RawConfig {
     node: String,
     #[serde(default)]
     beacon: Vec<String>,
+    #[serde(default)]
+    learners: Vec<String>,
     #[serde(default = "default_tick_ms")]
     tick_ms: u64,
     #[serde(default = "default_data_dir")]
@@ -465,6 +473,7 @@ impl Config {
             "cluster": self.cluster,
             "node": self.node.to_string(),
             "beacon": self.beacon_names(),
+            "learners": self.learners.iter().map(|l| l.to_string()).collect::<Vec<_>>(),
             "mode": self.mode.as_str(),
             "tick_ms": self.tick_ms,
             "data_dir": self.data_dir.display().to_string(),
@@ -537,6 +546,19 @@ impl Config {
         self.beacons.iter().map(|b| b.to_string()).collect()
     }
 
+    /// Every beacon of the cluster, voters and learners, sorted: the peers this one links
+    /// with (itself included).
+    pub fn members(&self) -> Vec<SocketAddr> {
+        let mut all: Vec<SocketAddr> = self.beacons.iter().chain(&self.learners).copied().collect();
+        all.sort();
+        all
+    }
+
+    /// Whether this beacon is a learner (key `learners` lists it).
+    pub fn is_learner(&self) -> bool {
+        self.learners.contains(&self.node)
+    }
+
     /// Reads `path` (or the embedded default when `None`), applies `overrides`, validates.
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (origin, text) = match path {
@@ -586,6 +608,7 @@ const CORE_KEYS: &[&str] = &[
     "cluster",
     "node",
     "beacon",
+    "learners",
     "tick_ms",
     "data_dir",
     "admin",
@@ -649,7 +672,37 @@ impl RawConfig {
                 return Err(check.err("beacon", peers_flag, format!("`{addr}` is listed twice")));
             }
         }
-        if peers_flag.is_some() {
+        let learners_flag = o.learners.is_some().then_some("--learners");
+        if let Some(learners) = &o.learners {
+            self.learners = learners.clone();
+        }
+        let mut learners = BTreeSet::new();
+        for item in &self.learners {
+            let addr = check.addr("learners", learners_flag, item)?;
+            if !learners.insert(addr) {
+                let twice = format!("`{addr}` is listed twice");
+                return Err(check.err("learners", learners_flag, twice));
+            }
+            if beacons.contains(&addr) {
+                return Err(check.err(
+                    "learners",
+                    learners_flag,
+                    format!(
+                        "`{addr}` is also a voter (key `beacon`): a beacon is one or the other"
+                    ),
+                ));
+            }
+        }
+        if !learners.is_empty() && beacons.is_empty() {
+            return Err(check.err(
+                "learners",
+                learners_flag,
+                "learners follow voters, and key `beacon` lists none".into(),
+            ));
+        }
+        if learners.contains(&node) {
+            // A learner: the voters are the others.
+        } else if peers_flag.is_some() {
             beacons.insert(node);
         } else if !beacons.is_empty() && !beacons.contains(&node) {
             return Err(check.err(
@@ -721,11 +774,13 @@ impl RawConfig {
         let mut dial = BTreeMap::new();
         for (beacon, via) in &self.dial {
             let beacon = check.addr("dial", None, beacon)?;
-            if beacon == node || !beacons.contains(&beacon) {
+            if beacon == node || !(beacons.contains(&beacon) || learners.contains(&beacon)) {
                 return Err(check.err(
                     "dial",
                     None,
-                    format!("`{beacon}` is not one of this beacon's peers (key `beacon`)"),
+                    format!(
+                        "`{beacon}` is not one of this beacon's peers (keys `beacon`, `learners`)"
+                    ),
                 ));
             }
             dial.insert(beacon, check.addr("dial", None, via)?);
@@ -737,14 +792,15 @@ impl RawConfig {
             beacons: beacons.len(),
         };
         let machines = Sections::parse(text, &check, &core, &o.keys)?;
-        let tls = self.tls.check(&check, o, beacons.len())?;
+        let members = beacons.len() + learners.len();
+        let tls = self.tls.check(&check, o, members)?;
         let watch = self.watch.check(&check)?;
         let auth = self.auth.check(&check)?;
         let ip_allow =
             crate::allow::Allowlist::from_words(self.ip_allow.iter().map(String::as_str))
                 .map_err(|e| check.err("ip_allow", None, e.to_string()))?;
         let tls_verifies_peers = tls.as_ref().is_some_and(|t| t.ca.is_some());
-        if auth.enabled() && beacons.len() > 1 && !tls_verifies_peers && auth.peer_token.is_none() {
+        if auth.enabled() && members > 1 && !tls_verifies_peers && auth.peer_token.is_none() {
             return Err(check.err(
                 "auth.peer_token",
                 None,
@@ -778,6 +834,7 @@ impl RawConfig {
             cluster,
             node,
             beacons: beacons.into_iter().collect(),
+            learners: learners.into_iter().collect(),
             tick_ms,
             data_dir,
             admin,

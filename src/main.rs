@@ -26,6 +26,11 @@ struct Args {
     /// `beacon`).
     #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',', global = true)]
     peers: Option<Vec<String>>,
+    /// The cluster's learners, comma-separated: beacons that keep a replica and serve reads
+    /// but never lead nor count for a majority; list this beacon to start it as one
+    /// (overrides `learners`).
+    #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',', global = true)]
+    learners: Option<Vec<String>>,
     /// Heartbeat interval in milliseconds (overrides `tick_ms`).
     #[arg(long, value_name = "MS", global = true)]
     tick_ms: Option<u64>,
@@ -107,6 +112,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let mut overrides = Overrides {
         listen: args.listen,
         peers: args.peers,
+        learners: args.learners,
         tick_ms: args.tick_ms,
         cluster: args.cluster,
         data_dir: args.data_dir,

@@ -166,7 +166,8 @@ fn show_beacon_prints_the_seed_table() {
             "is_online",
             "term",
             "last_seen_ms",
-            "stored"
+            "stored",
+            "role"
         ],
         "{stdout}"
     );
@@ -190,6 +191,7 @@ fn show_beacon_prints_the_seed_table() {
         assert_eq!(row[2], "yes", "{stdout}");
         assert!(row[3].parse::<u64>().unwrap() >= 1);
         assert!(row[4].parse::<u64>().is_ok(), "{stdout}");
+        assert_eq!(row[6], "voter", "{stdout}");
     }
     // Columns line up: every row starts its second column where the header does.
     let col = stdout.lines().next().unwrap().find("is_leader").unwrap();

@@ -11,7 +11,7 @@ pub struct ShowBeacon;
 impl Commands for ShowBeacon {
     const HELP: &'static [(&'static str, &'static str)] = &[(
         "show beacon",
-        "the beacon cluster as this beacon sees it: node, is_leader, is_online, term, last_seen_ms",
+        "the beacon cluster as this beacon sees it: node, is_leader, is_online, term, last_seen_ms, stored, role",
     )];
     const SUBJECTS: &'static [&'static str] = &["beacon"];
 
@@ -35,6 +35,7 @@ pub fn render(status: &pb::BeaconStatus) -> String {
         .beacons
         .iter()
         .map(|b| {
+            // The seed's columns first, as NebulaBeacon's `show beacon` printed them.
             vec![
                 b.node.clone(),
                 yes_no(b.is_leader),
@@ -42,6 +43,7 @@ pub fn render(status: &pb::BeaconStatus) -> String {
                 b.term.to_string(),
                 opt_ms(b.last_seen_ms),
                 opt_ms(b.stored),
+                if b.role.is_empty() { "voter" } else { &b.role }.to_owned(),
             ]
         })
         .collect();
@@ -53,6 +55,7 @@ pub fn render(status: &pb::BeaconStatus) -> String {
             "term",
             "last_seen_ms",
             "stored",
+            "role",
         ],
         &rows,
     );
@@ -110,7 +113,7 @@ impl Commands for Endpoint {
         ),
         (
             "endpoint status",
-            "every beacon of the cluster: version, leader, term, commit, log, lag, mode",
+            "every beacon of the cluster: version, role, leader, term, commit, log, lag, mode",
         ),
     ];
     const SUBJECTS: &'static [&'static str] = &[];
@@ -208,6 +211,7 @@ fn render_status(views: &[EndpointView]) -> String {
             Some(s) => vec![
                 v.endpoint.clone(),
                 s.version.clone(),
+                own_role(s),
                 yes_no(s.leader.as_deref() == Some(v.endpoint.as_str())),
                 s.leader.clone().unwrap_or_else(|| "none".into()),
                 s.term.to_string(),
@@ -219,7 +223,7 @@ fn render_status(views: &[EndpointView]) -> String {
             ],
             None => {
                 let mut row = vec![v.endpoint.clone()];
-                row.extend(std::iter::repeat_n("-".to_owned(), 8));
+                row.extend(std::iter::repeat_n("-".to_owned(), 9));
                 row.push(v.error.clone().unwrap_or_default());
                 row
             }
@@ -229,6 +233,7 @@ fn render_status(views: &[EndpointView]) -> String {
         &[
             "endpoint",
             "version",
+            "role",
             "is_leader",
             "leader",
             "term",
@@ -240,6 +245,15 @@ fn render_status(views: &[EndpointView]) -> String {
         ],
         &rows,
     )
+}
+
+/// The answering beacon's role, from its own entry: `voter` or `learner`.
+fn own_role(status: &pb::BeaconStatus) -> String {
+    let own = status.beacons.iter().find(|b| b.is_self);
+    match own.map(|b| b.role.as_str()) {
+        Some("") | None => "voter".to_owned(),
+        Some(role) => role.to_owned(),
+    }
 }
 
 /// `leader transfer [HOST:PORT]`: hands the leadership to that beacon (or the one furthest

@@ -16,7 +16,7 @@ pub enum ConsensusError {
     )]
     LeaderChanged,
     #[error(
-        "no quorum: this leader sees {sees} of {of} beacons and needs {needs}; writes wait until a majority is reachable"
+        "no quorum: this beacon sees {sees} of {of} voting beacons and needs {needs}; writes wait until a majority is reachable"
     )]
     NoQuorum {
         sees: usize,

@@ -78,7 +78,9 @@ impl View {
                 .cloned()
                 .unwrap_or_else(|| configured.clone()),
         );
-        let beacons = replica.config().beacons.iter().map(|b| b.ip()).collect();
+        let config = replica.config();
+        let beacons = config.beacons.iter().chain(&config.learners);
+        let beacons = beacons.map(|b| b.ip()).collect();
         Arc::new(View {
             replica: RwLock::new(replica),
             allowed,

@@ -397,11 +397,11 @@ fn accept_hello(
                 }
                 Some(_) => return Err(not_proven(node)),
             };
-            if !config.beacons.contains(&node) {
+            if !config.beacons.contains(&node) && !config.learners.contains(&node) {
                 return Err(Reject::close(
                     ErrorCode::UnknownBeacon,
                     format!(
-                        "beacon `{node}` is not in this beacon's configured list; check the `beacon` lists agree"
+                        "beacon `{node}` is not in this beacon's configured lists; check the `beacon` and `learners` lists agree"
                     ),
                 ));
             }

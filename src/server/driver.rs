@@ -595,6 +595,7 @@ pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::Bea
                 follows: v.follows.map(|f| f.to_string()),
                 // Filled in from the handshakes by `Shared::status`.
                 admin: None,
+                role: if v.is_learner { "learner" } else { "voter" }.to_owned(),
             })
             .collect(),
         mode: core.mode().to_string(),

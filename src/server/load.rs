@@ -63,7 +63,7 @@ pub(crate) fn consensus_config(config: &Config, stored_term: u64) -> consensus::
         me: config.node,
         mode: config.mode,
         beacons: config.beacons.clone(),
-        learners: Vec::new(),
+        learners: config.learners.clone(),
         tick_ms: config.tick_ms,
         log_keep: config.log_keep,
         stored_term,

@@ -105,6 +105,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     pub(crate) has_leader: Gauge,
     pub(crate) is_leader: Gauge,
+    /// 1 on a learner (key `learners`), as `etcd_server_is_learner`.
+    pub(crate) is_learner: Gauge,
     pub(crate) leader_changes: Counter,
     /// The same changes with when and who, for the status page.
     pub(crate) leaders: super::leaders::LeaderHistory,
@@ -152,6 +154,7 @@ impl Metrics {
             registry: Registry::default(),
             has_leader: Gauge::default(),
             is_leader: Gauge::default(),
+            is_learner: Gauge::default(),
             leader_changes: Counter::default(),
             leaders: Default::default(),
             term: Gauge::default(),
@@ -215,6 +218,11 @@ impl Metrics {
             "is_leader",
             "1 while this beacon leads",
             m.is_leader.clone(),
+        );
+        server.register(
+            "is_learner",
+            "1 on a learner: it keeps a replica but never leads nor counts for a majority",
+            m.is_learner.clone(),
         );
         server.register(
             "leader_changes_seen",

@@ -123,6 +123,7 @@ impl Server {
         } = self;
         info!(
             beacons = ?config.beacons,
+            learners = ?config.learners,
             tick_ms = config.tick_ms,
             mode = %config.mode,
             data_dir = %loaded.data_dir.path().display(),
@@ -136,7 +137,7 @@ impl Server {
             );
         }
         let peers_verified = config.tls.as_ref().is_some_and(|t| t.ca.is_some());
-        if config.beacons.len() > 1 && !peers_verified && config.auth.peer_token.is_none() {
+        if config.members().len() > 1 && !peers_verified && config.auth.peer_token.is_none() {
             warn!(
                 "peers are not authenticated: any process that reaches {} can join as a beacon and claim the leadership; give every beacon the same auth.peer_token (or TLS with tls.ca)",
                 config.node
@@ -157,12 +158,13 @@ impl Server {
 
         let mut link_rxs = Vec::new();
         let mut links = HashMap::new();
-        for peer in config.beacons.iter().copied().filter(|b| *b != config.node) {
+        for peer in config.members().into_iter().filter(|b| *b != config.node) {
             let (tx, rx) = mpsc::channel(LINK_QUEUE);
             links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
         let metrics = Arc::new(metrics::Metrics::new(crate::VERSION, config.mode.as_str()));
+        metrics.is_learner.set(i64::from(config.is_learner()));
         let (driver, handle, current) = Driver::new(config.clone(), loaded, links, metrics.clone());
         let peer_up = link_rxs
             .iter()

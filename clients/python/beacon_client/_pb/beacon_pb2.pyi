@@ -193,7 +193,7 @@ class BeaconStatus(_message.Message):
     def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[str] = ..., tick_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., beacons: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., mode: _Optional[str] = ..., commit: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., stale: _Optional[str] = ..., version: _Optional[str] = ..., cannot_write: _Optional[str] = ..., lag: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
-    __slots__ = ("node", "is_leader", "is_online", "term", "last_seen_ms", "is_self", "stored", "follows", "admin")
+    __slots__ = ("node", "is_leader", "is_online", "term", "last_seen_ms", "is_self", "stored", "follows", "admin", "role")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     IS_ONLINE_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,7 @@ class BeaconEntry(_message.Message):
     STORED_FIELD_NUMBER: _ClassVar[int]
     FOLLOWS_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     is_online: bool
@@ -212,7 +213,8 @@ class BeaconEntry(_message.Message):
     stored: int
     follows: str
     admin: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_online: _Optional[bool] = ..., term: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., is_self: _Optional[bool] = ..., stored: _Optional[int] = ..., follows: _Optional[str] = ..., admin: _Optional[str] = ...) -> None: ...
+    role: str
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_online: _Optional[bool] = ..., term: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., is_self: _Optional[bool] = ..., stored: _Optional[int] = ..., follows: _Optional[str] = ..., admin: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
 
 class Relayed(_message.Message):
     __slots__ = ("cmd", "body", "identity", "role", "proof", "cancel")
