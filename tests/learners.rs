@@ -115,6 +115,15 @@ async fn a_learner_keeps_a_replica_follows_every_leader_and_makes_no_majority() 
     expected.sort();
     assert_eq!(registered(learner).await, Some(expected.clone()));
 
+    // The leadership is not handed to a learner.
+    let nebcli = nebcli(BEACON.as_ref());
+    let out = std::process::Command::new(&nebcli)
+        .args(["-s", &leader, "leader", "transfer", &learner.to_string()])
+        .output()
+        .expect("run nebcli");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("is a learner"), "{err}");
+
     // The leader is killed: a voter takes over, never the learner, which follows it.
     let leader_at = voters.iter().position(|v| v.to_string() == leader).unwrap();
     c.beacons[leader_at].kill();
