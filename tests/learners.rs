@@ -69,27 +69,21 @@ async fn is_following_learner(learner: SocketAddr) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learner_keeps_a_replica_follows_every_leader_and_makes_no_majority() {
+    // Built before the cluster starts, so that the build takes none of its time.
+    let nebcli = nebcli(BEACON.as_ref());
     let ports = free_ports(4);
     let (voter_ports, learner_port) = (&ports[..3], ports[3]);
     let voters: Vec<SocketAddr> = voter_ports.iter().map(|p| addr(*p)).collect();
     let learner = addr(learner_port);
-    let keys = || {
-        let mut keys = serde_json::Map::new();
-        keys.insert("learners".into(), vec![learner.to_string()].into());
-        keys
-    };
-    let mut c = Cluster::start_each(BEACON.as_ref(), &[], TICK_MS, "learn", &[]);
-    for p in voter_ports {
-        let args = beacon_args(c.dir.path(), *p, voter_ports, TICK_MS, "learn", keys());
-        c.beacons
-            .push(Beacon::start(BEACON.as_ref(), addr(*p), c.dir.path(), args));
-        wait_listening(addr(*p));
-    }
-    // The learner's --peers are the voters; its `learners` key lists itself.
-    let args = beacon_args_at(c.dir.path(), learner, &voters, TICK_MS, "learn", keys());
-    c.beacons
-        .push(Beacon::start(BEACON.as_ref(), learner, c.dir.path(), args));
-    wait_listening(learner);
+    let configs = vec!["{}".to_owned(); 4];
+    let mut c = Cluster::start_with_learners(
+        BEACON.as_ref(),
+        voter_ports,
+        &[learner_port],
+        TICK_MS,
+        "learn",
+        &configs,
+    );
 
     let leader = eventually(Duration::from_secs(15), || agreed_leader(&voters))
         .await
@@ -116,13 +110,15 @@ async fn a_learner_keeps_a_replica_follows_every_leader_and_makes_no_majority() 
     assert_eq!(registered(learner).await, Some(expected.clone()));
 
     // The leadership is not handed to a learner.
-    let nebcli = nebcli(BEACON.as_ref());
     let out = std::process::Command::new(&nebcli)
         .args(["-s", &leader, "leader", "transfer", &learner.to_string()])
         .output()
         .expect("run nebcli");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("is a learner"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("is a learner"),
+        "{err}"
+    );
 
     // The leader is killed: a voter takes over, never the learner, which follows it.
     let leader_at = voters.iter().position(|v| v.to_string() == leader).unwrap();

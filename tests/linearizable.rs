@@ -1,8 +1,8 @@
-//! Concurrent clients against real beacon processes (3 and 5), through leader kills,
-//! minority splits and one-way cuts, with every answer recorded and the history checked
-//! for linearizability (testkit's checker): registrations, unregistrations and
-//! linearizable reads of a few contended addresses, at any beacon, and segments of a
-//! sequence with reads of its max.
+//! Concurrent clients against real beacon processes (3 voters and a learner, and 5 voters),
+//! through leader kills, minority splits and one-way cuts, with every answer recorded and
+//! the history checked for linearizability (testkit's checker): registrations,
+//! unregistrations and linearizable reads of a few contended addresses, at any beacon (the
+//! learner too), and segments of a sequence with reads of its max.
 //!
 //! A write is sent once, to the beacon believed to lead: `NOT_LEADER` means it was not
 //! taken (nothing recorded); any other failure leaves its outcome unknown, and the checker
@@ -175,6 +175,8 @@ const NEVER: u64 = u64::MAX;
 struct Recorder {
     start: Instant,
     histories: Mutex<Histories>,
+    /// Registry reads answered, by the beacon that answered them.
+    reads_at: Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 impl Recorder {
@@ -222,6 +224,7 @@ async fn client(id: usize, beacons: Vec<String>, rec: Arc<Recorder>, stop: Arc<A
                     continue;
                 };
                 let ret = rec.now();
+                *rec.reads_at.lock().unwrap().entry(at.clone()).or_default() += 1;
                 let live: Vec<_> = reply
                     .nodes
                     .iter()
@@ -349,18 +352,27 @@ async fn leader_of(addrs: &[SocketAddr], c: &Cluster) -> usize {
     addrs.iter().position(|a| a.to_string() == leader).unwrap()
 }
 
-/// `n` beacons linked through a fault-injecting mesh, clients on every one, faults of each
-/// class in turn, and both histories checked.
-async fn run(n: usize, cluster: &str) {
-    let ports = free_ports(n);
+/// `n` voters and `learners` learners linked through a fault-injecting mesh, clients on
+/// every one, faults of each class in turn (the leader, a voter, is their target), and both
+/// histories checked.
+async fn run(n: usize, learners: usize, cluster: &str) {
+    let ports = free_ports(n + learners);
     let addrs: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
     let mesh = Mesh::start(&addrs);
-    let configs: Vec<String> = (0..n)
+    let configs: Vec<String> = (0..addrs.len())
         .map(|i| {
             serde_json::json!({"lease_ms": 600_000, "dial": mesh.dial_for(i, &addrs)}).to_string()
         })
         .collect();
-    let mut c = Cluster::start_each(BEACON.as_ref(), &ports, TICK_MS, cluster, &configs);
+    let (voters, learners) = ports.split_at(n);
+    let mut c = Cluster::start_with_learners(
+        BEACON.as_ref(),
+        voters,
+        learners,
+        TICK_MS,
+        cluster,
+        &configs,
+    );
     leader_of(&addrs, &c).await;
     let beacons: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     let mut admin = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
@@ -377,6 +389,7 @@ async fn run(n: usize, cluster: &str) {
     let rec = Arc::new(Recorder {
         start: Instant::now(),
         histories: Mutex::default(),
+        reads_at: Mutex::default(),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..CLIENTS)
@@ -407,7 +420,7 @@ async fn run(n: usize, cluster: &str) {
             }
             _ => {
                 // One-way: the leader hears everyone, and nobody hears it.
-                for j in (0..n).filter(|j| *j != leader) {
+                for j in (0..addrs.len()).filter(|j| *j != leader) {
                     mesh.link(leader, j).cut();
                 }
                 tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -445,12 +458,22 @@ async fn run(n: usize, cluster: &str) {
         h.registry.len(),
         h.sequence.len()
     );
-    // Enough of each to mean something.
+    // Enough of each to mean something, at every beacon (the learners too).
     assert!(
         reads >= 100 && writes >= 50 && segments >= 10,
         "too few operations\n{}",
         c.logs()
     );
+    let reads_at = std::mem::take(&mut *rec.reads_at.lock().unwrap());
+    eprintln!("reads answered by beacon: {reads_at:?}");
+    for b in &beacons {
+        let at = reads_at.get(b).copied().unwrap_or(0);
+        assert!(
+            at >= 10,
+            "{at} reads answered at {b}: {reads_at:?}\n{}",
+            c.logs()
+        );
+    }
     let checked = std::time::Instant::now();
     if let Err(v) = check::<Registry>(&h.registry) {
         panic!("registry: {v}\n{}", c.logs());
@@ -462,11 +485,11 @@ async fn run(n: usize, cluster: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_beacons_stay_linearizable_through_kills_splits_and_one_way_cuts() {
-    run(3, "lin3").await;
+async fn three_beacons_and_a_learner_stay_linearizable_through_kills_splits_and_one_way_cuts() {
+    run(3, 1, "lin3").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_beacons_stay_linearizable_through_kills_splits_and_one_way_cuts() {
-    run(5, "lin5").await;
+    run(5, 0, "lin5").await;
 }

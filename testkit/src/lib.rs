@@ -425,6 +425,38 @@ impl Cluster {
         Cluster { beacons, dir }
     }
 
+    /// Like [`Cluster::start_each`], with learners: the beacons on `voters` are the voters
+    /// and those on `learners` follow them (key `learners` on every beacon, each learner's
+    /// `--peers` the voters). `configs` holds the keys of each, voters first.
+    pub fn start_with_learners(
+        bin: &Path,
+        voters: &[u16],
+        learners: &[u16],
+        tick_ms: u64,
+        cluster: &str,
+        configs: &[String],
+    ) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let voter_addrs: Vec<SocketAddr> = voters.iter().map(|p| addr(*p)).collect();
+        let listed: Vec<String> = learners.iter().map(|p| addr(*p).to_string()).collect();
+        let beacons = voters
+            .iter()
+            .chain(learners)
+            .zip(configs)
+            .map(|(p, config)| {
+                let mut keys: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(config).expect("config keys are a JSON object");
+                keys.insert("learners".into(), listed.clone().into());
+                let args =
+                    beacon_args_at(dir.path(), addr(*p), &voter_addrs, tick_ms, cluster, keys);
+                let b = Beacon::start(bin, addr(*p), dir.path(), args);
+                wait_listening(addr(*p));
+                b
+            })
+            .collect();
+        Cluster { beacons, dir }
+    }
+
     pub fn logs(&self) -> String {
         self.beacons
             .iter()
