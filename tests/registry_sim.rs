@@ -138,6 +138,7 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.reads_given += s.reads_given;
         total.0.reads_asked += s.reads_asked;
         total.0.reads_asked_given += s.reads_asked_given;
+        total.0.commits_heard += s.commits_heard;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -175,6 +176,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.reads_asked > seeds && s.reads_asked_given > 0,
             "followers asked their leaders, and some were given the index at once: {s:?}"
+        );
+        assert!(
+            s.commits_heard > seeds,
+            "followers released commits on their leaders' word before the step: {s:?}"
         );
     }
 }

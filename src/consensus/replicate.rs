@@ -207,6 +207,37 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.log.contains(position) || (last.term == position.term && last.index >= position.index)
     }
 
+    /// Follower in quorum mode: how far message `msg` from its leader shows this replica's
+    /// log committed, read without a step (`None`: no further than it knows). A connection
+    /// task asks it as the message arrives, so that reads waiting for the commit need not
+    /// wait for the step, which waits for this beacon's own fsync under way.
+    ///
+    /// The leader's commit index names entries a majority has stored (the leader's own disk
+    /// included); this replica's log matches the leader's through the last position of the
+    /// leader's it holds (the message's `prev`, or the leader's last position), so its own
+    /// entries up to the lower of the two are those committed ones.
+    pub fn commit_heard(&self, from: SocketAddr, msg: &Message<S>) -> Option<u64> {
+        let follows = self.cfg.mode == super::Mode::Quorum
+            && self.leading.is_none()
+            && self.election.leader() == Some(from)
+            && msg.heartbeat.is_leader
+            && msg.heartbeat.term == self.election.term();
+        if !follows {
+            return None;
+        }
+        let mut verified = 0;
+        if self.holds(msg.position) {
+            verified = msg.position.index;
+        }
+        if let Some(append) = &msg.append
+            && self.holds(append.prev)
+        {
+            verified = verified.max(append.prev.index);
+        }
+        let commit = msg.commit.min(verified).min(self.log.last().index);
+        (commit > self.commit).then_some(commit)
+    }
+
     /// Follower: the leader sent us entries or a snapshot.
     fn on_leader_message(&mut self, now: Millis, from: SocketAddr, msg: Message<S>) {
         if msg.heartbeat.term < self.election.max_seen_term() {
@@ -526,5 +557,53 @@ mod tests {
                 .iter()
                 .any(|(to, m)| to.port() == A && m.ack_beat == 5)
         );
+    }
+
+    #[test]
+    fn a_follower_hears_its_commit_only_where_its_log_matches_its_leaders() {
+        let mut b = node(B, Mode::Quorum);
+        let entry = |index, term| Entry {
+            index,
+            term,
+            payload: Payload::Command(index),
+        };
+        let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(A));
+        msg.append = Some(Append {
+            prev: Position::default(),
+            entries: vec![entry(1, 1), entry(2, 1)],
+        });
+        hear(&mut b, 10, A, msg.clone());
+        assert_eq!(b.commit(), 0);
+        // The next message tells commit 2 and brings entries 3 and 4 after 2@1, which B
+        // holds: B's entries through 2 are committed, before any step.
+        msg.commit = 2;
+        msg.position = Position { index: 4, term: 1 };
+        msg.append = Some(Append {
+            prev: Position { index: 2, term: 1 },
+            entries: vec![entry(3, 1), entry(4, 1)],
+        });
+        assert_eq!(b.commit_heard(addr(A), &msg), Some(2));
+        // A commit beyond B's log counts only as far as B's log goes.
+        msg.commit = 4;
+        assert_eq!(b.commit_heard(addr(A), &msg), Some(2));
+        // After a position B does not hold (another history), nothing is heard; nor from
+        // a beacon B does not follow, nor in another term.
+        let mut other = msg.clone();
+        other.position = Position { index: 4, term: 2 };
+        other.append = Some(Append {
+            prev: Position { index: 2, term: 2 },
+            entries: vec![entry(3, 2)],
+        });
+        assert_eq!(b.commit_heard(addr(A), &other), None);
+        assert_eq!(b.commit_heard(addr(C), &msg), None);
+        let mut later = msg.clone();
+        later.heartbeat.term = 2;
+        assert_eq!(b.commit_heard(addr(A), &later), None);
+        // Once stepped, the commit is B's own: nothing more to hear.
+        hear(&mut b, 20, A, msg.clone());
+        assert_eq!(b.commit(), 4);
+        assert_eq!(b.commit_heard(addr(A), &msg), None);
     }
 }

@@ -170,6 +170,14 @@ impl DriverHandle {
     }
 
     async fn peer(&self, from: SocketAddr, msg: Message<State>, greeting: bool) {
+        // Reads waiting for the commit this message tells answer now, not once the driver
+        // has finished the fsync it may be in and stepped the message.
+        if !greeting {
+            let heard = self.view.read().commit_heard(from, &msg);
+            if let Some(commit) = heard {
+                self.view.release_commit(commit);
+            }
+        }
         let _ = self
             .tx
             .send(Event::Peer {

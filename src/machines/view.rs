@@ -14,6 +14,8 @@
 //! entry leaves this beacon before the entry is stored on a majority). A follower in quorum
 //! mode also publishes the commit index its leader tells it as soon as it hears it: the
 //! leader's commit names entries already stored on a majority, the leader's disk included.
+//! It does so as the message arrives, on the connection that brought it
+//! ([`View::release_commit`]), before the driver, perhaps in an fsync, steps it.
 
 use std::sync::Arc;
 
@@ -119,15 +121,29 @@ impl View {
         if !Arc::ptr_eq(allowed, &self.allowed.load()) {
             self.allowed.store(allowed.clone());
         }
-        let now = Released {
-            commit: replica.commit(),
-            position: replica.position(),
-            stopped: false,
-        };
         self.released.send_if_modified(|r| {
+            let now = Released {
+                // A follower may have released a higher commit from its leader's message
+                // before the driver stepped it (`release_commit`).
+                commit: replica.commit().max(r.commit),
+                position: replica.position(),
+                stopped: false,
+            };
             let changed = *r != now;
             *r = now;
             changed
+        });
+    }
+
+    /// A follower heard from its leader that its log is committed through `commit` (see
+    /// [`crate::consensus::Replica::commit_heard`]) before the driver stepped that message:
+    /// readers waiting for it may answer now. Committed entries are never replaced, so what
+    /// is released never goes back (a later [`View::release`] keeps the higher index).
+    pub(crate) fn release_commit(&self, commit: u64) {
+        self.released.send_if_modified(|r| {
+            let higher = commit > r.commit;
+            r.commit = r.commit.max(commit);
+            higher
         });
     }
 

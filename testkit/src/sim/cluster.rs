@@ -78,6 +78,9 @@ pub struct Stats {
     /// (given at once where the two make a majority), and those given at once.
     pub reads_asked: u64,
     pub reads_asked_given: u64,
+    /// Commits a follower released on its leader's word before the step (each checked:
+    /// its entry there stored on a majority of the voters).
+    pub commits_heard: u64,
     /// Messages with terms or indexes beyond the bounds, sent posing as a beacon.
     pub rogues: u64,
     /// Steps whose outputs joined another step's in one batch (one store for both).
@@ -302,6 +305,14 @@ where
                         || core.links.is_cut(from, to)
                     {
                         continue;
+                    }
+                    if !greeting {
+                        // As the daemon does: a follower releases the commit its leader's
+                        // message tells before the step (reads may answer through it).
+                        let heard = core.nodes[&to].commit_heard(from, &msg);
+                        if let Some(commit) = heard {
+                            core.check_heard_commit(to, commit)?;
+                        }
                     }
                     let input = if greeting {
                         Input::Greeting { from, msg }
@@ -829,6 +840,32 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// entry stored on a majority of disks, its own included. A follower that learns it
     /// from the leader may answer reads through it before storing the entries itself (the
     /// daemon releases them so): nothing later takes an entry on a majority back.
+    /// A follower releases its log through `commit` on its leader's word, before stepping
+    /// the message ([`Replica::commit_heard`]): its entry there must be stored on a majority
+    /// of the voters' disks, or a read through it could show a write a failover loses.
+    fn check_heard_commit(&mut self, at: SocketAddr, commit: u64) -> Checked {
+        self.stats.commits_heard += 1;
+        let node = &self.nodes[&at];
+        let Some(term) = node.term_at(commit) else {
+            return Ok(()); // compacted into its snapshot: no position to look for
+        };
+        let position = consensus::Position {
+            index: commit,
+            term,
+        };
+        let holders = self
+            .disks
+            .iter()
+            .filter(|(a, d)| self.voters.contains(a) && d.holds(position))
+            .count();
+        if holders < self.voters.len() / 2 + 1 {
+            return Err(format!(
+                "{at} released {position} as committed on its leader's word, but only {holders} voters have stored it"
+            ));
+        }
+        Ok(())
+    }
+
     fn check_commit_durable(&mut self, at: SocketAddr) -> Checked {
         let Some(node) = self.nodes.get(&at) else {
             return Ok(());
