@@ -962,6 +962,34 @@ mod tests {
     }
 
     #[test]
+    fn learners_are_apart_from_the_voters_and_follow_some() {
+        let voters = r#""beacon": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]"#;
+        let c = parse(&format!(
+            r#"{{"node": "127.0.0.1:4", {voters}, "learners": ["127.0.0.1:4"]}}"#
+        ))
+        .unwrap();
+        assert!(c.is_learner());
+        assert_eq!(c.beacons.len(), 3, "the voters alone");
+        assert_eq!(c.members().len(), 4);
+        assert_eq!(c.mode, Mode::Quorum, "three voters");
+        let again = parse(&c.to_json().to_string()).unwrap();
+        assert_eq!(again.learners, c.learners);
+        let e = err(&format!(
+            r#"{{"node": "127.0.0.1:1", {voters}, "learners": ["127.0.0.1:2"]}}"#
+        ));
+        assert!(e.contains("learners") && e.contains("also a voter"), "{e}");
+        let e = err(r#"{"node": "127.0.0.1:4", "learners": ["127.0.0.1:4"]}"#);
+        assert!(e.contains("learners follow voters"), "{e}");
+        let e = err(&format!(
+            r#"{{"node": "127.0.0.1:5", {voters}, "learners": ["127.0.0.1:4"]}}"#
+        ));
+        assert!(
+            e.contains("does not contain this beacon's own address"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn embedded_default_is_a_lone_beacon_on_16000() {
         let c = Config::load(None, &Overrides::default()).unwrap();
         assert_eq!(c.node, "127.0.0.1:16000".parse().unwrap());

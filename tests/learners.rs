@@ -1,6 +1,6 @@
 //! A learner on real processes: three voters and a learner (key `learners`). The learner
-//! keeps a full replica and answers reads, sends writers on to the leader, follows each new
-//! leader, and never leads nor counts for a majority.
+//! keeps a full replica and answers reads, sends native writers on to the leader and relays
+//! gRPC calls there, follows each new leader, and never leads nor counts for a majority.
 
 mod support;
 use std::net::SocketAddr;
@@ -106,6 +106,30 @@ async fn a_learner_keeps_a_replica_follows_every_leader_and_makes_no_majority() 
         assert!(id.is_ok(), "registration {i} through the learner: {id:?}");
         expected.push(service);
     }
+    // A gRPC call at the learner is relayed to the leader, as at a follower.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{learner}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("a gRPC connection to the learner");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.expect("the channel is ready");
+    let codec =
+        tonic_prost::ProstCodec::<pb::registry::RegisterRequest, pb::registry::RegisterReply>::default();
+    let by_grpc = "10.7.0.99:7000";
+    let reply = grpc
+        .unary(
+            tonic::Request::new(register_req(by_grpc)),
+            http::uri::PathAndQuery::from_static("/beacon.v1.registry.Registry/Register"),
+            codec,
+        )
+        .await
+        .expect("a registration over gRPC at the learner");
+    assert_eq!(
+        reply.into_inner().node.map(|n| n.addr),
+        Some(by_grpc.into())
+    );
+    expected.push(by_grpc.into());
     expected.sort();
     assert_eq!(registered(learner).await, Some(expected.clone()));
 
