@@ -42,7 +42,8 @@ pub struct Config {
     /// majorities, sorted (this one included unless it is a learner).
     pub beacons: Vec<SocketAddr>,
     /// Key `learners`: beacons that follow the leader and keep a full replica (they serve
-    /// reads and forward writes) but never lead and count for no majority; sorted.
+    /// reads, and send writes on to the leader) but never lead and count for no majority;
+    /// sorted.
     pub learners: Vec<SocketAddr>,
     /// Heartbeat / check interval.
     pub tick_ms: u64,

@@ -53,7 +53,8 @@ fn one_attempt_at_a_time_one_result_no_submit_lost_under_seeded_faults() {
         let workload = Clients::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
-            learners: 0,
+            // A learner in some runs: it must change nothing the voters decide.
+            learners: usize::from(rng.chance(0.3)),
             mode: Mode::Quorum,
             faults: Faults::draw(&mut rng),
             log_keep: 16,
