@@ -377,13 +377,9 @@ impl Election {
     /// number check-quorum compares with the majority.
     pub fn support(&self) -> usize {
         1 + self
-            .others()
+            .other_voters()
             .filter(|(_, e)| {
-                e.votes()
-                    && e.alive()
-                    && !e.claims()
-                    && e.leader == Some(self.me)
-                    && e.term == self.term
+                e.alive() && !e.claims() && e.leader == Some(self.me) && e.term == self.term
             })
             .count()
     }
@@ -576,8 +572,10 @@ impl Election {
         }
     }
 
-    fn others(&self) -> impl Iterator<Item = (&SocketAddr, &Entry)> {
-        self.entries.iter().filter(|(a, _)| **a != self.me)
+    /// The voters other than us: whom every count of support, contact and claims walks
+    /// (a learner counts in none of them).
+    fn other_voters(&self) -> impl Iterator<Item = (&SocketAddr, &Entry)> {
+        self.voters().filter(|(a, _)| **a != self.me)
     }
 
     /// Our bit in `Heartbeat::sees` (none for a learner).
@@ -599,8 +597,8 @@ impl Election {
     fn two_way(&self) -> usize {
         let me = self.my_bit();
         1 + self
-            .others()
-            .filter(|(_, e)| e.votes() && e.alive() && e.sees & me != 0)
+            .other_voters()
+            .filter(|(_, e)| e.alive() && e.sees & me != 0)
             .count()
     }
 
@@ -615,10 +613,9 @@ impl Election {
     fn available(&self) -> usize {
         let me = self.my_bit();
         1 + self
-            .others()
+            .other_voters()
             .filter(|(_, e)| {
-                e.votes()
-                    && e.alive()
+                e.alive()
                     && !e.claims()
                     && e.sees & me != 0
                     && (e.leader.is_none() || e.leader == Some(self.me))
@@ -629,12 +626,9 @@ impl Election {
     /// The highest term announced by an online beacon that follows us or no one: a term we
     /// must lead above for it to take our entries.
     fn unfollowed_term(&self) -> u64 {
-        self.others()
+        self.other_voters()
             .filter(|(_, e)| {
-                e.votes()
-                    && e.alive()
-                    && !e.claims()
-                    && (e.leader.is_none() || e.leader == Some(self.me))
+                e.alive() && !e.claims() && (e.leader.is_none() || e.leader == Some(self.me))
             })
             .map(|(_, e)| e.term)
             .max()
@@ -738,9 +732,7 @@ impl Election {
         if why == Check::Tick {
             self.shift_masks();
         }
-        let rival = self
-            .others()
-            .any(|(_, e)| e.votes() && e.alive() && e.claims());
+        let rival = self.other_voters().any(|(_, e)| e.alive() && e.claims());
 
         let mut actions = Vec::new();
         let term_before = self.term;

@@ -399,7 +399,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{Append, Entry, Input, Mode, Payload, Position};
+    use super::super::{Append, Entry, Input, Message, Mode, Payload, Position};
 
     #[test]
     fn a_leaders_write_leaves_before_its_store_and_waits_for_its_commit() {
@@ -497,14 +497,19 @@ mod tests {
         assert!(step.after.iter().any(|(_, m)| m.reject), "it says so");
     }
 
-    #[test]
-    fn a_follower_acknowledges_a_new_round_before_its_store_claiming_only_what_is_stored() {
-        let mut b = node(B, Mode::Quorum);
-        let entry = |index, term| Entry {
+    /// Command entry `index` of `term`.
+    fn entry(index: u64, term: u64) -> Entry<u64> {
+        Entry {
             index,
             term,
             payload: Payload::Command(index),
-        };
+        }
+    }
+
+    /// B, following A in term 1, after A's message with entries 1 and 2 (and that message,
+    /// to send again changed).
+    fn following_a_with_two_entries() -> (Node, Message<Numbers>) {
+        let mut b = node(B, Mode::Quorum);
         let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
         msg.heartbeat.is_leader = true;
         msg.heartbeat.leader = Some(addr(A));
@@ -513,6 +518,12 @@ mod tests {
             entries: vec![entry(1, 1), entry(2, 1)],
         });
         hear(&mut b, 10, A, msg.clone());
+        (b, msg)
+    }
+
+    #[test]
+    fn a_follower_acknowledges_a_new_round_before_its_store_claiming_only_what_is_stored() {
+        let (mut b, mut msg) = following_a_with_two_entries();
         // Round 4 arrives with entries 3 and 4.
         msg.position = Position { index: 4, term: 1 };
         msg.beat = 4;
@@ -561,20 +572,7 @@ mod tests {
 
     #[test]
     fn a_follower_hears_its_commit_only_where_its_log_matches_its_leaders() {
-        let mut b = node(B, Mode::Quorum);
-        let entry = |index, term| Entry {
-            index,
-            term,
-            payload: Payload::Command(index),
-        };
-        let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
-        msg.heartbeat.is_leader = true;
-        msg.heartbeat.leader = Some(addr(A));
-        msg.append = Some(Append {
-            prev: Position::default(),
-            entries: vec![entry(1, 1), entry(2, 1)],
-        });
-        hear(&mut b, 10, A, msg.clone());
+        let (mut b, mut msg) = following_a_with_two_entries();
         assert_eq!(b.commit(), 0);
         // The next message tells commit 2 and brings entries 3 and 4 after 2@1, which B
         // holds: B's entries through 2 are committed, before any step.

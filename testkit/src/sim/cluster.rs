@@ -853,17 +853,28 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             index: commit,
             term,
         };
-        let holders = self
-            .disks
-            .iter()
-            .filter(|(a, d)| self.voters.contains(a) && d.holds(position))
-            .count();
-        if holders < self.voters.len() / 2 + 1 {
+        let holders = self.voters_holding(position).len();
+        if holders < self.majority() {
             return Err(format!(
                 "{at} released {position} as committed on its leader's word, but only {holders} voters have stored it"
             ));
         }
         Ok(())
+    }
+
+    /// The voters whose disks hold `position` (a learner's disk counts for nothing: it is in
+    /// no majority).
+    fn voters_holding(&self, position: consensus::Position) -> Vec<SocketAddr> {
+        self.disks
+            .iter()
+            .filter(|(a, d)| self.voters.contains(a) && d.holds(position))
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    /// How many voters make a majority.
+    fn majority(&self) -> usize {
+        self.voters.len() / 2 + 1
     }
 
     fn check_commit_durable(&mut self, at: SocketAddr) -> Checked {
@@ -881,15 +892,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Ok(());
         };
         let at_commit = consensus::Position { index, term };
-        // A learner's disk counts for nothing: it is in no majority.
-        let holders: Vec<SocketAddr> = self
-            .disks
-            .iter()
-            .filter(|(a, d)| self.voters.contains(a) && d.holds(at_commit))
-            .map(|(a, _)| *a)
-            .collect();
-        let majority = self.voters.len() / 2 + 1;
-        if holders.len() < majority {
+        let holders = self.voters_holding(at_commit);
+        if holders.len() < self.majority() {
             return Err(format!(
                 "{at} leads with commit index {index} (term {term}), which only {holders:?} have stored: not a majority"
             ));
