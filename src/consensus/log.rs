@@ -101,9 +101,20 @@ impl<C: Clone> Log<C> {
         self.entries.get(offset as usize).map(|e| e.term)
     }
 
+    /// The entry at `index`, if this log still holds it.
+    pub fn get(&self, index: u64) -> Option<&Entry<C>> {
+        let offset = index.checked_sub(self.base.index + 1)?;
+        self.entries.get(offset as usize).map(|e| &**e)
+    }
+
     /// Whether this log's history includes `pos`.
     pub fn contains(&self, pos: Position) -> bool {
         self.term_at(pos.index) == Some(pos.term)
+    }
+
+    /// How many entries are kept.
+    pub fn keep(&self) -> usize {
+        self.keep
     }
 
     /// Changes how many entries are kept (at least one); the excess goes with the next append.

@@ -20,6 +20,7 @@
 //! steps it lets its service judge nothing until a majority has confirmed it again.
 
 mod app;
+mod apply;
 pub mod bounds;
 mod commit;
 mod confirm;
@@ -290,6 +291,11 @@ pub struct Replica<S: Machine, V: Service<S>> {
     state: S,
     service: V,
     commit: u64,
+    /// How many entries at the end of the log are not applied yet (a follower in quorum
+    /// mode applies on commit: see `apply.rs`); 0 on a leader.
+    deferred: u64,
+    /// Set when this beacon's own log does not fit its state (see [`Replica::halted`]).
+    halted: Option<String>,
     /// Follower: the highest commit index a leader has announced to it (how far behind it
     /// is, for readiness).
     leader_commit: u64,
@@ -345,6 +351,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             state,
             service,
             commit: 0,
+            deferred: 0,
+            halted: None,
             leader_commit: 0,
             changes: VecDeque::new(),
             leading: None,
@@ -401,7 +409,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         &self.election
     }
 
-    /// The replicated state, as of the last log position.
+    /// The replicated state, as of [`Replica::applied`].
     pub fn state(&self) -> &S {
         &self.state
     }
@@ -419,7 +427,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.cfg.mode
     }
 
-    /// The last position in this beacon's log (everything up to it is applied).
+    /// The last position in this beacon's log (stored; applied through
+    /// [`Replica::applied`]).
     pub fn position(&self) -> Position {
         self.log.last()
     }
@@ -444,10 +453,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.log.term_at(index)
     }
 
-    /// The whole state as of the last log position, for compacting storage.
+    /// The whole state, as of the position it is applied through (for compacting storage
+    /// the entries after it are kept beside it: [`Replica::unapplied`]).
     pub fn snapshot(&self, now: Millis) -> Snapshot<S::Snapshot> {
         Snapshot {
-            position: self.log.last(),
+            position: self.applied(),
             state: self.state.snapshot(now),
         }
     }
@@ -656,6 +666,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     fn become_leader(&mut self, now: Millis) {
+        // A leader decides on the state of its whole log.
+        if let Err(misfit) = self.catch_up(now) {
+            self.halt(misfit, "taking the lead");
+        }
         let followers = self.fresh_followers();
         let phase = match self.cfg.mode {
             Mode::Classic => Phase::Ready,
@@ -727,6 +741,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// Why this beacon cannot serve a request now, if it cannot.
     fn serving_blocked(&self) -> Option<ConsensusError> {
+        if self.halted.is_some() {
+            return Some(ConsensusError::NotReady);
+        }
         if self.leading.is_none() {
             let leader = self.election.leader();
             // A beacon on a minority side that knows no leader says why none can lead.
@@ -1014,6 +1031,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.changes.clear();
         self.state.restore(snapshot.state.clone(), now);
         self.log.reset(snapshot.position);
+        self.deferred = 0;
         self.ready.store = Store {
             snapshot: Some(snapshot),
             entries: Vec::new(),

@@ -251,6 +251,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             // else, or when it asks, the whole state.
             let mut reply = self.bare_message();
             let gap = self.log.last().index.saturating_sub(msg.position.index);
+            // Our whole state is wanted: the entries not applied yet included.
+            if let Err(misfit) = self.catch_up(now) {
+                self.halt(misfit, "handing its state to a new leader");
+                return;
+            }
             let entries = (!msg.need_snapshot
                 && gap <= super::MAX_ENTRIES_FETCHED
                 && self.log.contains(msg.position))
@@ -293,10 +298,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         };
         if let Some(snapshot) = msg.snapshot {
             let snapshot = *snapshot;
-            if self.holds(snapshot.position) {
+            if self.holds(snapshot.position) && snapshot.position.index <= self.applied().index {
                 // A late copy of a state we already have (and have built on): installing
                 // it would take back entries this beacon acknowledged.
                 verified = verified.max(snapshot.position.index);
+            } else if self.holds(snapshot.position) {
+                // A state our log holds but has not applied (an entry there did not fit,
+                // and we asked for it): it replaces ours, our entries after it stay.
+                verified = verified.max(snapshot.position.index);
+                self.notice(format!(
+                    "installed a snapshot from leader {from} at {} under this beacon's later entries",
+                    snapshot.position
+                ));
+                self.install_under_tail(snapshot, now);
             } else {
                 verified = snapshot.position.index;
                 self.notice(format!(
@@ -330,9 +344,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                         None => {}
                     }
                     let position = entry.position();
-                    if let Err(e) = self.apply_and_append(now, entry) {
+                    if let Err((at, e)) = self.take_from_leader(now, entry) {
                         self.notice(format!(
-                            "entry {position} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot"
+                            "entry {at} from leader {from} does not fit this beacon's state ({e}): asking for a snapshot"
                         ));
                         need_snapshot = true;
                         break;
@@ -342,6 +356,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         self.commit = self.commit.max(msg.commit.min(verified));
+        if let Err((at, e)) = self.apply_committed(now) {
+            self.notice(format!(
+                "committed entry {at} does not fit this beacon's state ({e}): asking leader {from} for a snapshot"
+            ));
+            need_snapshot = true;
+        }
         self.release_changes();
         self.leader_commit = self.leader_commit.max(msg.commit);
         if replicates || new_beat {

@@ -263,7 +263,7 @@ impl DriverHandle {
         self.view.applied(index).await?;
         let (answer, at) = {
             let replica = self.view.read();
-            (f(&replica, self.view.now()), replica.position())
+            (f(&replica, self.view.now()), replica.applied())
         };
         self.view.committed(at).await?;
         Ok(answer)
@@ -286,7 +286,7 @@ impl DriverHandle {
             }
             replica.ready_to_serve()?;
             let answer = f(&replica, self.view.now());
-            (answer, replica.position(), replica.election().term())
+            (answer, replica.applied(), replica.election().term())
         };
         self.read_index(None).await?;
         if self.view.read().election().term() != term {
@@ -716,7 +716,7 @@ where
         .driver
         .subscribe(from, move |replica, _, since| {
             let (begin, replay) = match since {
-                Since::Now => (Start::List(replica.position().index), 0),
+                Since::Now => (Start::List(replica.applied().index), 0),
                 Since::Replay { from, count } => (Start::Resume(from), count),
                 Since::Compacted { asked, oldest } => {
                     return (Err(compacted(asked, oldest)), None);

@@ -43,9 +43,9 @@ pub(crate) enum ReadError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Released {
     pub(crate) commit: u64,
-    /// This replica's last log position then (a change of it wakes readers whose entries
-    /// may have been replaced).
-    pub(crate) position: Position,
+    /// The position this replica's state was applied through then (a change of it wakes
+    /// readers waiting for an index, and those whose entries may have been replaced).
+    pub(crate) applied: Position,
     /// The driver has stopped: nothing will be released any more.
     pub(crate) stopped: bool,
 }
@@ -69,7 +69,7 @@ impl View {
     pub(crate) fn new(replica: Replica, configured: Allowlist) -> Arc<View> {
         let released = watch::Sender::new(Released {
             commit: replica.commit(),
-            position: replica.position(),
+            applied: replica.applied(),
             stopped: false,
         });
         let configured = Arc::new(configured);
@@ -126,7 +126,7 @@ impl View {
                 // A follower may have released a higher commit from its leader's message
                 // before the driver stepped it (`release_commit`).
                 commit: replica.commit().max(r.commit),
-                position: replica.position(),
+                applied: replica.applied(),
                 stopped: false,
             };
             let changed = *r != now;
@@ -198,9 +198,12 @@ impl View {
         Ok(())
     }
 
-    /// Waits until this replica has applied (and released) the log through `index`.
+    /// Waits until this replica has applied the log through `index` and released it as
+    /// committed.
     pub(crate) async fn applied(&self, index: u64) -> Result<(), ReadError> {
-        self.until(|_, released| (index <= released.commit).then_some(()))
-            .await
+        self.until(|replica, released| {
+            (index <= released.commit && index <= replica.applied().index).then_some(())
+        })
+        .await
     }
 }

@@ -216,7 +216,11 @@ impl Driver {
                     None => break,
                 },
             }
-            self.carry_out();
+            // A beacon that must stop carries nothing out: no message of a step that
+            // found its own log broken leaves it.
+            if self.failed.is_none() {
+                self.carry_out();
+            }
             if let Some(why) = self.failed.take() {
                 error!("stopping: {why}");
                 shutdown.cancel();
@@ -348,7 +352,7 @@ impl Driver {
                 }
             }
             self.subscribers.push(subscriber);
-            let index = self.core().position().index;
+            let index = self.core().applied().index;
             self.commit_waiters.push((index, committed));
         }
         self.release_commit_waiters();
@@ -357,9 +361,16 @@ impl Driver {
     /// Feeds one input to the core; what it asks for waits for [`Driver::carry_out`].
     fn step(&mut self, input: Input) {
         let now = self.now();
-        let mut ready = self.view.write().step(now, input);
+        let (mut ready, halted) = {
+            let mut core = self.view.write();
+            let ready = core.step(now, input);
+            (ready, core.halted().map(str::to_owned))
+        };
         for event in ready.take_events() {
             self.log_event(event);
+        }
+        if let Some(why) = halted {
+            self.failed.get_or_insert(why);
         }
         self.pending.merge(ready);
     }

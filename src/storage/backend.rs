@@ -71,6 +71,8 @@ impl Backend for Files {
     }
 
     fn replace(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        // A file kept open for appending would go on writing to the one replaced.
+        self.open.remove(name);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;

@@ -69,9 +69,9 @@ where
         out.appended(started.elapsed());
     }
     // Once the log holds more entries than are worth keeping, the current state replaces
-    // it.
+    // it (with the entries not applied yet: a follower applies on commit).
     if storage.logged() > replica.entries_to_keep() {
-        storage.install(&replica.snapshot(now))?;
+        storage.install_with(&replica.snapshot(now), &replica.unapplied())?;
         out.compacted();
     }
     let released = ready.release(stored);

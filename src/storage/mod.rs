@@ -292,12 +292,13 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         Ok(())
     }
 
-    /// Stores what a step asks for: its snapshot (if any), then its entries.
+    /// Stores what a step asks for: its snapshot (if any) with the entries after it, or
+    /// its entries appended.
     pub fn store(&mut self, store: &Store<S>) -> Result<Stored, StorageError> {
-        if let Some(s) = &store.snapshot {
-            self.install(s)?;
+        match &store.snapshot {
+            Some(s) => self.install_with(s, &store.entries)?,
+            None => self.append(&store.entries)?,
         }
-        self.append(&store.entries)?;
         Ok(Stored::issue())
     }
 
@@ -306,16 +307,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        if !self.log_marked {
-            buf.extend_from_slice(&format::header(&format::LOG_MAGIC));
-        }
-        for e in entries {
-            let body = entry_bytes::<S>(e);
-            buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-            buf.extend_from_slice(&body);
-        }
+        let buf = self.records(entries, !self.log_marked);
         self.backend
             .append(LOG_FILE, &buf)
             .map_err(self.io("cannot append to log"))?;
@@ -324,21 +316,55 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         Ok(())
     }
 
+    /// `entries` as log records, after the log's header when `header`.
+    fn records(&self, entries: &[Entry<S::Command>], header: bool) -> Vec<u8> {
+        let mut buf = Vec::new();
+        if header {
+            buf.extend_from_slice(&format::header(&format::LOG_MAGIC));
+        }
+        for e in entries {
+            let body = entry_bytes::<S>(e);
+            buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+            buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+            buf.extend_from_slice(&body);
+        }
+        buf
+    }
+
     /// Stores `snapshot` as the new base and empties the log: after installing a leader's
-    /// snapshot, or to compact. Crash-safe: until the snapshot is replaced the old snapshot
-    /// and log stand; after it, log entries at or before the new snapshot are skipped on
-    /// open.
+    /// snapshot, or to compact.
     pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
+        self.install_with(snapshot, &[])
+    }
+
+    /// Stores `snapshot` as the new base, and `entries` (those after it) as the whole log:
+    /// a follower compacting keeps the entries it stored but has not applied yet. Crash-safe:
+    /// until the snapshot is replaced the old snapshot and log stand; after it, log entries
+    /// at or before the new snapshot are skipped on open, and the old log still holds
+    /// every entry of `entries` it held until the new log replaces it whole.
+    pub fn install_with(
+        &mut self,
+        snapshot: &Snapshot<S::Snapshot>,
+        entries: &[Entry<S::Command>],
+    ) -> Result<(), StorageError> {
         let bytes = format::sealed(&format::SNAPSHOT_MAGIC, &snapshot_bytes::<S>(snapshot));
         self.backend
             .replace(SNAPSHOT_FILE, &bytes)
             .map_err(self.io("cannot write snapshot"))?;
         self.snapshot_size = bytes.len() as u64;
-        self.backend
-            .truncate(LOG_FILE, 0)
-            .map_err(self.io("cannot empty the log"))?;
-        self.log_marked = false;
-        self.logged = 0;
+        if entries.is_empty() {
+            self.backend
+                .truncate(LOG_FILE, 0)
+                .map_err(self.io("cannot empty the log"))?;
+            self.log_marked = false;
+        } else {
+            let log = self.records(entries, true);
+            self.backend
+                .replace(LOG_FILE, &log)
+                .map_err(self.io("cannot rewrite the log"))?;
+            self.log_marked = true;
+        }
+        self.logged = entries.len();
         Ok(())
     }
 
@@ -462,6 +488,40 @@ mod tests {
         assert_eq!(r.snapshot, Some(snapshot(3)));
         assert_eq!(r.entries, vec![entry(4)]);
         assert_eq!(s.logged(), 1);
+    }
+
+    /// A follower compacting keeps the entries it has stored but not applied: the snapshot
+    /// and the log holding just them, and later appends go to that log.
+    #[test]
+    fn a_snapshot_keeps_the_entries_stored_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = open(dir.path());
+        s.store(&store((1..=5).map(entry).collect())).unwrap();
+        s.install_with(&snapshot(3), &[entry(4), entry(5)]).unwrap();
+        assert_eq!(s.logged(), 2);
+        s.store(&store(vec![entry(6)])).unwrap();
+        drop(s);
+        let (s, r) = open(dir.path());
+        assert_eq!(r.snapshot, Some(snapshot(3)));
+        assert_eq!(r.entries, vec![entry(4), entry(5), entry(6)]);
+        assert_eq!(s.logged(), 3);
+    }
+
+    /// A crash after the new snapshot is written and before the log is replaced: the old
+    /// log still holds the entries after the snapshot, and nothing stored is lost.
+    #[test]
+    fn a_crash_between_the_snapshot_and_its_log_loses_no_entry() {
+        let (mut s, _) = Storage::<Tally, Memory>::open(Memory::new()).unwrap();
+        s.store(&store((1..=5).map(entry).collect())).unwrap();
+        let mut mem = s.into_backend();
+        let sealed = format::sealed(
+            &format::SNAPSHOT_MAGIC,
+            &snapshot_bytes::<Tally>(&snapshot(3)),
+        );
+        mem.replace(SNAPSHOT_FILE, &sealed).unwrap();
+        let (_, r) = Storage::<Tally, Memory>::open(mem).unwrap();
+        assert_eq!(r.snapshot, Some(snapshot(3)));
+        assert_eq!(r.entries, vec![entry(4), entry(5)]);
     }
 
     #[test]

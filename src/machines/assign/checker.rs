@@ -300,7 +300,7 @@ where
         for v in replicas {
             // A replica's state may hold entries a later leader overwrites; its committed
             // states are prefixes of one history, so only those are compared over time.
-            let index = v.replica.position().index;
+            let index = v.replica.applied().index;
             if v.replica.commit() < index {
                 continue;
             }

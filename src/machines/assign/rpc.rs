@@ -355,7 +355,7 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
         pb::GroupsReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             groups,
             now_ms: wall_ms(),
             stale: replica.staleness(),
@@ -394,7 +394,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
         pb::ResourcesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             resources,
             now_ms: wall_ms(),
             stale: replica.staleness(),

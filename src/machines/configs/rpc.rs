@@ -67,7 +67,7 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
                         history.extend(d.history.iter().map(past_to_pb));
                         pb::HistoryReply {
                             history,
-                            index: replica.position().index,
+                            index: replica.applied().index,
                         }
                     })
                 })
@@ -222,7 +222,7 @@ async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject>
             };
             pb::GetReply {
                 documents,
-                index: replica.position().index,
+                index: replica.applied().index,
                 node: replica.config().me.to_string(),
             }
         })

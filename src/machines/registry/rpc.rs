@@ -422,7 +422,7 @@ pub(crate) async fn nodes_page(
         let reply = pb::NodesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             next_node_id: next.unwrap_or(0),
             total: total as u64,
             nodes: page
@@ -499,7 +499,7 @@ async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {
             last_node_id: registry.last_node_id(),
             in_use: registry.len() as u32,
             quarantined,
-            index: replica.position().index,
+            index: replica.applied().index,
             stale: replica.staleness(),
         }
     })

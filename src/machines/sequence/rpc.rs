@@ -161,7 +161,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
         pb::SequencesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             sequences,
             now_ms: wall_ms(),
             stale: replica.staleness(),

@@ -366,7 +366,7 @@ where
 
     fn check(&mut self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
         for v in replicas {
-            let index = v.replica.position().index;
+            let index = v.replica.applied().index;
             if v.replica.commit() < index {
                 continue;
             }

@@ -442,7 +442,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
         Ok(pb::TasksReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             tasks: chosen
                 .into_iter()
                 .map(|t| task_to_pb(t, req.brief))
@@ -493,7 +493,7 @@ async fn queues(ctx: &Ctx<'_>, req: pb::QueuesRequest) -> Result<pb::QueuesReply
         pb::QueuesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.position().index,
+            index: replica.applied().index,
             queues,
             now_ms: wall_ms(),
             stale: replica.staleness(),

@@ -822,6 +822,9 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             self.note(format!("{at}: {event:?}"));
         }
         stale?;
+        if let Some(why) = self.nodes[&at].halted() {
+            return Err(format!("{at} halted: {why}"));
+        }
         self.check_terms(at, term, max_seen)?;
         self.check_commit_durable(at)?;
         match self.batch.get_mut(&at) {
@@ -940,7 +943,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if carried.is_some() {
             disk.stored(snapshot, &entries);
             if out.compacted {
-                disk.compacted(node.position());
+                disk.compacted(node.applied());
             }
         }
         let SimOutbox {
@@ -1381,7 +1384,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         (followed && self.nodes[leader].has_taken_over()).then_some(*leader)
     }
 
-    /// Whether one leader settled and every beacon stores and has committed what it has.
+    /// Whether one leader settled and every beacon stores, has committed and has applied
+    /// what it has (a follower applies an entry once it knows it committed).
     pub fn caught_up(&self) -> bool {
         let Some(leader) = self.settled_leader() else {
             return false;
@@ -1389,7 +1393,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let (position, commit) = (self.nodes[&leader].position(), self.nodes[&leader].commit());
         self.nodes
             .values()
-            .all(|n| n.position() == position && n.commit() == commit)
+            .all(|n| n.position() == position && n.commit() == commit && n.applied() == position)
     }
 
     /// The settled leader; panics (with every beacon's view) if there is none.
@@ -1403,13 +1407,14 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let mut lines = Vec::new();
         for (a, n) in &self.nodes {
             lines.push(format!(
-                "  {a}: follows {:?}, term {} (seen {}), taken over {}, at {}, commit {}{}",
+                "  {a}: follows {:?}, term {} (seen {}), taken over {}, at {}, commit {}, applied {}{}",
                 n.election().leader(),
                 n.election().term(),
                 n.election().max_seen_term(),
                 n.has_taken_over(),
                 n.position(),
                 n.commit(),
+                n.applied().index,
                 if self.paused.contains_key(a) {
                     " (paused)"
                 } else {
@@ -1451,7 +1456,9 @@ impl<S: consensus::Machine + MachineWire> Outbox<S, Memory> for SimOutbox<'_, S>
             return true;
         }
         self.crashed = true;
-        if !store.entries.is_empty() {
+        // Only an append tears: a snapshot, and the log stored beside it, replace their
+        // files whole or not at all.
+        if !store.entries.is_empty() && store.snapshot.is_none() {
             let keep = self.rng.below(64) as usize;
             storage.backend_mut().tear_next_append(keep);
             assert!(

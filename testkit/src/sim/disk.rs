@@ -103,9 +103,11 @@ impl<S: MachineWire> Disk<S> {
         }
     }
 
-    /// The log was compacted into a snapshot through `at` (by a carry-out).
+    /// The log was compacted into a snapshot through `at` (by a carry-out): the entries
+    /// after it stay.
     pub fn compacted(&mut self, at: Position) {
-        self.snapshot_stored(at);
+        self.base = at;
+        self.entries.retain(|index, _| *index > at.index);
     }
 
     /// Stores `store` as a crash in the middle of the write leaves it: the first `keep` bytes

@@ -1,0 +1,244 @@
+//! When a replica applies what its log holds.
+//!
+//! A leader applies each command as it appends it: it decides requests against the state
+//! with everything it has appended. A follower in quorum mode applies an entry once it
+//! knows the entry is committed. Why: a linearizable read at a follower answers from its
+//! state, and a state holding entries not yet committed may answer only once they are.
+//! Under a steady stream of writes a follower that applied at append always held the
+//! newest batch uncommitted, and each read waited a replication round for it; applied at
+//! commit, the state answers as soon as it reaches the read index.
+//!
+//! Entries appended but not applied yet (the deferred tail) are stored and acknowledged like
+//! any other. A beacon applies them all at once (catches up) when it must hold the state of
+//! its whole log: before it leads, before it hands its whole state to a new leader taking
+//! over, and before its log would drop one of them. A state ahead of the commit is no
+//! danger: a read waits for what it saw to be committed ([`Replica::committed`]).
+
+use super::log::{Entry, Payload};
+use super::{Machine, Position, Replica, Service, Snapshot, Store};
+use crate::time::Millis;
+
+/// An entry that did not fit the state it was applied to: the replicas diverged.
+pub(super) type Misfit<S> = (Position, <S as Machine>::ApplyError);
+
+impl<S: Machine, V: Service<S>> Replica<S, V> {
+    /// The position the state is applied through: the log's last on a leader, the commit
+    /// (or further, after a catch-up) on a follower in quorum mode.
+    pub fn applied(&self) -> Position {
+        let index = self.log.last().index - self.deferred;
+        Position {
+            index,
+            term: self
+                .log
+                .term_at(index)
+                .expect("the log keeps every entry it has not applied"),
+        }
+    }
+
+    /// The entries stored but not applied, in log order (kept beside a snapshot of the
+    /// applied state when the stored log is compacted).
+    pub fn unapplied(&self) -> Vec<Entry<S::Command>> {
+        self.log
+            .after(self.applied().index, usize::MAX)
+            .unwrap_or_default()
+    }
+
+    /// Whether entries taken from a leader wait for their commit to be applied.
+    fn defers(&self) -> bool {
+        self.cfg.mode == super::Mode::Quorum && self.leading.is_none()
+    }
+
+    /// Follower: stores and appends `entry` from its leader, applied now (classic mode) or
+    /// once committed. A misfit entry is neither applied nor appended.
+    pub(super) fn take_from_leader(
+        &mut self,
+        now: Millis,
+        entry: Entry<S::Command>,
+    ) -> Result<(), Misfit<S>> {
+        if !self.defers() {
+            let position = entry.position();
+            return self.apply_and_append(now, entry).map_err(|e| (position, e));
+        }
+        if self.deferred + 1 >= self.log.keep() as u64 {
+            // The log would drop an entry not applied yet.
+            self.catch_up(now)?;
+        }
+        self.ready.store.entries.push(entry.clone());
+        self.log.append(entry);
+        self.deferred += 1;
+        Ok(())
+    }
+
+    /// Applies the deferred entries through `through`, in order; stops at one that does
+    /// not fit (it stays deferred).
+    fn apply_through(&mut self, now: Millis, through: u64) -> Result<(), Misfit<S>> {
+        while self.deferred > 0 {
+            let next = self.log.last().index - self.deferred + 1;
+            if next > through {
+                break;
+            }
+            let entry = self
+                .log
+                .get(next)
+                .expect("the log keeps every entry it has not applied");
+            if let Payload::Command(command) = &entry.payload {
+                match self.state.apply(command, now) {
+                    Ok(Some(change)) => self.changes.push_back((next, change)),
+                    Ok(None) => {}
+                    Err(e) => return Err((entry.position(), e)),
+                }
+            }
+            self.deferred -= 1;
+        }
+        Ok(())
+    }
+
+    /// Applies the deferred entries the commit index covers.
+    pub(super) fn apply_committed(&mut self, now: Millis) -> Result<(), Misfit<S>> {
+        self.apply_through(now, self.commit)
+    }
+
+    /// Applies every deferred entry: the state is then that of the whole log.
+    pub(super) fn catch_up(&mut self, now: Millis) -> Result<(), Misfit<S>> {
+        self.apply_through(now, u64::MAX)
+    }
+
+    /// The leader's state at `snapshot`'s position, which this log holds but has not
+    /// applied (an entry there did not fit): it replaces the state, and the entries after
+    /// it stay (they were stored and acknowledged), stored again beside the snapshot.
+    pub(super) fn install_under_tail(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
+        let tail = self
+            .log
+            .after(snapshot.position.index, usize::MAX)
+            .unwrap_or_default();
+        self.changes.clear();
+        self.state.restore(snapshot.state.clone(), now);
+        self.log.reset(snapshot.position);
+        for entry in &tail {
+            self.log.append(entry.clone());
+        }
+        self.deferred = tail.len() as u64;
+        self.ready.store = Store {
+            snapshot: Some(snapshot),
+            entries: tail,
+        };
+    }
+
+    /// Stops this beacon: its own log does not fit its state, so it can neither lead nor
+    /// hand its state on (the driver stops the process; a restart refuses the data
+    /// directory with the same finding, and the others serve on).
+    pub(super) fn halt(&mut self, (position, cause): Misfit<S>, doing: &str) {
+        let why = format!(
+            "stored entry {position} does not fit this beacon's state ({cause}) while {doing}: stopping; restore the data directory, or remove it to fetch the state from the other beacons"
+        );
+        self.notice(why.clone());
+        self.halted.get_or_insert(why);
+    }
+
+    /// Why this beacon must stop, if it must (see [`Replica::halt`]).
+    pub fn halted(&self) -> Option<&str> {
+        self.halted.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::{Append, Entry, Input, Message, Mode, Payload, Position};
+
+    fn entry(index: u64) -> Entry<u64> {
+        Entry {
+            index,
+            term: 1,
+            payload: Payload::Command(index * 10),
+        }
+    }
+
+    /// Leader A's message in term 1: `entries` after `prev`, its log ending with the last,
+    /// committed through `commit`.
+    fn from_a(prev: u64, entries: &[u64], commit: u64) -> Message<Numbers> {
+        let last = entries.last().copied().unwrap_or(prev);
+        let mut msg = follower(
+            A,
+            1,
+            Position {
+                index: last,
+                term: 1,
+            },
+            0,
+        );
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(A));
+        msg.commit = commit;
+        msg.append = Some(Append {
+            prev: Position {
+                index: prev,
+                term: u64::from(prev > 0),
+            },
+            entries: entries.iter().map(|i| entry(*i)).collect(),
+        });
+        msg
+    }
+
+    #[test]
+    fn a_follower_stores_at_once_and_applies_once_committed() {
+        let mut b = node(B, Mode::Quorum);
+        let step = hear(&mut b, 10, A, from_a(0, &[1, 2], 0));
+        assert_eq!(step.store.entries.len(), 2, "stored at once");
+        assert_eq!(b.position().index, 2);
+        assert_eq!(b.applied().index, 0, "applied only once committed");
+        assert!(b.state().0.is_empty());
+        let step = hear(&mut b, 20, A, from_a(2, &[3], 1));
+        assert_eq!(b.applied(), Position { index: 1, term: 1 });
+        assert_eq!(b.state().0, vec![10]);
+        assert_eq!(
+            step.committed,
+            vec![(1, 10)],
+            "its change told as it is applied"
+        );
+        // Its snapshot is of the applied state, the rest kept beside it.
+        assert_eq!(b.snapshot(30).position.index, 1);
+        let kept: Vec<u64> = b.unapplied().iter().map(|e| e.index).collect();
+        assert_eq!(kept, vec![2, 3]);
+        hear(&mut b, 40, A, from_a(3, &[], 3));
+        assert_eq!(b.applied().index, 3);
+        assert_eq!(b.state().0, vec![10, 20, 30]);
+        assert!(b.unapplied().is_empty());
+    }
+
+    #[test]
+    fn classic_mode_applies_at_append() {
+        let mut b = node(B, Mode::Classic);
+        hear(&mut b, 10, A, from_a(0, &[1, 2], 0));
+        assert_eq!(b.applied().index, 2);
+        assert_eq!(b.state().0, vec![10, 20]);
+    }
+
+    #[test]
+    fn a_follower_that_takes_the_lead_applies_its_whole_log_first() {
+        let mut b = node(B, Mode::Quorum);
+        hear(&mut b, 10, A, from_a(0, &[1, 2], 1));
+        assert_eq!(b.applied().index, 1);
+        b.step(20, Input::PeerDown { peer: addr(A) });
+        let mut now = 20;
+        while !b.is_leader() && now < 5_000 {
+            now += 100;
+            hear(&mut b, now, C, follower(0, 1, Position::default(), 0));
+            tick(&mut b, now);
+        }
+        assert!(b.is_leader(), "B leads once A is gone");
+        assert_eq!(b.applied(), b.position());
+        assert_eq!(b.state().0, vec![10, 20]);
+    }
+
+    #[test]
+    fn the_log_never_drops_an_entry_not_applied() {
+        let mut b = node(B, Mode::Quorum);
+        // The log keeps 100 entries (see `node_of`): 150 arrive uncommitted.
+        let entries: Vec<u64> = (1..=150).collect();
+        hear(&mut b, 10, A, from_a(0, &entries, 0));
+        assert_eq!(b.position().index, 150);
+        assert!(b.applied().index >= 50, "caught up before dropping any");
+        assert_eq!(b.state().0.len() as u64, b.applied().index);
+    }
+}
