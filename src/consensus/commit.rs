@@ -96,10 +96,14 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.commit = commit;
         leading.committed = true;
         let ready = super::confirm::take_due(&mut leading.waiting, commit);
+        let held = super::confirm::take_due(&mut leading.held, commit);
         self.release_changes();
         for (token, waiting) in ready {
             let answer = self.service.answer(&self.state, waiting);
             self.reply(token, answer.map_err(ReplyError::Machine));
+        }
+        for (token, result) in held {
+            self.reply(token, result.map_err(ReplyError::Machine));
         }
     }
 }

@@ -143,13 +143,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// Answers `token` with `response` once a round started after now is confirmed (at once
     /// in classic mode).
-    pub(super) fn when_confirmed(&mut self, token: Token, response: Result<V::Response, V::Error>) {
+    pub(super) fn when_confirmed(
+        &mut self,
+        token: Token,
+        (decided, response): (u64, Result<V::Response, V::Error>),
+    ) {
         if self.cfg.mode != Mode::Quorum {
-            self.reply(token, response.map_err(super::ReplyError::Machine));
+            self.answer_from_state(decided, token, response);
             return;
         }
         let rounds = &mut self.leading.as_mut().expect("leader").rounds;
-        rounds.waiting.push_back((rounds.beat + 1, token, response));
+        rounds
+            .waiting
+            .push_back((rounds.beat + 1, token, (decided, response)));
         rounds.wanted = true;
     }
 
@@ -222,8 +228,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         l.rounds.confirmed = confirmed;
         let answers = take_due(&mut l.rounds.waiting, confirmed);
         let reads = take_due(&mut l.rounds.reads, confirmed);
-        for (token, response) in answers {
-            self.reply(token, response.map_err(super::ReplyError::Machine));
+        for (token, (decided, response)) in answers {
+            self.answer_from_state(decided, token, response);
         }
         for (token, index) in reads {
             self.read_indexed(token, Ok(index));
@@ -284,6 +290,53 @@ mod tests {
         // One of this round makes a majority with the leader: the answer goes.
         let step = hear(&mut a, 302, B, follower(A, 1, last, beat));
         assert_eq!(step.replies, vec![(5, Ok(0))]);
+    }
+
+    /// An answer read off the leader's state waits, past its round, for the entries that
+    /// state holds to commit: else it could tell of a write a failover then loses.
+    #[test]
+    fn an_answer_on_the_leaders_state_waits_for_what_that_state_holds_to_commit() {
+        let mut a = quorum_leader();
+        let before = a.log.last();
+        let step = a.step(
+            300,
+            Input::Request {
+                token: 4,
+                request: Request::Add(7),
+            },
+        );
+        assert!(step.replies.is_empty(), "the write waits for its commit");
+        let step = a.step(
+            301,
+            Input::Request {
+                token: 5,
+                request: Request::Count,
+            },
+        );
+        assert!(step.replies.is_empty());
+        let beat = a.leading.as_ref().unwrap().rounds.beat();
+        // The round is confirmed, but B holds nothing new: the count, which saw the write,
+        // waits.
+        let step = hear(&mut a, 302, B, follower(A, 1, before, beat));
+        assert!(step.replies.is_empty(), "{:?}", step.replies);
+        // B stores the write: it commits, and both answers go.
+        let last = a.log.last();
+        let step = hear(&mut a, 303, B, follower(A, 1, last, beat));
+        let mut replies = step.replies.clone();
+        replies.sort_by_key(|(token, _)| *token);
+        assert_eq!(replies, vec![(4, Ok(before.index + 1)), (5, Ok(1))]);
+        // Once the state holds nothing uncommitted, the answer needs only its round.
+        a.step(
+            400,
+            Input::Request {
+                token: 6,
+                request: Request::Count,
+            },
+        );
+        let beat = a.leading.as_ref().unwrap().rounds.beat();
+        let last = a.log.last();
+        let step = hear(&mut a, 401, C, follower(A, 1, last, beat));
+        assert_eq!(step.replies, vec![(6, Ok(1))]);
     }
 
     #[test]

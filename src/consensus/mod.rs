@@ -245,6 +245,12 @@ struct Fetch {
     whole: bool,
 }
 
+/// A service's answer to a request.
+type Answer<S, V> = Result<<V as Service<S>>::Response, <V as Service<S>>::Error>;
+
+/// An answer, with the last index of the state it was decided on.
+type Decided<S, V> = (u64, Answer<S, V>);
+
 /// State only the leader has.
 struct Leading<S: Machine, V: Service<S>> {
     /// The term this leadership began in; a new term is a new leadership.
@@ -259,7 +265,12 @@ struct Leading<S: Machine, V: Service<S>> {
     /// (a follower holds a linearizable read's answer until it knows the entries it read
     /// are committed, and would otherwise learn it only with the next heartbeat).
     committed: bool,
-    rounds: confirm::Rounds<Result<V::Response, V::Error>>,
+    /// Answers waiting for a confirmation round, each with the last index of the state it
+    /// was decided on.
+    rounds: confirm::Rounds<Decided<S, V>>,
+    /// Answers decided on the state, waiting for every entry that state held to commit
+    /// (the index of the last), in index order: see [`Replica::answer_from_state`].
+    held: VecDeque<(u64, Token, Answer<S, V>)>,
     transfer: Option<Transfer>,
     /// The index of the entry that began this term (0 before it is appended): entries the
     /// leader took over may have been committed by an earlier leader without its knowing,
@@ -277,6 +288,7 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             appended: false,
             committed: false,
             rounds: confirm::Rounds::default(),
+            held: VecDeque::new(),
             transfer: None,
             start: 0,
         }
@@ -700,8 +712,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 });
             }
             let waiting = leading.waiting.into_iter().map(|(_, token, _)| token);
+            let held = leading.held.into_iter().map(|(_, token, _)| token);
             let (confirming, reads) = leading.rounds.tokens();
-            for token in waiting.chain(confirming) {
+            for token in waiting.chain(held).chain(confirming) {
                 self.reply(token, Err(ConsensusError::LeaderChanged.into()));
             }
             for token in reads {
@@ -970,11 +983,33 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         let outcome = self.with_leader(now, |service, leader| service.request(leader, request));
+        // What the answer was decided on: the state through the last entry appended.
+        let decided = self.log.last().index;
         match outcome {
-            Outcome::Now(result) => self.reply(token, result.map_err(ReplyError::Machine)),
+            Outcome::Now(result) => self.answer_from_state(decided, token, result),
             Outcome::WhenCommitted { index, waiting } => self.when_committed(index, token, waiting),
-            Outcome::WhenConfirmed(response) => self.when_confirmed(token, response),
+            Outcome::WhenConfirmed(response) => self.when_confirmed(token, (decided, response)),
         }
+    }
+
+    /// Gives `result`, decided on the state through index `decided`, once that index is
+    /// committed. A leader applies entries as it appends them, so its state may hold writes
+    /// not committed yet: an answer read off it ("not the holder": an unregister just
+    /// appended ended the registration) must not leave before those writes are committed,
+    /// or a client could act on a write that a failover then loses, and a read elsewhere
+    /// (a follower applies only what is committed) would contradict the answer.
+    pub(super) fn answer_from_state(
+        &mut self,
+        decided: u64,
+        token: Token,
+        result: Result<V::Response, V::Error>,
+    ) {
+        let Some(leading) = self.leading.as_mut().filter(|_| decided > self.commit) else {
+            self.reply(token, result.map_err(ReplyError::Machine));
+            return;
+        };
+        let at = leading.held.partition_point(|(i, _, _)| *i <= decided);
+        leading.held.insert(at, (decided, token, result));
     }
 
     /// The answer now if `index` is committed, else the request waits.
