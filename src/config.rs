@@ -666,24 +666,13 @@ impl RawConfig {
         if let Some(peers) = &o.peers {
             self.beacon = peers.clone();
         }
-        let mut beacons = BTreeSet::new();
-        for item in &self.beacon {
-            let addr = check.addr("beacon", peers_flag, item)?;
-            if !beacons.insert(addr) {
-                return Err(check.err("beacon", peers_flag, format!("`{addr}` is listed twice")));
-            }
-        }
+        let mut beacons = check.addrs("beacon", peers_flag, &self.beacon)?;
         let learners_flag = o.learners.is_some().then_some("--learners");
         if let Some(learners) = &o.learners {
             self.learners = learners.clone();
         }
-        let mut learners = BTreeSet::new();
-        for item in &self.learners {
-            let addr = check.addr("learners", learners_flag, item)?;
-            if !learners.insert(addr) {
-                let twice = format!("`{addr}` is listed twice");
-                return Err(check.err("learners", learners_flag, twice));
-            }
+        let learners = check.addrs("learners", learners_flag, &self.learners)?;
+        for &addr in &learners {
             if beacons.contains(&addr) {
                 return Err(check.err(
                     "learners",

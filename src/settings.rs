@@ -200,6 +200,23 @@ impl Checker {
         Ok(addr)
     }
 
+    /// A list of addresses (each as [`Checker::addr`]), none listed twice.
+    pub fn addrs(
+        &self,
+        key: &'static str,
+        flag: Option<&'static str>,
+        values: &[String],
+    ) -> Result<std::collections::BTreeSet<SocketAddr>, ConfigError> {
+        let mut addrs = std::collections::BTreeSet::new();
+        for value in values {
+            let addr = self.addr(key, flag, value)?;
+            if !addrs.insert(addr) {
+                return Err(self.err(key, flag, format!("`{addr}` is listed twice")));
+            }
+        }
+        Ok(addrs)
+    }
+
     fn resolve(
         &self,
         key: &'static str,

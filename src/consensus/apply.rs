@@ -15,7 +15,7 @@
 //! danger: a read waits for what it saw to be committed ([`Replica::committed`]).
 
 use super::log::{Entry, Payload};
-use super::{Machine, Position, Replica, Service, Snapshot, Store};
+use super::{Machine, Position, Replica, Service, Snapshot};
 use crate::time::Millis;
 
 /// An entry that did not fit the state it was applied to: the replicas diverged.
@@ -111,17 +111,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             .log
             .after(snapshot.position.index, usize::MAX)
             .unwrap_or_default();
-        self.changes.clear();
-        self.state.restore(snapshot.state.clone(), now);
-        self.log.reset(snapshot.position);
+        self.install(snapshot, now);
         for entry in &tail {
             self.log.append(entry.clone());
         }
         self.deferred = tail.len() as u64;
-        self.ready.store = Store {
-            snapshot: Some(snapshot),
-            entries: tail,
-        };
+        self.ready.store.entries = tail;
     }
 
     /// Stops this beacon: its own log does not fit its state, so it can neither lead nor

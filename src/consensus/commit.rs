@@ -57,15 +57,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return None;
         }
         let leading = self.leading.as_ref()?;
-        let mut stored: Vec<u64> = leading
-            .followers
-            .iter()
-            .filter(|(peer, _)| self.election.is_voter(**peer))
-            .map(|(_, f)| f.progress.matched.unwrap_or(0))
-            .collect();
-        stored.push(self.log.last().index);
-        stored.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = stored[self.majority() - 1];
+        let candidate = super::progress::majority_reached(
+            &self.election,
+            &leading.followers,
+            self.log.last().index,
+            self.majority(),
+            |f| f.progress.matched.unwrap_or(0),
+        );
         (self.log.term_at(candidate) == Some(self.election.term())).then_some(candidate)
     }
 

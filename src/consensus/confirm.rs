@@ -212,16 +212,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(l) = self.leading.as_mut() else {
             return;
         };
-        let election = &self.election;
-        let mut acked: Vec<u64> = l
-            .followers
-            .iter()
-            .filter(|(peer, _)| election.is_voter(**peer))
-            .map(|(_, f)| f.acked_beat)
-            .collect();
-        acked.push(l.rounds.beat);
-        acked.sort_unstable_by(|a, b| b.cmp(a));
-        let confirmed = acked[majority - 1];
+        let confirmed = super::progress::majority_reached(
+            &self.election,
+            &l.followers,
+            l.rounds.beat,
+            majority,
+            |f| f.acked_beat,
+        );
         if confirmed <= l.rounds.confirmed {
             return;
         }

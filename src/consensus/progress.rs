@@ -65,6 +65,26 @@ pub(crate) struct Follower {
     pub(crate) acked_beat: u64,
 }
 
+/// The highest value a majority of the voters has reached: `reached` of each voter among
+/// `followers`, and `own`, the leader's (a learner's counts for nothing). What a commit
+/// index is to stored entries, a confirmed round is to acknowledged ones.
+pub(super) fn majority_reached(
+    election: &super::Election,
+    followers: &std::collections::BTreeMap<std::net::SocketAddr, Follower>,
+    own: u64,
+    majority: usize,
+    reached: impl Fn(&Follower) -> u64,
+) -> u64 {
+    let mut values: Vec<u64> = followers
+        .iter()
+        .filter(|(peer, _)| election.is_voter(**peer))
+        .map(|(_, f)| reached(f))
+        .collect();
+    values.push(own);
+    values.sort_unstable_by(|a, b| b.cmp(a));
+    values[majority - 1]
+}
+
 impl Follower {
     pub(crate) fn new(next: u64) -> Follower {
         Follower {
