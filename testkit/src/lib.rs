@@ -399,30 +399,7 @@ impl Cluster {
         cluster: &str,
         configs: &[String],
     ) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let beacons = ports
-            .iter()
-            .zip(configs)
-            .map(|(p, config)| {
-                let keys: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(config).expect("config keys are a JSON object");
-                // An admin address in the keys is meant: it is not turned off.
-                let admin = keys
-                    .get("admin")
-                    .and_then(|a| a.as_str())
-                    .map(str::to_owned);
-                let mut args = beacon_args(dir.path(), *p, ports, tick_ms, cluster, keys);
-                if let Some(admin) = admin {
-                    args.extend(["--admin".into(), admin]);
-                }
-                let b = Beacon::start(bin, addr(*p), dir.path(), args);
-                // Start in sorted order, each listening before the next starts, so the first
-                // beacon is the first online everywhere (as in the seed's demo).
-                wait_listening(addr(*p));
-                b
-            })
-            .collect();
-        Cluster { beacons, dir }
+        Cluster::start_with_learners(bin, ports, &[], tick_ms, cluster, configs)
     }
 
     /// Like [`Cluster::start_each`], with learners: the beacons on `voters` are the voters
@@ -446,10 +423,22 @@ impl Cluster {
             .map(|(p, config)| {
                 let mut keys: serde_json::Map<String, serde_json::Value> =
                     serde_json::from_str(config).expect("config keys are a JSON object");
-                keys.insert("learners".into(), listed.clone().into());
-                let args =
+                if !listed.is_empty() {
+                    keys.insert("learners".into(), listed.clone().into());
+                }
+                // An admin address in the keys is meant: it is not turned off.
+                let admin = keys
+                    .get("admin")
+                    .and_then(|a| a.as_str())
+                    .map(str::to_owned);
+                let mut args =
                     beacon_args_at(dir.path(), addr(*p), &voter_addrs, tick_ms, cluster, keys);
+                if let Some(admin) = admin {
+                    args.extend(["--admin".into(), admin]);
+                }
                 let b = Beacon::start(bin, addr(*p), dir.path(), args);
+                // Start in sorted order, each listening before the next starts, so the first
+                // beacon is the first online everywhere (as in the seed's demo).
                 wait_listening(addr(*p));
                 b
             })
