@@ -75,7 +75,7 @@ fn config_in(
     me: u16,
     beacons: &[u16],
     log_keep: usize,
-    stored_term: u64,
+    stored: consensus::Promise,
 ) -> consensus::Config {
     consensus::Config {
         mode,
@@ -84,7 +84,8 @@ fn config_in(
         learners: Vec::new(),
         tick_ms: TICK,
         log_keep,
-        stored_term,
+        stored,
+        deal_terms: true,
     }
 }
 
@@ -224,7 +225,7 @@ impl Net {
         let disk = self.disk.entry(addr(port)).or_default();
         let stored = disk.open().expect("the disk opens");
         assert!(stored.truncated.is_none());
-        let config = config_in(self.mode, port, &self.ports, self.log_keep, stored.term);
+        let config = config_in(self.mode, port, &self.ports, self.log_keep, stored.promise);
         let (state, service) = fresh();
         let (node, notices) =
             Coordinator::restore(config, state, service, stored.snapshot, stored.entries)
@@ -826,7 +827,13 @@ fn a_restarted_follower_catches_up_with_a_snapshot() {
     let (state, service) = fresh();
     net.disk.insert(addr(C), Disk::default());
     net.disk.get_mut(&addr(C)).unwrap().open().unwrap();
-    let config = config_in(Mode::Classic, C, &[A, B, C], 2, 0);
+    let config = config_in(
+        Mode::Classic,
+        C,
+        &[A, B, C],
+        2,
+        consensus::Promise::default(),
+    );
     net.nodes
         .insert(addr(C), Coordinator::new(config, state, service));
     let hello = net.node(C).greeting();
@@ -1228,4 +1235,41 @@ fn clock_reservations_commit_before_they_are_confirmed_and_pass_to_the_next_hold
             ..
         }))
     ));
+}
+
+#[test]
+fn a_restarted_follower_keeps_its_promise_of_the_term_to_its_leader() {
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    assert_eq!(net.leader(), A);
+    let term = net.node(A).election().term();
+    let promised_a = consensus::Promise {
+        term,
+        leader: Some(addr(A)),
+    };
+    assert_eq!(net.node(B).election().promise(), promised_a);
+    // B restarts from its disk: the promise comes back with the term.
+    net.kill(B);
+    net.restart(B);
+    assert_eq!(net.node(B).election().promise(), promised_a);
+    // A claim of the same term by another beacon (two that came to one term) is not
+    // followed; B rejoins A.
+    let forged = Heartbeat {
+        is_leader: true,
+        term,
+        leader: Some(addr(C)),
+        sees: 0b111,
+        eligible: true,
+    };
+    let position = net.node(C).position();
+    net.input(
+        addr(B),
+        Input::Peer {
+            from: addr(C),
+            msg: PeerMessage::bare(forged, position, 0),
+        },
+    );
+    assert_ne!(net.node(B).election().leader(), Some(addr(C)));
+    net.settle();
+    assert_eq!(net.node(B).election().leader(), Some(addr(A)));
 }

@@ -139,6 +139,7 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.reads_asked += s.reads_asked;
         total.0.reads_asked_given += s.reads_asked_given;
         total.0.commits_heard += s.commits_heard;
+        total.0.shared_terms += s.shared_terms;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -180,6 +181,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.commits_heard > seeds,
             "followers released commits on their leaders' word before the step: {s:?}"
+        );
+        assert!(
+            s.shared_terms > 0,
+            "two beacons claimed one term (terms not dealt), and one at most served it: {s:?}"
         );
     }
 }

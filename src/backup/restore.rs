@@ -75,7 +75,7 @@ pub fn restore(backup: &Backup, config: &Config) -> Result<Restored, RestoreErro
     let (mut storage, _) = Storage::<State>::open(Files::new(dir.path()))?;
     let position = backup.position();
     storage.install(&backup.snapshot)?;
-    storage.store_term(Some(position.term))?;
+    storage.store_term(Some(crate::consensus::Promise::at(position.term)))?;
     // Last: a directory with an identity is one a beacon starts on.
     dir.store_identity(&identity_of(config))?;
     Ok(Restored {

@@ -50,6 +50,14 @@
 //! promised that term ignores older leaders) only when the beacon announcing it follows no
 //! other leader: a follower of a rival across a bridge is not a reason to race terms upwards.
 //!
+//! Quorum mode also promises each term once. A beacon that follows leader X in term T (or
+//! takes T itself) has promised T to X, stores that promise before it says so, and never
+//! follows another beacon claiming T: two beacons that came to the same term (terms are
+//! dealt by place among the voters, and beacons that disagree on the voters may deal the
+//! same one) cannot both gather a majority that follows them, and a new leader counts
+//! only heartbeats that follow it in its term as promises. A beacon held by its promise
+//! follows no one; the leader it sees then leads on in a term above, which it may follow.
+//!
 //! Learners are in the map too, marked as such: they follow the leader the voters elect and
 //! receive its log, but never lead, count for no majority and take no place in the order
 //! that deals terms and numbers `Heartbeat::sees` (those are the voters' alone, so adding
@@ -103,6 +111,28 @@ impl Heartbeat {
             sees: 0,
             eligible: true,
         }
+    }
+}
+
+/// The highest term a beacon promised and the leader it promised it to (quorum mode): a
+/// beacon follows one leader per term. Stored before any heartbeat can announce it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Promise {
+    pub term: u64,
+    /// `None` while this beacon has followed no leader in `term` (it heard of the term only).
+    pub leader: Option<SocketAddr>,
+}
+
+impl Promise {
+    /// A term heard of, promised to no leader yet.
+    pub fn at(term: u64) -> Promise {
+        Promise { term, leader: None }
+    }
+
+    /// Whether `self` says more than `earlier`: a later term, or the leader of the same one.
+    pub fn supersedes(&self, earlier: &Promise) -> bool {
+        self.term > earlier.term
+            || (self.term == earlier.term && earlier.leader.is_none() && self.leader.is_some())
     }
 }
 
@@ -212,6 +242,12 @@ pub struct Election {
     /// no entries from a leader of an older term. (A term a follower merely announces is
     /// not a claim: a follower of a leader across a bridge must not make us refuse ours.)
     max_seen: u64,
+    /// Quorum mode: the leader we promised `max_seen` to (we followed it, or it is us);
+    /// `None` while we followed no one in that term.
+    promised: Option<SocketAddr>,
+    /// Terms are dealt by place among the voters (see [`Election::next_term`]). Off only in
+    /// the simulation, to show that promises alone keep one serving leader per term.
+    deal: bool,
     /// Highest term heard in any heartbeat; a term we take is above it.
     max_heard: u64,
     /// Our leader's connection dropped: for the ticks left here (or until a leader is
@@ -243,6 +279,22 @@ impl Election {
         term: u64,
     ) -> Self {
         Self::with_members(me, beacons, [], term)
+    }
+
+    /// Resumes the promise an earlier run stored (its term is the one given at
+    /// construction, [`Election::with_members`]).
+    pub fn with_promise(mut self, promise: Promise) -> Self {
+        if promise.term == self.max_seen && !self.is_leader {
+            self.promised = promise.leader;
+        }
+        self
+    }
+
+    /// Turns the dealing of terms by place off: a beacon takes the next term above any seen,
+    /// whichever it is, so beacons often take the same one. Only the simulation does this.
+    pub fn without_dealing(mut self) -> Self {
+        self.deal = false;
+        self
     }
 
     /// Like [`Election::with_term`], with `learners` beside the voters `beacons`: beacons in
@@ -277,6 +329,8 @@ impl Election {
             entries,
             term,
             max_seen: term,
+            promised: None,
+            deal: true,
             max_heard: term,
             failover: 0,
             is_leader: false,
@@ -340,6 +394,15 @@ impl Election {
     /// The highest term this beacon has seen.
     pub fn max_seen_term(&self) -> u64 {
         self.max_seen
+    }
+
+    /// The highest term seen and whom it was promised to (quorum mode; in classic mode no
+    /// leader is recorded).
+    pub fn promise(&self) -> Promise {
+        Promise {
+            term: self.max_seen,
+            leader: self.promised,
+        }
     }
 
     /// Voters that make a majority.
@@ -563,6 +626,9 @@ impl Election {
     }
 
     fn see_term(&mut self, term: u64) {
+        if term > self.max_seen {
+            self.promised = None;
+        }
         self.max_seen = self.max_seen.max(term);
         if !self.is_leader {
             self.term = self.max_seen;
@@ -635,6 +701,32 @@ impl Election {
             .unwrap_or(0)
     }
 
+    /// Whether we may follow `claimant` (quorum mode): only in the highest term we know (we
+    /// take no entries of an older one, and whom we follow in which term is what our
+    /// heartbeat promises), and not when we promised that term to another beacon
+    /// (ourselves included).
+    fn may_follow(&self, claimant: SocketAddr) -> bool {
+        let Some(entry) = self.entries.get(&claimant) else {
+            return false;
+        };
+        !self.quorum || (entry.term == self.max_seen && self.promised.is_none_or(|p| p == claimant))
+    }
+
+    /// Leading: an online voter that sees us, claims nothing and announces our term follows
+    /// no one. Its promise of our term went to another (two beacons took the same term), so
+    /// it can follow us only in a later one.
+    fn held_elsewhere(&self) -> bool {
+        let me = self.my_bit();
+        self.quorum
+            && self.other_voters().any(|(_, e)| {
+                e.alive()
+                    && !e.claims()
+                    && e.leader.is_none()
+                    && e.term == self.term
+                    && e.sees & me != 0
+            })
+    }
+
     /// The term this beacon takes when it becomes leader: the smallest term above any seen
     /// that belongs to it. Terms are dealt out round-robin by position in the sorted list
     /// (with three beacons the first takes 1, 4, 7, ..., the second 2, 5, 8, ...), so no two
@@ -648,6 +740,9 @@ impl Election {
         // Inputs are bounded (`bounds::MAX_TERM`), so this cannot wrap; saturating all the
         // same, so that a bug elsewhere cannot wrap a term to 0.
         let above = self.max_seen.max(self.max_heard).saturating_add(1);
+        if !self.deal {
+            return above;
+        }
         above.saturating_add((position + n - (above - 1) % n) % n)
     }
 
@@ -655,6 +750,7 @@ impl Election {
         self.is_leader = true;
         self.term = self.next_term();
         self.max_seen = self.term;
+        self.promised = self.quorum.then_some(self.me);
         self.led_ticks = 0;
         let own = self.entries.get_mut(&self.me).expect("own entry");
         own.attr |= LEADER_BIT;
@@ -764,13 +860,14 @@ impl Election {
                 } else if self.is_leader
                     && why == Check::Tick
                     && !rival
-                    && self.unfollowed_term() > self.term
+                    && (self.unfollowed_term() > self.term || self.held_elsewhere())
                 {
                     // A beacon that follows us (or no one) announces a later term than ours:
                     // it ignores an older leader's entries (it kept that term across a
                     // restart, or saw a rival that is gone). We lead on in a term above it;
                     // not while a rival's claim is online (the claims settle that), and at
-                    // most once a tick.
+                    // most once a tick. So too when a voter that sees us is held from
+                    // following us by a promise of our term to another.
                     self.become_leader();
                 }
             }
@@ -780,9 +877,18 @@ impl Election {
 
         let leader = match candidate {
             Some((c, _)) if c == self.me => self.is_leader.then_some(self.me),
-            Some((c, claims)) => claims.then_some(c),
+            Some((c, claims)) => (claims && self.may_follow(c)).then_some(c),
             None => None,
         };
+        if let Some(l) = leader.filter(|_| self.quorum)
+            && self
+                .entries
+                .get(&l)
+                .is_some_and(|e| e.term == self.max_seen)
+        {
+            // Following `l` in the highest term we know is our promise of that term.
+            self.promised = Some(l);
+        }
         if self.is_leader && self.term != term_before {
             // A new term is a new leadership, even with the same leader.
             self.leader = None;
@@ -1522,5 +1628,95 @@ mod tests {
             tick(&mut a, t * 100 + 50);
         }
         assert!(!a.is_leader(), "A and a learner are no majority");
+    }
+
+    #[test]
+    fn quorum_mode_a_beacon_follows_one_leader_a_term() {
+        let all = [A, B, C];
+        let mut c = quorum(C, &all);
+        send(&mut c, 0, A, qhb(false, 0, None, &all, &all));
+        assert_eq!(
+            send(&mut c, 0, B, qhb(true, 2, Some(B), &all, &all)),
+            vec![Follows(Some(B), 2), Beat(false, 2)]
+        );
+        let promised_b = Promise {
+            term: 2,
+            leader: Some(addr(B)),
+        };
+        assert_eq!(c.promise(), promised_b);
+        // A claims the same term (it came to it another way). It sorts first, so the claims
+        // settle on A, but C promised term 2 to B: it follows no one, and says so.
+        assert_eq!(
+            send(&mut c, 10, A, qhb(true, 2, Some(A), &all, &all)),
+            vec![Follows(None, 2), Beat(false, 2)]
+        );
+        assert_eq!(c.heartbeat().leader, None);
+        // B yields; C still does not go over to A in term 2.
+        send(&mut c, 20, B, qhb(false, 2, None, &all, &all));
+        tick(&mut c, 100);
+        assert_eq!((c.leader(), c.promise()), (None, promised_b));
+        // In a later term it follows A, and that is its promise now.
+        assert_eq!(
+            send(&mut c, 110, A, qhb(true, 4, Some(A), &all, &all)),
+            vec![Follows(Some(A), 4), Beat(false, 4)]
+        );
+        assert_eq!(c.promise().leader, Some(addr(A)));
+        // Nor does a beacon follow a claim of an older term than it promised: it takes no
+        // entries of that term, and its heartbeat would promise the later one.
+        let mut c = Election::with_term(addr(C), all.map(addr), 5).with_quorum(true);
+        let acted = send(&mut c, 0, A, qhb(true, 4, Some(A), &all, &all));
+        assert!(!acted.iter().any(|a| matches!(a, Follows(..))), "{acted:?}");
+        assert_eq!(c.leader(), None);
+    }
+
+    #[test]
+    fn quorum_mode_a_restarted_beacon_keeps_the_promise_it_stored() {
+        let all = [A, B, C];
+        let stored = Promise {
+            term: 2,
+            leader: Some(addr(B)),
+        };
+        let mut c = Election::with_term(addr(C), all.map(addr), 2)
+            .with_quorum(true)
+            .with_promise(stored);
+        let acted = send(&mut c, 0, A, qhb(true, 2, Some(A), &all, &all));
+        assert!(!acted.iter().any(|a| matches!(a, Follows(..))), "{acted:?}");
+        assert_eq!(c.leader(), None);
+        send(&mut c, 10, A, qhb(false, 2, None, &all, &all));
+        assert_eq!(
+            send(&mut c, 20, B, qhb(true, 2, Some(B), &all, &all)),
+            vec![Follows(Some(B), 2), Beat(false, 2)]
+        );
+        // A promise stored for an older term than the one given says nothing.
+        let old = Election::with_term(addr(C), all.map(addr), 3)
+            .with_quorum(true)
+            .with_promise(stored);
+        assert_eq!(old.promise(), Promise::at(3));
+    }
+
+    #[test]
+    fn quorum_mode_a_leader_leads_on_above_a_voter_that_promised_its_term_away() {
+        let all = [A, B, C];
+        let mut a = quorum(A, &all);
+        send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 100);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
+        // B follows A; C announces A's term but follows no one while it sees A: its promise
+        // of term 1 went to another. At its tick A leads on in its next term, which C may
+        // follow.
+        send(&mut a, 110, B, qhb(false, 1, Some(A), &all, &all));
+        send(&mut a, 110, C, qhb(false, 1, None, &all, &all));
+        assert_eq!(tick(&mut a, 200), vec![Follows(Some(A), 4), Beat(true, 4)]);
+        assert_eq!((a.is_leader(), a.term()), (true, 4));
+        // A voter that does not see A (a cut) is not held by a promise: no new term.
+        let mut a = quorum(A, &all);
+        send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 100);
+        send(&mut a, 110, B, qhb(false, 1, Some(A), &all, &all));
+        send(&mut a, 110, C, qhb(false, 1, None, &[B, C], &all));
+        tick(&mut a, 200);
+        assert_eq!((a.is_leader(), a.term()), (true, 1));
     }
 }

@@ -41,6 +41,7 @@ use std::net::SocketAddr;
 pub use app::{Leader, Machine, Outcome, Service};
 pub use bounds::{MAX_INDEX, MAX_TERM};
 use election::Election;
+pub use election::Promise;
 pub use error::{ConsensusError, ReplyError, RestoreError, TransferError};
 pub use log::{Entry, Log, Payload, Position};
 pub use message::{Append, PeerMessage, Snapshot};
@@ -112,8 +113,11 @@ pub struct Config {
     pub tick_ms: u64,
     /// Log entries kept for followers that fall behind; older ones cost a snapshot.
     pub log_keep: usize,
-    /// Highest term promised by an earlier run.
-    pub stored_term: u64,
+    /// Highest term promised by an earlier run, and to whom.
+    pub stored: Promise,
+    /// Terms dealt by place among the voters ([`Election::without_dealing`]): true but in
+    /// the simulation's seeds that show promises alone suffice.
+    pub deal_terms: bool,
 }
 
 /// Least time a leader waits on a follower that is online but not answering (before classic
@@ -320,8 +324,8 @@ pub struct Replica<S: Machine, V: Service<S>> {
     leader_beat: (u64, u64),
     /// When the previous step ran, to notice a gap (the process was stopped or starved).
     last_step: Option<Millis>,
-    /// The highest term handed to the driver to store.
-    term_reported: u64,
+    /// The promise handed to the driver to store.
+    promise_reported: Promise,
     /// Wall-clock minus this replica's clock, as of the last tick.
     wall_offset: i64,
     /// Peers whose messages were refused for terms or indexes beyond the bounds, and how
@@ -354,9 +358,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             cfg.me,
             cfg.beacons.iter().copied(),
             cfg.learners.iter().copied(),
-            cfg.stored_term,
+            cfg.stored.term,
         )
-        .with_quorum(cfg.mode == Mode::Quorum);
+        .with_quorum(cfg.mode == Mode::Quorum)
+        .with_promise(cfg.stored);
+        let election = if cfg.deal_terms {
+            election
+        } else {
+            election.without_dealing()
+        };
         let mut r = Replica {
             log: Log::new(cfg.log_keep),
             election,
@@ -370,7 +380,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             leading: None,
             leader_beat: (0, 0),
             last_step: None,
-            term_reported: cfg.stored_term,
+            promise_reported: cfg.stored,
             wall_offset: 0,
             out_of_bounds: BTreeMap::new(),
             ready: Ready::default(),
@@ -433,6 +443,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     pub fn is_leader(&self) -> bool {
         self.leading.is_some()
+    }
+
+    /// Leading and serving: past the take-over of a majority's state (always in classic
+    /// mode).
+    pub fn serving(&self) -> bool {
+        self.is_leader() && !self.taking_over()
     }
 
     pub fn mode(&self) -> Mode {
@@ -585,10 +601,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.start_round(now);
         self.flush(now);
         self.log.set_keep(self.entries_to_keep());
-        let term = self.election.max_seen_term();
-        if term > self.term_reported {
-            self.term_reported = term;
-            self.ready.term = Some(term);
+        let promise = self.election.promise();
+        if promise.supersedes(&self.promise_reported) {
+            self.promise_reported = promise;
+            self.ready.term = Some(promise);
         }
         std::mem::take(&mut self.ready)
     }

@@ -92,7 +92,7 @@ pub enum Event {
 /// What one or more steps ask for. Merge the steps of a batch with [`Ready::merge`] to store
 /// them together (one fsync).
 pub struct Ready<S: Machine, V: Service<S>> {
-    pub(crate) term: Option<u64>,
+    pub(crate) term: Option<super::Promise>,
     pub(crate) store: Store<S>,
     pub(crate) early: Vec<(SocketAddr, Message<S>)>,
     pub(crate) after: Vec<(SocketAddr, Message<S>)>,
@@ -131,8 +131,9 @@ impl<S: Machine, V: Service<S>> Default for Ready<S, V> {
 }
 
 impl<S: Machine, V: Service<S>> Ready<S, V> {
-    /// The highest term promised, to store before anything else, if it changed.
-    pub fn term(&self) -> Option<u64> {
+    /// The highest term promised (and to whom), to store before anything else, if it
+    /// changed.
+    pub fn term(&self) -> Option<super::Promise> {
         self.term
     }
 

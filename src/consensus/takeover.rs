@@ -77,8 +77,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         else {
             return false;
         };
-        if msg.heartbeat.term < term {
-            return true; // it has not heard of our term yet: no promise
+        if msg.heartbeat.term != term || msg.heartbeat.leader != Some(self.election.me()) {
+            // No promise of our term to us: it has not heard of our term yet, or follows
+            // another beacon in it (two took the same term), or a later one.
+            return true;
         }
         if !self.election.is_voter(from) {
             return true; // a learner's promise counts for no majority
@@ -169,15 +171,15 @@ mod tests {
     use super::super::testing::*;
     use super::super::{Append, Entry, Message, Mode, Payload, Position, Snapshot};
 
-    /// A, just elected in quorum mode, after B promised holding two entries A never got:
-    /// A's step, which asks B for them.
+    /// A, just elected in quorum mode (in term 1, its first: it takes 1, 4, 7, ...), after B
+    /// promised holding two entries A never got: A's step, which asks B for them.
     fn behind_b() -> (Node, Step) {
         let mut a = node(A, Mode::Quorum);
         for p in [B, C] {
             hear(&mut a, 1, p, follower(0, 0, Position::default(), 0));
         }
         tick(&mut a, 100);
-        let step = hear(&mut a, 101, B, follower(A, 4, AHEAD, 0));
+        let step = hear(&mut a, 101, B, follower(A, 1, AHEAD, 0));
         (a, step)
     }
 
@@ -185,7 +187,7 @@ mod tests {
 
     /// B's answer to a fetch: `entries` (index, number) after `prev`.
     fn entries_from_b(prev: Position, entries: &[(u64, u64)]) -> Message<Numbers> {
-        let mut answer = follower(A, 4, AHEAD, 0);
+        let mut answer = follower(A, 1, AHEAD, 0);
         answer.append = Some(Append {
             prev,
             entries: entries
@@ -255,7 +257,7 @@ mod tests {
         assert!(a.is_leader() && !a.has_taken_over());
         // B promises, holding entries up to 3@2 that A lacks: A asks it for its state.
         let ahead = Position { index: 3, term: 2 };
-        let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
+        let step = hear(&mut a, 101, B, follower(A, 1, ahead, 0));
         let fetches: Vec<_> = step
             .early
             .iter()
@@ -266,7 +268,7 @@ mod tests {
         assert!(step.store.entries.is_empty(), "nothing of its own term yet");
         assert!(!a.has_taken_over(), "it serves nothing meanwhile");
         // B answers with its state: A installs it, then starts its term with an entry.
-        let mut answer = follower(A, 4, ahead, 0);
+        let mut answer = follower(A, 1, ahead, 0);
         answer.snapshot = Some(Box::new(Snapshot {
             position: ahead,
             state: vec![1, 2, 3],

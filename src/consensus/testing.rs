@@ -110,7 +110,8 @@ pub fn node_of(me: u16, mode: Mode, beacons: &[u16]) -> Node {
         learners: Vec::new(),
         tick_ms: 100,
         log_keep: 100,
-        stored_term: 0,
+        stored: super::Promise::default(),
+        deal_terms: true,
     };
     Replica::new(cfg, Numbers::default(), Append)
 }

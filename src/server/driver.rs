@@ -164,10 +164,10 @@ impl Driver {
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         self.shutdown = shutdown.clone();
-        let (leads, term, max_seen) = {
+        let (leads, term, promise) = {
             let core = self.core();
             let election = core.election();
-            (core.is_leader(), election.term(), election.max_seen_term())
+            (core.is_leader(), election.term(), election.promise())
         };
         if leads {
             info!(term, "configured alone: leading");
@@ -175,8 +175,7 @@ impl Driver {
             self.metrics.leaders.record(Some(self.config.node), term);
             // The term taken at construction (a lone beacon leads at once) is stored before
             // anyone can hear it.
-            let term = max_seen;
-            if let Err(e) = self.storage.store_term(Some(term)) {
+            if let Err(e) = self.storage.store_term(Some(promise)) {
                 error!("stopping: cannot store the term: {e}");
                 shutdown.cancel();
                 return;
@@ -711,7 +710,8 @@ mod view_tests {
             learners: Vec::new(),
             tick_ms: config.tick_ms,
             log_keep: config.log_keep,
-            stored_term: 0,
+            stored: consensus::Promise::default(),
+            deal_terms: true,
         };
         let replica = Replica::new(
             core,

@@ -58,7 +58,7 @@ pub(crate) struct Loaded {
 }
 
 /// The consensus core's share of the configuration.
-pub(crate) fn consensus_config(config: &Config, stored_term: u64) -> consensus::Config {
+pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> consensus::Config {
     consensus::Config {
         me: config.node,
         mode: config.mode,
@@ -66,7 +66,8 @@ pub(crate) fn consensus_config(config: &Config, stored_term: u64) -> consensus::
         learners: config.learners.clone(),
         tick_ms: config.tick_ms,
         log_keep: config.log_keep,
-        stored_term,
+        stored,
+        deal_terms: true,
     }
 }
 
@@ -95,7 +96,8 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         }
         log_term = log_term.max(position.term);
     }
-    let mut stored_term = restored.term;
+    let mut stored = restored.promise;
+    let mut stored_term = stored.term;
     if stored_term > consensus::MAX_TERM {
         if !options.reset_term {
             return Err(LoadError::TermBeyondBound {
@@ -113,6 +115,7 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
             ),
         ));
         stored_term = log_term;
+        stored = consensus::Promise::at(log_term);
     }
     if let Some(t) = &restored.truncated {
         notices.push((
@@ -138,7 +141,7 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         restored.entries.len(),
     );
     let (core, restore_notices) = Replica::restore(
-        consensus_config(config, stored_term),
+        consensus_config(config, stored),
         State::configured(&config.machines),
         Services::configured(&config.machines),
         restored.snapshot,

@@ -4,12 +4,14 @@
 //! | format | written by | what it is |
 //! |---|---|---|
 //! | 1 | beacon 0.1 before format versions | no mark: `log` records from byte 0, `snapshot` `[crc32][body]`, `term` the number alone, `identity.json` without `format` |
-//! | 2 | beacon 0.1 | every file says its format: `log` and `snapshot` begin with a 12-byte header (8 bytes naming the file, the format as a big-endian u32), then what format 1 held; `term` is `format 2` and `term N` on two lines; `identity.json` has `"format": 2` |
+//! | 2 | beacon 0.1 | every file says its format: `log` and `snapshot` begin with a 12-byte header (8 bytes naming the file, the format as a big-endian u32), then what format 1 held; `term` is `format 2` and `term N` on two lines, then `leader ADDR` once the beacon followed a leader in that term (a line earlier readers of format 2 pass over); `identity.json` has `"format": 2` |
 //!
 //! A beacon reads [`OLDEST`] to [`FORMAT`] and refuses a newer file with an error that says
 //! which formats it reads. On start it rewrites files of an older format in its own, and
 //! logs that it did: a beacon of the version before cannot read them afterwards (to go
 //! back, restore the data directory from a copy taken before the upgrade).
+
+use crate::consensus::Promise;
 
 /// The format this beacon writes.
 pub const FORMAT: u32 = 2;
@@ -93,22 +95,28 @@ pub(crate) fn marked(bytes: &[u8], magic: &[u8; 8]) -> Marked {
     ))
 }
 
-/// The `term` file's text in format [`FORMAT`].
-pub(super) fn term_text(term: u64) -> String {
-    format!("format {FORMAT}\nterm {term}\n")
+/// The `term` file's text in format [`FORMAT`]: the term, then (once this beacon followed a
+/// leader in it) `leader ADDR`, a line a reader of format 2 that predates it passes over.
+pub(super) fn term_text(promise: Promise) -> String {
+    let mut text = format!("format {FORMAT}\nterm {}\n", promise.term);
+    if let Some(leader) = promise.leader {
+        text.push_str(&format!("leader {leader}\n"));
+    }
+    text
 }
 
-/// Parses a `term` file: its format and the term, or `None` when it is neither format.
-pub(super) fn parse_term(text: &str) -> Option<(u32, u64)> {
+/// Parses a `term` file: its format and the promise, or `None` when it is neither format.
+pub(super) fn parse_term(text: &str) -> Option<(u32, Promise)> {
     let mut lines = text.lines();
     let first = lines.next()?.trim();
     match first.strip_prefix("format ") {
-        None => Some((1, first.parse().ok()?)).filter(|_| lines.all(|l| l.trim().is_empty())),
+        None => Some((1, Promise::at(first.parse().ok()?)))
+            .filter(|_| lines.all(|l| l.trim().is_empty())),
         Some(format) => {
             let format = format.trim().parse().ok()?;
             if format > FORMAT {
                 // A newer format may say more: only its number matters here.
-                return Some((format, 0));
+                return Some((format, Promise::default()));
             }
             let term = lines
                 .next()?
@@ -117,7 +125,11 @@ pub(super) fn parse_term(text: &str) -> Option<(u32, u64)> {
                 .trim()
                 .parse()
                 .ok()?;
-            Some((format, term))
+            let leader = match lines.next().map(str::trim).filter(|l| !l.is_empty()) {
+                None => None,
+                Some(line) => Some(line.strip_prefix("leader ")?.trim().parse().ok()?),
+            };
+            Some((format, Promise { term, leader }))
         }
     }
 }
@@ -165,9 +177,19 @@ mod tests {
 
     #[test]
     fn the_term_file_is_read_in_either_format() {
-        assert_eq!(parse_term("12\n"), Some((1, 12)));
-        assert_eq!(parse_term(&term_text(12)), Some((FORMAT, 12)));
-        assert_eq!(parse_term("format 9\nwhatever it says\n"), Some((9, 0)));
+        let at = |term| Some((FORMAT, Promise::at(term)));
+        assert_eq!(parse_term("12\n"), Some((1, Promise::at(12))));
+        assert_eq!(parse_term(&term_text(Promise::at(12))), at(12));
+        let followed = Promise {
+            term: 12,
+            leader: Some("127.0.0.1:16001".parse().unwrap()),
+        };
+        assert_eq!(parse_term(&term_text(followed)), Some((FORMAT, followed)));
+        assert_eq!(parse_term("format 2\nterm 12\nleader nowhere\n"), None);
+        assert_eq!(
+            parse_term("format 9\nwhatever it says\n"),
+            Some((9, Promise::default()))
+        );
         assert_eq!(parse_term("twelve\n"), None);
         assert_eq!(parse_term("format 2\n12\n"), None);
         assert_eq!(parse_term(""), None);

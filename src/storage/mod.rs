@@ -3,8 +3,9 @@
 //!
 //! Files (in a [`Backend`]: the data directory, or memory in simulations), each marked with
 //! its [`format`] version:
-//! - `term`: the highest term this beacon has promised, as text. Stored before any message
-//!   announces it, so a beacon that crashes and restarts never goes back on a promise.
+//! - `term`: the highest term this beacon has promised, and the leader it followed in it, as
+//!   text. Stored before any message announces it, so a beacon that crashes and restarts
+//!   never goes back on a promise.
 //! - `snapshot`: a header, then `[crc32: u32][body]`, the whole state as of one log position
 //!   (a `Snapshot` message), replaced atomically.
 //! - `log`: a header, then the entries that follow the snapshot, as records of
@@ -31,7 +32,7 @@ use std::path::PathBuf;
 pub use backend::{Backend, Files, Memory};
 pub use carry::{Outbox, carry_out};
 
-use crate::consensus::{Entry, Snapshot, Store, Stored, TermStored};
+use crate::consensus::{Entry, Promise, Snapshot, Store, Stored, TermStored};
 use crate::wire::MachineWire;
 use crate::wire::envelope::{entry_bytes, entry_from_bytes, snapshot_bytes, snapshot_from_bytes};
 
@@ -80,8 +81,8 @@ pub struct Truncation {
 /// The state found in storage.
 #[derive(Debug)]
 pub struct Restored<S: MachineWire> {
-    /// The highest term promised (0 if none).
-    pub term: u64,
+    /// The highest term promised (0 if none), and to whom.
+    pub promise: Promise,
     pub snapshot: Option<Snapshot<S::Snapshot>>,
     /// Entries after the snapshot, contiguous.
     pub entries: Vec<Entry<S::Command>>,
@@ -97,7 +98,7 @@ pub struct Storage<S, B = Files> {
     logged: usize,
     /// Bytes of the stored snapshot (0 without one).
     snapshot_size: u64,
-    term: u64,
+    promise: Promise,
     /// The log file begins with its header (an emptied log gets one with its first entry).
     log_marked: bool,
     _state: PhantomData<fn() -> S>,
@@ -128,11 +129,11 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         // only older one a beacon reads: `format::OLDEST`).
         let mut term_old = false;
         let mut snapshot_old = false;
-        let term = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
-            None => 0,
+        let promise = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
+            None => Promise::default(),
             Some(bytes) => {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
-                let Some((f, term)) = format::parse_term(&text) else {
+                let Some((f, promise)) = format::parse_term(&text) else {
                     return Err(StorageError::CorruptTerm {
                         path: path.clone(),
                         content: text,
@@ -142,7 +143,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                     return Err(newer(TERM_FILE, f));
                 }
                 term_old = f < format::FORMAT;
-                term
+                promise
             }
         };
         let stored = backend
@@ -217,7 +218,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         // Files of an older format are rewritten in this one (see `format`).
         if term_old {
             backend
-                .replace(TERM_FILE, format::term_text(term).as_bytes())
+                .replace(TERM_FILE, format::term_text(promise).as_bytes())
                 .map_err(io("cannot rewrite term in the current format"))?;
         }
         if let (true, Some(old)) = (snapshot_old, &stored) {
@@ -240,14 +241,14 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             backend,
             logged: entries.len(),
             snapshot_size,
-            term,
+            promise,
             log_marked,
             _state: PhantomData,
         };
         Ok((
             storage,
             Restored {
-                term,
+                promise,
                 snapshot,
                 entries,
                 truncated,
@@ -268,16 +269,17 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
 
     /// The highest term stored.
     pub fn term(&self) -> u64 {
-        self.term
+        self.promise.term
     }
 
-    /// Stores the highest term promised, if it changed, before any message can announce it.
-    pub fn store_term(&mut self, term: Option<u64>) -> Result<TermStored, StorageError> {
-        if let Some(term) = term.filter(|t| *t > self.term) {
+    /// Stores the highest term promised and to whom, if that says more than what is stored,
+    /// before any message can announce it.
+    pub fn store_term(&mut self, promise: Option<Promise>) -> Result<TermStored, StorageError> {
+        if let Some(promise) = promise.filter(|p| p.supersedes(&self.promise)) {
             self.backend
-                .replace(TERM_FILE, format::term_text(term).as_bytes())
+                .replace(TERM_FILE, format::term_text(promise).as_bytes())
                 .map_err(self.io("cannot store term"))?;
-            self.term = term;
+            self.promise = promise;
         }
         Ok(TermStored::issue())
     }
@@ -285,10 +287,11 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// Replaces the stored term with `term`, even a lower one: only for `--reset-term`, on
     /// a beacon whose stored term is beyond any a beacon reaches.
     pub fn reset_term(&mut self, term: u64) -> Result<(), StorageError> {
+        let promise = Promise::at(term);
         self.backend
-            .replace(TERM_FILE, format::term_text(term).as_bytes())
+            .replace(TERM_FILE, format::term_text(promise).as_bytes())
             .map_err(self.io("cannot store term"))?;
-        self.term = term;
+        self.promise = promise;
         Ok(())
     }
 
@@ -473,14 +476,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, r) = open(dir.path());
         assert!(r.snapshot.is_none() && r.entries.is_empty() && r.truncated.is_none());
-        assert_eq!(r.term, 0);
-        s.store_term(Some(7)).unwrap();
+        assert_eq!(r.promise, Promise::default());
+        s.store_term(Some(Promise::at(7))).unwrap();
         s.store(&store(vec![entry(1), entry(2)])).unwrap();
+        // Following a leader in the term it knows adds the leader to the promise.
+        let followed = Promise {
+            term: 7,
+            leader: Some("127.0.0.1:16002".parse().unwrap()),
+        };
+        s.store_term(Some(followed)).unwrap();
         s.store(&store(vec![entry(3)])).unwrap();
+        // A promise that says no more than the stored one (an earlier term, or the same
+        // term without its leader) changes nothing.
+        s.store_term(Some(Promise::at(7))).unwrap();
+        s.store_term(Some(Promise::at(6))).unwrap();
         drop(s);
         let (mut s, r) = open(dir.path());
         assert_eq!(r.entries, vec![entry(1), entry(2), entry(3)]);
-        assert_eq!((r.term, s.logged()), (7, 3));
+        assert_eq!((r.promise, s.logged()), (followed, 3));
         s.install(&snapshot(3)).unwrap();
         s.store(&store(vec![entry(4)])).unwrap();
         drop(s);
@@ -591,6 +604,12 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("file `term` is corrupt"), "{err}");
+        std::fs::write(dir.path().join(TERM_FILE), "format 2\nterm 3\nleader ?\n").unwrap();
+        let err = Disk::open(Files::new(dir.path()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("file `term` is corrupt"), "{err}");
     }
 
     /// `entries` as a format-1 log: records from byte 0.
@@ -621,8 +640,8 @@ mod tests {
         let (mut s, r) = open(dir.path());
         assert_eq!(r.upgraded_from, Some(1));
         assert_eq!(
-            (r.term, r.snapshot, r.entries.clone()),
-            (7, Some(snapshot(2)), vec![entry(3), entry(4)])
+            (r.promise, r.snapshot, r.entries.clone()),
+            (Promise::at(7), Some(snapshot(2)), vec![entry(3), entry(4)])
         );
         assert!(r.truncated.is_none());
         let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
@@ -634,13 +653,16 @@ mod tests {
             read(SNAPSHOT_FILE)[..format::HEADER],
             format::header(&format::SNAPSHOT_MAGIC)
         );
-        assert_eq!(read(TERM_FILE), format::term_text(7).into_bytes());
+        assert_eq!(
+            read(TERM_FILE),
+            format::term_text(Promise::at(7)).into_bytes()
+        );
         // Appends follow the rewritten log; nothing is upgraded twice.
         s.store(&store(vec![entry(5)])).unwrap();
         drop(s);
         let (_, r) = open(dir.path());
         assert_eq!(r.upgraded_from, None);
-        assert_eq!(r.term, 7);
+        assert_eq!(r.promise, Promise::at(7));
         assert_eq!(r.snapshot, Some(snapshot(2)));
         assert_eq!(r.entries, vec![entry(3), entry(4), entry(5)]);
     }

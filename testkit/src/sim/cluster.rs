@@ -10,12 +10,12 @@
 //! while it neither ticks nor reads.
 //!
 //! Checked after every step, beside the workload's own invariants: at most one leader per
-//! term; terms never decrease on any beacon, restarts included. After the faults heal, one
+//! term (one serving leader where terms are not dealt by place, `Faults::undealt_terms`); terms never decrease on any beacon, restarts included. After the faults heal, one
 //! leader that has taken over must be followed by all within [`HEAL_BOUND_MS`], serve the
 //! workload's probe, and, once the clients stop, every beacon must catch up with it and agree
 //! with what the clients believe.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 
 use beacon::consensus::{
@@ -86,6 +86,9 @@ pub struct Stats {
     /// Steps whose outputs joined another step's in one batch (one store for both).
     pub merged: u64,
     pub handed_over: u64,
+    /// Terms claimed by two beacons (terms not dealt by place, `Faults::undealt_terms`):
+    /// one of them at most may serve.
+    pub shared_terms: u64,
 }
 
 /// Something on its way.
@@ -171,7 +174,10 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     pub answered: BTreeMap<Token, Reply<S, V>>,
     next_token: Token,
     pub stats: Stats,
+    /// The beacon that claimed each term first, and the one that served in it.
     leader_of_term: BTreeMap<u64, SocketAddr>,
+    server_of_term: BTreeMap<u64, SocketAddr>,
+    shared_terms: BTreeSet<u64>,
     last_terms: BTreeMap<SocketAddr, (u64, u64)>,
     /// Every change told to watchers as committed, by log index, as the first beacon told
     /// it: every beacon must tell the same change at that index, or a watch resumed at
@@ -228,7 +234,8 @@ where
             learners,
             tick_ms: TICK,
             log_keep: setup.log_keep,
-            stored_term: 0,
+            stored: consensus::Promise::default(),
+            deal_terms: !(setup.faults.undealt_terms && setup.mode == Mode::Quorum),
         };
         let mut core = Core {
             seed,
@@ -254,6 +261,8 @@ where
             next_token: 1,
             stats: Stats::default(),
             leader_of_term: BTreeMap::new(),
+            server_of_term: BTreeMap::new(),
+            shared_terms: BTreeSet::new(),
             last_terms: BTreeMap::new(),
             told: BTreeMap::new(),
             told_through: BTreeMap::new(),
@@ -406,12 +415,30 @@ where
             }
             let term = node.election().term();
             match core.leader_of_term.get(&term) {
-                Some(other) if other != at => {
+                Some(other) if other != at && core.config.deal_terms => {
                     return Err(format!("{at} and {other} both led term {term}"));
+                }
+                Some(other) if other != at => {
+                    // Undealt terms: two may claim one, the promises let one serve.
+                    if core.shared_terms.insert(term) {
+                        core.stats.shared_terms += 1;
+                    }
                 }
                 Some(_) => {}
                 None => {
                     core.leader_of_term.insert(term, *at);
+                }
+            }
+            if !node.serving() {
+                continue;
+            }
+            match core.server_of_term.get(&term) {
+                Some(other) if other != at => {
+                    return Err(format!("{at} and {other} both served term {term}"));
+                }
+                Some(_) => {}
+                None => {
+                    core.server_of_term.insert(term, *at);
                 }
             }
         }
@@ -736,7 +763,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         }
         let config = consensus::Config {
             me: at,
-            stored_term: restored.term,
+            stored: restored.promise,
             ..self.config.clone()
         };
         let (state, service) = (self.fresh)();

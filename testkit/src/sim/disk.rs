@@ -71,7 +71,10 @@ impl<S: MachineWire> Disk<S> {
         self.open.as_mut().expect("the disk of a running beacon")
     }
 
-    pub fn store_term(&mut self, term: Option<u64>) -> Result<TermStored, StorageError> {
+    pub fn store_term(
+        &mut self,
+        term: Option<beacon::consensus::Promise>,
+    ) -> Result<TermStored, StorageError> {
         self.storage().store_term(term)
     }
 

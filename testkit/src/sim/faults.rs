@@ -37,6 +37,11 @@ pub struct Faults {
     /// A client asks a beacon for a linearizable read's point in the log (its read index);
     /// the answer must not be below any index committed when it asked.
     pub read: f64,
+    /// Quorum mode: terms are not dealt by place among the voters; every beacon takes the
+    /// next term above any it has seen, so two often take the same one (as beacons that
+    /// disagree on who the voters are may). Promises alone must keep one serving leader a
+    /// term.
+    pub undealt_terms: bool,
 }
 
 impl Faults {
@@ -68,6 +73,7 @@ impl Faults {
             rogue: one_of(&[0.0, 0.002, 0.01]),
             // Not drawn: a seed's other faults strike as they did before reads were simulated.
             read: 0.02,
+            undealt_terms: rng.chance(0.3),
         }
     }
 
@@ -88,6 +94,7 @@ impl Faults {
             transfer: 0.0,
             rogue: 0.0,
             read: 0.0,
+            undealt_terms: false,
         }
     }
 
@@ -99,6 +106,7 @@ impl Faults {
                 ..Conditions::quiet()
             },
             restart: 1.0,
+            undealt_terms: self.undealt_terms,
             ..Faults::none()
         }
     }
