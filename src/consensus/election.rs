@@ -712,14 +712,16 @@ impl Election {
         !self.quorum || (entry.term == self.max_seen && self.promised.is_none_or(|p| p == claimant))
     }
 
-    /// Leading: an online voter that sees us, claims nothing and announces our term follows
+    /// Leading: an online beacon that sees us, claims nothing and announces our term follows
     /// no one. Its promise of our term went to another (two beacons took the same term), so
-    /// it can follow us only in a later one.
+    /// it can follow us only in a later one. (A learner too: it would take no log until the
+    /// next term.)
     fn held_elsewhere(&self) -> bool {
         let me = self.my_bit();
         self.quorum
-            && self.other_voters().any(|(_, e)| {
-                e.alive()
+            && self.entries.iter().any(|(a, e)| {
+                *a != self.me
+                    && e.alive()
                     && !e.claims()
                     && e.leader.is_none()
                     && e.term == self.term
@@ -1708,6 +1710,18 @@ mod tests {
         send(&mut a, 110, B, qhb(false, 1, Some(A), &all, &all));
         send(&mut a, 110, C, qhb(false, 1, None, &all, &all));
         assert_eq!(tick(&mut a, 200), vec![Follows(Some(A), 4), Beat(true, 4)]);
+        assert_eq!((a.is_leader(), a.term()), (true, 4));
+        // So too for a learner held that way (it would take no log for the whole term).
+        let mut a = Election::with_members(addr(A), all.map(addr), [addr(D)], 0).with_quorum(true);
+        send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
+        send(&mut a, 0, C, qhb(false, 0, None, &all, &all));
+        tick(&mut a, 100);
+        send(&mut a, 110, B, qhb(false, 1, Some(A), &all, &all));
+        send(&mut a, 110, C, qhb(false, 1, Some(A), &all, &all));
+        tick(&mut a, 200);
+        assert_eq!(a.term(), 1);
+        send(&mut a, 210, D, qhb(false, 1, None, &all, &all));
+        tick(&mut a, 300);
         assert_eq!((a.is_leader(), a.term()), (true, 4));
         // A voter that does not see A (a cut) is not held by a promise: no new term.
         let mut a = quorum(A, &all);
