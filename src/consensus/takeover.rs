@@ -171,15 +171,17 @@ mod tests {
     use super::super::testing::*;
     use super::super::{Append, Entry, Message, Mode, Payload, Position, Snapshot};
 
-    /// A, just elected in quorum mode (in term 1, its first: it takes 1, 4, 7, ...), after B
-    /// promised holding two entries A never got: A's step, which asks B for them.
+    /// A, just elected in quorum mode, after B promised holding two entries A never got:
+    /// A's step, which asks B for them. B and C had seen term 1, so A takes term 4 (its
+    /// first above 1: it takes 1, 4, 7, ...), and B's promise is its heartbeat following A
+    /// in term 4.
     fn behind_b() -> (Node, Step) {
         let mut a = node(A, Mode::Quorum);
         for p in [B, C] {
-            hear(&mut a, 1, p, follower(0, 0, Position::default(), 0));
+            hear(&mut a, 1, p, follower(0, 1, Position::default(), 0));
         }
         tick(&mut a, 100);
-        let step = hear(&mut a, 101, B, follower(A, 1, AHEAD, 0));
+        let step = hear(&mut a, 101, B, follower(A, 4, AHEAD, 0));
         (a, step)
     }
 
@@ -187,7 +189,7 @@ mod tests {
 
     /// B's answer to a fetch: `entries` (index, number) after `prev`.
     fn entries_from_b(prev: Position, entries: &[(u64, u64)]) -> Message<Numbers> {
-        let mut answer = follower(A, 1, AHEAD, 0);
+        let mut answer = follower(A, 4, AHEAD, 0);
         answer.append = Some(Append {
             prev,
             entries: entries
@@ -250,14 +252,16 @@ mod tests {
     fn a_new_leader_fetches_the_most_advanced_state_of_a_majority_before_it_serves() {
         let mut a = node(A, Mode::Quorum);
         let zero = Position::default();
+        // B and C have seen term 2: A takes term 4.
         for p in [B, C] {
-            hear(&mut a, 1, p, follower(0, 0, zero, 0));
+            hear(&mut a, 1, p, follower(0, 2, zero, 0));
         }
         tick(&mut a, 100);
         assert!(a.is_leader() && !a.has_taken_over());
+        assert_eq!(a.election().term(), 4);
         // B promises, holding entries up to 3@2 that A lacks: A asks it for its state.
         let ahead = Position { index: 3, term: 2 };
-        let step = hear(&mut a, 101, B, follower(A, 1, ahead, 0));
+        let step = hear(&mut a, 101, B, follower(A, 4, ahead, 0));
         let fetches: Vec<_> = step
             .early
             .iter()
@@ -268,7 +272,7 @@ mod tests {
         assert!(step.store.entries.is_empty(), "nothing of its own term yet");
         assert!(!a.has_taken_over(), "it serves nothing meanwhile");
         // B answers with its state: A installs it, then starts its term with an entry.
-        let mut answer = follower(A, 1, ahead, 0);
+        let mut answer = follower(A, 4, ahead, 0);
         answer.snapshot = Some(Box::new(Snapshot {
             position: ahead,
             state: vec![1, 2, 3],
@@ -287,5 +291,24 @@ mod tests {
             .collect();
         assert_eq!(started, vec![(4, a.election().term(), true)]);
         assert_eq!(a.state().0, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn only_a_heartbeat_that_follows_the_new_leader_in_its_term_is_a_promise() {
+        let mut a = node(A, Mode::Quorum);
+        let zero = Position::default();
+        for p in [B, C] {
+            hear(&mut a, 1, p, follower(0, 2, zero, 0));
+        }
+        tick(&mut a, 100);
+        assert_eq!(a.election().term(), 4);
+        // B announces A's term but follows C in it (two beacons took term 4), and C a later
+        // term: neither promised A, which takes over nothing.
+        hear(&mut a, 101, B, follower(C, 4, zero, 0));
+        hear(&mut a, 101, C, follower(A, 5, zero, 0));
+        assert!(a.is_leader() && !a.has_taken_over());
+        // B following A in term 4 is a promise: with it, A and B are a majority.
+        hear(&mut a, 102, B, follower(A, 4, zero, 0));
+        assert!(a.has_taken_over());
     }
 }
