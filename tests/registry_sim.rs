@@ -140,6 +140,7 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.reads_asked_given += s.reads_asked_given;
         total.0.commits_heard += s.commits_heard;
         total.0.shared_terms += s.shared_terms;
+        total.0.tails_cut += s.tails_cut;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -181,6 +182,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.commits_heard > seeds,
             "followers released commits on their leaders' word before the step: {s:?}"
+        );
+        assert!(
+            s.tails_cut > 0,
+            "followers cut tails that never committed instead of fetching the whole state: {s:?}"
         );
         assert!(
             s.shared_terms > 0,

@@ -13,6 +13,10 @@
 //! its whole log: before it leads, before it hands its whole state to a new leader taking
 //! over, and before its log would drop one of them. A state ahead of the commit is no
 //! danger: a read waits for what it saw to be committed ([`Replica::committed`]).
+//!
+//! Entries not applied can also be taken back: a follower whose tail differs from its new
+//! leader's log (it came from a leader whose entries did not commit) cuts it off and takes
+//! the leader's, instead of asking for the whole state.
 
 use super::log::{Entry, Payload};
 use super::{Machine, Position, Replica, Service, Snapshot};
@@ -67,6 +71,24 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.log.append(entry);
         self.deferred += 1;
         Ok(())
+    }
+
+    /// Follower: cuts off the entries after `after`, none of them applied, where leader
+    /// `from` holds others. The stored log is rewritten with the next store
+    /// ([`super::Ready::rewrites_log`]).
+    pub(super) fn cut_after(&mut self, after: u64, from: std::net::SocketAddr) {
+        let applied = self.applied().index;
+        assert!(after >= applied, "only entries not applied are cut");
+        let last = self.log.last();
+        self.log.truncate_after(after);
+        self.deferred = after - applied;
+        self.ready.store.entries.retain(|e| e.index <= after);
+        self.ready.rewrite = true;
+        self.notice(format!(
+            "entries {}..={} (to {last}) were never committed: cut off for leader {from}'s",
+            after + 1,
+            last.index
+        ));
     }
 
     /// Applies the deferred entries through `through`, in order; stops at one that does
@@ -235,5 +257,60 @@ mod tests {
         assert_eq!(b.position().index, 150);
         assert!(b.applied().index >= 50, "caught up before dropping any");
         assert_eq!(b.state().0.len() as u64, b.applied().index);
+    }
+
+    #[test]
+    fn a_tail_never_applied_gives_way_to_the_new_leaders_entries() {
+        let mut b = node(B, Mode::Quorum);
+        // From A in term 1: entries 1-3, committed through 1.
+        hear(&mut b, 10, A, from_a(0, &[1, 2, 3], 1));
+        assert_eq!((b.applied().index, b.position().index), (1, 3));
+        // C leads in term 2 without entries 2 and 3 (they never committed) and sends its
+        // own from 2 on: B cuts its 2 and 3 off and takes C's, no snapshot asked for.
+        let at = |index, term| Position { index, term };
+        let mut msg = follower(C, 2, at(3, 2), 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(C));
+        msg.append = Some(Append {
+            prev: at(1, 1),
+            entries: (2..=3)
+                .map(|index| Entry {
+                    index,
+                    term: 2,
+                    payload: Payload::Command(index * 100),
+                })
+                .collect(),
+        });
+        let mut claim = follower(C, 2, at(1, 1), 0);
+        claim.heartbeat.is_leader = true;
+        claim.heartbeat.leader = Some(addr(C));
+        hear(&mut b, 20, C, claim);
+        assert_eq!(b.election().leader(), Some(addr(C)));
+        let step = hear(&mut b, 30, C, msg);
+        assert!(step.rewrite, "the stored log is rewritten");
+        let acks: Vec<_> = step.after.iter().map(|(_, m)| m).collect();
+        assert!(acks.iter().all(|m| !m.need_snapshot && !m.reject));
+        assert_eq!(b.position(), at(3, 2));
+        let kept: Vec<Position> = b.unapplied().iter().map(|e| e.position()).collect();
+        assert_eq!(kept, vec![at(2, 2), at(3, 2)]);
+        assert_eq!(b.state().0, vec![10]);
+        // An applied entry is never cut: a conflict at or under the applied index (here
+        // from C leading again, in term 5) asks for the whole state.
+        let mut msg = follower(C, 5, at(1, 5), 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(C));
+        hear(&mut b, 35, C, msg.clone());
+        msg.append = Some(Append {
+            prev: at(0, 0),
+            entries: vec![Entry {
+                index: 1,
+                term: 5,
+                payload: Payload::Command(7),
+            }],
+        });
+        let step = hear(&mut b, 40, C, msg);
+        assert!(!step.rewrite);
+        assert!(step.after.iter().any(|(_, m)| m.need_snapshot));
+        assert_eq!(b.applied(), at(1, 1));
     }
 }

@@ -148,6 +148,15 @@ impl<C: Clone> Log<C> {
         )
     }
 
+    /// Drops the entries after `index` (at or after the base): a follower's tail that its
+    /// leader's log replaces.
+    pub fn truncate_after(&mut self, index: u64) {
+        let keep = index
+            .checked_sub(self.base.index)
+            .expect("a cut at or after the base");
+        self.entries.truncate(keep as usize);
+    }
+
     /// Forgets every entry: the state is now the snapshot at `base`.
     pub fn reset(&mut self, base: Position) {
         self.base = base;

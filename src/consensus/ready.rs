@@ -94,6 +94,9 @@ pub enum Event {
 pub struct Ready<S: Machine, V: Service<S>> {
     pub(crate) term: Option<super::Promise>,
     pub(crate) store: Store<S>,
+    /// The stored log holds entries the log no longer has (a follower cut a tail its leader
+    /// replaced): it is rewritten whole, as compaction does, instead of appended to.
+    pub(crate) rewrite: bool,
     pub(crate) early: Vec<(SocketAddr, Message<S>)>,
     pub(crate) after: Vec<(SocketAddr, Message<S>)>,
     pub(crate) replies: Vec<(Token, Reply<S, V>)>,
@@ -121,6 +124,7 @@ impl<S: Machine, V: Service<S>> Default for Ready<S, V> {
         Ready {
             term: None,
             store: Store::default(),
+            rewrite: false,
             early: Vec::new(),
             after: Vec::new(),
             replies: Vec::new(),
@@ -140,6 +144,12 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
     /// What to store before [`Ready::release`].
     pub fn store(&self) -> &Store<S> {
         &self.store
+    }
+
+    /// Whether the stored log must be rewritten whole (the replica's applied state and its
+    /// unapplied tail) rather than appended to: it holds entries the log cut off.
+    pub fn rewrites_log(&self) -> bool {
+        self.rewrite
     }
 
     /// Events (leader changes, notices), which may be logged at any time.
@@ -169,6 +179,7 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
         if later.term.is_some() {
             self.term = later.term;
         }
+        self.rewrite |= later.rewrite;
         if later.store.snapshot.is_some() {
             self.store = later.store;
         } else {

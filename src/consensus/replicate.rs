@@ -331,9 +331,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                         continue;
                     }
                     match self.log.term_at(entry.index) {
+                        Some(_) if entry.index > self.applied().index => {
+                            // We hold different entries from here, none applied: they came
+                            // from a leader whose entries did not commit (the leader's log
+                            // holds every committed one). Ours are cut off, its taken.
+                            self.cut_after(entry.index - 1, from);
+                        }
                         Some(_) => {
-                            // We hold different entries past `prev`: our state diverged and
-                            // cannot be rolled back entry by entry.
+                            // We applied different entries past `prev`: our state diverged
+                            // and cannot be rolled back entry by entry.
                             need_snapshot = true;
                             break;
                         }

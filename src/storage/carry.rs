@@ -4,7 +4,7 @@
 //!
 //! In the order the receipts allow: the promised term is stored; a leader's entries leave at
 //! once (they count only once a follower acknowledges them); the entries (or a snapshot) are
-//! stored; the log is compacted into a snapshot once it holds more than is worth keeping;
+//! stored, or the whole log rewritten where a follower cut a tail its leader replaced; the log is compacted into a snapshot once it holds more than is worth keeping;
 //! and only then is the rest released (a follower's acknowledgements, answers, committed
 //! changes). A driver may merge the [`Ready`]s of several steps first
 //! ([`Ready::merge`]) to store them with one fsync.
@@ -64,7 +64,14 @@ where
     }
     let appends = !ready.store().entries.is_empty();
     let started = Instant::now();
-    let stored = storage.store(ready.store())?;
+    let stored = if ready.rewrites_log() {
+        // The stored log holds a tail the log cut off: the applied state and the entries
+        // after it replace it whole (crash-safe, as compaction).
+        storage.install_with(&replica.snapshot(now), &replica.unapplied())?;
+        crate::consensus::Stored::issue()
+    } else {
+        storage.store(ready.store())?
+    };
     if appends {
         out.appended(started.elapsed());
     }

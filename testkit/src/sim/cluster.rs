@@ -89,6 +89,9 @@ pub struct Stats {
     /// Terms claimed by two beacons (terms not dealt by place, `Faults::undealt_terms`):
     /// one of them at most may serve.
     pub shared_terms: u64,
+    /// Follower tails never applied that gave way to a new leader's entries (the stored
+    /// log rewritten instead of a whole snapshot fetched).
+    pub tails_cut: u64,
 }
 
 /// Something on its way.
@@ -965,10 +968,16 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             compacted: false,
         };
         let (snapshot, entries) = Disk::positions(ready.store());
+        let rewrite = ready.rewrites_log();
         let carried = carry_out(ready, node, disk.storage(), self.now, &mut out)
             .map_err(|e| format!("{at}: {e}"))?;
         if carried.is_some() {
             disk.stored(snapshot, &entries);
+            if rewrite {
+                let tail: Vec<_> = node.unapplied().iter().map(|e| e.position()).collect();
+                disk.rewritten(node.applied(), &tail);
+                self.stats.tails_cut += 1;
+            }
             if out.compacted {
                 disk.compacted(node.applied());
             }

@@ -106,6 +106,13 @@ impl<S: MachineWire> Disk<S> {
         }
     }
 
+    /// The log was rewritten whole (by a carry-out): a snapshot at `base`, then exactly
+    /// `entries`.
+    pub fn rewritten(&mut self, base: Position, entries: &[Position]) {
+        self.base = base;
+        self.entries = entries.iter().map(|e| (e.index, e.term)).collect();
+    }
+
     /// The log was compacted into a snapshot through `at` (by a carry-out): the entries
     /// after it stay.
     pub fn compacted(&mut self, at: Position) {
