@@ -111,6 +111,7 @@ fn both_machines_parts_survive_the_storage_round_trip() {
     disk.store(&Store {
         snapshot: None,
         entries: entries.clone(),
+        commit: 0,
     })
     .unwrap();
     let restored = disk.open().unwrap();

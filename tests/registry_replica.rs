@@ -227,9 +227,15 @@ impl Net {
         assert!(stored.truncated.is_none());
         let config = config_in(self.mode, port, &self.ports, self.log_keep, stored.promise);
         let (state, service) = fresh();
-        let (node, notices) =
-            Coordinator::restore(config, state, service, stored.snapshot, stored.entries)
-                .expect("stored state loads");
+        let (node, notices) = Coordinator::restore(
+            config,
+            state,
+            service,
+            stored.snapshot,
+            stored.entries,
+            stored.commit,
+        )
+        .expect("stored state loads");
         assert!(notices.is_empty(), "{notices:?}");
         node
     }

@@ -141,6 +141,7 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.commits_heard += s.commits_heard;
         total.0.shared_terms += s.shared_terms;
         total.0.tails_cut += s.tails_cut;
+        total.0.installs += s.installs;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;

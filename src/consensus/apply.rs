@@ -259,58 +259,81 @@ mod tests {
         assert_eq!(b.state().0.len() as u64, b.applied().index);
     }
 
-    #[test]
-    fn a_tail_never_applied_gives_way_to_the_new_leaders_entries() {
-        let mut b = node(B, Mode::Quorum);
-        // From A in term 1: entries 1-3, committed through 1.
-        hear(&mut b, 10, A, from_a(0, &[1, 2, 3], 1));
-        assert_eq!((b.applied().index, b.position().index), (1, 3));
-        // C leads in term 2 without entries 2 and 3 (they never committed) and sends its
-        // own from 2 on: B cuts its 2 and 3 off and takes C's, no snapshot asked for.
-        let at = |index, term| Position { index, term };
-        let mut msg = follower(C, 2, at(3, 2), 0);
+    /// C's message as leader in `term`: entries `indexes` of that term after `prev`.
+    fn from_c(term: u64, prev: Position, indexes: &[u64]) -> Message<Numbers> {
+        let last = indexes
+            .last()
+            .map_or(prev, |i| Position { index: *i, term });
+        let mut msg = follower(C, term, last, 0);
         msg.heartbeat.is_leader = true;
         msg.heartbeat.leader = Some(addr(C));
-        msg.append = Some(Append {
-            prev: at(1, 1),
-            entries: (2..=3)
-                .map(|index| Entry {
+        msg.append = (!indexes.is_empty()).then(|| Append {
+            prev,
+            entries: indexes
+                .iter()
+                .map(|&index| Entry {
                     index,
-                    term: 2,
+                    term,
                     payload: Payload::Command(index * 100),
                 })
                 .collect(),
         });
-        let mut claim = follower(C, 2, at(1, 1), 0);
-        claim.heartbeat.is_leader = true;
-        claim.heartbeat.leader = Some(addr(C));
-        hear(&mut b, 20, C, claim);
+        msg
+    }
+
+    fn at(index: u64, term: u64) -> Position {
+        Position { index, term }
+    }
+
+    /// `b`'s tail after 1@1 gives way to C's entries 2 and 3 of term 2: cut off, the stored
+    /// log rewritten, no snapshot asked for.
+    fn gives_way_to_c(b: &mut Node, now: u64) {
+        hear(b, now, C, from_c(2, at(1, 1), &[]));
         assert_eq!(b.election().leader(), Some(addr(C)));
-        let step = hear(&mut b, 30, C, msg);
+        let step = hear(b, now + 10, C, from_c(2, at(1, 1), &[2, 3]));
         assert!(step.rewrite, "the stored log is rewritten");
-        let acks: Vec<_> = step.after.iter().map(|(_, m)| m).collect();
-        assert!(acks.iter().all(|m| !m.need_snapshot && !m.reject));
+        assert!(
+            step.after
+                .iter()
+                .all(|(_, m)| !m.need_snapshot && !m.reject)
+        );
         assert_eq!(b.position(), at(3, 2));
         let kept: Vec<Position> = b.unapplied().iter().map(|e| e.position()).collect();
         assert_eq!(kept, vec![at(2, 2), at(3, 2)]);
         assert_eq!(b.state().0, vec![10]);
+    }
+
+    #[test]
+    fn a_tail_never_applied_gives_way_to_the_new_leaders_entries() {
+        let mut b = node(B, Mode::Quorum);
+        // From A in term 1: entries 1-3, committed through 1. C leads in term 2 without 2
+        // and 3 (they never committed) and sends its own from 2 on.
+        hear(&mut b, 10, A, from_a(0, &[1, 2, 3], 1));
+        assert_eq!((b.applied().index, b.position().index), (1, 3));
+        gives_way_to_c(&mut b, 20);
         // An applied entry is never cut: a conflict at or under the applied index (here
         // from C leading again, in term 5) asks for the whole state.
-        let mut msg = follower(C, 5, at(1, 5), 0);
-        msg.heartbeat.is_leader = true;
-        msg.heartbeat.leader = Some(addr(C));
-        hear(&mut b, 35, C, msg.clone());
-        msg.append = Some(Append {
-            prev: at(0, 0),
-            entries: vec![Entry {
-                index: 1,
-                term: 5,
-                payload: Payload::Command(7),
-            }],
-        });
-        let step = hear(&mut b, 40, C, msg);
+        hear(&mut b, 35, C, from_c(5, at(1, 5), &[]));
+        let step = hear(&mut b, 40, C, from_c(5, at(0, 0), &[1]));
         assert!(!step.rewrite);
         assert!(step.after.iter().any(|(_, m)| m.need_snapshot));
         assert_eq!(b.applied(), at(1, 1));
+    }
+
+    #[test]
+    fn a_restarted_beacon_applies_through_its_stored_commit_and_can_give_back_the_rest() {
+        // B stored entries 1-3 of term 1 knowing 1 committed (a leader killed just after
+        // storing 2 and 3, which nobody else got), and restarts: it applies 1 only.
+        let stored: Vec<Entry<u64>> = (1..=3).map(entry).collect();
+        let mut b = restarted(B, Mode::Quorum, stored.clone(), 1);
+        assert_eq!((b.applied().index, b.position().index), (1, 3));
+        assert_eq!(b.state().0, vec![10]);
+        gives_way_to_c(&mut b, 10);
+        // Classic mode, or a tail as long as the log keeps, is applied at start.
+        let b = restarted(B, Mode::Classic, stored.clone(), 1);
+        assert_eq!(b.applied().index, 3);
+        let long: Vec<Entry<u64>> = (1..=150).map(entry).collect();
+        let b = restarted(B, Mode::Quorum, long, 1);
+        assert_eq!(b.applied().index, 150);
     }
 }

@@ -338,7 +338,7 @@ pub struct Replica<S: Machine, V: Service<S>> {
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// A replica starting from `state` (empty) with nothing stored.
     pub fn new(cfg: Config, state: S, service: V) -> Self {
-        Self::restore(cfg, state, service, None, Vec::new())
+        Self::restore(cfg, state, service, None, Vec::new(), 0)
             .unwrap_or_else(|e| panic!("an empty state always loads: {e}"))
             .0
     }
@@ -347,12 +347,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// `state`. Returns it with notices for the log. Stored state that does not load whole
     /// (entries that do not follow on or do not fit, a state that does not fit the
     /// configuration) is an error: a beacon never drops acknowledged state on its own.
+    ///
+    /// In quorum mode the entries after `commit` (how far the stored log was known
+    /// committed) are appended but not applied: they may be a tail the cluster never
+    /// committed (a leader killed just after storing them), which the next leader's log
+    /// replaces. They are applied once the leader says they are committed, or all at once
+    /// if this beacon leads (see `apply.rs`), and checked then: one that does not fit stops
+    /// the beacon. A tail as long as the log keeps is applied here, as in classic mode.
     pub fn restore(
         cfg: Config,
         state: S,
         service: V,
         snapshot: Option<Snapshot<S::Snapshot>>,
         entries: Vec<Entry<S::Command>>,
+        commit: u64,
     ) -> Result<(Self, Vec<String>), RestoreError> {
         let election = Election::with_members(
             cfg.me,
@@ -390,12 +398,23 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             r.state.restore(snapshot.state, 0);
             r.log.reset(snapshot.position);
         }
+        let tail = entries.iter().filter(|e| e.index > commit).count();
+        let defer_after = if r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep {
+            commit
+        } else {
+            u64::MAX
+        };
         for entry in entries {
             if entry.index != r.log.last().index + 1 {
                 return Err(RestoreError::NotContiguous {
                     found: entry.position(),
                     last: r.log.last(),
                 });
+            }
+            if entry.index > defer_after {
+                r.log.append(entry);
+                r.deferred += 1;
+                continue;
             }
             if let Payload::Command(command) = &entry.payload
                 && let Err(cause) = r.state.apply(command, 0)
@@ -601,6 +620,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.start_round(now);
         self.flush(now);
         self.log.set_keep(self.entries_to_keep());
+        self.ready.store.commit = self.commit;
         let promise = self.election.promise();
         if promise.supersedes(&self.promise_reported) {
             self.promise_reported = promise;
@@ -1085,7 +1105,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.deferred = 0;
         self.ready.store = Store {
             snapshot: Some(snapshot),
-            entries: Vec::new(),
+            ..Store::default()
         };
     }
 }

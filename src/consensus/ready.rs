@@ -28,6 +28,9 @@ pub type Reply<S, V> = Result<<V as Service<S>>::Response, ReplyError<<V as Serv
 pub struct Store<S: Machine> {
     pub snapshot: Option<Snapshot<S::Snapshot>>,
     pub entries: Vec<Entry<S::Command>>,
+    /// How far the log is known committed, stored with the entries: a beacon that restarts
+    /// applies its log through it and leaves the rest for its leader to confirm.
+    pub commit: u64,
 }
 
 impl<S: Machine> Store<S> {
@@ -41,6 +44,7 @@ impl<S: Machine> Default for Store<S> {
         Store {
             snapshot: None,
             entries: Vec::new(),
+            commit: 0,
         }
     }
 }
@@ -180,11 +184,13 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
             self.term = later.term;
         }
         self.rewrite |= later.rewrite;
+        let commit = self.store.commit.max(later.store.commit);
         if later.store.snapshot.is_some() {
             self.store = later.store;
         } else {
             self.store.entries.extend(later.store.entries);
         }
+        self.store.commit = commit;
         self.early.extend(later.early);
         self.after.extend(later.after);
         self.replies.extend(later.replies);

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 
 use super::election::Heartbeat;
 use super::{
-    Config, Input, Leader, Machine, Message, Mode, Outcome, PeerMessage, Position, Ready, Replica,
-    Service,
+    Config, Entry, Input, Leader, Machine, Message, Mode, Outcome, PeerMessage, Position, Ready,
+    Replica, Service,
 };
 use crate::time::Millis;
 
@@ -103,7 +103,20 @@ pub fn node(me: u16, mode: Mode) -> Node {
 
 /// Beacon `me` of `beacons` in `mode`.
 pub fn node_of(me: u16, mode: Mode, beacons: &[u16]) -> Node {
-    let cfg = Config {
+    Replica::new(config_of(me, mode, beacons), Numbers::default(), Append)
+}
+
+/// Beacon `me` of A, B, C in `mode`, restarted from `entries` stored with the log known
+/// committed through `commit`.
+pub fn restarted(me: u16, mode: Mode, entries: Vec<Entry<u64>>, commit: u64) -> Node {
+    let cfg = config_of(me, mode, &[A, B, C]);
+    Replica::restore(cfg, Numbers::default(), Append, None, entries, commit)
+        .expect("the entries load")
+        .0
+}
+
+fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
+    Config {
         me: addr(me),
         mode,
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
@@ -112,8 +125,7 @@ pub fn node_of(me: u16, mode: Mode, beacons: &[u16]) -> Node {
         log_keep: 100,
         stored: super::Promise::default(),
         deal_terms: true,
-    };
-    Replica::new(cfg, Numbers::default(), Append)
+    }
 }
 
 /// A follower's heartbeat: it follows `leader` (0: nobody) in `term`, sees everyone, is at

@@ -120,7 +120,9 @@ impl Driver {
             config.watch.history,
             config.watch.history_bytes,
             <State as consensus::Machine>::change_bytes,
-            core.position().index,
+            // Entries applied at start were never told; those left for the leader to
+            // confirm are told as they apply.
+            core.applied().index,
         );
         let (current, current_rx) = watch::channel((0, greeting));
         let (tx, rx) = mpsc::channel(4096);

@@ -146,6 +146,7 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         Services::configured(&config.machines),
         restored.snapshot,
         restored.entries,
+        restored.commit,
     )
     .map_err(|cause| LoadError::Restore {
         path: config.data_dir.clone(),

@@ -67,7 +67,11 @@ where
     let stored = if ready.rewrites_log() {
         // The stored log holds a tail the log cut off: the applied state and the entries
         // after it replace it whole (crash-safe, as compaction).
-        storage.install_with(&replica.snapshot(now), &replica.unapplied())?;
+        storage.install_with(
+            &replica.snapshot(now),
+            &replica.unapplied(),
+            replica.commit(),
+        )?;
         crate::consensus::Stored::issue()
     } else {
         storage.store(ready.store())?
@@ -78,7 +82,11 @@ where
     // Once the log holds more entries than are worth keeping, the current state replaces
     // it (with the entries not applied yet: a follower applies on commit).
     if storage.logged() > replica.entries_to_keep() {
-        storage.install_with(&replica.snapshot(now), &replica.unapplied())?;
+        storage.install_with(
+            &replica.snapshot(now),
+            &replica.unapplied(),
+            replica.commit(),
+        )?;
         out.compacted();
     }
     let released = ready.release(stored);

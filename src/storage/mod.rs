@@ -27,6 +27,8 @@ mod carry;
 pub mod format;
 
 use std::marker::PhantomData;
+
+use prost::Message as _;
 use std::path::PathBuf;
 
 pub use backend::{Backend, Files, Memory};
@@ -86,6 +88,9 @@ pub struct Restored<S: MachineWire> {
     pub snapshot: Option<Snapshot<S::Snapshot>>,
     /// Entries after the snapshot, contiguous.
     pub entries: Vec<Entry<S::Command>>,
+    /// How far the stored log was known committed when it was written (0 when no record
+    /// says): the entries after it may be a tail the cluster never committed.
+    pub commit: u64,
     pub truncated: Option<Truncation>,
     /// The files were in this older format, and are rewritten in [`format::FORMAT`] now.
     pub upgraded_from: Option<u32>,
@@ -190,13 +195,18 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             format::Marked::Format(_) | format::Marked::Torn => None,
         };
         let after = snapshot.as_ref().map_or(0, |s| s.position.index);
-        let (entries, bad) = match start {
+        let (entries, commit, bad) = match start {
             Some(start) => {
-                let (entries, bad) = read_records::<S>(&bytes[start..], after);
-                (entries, bad.map(|(offset, why)| (start + offset, why)))
+                let (entries, commit, bad) = read_records::<S>(&bytes[start..], after);
+                (
+                    entries,
+                    commit,
+                    bad.map(|(offset, why)| (start + offset, why)),
+                )
             }
             None => (
                 Vec::new(),
+                0,
                 Some((0, "a header cut short or naming another format".to_owned())),
             ),
         };
@@ -251,6 +261,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 promise,
                 snapshot,
                 entries,
+                commit,
                 truncated,
                 upgraded_from: (term_old || snapshot_old || log_old).then_some(format::OLDEST),
             },
@@ -299,18 +310,18 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// its entries appended.
     pub fn store(&mut self, store: &Store<S>) -> Result<Stored, StorageError> {
         match &store.snapshot {
-            Some(s) => self.install_with(s, &store.entries)?,
-            None => self.append(&store.entries)?,
+            Some(s) => self.install_with(s, &store.entries, store.commit)?,
+            None => self.append(&store.entries, store.commit)?,
         }
         Ok(Stored::issue())
     }
 
-    /// Appends entries durably.
-    fn append(&mut self, entries: &[Entry<S::Command>]) -> Result<(), StorageError> {
+    /// Appends entries durably, the last saying the log is known committed through `commit`.
+    fn append(&mut self, entries: &[Entry<S::Command>], commit: u64) -> Result<(), StorageError> {
         if entries.is_empty() {
             return Ok(());
         }
-        let buf = self.records(entries, !self.log_marked);
+        let buf = self.records(entries, !self.log_marked, commit);
         self.backend
             .append(LOG_FILE, &buf)
             .map_err(self.io("cannot append to log"))?;
@@ -319,14 +330,24 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         Ok(())
     }
 
-    /// `entries` as log records, after the log's header when `header`.
-    fn records(&self, entries: &[Entry<S::Command>], header: bool) -> Vec<u8> {
+    /// `entries` as log records, after the log's header when `header`; the last one says
+    /// the log is known committed through `commit` (`LogEntry.known_commit`).
+    fn records(&self, entries: &[Entry<S::Command>], header: bool, commit: u64) -> Vec<u8> {
         let mut buf = Vec::new();
         if header {
             buf.extend_from_slice(&format::header(&format::LOG_MAGIC));
         }
-        for e in entries {
-            let body = entry_bytes::<S>(e);
+        for (i, e) in entries.iter().enumerate() {
+            let mut body = entry_bytes::<S>(e);
+            if i + 1 == entries.len() && commit > 0 {
+                // Fields of one message merge when concatenated: the entry's reader skips it.
+                crate::pb::LogEntry {
+                    known_commit: commit,
+                    ..Default::default()
+                }
+                .encode(&mut body)
+                .expect("a Vec grows");
+            }
             buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
             buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
             buf.extend_from_slice(&body);
@@ -337,7 +358,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     /// Stores `snapshot` as the new base and empties the log: after installing a leader's
     /// snapshot, or to compact.
     pub fn install(&mut self, snapshot: &Snapshot<S::Snapshot>) -> Result<(), StorageError> {
-        self.install_with(snapshot, &[])
+        self.install_with(snapshot, &[], 0)
     }
 
     /// Stores `snapshot` as the new base, and `entries` (those after it) as the whole log:
@@ -349,6 +370,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         &mut self,
         snapshot: &Snapshot<S::Snapshot>,
         entries: &[Entry<S::Command>],
+        commit: u64,
     ) -> Result<(), StorageError> {
         let bytes = format::sealed(&format::SNAPSHOT_MAGIC, &snapshot_bytes::<S>(snapshot));
         self.backend
@@ -361,7 +383,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 .map_err(self.io("cannot empty the log"))?;
             self.log_marked = false;
         } else {
-            let log = self.records(entries, true);
+            let log = self.records(entries, true, commit);
             self.backend
                 .replace(LOG_FILE, &log)
                 .map_err(self.io("cannot rewrite the log"))?;
@@ -387,51 +409,69 @@ fn decode_snapshot<S: MachineWire>(bytes: &[u8]) -> Result<Snapshot<S::Snapshot>
 }
 
 /// Reads log records. Entries at or before `after` (already in the snapshot) are skipped.
-/// Returns the entries and, if the log does not end cleanly, the offset where the readable
-/// part ends and why.
+/// Returns the entries, how far the records say the log was known committed, and, if the
+/// log does not end cleanly, the offset where the readable part ends and why.
 #[allow(clippy::type_complexity)]
 fn read_records<S: MachineWire>(
     bytes: &[u8],
     after: u64,
-) -> (Vec<Entry<S::Command>>, Option<(usize, String)>) {
+) -> (Vec<Entry<S::Command>>, u64, Option<(usize, String)>) {
     let mut entries: Vec<Entry<S::Command>> = Vec::new();
+    let mut commit = 0;
     let mut at = 0;
     let mut last = after;
     while at < bytes.len() {
         let bad = |why: String| Some((at, why));
         if bytes.len() - at < RECORD_HEAD {
-            return (entries, bad("a record head cut short".into()));
+            return (entries, commit, bad("a record head cut short".into()));
         }
         let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
         let start = at + RECORD_HEAD;
         if len > MAX_RECORD || bytes.len() - start < len {
-            return (entries, bad(format!("a record of {len} bytes cut short")));
+            return (
+                entries,
+                commit,
+                bad(format!("a record of {len} bytes cut short")),
+            );
         }
         let body = &bytes[start..start + len];
         if crc32fast::hash(body) != crc {
             return (
                 entries,
+                commit,
                 bad("a record whose checksum does not match".into()),
             );
         }
         let entry = match entry_from_bytes::<S>(body) {
             Ok(e) => e,
-            Err(e) => return (entries, bad(format!("a record that does not decode: {e}"))),
+            Err(e) => {
+                return (
+                    entries,
+                    commit,
+                    bad(format!("a record that does not decode: {e}")),
+                );
+            }
         };
         if entry.index > after {
             if entry.index != last + 1 {
                 return (
                     entries,
+                    commit,
                     bad(format!("entry {} where {} was due", entry.index, last + 1)),
                 );
             }
             last = entry.index;
             entries.push(entry);
         }
+        // A batch's last record says how far the log was known committed when it was
+        // stored (`LogEntry.known_commit`; absent before beacons wrote it).
+        if let Ok(head) = crate::pb::LogEntry::decode(body) {
+            commit = commit.max(head.known_commit);
+        }
         at = start + len;
     }
-    (entries, None)
+    (entries, commit, None)
 }
 
 #[cfg(test)]
@@ -464,6 +504,7 @@ mod tests {
         Store {
             snapshot: None,
             entries,
+            commit: 0,
         }
     }
 
@@ -503,6 +544,44 @@ mod tests {
         assert_eq!(s.logged(), 1);
     }
 
+    /// Each stored batch says how far the log was known committed; the highest a whole
+    /// record says comes back on open, through appends, a rewrite and a torn tail.
+    #[test]
+    fn the_known_commit_is_stored_with_the_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, r) = open(dir.path());
+        assert_eq!(r.commit, 0);
+        let with = |entries: Vec<Entry<u64>>, commit| Store {
+            commit,
+            ..store(entries)
+        };
+        s.store(&with(vec![entry(1), entry(2)], 1)).unwrap();
+        s.store(&with(vec![entry(3)], 2)).unwrap();
+        drop(s);
+        let (mut s, r) = open(dir.path());
+        assert_eq!((r.entries.len(), r.commit), (3, 2));
+        // A rewrite (a snapshot and the tail beside it) says it too.
+        s.install_with(&snapshot(2), &[entry(3), entry(4)], 3)
+            .unwrap();
+        drop(s);
+        let (mut s, r) = open(dir.path());
+        assert_eq!((r.entries, r.commit), (vec![entry(3), entry(4)], 3));
+        // A batch torn by a crash says nothing: its last record, which says it, is cut off.
+        s.store(&with(vec![entry(5), entry(6)], 5)).unwrap();
+        drop(s);
+        let log = dir.path().join(LOG_FILE);
+        let len = std::fs::metadata(&log).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        let (_, r) = open(dir.path());
+        assert_eq!((r.entries.len(), r.commit), (3, 3));
+        assert!(r.truncated.is_some());
+    }
+
     /// A follower compacting keeps the entries it has stored but not applied: the snapshot
     /// and the log holding just them, and later appends go to that log.
     #[test]
@@ -510,7 +589,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, _) = open(dir.path());
         s.store(&store((1..=5).map(entry).collect())).unwrap();
-        s.install_with(&snapshot(3), &[entry(4), entry(5)]).unwrap();
+        s.install_with(&snapshot(3), &[entry(4), entry(5)], 0)
+            .unwrap();
         assert_eq!(s.logged(), 2);
         s.store(&store(vec![entry(6)])).unwrap();
         drop(s);

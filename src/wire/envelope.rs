@@ -35,6 +35,7 @@ pub fn entry_bytes<S: MachineWire>(e: &Entry<S::Command>) -> Vec<u8> {
         index: e.index,
         term: e.term,
         leader_start: matches!(e.payload, Payload::LeaderStart),
+        known_commit: 0,
     };
     let mut buf = head.encode_to_vec();
     if let Payload::Command(c) = &e.payload {

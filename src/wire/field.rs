@@ -39,6 +39,7 @@ mod tests {
             index: 7,
             term: 2,
             leader_start: false,
+            known_commit: 0,
         }
         .encode_to_vec();
         put_u64(20, 99, &mut buf);

@@ -92,6 +92,9 @@ pub struct Stats {
     /// Follower tails never applied that gave way to a new leader's entries (the stored
     /// log rewritten instead of a whole snapshot fetched).
     pub tails_cut: u64,
+    /// Whole states a leader sent a follower that installed them (its log was too far
+    /// behind, or it had applied entries the leader's log replaced).
+    pub installs: u64,
 }
 
 /// Something on its way.
@@ -770,12 +773,20 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             ..self.config.clone()
         };
         let (state, service) = (self.fresh)();
-        let (node, notices) =
-            Replica::restore(config, state, service, restored.snapshot, restored.entries)
-                .map_err(|e| format!("{at} cannot start from its disk: {e}"))?;
+        let (node, notices) = Replica::restore(
+            config,
+            state,
+            service,
+            restored.snapshot,
+            restored.entries,
+            restored.commit,
+        )
+        .map_err(|e| format!("{at} cannot start from its disk: {e}"))?;
         let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
         // The changes of replayed entries are never told: its history starts after them.
-        self.told_through.insert(at, (node.position().index, 0));
+        // Changes of the entries it applied at start were never told: its history begins
+        // after them (those it left for the leader to confirm are told as they apply).
+        self.told_through.insert(at, (node.applied().index, 0));
         self.nodes.insert(at, node);
         *self.life.get_mut(&at).expect("known beacon") += 1;
         if !notices.is_empty() {
@@ -840,6 +851,11 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 && *to != at
             {
                 self.stats.handed_over += 1;
+            }
+            if let consensus::Event::Notice(n) = &event
+                && n.starts_with("installed a snapshot from leader")
+            {
+                self.stats.installs += 1;
             }
             if let consensus::Event::ReadIndex {
                 token,

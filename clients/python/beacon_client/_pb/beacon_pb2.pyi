@@ -123,14 +123,16 @@ class Election(_message.Message):
     def __init__(self, is_leader: _Optional[int] = ..., term: _Optional[int] = ..., log_index: _Optional[int] = ..., log_term: _Optional[int] = ..., commit: _Optional[int] = ..., prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., snapshot: _Optional[bytes] = ..., reject: _Optional[bool] = ..., need_snapshot: _Optional[bool] = ..., fetch: _Optional[bool] = ..., leader: _Optional[str] = ..., sees: _Optional[int] = ..., eligible: _Optional[bool] = ..., beat: _Optional[int] = ..., ack_beat: _Optional[int] = ..., transfer: _Optional[bool] = ...) -> None: ...
 
 class LogEntry(_message.Message):
-    __slots__ = ("index", "term", "leader_start")
+    __slots__ = ("index", "term", "leader_start", "known_commit")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LEADER_START_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_COMMIT_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
     leader_start: bool
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., leader_start: _Optional[bool] = ...) -> None: ...
+    known_commit: int
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., leader_start: _Optional[bool] = ..., known_commit: _Optional[int] = ...) -> None: ...
 
 class Snapshot(_message.Message):
     __slots__ = ("index", "term")
