@@ -73,9 +73,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         Ok(())
     }
 
-    /// Follower: cuts off the entries after `after`, none of them applied, where leader
-    /// `from` holds others. The stored log is rewritten with the next store
-    /// ([`super::Ready::rewrites_log`]).
+    /// Cuts off the entries after `after`, none of them applied, where `from` (our leader,
+    /// or the follower whose state a new leader takes over) holds others. The stored log is
+    /// rewritten with the next store ([`super::Ready::rewrites_log`]).
     pub(super) fn cut_after(&mut self, after: u64, from: std::net::SocketAddr) {
         let applied = self.applied().index;
         assert!(after >= applied, "only entries not applied are cut");
@@ -85,7 +85,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.ready.store.entries.retain(|e| e.index <= after);
         self.ready.rewrite = true;
         self.notice(format!(
-            "entries {}..={} (to {last}) were never committed: cut off for leader {from}'s",
+            "entries {}..={} (to {last}) were never committed: cut off, {from}'s taken instead",
             after + 1,
             last.index
         ));
@@ -244,8 +244,51 @@ mod tests {
             tick(&mut b, now);
         }
         assert!(b.is_leader(), "B leads once A is gone");
+        // Its log is the most advanced of a majority (C promises, holding nothing): it
+        // applies all of it as it takes over.
+        let term = b.election().term();
+        hear(
+            &mut b,
+            now + 1,
+            C,
+            follower(B, term, Position::default(), 0),
+        );
+        assert!(b.has_taken_over());
         assert_eq!(b.applied(), b.position());
         assert_eq!(b.state().0, vec![10, 20]);
+    }
+
+    #[test]
+    fn a_new_leader_gives_its_unapplied_tail_for_a_more_advanced_followers_log() {
+        // B restarted holding 1-3 of term 1, knowing 1 committed; C holds 1 and C's own 2-3
+        // of term 2; A is down. B leads: C's log is the more advanced, and B asks for what
+        // C has after B's applied state, cuts its 2-3 off, and takes C's.
+        let mut b = restarted(B, Mode::Quorum, (1..=3).map(entry).collect(), 1);
+        let c_at = at(3, 2);
+        let mut now = 0;
+        while !b.is_leader() && now < 5_000 {
+            now += 100;
+            hear(&mut b, now, C, follower(0, 2, c_at, 0));
+            tick(&mut b, now);
+        }
+        assert!(b.is_leader());
+        let term = b.election().term();
+        let step = hear(&mut b, now + 1, C, follower(B, term, c_at, 0));
+        let fetch: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
+        assert_eq!(fetch.len(), 1);
+        assert_eq!(
+            fetch[0].1.position,
+            at(1, 1),
+            "asked after its applied state"
+        );
+        assert!(!fetch[0].1.need_snapshot);
+        let mut answer = from_c(2, at(1, 1), &[2, 3]);
+        answer.heartbeat = follower(B, term, c_at, 0).heartbeat;
+        let step = hear(&mut b, now + 2, C, answer);
+        assert!(b.has_taken_over());
+        assert!(step.rewrite, "its stored log is rewritten");
+        assert_eq!(b.state().0, vec![10, 200, 300]);
+        assert_eq!(b.log.last().index, 4, "then its term's first entry");
     }
 
     #[test]

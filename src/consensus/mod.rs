@@ -427,6 +427,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             r.log.append(entry);
         }
         r.state.restored().map_err(RestoreError::Configuration)?;
+        if defer_after != u64::MAX {
+            // Known committed: the leader learns from our messages where our log is surely
+            // its own, and repairs a tail after it by entries instead of a snapshot.
+            r.commit = commit.min(r.log.last().index);
+        }
         let mut notices = Vec::new();
         if r.election.is_leader() {
             r.become_leader(0);
@@ -714,8 +719,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     fn become_leader(&mut self, now: Millis) {
-        // A leader decides on the state of its whole log.
-        if let Err(misfit) = self.catch_up(now) {
+        // A leader decides on the state of its whole log: at once in classic mode; in quorum
+        // mode once it has taken over, as the entries it has not applied may first give way
+        // to a more advanced follower's log (`takeover`).
+        if self.cfg.mode == Mode::Classic
+            && let Err(misfit) = self.catch_up(now)
+        {
             self.halt(misfit, "taking the lead");
         }
         let followers = self.fresh_followers();

@@ -25,9 +25,19 @@ impl Progress {
         }
     }
 
-    /// Takes in the follower's reported position. Returns whether the follower needs a
-    /// snapshot (its position is not in our history).
-    pub fn observe<C: Clone>(&mut self, log: &Log<C>, reported: Position, reject: bool) -> bool {
+    /// Takes in the follower's reported position, and (quorum mode) its commit index.
+    /// Returns whether the follower needs a snapshot: its position is not in our history,
+    /// and neither is its commit. A follower whose log leaves ours after its commit holds a
+    /// tail that never committed (the entries through its commit are ours: a leader's log
+    /// holds every committed entry); it is sent our entries from there and cuts the tail
+    /// ([`super::Replica::cut_after`]).
+    pub fn observe<C: Clone>(
+        &mut self,
+        log: &Log<C>,
+        reported: Position,
+        commit: Option<u64>,
+        reject: bool,
+    ) -> bool {
         if log.contains(reported) {
             let first = self.matched.is_none();
             let matched = self
@@ -41,6 +51,13 @@ impl Progress {
             false
         } else if self.matched.is_some_and(|m| reported.index < m) {
             // An older report overtaken by a later one: nothing new.
+            false
+        } else if let Some(c) =
+            commit.filter(|c| *c > 0 && *c < reported.index && log.term_at(*c).is_some())
+        {
+            self.matched = Some(c);
+            self.snapshot_sent = None;
+            self.next = c + 1;
             false
         } else {
             self.matched = None;
@@ -132,16 +149,23 @@ mod tests {
         }
         let mut p = Progress::new(6);
         // Unknown follower reports 3@1: matched, resend from 4.
-        assert!(!p.observe(&log, pos(3, 1), false));
+        assert!(!p.observe(&log, pos(3, 1), None, false));
         assert_eq!((p.matched, p.next), (Some(3), 4));
         // It catches up.
-        assert!(!p.observe(&log, pos(5, 1), false));
+        assert!(!p.observe(&log, pos(5, 1), None, false));
         assert_eq!((p.matched, p.next), (Some(5), 6));
         // A delayed older report changes nothing.
-        assert!(!p.observe(&log, pos(4, 1), false));
+        assert!(!p.observe(&log, pos(4, 1), None, false));
         assert_eq!((p.matched, p.next), (Some(5), 6));
         // A position from another history: snapshot.
-        assert!(p.observe(&log, pos(7, 2), false));
+        assert!(p.observe(&log, pos(7, 2), None, false));
         assert_eq!(p.matched, None);
+        // Unless the follower's commit is in our log: its tail after it never committed,
+        // and it is sent our entries from there.
+        assert!(!p.observe(&log, pos(7, 2), Some(2), false));
+        assert_eq!((p.matched, p.next), (Some(2), 3));
+        // A commit our log no longer holds (compacted away) or none: snapshot.
+        assert!(p.observe(&log, pos(7, 2), Some(9), false));
+        assert!(p.observe(&log, pos(7, 2), Some(0), false));
     }
 }

@@ -54,10 +54,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             ..
         }) = &self.leading
         {
-            // Taking over: nothing to send but our heartbeat, and the fetch.
+            // Taking over: nothing to send but our heartbeat, and the fetch of what the
+            // holder has after our applied state (a tail we have not applied may differ).
             if let Some(f) = fetching.filter(|f| f.from == peer) {
                 msg.fetch = true;
                 msg.need_snapshot = f.whole;
+                msg.position = self.applied();
             }
             return msg;
         }
@@ -174,7 +176,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         else {
             return;
         };
-        let lost = msg.need_snapshot || f.progress.observe(log, msg.position, msg.reject);
+        // Its commit names entries of our log only while it follows us in our term: a
+        // follower of a later leader knows commits of a log we may not share.
+        let ours = msg.heartbeat.term == self.election.term()
+            && msg.heartbeat.leader == Some(self.election.me());
+        let commit = (self.cfg.mode == super::Mode::Quorum && ours).then_some(msg.commit);
+        let lost = msg.need_snapshot || f.progress.observe(log, msg.position, commit, msg.reject);
         let base = log.base();
         let mut notice = None;
         if lost && !f.wants_snapshot {
@@ -629,5 +636,36 @@ mod tests {
         hear(&mut b, 20, A, msg.clone());
         assert_eq!(b.commit(), 4);
         assert_eq!(b.commit_heard(addr(A), &msg), None);
+    }
+
+    #[test]
+    fn a_follower_whose_log_leaves_ours_after_its_commit_gets_entries_not_a_snapshot() {
+        let mut a = quorum_leader();
+        let start = a.log.last();
+        let term = a.election().term();
+        // B restarted with a tail A never had (5@1 past A's start), knowing A's start
+        // committed: A sends its entries from after the commit, and B cuts its tail.
+        let mut report = follower(A, term, Position { index: 5, term: 1 }, 0);
+        report.commit = start.index;
+        let step = hear(&mut a, 200, B, report.clone());
+        let to_b: Vec<&Message<Numbers>> = step
+            .early
+            .iter()
+            .chain(&step.after)
+            .filter(|(to, _)| to.port() == B)
+            .map(|(_, m)| m)
+            .collect();
+        assert!(to_b.iter().all(|m| m.snapshot.is_none()), "{to_b:?}");
+        let f = &a.leading.as_ref().unwrap().followers[&addr(B)];
+        assert!(!f.wants_snapshot);
+        assert_eq!(f.progress.matched, Some(start.index));
+        // The same report from a beacon that follows another leader: its commit may name a
+        // log A does not share, so only a snapshot repairs it.
+        let mut a = quorum_leader();
+        report.heartbeat.leader = Some(addr(C));
+        report.heartbeat.term = term + 1;
+        hear(&mut a, 200, B, report);
+        let f = &a.leading.as_ref().unwrap().followers[&addr(B)];
+        assert!(f.wants_snapshot);
     }
 }

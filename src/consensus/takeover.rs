@@ -47,6 +47,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The leader has taken over: it serves from here, starting its term with an entry of
     /// its own (committing it commits everything before it), its service afresh.
     pub(super) fn become_ready(&mut self, now: Millis) {
+        // It decides on the state of its whole log.
+        if let Err(misfit) = self.catch_up(now) {
+            self.halt(misfit, "taking the lead");
+            return;
+        }
         let position = self.log.last();
         let followers = self.fresh_followers();
         let leading = self.leading.as_mut().expect("leader");
@@ -93,7 +98,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if fetch.from != from {
             return true;
         }
-        let mine = self.log.last();
+        // The entries were asked for after our applied state: a tail we never applied (it
+        // may never have committed) gives way to the holder's log.
+        let mine = self.applied();
         if let Some(snapshot) = msg.snapshot.filter(|s| s.position == fetch.wanted) {
             self.install(*snapshot, now);
             self.become_ready(now);
@@ -104,6 +111,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     .is_some_and(|e| e.index <= fetch.wanted.index)
                 && msg.position == fetch.wanted
         }) {
+            if self.log.last() != mine {
+                self.cut_after(mine.index, from);
+            }
             if self.take_entries(now, from, append.entries) {
                 if self.log.last() == fetch.wanted {
                     self.become_ready(now);
