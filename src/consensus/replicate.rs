@@ -176,10 +176,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         else {
             return;
         };
-        // Its commit names entries of our log only while it follows us in our term: a
-        // follower of a later leader knows commits of a log we may not share.
-        let ours = msg.heartbeat.term == self.election.term()
-            && msg.heartbeat.leader == Some(self.election.me());
+        // Its commit names entries of our log while it knows no term above ours: it learned
+        // it from leaders of our term or earlier ones, whose committed entries a serving
+        // leader holds. A follower of a later leader knows commits of a log we may not
+        // share. (A restarted follower says its commit before it follows anyone.)
+        let ours = msg.heartbeat.term <= self.election.term();
         let commit = (self.cfg.mode == super::Mode::Quorum && ours).then_some(msg.commit);
         let lost = msg.need_snapshot || f.progress.observe(log, msg.position, commit, msg.reject);
         let base = log.base();
@@ -659,7 +660,20 @@ mod tests {
         let f = &a.leading.as_ref().unwrap().followers[&addr(B)];
         assert!(!f.wants_snapshot);
         assert_eq!(f.progress.matched, Some(start.index));
-        // The same report from a beacon that follows another leader: its commit may name a
+        // So too before it follows anyone (its greeting as it restarts).
+        let mut a = quorum_leader();
+        let mut greeting = report.clone();
+        greeting.heartbeat.leader = None;
+        a.step(
+            200,
+            Input::Greeting {
+                from: addr(B),
+                msg: greeting,
+            },
+        );
+        let f = &a.leading.as_ref().unwrap().followers[&addr(B)];
+        assert!(!f.wants_snapshot);
+        // The same report from a beacon that follows a later leader: its commit may name a
         // log A does not share, so only a snapshot repairs it.
         let mut a = quorum_leader();
         report.heartbeat.leader = Some(addr(C));
