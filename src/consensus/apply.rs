@@ -379,4 +379,28 @@ mod tests {
         let b = restarted(B, Mode::Quorum, long, 1);
         assert_eq!(b.applied().index, 150);
     }
+
+    #[test]
+    fn a_new_leader_keeps_the_unapplied_entries_the_holder_has_too() {
+        // As above, but C holds B's 2-3 (they had committed; B's stored commit lagged) and
+        // 4 of term 2 after them: B keeps its 2-3, takes 4, and rewrites nothing.
+        let mut b = restarted(B, Mode::Quorum, (1..=3).map(entry).collect(), 1);
+        let c_at = at(4, 2);
+        let mut now = 0;
+        while !b.is_leader() && now < 5_000 {
+            now += 100;
+            hear(&mut b, now, C, follower(0, 2, c_at, 0));
+            tick(&mut b, now);
+        }
+        let term = b.election().term();
+        hear(&mut b, now + 1, C, follower(B, term, c_at, 0));
+        let mut answer = from_c(2, at(1, 1), &[4]);
+        let append = answer.append.as_mut().unwrap();
+        append.entries.splice(0..0, (2..=3).map(entry));
+        answer.heartbeat = follower(B, term, c_at, 0).heartbeat;
+        let step = hear(&mut b, now + 2, C, answer);
+        assert!(b.has_taken_over());
+        assert!(!step.rewrite, "nothing of its log was cut");
+        assert_eq!(b.state().0, vec![10, 20, 30, 400]);
+    }
 }

@@ -111,10 +111,24 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     .is_some_and(|e| e.index <= fetch.wanted.index)
                 && msg.position == fetch.wanted
         }) {
-            if self.log.last() != mine {
-                self.cut_after(mine.index, from);
+            // Our unapplied entries that the holder has too stay (they are applied now);
+            // from the first that differs, ours never committed and give way.
+            let mut entries = append.entries;
+            let held = entries
+                .iter()
+                .take_while(|e| self.log.contains(e.position()))
+                .count();
+            entries.drain(..held);
+            if let Some(first) = entries.first()
+                && first.index <= self.log.last().index
+            {
+                self.cut_after(first.index - 1, from);
             }
-            if self.take_entries(now, from, append.entries) {
+            if let Err(misfit) = self.catch_up(now) {
+                self.halt(misfit, "taking over");
+                return true;
+            }
+            if self.take_entries(now, from, entries) {
                 if self.log.last() == fetch.wanted {
                     self.become_ready(now);
                 } else {

@@ -4,9 +4,9 @@
 //!
 //! In the order the receipts allow: the promised term is stored; a leader's entries leave at
 //! once (they count only once a follower acknowledges them); the entries (or a snapshot) are
-//! stored, or the whole log rewritten where a follower cut a tail its leader replaced; the log is compacted into a snapshot once it holds more than is worth keeping;
-//! and only then is the rest released (a follower's acknowledgements, answers, committed
-//! changes). A driver may merge the [`Ready`]s of several steps first
+//! stored, or the whole log rewritten where a tail was cut off; the log is compacted into a
+//! snapshot once it holds more than is worth keeping; and only then is the rest released (a
+//! follower's acknowledgements, answers, committed changes). A driver may merge the [`Ready`]s of several steps first
 //! ([`Ready::merge`]) to store them with one fsync.
 
 use std::net::SocketAddr;

@@ -10,7 +10,8 @@
 //! while it neither ticks nor reads.
 //!
 //! Checked after every step, beside the workload's own invariants: at most one leader per
-//! term (one serving leader where terms are not dealt by place, `Faults::undealt_terms`); terms never decrease on any beacon, restarts included. After the faults heal, one
+//! term (one serving leader where terms are not dealt by place, `Faults::undealt_terms`);
+//! terms never decrease on any beacon, restarts included. After the faults heal, one
 //! leader that has taken over must be followed by all within [`HEAL_BOUND_MS`], serve the
 //! workload's probe, and, once the clients stop, every beacon must catch up with it and agree
 //! with what the clients believe.
