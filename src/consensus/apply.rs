@@ -9,14 +9,17 @@
 //! commit, the state answers as soon as it reaches the read index.
 //!
 //! Entries appended but not applied yet (the deferred tail) are stored and acknowledged like
-//! any other. A beacon applies them all at once (catches up) when it must hold the state of
-//! its whole log: before it leads, before it hands its whole state to a new leader taking
-//! over, and before its log would drop one of them. A state ahead of the commit is no
-//! danger: a read waits for what it saw to be committed ([`Replica::committed`]).
+//! any other. A beacon that restarts keeps those after its stored commit deferred too
+//! ([`Replica::restore`]). It applies them all at once (catches up) when it must hold the
+//! state of its whole log: as it starts to serve as leader (once it has taken over), before
+//! it hands its whole state to a new leader taking over, and before its log would drop one
+//! of them. A state ahead of the commit is no danger: a read waits for what it saw to be
+//! committed ([`Replica::committed`]).
 //!
-//! Entries not applied can also be taken back: a follower whose tail differs from its new
-//! leader's log (it came from a leader whose entries did not commit) cuts it off and takes
-//! the leader's, instead of asking for the whole state.
+//! Entries not applied can also be taken back. A tail that differs from the leader's log
+//! (or, for a leader taking over, from the most advanced log of a majority) came from a
+//! leader whose entries did not commit: it is cut off ([`Replica::cut_after`]) and the other
+//! log's entries taken, instead of the whole state.
 
 use super::log::{Entry, Payload};
 use super::{Machine, Position, Replica, Service, Snapshot};

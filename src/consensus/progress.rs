@@ -30,7 +30,7 @@ impl Progress {
     /// and neither is its commit. A follower whose log leaves ours after its commit holds a
     /// tail that never committed (the entries through its commit are ours: a leader's log
     /// holds every committed entry); it is sent our entries from there and cuts the tail
-    /// ([`super::Replica::cut_after`]).
+    /// (`Replica::cut_after`).
     pub fn observe<C: Clone>(
         &mut self,
         log: &Log<C>,
