@@ -27,8 +27,6 @@ mod carry;
 pub mod format;
 
 use std::marker::PhantomData;
-
-use prost::Message as _;
 use std::path::PathBuf;
 
 pub use backend::{Backend, Files, Memory};
@@ -36,7 +34,9 @@ pub use carry::{Outbox, carry_out};
 
 use crate::consensus::{Entry, Promise, Snapshot, Store, Stored, TermStored};
 use crate::wire::MachineWire;
-use crate::wire::envelope::{entry_bytes, entry_from_bytes, snapshot_bytes, snapshot_from_bytes};
+use crate::wire::envelope::{
+    snapshot_bytes, snapshot_from_bytes, stored_entry_bytes, stored_entry_from_bytes,
+};
 
 const LOG_FILE: &str = "log";
 const SNAPSHOT_FILE: &str = "snapshot";
@@ -338,16 +338,8 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             buf.extend_from_slice(&format::header(&format::LOG_MAGIC));
         }
         for (i, e) in entries.iter().enumerate() {
-            let mut body = entry_bytes::<S>(e);
-            if i + 1 == entries.len() && commit > 0 {
-                // Fields of one message merge when concatenated: the entry's reader skips it.
-                crate::pb::LogEntry {
-                    known_commit: commit,
-                    ..Default::default()
-                }
-                .encode(&mut body)
-                .expect("a Vec grows");
-            }
+            let last = i + 1 == entries.len();
+            let body = stored_entry_bytes::<S>(e, if last { commit } else { 0 });
             buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
             buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
             buf.extend_from_slice(&body);
@@ -443,7 +435,7 @@ fn read_records<S: MachineWire>(
                 bad("a record whose checksum does not match".into()),
             );
         }
-        let entry = match entry_from_bytes::<S>(body) {
+        let (entry, known_commit) = match stored_entry_from_bytes::<S>(body) {
             Ok(e) => e,
             Err(e) => {
                 return (
@@ -466,9 +458,7 @@ fn read_records<S: MachineWire>(
         }
         // A batch's last record says how far the log was known committed when it was
         // stored (`LogEntry.known_commit`; absent before beacons wrote it).
-        if let Ok(head) = crate::pb::LogEntry::decode(body) {
-            commit = commit.max(head.known_commit);
-        }
+        commit = commit.max(known_commit);
         at = start + len;
     }
     (entries, commit, None)
@@ -648,7 +638,9 @@ mod tests {
         drop(s);
         let path = dir.path().join(LOG_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        let second = format::HEADER + RECORD_HEAD + entry_bytes::<Tally>(&entry(1)).len();
+        let second = format::HEADER
+            + RECORD_HEAD
+            + crate::wire::envelope::entry_bytes::<Tally>(&entry(1)).len();
         bytes[second + RECORD_HEAD + 2] ^= 0x10;
         std::fs::write(&path, &bytes).unwrap();
         let (_, r) = open(dir.path());
@@ -696,7 +688,7 @@ mod tests {
     fn format_1_log(entries: &[Entry<u64>]) -> Vec<u8> {
         let mut out = Vec::new();
         for e in entries {
-            let body = entry_bytes::<Tally>(e);
+            let body = crate::wire::envelope::entry_bytes::<Tally>(e);
             out.extend_from_slice(&(body.len() as u32).to_be_bytes());
             out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
             out.extend_from_slice(&body);

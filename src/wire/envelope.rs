@@ -44,7 +44,30 @@ pub fn entry_bytes<S: MachineWire>(e: &Entry<S::Command>) -> Vec<u8> {
     buf
 }
 
+/// A log entry as stored: [`entry_bytes`], and, when `known_commit` is not 0, how far the
+/// writer knew the log committed (`LogEntry.known_commit`, on a stored batch's last record;
+/// protobuf merges the concatenated field, and readers that predate it skip it).
+pub fn stored_entry_bytes<S: MachineWire>(e: &Entry<S::Command>, known_commit: u64) -> Vec<u8> {
+    let mut buf = entry_bytes::<S>(e);
+    if known_commit > 0 {
+        pb::LogEntry {
+            known_commit,
+            ..Default::default()
+        }
+        .encode(&mut buf)
+        .expect("a Vec grows");
+    }
+    buf
+}
+
 pub fn entry_from_bytes<S: MachineWire>(bytes: &[u8]) -> Result<Entry<S::Command>, WireError> {
+    stored_entry_from_bytes::<S>(bytes).map(|(entry, _)| entry)
+}
+
+/// A stored log entry and the commit it says was known ([`stored_entry_bytes`]; 0 if none).
+pub fn stored_entry_from_bytes<S: MachineWire>(
+    bytes: &[u8],
+) -> Result<(Entry<S::Command>, u64), WireError> {
     let head = pb::LogEntry::decode(bytes)?;
     let payload = if head.leader_start {
         Payload::LeaderStart
@@ -53,11 +76,12 @@ pub fn entry_from_bytes<S: MachineWire>(bytes: &[u8]) -> Result<Entry<S::Command
             S::decode_command(bytes)?.ok_or(WireError::NoCommand { index: head.index })?;
         Payload::Command(command)
     };
-    Ok(Entry {
+    let entry = Entry {
         index: head.index,
         term: head.term,
         payload,
-    })
+    };
+    Ok((entry, head.known_commit))
 }
 
 /// A snapshot as stored and sent.
