@@ -6,8 +6,8 @@
 //! once (they count only once a follower acknowledges them); the entries (or a snapshot) are
 //! stored, or the whole log rewritten where a tail was cut off; the log is compacted into a
 //! snapshot once it holds more than is worth keeping; and only then is the rest released (a
-//! follower's acknowledgements, answers, committed changes). A driver may merge the [`Ready`]s of several steps first
-//! ([`Ready::merge`]) to store them with one fsync.
+//! follower's acknowledgements, answers, committed changes). A driver may merge the
+//! [`Ready`]s of several steps first ([`Ready::merge`]) to store them with one fsync.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -65,13 +65,8 @@ where
     let appends = !ready.store().entries.is_empty();
     let started = Instant::now();
     let stored = if ready.rewrites_log() {
-        // The stored log holds a tail the log cut off: the applied state and the entries
-        // after it replace it whole (crash-safe, as compaction).
-        storage.install_with(
-            &replica.snapshot(now),
-            &replica.unapplied(),
-            replica.commit(),
-        )?;
+        // The stored log holds a tail the log cut off: it is rewritten as compaction does.
+        store_whole(replica, storage, now)?;
         crate::consensus::Stored::issue()
     } else {
         storage.store(ready.store())?
@@ -82,11 +77,7 @@ where
     // Once the log holds more entries than are worth keeping, the current state replaces
     // it (with the entries not applied yet: a follower applies on commit).
     if storage.logged() > replica.entries_to_keep() {
-        storage.install_with(
-            &replica.snapshot(now),
-            &replica.unapplied(),
-            replica.commit(),
-        )?;
+        store_whole(replica, storage, now)?;
         out.compacted();
     }
     let released = ready.release(stored);
@@ -105,4 +96,23 @@ where
         committed,
         restored,
     }))
+}
+
+/// Replaces what `storage` holds with `replica`'s applied state and the entries after it
+/// (crash-safe: `Storage::install_with`): to compact the log, or to drop a tail it cut off.
+fn store_whole<S, V, B>(
+    replica: &Replica<S, V>,
+    storage: &mut Storage<S, B>,
+    now: Millis,
+) -> Result<(), StorageError>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    storage.install_with(
+        &replica.snapshot(now),
+        &replica.unapplied(),
+        replica.commit(),
+    )
 }
