@@ -290,10 +290,11 @@ impl Election {
         self
     }
 
-    /// Turns the dealing of terms by place off: a beacon takes the next term above any seen,
-    /// whichever it is, so beacons often take the same one. Only the simulation does this.
-    pub fn without_dealing(mut self) -> Self {
-        self.deal = false;
+    /// Whether terms are dealt by place (the default). Off, a beacon takes the next term
+    /// above any seen, whichever it is, so beacons often take the same one: only the
+    /// simulation turns it off.
+    pub fn with_dealing(mut self, deal: bool) -> Self {
+        self.deal = deal;
         self
     }
 

@@ -115,7 +115,7 @@ pub struct Config {
     pub log_keep: usize,
     /// Highest term promised by an earlier run, and to whom.
     pub stored: Promise,
-    /// Terms dealt by place among the voters ([`Election::without_dealing`]): true but in
+    /// Terms dealt by place among the voters ([`Election::with_dealing`]): true but in
     /// the simulation's seeds that show promises alone suffice.
     pub deal_terms: bool,
 }
@@ -369,12 +369,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             cfg.stored.term,
         )
         .with_quorum(cfg.mode == Mode::Quorum)
-        .with_promise(cfg.stored);
-        let election = if cfg.deal_terms {
-            election
-        } else {
-            election.without_dealing()
-        };
+        .with_promise(cfg.stored)
+        .with_dealing(cfg.deal_terms);
         let mut r = Replica {
             log: Log::new(cfg.log_keep),
             election,
