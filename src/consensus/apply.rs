@@ -240,22 +240,9 @@ mod tests {
         hear(&mut b, 10, A, from_a(0, &[1, 2], 1));
         assert_eq!(b.applied().index, 1);
         b.step(20, Input::PeerDown { peer: addr(A) });
-        let mut now = 20;
-        while !b.is_leader() && now < 5_000 {
-            now += 100;
-            hear(&mut b, now, C, follower(0, 1, Position::default(), 0));
-            tick(&mut b, now);
-        }
-        assert!(b.is_leader(), "B leads once A is gone");
         // Its log is the most advanced of a majority (C promises, holding nothing): it
         // applies all of it as it takes over.
-        let term = b.election().term();
-        hear(
-            &mut b,
-            now + 1,
-            C,
-            follower(B, term, Position::default(), 0),
-        );
+        leads_with_c(&mut b, 20, 1, Position::default());
         assert!(b.has_taken_over());
         assert_eq!(b.applied(), b.position());
         assert_eq!(b.state().0, vec![10, 20]);
@@ -268,15 +255,8 @@ mod tests {
         // C has after B's applied state, cuts its 2-3 off, and takes C's.
         let mut b = restarted(B, Mode::Quorum, (1..=3).map(entry).collect(), 1);
         let c_at = at(3, 2);
-        let mut now = 0;
-        while !b.is_leader() && now < 5_000 {
-            now += 100;
-            hear(&mut b, now, C, follower(0, 2, c_at, 0));
-            tick(&mut b, now);
-        }
-        assert!(b.is_leader());
+        let (now, step) = leads_with_c(&mut b, 0, 2, c_at);
         let term = b.election().term();
-        let step = hear(&mut b, now + 1, C, follower(B, term, c_at, 0));
         let fetch: Vec<_> = step.early.iter().filter(|(_, m)| m.fetch).collect();
         assert_eq!(fetch.len(), 1);
         assert_eq!(
@@ -287,7 +267,7 @@ mod tests {
         assert!(!fetch[0].1.need_snapshot);
         let mut answer = from_c(2, at(1, 1), &[2, 3]);
         answer.heartbeat = follower(B, term, c_at, 0).heartbeat;
-        let step = hear(&mut b, now + 2, C, answer);
+        let step = hear(&mut b, now + 1, C, answer);
         assert!(b.has_taken_over());
         assert!(step.rewrite, "its stored log is rewritten");
         assert_eq!(b.state().0, vec![10, 200, 300]);
@@ -303,6 +283,20 @@ mod tests {
         assert_eq!(b.position().index, 150);
         assert!(b.applied().index >= 50, "caught up before dropping any");
         assert_eq!(b.state().0.len() as u64, b.applied().index);
+    }
+
+    /// `b` ticks from `now`, hearing C (at `c_at`, having seen `c_term`) and no one else,
+    /// until it leads; then C promises it its term. Returns the time and step of the promise.
+    fn leads_with_c(b: &mut Node, now: u64, c_term: u64, c_at: Position) -> (u64, Step) {
+        let mut now = now;
+        while !b.is_leader() && now < 5_000 {
+            now += 100;
+            hear(b, now, C, follower(0, c_term, c_at, 0));
+            tick(b, now);
+        }
+        assert!(b.is_leader(), "B leads with C alone online");
+        let term = b.election().term();
+        (now + 1, hear(b, now + 1, C, follower(B, term, c_at, 0)))
     }
 
     /// C's message as leader in `term`: entries `indexes` of that term after `prev`.
@@ -389,19 +383,13 @@ mod tests {
         // 4 of term 2 after them: B keeps its 2-3, takes 4, and rewrites nothing.
         let mut b = restarted(B, Mode::Quorum, (1..=3).map(entry).collect(), 1);
         let c_at = at(4, 2);
-        let mut now = 0;
-        while !b.is_leader() && now < 5_000 {
-            now += 100;
-            hear(&mut b, now, C, follower(0, 2, c_at, 0));
-            tick(&mut b, now);
-        }
+        let (now, _) = leads_with_c(&mut b, 0, 2, c_at);
         let term = b.election().term();
-        hear(&mut b, now + 1, C, follower(B, term, c_at, 0));
         let mut answer = from_c(2, at(1, 1), &[4]);
         let append = answer.append.as_mut().unwrap();
         append.entries.splice(0..0, (2..=3).map(entry));
         answer.heartbeat = follower(B, term, c_at, 0).heartbeat;
-        let step = hear(&mut b, now + 2, C, answer);
+        let step = hear(&mut b, now + 1, C, answer);
         assert!(b.has_taken_over());
         assert!(!step.rewrite, "nothing of its log was cut");
         assert_eq!(b.state().0, vec![10, 20, 30, 400]);

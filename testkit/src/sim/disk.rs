@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use beacon::consensus::{Position, Snapshot, Store, Stored, TermStored};
+use beacon::consensus::{Position, Snapshot, Store, Stored};
 use beacon::storage::{Memory, Restored, Storage, StorageError};
 use beacon::wire::MachineWire;
 
@@ -69,13 +69,6 @@ impl<S: MachineWire> Disk<S> {
     /// The storage of the running beacon, for [`beacon::storage::carry_out`].
     pub fn storage(&mut self) -> &mut Storage<S, Memory> {
         self.open.as_mut().expect("the disk of a running beacon")
-    }
-
-    pub fn store_term(
-        &mut self,
-        term: Option<beacon::consensus::Promise>,
-    ) -> Result<TermStored, StorageError> {
-        self.storage().store_term(term)
     }
 
     pub fn store(&mut self, store: &Store<S>) -> Result<Stored, StorageError> {
