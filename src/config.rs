@@ -57,6 +57,8 @@ pub struct Config {
     pub log_keep: usize,
     /// Key `watch`: how far back a watch can resume, and how often an idle one hears.
     pub watch: WatchConfig,
+    /// Key `members`: how learners added by `member add` are promoted.
+    pub members: MembersConfig,
     /// How writes are made safe; defaults to quorum with 3 or more beacons.
     pub mode: Mode,
     /// Beacon identity -> the address to connect to it at, where that differs (a NAT, a
@@ -142,6 +144,8 @@ struct RawConfig {
     log_keep: usize,
     #[serde(default)]
     watch: RawWatch,
+    #[serde(default)]
+    members: RawMembers,
     #[serde(default)]
     mode: Option<String>,
     #[serde(default)]
@@ -233,6 +237,65 @@ impl RawWatch {
                 self.progress_ms,
                 *progress.start(),
                 *progress.end(),
+            )?,
+        })
+    }
+}
+
+/// Key `members`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawMembers {
+    auto_promote: bool,
+    promote_after_ms: u64,
+}
+
+impl Default for RawMembers {
+    fn default() -> Self {
+        let d = MembersConfig::default();
+        RawMembers {
+            auto_promote: d.auto_promote,
+            promote_after_ms: d.promote_after_ms,
+        }
+    }
+}
+
+/// Limits on `members.promote_after_ms`.
+pub const PROMOTE_AFTER_RANGE: std::ops::RangeInclusive<u64> = 0..=3_600_000;
+
+/// Key `members`: a beacon added by `member add` (or `beacon --join`) joins as a learner,
+/// takes the log or a snapshot, and is made a voter by the leader once it has kept up for
+/// `promote_after_ms`; a voter added before it has caught up could cost the cluster its
+/// quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MembersConfig {
+    /// Promote such learners without an operator (`auto_promote`, default true); off,
+    /// `member promote` does it.
+    pub auto_promote: bool,
+    /// How long a learner must keep up first (`promote_after_ms`, default 2,000).
+    pub promote_after_ms: u64,
+}
+
+impl Default for MembersConfig {
+    fn default() -> Self {
+        MembersConfig {
+            auto_promote: true,
+            promote_after_ms: 2_000,
+        }
+    }
+}
+
+impl RawMembers {
+    fn check(self, check: &Checker) -> Result<MembersConfig, ConfigError> {
+        let range = PROMOTE_AFTER_RANGE;
+        Ok(MembersConfig {
+            auto_promote: self.auto_promote,
+            promote_after_ms: check.range(
+                "members.promote_after_ms",
+                None,
+                self.promote_after_ms,
+                *range.start(),
+                *range.end(),
             )?,
         })
     }
@@ -486,6 +549,10 @@ impl Config {
                 "history_bytes": self.watch.history_bytes,
                 "progress_ms": self.watch.progress_ms,
             },
+            "members": {
+                "auto_promote": self.members.auto_promote,
+                "promote_after_ms": self.members.promote_after_ms,
+            },
             "dial": self.dial.iter().map(|(b, via)| (b.to_string(), json!(via.to_string())))
                 .collect::<serde_json::Map<_, _>>(),
             "ip_allow": self.ip_allow.networks(),
@@ -616,6 +683,7 @@ const CORE_KEYS: &[&str] = &[
     "max_frame_bytes",
     "log_keep",
     "watch",
+    "members",
     "mode",
     "dial",
     "tls",
@@ -785,6 +853,7 @@ impl RawConfig {
         let members = beacons.len() + learners.len();
         let tls = self.tls.check(&check, o, members)?;
         let watch = self.watch.check(&check)?;
+        let members_config = self.members.check(&check)?;
         let auth = self.auth.check(&check)?;
         let ip_allow =
             crate::allow::Allowlist::from_words(self.ip_allow.iter().map(String::as_str))
@@ -831,6 +900,7 @@ impl RawConfig {
             max_frame_bytes: self.max_frame_bytes,
             log_keep: self.log_keep,
             watch,
+            members: members_config,
             machines,
             tls,
             auth,

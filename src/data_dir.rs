@@ -331,13 +331,25 @@ mod tests {
         let old = dir.load_identity().unwrap().unwrap();
         assert_eq!(old.format, 1);
         assert_eq!(old.machines.len(), 1, "format is not a machine's key");
+        let (format, newer) = (
+            crate::storage::format::FORMAT,
+            crate::storage::format::FORMAT + 1,
+        );
         std::fs::write(
             &path,
-            r#"{"format":3,"cluster":"alpha","mode":"quorum","beacons":[],"id_range":[1,9]}"#,
+            format!(
+                r#"{{"format":{newer},"cluster":"alpha","mode":"quorum","beacons":[],"id_range":[1,9]}}"#
+            ),
         )
         .unwrap();
         let err = dir.load_identity().unwrap_err().to_string();
-        assert!(err.contains("`identity.json` is in format 3"), "{err}");
-        assert!(err.contains("reads (formats 1 to 2)"), "{err}");
+        assert!(
+            err.contains(&format!("`identity.json` is in format {newer}")),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("reads (formats 1 to {format})")),
+            "{err}"
+        );
     }
 }

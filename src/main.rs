@@ -75,6 +75,21 @@ struct Args {
     /// beacon alone would let an old leader's entries back in.
     #[arg(long, global = true)]
     reset_term: bool,
+    /// Join a running cluster: ask one of these beacons to add this one (as a learner the
+    /// leader promotes once it has kept up) and start with the membership it answers. Only
+    /// asked with an empty data directory; a beacon that joined restarts from its state.
+    /// Runs in quorum mode.
+    #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',')]
+    join: Option<Vec<String>>,
+    /// With --join, a client token of role admin for a cluster that authenticates clients
+    /// (or set BEACON_JOIN_TOKEN).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BEACON_JOIN_TOKEN",
+        hide_env_values = true
+    )]
+    join_token: Option<String>,
 }
 
 /// What the daemon binary does besides running a beacon.
@@ -129,7 +144,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     if let Some(range) = args.id_range {
         overrides = overrides.with_key("--id-range", "id_range", range);
     }
-    let config = Config::load(args.config.as_deref(), &overrides)?;
+    let mut config = Config::load(args.config.as_deref(), &overrides)?;
     if let Some(Sub::Restore { file }) = &args.command {
         let backup = beacon::backup::read(file)?;
         let done = beacon::backup::restore(&backup, &config)?;
@@ -165,6 +180,9 @@ fn run(args: Args) -> anyhow::Result<()> {
         // The handlers are in place before the port opens: a signal sent as soon as the
         // beacon answers stops it gracefully, never by the signal's default action.
         let shutdown = shutdown_signal()?;
+        if let Some(seeds) = &args.join {
+            config = beacon::server::join::join(config, seeds, args.join_token.clone()).await?;
+        }
         let server = beacon::server::Server::bind_with(config, options).await?;
         server.run(shutdown).await;
         anyhow::Ok(())

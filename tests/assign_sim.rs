@@ -53,6 +53,7 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
         let workload = Clients::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            spares: 0,
             // A learner in some runs: it must change nothing the voters decide.
             learners: usize::from(rng.chance(0.3)),
             mode: Mode::Quorum,
@@ -199,6 +200,7 @@ fn moving_a_resource_before_its_holder_lets_go_is_caught() {
         let workload = Clients::<eager::Eager>::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: 3,
+            spares: 0,
             learners: 0,
             mode: Mode::Quorum,
             faults: Faults::none(),

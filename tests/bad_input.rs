@@ -326,7 +326,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
         (
             peer_hello("blue", "127.0.0.1:1".into()),
             ErrorCode::UnknownBeacon,
-            "not in this beacon's configured list",
+            "is not a member of this cluster",
         ),
         (
             peer_hello("blue", b.addr.to_string()),
@@ -390,10 +390,7 @@ async fn handshakes_from_the_wrong_cluster_or_an_unknown_beacon_are_refused() {
     assert_still_serving(&mut b).await;
     let log = b.log();
     assert!(log.contains("handshake refused: wrong cluster"), "{log}");
-    assert!(
-        log.contains("not in this beacon's configured list"),
-        "{log}"
-    );
+    assert!(log.contains("is not a member of this cluster"), "{log}");
     // A newer peer is told which protocol versions this beacon speaks.
     assert!(
         log.contains(&format!(

@@ -42,6 +42,7 @@ fn the_counter_keeps_its_invariants_under_seeded_faults() {
         let mut rng = Rng::new(seed);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            spares: 0,
             // A learner in some runs: it must change nothing the voters decide.
             learners: usize::from(rng.chance(0.3)),
             mode: Mode::Quorum,
@@ -118,6 +119,7 @@ fn both_machines_parts_survive_the_storage_round_trip() {
     assert_eq!(restored.entries, entries);
     let mut state = fresh().0;
     let snapshot = Snapshot {
+        members: None,
         position: Position { index: 2, term: 1 },
         state: {
             for e in &entries {

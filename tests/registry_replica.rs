@@ -86,6 +86,7 @@ fn config_in(
         log_keep,
         stored,
         deal_terms: true,
+        promote_after_ms: None,
     }
 }
 

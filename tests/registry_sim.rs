@@ -68,8 +68,16 @@ fn seeded(seed: u64, verbose: bool) -> Sim {
     // Some clusters have a learner: it must never lead nor count for a majority, and
     // must catch up with the rest.
     let learners = usize::from(rng.chance(0.3));
+    // Half the clusters change their membership as they run: spare beacons are added as
+    // learners (most to be promoted), learners promoted, members removed.
+    let mut faults = faults;
+    let spares = if rng.chance(0.5) { 2 } else { 0 };
+    if spares > 0 {
+        faults.members = 0.01;
+    }
     let setup = Setup {
         beacons,
+        spares,
         learners,
         mode: Mode::Quorum,
         faults,
@@ -85,6 +93,7 @@ fn scripted(beacons: usize, range: IdRange, reuse_delay: Millis) -> Sim {
     let verbose = std::env::var_os("BEACON_SIM_TRACE").is_some();
     let setup = Setup {
         beacons,
+        spares: 0,
         learners: 0,
         mode: Mode::Quorum,
         faults: Faults::none(),
@@ -142,6 +151,9 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.shared_terms += s.shared_terms;
         total.0.tails_cut += s.tails_cut;
         total.0.installs += s.installs;
+        total.0.member_changes += s.member_changes;
+        total.0.members_changed += s.members_changed;
+        total.0.promotions += s.promotions;
         total.1.acks += c.acks;
         total.1.confirmed_reports += c.confirmed_reports;
         total.1.unregistered += c.unregistered;
@@ -187,6 +199,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.tails_cut > 0,
             "followers cut tails that never committed instead of fetching the whole state: {s:?}"
+        );
+        assert!(
+            s.member_changes > seeds && s.members_changed > seeds / 4 && s.promotions > 0,
+            "membership changed under the faults, learners promoted on their own: {s:?}"
         );
         assert!(
             s.shared_terms > 0,

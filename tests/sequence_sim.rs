@@ -59,6 +59,7 @@ fn fresh() -> (State, Services) {
 fn setup(rng: &mut Rng) -> Setup {
     Setup {
         beacons: if rng.chance(0.5) { 3 } else { 5 },
+        spares: 0,
         // A learner in some runs: it must change nothing the voters decide.
         learners: usize::from(rng.chance(0.3)),
         mode: Mode::Quorum,

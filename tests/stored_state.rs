@@ -3,6 +3,7 @@
 //! dropped. Real beacon processes on one data directory.
 
 mod support;
+use beacon::storage::format::FORMAT;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -348,7 +349,7 @@ async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
     check(port);
     assert!(
         b.log()
-            .contains("data_dir was in format 1: its files are rewritten in format 2"),
+            .contains("data_dir was in format 1: its files are rewritten in format 3"),
         "{}",
         b.log()
     );
@@ -358,7 +359,7 @@ async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
     assert!(
         std::fs::read_to_string(data.join("identity.json"))
             .unwrap()
-            .contains("\"format\": 2")
+            .contains("\"format\": 3")
     );
     // Started again: read in its own format, nothing to upgrade, nothing lost.
     let b = serving(dir.path(), port, args).await;
@@ -375,16 +376,97 @@ async fn a_data_directory_of_a_newer_format_is_refused_and_left_alone() {
     let port = free_ports(1)[0];
     one_registration_in_alpha(dir.path(), port).await;
     let term = dir.path().join("data").join("term");
-    std::fs::write(&term, "format 3\nterm 1\n").unwrap();
+    let newer = FORMAT + 1;
+    std::fs::write(&term, format!("format {newer}\nterm 1\n")).unwrap();
     let (code, err) = refused(&args(dir.path(), port, "alpha", [1, 1023], &[]));
     assert_eq!(code, Some(2), "a refused start: {err}");
     assert!(
-        err.contains("file `term` is in format 3, newer than this beacon"),
+        err.contains(&format!(
+            "file `term` is in format {newer}, newer than this beacon"
+        )),
         "{err}"
     );
-    assert!(err.contains("(formats 1 to 2)"), "{err}");
+    assert!(err.contains(&format!("(formats 1 to {FORMAT})")), "{err}");
     assert_eq!(
         std::fs::read_to_string(&term).unwrap(),
-        "format 3\nterm 1\n"
+        format!("format {newer}\nterm 1\n")
     );
+}
+
+/// `tests/fixtures/data-v2` is a data directory of the version before this one (format 2,
+/// before the membership was in the log): a lone beacon with sequence `orders` at 552 in two
+/// segments beside an empty `invoices`, five registrations (node IDs up to 5) and resource
+/// `r1`. A beacon of this version reads it, rewrites it in format 3 (which a format-2 reader
+/// refuses, as it cannot read changes of membership), and reads that again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_of_the_version_before_is_read_and_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-v2");
+    for file in ["log", "term"] {
+        std::fs::copy(fixture.join(file), data.join(file)).unwrap();
+    }
+    let identity = std::fs::read_to_string(fixture.join("identity.json"))
+        .unwrap()
+        .replace("127.0.0.1:29401", &addr(port).to_string());
+    assert!(identity.contains("\"format\": 2"), "a format-2 identity");
+    std::fs::write(data.join("identity.json"), identity).unwrap();
+    let log = std::fs::read(data.join("log")).unwrap();
+    assert_eq!(&log[8..12], &2u32.to_be_bytes(), "a format-2 log");
+    let args: Vec<String> = [
+        "--listen",
+        &addr(port).to_string(),
+        "--data-dir",
+        &data.display().to_string(),
+        "--admin",
+        "off",
+    ]
+    .map(String::from)
+    .to_vec();
+    let nebcli = nebcli(BEACON.as_ref());
+    let check = |port| {
+        let sequences = nebcli_json(&nebcli, port, &["show", "sequences"]);
+        let orders = sequences["sequences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "orders")
+            .cloned()
+            .unwrap_or_else(|| panic!("{sequences}"));
+        assert_eq!(
+            (orders["max"].as_u64(), orders["segments"].as_u64()),
+            (Some(552), Some(2))
+        );
+        assert_eq!(sequences["total"], 2, "{sequences}");
+        let ids = nebcli_json(&nebcli, port, &["show", "ids"]);
+        assert_eq!(ids["last_node_id"], 5, "{ids}");
+        let resources = nebcli_json(&nebcli, port, &["show", "resources"]);
+        assert!(resources.to_string().contains("\"r1\""), "{resources}");
+    };
+    let b = serving(dir.path(), port, args.clone()).await;
+    check(port);
+    assert!(
+        b.log()
+            .contains("data_dir was in format 2: its files are rewritten in format 3"),
+        "{}",
+        b.log()
+    );
+    stop(b);
+    let log = std::fs::read(data.join("log")).unwrap();
+    assert_eq!(
+        &log[..12],
+        b"beacon.L\0\0\0\x03",
+        "the log says format 3 now"
+    );
+    assert!(
+        std::fs::read_to_string(data.join("term"))
+            .unwrap()
+            .starts_with("format 3\n")
+    );
+    let b = serving(dir.path(), port, args).await;
+    check(port);
+    assert_eq!(b.log().matches("was in format").count(), 1, "{}", b.log());
+    stop(b);
 }

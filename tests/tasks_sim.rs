@@ -53,6 +53,7 @@ fn one_attempt_at_a_time_one_result_no_submit_lost_under_seeded_faults() {
         let workload = Clients::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: if rng.chance(0.5) { 3 } else { 5 },
+            spares: 0,
             // A learner in some runs: it must change nothing the voters decide.
             learners: usize::from(rng.chance(0.3)),
             mode: Mode::Quorum,
@@ -187,6 +188,7 @@ fn an_attempt_restarted_under_an_old_token_is_caught() {
         let workload = Clients::<stale::Stale>::new(2 + rng.below(4) as usize);
         let setup = Setup {
             beacons: 3,
+            spares: 0,
             learners: 0,
             mode: Mode::Quorum,
             faults: Faults::none(),

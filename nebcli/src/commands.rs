@@ -3,6 +3,7 @@
 
 use crate::snapshot::Snapshot;
 use beacon::cli::beacon::{Endpoint, LeaderTransfer, ShowBeacon};
+use beacon::cli::member::Member;
 use beacon::cli::{Commands, Failure, Session, UsageError, usage};
 use beacon::machines::{assign, configs, registry, sequence, tasks};
 
@@ -12,6 +13,7 @@ pub enum Command {
     Beacon(ShowBeacon),
     Endpoint(Endpoint),
     Leader(LeaderTransfer),
+    Member(Member),
     Snapshot(Snapshot),
     Registry(registry::cli::Command),
     Sequence(sequence::cli::Command),
@@ -57,6 +59,7 @@ fn all_help() -> Vec<(&'static str, &'static str)> {
         ShowBeacon::HELP,
         Endpoint::HELP,
         LeaderTransfer::HELP,
+        Member::HELP,
         Snapshot::HELP,
         registry::cli::Command::HELP,
         sequence::cli::Command::HELP,
@@ -204,6 +207,9 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
     if let Some(cmd) = LeaderTransfer::parse(&head, words) {
         return cmd.map(|c| Some(Command::Leader(c)));
     }
+    if let Some(cmd) = Member::parse(&head, words) {
+        return cmd.map(|c| Some(Command::Member(c)));
+    }
     if let Some(cmd) = Snapshot::parse(&head, words) {
         return cmd.map(|c| Some(Command::Snapshot(c)));
     }
@@ -253,6 +259,7 @@ impl Command {
             Command::Beacon(c) => c.run(session).await,
             Command::Endpoint(c) => c.run(session).await,
             Command::Leader(c) => c.run(session).await,
+            Command::Member(c) => c.run(session).await,
             Command::Snapshot(c) => c.run(session).await,
             Command::Registry(c) => c.run(session).await,
             Command::Sequence(c) => c.run(session).await,

@@ -121,7 +121,8 @@ pub fn decode(path: &str, bytes: &[u8]) -> Result<Backup, BackupError> {
             found,
         });
     }
-    if found < format::FORMAT {
+    // Backups were first written in format 2; the layout has not changed since.
+    if found < format::FIRST_MARKED {
         return Err(damaged(format!(
             "its header names format {found}, in which no beacon wrote backups"
         )));
@@ -193,6 +194,7 @@ mod tests {
         let snapshot = Snapshot {
             position: Position { index: 7, term: 3 },
             state: state.snapshot(0),
+            members: None,
         };
         let identity = serde_json::json!({"cluster": "old"});
         encode(

@@ -74,7 +74,12 @@ pub fn restore(backup: &Backup, config: &Config) -> Result<Restored, RestoreErro
     }
     let (mut storage, _) = Storage::<State>::open(Files::new(dir.path()))?;
     let position = backup.position();
-    storage.install(&backup.snapshot)?;
+    // The new cluster's members are its configuration's (`--peers`), not the old one's.
+    let snapshot = crate::consensus::Snapshot {
+        members: None,
+        ..backup.snapshot.clone()
+    };
+    storage.install(&snapshot)?;
     storage.store_term(Some(crate::consensus::Promise::at(position.term)))?;
     // Last: a directory with an identity is one a beacon starts on.
     dir.store_identity(&identity_of(config))?;

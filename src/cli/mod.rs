@@ -5,6 +5,7 @@
 
 pub mod beacon;
 pub mod follow;
+pub mod member;
 pub mod table;
 
 use std::fmt;

@@ -49,6 +49,11 @@ pub fn message_beyond<C, S>(msg: &PeerMessage<C, S>) -> Option<String> {
             msg.commit
         ));
     }
+    if let Some((index, _)) = msg.members.as_deref().filter(|(i, _)| *i > MAX_INDEX) {
+        return Some(format!(
+            "membership index {index} is beyond {MAX_INDEX} (2^48)"
+        ));
+    }
     position_beyond("log position", msg.position)
         .or_else(|| {
             msg.append

@@ -192,6 +192,9 @@ struct Entry {
     /// A learner: it follows the leader and receives the log, but never leads, and counts
     /// for no majority.
     learner: bool,
+    /// A learner only because a change not yet committed removed it from the voters: its
+    /// claim to lead is taken (see [`Election::set_members`]); it counts for nothing.
+    former: bool,
     attr: u32,
     term: u64,
     last_seen: Option<Millis>,
@@ -345,6 +348,69 @@ impl Election {
             election.leader = Some(me);
         }
         election
+    }
+
+    /// Changes the members (see [`super::members`]): beacons that stay keep what is known
+    /// of them, new ones start offline, and `me` is a learner when neither list names it. A
+    /// leader that is no voter any more steps down; then the choice is made again.
+    /// `former` (among the learners): voters a change not yet committed removed, whose
+    /// claims are still taken (the change may give way to a leader that never had it).
+    pub fn set_members(
+        &mut self,
+        voters: impl IntoIterator<Item = SocketAddr>,
+        learners: impl IntoIterator<Item = SocketAddr>,
+        former: impl IntoIterator<Item = SocketAddr>,
+    ) -> Vec<Action> {
+        let before = self.heartbeat();
+        let mut old = std::mem::take(&mut self.entries);
+        for (addr, learner) in voters
+            .into_iter()
+            .map(|a| (a, false))
+            .chain(learners.into_iter().map(|a| (a, true)))
+        {
+            if self.entries.contains_key(&addr) {
+                continue; // a voter listed as a learner too stays a voter
+            }
+            let mut entry = old.remove(&addr).unwrap_or_default();
+            entry.learner = learner;
+            entry.former = false;
+            self.entries.insert(addr, entry);
+        }
+        for addr in former {
+            if let Some(entry) = self.entries.get_mut(&addr).filter(|e| e.learner) {
+                entry.former = true;
+            }
+        }
+        if !self.entries.contains_key(&self.me) {
+            let mut own = old.remove(&self.me).unwrap_or_default();
+            own.attr |= 1;
+            own.learner = true;
+            self.entries.insert(self.me, own);
+        }
+        let mut actions = Vec::new();
+        if self.is_leader && self.is_learner() {
+            self.step_down();
+            self.settle_leader(None, &mut actions);
+        }
+        if self.leader.is_some_and(|l| !self.entries.contains_key(&l)) {
+            self.settle_leader(None, &mut actions);
+        }
+        actions.extend(self.check(Check::Heartbeat));
+        self.announce(before, true, &mut actions);
+        actions
+    }
+
+    /// Whether `node` is online and follows us in our term (while we lead).
+    pub fn follows_me(&self, node: SocketAddr) -> bool {
+        self.is_leader
+            && self.entries.get(&node).is_some_and(|e| {
+                e.alive() && !e.claims() && e.leader == Some(self.me) && e.term == self.term
+            })
+    }
+
+    /// How many voters there are.
+    pub fn voter_count(&self) -> usize {
+        self.voters().count()
     }
 
     /// Whether `node` is a voter here: a beacon in the map that is no learner.
@@ -570,7 +636,7 @@ impl Election {
         entry.attr |= 1;
         // A learner never leads: a claim from one (a beacon that takes itself for a voter:
         // its configuration differs) is not taken, nor its term heard.
-        let claims = hb.is_leader && entry.votes();
+        let claims = hb.is_leader && (entry.votes() || entry.former);
         if claims {
             entry.attr |= LEADER_BIT;
         } else {
@@ -795,7 +861,12 @@ impl Election {
     fn candidate(&self) -> Option<(SocketAddr, bool)> {
         let own_eligible = self.eligible();
         let mut chosen: Option<(SocketAddr, bool, u64)> = None;
-        for (addr, entry) in self.voters() {
+        // A former voter is a candidate by its claim alone.
+        let walked = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.votes() || (e.former && e.claims()));
+        for (addr, entry) in walked {
             if !entry.alive() {
                 continue;
             }

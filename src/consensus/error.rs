@@ -55,6 +55,29 @@ pub enum TransferError {
     },
 }
 
+/// Why a change of membership was not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    #[error(transparent)]
+    Consensus(#[from] ConsensusError),
+    #[error(transparent)]
+    Members(#[from] super::MembersError),
+    #[error(
+        "membership changes need quorum mode (`mode = \"quorum\"`, also for one beacon): classic mode has no majority to keep them safe"
+    )]
+    ClassicMode,
+    #[error(
+        "a change of membership is under way (log entry {0} is not committed yet); one change at a time: retry in a moment"
+    )]
+    InProgress(u64),
+    #[error("this leader's first entry of its term is not committed yet; retry in a moment")]
+    NotYet,
+    #[error(
+        "{0} leads: a leader does not remove itself; hand the leadership to another voter first"
+    )]
+    RemovesLeader(SocketAddr),
+}
+
 /// Why a request was refused: by the consensus core, or by the machine it addressed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReplyError<E> {

@@ -8,6 +8,8 @@
 
 use std::collections::VecDeque;
 
+use super::members::Members;
+
 /// A place in the log: the entry at `index`, appended in `term`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Position {
@@ -29,6 +31,9 @@ pub enum Payload<C> {
     LeaderStart,
     /// A change to the replicated state.
     Command(C),
+    /// The cluster's members from here on (see [`super::members`]): in effect where it is
+    /// appended.
+    Members(Members),
 }
 
 /// One payload at its position.
@@ -51,7 +56,7 @@ impl<C> Entry<C> {
     pub fn command(&self) -> Option<&C> {
         match &self.payload {
             Payload::Command(c) => Some(c),
-            Payload::LeaderStart => None,
+            Payload::LeaderStart | Payload::Members(_) => None,
         }
     }
 }
@@ -71,6 +76,12 @@ pub struct Log<C> {
     /// How many entries to keep; older ones are dropped (a follower that needs them gets a
     /// snapshot).
     keep: usize,
+    /// The membership as of `base` (a snapshot's, or the last change compacted away) with
+    /// the index it took effect at (a snapshot's own, when installed); `None`: the
+    /// configured one, never changed.
+    base_members: Option<(u64, Members)>,
+    /// The changes among the entries, by index: a cut takes its changes back.
+    changes: Vec<(u64, Members)>,
 }
 
 impl<C: Clone> Log<C> {
@@ -79,7 +90,35 @@ impl<C: Clone> Log<C> {
             base: Position::default(),
             entries: VecDeque::new(),
             keep: keep.max(1),
+            base_members: None,
+            changes: Vec::new(),
         }
+    }
+
+    /// The membership in effect: the last change in the log, else the base's; `None` while
+    /// it is the configured one.
+    pub fn members(&self) -> Option<&Members> {
+        self.members_at(u64::MAX)
+    }
+
+    /// The membership as of `index` (for a snapshot taken there).
+    pub fn members_at(&self, index: u64) -> Option<&Members> {
+        self.change_at(index).map(|(_, m)| m)
+    }
+
+    /// The change of membership in effect at `index`, with the index it took effect at.
+    pub fn change_at(&self, index: u64) -> Option<(u64, &Members)> {
+        self.changes
+            .iter()
+            .rev()
+            .find(|(i, _)| *i <= index)
+            .or(self.base_members.as_ref())
+            .map(|(i, m)| (*i, m))
+    }
+
+    /// The index of the last change of membership in the log (0 if none is held).
+    pub fn last_change(&self) -> u64 {
+        self.changes.last().map_or(0, |(i, _)| *i)
     }
 
     /// The last position (the base when empty).
@@ -129,10 +168,21 @@ impl<C: Clone> Log<C> {
             self.last().index + 1,
             "log entries are contiguous"
         );
+        if let Payload::Members(m) = &entry.payload {
+            self.changes.push((entry.index, m.clone()));
+        }
         self.entries.push_back(Box::new(entry));
         while self.entries.len() > self.keep {
             let dropped = self.entries.pop_front().expect("non-empty");
             self.base = dropped.position();
+        }
+        // Changes compacted away fold into the base's membership.
+        while self
+            .changes
+            .first()
+            .is_some_and(|(i, _)| *i <= self.base.index)
+        {
+            self.base_members = Some(self.changes.remove(0));
         }
     }
 
@@ -155,12 +205,16 @@ impl<C: Clone> Log<C> {
             .checked_sub(self.base.index)
             .expect("a cut at or after the base");
         self.entries.truncate(keep as usize);
+        self.changes.retain(|(i, _)| *i <= index);
     }
 
-    /// Forgets every entry: the state is now the snapshot at `base`.
-    pub fn reset(&mut self, base: Position) {
+    /// Forgets every entry: the state is now the snapshot at `base`, with its membership
+    /// (`None`: the configured one).
+    pub fn reset(&mut self, base: Position, members: Option<Members>) {
         self.base = base;
         self.entries.clear();
+        self.changes.clear();
+        self.base_members = members.map(|m| (base.index, m));
     }
 }
 
@@ -198,8 +252,45 @@ mod tests {
         assert_eq!(after1, vec![2, 3, 4]);
         assert_eq!(log.after(2, 1).unwrap()[0].index, 3);
         assert!(log.after(4, 10).unwrap().is_empty());
-        log.reset(pos(9, 5));
+        log.reset(pos(9, 5), None);
         assert_eq!(log.last(), pos(9, 5));
         assert!(log.after(9, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_log_knows_the_membership_at_each_entry_through_cuts_and_compaction() {
+        let a = |p: u16| std::net::SocketAddr::from(([127, 0, 0, 1], p));
+        let one = Members::new([a(1)], []);
+        let two = Members::new([a(1), a(2)], []);
+        let mut log = Log::new(3);
+        log.append(entry(1, 1));
+        assert_eq!(log.members(), None, "the configured one");
+        log.append(Entry {
+            index: 2,
+            term: 1,
+            payload: Payload::Members(one.clone()),
+        });
+        log.append(entry(3, 1));
+        log.append(Entry {
+            index: 4,
+            term: 1,
+            payload: Payload::Members(two.clone()),
+        });
+        assert_eq!(log.members(), Some(&two));
+        assert_eq!(log.members_at(3), Some(&one));
+        assert_eq!(log.members_at(1), None);
+        assert_eq!(log.last_change(), 4);
+        // A cut takes the change back.
+        log.truncate_after(3);
+        assert_eq!(log.members(), Some(&one));
+        // Compacted away, the change is the base's membership.
+        for i in 4..=7 {
+            log.append(entry(i, 2));
+        }
+        assert_eq!(log.base().index, 4);
+        assert_eq!(log.members(), Some(&one));
+        assert_eq!(log.last_change(), 0);
+        log.reset(pos(9, 5), Some(two.clone()));
+        assert_eq!(log.members(), Some(&two));
     }
 }

@@ -7,6 +7,7 @@
 
 use super::election::Heartbeat;
 use super::log::{Entry, Position};
+use super::members::Members;
 
 /// Entries following `prev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,8 @@ pub struct Append<C> {
 pub struct Snapshot<S> {
     pub position: Position,
     pub state: S,
+    /// The membership as of `position`; `None`: the configured one, never changed.
+    pub members: Option<Members>,
 }
 
 /// What one beacon sends another, over a replicated state whose commands are `C` and whose
@@ -48,6 +51,15 @@ pub struct PeerMessage<C, S> {
     /// Leader to follower: take over the leadership now (a transfer; the follower has every
     /// entry the leader has, and the leader serves no write meanwhile).
     pub transfer: bool,
+    /// Leader to follower: the latest committed change of membership, with its log index
+    /// (none while the configured membership never changed). A follower whose log lacks
+    /// it (it was cut off while beacons were added and removed) elects among these
+    /// members until its log catches up: committed changes form one history, so the one
+    /// of the highest index is the latest known anywhere.
+    pub members: Option<Box<(u64, Members)>>,
+    /// The sender's voters ([`Members::voters_digest`]; 0 from a beacon that predates
+    /// membership changes): its `heartbeat.sees` numbers voters by their places among them.
+    pub voters: u64,
 }
 
 impl<C, S> PeerMessage<C, S> {
@@ -65,6 +77,8 @@ impl<C, S> PeerMessage<C, S> {
             beat: 0,
             ack_beat: 0,
             transfer: false,
+            members: None,
+            voters: 0,
         }
     }
 

@@ -27,9 +27,11 @@ mod confirm;
 pub mod election;
 mod error;
 mod log;
+mod members;
 mod message;
 mod progress;
 mod ready;
+mod reconfigure;
 mod replicate;
 mod takeover;
 #[cfg(test)]
@@ -42,8 +44,9 @@ pub use app::{Leader, Machine, Outcome, Service};
 pub use bounds::{MAX_INDEX, MAX_TERM};
 use election::Election;
 pub use election::Promise;
-pub use error::{ConsensusError, ReplyError, RestoreError, TransferError};
+pub use error::{ChangeError, ConsensusError, ReplyError, RestoreError, TransferError};
 pub use log::{Entry, Log, Payload, Position};
+pub use members::{Change, Members, MembersError};
 pub use message::{Append, PeerMessage, Snapshot};
 use progress::Follower;
 pub use progress::{FollowerView, Progress};
@@ -118,6 +121,10 @@ pub struct Config {
     /// Terms dealt by place among the voters ([`Election::with_dealing`]): true but in
     /// the simulation's seeds that show promises alone suffice.
     pub deal_terms: bool,
+    /// How long a learner added to be promoted must keep up (hold every committed entry,
+    /// online) before the leader makes it a voter; `None`: never on its own (`member
+    /// promote` does it).
+    pub promote_after_ms: Option<u64>,
 }
 
 /// Least time a leader waits on a follower that is online but not answering (before classic
@@ -189,6 +196,12 @@ pub enum Input<C, S, R> {
     ReadIndex {
         token: Token,
         asker: Option<Asker>,
+    },
+    /// Change the membership by one beacon (quorum mode, at the leader): answered by
+    /// [`Event::MembersChanged`] once the change is committed (see [`members`]).
+    ChangeMembers {
+        token: Token,
+        change: Change,
     },
 }
 
@@ -280,6 +293,10 @@ struct Leading<S: Machine, V: Service<S>> {
     /// leader took over may have been committed by an earlier leader without its knowing,
     /// and committing this entry commits them, so no read is served from before it.
     start: u64,
+    /// Changes of membership waiting to commit: the entry's index and whom to answer.
+    changing: Vec<(u64, Option<Token>)>,
+    /// The commit index at the last tick: a learner that holds it has kept up.
+    commit_last_tick: u64,
 }
 
 impl<S: Machine, V: Service<S>> Leading<S, V> {
@@ -295,6 +312,8 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             held: VecDeque::new(),
             transfer: None,
             start: 0,
+            changing: Vec::new(),
+            commit_last_tick: 0,
         }
     }
 }
@@ -326,6 +345,16 @@ pub struct Replica<S: Machine, V: Service<S>> {
     last_step: Option<Millis>,
     /// The promise handed to the driver to store.
     promise_reported: Promise,
+    /// The membership in effect (the log's last change, else the configured one) and what
+    /// the election was last given: the members, plus, as learners, beacons a change not
+    /// yet committed removed (they still get the log, to learn of their removal).
+    members: Members,
+    electorate: (Members, std::collections::BTreeSet<SocketAddr>),
+    /// [`Members::voters_digest`] of the electorate's voters, sent with every message.
+    voters_digest: u64,
+    /// The latest committed change of membership a leader told us, when our log lacks it
+    /// (see [`Message::members`]): in effect until the log catches up.
+    heard_members: Option<(u64, Members)>,
     /// Wall-clock minus this replica's clock, as of the last tick.
     wall_offset: i64,
     /// Peers whose messages were refused for terms or indexes beyond the bounds, and how
@@ -362,10 +391,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         entries: Vec<Entry<S::Command>>,
         commit: u64,
     ) -> Result<(Self, Vec<String>), RestoreError> {
+        // Stored membership wins over the configured one.
+        let stored = entries
+            .iter()
+            .rev()
+            .find_map(|e| match &e.payload {
+                Payload::Members(m) => Some(m.clone()),
+                _ => None,
+            })
+            .or_else(|| snapshot.as_ref().and_then(|s| s.members.clone()));
+        let members = stored.unwrap_or_else(|| {
+            Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied())
+        });
+        // A beacon that is no member (removed, or not yet added) is a learner in its map:
+        // it never leads.
+        let outside = (!members.contains(cfg.me)).then_some(cfg.me);
         let election = Election::with_members(
             cfg.me,
-            cfg.beacons.iter().copied(),
-            cfg.learners.iter().copied(),
+            members.voters.iter().copied(),
+            members.learners.iter().copied().chain(outside),
             cfg.stored.term,
         )
         .with_quorum(cfg.mode == Mode::Quorum)
@@ -385,6 +429,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             leader_beat: (0, 0),
             last_step: None,
             promise_reported: cfg.stored,
+            voters_digest: members.voters_digest(),
+            electorate: (members.clone(), Default::default()),
+            members,
+            heard_members: None,
             wall_offset: 0,
             out_of_bounds: BTreeMap::new(),
             ready: Ready::default(),
@@ -392,7 +440,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         };
         if let Some(snapshot) = snapshot {
             r.state.restore(snapshot.state, 0);
-            r.log.reset(snapshot.position);
+            r.log.reset(snapshot.position, snapshot.members);
         }
         let tail = entries.iter().filter(|e| e.index > commit).count();
         let defer_after = if r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep {
@@ -428,14 +476,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             // its own, and repairs a tail after it by entries instead of a snapshot.
             r.commit = commit.min(r.log.last().index);
         }
+        r.sync_members(0);
+        r.ready = Ready::default();
         let mut notices = Vec::new();
-        if r.election.is_leader() {
+        // A lone voter leads from the start. In quorum mode it takes over (and its service
+        // starts judging leases) at its first step, on the clock of its run; in classic
+        // mode at once, as a lone beacon always has.
+        if r.election.is_leader() && r.cfg.mode == Mode::Classic {
             r.become_leader(0);
             notices.extend(r.ready.take_events().into_iter().filter_map(|e| match e {
                 Event::Notice(n) => Some(n),
                 Event::LeaderChanged { .. }
                 | Event::Transferred { .. }
-                | Event::ReadIndex { .. } => None,
+                | Event::ReadIndex { .. }
+                | Event::MembersChanged { .. } => None,
             }));
         }
         Ok((r, notices))
@@ -504,9 +558,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The whole state, as of the position it is applied through (for compacting storage
     /// the entries after it are kept beside it: [`Replica::unapplied`]).
     pub fn snapshot(&self, now: Millis) -> Snapshot<S::Snapshot> {
+        let position = self.applied();
         Snapshot {
-            position: self.applied(),
+            position,
             state: self.state.snapshot(now),
+            members: self.log.members_at(position.index).cloned(),
         }
     }
 
@@ -594,6 +650,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Feeds one input in; returns what the driver must do, in order.
     pub fn step(&mut self, now: Millis, input: InputOf<S, V>) -> Ready<S, V> {
         self.notice_gap(now);
+        if self.leading.is_none() && self.election.is_leader() {
+            self.become_leader(now); // a lone voter, restored (see `restore`)
+        }
         match input {
             Input::Tick { wall_ms } => {
                 self.wall_offset = wall_ms as i64 - now as i64;
@@ -615,8 +674,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             Input::Request { token, request } => self.on_request(now, token, request),
             Input::Transfer { token, to } => self.on_transfer(now, token, to),
             Input::ReadIndex { token, asker } => self.on_read_index(token, asker),
+            Input::ChangeMembers { token, change } => self.on_change_members(now, token, change),
         }
+        self.sync_members(now);
         self.advance_commit(now);
+        self.sync_members(now);
         self.drive_transfer(now);
         self.start_round(now);
         self.flush(now);
@@ -655,9 +717,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Queues `msg` for `to`: a leader's may leave before its store, anything else after
-    /// (but a follower's acknowledgement of a round, `ack_round_early`).
+    /// (but a follower's acknowledgement of a round, `ack_round_early`). A leader that is
+    /// its own majority (one voter) commits what it appends before its store is done, so
+    /// its messages, which say how far it committed, wait for the store.
     fn send(&mut self, to: SocketAddr, msg: Message<S>) {
-        if self.leading.is_some() {
+        if self.leading.is_some() && self.majority() > 1 {
             self.ready.early.push((to, msg));
         } else {
             self.ready.after.push((to, msg));
@@ -761,13 +825,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             for token in reads {
                 self.read_indexed(token, Err(ConsensusError::LeaderChanged));
             }
+            for token in leading.changing.into_iter().filter_map(|(_, t)| t) {
+                let changed = Err(ConsensusError::LeaderChanged.into());
+                self.ready.events.push(Event::MembersChanged {
+                    token,
+                    result: changed,
+                });
+            }
             self.service.step_down();
         }
     }
 
     /// Beacons in the cluster that make a majority.
     fn majority(&self) -> usize {
-        self.cfg.beacons.len() / 2 + 1
+        self.election.majority()
     }
 
     /// Quorum mode, fewer than a majority in sight: the error that says so.
@@ -777,7 +848,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             ConsensusError::NoQuorum {
                 sees: online,
                 needs: self.majority(),
-                of: self.cfg.beacons.len(),
+                of: self.members.voters.len(),
             }
         })
     }
@@ -987,6 +1058,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         let actions = self.election.tick(now);
         self.on_election(now, actions);
+        self.promote_kept_up(now);
         if self.leading.is_some() && self.serving_blocked().is_none() && self.may_judge() {
             self.with_leader(now, |service, leader| service.tick(leader));
         }
@@ -1106,7 +1178,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     fn install(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
         self.changes.clear();
         self.state.restore(snapshot.state.clone(), now);
-        self.log.reset(snapshot.position);
+        self.log.reset(snapshot.position, snapshot.members.clone());
         self.deferred = 0;
         self.ready.store = Store {
             snapshot: Some(snapshot),

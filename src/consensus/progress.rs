@@ -78,6 +78,8 @@ pub(crate) struct Follower {
     /// progress for two ticks (at least 2 s, [`super::Config::patience_ms`]) is left out until it has caught up again, so one stuck beacon
     /// cannot stall every write.
     pub(crate) in_sync: bool,
+    /// A learner to promote: since when it has kept up, as of the leader's ticks.
+    pub(crate) kept_up_since: Option<Millis>,
     /// The latest confirmation round of ours it acknowledged.
     pub(crate) acked_beat: u64,
 }
@@ -110,6 +112,7 @@ impl Follower {
             behind_since: None,
             in_sync: true,
             acked_beat: 0,
+            kept_up_since: None,
         }
     }
 }

@@ -91,6 +91,12 @@ pub enum Event {
         token: Token,
         result: Result<u64, super::ConsensusError>,
     },
+    /// The answer to a change of membership ([`super::Input::ChangeMembers`]): the
+    /// membership it made, once committed, or why it was not made.
+    MembersChanged {
+        token: Token,
+        result: Result<super::Members, super::ChangeError>,
+    },
 }
 
 /// What one or more steps ask for. Merge the steps of a batch with [`Ready::merge`] to store

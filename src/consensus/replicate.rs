@@ -41,6 +41,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if beat_term == self.election.term() {
             msg.ack_beat = beat;
         }
+        msg.voters = self.voters_digest;
+        if self.leading.is_some() {
+            msg.members = self
+                .log
+                .change_at(self.commit)
+                .map(|(i, m)| Box::new((i, m.clone())));
+        }
         msg
     }
 
@@ -80,6 +87,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 msg.snapshot = Some(Box::new(Snapshot {
                     position: last,
                     state: self.state.snapshot(now),
+                    members: self.log.members().cloned(),
                 }));
             }
             return msg;
@@ -122,7 +130,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         msg: Message<S>,
         greeting: bool,
     ) {
-        let hb = msg.heartbeat;
+        if let Some(heard) = &msg.members {
+            self.hear_members(now, heard);
+        }
+        let mut hb = msg.heartbeat;
+        if msg.voters != 0 && msg.voters != self.voters_digest {
+            // Its `sees` numbers other voters than ours (one of us has a change of
+            // membership the other lacks): taken as seeing everyone, so that contact
+            // checks do not hold up the election that brings the two in line.
+            hb.sees = u64::MAX;
+        }
         let input = if greeting {
             election::Input::Greeting { from, hb }
         } else {
@@ -329,7 +346,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         if let Some(append) = msg.append {
-            if !self.holds(append.prev) {
+            if !self.holds(append.prev) && append.prev.index < self.log.base().index {
+                // Before what our log keeps (a state installed after the commit we told):
+                // no entry can be checked against it, only the whole state replaces ours.
+                need_snapshot = true;
+            } else if !self.holds(append.prev) {
                 reject = true;
             } else {
                 verified = verified.max(append.prev.index);
@@ -472,6 +493,53 @@ mod tests {
         assert!(
             step.replies.is_empty(),
             "answered once a majority stored it"
+        );
+    }
+
+    #[test]
+    fn a_follower_asks_for_the_whole_state_when_the_leaders_entries_start_before_its_log() {
+        // B installed a state at 5@2 (taking over, before it lost the lead) while it knew
+        // the log committed through 3 only: a leader backing off to that commit sends
+        // entries after 3@1, which B's log no longer holds to check them against.
+        let cfg = super::super::testing::config_of(B, Mode::Quorum, &[A, B, C]);
+        let snapshot = super::super::Snapshot {
+            position: Position { index: 5, term: 2 },
+            state: vec![1, 2, 3, 4],
+            members: None,
+        };
+        let (mut b, _) = super::super::Replica::restore(
+            cfg,
+            Numbers::default(),
+            Append,
+            Some(snapshot),
+            Vec::new(),
+            3,
+        )
+        .unwrap();
+        assert_eq!(b.commit(), 3);
+        let mut msg = follower(A, 3, Position { index: 9, term: 3 }, 0);
+        msg.heartbeat.is_leader = true;
+        msg.heartbeat.leader = Some(addr(A));
+        msg.commit = 9;
+        msg.append = Some(Append {
+            prev: Position { index: 3, term: 1 },
+            entries: vec![Entry {
+                index: 4,
+                term: 1,
+                payload: Payload::Command(4),
+            }],
+        });
+        let step = hear(&mut b, 10, A, msg);
+        let ack = step
+            .after
+            .iter()
+            .rev()
+            .find(|(to, _)| to.port() == A)
+            .expect("an answer to the leader");
+        assert!(
+            ack.1.need_snapshot && !ack.1.reject,
+            "the whole state, not a rejection the leader answers with the same entries: {:?}",
+            ack.1
         );
     }
 

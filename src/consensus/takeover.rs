@@ -47,6 +47,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The leader has taken over: it serves from here, starting its term with an entry of
     /// its own (committing it commits everything before it), its service afresh.
     pub(super) fn become_ready(&mut self, now: Millis) {
+        // The state taken over may change the membership: its voters must have promised a
+        // majority too, or a leader could serve on the promises of a majority of voters
+        // that no longer are the voters.
+        self.sync_members(now);
+        let majority = self.majority();
+        let Some(leading) = self.leading.as_mut() else {
+            return; // no voter in the membership taken over: stepped down
+        };
+        if let Phase::Collecting { promised, fetching } = &mut leading.phase {
+            promised.retain(|p, _| self.election.is_voter(*p));
+            if promised.len() + 1 < majority {
+                *fetching = None;
+                let members = self.members.clone();
+                self.notice(format!(
+                    "the state taken over has the members {members}: collecting the promises of a majority of them"
+                ));
+                return;
+            }
+        }
         // It decides on the state of its whole log.
         if let Err(misfit) = self.catch_up(now) {
             self.halt(misfit, "taking the lead");
@@ -300,6 +319,7 @@ mod tests {
         answer.snapshot = Some(Box::new(Snapshot {
             position: ahead,
             state: vec![1, 2, 3],
+            members: None,
         }));
         let step = hear(&mut a, 102, B, answer);
         assert!(a.has_taken_over());

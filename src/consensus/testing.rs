@@ -115,7 +115,7 @@ pub fn restarted(me: u16, mode: Mode, entries: Vec<Entry<u64>>, commit: u64) -> 
         .0
 }
 
-fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
+pub fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
     Config {
         me: addr(me),
         mode,
@@ -125,6 +125,7 @@ fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
         log_keep: 100,
         stored: super::Promise::default(),
         deal_terms: true,
+        promote_after_ms: None,
     }
 }
 

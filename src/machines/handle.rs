@@ -99,6 +99,11 @@ pub(crate) enum Event {
         to: Option<SocketAddr>,
         reply: oneshot::Sender<Result<SocketAddr, crate::consensus::TransferError>>,
     },
+    /// A change of membership ([`crate::consensus::Input::ChangeMembers`]).
+    ChangeMembers {
+        change: crate::consensus::Change,
+        reply: oneshot::Sender<Result<crate::consensus::Members, crate::consensus::ChangeError>>,
+    },
     /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]), for
     /// this beacon's reads or for a follower's (`asker`).
     ReadIndex {
@@ -209,6 +214,26 @@ impl DriverHandle {
         to: Option<SocketAddr>,
     ) -> Result<Result<SocketAddr, crate::consensus::TransferError>, Reject> {
         self.ask(|reply| Event::Transfer { to, reply }).await
+    }
+
+    /// Whether `node` is a beacon this one exchanges heartbeats with: a member, or one a
+    /// change not yet committed removed.
+    pub(crate) fn knows_beacon(&self, node: SocketAddr) -> bool {
+        self.view.read().election().peers().any(|p| p == node)
+    }
+
+    /// The log index of the membership in effect here (0: the configured one).
+    pub(crate) fn members_index(&self) -> u64 {
+        self.view.read().members_index()
+    }
+
+    /// Changes the membership by one beacon (at the leader); answered once committed.
+    pub(crate) async fn change_members(
+        &self,
+        change: crate::consensus::Change,
+    ) -> Result<Result<crate::consensus::Members, crate::consensus::ChangeError>, Reject> {
+        self.ask(|reply| Event::ChangeMembers { change, reply })
+            .await
     }
 
     /// Refuses `ip` (a client's, or the address a service registers) unless it is a

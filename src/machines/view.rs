@@ -58,8 +58,9 @@ pub(crate) struct View {
     allowed: ArcSwap<Allowlist>,
     /// This beacon's own list (key `ip_allow`).
     configured: Arc<Allowlist>,
-    /// The beacons' addresses: always admitted, so that no list cuts the cluster apart.
-    beacons: Vec<std::net::IpAddr>,
+    /// The beacons' addresses: always admitted, so that no list cuts the cluster apart
+    /// (the members, the configured ones among them, as the membership changes).
+    beacons: ArcSwap<Vec<std::net::IpAddr>>,
     /// The replica's clock starts here (the driver's and the readers' `now`).
     started: Instant,
     released: watch::Sender<Released>,
@@ -80,9 +81,7 @@ impl View {
                 .cloned()
                 .unwrap_or_else(|| configured.clone()),
         );
-        let config = replica.config();
-        let beacons = config.beacons.iter().chain(&config.learners);
-        let beacons = beacons.map(|b| b.ip()).collect();
+        let beacons = ArcSwap::from_pointee(beacon_ips(&replica));
         Arc::new(View {
             replica: RwLock::new(replica),
             allowed,
@@ -121,6 +120,10 @@ impl View {
         if !Arc::ptr_eq(allowed, &self.allowed.load()) {
             self.allowed.store(allowed.clone());
         }
+        let beacons = beacon_ips(replica);
+        if **self.beacons.load() != beacons {
+            self.beacons.store(Arc::new(beacons));
+        }
         self.released.send_if_modified(|r| {
             let now = Released {
                 // A follower may have released a higher commit from its leader's message
@@ -156,7 +159,7 @@ impl View {
     /// beacon's address, or one the allowlist admits.
     pub(crate) fn admits(&self, ip: std::net::IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.beacons.contains(&ip) || self.allowed.load().admits(ip)
+        self.beacons.load().contains(&ip) || self.allowed.load().admits(ip)
     }
 
     /// The driver has stopped: readers waiting for a release give up.
@@ -206,4 +209,20 @@ impl View {
         })
         .await
     }
+}
+
+/// The IP addresses of the beacons `replica` knows: the configured ones and the members.
+fn beacon_ips(replica: &Replica) -> Vec<std::net::IpAddr> {
+    let config = replica.config();
+    let mut ips: Vec<_> = config
+        .beacons
+        .iter()
+        .chain(&config.learners)
+        .copied()
+        .chain(replica.members().all())
+        .map(|b| b.ip().to_canonical())
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips
 }

@@ -195,9 +195,7 @@ async fn handshake(
                 if let (Peer::Beacon(node), Some(msg)) = (&peer, initial) {
                     let node = *node;
                     info!(peer = %node, %remote, "beacon connected");
-                    if let Some(up) = shared.peer_up.get(&node) {
-                        up.notify_one();
-                    }
+                    shared.peer_up(node).notify_one();
                     shared.driver.peer_message(node, msg).await;
                 }
                 return Some(peer);
@@ -397,17 +395,22 @@ fn accept_hello(
                 }
                 Some(_) => return Err(not_proven(node)),
             };
-            if !config.beacons.contains(&node) && !config.learners.contains(&node) {
+            if !shared.driver.knows_beacon(node) {
                 return Err(Reject::close(
                     ErrorCode::UnknownBeacon,
                     format!(
-                        "beacon `{node}` is not in this beacon's configured lists; check the `beacon` and `learners` lists agree"
+                        "beacon `{node}` is not a member of this cluster (see `nebcli member list`): add it with `nebcli member add {node}` or start it with `--join`; with no membership change made yet, check the `beacon` and `learners` lists agree"
                     ),
                 ));
             }
             machines::Dispatch::check_hello(&config.machines, node, body)?;
+            shared.note_peer_version(node, hello.version);
             let ours = config.beacon_names();
-            if hello.beacons != ours {
+            // From protocol 3 the members are in the log: the configured lists are only a
+            // new cluster's first membership (on which its beacons must agree), and a
+            // beacon that joined, or started after a change, has other ones.
+            let first_membership = hello.members_index == 0 && shared.driver.members_index() == 0;
+            if (hello.version < 3 || first_membership) && hello.beacons != ours {
                 return Err(Reject::close(
                     ErrorCode::ConfigMismatch,
                     format!(

@@ -149,6 +149,10 @@ pub(super) async fn dispatch(
                 },
             )
         }
+        Some(Cmd::ChangeMembers) => {
+            let req: pb::ChangeMembersRequest = frame.decode()?;
+            change_members(frame, req, shared).await
+        }
         Some(Cmd::Backup) => super::backup::serve(frame, shared).await,
         Some(Cmd::BackupChunk) => Err(Reject::keep(
             ErrorCode::UnknownCommand,
@@ -240,4 +244,74 @@ pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
         ErrorCode::PermissionDenied,
         format!("{who} may not send {what}: it needs role `{needs}`"),
     ))
+}
+
+/// `ChangeMembers` (cmd 15): one change of membership, made by the leader and answered once
+/// committed. Refused while a member is known to speak a protocol older than 3: it could
+/// not read the entry that carries the change.
+async fn change_members(
+    frame: &Frame,
+    req: pb::ChangeMembersRequest,
+    shared: &Shared,
+) -> Result<Handled, Reject> {
+    use crate::consensus::{Change, ChangeError};
+    use pb::change_members_request::Action;
+    let node: std::net::SocketAddr = req.node.parse().map_err(|_| {
+        Reject::keep(
+            ErrorCode::InvalidRequest,
+            format!(
+                "ChangeMembers: `{}` is not the ip:port of a beacon",
+                req.node
+            ),
+        )
+    })?;
+    let change = match Action::try_from(req.action) {
+        Ok(Action::Add) => Change::AddLearner {
+            node,
+            promote: !req.learner,
+        },
+        Ok(Action::Promote) => Change::Promote(node),
+        Ok(Action::Remove) => Change::Remove(node),
+        Err(_) => {
+            return Err(Reject::keep(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "ChangeMembers: action {} is not one of ADD (0), PROMOTE (1), REMOVE (2)",
+                    req.action
+                ),
+            ));
+        }
+    };
+    let members: Vec<std::net::SocketAddr> = shared
+        .driver
+        .read(|core, _| core.members().all().collect())
+        .await?;
+    let older = shared.older_than(&members, crate::wire::PROTOCOL_VERSION);
+    if let Some((peer, version)) = older.first() {
+        return Err(Reject::keep(
+            ErrorCode::Unavailable,
+            format!(
+                "member {peer} speaks protocol version {version}: a change of membership needs every member at version {} or later, which reads it; upgrade {peer} first",
+                crate::wire::PROTOCOL_VERSION
+            ),
+        ));
+    }
+    match shared.driver.change_members(change).await? {
+        Ok(members) => {
+            let index = shared.driver.read(|core, _| core.members_index()).await?;
+            reply(
+                frame,
+                &pb::ChangeMembersReply {
+                    members: Some(crate::wire::envelope::members_to_pb(&members)),
+                    index,
+                    leader: shared.config.node.to_string(),
+                },
+            )
+        }
+        Err(ChangeError::Consensus(e)) => Err(e.into()),
+        Err(e @ (ChangeError::InProgress(_) | ChangeError::NotYet)) => {
+            Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
+        }
+        Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
+    }
 }

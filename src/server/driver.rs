@@ -39,6 +39,11 @@ use crate::wire::envelope::{
 
 type Input = InputOf<State, Services>;
 
+type MembersChanged = Result<consensus::Members, consensus::ChangeError>;
+
+/// Starts a link task to a peer and returns its queue.
+pub(crate) type LinkOpener = Box<dyn Fn(SocketAddr) -> mpsc::Sender<Outgoing> + Send>;
+
 /// Most events handled before their log changes are stored together (one fsync).
 const BATCH: usize = 256;
 
@@ -61,8 +66,12 @@ pub(crate) struct Driver {
     pending: Ready<State, Services>,
     /// Set when storing failed: the beacon stops, since it can no longer keep its promises.
     failed: Option<String>,
-    /// Outgoing message queues, one per peer link.
+    /// Outgoing message queues, one per peer link: one per beacon of the membership (and
+    /// beacons a change not yet committed removed), opened and closed as it changes.
     links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
+    /// Opens the link to a peer that joined (set by the server once its shared state
+    /// exists; until then the links are the configured ones).
+    open_link: Option<LinkOpener>,
     /// The latest bare heartbeat, read by handshakes, with the round it is as of. It is
     /// replaced at the end of each round, once the round's log changes are stored: a
     /// greeting never claims entries that are not on disk yet.
@@ -78,6 +87,8 @@ pub(crate) struct Driver {
     waiting: HashMap<Token, oneshot::Sender<Reply<State, Services>>>,
     /// Leader transfers waiting for their answer.
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
+    /// Changes of membership waiting for their answer.
+    member_changes: HashMap<Token, oneshot::Sender<MembersChanged>>,
     /// Reads waiting for their point in the log.
     reads: HashMap<Token, oneshot::Sender<Result<u64, consensus::ConsensusError>>>,
     next_token: Token,
@@ -135,11 +146,13 @@ impl Driver {
             pending: Ready::default(),
             failed: None,
             links,
+            open_link: None,
             current,
             round: 0,
             conns: HashMap::new(),
             waiting: HashMap::new(),
             transfers: HashMap::new(),
+            member_changes: HashMap::new(),
             reads: HashMap::new(),
             next_token: 1,
             subscribers: Vec::new(),
@@ -157,6 +170,33 @@ impl Driver {
 
     fn now(&self) -> Millis {
         self.view.now()
+    }
+
+    /// Sets how links to peers that join are opened.
+    pub(crate) fn open_links_with(&mut self, opener: LinkOpener) {
+        self.open_link = Some(opener);
+    }
+
+    /// Opens a link to each peer of the membership that has none, and closes those of
+    /// beacons no longer in it (their task ends once its queue is dropped).
+    fn sync_links(&mut self, core: &Replica) {
+        let Some(open) = &self.open_link else {
+            return;
+        };
+        let peers: BTreeSet<SocketAddr> = core.election().peers().collect();
+        self.links.retain(|peer, _| {
+            let keep = peers.contains(peer);
+            if !keep {
+                info!(%peer, "beacon left the membership: closing its link");
+            }
+            keep
+        });
+        for peer in peers {
+            if let std::collections::hash_map::Entry::Vacant(link) = self.links.entry(peer) {
+                info!(%peer, "beacon joined the membership: opening a link");
+                link.insert(open(peer));
+            }
+        }
     }
 
     /// The replica, to read (never held across a step).
@@ -306,6 +346,11 @@ impl Driver {
                 self.transfers.insert(token, reply);
                 self.step(consensus::Input::Transfer { token, to });
             }
+            Event::ChangeMembers { change, reply } => {
+                let token = self.take_token();
+                self.member_changes.insert(token, reply);
+                self.step(consensus::Input::ChangeMembers { token, change });
+            }
             Event::ReadIndex { asker, reply } => {
                 let token = self.take_token();
                 self.reads.insert(token, reply);
@@ -386,6 +431,7 @@ impl Driver {
         let now = self.now();
         let view = self.view.clone();
         let core = view.read();
+        self.sync_links(&core);
         let mut out = Links {
             links: &self.links,
             in_flight: &mut self.in_flight,
@@ -484,6 +530,19 @@ impl Driver {
         let election = core.election();
         m.has_leader.set(i64::from(election.leader().is_some()));
         m.is_leader.set(i64::from(core.is_leader()));
+        m.is_learner.set(i64::from(election.is_learner()));
+        m.voters.set(core.members().voters.len() as i64);
+        m.learners.set(core.members().learners.len() as i64);
+        let last = core.position().index;
+        m.peer_behind.clear();
+        for f in core.follower_progress() {
+            let behind = f.matched.map_or(last, |m| last.saturating_sub(m));
+            m.peer_behind
+                .get_or_create(&super::metrics::PeerLabel {
+                    peer: f.peer.to_string(),
+                })
+                .set(behind as i64);
+        }
         m.term.set(election.term() as i64);
         m.can_write.set(i64::from(core.cannot_write().is_none()));
         m.lag.set(core.lag() as i64);
@@ -533,6 +592,15 @@ impl Driver {
                     Err(e) => warn!("leader transfer failed: {e}"),
                 }
                 if let Some(waiting) = self.transfers.remove(&token) {
+                    let _ = waiting.send(result);
+                }
+            }
+            consensus::Event::MembersChanged { token, result } => {
+                match &result {
+                    Ok(members) => info!("membership change committed: {members}"),
+                    Err(e) => warn!("membership change not made: {e}"),
+                }
+                if let Some(waiting) = self.member_changes.remove(&token) {
                     let _ = waiting.send(result);
                 }
             }
@@ -608,6 +676,8 @@ pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::Bea
                 // Filled in from the handshakes by `Shared::status`.
                 admin: None,
                 role: if v.is_learner { "learner" } else { "voter" }.to_owned(),
+                promoting: core.members().promoting.contains(&v.node),
+                leaving: !core.members().contains(v.node),
             })
             .collect(),
         mode: core.mode().to_string(),
@@ -618,6 +688,7 @@ pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::Bea
         version: crate::VERSION.to_owned(),
         cannot_write: core.cannot_write(),
         lag: core.lag(),
+        members_index: core.members_index(),
     }
 }
 
@@ -714,6 +785,7 @@ mod view_tests {
             log_keep: config.log_keep,
             stored: consensus::Promise::default(),
             deal_terms: true,
+            promote_after_ms: None,
         };
         let replica = Replica::new(
             core,

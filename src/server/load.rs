@@ -68,6 +68,10 @@ pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> c
         log_keep: config.log_keep,
         stored,
         deal_terms: true,
+        promote_after_ms: config
+            .members
+            .auto_promote
+            .then_some(config.members.promote_after_ms),
     }
 }
 

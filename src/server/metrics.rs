@@ -126,6 +126,11 @@ pub(crate) struct Metrics {
     pub(crate) connections_refused: Family<ReasonLabel, Counter>,
     pub(crate) replication_rtt: Family<PeerLabel, Histogram>,
     pub(crate) peer_online: Family<PeerLabel, Gauge>,
+    /// Leader only: entries each member lacks of the leader's log (a learner catching up).
+    pub(crate) peer_behind: Family<PeerLabel, Gauge>,
+    /// The voters and learners of the membership in effect here.
+    pub(crate) voters: Gauge,
+    pub(crate) learners: Gauge,
     pub(crate) snapshots_sent: Counter,
     pub(crate) snapshots_received: Counter,
     /// Committed changes kept for watches that resume, and the oldest index they resume at.
@@ -173,6 +178,9 @@ impl Metrics {
             connections_refused: Family::default(),
             replication_rtt: Family::new_with_constructor(latency_histogram),
             peer_online: Family::default(),
+            peer_behind: Family::default(),
+            voters: Gauge::default(),
+            learners: Gauge::default(),
             snapshots_sent: Counter::default(),
             snapshots_received: Counter::default(),
             watch_history: Gauge::default(),
@@ -223,6 +231,21 @@ impl Metrics {
             "is_learner",
             "1 on a learner: it keeps a replica but never leads nor counts for a majority",
             m.is_learner.clone(),
+        );
+        server.register(
+            "voters",
+            "Voters of the membership in effect here (they elect the leader and make its majorities)",
+            m.voters.clone(),
+        );
+        server.register(
+            "learners",
+            "Learners of the membership in effect here",
+            m.learners.clone(),
+        );
+        server.register(
+            "peer_behind_entries",
+            "On the leader: log entries each member lacks (a new learner catching up before its promotion)",
+            m.peer_behind.clone(),
         );
         server.register(
             "leader_changes_seen",

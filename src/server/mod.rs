@@ -9,6 +9,7 @@ mod driver;
 mod framed;
 pub(crate) mod grpc;
 mod history;
+pub mod join;
 mod leaders;
 mod load;
 mod metrics;
@@ -165,17 +166,20 @@ impl Server {
         }
         let metrics = Arc::new(metrics::Metrics::new(crate::VERSION, config.mode.as_str()));
         metrics.is_learner.set(i64::from(config.is_learner()));
-        let (driver, handle, current) = Driver::new(config.clone(), loaded, links, metrics.clone());
+        let (mut driver, handle, current) =
+            Driver::new(config.clone(), loaded, links, metrics.clone());
         let peer_up = link_rxs
             .iter()
             .map(|(peer, _)| (*peer, Arc::new(Notify::new())))
-            .collect();
+            .collect::<HashMap<_, _>>()
+            .into();
         let shared = Arc::new(Shared {
             config: config.clone(),
             driver: handle.clone(),
             current,
             shutdown: token.clone(),
             peer_up,
+            peer_versions: Default::default(),
             tls,
             metrics: metrics.clone(),
             refusals: Default::default(),
@@ -191,6 +195,15 @@ impl Server {
             tracker.spawn(reload::run(shared.clone(), token.clone()).in_current_span());
         }
 
+        {
+            let (shared, tracker) = (shared.clone(), tracker.clone());
+            driver.open_links_with(Box::new(move |peer| {
+                let (tx, rx) = mpsc::channel(LINK_QUEUE);
+                let span = error_span!("link", %peer);
+                tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));
+                tx
+            }));
+        }
         tracker.spawn(driver.run(token.clone()).in_current_span());
         tracker.spawn(grpc::report_health(shared.clone()).in_current_span());
         for (peer, rx) in link_rxs {

@@ -23,7 +23,10 @@ use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{Stream, tls};
 use crate::wire::envelope::message_from_pb;
-use crate::wire::{Cmd, Code, FLAG_ONEWAY, Frame, FrameCodec, PROTOCOL_VERSION, fragment};
+use crate::wire::{
+    Cmd, Code, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec, OLDEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, fragment,
+};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -38,6 +41,9 @@ pub(super) enum LinkError {
     Timeout(Duration),
     #[error("refused our handshake: {0}")]
     Refused(String),
+    /// The peer speaks an older protocol only (a rolling upgrade under way).
+    #[error("refused our protocol version: {0}")]
+    OlderPeer(String),
     #[error(
         "answered as `{answered}` in cluster `{cluster}`; check the `beacon` lists and `cluster` names agree"
     )]
@@ -57,8 +63,13 @@ pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Rec
     let io_timeout = (tick * 2).max(Duration::from_secs(1));
     let mut backoff = FIRST_BACKOFF;
     let mut last_error: Option<String> = None;
-    let peer_up = shared.peer_up.get(&peer).cloned().unwrap_or_default();
+    let peer_up = shared.peer_up(peer);
     loop {
+        if rx.is_closed() {
+            // The peer left the membership: the driver dropped its queue.
+            info!(%peer, "no longer a member: link closed");
+            return;
+        }
         let attempt = tokio::select! {
             _ = shared.shutdown.cancelled() => return,
             r = connect(peer, &shared, io_timeout) => r,
@@ -113,6 +124,7 @@ async fn connect(
 ) -> Result<(Conn, ConnId, u64), LinkError> {
     let (conn, ack, greeted) = dial(peer, shared, pb::Role::Peer, io_timeout).await?;
     shared.note_peer_admin(peer, &ack.admin);
+    shared.note_peer_version(peer, ack.version);
     let id = next_conn_id();
     shared.driver.peer_connected(peer, id).await;
     let state = message_from_pb::<State>(ack.election.unwrap_or_default())
@@ -130,6 +142,25 @@ pub(super) async fn dial(
     shared: &Shared,
     role: pb::Role,
     io_timeout: Duration,
+) -> Result<(Conn, pb::HelloAck, u64), LinkError> {
+    match dial_as(peer, shared, role, io_timeout, PROTOCOL_VERSION).await {
+        // A peer of the version before refuses ours: speak its version (what a rolling
+        // upgrade, one version at a time, needs), as it speaks to us.
+        Err(LinkError::OlderPeer(why)) => {
+            debug!(%peer, "the peer speaks an older protocol ({why}): speaking version {OLDEST_PROTOCOL_VERSION}");
+            dial_as(peer, shared, role, io_timeout, OLDEST_PROTOCOL_VERSION).await
+        }
+        other => other,
+    }
+}
+
+/// [`dial`], saying protocol `version` in the handshake.
+async fn dial_as(
+    peer: SocketAddr,
+    shared: &Shared,
+    role: pb::Role,
+    io_timeout: Duration,
+    version: u32,
 ) -> Result<(Conn, pb::HelloAck, u64), LinkError> {
     let at = shared.config.dial.get(&peer).copied().unwrap_or(peer);
     let tcp = tokio::time::timeout(io_timeout, TcpStream::connect(at))
@@ -155,7 +186,7 @@ pub(super) async fn dial(
         cluster: shared.config.cluster.clone(),
         role: role as i32,
         node: shared.config.node.to_string(),
-        version: PROTOCOL_VERSION,
+        version,
         election: Some(state),
         mode: shared.config.mode.to_string(),
         beacons: shared.config.beacon_names(),
@@ -166,6 +197,7 @@ pub(super) async fn dial(
             Vec::new()
         },
         admin: shared.config.admin_url().unwrap_or_default(),
+        members_index: shared.driver.members_index(),
         ..Default::default()
     };
     // Each machine adds what beacons of one cluster must agree on (the registry: its range).
@@ -187,6 +219,9 @@ pub(super) async fn dial(
         .ok_or(LinkError::Closed)?;
     if reply.is_error() {
         let err: pb::ErrorReply = reply.decode()?;
+        if err.code == ErrorCode::UnsupportedVersion as u32 && version > OLDEST_PROTOCOL_VERSION {
+            return Err(LinkError::OlderPeer(err.msg));
+        }
         return Err(LinkError::Refused(err.msg));
     }
     let mut ack: pb::HelloAck = reply.decode()?;

@@ -55,8 +55,11 @@ pub(crate) struct Shared {
     pub(crate) shutdown: CancellationToken,
     /// One per peer: woken when that peer dials us, so that our own link to it, if down,
     /// retries at once instead of after its backoff (a restarted peer rejoins in a round
-    /// trip, not in up to a tick).
-    pub(crate) peer_up: HashMap<SocketAddr, Arc<Notify>>,
+    /// trip, not in up to a tick). Peers come and go with the membership.
+    pub(crate) peer_up: std::sync::Mutex<HashMap<SocketAddr, Arc<Notify>>>,
+    /// The protocol version each peer spoke in its last handshake, either way: a change of
+    /// membership waits until every member speaks one that carries it.
+    pub(crate) peer_versions: std::sync::Mutex<HashMap<SocketAddr, u32>>,
     /// `None`: plain TCP.
     pub(crate) tls: Option<ServerTls>,
     pub(crate) metrics: Arc<super::metrics::Metrics>,
@@ -80,6 +83,27 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// What wakes our link to `peer` when it dials us.
+    pub(crate) fn peer_up(&self, peer: SocketAddr) -> Arc<Notify> {
+        let mut known = self.peer_up.lock().unwrap_or_else(|e| e.into_inner());
+        known.entry(peer).or_default().clone()
+    }
+
+    /// Notes the protocol version `peer` spoke in a handshake.
+    pub(crate) fn note_peer_version(&self, peer: SocketAddr, version: u32) {
+        let mut known = self.peer_versions.lock().unwrap_or_else(|e| e.into_inner());
+        known.insert(peer, version);
+    }
+
+    /// The members among `peers` known to speak a protocol older than `version`.
+    pub(crate) fn older_than(&self, peers: &[SocketAddr], version: u32) -> Vec<(SocketAddr, u32)> {
+        let known = self.peer_versions.lock().unwrap_or_else(|e| e.into_inner());
+        peers
+            .iter()
+            .filter_map(|p| known.get(p).filter(|v| **v < version).map(|v| (*p, *v)))
+            .collect()
+    }
+
     /// Notes where `peer` serves its admin API (empty: it serves none).
     pub(crate) fn note_peer_admin(&self, peer: SocketAddr, url: &str) {
         let mut known = self.peer_admin.lock().unwrap_or_else(|e| e.into_inner());

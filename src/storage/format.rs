@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | 1 | beacon 0.1 before format versions | no mark: `log` records from byte 0, `snapshot` `[crc32][body]`, `term` the number alone, `identity.json` without `format` |
 //! | 2 | beacon 0.1 | every file says its format: `log` and `snapshot` begin with a 12-byte header (8 bytes naming the file, the format as a big-endian u32), then what format 1 held; `term` is `format 2` and `term N` on two lines, then `leader ADDR` once the beacon followed a leader in that term (a line earlier readers of format 2 pass over); `identity.json` has `"format": 2` |
+//! | 3 | beacon 0.1 with membership changes | as format 2 (`term` is `format 3`, `identity.json` has `"format": 3`); the log may hold changes of membership (`LogEntry.members`) and a snapshot the membership (`Snapshot.members`), which a format-2 reader cannot read |
 //!
 //! A beacon reads [`OLDEST`] to [`FORMAT`] and refuses a newer file with an error that says
 //! which formats it reads. On start it rewrites files of an older format in its own, and
@@ -14,7 +15,10 @@
 use crate::consensus::Promise;
 
 /// The format this beacon writes.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
+
+/// The first format whose `log` and `snapshot` begin with a header.
+pub const FIRST_MARKED: u32 = 2;
 
 /// The oldest format this beacon reads.
 pub const OLDEST: u32 = 1;

@@ -134,6 +134,8 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         // only older one a beacon reads: `format::OLDEST`).
         let mut term_old = false;
         let mut snapshot_old = false;
+        // The oldest format among the files, when older than this beacon's.
+        let mut oldest = format::FORMAT;
         let promise = match backend.read(TERM_FILE).map_err(io("cannot read term"))? {
             None => Promise::default(),
             Some(bytes) => {
@@ -148,6 +150,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                     return Err(newer(TERM_FILE, f));
                 }
                 term_old = f < format::FORMAT;
+                oldest = oldest.min(f);
                 promise
             }
         };
@@ -165,12 +168,19 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 let body = match format::marked(bytes, &format::SNAPSHOT_MAGIC) {
                     format::Marked::Unmarked => {
                         snapshot_old = true;
+                        oldest = 1;
                         &bytes[..]
                     }
                     format::Marked::Format(f) if f > format::FORMAT => {
                         return Err(newer(SNAPSHOT_FILE, f));
                     }
                     format::Marked::Format(f) if f == format::FORMAT => &bytes[format::HEADER..],
+                    // Marked in an older format: the same layout after the header.
+                    format::Marked::Format(f) if f >= format::FIRST_MARKED => {
+                        snapshot_old = true;
+                        oldest = oldest.min(f);
+                        &bytes[format::HEADER..]
+                    }
                     format::Marked::Format(f) => {
                         return Err(corrupt(format!(
                             "a header naming format {f}, which no beacon writes"
@@ -188,10 +198,14 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             .unwrap_or_default();
         // Where the records start; `None` when a header cut short (a crash during the
         // file's first write) or naming an unknown format leaves nothing readable.
+        let mut log_format = format::FORMAT;
         let start = match format::marked(&bytes, &format::LOG_MAGIC) {
             format::Marked::Unmarked => Some(0),
             format::Marked::Format(f) if f > format::FORMAT => return Err(newer(LOG_FILE, f)),
-            format::Marked::Format(f) if f == format::FORMAT => Some(format::HEADER),
+            format::Marked::Format(f) if (format::FIRST_MARKED..=format::FORMAT).contains(&f) => {
+                log_format = f;
+                Some(format::HEADER)
+            }
             format::Marked::Format(_) | format::Marked::Torn => None,
         };
         let after = snapshot.as_ref().map_or(0, |s| s.position.index);
@@ -223,7 +237,13 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             });
             kept = offset;
         }
-        let log_old = start == Some(0) && !bytes.is_empty();
+        let log_unmarked = start == Some(0) && !bytes.is_empty();
+        let log_old = log_unmarked || (log_format < format::FORMAT && kept >= format::HEADER);
+        if log_unmarked {
+            oldest = 1;
+        } else if log_old {
+            oldest = oldest.min(log_format);
+        }
         let mut log_marked = start == Some(format::HEADER) && kept >= format::HEADER;
         // Files of an older format are rewritten in this one (see `format`).
         if term_old {
@@ -233,7 +253,11 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         }
         if let (true, Some(old)) = (snapshot_old, &stored) {
             let mut marked = format::header(&format::SNAPSHOT_MAGIC).to_vec();
-            marked.extend_from_slice(old);
+            let body = match format::marked(old, &format::SNAPSHOT_MAGIC) {
+                format::Marked::Format(_) => &old[format::HEADER..],
+                _ => &old[..],
+            };
+            marked.extend_from_slice(body);
             backend
                 .replace(SNAPSHOT_FILE, &marked)
                 .map_err(io("cannot rewrite snapshot in the current format"))?;
@@ -241,7 +265,8 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         }
         if log_old && kept > 0 {
             let mut marked = format::header(&format::LOG_MAGIC).to_vec();
-            marked.extend_from_slice(&bytes[..kept]);
+            let from = if log_unmarked { 0 } else { format::HEADER };
+            marked.extend_from_slice(&bytes[from..kept]);
             backend
                 .replace(LOG_FILE, &marked)
                 .map_err(io("cannot rewrite log in the current format"))?;
@@ -263,7 +288,7 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 entries,
                 commit,
                 truncated,
-                upgraded_from: (term_old || snapshot_old || log_old).then_some(format::OLDEST),
+                upgraded_from: (term_old || snapshot_old || log_old).then_some(oldest),
             },
         ))
     }
@@ -487,6 +512,7 @@ mod tests {
         Snapshot {
             position: Position { index, term: 1 },
             state: index * 100,
+            members: None,
         }
     }
 
@@ -741,15 +767,16 @@ mod tests {
 
     #[test]
     fn files_of_a_newer_format_are_refused_naming_the_file_and_the_formats_read() {
+        let next = format::FORMAT + 1;
         let newer = |magic: &[u8; 8]| {
             let mut h = format::header(magic).to_vec();
-            h[8..12].copy_from_slice(&3u32.to_be_bytes());
+            h[8..12].copy_from_slice(&next.to_be_bytes());
             h
         };
         for (file, bytes) in [
             (LOG_FILE, newer(&format::LOG_MAGIC)),
             (SNAPSHOT_FILE, newer(&format::SNAPSHOT_MAGIC)),
-            (TERM_FILE, b"format 3\nterm 9\n".to_vec()),
+            (TERM_FILE, format!("format {next}\nterm 9\n").into_bytes()),
         ] {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join(file), &bytes).unwrap();
@@ -758,10 +785,13 @@ mod tests {
                 .unwrap()
                 .to_string();
             assert!(
-                err.contains(&format!("file `{file}` is in format 3")),
+                err.contains(&format!("file `{file}` is in format {next}")),
                 "{err}"
             );
-            assert!(err.contains("reads (formats 1 to 2)"), "{err}");
+            assert!(
+                err.contains(&format!("reads (formats 1 to {})", format::FORMAT)),
+                "{err}"
+            );
             assert_eq!(
                 std::fs::read(dir.path().join(file)).unwrap(),
                 bytes,

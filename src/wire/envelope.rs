@@ -11,7 +11,9 @@ use prost::Message as _;
 
 use super::WireError;
 use crate::consensus::election::Heartbeat;
-use crate::consensus::{Append, Entry, Machine, Message, Payload, PeerMessage, Position, Snapshot};
+use crate::consensus::{
+    Append, Entry, Machine, Members, Message, Payload, PeerMessage, Position, Snapshot,
+};
 use crate::pb;
 
 /// A machine's part of the shared messages.
@@ -36,6 +38,10 @@ pub fn entry_bytes<S: MachineWire>(e: &Entry<S::Command>) -> Vec<u8> {
         term: e.term,
         leader_start: matches!(e.payload, Payload::LeaderStart),
         known_commit: 0,
+        members: match &e.payload {
+            Payload::Members(m) => Some(members_to_pb(m)),
+            _ => None,
+        },
     };
     let mut buf = head.encode_to_vec();
     if let Payload::Command(c) = &e.payload {
@@ -71,6 +77,8 @@ pub fn stored_entry_from_bytes<S: MachineWire>(
     let head = pb::LogEntry::decode(bytes)?;
     let payload = if head.leader_start {
         Payload::LeaderStart
+    } else if let Some(m) = &head.members {
+        Payload::Members(members_from_pb(m)?)
     } else {
         let command =
             S::decode_command(bytes)?.ok_or(WireError::NoCommand { index: head.index })?;
@@ -89,6 +97,7 @@ pub fn snapshot_bytes<S: MachineWire>(s: &Snapshot<S::Snapshot>) -> Vec<u8> {
     let head = pb::Snapshot {
         index: s.position.index,
         term: s.position.term,
+        members: s.members.as_ref().map(members_to_pb),
     };
     let mut buf = head.encode_to_vec();
     S::encode_snapshot(&s.state, &mut buf);
@@ -105,7 +114,44 @@ pub fn snapshot_from_bytes<S: MachineWire>(
             term: head.term,
         },
         state: S::decode_snapshot(bytes)?,
+        members: head.members.as_ref().map(members_from_pb).transpose()?,
     })
+}
+
+pub fn members_to_pb(m: &Members) -> pb::Members {
+    let names = |set: &std::collections::BTreeSet<std::net::SocketAddr>| {
+        set.iter().map(|a| a.to_string()).collect()
+    };
+    pb::Members {
+        voters: names(&m.voters),
+        learners: names(&m.learners),
+        promoting: names(&m.promoting),
+    }
+}
+
+pub fn members_from_pb(m: &pb::Members) -> Result<Members, WireError> {
+    let parse = |field: &'static str, names: &[String]| {
+        names
+            .iter()
+            .map(|n| super::parse_addr(field, n))
+            .collect::<Result<std::collections::BTreeSet<_>, _>>()
+    };
+    let members = Members {
+        voters: parse("Members.voters", &m.voters)?,
+        learners: parse("Members.learners", &m.learners)?,
+        promoting: parse("Members.promoting", &m.promoting)?,
+    };
+    if !members.voters.is_disjoint(&members.learners) {
+        return Err(WireError::Invalid(
+            "Members lists a beacon as both voter and learner".into(),
+        ));
+    }
+    if members.voters.is_empty() {
+        return Err(WireError::Invalid(
+            "Members.voters is empty: a cluster has a voter".into(),
+        ));
+    }
+    Ok(members)
 }
 
 /// A heartbeat alone, as the election sees it.
@@ -145,6 +191,9 @@ pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
         ack_beat: m.ack_beat,
         transfer: m.transfer,
         snapshot: m.snapshot.as_deref().map(snapshot_bytes::<S>),
+        members: m.members.as_deref().map(|(_, ms)| members_to_pb(ms)),
+        members_index: m.members.as_deref().map_or(0, |(i, _)| *i),
+        voters_digest: m.voters,
         ..Default::default()
     };
     if let Some(append) = &m.append {
@@ -232,5 +281,11 @@ pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, Wi
     m.beat = e.beat;
     m.ack_beat = e.ack_beat;
     m.transfer = e.transfer;
+    m.voters = e.voters_digest;
+    m.members = e
+        .members
+        .as_ref()
+        .map(|ms| members_from_pb(ms).map(|ms| Box::new((e.members_index, ms))))
+        .transpose()?;
     Ok(m)
 }

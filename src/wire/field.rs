@@ -40,6 +40,7 @@ mod tests {
             term: 2,
             leader_start: false,
             known_commit: 0,
+            members: None,
         }
         .encode_to_vec();
         put_u64(20, 99, &mut buf);

@@ -20,8 +20,12 @@ use std::net::SocketAddr;
 use crate::pb;
 
 /// Protocol version carried in `Hello`. Version 2: writes that act on a registration name
-/// it by its fencing token, and heartbeats carry the quorum-mode election fields.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// it by its fencing token, and heartbeats carry the quorum-mode election fields. Version
+/// 3: the membership is in the log (`LogEntry.members`, `Snapshot.members`), heartbeats
+/// carry the leader's committed membership and a fingerprint of the sender's voters, and
+/// the configured lists need no longer match; a change of membership is made only once
+/// every member speaks it.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The oldest protocol version this beacon still serves. A rolling upgrade runs beacons of
 /// two neighbouring versions side by side, so a version that changes the protocol keeps
@@ -100,6 +104,9 @@ pub enum Cmd {
     Backup = 11,
     /// Pushed after `BackupStart`, one-way: the next part of the backup file.
     BackupChunk = 13,
+    /// Change the membership by one beacon (`ChangeMembersRequest` /
+    /// `ChangeMembersReply`): `nebcli member add|promote|remove`, `beacon --join`.
+    ChangeMembers = 15,
     /// Beacon-to-beacon heartbeat (`Election`), one-way.
     LeaderElection = 113,
     /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
@@ -113,7 +120,7 @@ impl Code for Cmd {
 }
 
 impl Cmd {
-    pub const ALL: [Cmd; 9] = [
+    pub const ALL: [Cmd; 10] = [
         Cmd::Hello,
         Cmd::HelloProof,
         Cmd::TransferLeader,
@@ -121,6 +128,7 @@ impl Cmd {
         Cmd::ReadIndex,
         Cmd::Backup,
         Cmd::BackupChunk,
+        Cmd::ChangeMembers,
         Cmd::LeaderElection,
         Cmd::BeaconStatus,
     ];

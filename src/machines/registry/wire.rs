@@ -348,6 +348,7 @@ mod tests {
             .apply(&Command::Register(record(3).into()), 0)
             .unwrap();
         let snapshot = Snapshot {
+            members: None,
             position: Position { index: 5, term: 1 },
             state: RegistrySnapshot {
                 last_node_id: 2,

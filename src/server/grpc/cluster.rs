@@ -10,6 +10,7 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("Status", Cmd::BeaconStatus as u32),
         Method::unary("TransferLeader", Cmd::TransferLeader as u32),
         Method::unary("ReadIndex", Cmd::ReadIndex as u32),
+        Method::unary("ChangeMembers", Cmd::ChangeMembers as u32),
     ],
     errors: &[
         (E::BadFrame as u32, "BAD_FRAME", GrpcCode::InvalidArgument),

@@ -40,6 +40,8 @@ pub const STEP: u64 = 10;
 pub const FAULTY_MS: u64 = 8_000;
 /// After healing, one serving leader followed by everyone within this.
 pub const HEAL_BOUND_MS: u64 = 4_000;
+/// How long a learner added to be promoted keeps up before its leader promotes it.
+pub const PROMOTE_AFTER_MS: u64 = 1_000;
 /// Events kept for the report of a failing seed.
 const TRACE_KEEP: usize = 80;
 
@@ -57,6 +59,9 @@ pub struct Setup {
     pub log_keep: usize,
     /// Clients of the workload: it sends as clients `0..clients`.
     pub clients: usize,
+    /// Beacons beyond the initial members, not started: an operator adds them
+    /// (`Faults::members`) as a new machine would join.
+    pub spares: usize,
 }
 
 /// Counts of what a run exercised.
@@ -96,6 +101,11 @@ pub struct Stats {
     /// Whole states a leader sent a follower that installed them (its log was too far
     /// behind, or it had applied entries the leader's log replaced).
     pub installs: u64,
+    /// Changes of membership asked of a leader, and those committed (learners promoted
+    /// on their own among them).
+    pub member_changes: u64,
+    pub members_changed: u64,
+    pub promotions: u64,
 }
 
 /// Something on its way.
@@ -159,10 +169,15 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     reads: BTreeMap<Token, (u64, SocketAddr, SocketAddr)>,
     pub faults: Faults,
     pub now: Millis,
-    /// Every beacon: the voters, then the learners.
+    /// Every beacon: the voters, then the learners, then the spares.
     pub beacons: Vec<SocketAddr>,
-    /// The voters.
-    pub voters: Vec<SocketAddr>,
+    /// Beacons started at least once (the initial members, and spares once added).
+    started: BTreeSet<SocketAddr>,
+    /// Spares added: the membership each was given to start with (as `beacon --join`
+    /// hands it the membership of the beacon it asked).
+    joined: BTreeMap<SocketAddr, consensus::Members>,
+    /// Draws the operator's membership changes, apart from the others.
+    operator: Rng,
     pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
     disks: BTreeMap<SocketAddr, Disk<S>>,
     /// The last commit index of each leader found stored on a majority.
@@ -233,7 +248,9 @@ where
         let learners: Vec<SocketAddr> = (setup.beacons..setup.beacons + setup.learners)
             .map(beacon_addr)
             .collect();
-        let beacons: Vec<SocketAddr> = voters.iter().chain(&learners).copied().collect();
+        let members: Vec<SocketAddr> = voters.iter().chain(&learners).copied().collect();
+        let spares = (0..setup.spares).map(|i| beacon_addr(members.len() + i));
+        let beacons: Vec<SocketAddr> = members.iter().copied().chain(spares).collect();
         let config = consensus::Config {
             me: beacons[0],
             mode: setup.mode,
@@ -243,6 +260,7 @@ where
             log_keep: setup.log_keep,
             stored: consensus::Promise::default(),
             deal_terms: !(setup.faults.undealt_terms && setup.mode == Mode::Quorum),
+            promote_after_ms: Some(PROMOTE_AFTER_MS),
         };
         let mut core = Core {
             seed,
@@ -279,11 +297,15 @@ where
             config,
             fresh: Box::new(fresh),
             beacons,
-            voters,
+            started: members.iter().copied().collect(),
+            joined: BTreeMap::new(),
+            operator: Rng::new(seed ^ 0x3E3B),
         };
         for b in core.beacons.clone() {
             core.life.insert(b, 0);
             core.disks.insert(b, Disk::default());
+        }
+        for b in members {
             core.start(b).expect("an empty disk opens");
             let offset = core.rng.below(TICK);
             core.next_tick.insert(b, TICK + offset);
@@ -327,7 +349,7 @@ where
                         // message tells before the step (reads may answer through it).
                         let heard = core.nodes[&to].commit_heard(from, &msg);
                         if let Some(commit) = heard {
-                            core.check_heard_commit(to, commit)?;
+                            core.check_heard_commit(to, from, commit)?;
                         }
                     }
                     let input = if greeting {
@@ -360,7 +382,8 @@ where
                     // it (its batch perhaps not carried out yet) when the request alone
                     // confirms the leadership, else stepped.
                     let confirmed = core.nodes[&to].read_index_confirmed(asker);
-                    if confirmed.is_some() && !core.voters.contains(&asker.from) {
+                    let voters = &core.nodes[&to].members().voters;
+                    if confirmed.is_some() && !voters.contains(&asker.from) {
                         return Err(format!(
                             "{to} gave read {token} its index on the word of {}, a learner",
                             asker.from
@@ -417,12 +440,14 @@ where
             if !node.is_leader() {
                 continue;
             }
-            if !core.voters.contains(at) {
-                return Err(format!("{at}, a learner, leads"));
+            if !node.members().voters.contains(at) {
+                return Err(format!("{at}, no voter in its own view, leads"));
             }
             let term = node.election().term();
             match core.leader_of_term.get(&term) {
-                Some(other) if other != at && core.config.deal_terms => {
+                // Terms are dealt by place among the voters: once the voters change, two
+                // beacons may be dealt one term, and promises keep one serving it.
+                Some(other) if other != at && core.config.deal_terms && !core.reconfigured() => {
                     return Err(format!("{at} and {other} both led term {term}"));
                 }
                 Some(other) if other != at => {
@@ -532,7 +557,7 @@ where
             }
             self.step_all(false)?;
         }
-        let views = self.core.views();
+        let views = self.core.members_view();
         self.workload
             .converged(self.core.now, &views)
             .map_err(|e| format!("{e}\n{}", self.core.dump()))
@@ -617,6 +642,11 @@ impl<S: MachineWire, V: Service<S>> Context<V::Request> for Core<S, V> {
 }
 
 impl<S: MachineWire, V: Service<S>> Core<S, V> {
+    /// Whether the membership may have changed (an operator changes it in this run).
+    fn reconfigured(&self) -> bool {
+        self.stats.member_changes > 0
+    }
+
     fn current(&self, at: SocketAddr, life: u32) -> bool {
         self.nodes.contains_key(&at) && self.life.get(&at) == Some(&life)
     }
@@ -768,11 +798,15 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if let Some(t) = &restored.truncated {
             self.note(format!("{at}: torn log tail cut off: {t:?}"));
         }
-        let config = consensus::Config {
+        let mut config = consensus::Config {
             me: at,
             stored: restored.promise,
             ..self.config.clone()
         };
+        if let Some(m) = self.joined.get(&at) {
+            config.beacons = m.voters.iter().copied().collect();
+            config.learners = m.learners.iter().copied().collect();
+        }
         let (state, service) = (self.fresh)();
         let (node, notices) = Replica::restore(
             config,
@@ -858,6 +892,14 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             {
                 self.stats.installs += 1;
             }
+            if let consensus::Event::Notice(n) = &event
+                && n.starts_with("promoting ")
+            {
+                self.stats.promotions += 1;
+            }
+            if let consensus::Event::MembersChanged { result: Ok(_), .. } = &event {
+                self.stats.members_changed += 1;
+            }
             if let consensus::Event::ReadIndex {
                 token,
                 result: Ok(index),
@@ -873,7 +915,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Err(format!("{at} halted: {why}"));
         }
         self.check_terms(at, term, max_seen)?;
-        self.check_commit_durable(at)?;
+        self.check_commit_durable(at, false)?;
         match self.batch.get_mut(&at) {
             Some(batch) => {
                 batch.merge(ready);
@@ -893,7 +935,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// A follower releases its log through `commit` on its leader's word, before stepping
     /// the message ([`Replica::commit_heard`]): its entry there must be stored on a majority
     /// of the voters' disks, or a read through it could show a write a failover loses.
-    fn check_heard_commit(&mut self, at: SocketAddr, commit: u64) -> Checked {
+    fn check_heard_commit(&mut self, at: SocketAddr, leader: SocketAddr, commit: u64) -> Checked {
         self.stats.commits_heard += 1;
         let node = &self.nodes[&at];
         let Some(term) = node.term_at(commit) else {
@@ -903,10 +945,19 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             index: commit,
             term,
         };
-        let holders = self.voters_holding(position).len();
-        if holders < self.majority() {
+        // Committed under the membership its leader had then: the one in effect at the
+        // entry, or a later one this follower or the leader knows.
+        let mut memberships = vec![node.members_at(commit), node.members().clone()];
+        if let Some(l) = self.nodes.get(&leader) {
+            memberships.push(l.members().clone());
+        }
+        let durable = memberships
+            .iter()
+            .any(|m| self.voters_holding(position, &m.voters).len() >= majority(&m.voters));
+        if !durable {
             return Err(format!(
-                "{at} released {position} as committed on its leader's word, but only {holders} voters have stored it"
+                "{at} released {position} as committed on its leader's word, but no majority of the voters ({}) has stored it",
+                node.members()
             ));
         }
         Ok(())
@@ -914,20 +965,21 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
 
     /// The voters whose disks hold `position` (a learner's disk counts for nothing: it is in
     /// no majority).
-    fn voters_holding(&self, position: consensus::Position) -> Vec<SocketAddr> {
+    fn voters_holding(
+        &self,
+        position: consensus::Position,
+        voters: &BTreeSet<SocketAddr>,
+    ) -> Vec<SocketAddr> {
         self.disks
             .iter()
-            .filter(|(a, d)| self.voters.contains(a) && d.holds(position))
+            .filter(|(a, d)| voters.contains(a) && d.holds(position))
             .map(|(a, _)| *a)
             .collect()
     }
 
-    /// How many voters make a majority.
-    fn majority(&self) -> usize {
-        self.voters.len() / 2 + 1
-    }
-
-    fn check_commit_durable(&mut self, at: SocketAddr) -> Checked {
+    /// A leader that is its own majority (one voter) commits before its store is done
+    /// (its messages wait for the store): its commit is checked once it stored (`stored`).
+    fn check_commit_durable(&mut self, at: SocketAddr, stored: bool) -> Checked {
         let Some(node) = self.nodes.get(&at) else {
             return Ok(());
         };
@@ -942,8 +994,16 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Ok(());
         };
         let at_commit = consensus::Position { index, term };
-        let holders = self.voters_holding(at_commit);
-        if holders.len() < self.majority() {
+        // A leader commits what a majority of its current voters stored; a commit index
+        // it learned as a follower was reached under the membership of its entry.
+        let voters = node.members().voters.clone();
+        if voters.len() == 1 && !stored {
+            return Ok(());
+        }
+        let then = node.members_at(index).voters;
+        let holders = self.voters_holding(at_commit, &voters);
+        let holders_then = self.voters_holding(at_commit, &then);
+        if holders.len() < majority(&voters) && holders_then.len() < majority(&then) {
             return Err(format!(
                 "{at} leads with commit index {index} (term {term}), which only {holders:?} have stored: not a majority"
             ));
@@ -1021,6 +1081,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             }
             return Ok(());
         };
+        self.check_commit_durable(at, true)?;
         self.check_told(at, &released.committed, released.restored)?;
         for (token, reply) in released.replies {
             self.send_reply(at, token, reply);
@@ -1275,12 +1336,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if self.maintenance.chance(f.transfer) {
             // An operator hands the leadership over (to a named beacon, or the one furthest
             // along), whatever else is going on.
-            let leaders: Vec<SocketAddr> = self
-                .nodes
-                .iter()
-                .filter(|(a, n)| n.is_leader() && !self.paused.contains_key(*a))
-                .map(|(a, _)| *a)
-                .collect();
+            let leaders = self.running_leaders();
             if let Some(leader) = self.maintenance.pick(&leaders) {
                 let to = if self.maintenance.chance(0.5) {
                     self.maintenance.pick(&beacons)
@@ -1335,11 +1391,86 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             }
         }
         for b in beacons {
-            if !self.nodes.contains_key(&b) && self.rng.chance(f.restart) {
+            if self.started.contains(&b)
+                && !self.nodes.contains_key(&b)
+                && self.rng.chance(f.restart)
+            {
                 self.restart(b)?;
             }
         }
+        if self.operator.chance(f.members) {
+            self.change_members()?;
+        }
         Ok(())
+    }
+
+    /// An operator changes the membership through a leader: adds a spare (a new machine:
+    /// an empty disk, started with the leader's membership, as `beacon --join` starts),
+    /// promotes a learner, or removes a member (perhaps the leader itself, which it refuses).
+    fn change_members(&mut self) -> Checked {
+        use consensus::Change;
+        let leaders = self.running_leaders();
+        let Some(leader) = self.operator.pick(&leaders) else {
+            return Ok(());
+        };
+        let members = self.nodes[&leader].members().clone();
+        let outside: Vec<SocketAddr> = self
+            .beacons
+            .iter()
+            .copied()
+            .filter(|b| !members.contains(*b))
+            .collect();
+        let learners: Vec<SocketAddr> = members.learners.iter().copied().collect();
+        let all: Vec<SocketAddr> = members.all().collect();
+        let change = match self.operator.below(3) {
+            0 if !outside.is_empty() => {
+                let node = self.operator.pick(&outside).expect("not empty");
+                Change::AddLearner {
+                    node,
+                    promote: self.operator.chance(0.7),
+                }
+            }
+            1 if !learners.is_empty() => {
+                Change::Promote(self.operator.pick(&learners).expect("not empty"))
+            }
+            _ => Change::Remove(self.operator.pick(&all).expect("a member")),
+        };
+        let token = self.next_token;
+        self.next_token += 1;
+        self.note(format!("MEMBERS at {leader}: {change}"));
+        self.stats.member_changes += 1;
+        self.step(leader, Input::ChangeMembers { token, change })?;
+        let accepted = self
+            .nodes
+            .get(&leader)
+            .is_some_and(|n| n.members().contains(change.node()));
+        if let Change::AddLearner { node, .. } = change
+            && accepted
+        {
+            // A new machine: whatever ran there before is gone with its disk (its removal
+            // is committed: a change is accepted only once the one before it is).
+            if self.nodes.contains_key(&node) {
+                self.crash(node, "(replaced by a new machine)")?;
+            }
+            self.disks.insert(node, Disk::default());
+            self.last_terms.remove(&node);
+            self.told_through.remove(&node);
+            let mut joining = members.clone();
+            joining.learners.insert(node);
+            self.joined.insert(node, joining);
+            self.started.insert(node);
+            self.restart(node)?;
+        }
+        Ok(())
+    }
+
+    /// The beacons that lead, are up and not paused (an operator's maintenance goes to one).
+    fn running_leaders(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .iter()
+            .filter(|(a, n)| n.is_leader() && !self.paused.contains_key(*a))
+            .map(|(a, _)| *a)
+            .collect()
     }
 
     /// The beacons that are up and not paused.
@@ -1418,7 +1549,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
 
     /// The one leader everyone follows, if there is one and it has taken over.
     pub fn settled_leader(&self) -> Option<SocketAddr> {
-        if self.nodes.len() != self.beacons.len() || !self.paused.is_empty() {
+        if !self.paused.is_empty() {
             return None;
         }
         let leaders: Vec<&SocketAddr> = self
@@ -1430,11 +1561,26 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let [leader] = leaders[..] else {
             return None;
         };
-        let followed = self
-            .nodes
-            .values()
-            .all(|n| n.election().leader() == Some(*leader));
+        // Every member in the leader's view runs and follows it (a beacon removed, or
+        // never added, is no member: it follows no one).
+        let followed = self.nodes[leader].members().all().all(|m| {
+            self.nodes
+                .get(&m)
+                .is_some_and(|n| n.election().leader() == Some(*leader))
+        });
         (followed && self.nodes[leader].has_taken_over()).then_some(*leader)
+    }
+
+    /// The running members, in the settled leader's view (every running beacon while none
+    /// has settled).
+    pub fn members_view(&self) -> Vec<View<'_, S, V>> {
+        let members = self
+            .settled_leader()
+            .map(|l| self.nodes[&l].members().clone());
+        self.views()
+            .into_iter()
+            .filter(|v| members.as_ref().is_none_or(|m| m.contains(v.addr)))
+            .collect()
     }
 
     /// Whether one leader settled and every beacon stores, has committed and has applied
@@ -1444,9 +1590,10 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return false;
         };
         let (position, commit) = (self.nodes[&leader].position(), self.nodes[&leader].commit());
-        self.nodes
-            .values()
-            .all(|n| n.position() == position && n.commit() == commit && n.applied() == position)
+        self.nodes[&leader].members().all().all(|m| {
+            let n = &self.nodes[&m];
+            n.position() == position && n.commit() == commit && n.applied() == position
+        })
     }
 
     /// The settled leader; panics (with every beacon's view) if there is none.
@@ -1480,6 +1627,11 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         }
         lines.join("\n")
     }
+}
+
+/// How many of `voters` make a majority.
+fn majority(voters: &BTreeSet<SocketAddr>) -> usize {
+    voters.len() / 2 + 1
 }
 
 /// Where a simulated beacon's carry-out sends (queued, then put on the network in order),

@@ -42,6 +42,10 @@ pub struct Faults {
     /// disagree on who the voters are may). Promises alone must keep one serving leader a
     /// term.
     pub undealt_terms: bool,
+    /// Quorum mode: an operator changes the membership through the leader (adds a spare
+    /// beacon as a learner, to be promoted or not, promotes a learner, removes a member,
+    /// the leader too, which it refuses).
+    pub members: f64,
 }
 
 impl Faults {
@@ -74,6 +78,8 @@ impl Faults {
             // Not drawn: a seed's other faults strike as they did before reads were simulated.
             read: 0.02,
             undealt_terms: rng.chance(0.3),
+            // Set by the simulations that give their clusters spare beacons.
+            members: 0.0,
         }
     }
 
@@ -95,6 +101,7 @@ impl Faults {
             rogue: 0.0,
             read: 0.0,
             undealt_terms: false,
+            members: 0.0,
         }
     }
 

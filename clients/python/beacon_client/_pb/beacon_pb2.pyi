@@ -19,7 +19,7 @@ ROLE_CLIENT: Role
 ROLE_RELAY: Role
 
 class Hello(_message.Message):
-    __slots__ = ("cluster", "role", "node", "version", "election", "mode", "beacons", "token", "admin", "peer_challenge")
+    __slots__ = ("cluster", "role", "node", "version", "election", "mode", "beacons", "token", "admin", "peer_challenge", "members_index")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class Hello(_message.Message):
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
     PEER_CHALLENGE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_INDEX_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     role: Role
     node: str
@@ -40,7 +41,8 @@ class Hello(_message.Message):
     token: str
     admin: str
     peer_challenge: bytes
-    def __init__(self, cluster: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., node: _Optional[str] = ..., version: _Optional[int] = ..., election: _Optional[_Union[Election, _Mapping]] = ..., mode: _Optional[str] = ..., beacons: _Optional[_Iterable[str]] = ..., token: _Optional[str] = ..., admin: _Optional[str] = ..., peer_challenge: _Optional[bytes] = ...) -> None: ...
+    members_index: int
+    def __init__(self, cluster: _Optional[str] = ..., role: _Optional[_Union[Role, str]] = ..., node: _Optional[str] = ..., version: _Optional[int] = ..., election: _Optional[_Union[Election, _Mapping]] = ..., mode: _Optional[str] = ..., beacons: _Optional[_Iterable[str]] = ..., token: _Optional[str] = ..., admin: _Optional[str] = ..., peer_challenge: _Optional[bytes] = ..., members_index: _Optional[int] = ...) -> None: ...
 
 class HelloAck(_message.Message):
     __slots__ = ("cluster", "node", "version", "election", "identity", "role", "admin", "peer_challenge", "peer_proof", "proof_wanted")
@@ -83,7 +85,7 @@ class ErrorReply(_message.Message):
     def __init__(self, code: _Optional[int] = ..., msg: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
 
 class Election(_message.Message):
-    __slots__ = ("is_leader", "term", "log_index", "log_term", "commit", "prev_index", "prev_term", "entries", "snapshot", "reject", "need_snapshot", "fetch", "leader", "sees", "eligible", "beat", "ack_beat", "transfer")
+    __slots__ = ("is_leader", "term", "log_index", "log_term", "commit", "prev_index", "prev_term", "entries", "snapshot", "reject", "need_snapshot", "fetch", "leader", "sees", "eligible", "beat", "ack_beat", "transfer", "members", "members_index", "voters_digest")
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +104,9 @@ class Election(_message.Message):
     BEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_BEAT_FIELD_NUMBER: _ClassVar[int]
     TRANSFER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    VOTERS_DIGEST_FIELD_NUMBER: _ClassVar[int]
     is_leader: int
     term: int
     log_index: int
@@ -120,27 +125,44 @@ class Election(_message.Message):
     beat: int
     ack_beat: int
     transfer: bool
-    def __init__(self, is_leader: _Optional[int] = ..., term: _Optional[int] = ..., log_index: _Optional[int] = ..., log_term: _Optional[int] = ..., commit: _Optional[int] = ..., prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., snapshot: _Optional[bytes] = ..., reject: _Optional[bool] = ..., need_snapshot: _Optional[bool] = ..., fetch: _Optional[bool] = ..., leader: _Optional[str] = ..., sees: _Optional[int] = ..., eligible: _Optional[bool] = ..., beat: _Optional[int] = ..., ack_beat: _Optional[int] = ..., transfer: _Optional[bool] = ...) -> None: ...
+    members: Members
+    members_index: int
+    voters_digest: int
+    def __init__(self, is_leader: _Optional[int] = ..., term: _Optional[int] = ..., log_index: _Optional[int] = ..., log_term: _Optional[int] = ..., commit: _Optional[int] = ..., prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., snapshot: _Optional[bytes] = ..., reject: _Optional[bool] = ..., need_snapshot: _Optional[bool] = ..., fetch: _Optional[bool] = ..., leader: _Optional[str] = ..., sees: _Optional[int] = ..., eligible: _Optional[bool] = ..., beat: _Optional[int] = ..., ack_beat: _Optional[int] = ..., transfer: _Optional[bool] = ..., members: _Optional[_Union[Members, _Mapping]] = ..., members_index: _Optional[int] = ..., voters_digest: _Optional[int] = ...) -> None: ...
 
 class LogEntry(_message.Message):
-    __slots__ = ("index", "term", "leader_start", "known_commit")
+    __slots__ = ("index", "term", "leader_start", "known_commit", "members")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LEADER_START_FIELD_NUMBER: _ClassVar[int]
     KNOWN_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
     leader_start: bool
     known_commit: int
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., leader_start: _Optional[bool] = ..., known_commit: _Optional[int] = ...) -> None: ...
+    members: Members
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., leader_start: _Optional[bool] = ..., known_commit: _Optional[int] = ..., members: _Optional[_Union[Members, _Mapping]] = ...) -> None: ...
+
+class Members(_message.Message):
+    __slots__ = ("voters", "learners", "promoting")
+    VOTERS_FIELD_NUMBER: _ClassVar[int]
+    LEARNERS_FIELD_NUMBER: _ClassVar[int]
+    PROMOTING_FIELD_NUMBER: _ClassVar[int]
+    voters: _containers.RepeatedScalarFieldContainer[str]
+    learners: _containers.RepeatedScalarFieldContainer[str]
+    promoting: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, voters: _Optional[_Iterable[str]] = ..., learners: _Optional[_Iterable[str]] = ..., promoting: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Snapshot(_message.Message):
-    __slots__ = ("index", "term")
+    __slots__ = ("index", "term", "members")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     index: int
     term: int
-    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ...) -> None: ...
+    members: Members
+    def __init__(self, index: _Optional[int] = ..., term: _Optional[int] = ..., members: _Optional[_Union[Members, _Mapping]] = ...) -> None: ...
 
 class TransferLeaderRequest(_message.Message):
     __slots__ = ("to",)
@@ -161,7 +183,7 @@ class BeaconStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BeaconStatus(_message.Message):
-    __slots__ = ("node", "cluster", "term", "leader", "tick_ms", "uptime_ms", "beacons", "mode", "commit", "index", "log_term", "stale", "version", "cannot_write", "lag")
+    __slots__ = ("node", "cluster", "term", "leader", "tick_ms", "uptime_ms", "beacons", "mode", "commit", "index", "log_term", "stale", "version", "cannot_write", "lag", "members_index")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +199,7 @@ class BeaconStatus(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CANNOT_WRITE_FIELD_NUMBER: _ClassVar[int]
     LAG_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_INDEX_FIELD_NUMBER: _ClassVar[int]
     node: str
     cluster: str
     term: int
@@ -192,10 +215,11 @@ class BeaconStatus(_message.Message):
     version: str
     cannot_write: str
     lag: int
-    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[str] = ..., tick_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., beacons: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., mode: _Optional[str] = ..., commit: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., stale: _Optional[str] = ..., version: _Optional[str] = ..., cannot_write: _Optional[str] = ..., lag: _Optional[int] = ...) -> None: ...
+    members_index: int
+    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[str] = ..., tick_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., beacons: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., mode: _Optional[str] = ..., commit: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., stale: _Optional[str] = ..., version: _Optional[str] = ..., cannot_write: _Optional[str] = ..., lag: _Optional[int] = ..., members_index: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
-    __slots__ = ("node", "is_leader", "is_online", "term", "last_seen_ms", "is_self", "stored", "follows", "admin", "role")
+    __slots__ = ("node", "is_leader", "is_online", "term", "last_seen_ms", "is_self", "stored", "follows", "admin", "role", "promoting", "leaving")
     NODE_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     IS_ONLINE_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +230,8 @@ class BeaconEntry(_message.Message):
     FOLLOWS_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
+    PROMOTING_FIELD_NUMBER: _ClassVar[int]
+    LEAVING_FIELD_NUMBER: _ClassVar[int]
     node: str
     is_leader: bool
     is_online: bool
@@ -216,7 +242,9 @@ class BeaconEntry(_message.Message):
     follows: str
     admin: str
     role: str
-    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_online: _Optional[bool] = ..., term: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., is_self: _Optional[bool] = ..., stored: _Optional[int] = ..., follows: _Optional[str] = ..., admin: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
+    promoting: bool
+    leaving: bool
+    def __init__(self, node: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_online: _Optional[bool] = ..., term: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., is_self: _Optional[bool] = ..., stored: _Optional[int] = ..., follows: _Optional[str] = ..., admin: _Optional[str] = ..., role: _Optional[str] = ..., promoting: _Optional[bool] = ..., leaving: _Optional[bool] = ...) -> None: ...
 
 class Relayed(_message.Message):
     __slots__ = ("cmd", "body", "identity", "role", "proof", "cancel")
@@ -249,6 +277,34 @@ class ReadIndexReply(_message.Message):
     index: int
     leader: str
     def __init__(self, index: _Optional[int] = ..., leader: _Optional[str] = ...) -> None: ...
+
+class ChangeMembersRequest(_message.Message):
+    __slots__ = ("action", "node", "learner")
+    class Action(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        ADD: _ClassVar[ChangeMembersRequest.Action]
+        PROMOTE: _ClassVar[ChangeMembersRequest.Action]
+        REMOVE: _ClassVar[ChangeMembersRequest.Action]
+    ADD: ChangeMembersRequest.Action
+    PROMOTE: ChangeMembersRequest.Action
+    REMOVE: ChangeMembersRequest.Action
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
+    action: ChangeMembersRequest.Action
+    node: str
+    learner: bool
+    def __init__(self, action: _Optional[_Union[ChangeMembersRequest.Action, str]] = ..., node: _Optional[str] = ..., learner: _Optional[bool] = ...) -> None: ...
+
+class ChangeMembersReply(_message.Message):
+    __slots__ = ("members", "index", "leader")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    members: Members
+    index: int
+    leader: str
+    def __init__(self, members: _Optional[_Union[Members, _Mapping]] = ..., index: _Optional[int] = ..., leader: _Optional[str] = ...) -> None: ...
 
 class BackupRequest(_message.Message):
     __slots__ = ()

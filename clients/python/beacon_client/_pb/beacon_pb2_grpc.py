@@ -52,6 +52,11 @@ class ClusterStub:
                 request_serializer=beacon__pb2.ReadIndexRequest.SerializeToString,
                 response_deserializer=beacon__pb2.ReadIndexReply.FromString,
                 _registered_method=True)
+        self.ChangeMembers = channel.unary_unary(
+                '/beacon.v1.Cluster/ChangeMembers',
+                request_serializer=beacon__pb2.ChangeMembersRequest.SerializeToString,
+                response_deserializer=beacon__pb2.ChangeMembersReply.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -81,6 +86,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeMembers(self, request, context):
+        """cmd 15: change the membership by one beacon (role admin; at the leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +110,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.ReadIndex,
                     request_deserializer=beacon__pb2.ReadIndexRequest.FromString,
                     response_serializer=beacon__pb2.ReadIndexReply.SerializeToString,
+            ),
+            'ChangeMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeMembers,
+                    request_deserializer=beacon__pb2.ChangeMembersRequest.FromString,
+                    response_serializer=beacon__pb2.ChangeMembersReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -184,6 +201,33 @@ class Cluster:
             '/beacon.v1.Cluster/ReadIndex',
             beacon__pb2.ReadIndexRequest.SerializeToString,
             beacon__pb2.ReadIndexReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.Cluster/ChangeMembers',
+            beacon__pb2.ChangeMembersRequest.SerializeToString,
+            beacon__pb2.ChangeMembersReply.FromString,
             options,
             channel_credentials,
             insecure,
