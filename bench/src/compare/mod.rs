@@ -16,6 +16,7 @@ mod etcd_lease;
 mod failover;
 mod grpc;
 mod liveness;
+mod membership;
 mod netns;
 mod proc;
 mod provenance;
@@ -68,6 +69,9 @@ pub enum Part {
     /// memory and disk per step; paging, watching, failover and a wiped follower at the top.
     /// Rate: lease renewals per leader core-second, beacon beside etcd.
     Scale,
+    /// Writes' longest gap while a cluster grows 1 -> 3 -> 5 and replaces a dead voter,
+    /// beacon (`--join`, learners promoted once caught up) beside etcd (`member add`).
+    Membership,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -197,6 +201,8 @@ pub struct Results {
     pub scale: Option<scale::Scale>,
     /// The scale part's rate half, per system.
     pub renewal_rate: Vec<(String, renewal_rate::Rate)>,
+    /// The membership part, per system.
+    pub membership: Vec<(String, Vec<membership::Step>)>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -662,6 +668,24 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             results
                 .renewal_rate
                 .push((kind.to_string(), measured.context("renewal rate")?));
+        }
+    }
+
+    if wants(Part::Membership) {
+        println!(
+            "membership: the longest gap between acknowledged writes while growing 1 -> 3 -> 5 and replacing a dead voter"
+        );
+        for kind in [Kind::Beacon, Kind::Etcd].into_iter().filter(|k| runs(*k)) {
+            let steps = membership::run(&programs, kind, opts.keep)
+                .await
+                .with_context(|| format!("{kind}, membership"))?;
+            for s in &steps {
+                println!(
+                    "  {kind}, {} ({}): longest gap {:.1} ms, done in {:.0} ms",
+                    s.step, s.how, s.gap_ms, s.took_ms
+                );
+            }
+            results.membership.push((kind.to_string(), steps));
         }
     }
 

@@ -350,6 +350,7 @@ pub fn markdown(r: &Results) -> String {
     watch_table(r, &mut out);
     scale_table(r, &mut out);
     renewal_rate_table(r, &mut out);
+    membership_table(r, &mut out);
 
     if !r.failover.is_empty() {
         writeln!(
@@ -929,5 +930,29 @@ fn renewal_rate_table(r: &Results, out: &mut String) {
             x.alive
         )
         .unwrap();
+    }
+}
+
+/// The membership part: writes' longest gap in each step, per system.
+fn membership_table(r: &Results, out: &mut String) {
+    if r.membership.is_empty() {
+        return;
+    }
+    writeln!(
+        out,
+        "\nMembership: four writers allocate without pause through every member, present and future; the longest time between two acknowledged writes in each step (lower is better), and how long the step took:\n"
+    )
+    .unwrap();
+    writeln!(out, "| system | step | how | longest gap | step took |").unwrap();
+    writeln!(out, "|---|---|---|---|---|").unwrap();
+    for (system, steps) in &r.membership {
+        for s in steps {
+            writeln!(
+                out,
+                "| {system} | {} | {} | {:.1} ms | {:.0} ms |",
+                s.step, s.how, s.gap_ms, s.took_ms
+            )
+            .unwrap();
+        }
     }
 }
