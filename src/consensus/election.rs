@@ -64,6 +64,11 @@
 //! or removing a learner changes nothing the voters decide). A learner's claim to lead is
 //! not taken, nor is its term heard.
 //!
+//! The members change while the cluster runs ([`Election::set_members`], driven by the
+//! membership in the replica's log; see [`super::members`]): beacons that stay keep what is
+//! known of them, and a voter that a change not yet committed removed keeps its claims heard
+//! (the change may give way to a leader that never had it).
+//!
 //! Nothing here does I/O or reads a clock: the driver passes the time in (`now`, in
 //! milliseconds of a monotonic clock) and carries out the returned [`Action`]s.
 
@@ -406,11 +411,6 @@ impl Election {
             && self.entries.get(&node).is_some_and(|e| {
                 e.alive() && !e.claims() && e.leader == Some(self.me) && e.term == self.term
             })
-    }
-
-    /// How many voters there are.
-    pub fn voter_count(&self) -> usize {
-        self.voters().count()
     }
 
     /// Whether `node` is a voter here: a beacon in the map that is no learner.

@@ -352,6 +352,8 @@ pub struct Replica<S: Machine, V: Service<S>> {
     electorate: (Members, std::collections::BTreeSet<SocketAddr>),
     /// [`Members::voters_digest`] of the electorate's voters, sent with every message.
     voters_digest: u64,
+    /// What the membership was last synced from (see `sync_members`).
+    members_synced: Option<reconfigure::SyncKey>,
     /// The latest committed change of membership a leader told us, when our log lacks it
     /// (see [`Message::members`]): in effect until the log catches up.
     heard_members: Option<(u64, Members)>,
@@ -430,6 +432,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             last_step: None,
             promise_reported: cfg.stored,
             voters_digest: members.voters_digest(),
+            members_synced: None,
             electorate: (members.clone(), Default::default()),
             members,
             heard_members: None,

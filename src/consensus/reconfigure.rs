@@ -6,6 +6,15 @@ use super::members::{Change, Members};
 use super::{ChangeError, Entry, Event, Machine, Mode, Payload, Replica, Service, Token};
 use crate::time::Millis;
 
+/// What a replica's membership follows from: the change of membership in effect and the
+/// one at the commit index (each its index and term), and the index of the one a leader
+/// told of.
+pub(super) type SyncKey = (
+    Option<(u64, Option<u64>)>,
+    Option<(u64, Option<u64>)>,
+    Option<u64>,
+);
+
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The membership in effect: the log's last change, else the configured one.
     pub fn members(&self) -> &Members {
@@ -30,12 +39,6 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             .unwrap_or_else(|| self.configured_members())
     }
 
-    /// Whether this beacon is a member (a beacon removed by a change is not; it leads no
-    /// more and takes no part in any majority).
-    pub fn is_member(&self) -> bool {
-        self.members.contains(self.cfg.me)
-    }
-
     /// The membership the configuration names (a new cluster's).
     fn configured_members(&self) -> Members {
         Members::new(
@@ -47,6 +50,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Brings the election and the leader's followers in line with the log's membership,
     /// and answers the changes now committed. Runs after every input and every commit.
     pub(super) fn sync_members(&mut self, now: Millis) {
+        // What the membership depends on: the change in effect (index and term: a cut tail
+        // may be replaced by another change at the same index), the one at the commit
+        // index, and the one a leader told of. Unchanged (nearly every step), nothing to do
+        // but answer what committed.
+        let change = |index: u64| {
+            self.log
+                .change_at(index)
+                .map(|(i, _)| (i, self.log.term_at(i)))
+        };
+        let key = (
+            change(u64::MAX),
+            change(self.commit),
+            self.heard_members.as_ref().map(|(i, _)| *i),
+        );
+        if self.members_synced.as_ref() == Some(&key) {
+            self.answer_committed_changes();
+            return;
+        }
+        self.members_synced = Some(key);
         let logged = self.log.change_at(u64::MAX).map(|(i, m)| (i, m.clone()));
         let logged_index = logged.as_ref().map_or(0, |(i, _)| *i);
         if self

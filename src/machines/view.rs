@@ -61,6 +61,8 @@ pub(crate) struct View {
     /// The beacons' addresses: always admitted, so that no list cuts the cluster apart
     /// (the members, the configured ones among them, as the membership changes).
     beacons: ArcSwap<Vec<std::net::IpAddr>>,
+    /// The membership's log index `beacons` was taken at.
+    beacons_at: std::sync::atomic::AtomicU64,
     /// The replica's clock starts here (the driver's and the readers' `now`).
     started: Instant,
     released: watch::Sender<Released>,
@@ -87,6 +89,7 @@ impl View {
             allowed,
             configured,
             beacons,
+            beacons_at: Default::default(),
             started: Instant::now(),
             released,
         })
@@ -120,9 +123,13 @@ impl View {
         if !Arc::ptr_eq(allowed, &self.allowed.load()) {
             self.allowed.store(allowed.clone());
         }
-        let beacons = beacon_ips(replica);
-        if **self.beacons.load() != beacons {
-            self.beacons.store(Arc::new(beacons));
+        let at = replica.members_index();
+        if self
+            .beacons_at
+            .swap(at, std::sync::atomic::Ordering::Relaxed)
+            != at
+        {
+            self.beacons.store(Arc::new(beacon_ips(replica)));
         }
         self.released.send_if_modified(|r| {
             let now = Released {
