@@ -183,7 +183,14 @@ impl Driver {
         let Some(open) = &self.open_link else {
             return;
         };
-        let peers: BTreeSet<SocketAddr> = core.election().peers().collect();
+        let election = core.election();
+        // Unchanged (nearly every batch): nothing to allocate.
+        if election.peers().count() == self.links.len()
+            && election.peers().all(|p| self.links.contains_key(&p))
+        {
+            return;
+        }
+        let peers: BTreeSet<SocketAddr> = election.peers().collect();
         self.links.retain(|peer, _| {
             let keep = peers.contains(peer);
             if !keep {
