@@ -13,6 +13,7 @@ use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use zookeeper_client as zk;
 
+use super::h2_unary::Connection;
 use super::systems::{Kind, Via};
 
 /// Parent of the sequential znodes.
@@ -27,56 +28,58 @@ pub fn service_addr(i: usize) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::from(0x0a00_0000 | (host & 0x00ff_ffff)), port))
 }
 
-/// Channels to beacons over gRPC, any of which takes any call (a follower relays to the
-/// leader); a call that fails moves on to the next.
-pub struct GrpcBeacons {
-    channels: Vec<tonic::transport::Channel>,
+/// A cluster's members over gRPC, any of which takes any call (a beacon or etcd follower
+/// relays a write to its leader): one HTTP/2 connection to the member in use; a call that
+/// fails moves on to the next.
+pub struct GrpcEndpoints {
+    endpoints: Vec<SocketAddr>,
     at: usize,
+    connection: Option<Connection>,
+    timeout: Duration,
 }
 
-impl GrpcBeacons {
-    pub fn new(endpoints: &[SocketAddr], timeout: Duration) -> anyhow::Result<GrpcBeacons> {
-        let channels = endpoints
-            .iter()
-            .map(|a| {
-                Ok(
-                    tonic::transport::Endpoint::from_shared(format!("http://{a}"))?
-                        .connect_timeout(timeout)
-                        .timeout(timeout)
-                        .connect_lazy(),
-                )
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(GrpcBeacons { channels, at: 0 })
+impl GrpcEndpoints {
+    pub fn new(endpoints: &[SocketAddr], timeout: Duration) -> anyhow::Result<GrpcEndpoints> {
+        if endpoints.is_empty() {
+            return Err(anyhow!("no members to call"));
+        }
+        Ok(GrpcEndpoints {
+            endpoints: endpoints.to_vec(),
+            at: 0,
+            connection: None,
+            timeout,
+        })
     }
 
-    /// The channel in use.
-    pub fn channel(&self) -> tonic::transport::Channel {
-        self.channels[self.at].clone()
+    /// The address of the member in use.
+    pub fn endpoint(&self) -> SocketAddr {
+        self.endpoints[self.at]
     }
 
-    /// Moves on to the next beacon.
+    /// Moves on to the next member.
     pub fn next(&mut self) {
-        self.at = (self.at + 1) % self.channels.len();
+        self.at = (self.at + 1) % self.endpoints.len();
+        self.connection = None;
     }
 
-    /// Calls unary method `path` with `req` on the beacon in use; on an error, moves on.
+    /// Calls unary method `path` with `req` on the member in use, within the timeout; on an
+    /// error, moves on.
     pub async fn unary<Req, Resp>(&mut self, path: &'static str, req: Req) -> anyhow::Result<Resp>
     where
-        Req: prost::Message + Send + Sync + 'static,
-        Resp: prost::Message + Default + Send + Sync + 'static,
+        Req: prost::Message,
+        Resp: prost::Message + Default,
     {
-        let mut grpc = tonic::client::Grpc::new(self.channel());
-        let result = async {
-            grpc.ready().await?;
-            // Timed out here, by the channel (`Endpoint::timeout`), as etcd's client does: no
-            // `grpc-timeout` metadata, which would cost the beacon a timer on every call.
-            let request = tonic::Request::new(req);
-            let codec = tonic_prost::ProstCodec::<Req, Resp>::default();
-            let path = http::uri::PathAndQuery::from_static(path);
-            Ok::<_, anyhow::Error>(grpc.unary(request, path, codec).await?.into_inner())
-        }
-        .await;
+        let (timeout, at) = (self.timeout, self.endpoint());
+        let slot = &mut self.connection;
+        let result = tokio::time::timeout(timeout, async {
+            let connection = match slot {
+                Some(c) => c,
+                None => slot.insert(Connection::open(at, timeout).await?),
+            };
+            connection.unary(path, &req).await
+        })
+        .await
+        .unwrap_or_else(|_| Err(anyhow!("{path} at {at} timed out")));
         if result.is_err() {
             self.next();
         }
@@ -93,11 +96,13 @@ pub enum Allocator {
     },
     /// beacon through its gRPC API.
     BeaconGrpc {
-        beacons: GrpcBeacons,
+        beacons: GrpcEndpoints,
         next: Arc<AtomicUsize>,
     },
     // Clients boxed: they differ in size (the etcd client is some 3.5 KB).
     Etcd(Box<etcd_client::Client>),
+    /// etcd's `KV/Put` through the same HTTP/2 client as [`Allocator::BeaconGrpc`].
+    EtcdGrpc(GrpcEndpoints),
     /// A session, replaced by a new one when it has ended (expired while the ensemble had
     /// no leader, as in a hung leader's failover), as Curator and its users do.
     ZooKeeper {
@@ -120,7 +125,7 @@ impl Allocator {
     ) -> anyhow::Result<Allocator> {
         Ok(match kind {
             Kind::Beacon if via == Via::Grpc => Allocator::BeaconGrpc {
-                beacons: GrpcBeacons::new(endpoints, timeout)?,
+                beacons: GrpcEndpoints::new(endpoints, timeout)?,
                 next,
             },
             Kind::Beacon => {
@@ -133,6 +138,9 @@ impl Allocator {
                     cluster: Box::new(beacon::client::Cluster::new(beacons, opts, timeout)),
                     next,
                 }
+            }
+            Kind::Etcd if via == Via::Grpc => {
+                Allocator::EtcdGrpc(GrpcEndpoints::new(endpoints, timeout)?)
             }
             Kind::Etcd => {
                 let opts = etcd_client::ConnectOptions::new()
@@ -187,6 +195,15 @@ impl Allocator {
                 let header = resp.header().ok_or_else(|| anyhow!("no header"))?;
                 Ok(header.revision() as u64)
             }
+            Allocator::EtcdGrpc(members) => {
+                let req = EtcdPut {
+                    key: ETCD_KEY.into(),
+                    value: Vec::new(),
+                };
+                let reply: EtcdPutReply = members.unary("/etcdserverpb.KV/Put", req).await?;
+                let header = reply.header.ok_or_else(|| anyhow!("no header"))?;
+                Ok(header.revision as u64)
+            }
             Allocator::ZooKeeper {
                 client,
                 endpoints,
@@ -215,6 +232,29 @@ impl Allocator {
             }
         }
     }
+}
+
+/// etcd's `PutRequest`, the fields the bench sets (etcd's `rpc.proto`).
+#[derive(Clone, PartialEq, prost::Message)]
+struct EtcdPut {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// etcd's `PutResponse`, its header only.
+#[derive(Clone, PartialEq, prost::Message)]
+struct EtcdPutReply {
+    #[prost(message, optional, tag = "1")]
+    header: Option<EtcdHeader>,
+}
+
+/// etcd's `ResponseHeader`, its revision only.
+#[derive(Clone, PartialEq, prost::Message)]
+struct EtcdHeader {
+    #[prost(int64, tag = "3")]
+    revision: i64,
 }
 
 /// A ZooKeeper client of the ensemble at `endpoints` (a session of 10 s), with `timeout`

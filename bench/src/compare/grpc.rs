@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Options;
 use super::alloc::{self, Throughput, percentile};
-use super::clients::{GrpcBeacons, service_addr};
+use super::clients::{GrpcEndpoints, service_addr};
 use super::failover::{self, Failover, Fault};
 use super::systems::{Cluster, Kind, Via};
 
@@ -29,7 +29,8 @@ pub struct GrpcRun {
     pub leader_us_per_id: Vec<f64>,
     /// The clients' CPU time per allocation (this process, where all of them run): they
     /// share the two cores with the beacons, so what a client library costs moves the
-    /// throughput too. The gRPC clients are tonic's, as etcd's Rust client is.
+    /// throughput too. The gRPC clients make unary calls through `h2` ([`super::h2_unary`]),
+    /// as etcd's are measured beside them; keep-alive streams go through tonic.
     pub clients_us_per_id: Vec<f64>,
     pub renewals: Vec<Renewals>,
     pub failover: Failover,
@@ -217,12 +218,21 @@ impl Renewer {
                 })
             }
             Via::Grpc => {
-                let mut beacons = GrpcBeacons::new(at, timeout)?;
+                let mut beacons = GrpcEndpoints::new(at, timeout)?;
                 let reply: pb::registry::RegisterReply = beacons
                     .unary("/beacon.v1.registry.Registry/Register", register)
                     .await?;
                 let (reports, rx) = mpsc::channel(1);
-                let mut grpc = tonic::client::Grpc::new(beacons.channel());
+                // The stream goes through tonic: one HTTP/2 stream carries every renewal, so
+                // its cost per call is a message's, not a call's.
+                let channel = tonic::transport::Endpoint::from_shared(format!(
+                    "http://{}",
+                    beacons.endpoint()
+                ))?
+                .connect_timeout(timeout)
+                .connect()
+                .await?;
+                let mut grpc = tonic::client::Grpc::new(channel);
                 grpc.ready().await?;
                 let codec = tonic_prost::ProstCodec::<
                     pb::registry::NodeReport,

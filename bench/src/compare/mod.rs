@@ -15,6 +15,7 @@ mod clients;
 mod etcd_lease;
 mod failover;
 mod grpc;
+mod h2_unary;
 mod liveness;
 mod membership;
 mod netns;
@@ -195,6 +196,8 @@ pub struct Results {
     pub tls: Vec<(String, TlsRun)>,
     /// beacon's native protocol and its gRPC API, on one cluster.
     pub grpc: Vec<grpc::GrpcRun>,
+    /// etcd's gRPC API through the gRPC part's client, per client count.
+    pub grpc_etcd: Vec<alloc::Throughput>,
     pub reads: Vec<(String, Vec<reads::ReadRun>)>,
     /// The config push part, per system.
     pub watch: Vec<(String, Vec<watch::WatchRun>)>,
@@ -565,6 +568,28 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             }
         }
         measured?;
+        if runs(Kind::Etcd) {
+            // etcd through the same client: what each gRPC API costs, the client held equal.
+            let cluster = start(&programs, Kind::Etcd);
+            let leader = cluster.ready(Duration::from_secs(120)).await?;
+            let at = cluster.endpoints(&[leader]);
+            let next = Arc::new(AtomicUsize::new(0));
+            let client = &cluster.beacon_client;
+            let warm = Duration::from_secs(1);
+            alloc::run(Kind::Etcd, Via::Grpc, &at, client, 16, warm, &next)
+                .await
+                .context("etcd warm-up")?;
+            let duration = Duration::from_secs(opts.alloc_secs);
+            for &c in &opts.clients {
+                let t = alloc::run(Kind::Etcd, Via::Grpc, &at, client, c, duration, &next).await?;
+                println!(
+                    "  etcd through the same client, {c} clients: {:.0} IDs/s (p99 {:.2} ms)",
+                    t.per_sec, t.p99_ms
+                );
+                results.grpc_etcd.push(t);
+            }
+            keep(cluster, opts.keep);
+        }
     }
 
     if wants(Part::Reads) {

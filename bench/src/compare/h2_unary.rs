@@ -1,0 +1,122 @@
+//! gRPC unary calls over one HTTP/2 connection, straight through `h2` (the HTTP/2 crate under
+//! hyper and tonic).
+//!
+//! The allocation part's gRPC clients share two cores with the beacons they measure, so
+//! what a client spends per call is taken from the servers. tonic's `Channel` puts four
+//! tasks behind each unary call (the caller, its buffer's worker, hyper's connection and a
+//! task piping the request body) and measured some 20 µs of CPU per call here, where the
+//! native client spends 8. This client sends the headers and the one message from the
+//! caller's own task and reads the answer there: the HTTP/2 connection's task is the only
+//! other. It is what a gRPC client in another language does per call (grpc-go, grpc-java and
+//! grpc's C core each keep one task or thread per connection), and both beacon's and etcd's
+//! gRPC APIs are measured through it in the gRPC part.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// One HTTP/2 connection to a gRPC server.
+pub struct Connection {
+    send: h2::client::SendRequest<Bytes>,
+    authority: String,
+}
+
+impl Connection {
+    /// Connects to `addr` (plaintext HTTP/2, as the bench's clusters serve), within `timeout`.
+    pub async fn open(addr: SocketAddr, timeout: Duration) -> anyhow::Result<Connection> {
+        let tcp = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr))
+            .await
+            .map_err(|_| anyhow!("connecting to {addr} timed out"))?
+            .with_context(|| format!("connect to {addr}"))?;
+        tcp.set_nodelay(true)?;
+        let (send, connection) = tokio::time::timeout(timeout, h2::client::handshake(tcp))
+            .await
+            .map_err(|_| anyhow!("the HTTP/2 handshake with {addr} timed out"))?
+            .with_context(|| format!("HTTP/2 handshake with {addr}"))?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Connection {
+            send,
+            authority: addr.to_string(),
+        })
+    }
+
+    /// Calls unary method `path` (`/SERVICE/METHOD`) with `req`.
+    pub async fn unary<Req, Resp>(&mut self, path: &str, req: &Req) -> anyhow::Result<Resp>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
+        let request = http::Request::post(format!("http://{}{path}", self.authority))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())?;
+        let mut frame = BytesMut::with_capacity(5 + req.encoded_len());
+        frame.put_u8(0);
+        frame.put_u32(req.encoded_len() as u32);
+        req.encode(&mut frame)?;
+        let mut send = self.send.clone().ready().await?;
+        let (answer, mut body) = send.send_request(request, false)?;
+        body.send_data(frame.freeze(), true)?;
+        let answer = answer.await?;
+        let (head, mut incoming) = answer.into_parts();
+        if head.status != http::StatusCode::OK {
+            bail!("HTTP status {} from {path}", head.status);
+        }
+        // A refusal comes as headers only, grpc-status among them.
+        status(&head.headers, path)?;
+        let mut message = BytesMut::new();
+        while let Some(data) = incoming.data().await {
+            let data = data?;
+            let _ = incoming.flow_control().release_capacity(data.len());
+            message.extend_from_slice(&data);
+        }
+        let trailers = incoming
+            .trailers()
+            .await?
+            .ok_or_else(|| anyhow!("{path}: the answer has no trailers"))?;
+        status(&trailers, path)?;
+        if message.len() < 5 || message[0] != 0 {
+            bail!("{path}: the answer holds no uncompressed message");
+        }
+        Ok(Resp::decode(&message[5..])?)
+    }
+}
+
+/// Fails with the call's gRPC status if `headers` carry one other than OK.
+fn status(headers: &http::HeaderMap, path: &str) -> anyhow::Result<()> {
+    match headers.get("grpc-status") {
+        None => Ok(()),
+        Some(code) if code == "0" => Ok(()),
+        Some(code) => {
+            let message = headers
+                .get("grpc-message")
+                .and_then(|m| m.to_str().ok())
+                .unwrap_or("");
+            bail!("{path}: gRPC status {code:?}: {message}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status;
+
+    #[test]
+    fn a_status_other_than_ok_fails_the_call_with_its_message() {
+        let mut headers = http::HeaderMap::new();
+        assert!(
+            status(&headers, "/a/B").is_ok(),
+            "no status yet: headers of an answer"
+        );
+        headers.insert("grpc-status", "0".parse().unwrap());
+        assert!(status(&headers, "/a/B").is_ok());
+        headers.insert("grpc-status", "14".parse().unwrap());
+        headers.insert("grpc-message", "no leader".parse().unwrap());
+        let e = status(&headers, "/a/B").unwrap_err().to_string();
+        assert!(e.contains("\"14\"") && e.contains("no leader"), "{e}");
+    }
+}
