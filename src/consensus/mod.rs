@@ -154,8 +154,6 @@ pub enum Input<C, S, R> {
     Tick {
         wall_ms: u64,
     },
-    /// The time [`Replica::wake_at`] asked for has come.
-    Wake,
     Peer {
         from: SocketAddr,
         msg: PeerMessage<C, S>,
@@ -661,7 +659,6 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.wall_offset = wall_ms as i64 - now as i64;
                 self.on_tick(now)
             }
-            Input::Wake => {} // what is due is done below
             Input::Peer { from, msg } | Input::Greeting { from, msg }
                 if self.out_of_bounds(from, &msg) => {}
             Input::Peer { from, msg } => self.on_peer(now, from, msg, false),
@@ -683,7 +680,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.advance_commit(now);
         self.sync_members(now);
         self.drive_transfer(now);
-        self.start_round(now);
+        self.start_round();
         self.flush(now);
         self.log.set_keep(self.entries_to_keep());
         self.ready.store.commit = self.commit;

@@ -100,11 +100,6 @@ impl View {
         self.started.elapsed().as_millis() as Millis
     }
 
-    /// When the replica's clock read `at`.
-    pub(crate) fn instant(&self, at: Millis) -> Instant {
-        self.started + std::time::Duration::from_millis(at)
-    }
-
     /// The replica to read. Hold it only while reading: the driver waits for it.
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, Replica> {
         self.replica.read()

@@ -47,14 +47,6 @@ pub(crate) type LinkOpener = Box<dyn Fn(SocketAddr) -> mpsc::Sender<Outgoing> + 
 /// Most events handled before their log changes are stored together (one fsync).
 const BATCH: usize = 256;
 
-/// Sleeps until `at`, or forever without one.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 pub(crate) struct Driver {
     config: Arc<Config>,
     /// Held for its lock: no other process opens this beacon's state while it runs.
@@ -237,8 +229,6 @@ impl Driver {
         let mut progress = tokio::time::interval_at(Instant::now() + every, every);
         progress.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
-            // The core may want a step before the next event (a confirmation round due).
-            let wake = self.core().wake_at().map(|at| self.view.instant(at));
             // Shutdown first: a beacon on its way out must not act on the connections its
             // own shutdown closes (it would elect itself in its last moment).
             tokio::select! {
@@ -253,7 +243,6 @@ impl Driver {
                         wall_ms: crate::time::wall_ms(),
                     })
                 }
-                _ = sleep_until_some(wake) => self.step(consensus::Input::Wake),
                 _ = progress.tick() => self.tell_progress(),
                 event = self.rx.recv() => match event {
                     Some(event) => {

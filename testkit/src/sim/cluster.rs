@@ -1229,16 +1229,6 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 Input::Tick { wall_ms: self.now },
             )?;
         }
-        // A beacon that asked to be woken (a confirmation round due) is.
-        let wake: Vec<SocketAddr> = self
-            .nodes
-            .iter()
-            .filter(|(a, n)| n.wake_at().is_some_and(|t| t <= self.now) && self.live(**a))
-            .map(|(a, _)| *a)
-            .collect();
-        for at in wake {
-            self.step(at, Input::Wake)?;
-        }
         Ok(())
     }
 
