@@ -13,7 +13,7 @@ use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use zookeeper_client as zk;
 
-use super::h2_unary::Connection;
+use super::h2_client::Connection;
 use super::systems::{Kind, Via};
 
 /// Parent of the sequential znodes.

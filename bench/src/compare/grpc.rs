@@ -11,12 +11,12 @@ use beacon::client::ConnectOptions;
 use beacon::machines::registry::RegistryCmd;
 use beacon::pb;
 use serde::Serialize;
-use tokio::sync::mpsc;
 
 use super::Options;
 use super::alloc::{self, Throughput, percentile};
 use super::clients::{GrpcEndpoints, service_addr};
 use super::failover::{self, Failover, Fault};
+use super::h2_client::{Connection, Stream};
 use super::systems::{Cluster, Kind, Via};
 
 /// What one API measured.
@@ -29,8 +29,8 @@ pub struct GrpcRun {
     pub leader_us_per_id: Vec<f64>,
     /// The clients' CPU time per allocation (this process, where all of them run): they
     /// share the two cores with the beacons, so what a client library costs moves the
-    /// throughput too. The gRPC clients make unary calls through `h2` ([`super::h2_unary`]),
-    /// as etcd's are measured beside them; keep-alive streams go through tonic.
+    /// throughput too. The gRPC clients make unary calls through `h2` ([`super::h2_client`]),
+    /// as etcd's are measured beside them, and renew over `KeepAlive` the same way.
     pub clients_us_per_id: Vec<f64>,
     pub renewals: Vec<Renewals>,
     pub failover: Failover,
@@ -170,8 +170,7 @@ enum Renewer {
     },
     /// A `KeepAlive` stream: a report sent, its reply awaited.
     Grpc {
-        reports: mpsc::Sender<pb::registry::NodeReport>,
-        replies: Box<tonic::Streaming<pb::registry::NodeReportReply>>,
+        stream: Box<Stream>,
         report: pb::registry::NodeReport,
     },
 }
@@ -222,33 +221,12 @@ impl Renewer {
                 let reply: pb::registry::RegisterReply = beacons
                     .unary("/beacon.v1.registry.Registry/Register", register)
                     .await?;
-                let (reports, rx) = mpsc::channel(1);
-                // The stream goes through tonic: one HTTP/2 stream carries every renewal, so
-                // its cost per call is a message's, not a call's.
-                let channel = tonic::transport::Endpoint::from_shared(format!(
-                    "http://{}",
-                    beacons.endpoint()
-                ))?
-                .connect_timeout(timeout)
-                .connect()
-                .await?;
-                let mut grpc = tonic::client::Grpc::new(channel);
-                grpc.ready().await?;
-                let codec = tonic_prost::ProstCodec::<
-                    pb::registry::NodeReport,
-                    pb::registry::NodeReportReply,
-                >::default();
-                let path =
-                    http::uri::PathAndQuery::from_static("/beacon.v1.registry.Registry/KeepAlive");
-                let stream = tokio_stream_of(rx);
-                let replies = Box::new(
-                    grpc.streaming(tonic::Request::new(stream), path, codec)
-                        .await?
-                        .into_inner(),
-                );
+                let mut connection = Connection::open(beacons.endpoint(), timeout).await?;
+                let stream = connection
+                    .stream("/beacon.v1.registry.Registry/KeepAlive")
+                    .await?;
                 Ok(Renewer::Grpc {
-                    reports,
-                    replies,
+                    stream: Box::new(stream),
                     report: report_of(reply)?,
                 })
             }
@@ -263,28 +241,11 @@ impl Renewer {
                     .await?;
                 Ok(())
             }
-            Renewer::Grpc {
-                reports,
-                replies,
-                report,
-            } => {
-                reports
-                    .send(report.clone())
-                    .await
-                    .map_err(|_| anyhow!("the keep-alive stream ended"))?;
-                replies
-                    .message()
-                    .await?
-                    .ok_or_else(|| anyhow!("the keep-alive stream ended"))?;
+            Renewer::Grpc { stream, report } => {
+                stream.send(report)?;
+                let _: pb::registry::NodeReportReply = stream.next().await?;
                 Ok(())
             }
         }
     }
-}
-
-/// The reports sent on a keep-alive stream, as a stream.
-fn tokio_stream_of(
-    mut rx: mpsc::Receiver<pb::registry::NodeReport>,
-) -> impl futures_util::Stream<Item = pb::registry::NodeReport> + Send + 'static {
-    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }

@@ -15,7 +15,7 @@ mod clients;
 mod etcd_lease;
 mod failover;
 mod grpc;
-mod h2_unary;
+mod h2_client;
 mod liveness;
 mod membership;
 mod netns;

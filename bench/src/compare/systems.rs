@@ -557,7 +557,7 @@ pub enum Via {
     /// The native framed protocol (`beacon::client`).
     #[default]
     Native,
-    /// The gRPC API on the same port: unary calls through `h2`, streams through tonic.
+    /// The gRPC API on the same port, through `h2` (the bench's `h2_client`).
     Grpc,
 }
 

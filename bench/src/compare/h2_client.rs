@@ -1,5 +1,5 @@
-//! gRPC unary calls over one HTTP/2 connection, straight through `h2` (the HTTP/2 crate under
-//! hyper and tonic).
+//! gRPC calls over one HTTP/2 connection, straight through `h2` (the HTTP/2 crate under hyper
+//! and tonic): unary calls, and two-way streams of one answer per request.
 //!
 //! The allocation part's gRPC clients share two cores with the beacons they measure, so
 //! what a client spends per call is taken from the servers. tonic's `Channel` puts four
@@ -7,9 +7,9 @@
 //! task piping the request body) and measured some 20 µs of CPU per call here, where the
 //! native client spends 8. This client sends the headers and the one message from the
 //! caller's own task and reads the answer there: the HTTP/2 connection's task is the only
-//! other. It is what a gRPC client in another language does per call (grpc-go, grpc-java and
-//! grpc's C core each keep one task or thread per connection), and both beacon's and etcd's
-//! gRPC APIs are measured through it in the gRPC part.
+//! other. A stream's requests go out and its answers come in the same way, without tonic's
+//! queue and body task. Both beacon's and etcd's gRPC APIs are measured through it in the
+//! gRPC part.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -50,17 +50,9 @@ impl Connection {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let request = http::Request::post(format!("http://{}{path}", self.authority))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())?;
-        let mut frame = BytesMut::with_capacity(5 + req.encoded_len());
-        frame.put_u8(0);
-        frame.put_u32(req.encoded_len() as u32);
-        req.encode(&mut frame)?;
         let mut send = self.send.clone().ready().await?;
-        let (answer, mut body) = send.send_request(request, false)?;
-        body.send_data(frame.freeze(), true)?;
+        let (answer, mut body) = send.send_request(self.request(path)?, false)?;
+        body.send_data(message(req)?, true)?;
         let answer = answer.await?;
         let (head, mut incoming) = answer.into_parts();
         if head.status != http::StatusCode::OK {
@@ -84,6 +76,88 @@ impl Connection {
         }
         Ok(Resp::decode(&message[5..])?)
     }
+
+    /// The headers of a call of `path`.
+    fn request(&self, path: &str) -> anyhow::Result<http::Request<()>> {
+        Ok(
+            http::Request::post(format!("http://{}{path}", self.authority))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())?,
+        )
+    }
+
+    /// Opens a stream of method `path`: requests go out as they are sent, answers are read
+    /// one at a time.
+    pub async fn stream(&mut self, path: &str) -> anyhow::Result<Stream> {
+        let mut send = self.send.clone().ready().await?;
+        let (answer, requests) = send.send_request(self.request(path)?, false)?;
+        let answer = answer.await?;
+        let (head, answers) = answer.into_parts();
+        if head.status != http::StatusCode::OK {
+            bail!("HTTP status {} from {path}", head.status);
+        }
+        status(&head.headers, path)?;
+        Ok(Stream {
+            requests,
+            answers,
+            read: BytesMut::new(),
+            path: path.to_owned(),
+        })
+    }
+}
+
+/// A two-way stream: requests sent, answers read in order.
+pub struct Stream {
+    requests: h2::SendStream<Bytes>,
+    answers: h2::RecvStream,
+    /// Bytes of answers read and not yet taken.
+    read: BytesMut,
+    path: String,
+}
+
+impl Stream {
+    /// Sends `req`.
+    pub fn send<Req: prost::Message>(&mut self, req: &Req) -> anyhow::Result<()> {
+        Ok(self.requests.send_data(message(req)?, false)?)
+    }
+
+    /// The next answer; an error once the stream has ended (with its status, if not OK).
+    pub async fn next<Resp: prost::Message + Default>(&mut self) -> anyhow::Result<Resp> {
+        loop {
+            if self.read.len() >= 5 {
+                let len =
+                    u32::from_be_bytes([self.read[1], self.read[2], self.read[3], self.read[4]])
+                        as usize;
+                if self.read.len() >= 5 + len {
+                    let whole = self.read.split_to(5 + len);
+                    return Ok(Resp::decode(&whole[5..])?);
+                }
+            }
+            match self.answers.data().await {
+                Some(data) => {
+                    let data = data?;
+                    let _ = self.answers.flow_control().release_capacity(data.len());
+                    self.read.extend_from_slice(&data);
+                }
+                None => {
+                    if let Some(trailers) = self.answers.trailers().await? {
+                        status(&trailers, &self.path)?;
+                    }
+                    bail!("{}: the stream ended", self.path);
+                }
+            }
+        }
+    }
+}
+
+/// `req` as a gRPC message: uncompressed, its length first.
+fn message<Req: prost::Message>(req: &Req) -> anyhow::Result<Bytes> {
+    let mut frame = BytesMut::with_capacity(5 + req.encoded_len());
+    frame.put_u8(0);
+    frame.put_u32(req.encoded_len() as u32);
+    req.encode(&mut frame)?;
+    Ok(frame.freeze())
 }
 
 /// Fails with the call's gRPC status if `headers` carry one other than OK.
