@@ -1,7 +1,7 @@
 //! gRPC calls over one HTTP/2 connection, straight through `h2` (the HTTP/2 crate under hyper
 //! and tonic): unary calls, and two-way streams of one answer per request.
 //!
-//! The allocation part's gRPC clients share two cores with the beacons they measure, so
+//! The gRPC part's clients share two cores with the beacons they measure, so
 //! what a client spends per call is taken from the servers. tonic's `Channel` puts four
 //! tasks behind each unary call (the caller, its buffer's worker, hyper's connection and a
 //! task piping the request body) and measured some 20 µs of CPU per call here, where the
@@ -53,28 +53,22 @@ impl Connection {
         let mut send = self.send.clone().ready().await?;
         let (answer, mut body) = send.send_request(self.request(path)?, false)?;
         body.send_data(message(req)?, true)?;
-        let answer = answer.await?;
-        let (head, mut incoming) = answer.into_parts();
-        if head.status != http::StatusCode::OK {
-            bail!("HTTP status {} from {path}", head.status);
-        }
-        // A refusal comes as headers only, grpc-status among them.
-        status(&head.headers, path)?;
-        let mut message = BytesMut::new();
+        let mut incoming = answered(answer, path).await?;
+        let mut read = BytesMut::new();
         while let Some(data) = incoming.data().await {
             let data = data?;
             let _ = incoming.flow_control().release_capacity(data.len());
-            message.extend_from_slice(&data);
+            read.extend_from_slice(&data);
         }
         let trailers = incoming
             .trailers()
             .await?
             .ok_or_else(|| anyhow!("{path}: the answer has no trailers"))?;
         status(&trailers, path)?;
-        if message.len() < 5 || message[0] != 0 {
+        if read.len() < 5 || read[0] != 0 {
             bail!("{path}: the answer holds no uncompressed message");
         }
-        Ok(Resp::decode(&message[5..])?)
+        Ok(Resp::decode(&read[5..])?)
     }
 
     /// The headers of a call of `path`.
@@ -92,15 +86,9 @@ impl Connection {
     pub async fn stream(&mut self, path: &str) -> anyhow::Result<Stream> {
         let mut send = self.send.clone().ready().await?;
         let (answer, requests) = send.send_request(self.request(path)?, false)?;
-        let answer = answer.await?;
-        let (head, answers) = answer.into_parts();
-        if head.status != http::StatusCode::OK {
-            bail!("HTTP status {} from {path}", head.status);
-        }
-        status(&head.headers, path)?;
         Ok(Stream {
             requests,
-            answers,
+            answers: answered(answer, path).await?,
             read: BytesMut::new(),
             path: path.to_owned(),
         })
@@ -149,6 +137,20 @@ impl Stream {
             }
         }
     }
+}
+
+/// The body of a call's answer, once its headers say it goes on: a refusal comes as
+/// headers only, grpc-status among them.
+async fn answered(
+    answer: h2::client::ResponseFuture,
+    path: &str,
+) -> anyhow::Result<h2::RecvStream> {
+    let (head, body) = answer.await?.into_parts();
+    if head.status != http::StatusCode::OK {
+        bail!("HTTP status {} from {path}", head.status);
+    }
+    status(&head.headers, path)?;
+    Ok(body)
 }
 
 /// `req` as a gRPC message: uncompressed, its length first.
