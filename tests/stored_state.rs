@@ -297,26 +297,28 @@ fn nebcli_json(nebcli: &Path, port: u16, cmd: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// `tests/fixtures/data-v1` is a data directory written by beacon before its files said
-/// their format (format 1): a lone beacon whose sequence `orders` reached 1052 in two
-/// segments, beside an empty `invoices`, with node IDs handed out up to 312. A beacon of
-/// this version reads it, rewrites it in its own format, and reads that again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_ports(1)[0];
-    let data = dir.path().join("data");
+/// A data directory copied from `tests/fixtures/NAME` (`files`, and its identity with the
+/// address it ran on, `ran_on`, replaced by this beacon's) and the arguments that start a
+/// beacon on it at `port`; with the identity as written.
+fn from_fixture(
+    dir: &Path,
+    port: u16,
+    name: &str,
+    files: &[&str],
+    ran_on: &str,
+) -> (std::path::PathBuf, String, Vec<String>) {
+    let data = dir.join("data");
     std::fs::create_dir(&data).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-v1");
-    for file in ["log", "snapshot", "term"] {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    for file in files {
         std::fs::copy(fixture.join(file), data.join(file)).unwrap();
     }
-    // Its identity names the address it ran on; this beacon runs on another.
     let identity = std::fs::read_to_string(fixture.join("identity.json"))
         .unwrap()
-        .replace("127.0.0.1:29400", &addr(port).to_string());
-    assert!(!identity.contains("format"), "a format-1 identity");
-    std::fs::write(data.join("identity.json"), identity).unwrap();
+        .replace(ran_on, &addr(port).to_string());
+    std::fs::write(data.join("identity.json"), &identity).unwrap();
     let args: Vec<String> = [
         "--listen",
         &addr(port).to_string(),
@@ -327,24 +329,48 @@ async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
     ]
     .map(String::from)
     .to_vec();
+    (data, identity, args)
+}
+
+/// Checks what a fixture holds: sequence `orders` at `max` in two segments beside one other,
+/// and node IDs handed out up to `last_node_id`.
+fn check_orders_and_ids(nebcli: &Path, port: u16, max: u64, last_node_id: u64) {
+    let sequences = nebcli_json(nebcli, port, &["show", "sequences"]);
+    let orders = sequences["sequences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "orders")
+        .cloned()
+        .unwrap_or_else(|| panic!("{sequences}"));
+    assert_eq!(
+        (orders["max"].as_u64(), orders["segments"].as_u64()),
+        (Some(max), Some(2))
+    );
+    assert_eq!(sequences["total"], 2, "{sequences}");
+    let ids = nebcli_json(nebcli, port, &["show", "ids"]);
+    assert_eq!(ids["last_node_id"], last_node_id, "{ids}");
+}
+
+/// `tests/fixtures/data-v1` is a data directory written by beacon before its files said
+/// their format (format 1): a lone beacon whose sequence `orders` reached 1052 in two
+/// segments, beside an empty `invoices`, with node IDs handed out up to 312. A beacon of
+/// this version reads it, rewrites it in its own format, and reads that again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_directory_of_the_previous_format_is_read_and_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_ports(1)[0];
+    // Its identity names the address it ran on; this beacon runs on another.
+    let (data, identity, args) = from_fixture(
+        dir.path(),
+        port,
+        "data-v1",
+        &["log", "snapshot", "term"],
+        "127.0.0.1:29400",
+    );
+    assert!(!identity.contains("format"), "a format-1 identity");
     let nebcli = nebcli(BEACON.as_ref());
-    let check = |port| {
-        let sequences = nebcli_json(&nebcli, port, &["show", "sequences"]);
-        let orders = sequences["sequences"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "orders")
-            .cloned()
-            .unwrap_or_else(|| panic!("{sequences}"));
-        assert_eq!(
-            (orders["max"].as_u64(), orders["segments"].as_u64()),
-            (Some(1052), Some(2))
-        );
-        assert_eq!(sequences["total"], 2, "{sequences}");
-        let ids = nebcli_json(&nebcli, port, &["show", "ids"]);
-        assert_eq!(ids["last_node_id"], 312, "{ids}");
-    };
+    let check = |port| check_orders_and_ids(&nebcli, port, 1052, 312);
     let b = serving(dir.path(), port, args.clone()).await;
     check(port);
     assert!(
@@ -402,46 +428,19 @@ async fn a_data_directory_of_a_newer_format_is_refused_and_left_alone() {
 async fn a_data_directory_of_the_version_before_is_read_and_upgraded() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_ports(1)[0];
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-v2");
-    for file in ["log", "term"] {
-        std::fs::copy(fixture.join(file), data.join(file)).unwrap();
-    }
-    let identity = std::fs::read_to_string(fixture.join("identity.json"))
-        .unwrap()
-        .replace("127.0.0.1:29401", &addr(port).to_string());
+    let (data, identity, args) = from_fixture(
+        dir.path(),
+        port,
+        "data-v2",
+        &["log", "term"],
+        "127.0.0.1:29401",
+    );
     assert!(identity.contains("\"format\": 2"), "a format-2 identity");
-    std::fs::write(data.join("identity.json"), identity).unwrap();
     let log = std::fs::read(data.join("log")).unwrap();
     assert_eq!(&log[8..12], &2u32.to_be_bytes(), "a format-2 log");
-    let args: Vec<String> = [
-        "--listen",
-        &addr(port).to_string(),
-        "--data-dir",
-        &data.display().to_string(),
-        "--admin",
-        "off",
-    ]
-    .map(String::from)
-    .to_vec();
     let nebcli = nebcli(BEACON.as_ref());
     let check = |port| {
-        let sequences = nebcli_json(&nebcli, port, &["show", "sequences"]);
-        let orders = sequences["sequences"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "orders")
-            .cloned()
-            .unwrap_or_else(|| panic!("{sequences}"));
-        assert_eq!(
-            (orders["max"].as_u64(), orders["segments"].as_u64()),
-            (Some(552), Some(2))
-        );
-        assert_eq!(sequences["total"], 2, "{sequences}");
-        let ids = nebcli_json(&nebcli, port, &["show", "ids"]);
-        assert_eq!(ids["last_node_id"], 5, "{ids}");
+        check_orders_and_ids(&nebcli, port, 552, 5);
         let resources = nebcli_json(&nebcli, port, &["show", "resources"]);
         assert!(resources.to_string().contains("\"r1\""), "{resources}");
     };

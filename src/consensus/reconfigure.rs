@@ -141,13 +141,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// our log catches up, when it is later than our log's (committed changes form one
     /// history: the later index is the later membership).
     pub(super) fn hear_members(&mut self, now: Millis, heard: &(u64, Members)) {
-        let logged = self.log.change_at(u64::MAX).map_or(0, |(i, _)| i);
-        let known = self
-            .heard_members
-            .as_ref()
-            .map_or(logged, |(i, _)| *i)
-            .max(logged);
-        if heard.0 > known {
+        if heard.0 > self.members_index() {
             self.heard_members = Some(heard.clone());
             self.sync_members(now);
         }

@@ -48,6 +48,16 @@ struct Writes {
 }
 
 impl Writes {
+    /// Step `step`, done `how`, that started at `started` and served at `done`.
+    async fn step(&self, step: &str, how: &str, started: Instant, done: Instant) -> Step {
+        Step {
+            step: step.into(),
+            how: how.into(),
+            gap_ms: ms(self.gap(started, done).await),
+            took_ms: ms(done - started),
+        }
+    }
+
     /// The longest time between acknowledged writes within `[from, to]` (the bounds count as
     /// writes: a gap that spans the step's start or end is counted from or to it).
     async fn gap(&self, from: Instant, to: Instant) -> Duration {
@@ -220,12 +230,16 @@ async fn beacon(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         })
         .await?;
         let done = written_after(&writes, Instant::now()).await?;
-        steps.push(Step {
-            step: name.into(),
-            how: "`beacon --join` (a learner, promoted once it kept up)".into(),
-            gap_ms: ms(writes.gap(started, done).await),
-            took_ms: ms(done - started),
-        });
+        steps.push(
+            writes
+                .step(
+                    name,
+                    "`beacon --join` (a learner, promoted once it kept up)",
+                    started,
+                    done,
+                )
+                .await,
+        );
     }
     // A follower dies; it is removed and a new machine joins.
     let dead = addrs[4];
@@ -248,12 +262,16 @@ async fn beacon(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
     let after: Vec<SocketAddr> = [&addrs[..4], &addrs[5..6]].concat();
     until("replacement", async || beacon_voters(&after, &after).await).await?;
     let done = written_after(&writes, Instant::now()).await?;
-    steps.push(Step {
-        step: "dead voter replaced".into(),
-        how: "`member remove`, then `beacon --join`".into(),
-        gap_ms: ms(writes.gap(started, done).await),
-        took_ms: ms(done - started),
-    });
+    steps.push(
+        writes
+            .step(
+                "dead voter replaced",
+                "`member remove`, then `beacon --join`",
+                started,
+                done,
+            )
+            .await,
+    );
     writes.stop.store(true, Ordering::Relaxed);
     drop(members);
     Ok(steps)
@@ -365,12 +383,11 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         .await?;
     }
     let done = written_after(&writes, Instant::now()).await?;
-    steps.push(Step {
-        step: "1 -> 3".into(),
-        how: "`member add`, then start".into(),
-        gap_ms: ms(writes.gap(started, done).await),
-        took_ms: ms(done - started),
-    });
+    steps.push(
+        writes
+            .step("1 -> 3", "`member add`, then start", started, done)
+            .await,
+    );
 
     // 3 -> 5: the learner path: add as a learner, start, promote once caught up.
     let started = Instant::now();
@@ -394,12 +411,16 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         .await?;
     }
     let done = written_after(&writes, Instant::now()).await?;
-    steps.push(Step {
-        step: "3 -> 5".into(),
-        how: "`member add --learner`, start, `member promote`".into(),
-        gap_ms: ms(writes.gap(started, done).await),
-        took_ms: ms(done - started),
-    });
+    steps.push(
+        writes
+            .step(
+                "3 -> 5",
+                "`member add --learner`, start, `member promote`",
+                started,
+                done,
+            )
+            .await,
+    );
 
     // A follower dies; it is removed and a new member added, then started.
     members[4].kill();
@@ -427,12 +448,16 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
     })
     .await?;
     let done = written_after(&writes, Instant::now()).await?;
-    steps.push(Step {
-        step: "dead voter replaced".into(),
-        how: "`member remove`, `member add`, then start".into(),
-        gap_ms: ms(writes.gap(started, done).await),
-        took_ms: ms(done - started),
-    });
+    steps.push(
+        writes
+            .step(
+                "dead voter replaced",
+                "`member remove`, `member add`, then start",
+                started,
+                done,
+            )
+            .await,
+    );
     writes.stop.store(true, Ordering::Relaxed);
     drop(members);
     Ok(steps)
