@@ -48,14 +48,16 @@ struct Writes {
 }
 
 impl Writes {
-    /// Step `step`, done `how`, that started at `started` and served at `done`.
-    async fn step(&self, step: &str, how: &str, started: Instant, done: Instant) -> Step {
-        Step {
+    /// Step `step`, done `how`, that started at `started` and has just served: it ends at
+    /// the first write acknowledged from now on.
+    async fn step(&self, step: &str, how: &str, started: Instant) -> anyhow::Result<Step> {
+        let done = written_after(self, Instant::now()).await?;
+        Ok(Step {
             step: step.into(),
             how: how.into(),
             gap_ms: ms(self.gap(started, done).await),
             took_ms: ms(done - started),
-        }
+        })
     }
 
     /// The longest time between acknowledged writes within `[from, to]` (the bounds count as
@@ -229,16 +231,14 @@ async fn beacon(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
             beacon_voters(&addrs[..grown], &addrs[..grown]).await
         })
         .await?;
-        let done = written_after(&writes, Instant::now()).await?;
         steps.push(
             writes
                 .step(
                     name,
                     "`beacon --join` (a learner, promoted once it kept up)",
                     started,
-                    done,
                 )
-                .await,
+                .await?,
         );
     }
     // A follower dies; it is removed and a new machine joins.
@@ -261,16 +261,14 @@ async fn beacon(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
     members.push(beacon_member(programs, dir, addrs[5], Some(addrs[0])));
     let after: Vec<SocketAddr> = [&addrs[..4], &addrs[5..6]].concat();
     until("replacement", async || beacon_voters(&after, &after).await).await?;
-    let done = written_after(&writes, Instant::now()).await?;
     steps.push(
         writes
             .step(
                 "dead voter replaced",
                 "`member remove`, then `beacon --join`",
                 started,
-                done,
             )
-            .await,
+            .await?,
     );
     writes.stop.store(true, Ordering::Relaxed);
     drop(members);
@@ -382,11 +380,10 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         })
         .await?;
     }
-    let done = written_after(&writes, Instant::now()).await?;
     steps.push(
         writes
-            .step("1 -> 3", "`member add`, then start", started, done)
-            .await,
+            .step("1 -> 3", "`member add`, then start", started)
+            .await?,
     );
 
     // 3 -> 5: the learner path: add as a learner, start, promote once caught up.
@@ -410,16 +407,14 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         })
         .await?;
     }
-    let done = written_after(&writes, Instant::now()).await?;
     steps.push(
         writes
             .step(
                 "3 -> 5",
                 "`member add --learner`, start, `member promote`",
                 started,
-                done,
             )
-            .await,
+            .await?,
     );
 
     // A follower dies; it is removed and a new member added, then started.
@@ -447,16 +442,14 @@ async fn etcd(programs: &Programs, dir: &Path) -> anyhow::Result<Vec<Step>> {
         etcd_voters(&mut admin, 5).await
     })
     .await?;
-    let done = written_after(&writes, Instant::now()).await?;
     steps.push(
         writes
             .step(
                 "dead voter replaced",
                 "`member remove`, `member add`, then start",
                 started,
-                done,
             )
-            .await,
+            .await?,
     );
     writes.stop.store(true, Ordering::Relaxed);
     drop(members);
