@@ -98,8 +98,28 @@ fn sorted_ports(listeners: &[TcpListener]) -> Vec<u16> {
 /// Built as `cargo test --workspace` builds it (`--workspace --tests`): `-p nebcli` alone
 /// resolves the shared dependencies' features differently, so it would rebuild beacon and
 /// its TLS stack, and the next `cargo test` would rebuild them back.
+///
+/// Without the variables cargo sets for a test binary (`CARGO_MANIFEST_DIR` and its like):
+/// build scripts that watch them (ring's does) would see them changed and rebuild, and with
+/// them everything above, about 40 s, and the next `cargo test` the same back.
 pub fn nebcli(beacon: &Path) -> PathBuf {
-    let status = Command::new(env!("CARGO"))
+    let set_for_tests = |k: &str| {
+        k == "OUT_DIR"
+            || k == "CARGO_MANIFEST_DIR"
+            || k == "CARGO_MANIFEST_PATH"
+            || k == "CARGO_CRATE_NAME"
+            || k == "CARGO_PRIMARY_PACKAGE"
+            || k == "CARGO_TARGET_TMPDIR"
+            || k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_")
+    };
+    let mut cargo = Command::new(env!("CARGO"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(set_for_tests) {
+            cargo.env_remove(k);
+        }
+    }
+    let status = cargo
         .args(["build", "-q", "--workspace", "--tests"])
         .status()
         .expect("run cargo");
@@ -108,6 +128,21 @@ pub fn nebcli(beacon: &Path) -> PathBuf {
         "cargo build --workspace --tests (for nebcli)"
     );
     beacon.with_file_name("nebcli")
+}
+
+/// Runs `nebcli` with `args`: whether it exited 0, and what it printed (stdout, then
+/// stderr).
+pub fn run_nebcli(nebcli: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(nebcli)
+        .args(args)
+        .output()
+        .expect("run nebcli");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
 
 pub fn addr(port: u16) -> SocketAddr {
@@ -577,6 +612,27 @@ pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> 
         agreed = Some(leader);
     }
     agreed
+}
+
+/// Waits (up to 30 s) until every beacon of `up` follows one leader whose membership is
+/// exactly `voters`, with no learner; false if it never is.
+pub async fn voters_settle(up: &[SocketAddr], voters: &[SocketAddr]) -> bool {
+    let mut want: Vec<String> = voters.iter().map(|a| a.to_string()).collect();
+    want.sort();
+    eventually(Duration::from_secs(30), || async {
+        let leader: SocketAddr = agreed_leader(up).await?.parse().ok()?;
+        let s = status(leader).await?;
+        let mut v: Vec<String> = s
+            .beacons
+            .iter()
+            .filter(|b| b.role == "voter" && !b.leaving)
+            .map(|b| b.node.clone())
+            .collect();
+        v.sort();
+        (v == want && s.beacons.iter().all(|b| b.role == "voter")).then_some(())
+    })
+    .await
+    .is_some()
 }
 
 /// Polls `probe` every 10 ms until it returns `Some`, for at most `limit`.
