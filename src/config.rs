@@ -99,6 +99,8 @@ pub struct Overrides {
     pub data_dir: Option<String>,
     /// `--admin`: an address, or `off`.
     pub admin: Option<String>,
+    /// `--mode`: `classic` or `quorum`.
+    pub mode: Option<String>,
     /// `--tls-cert`, `--tls-key`, `--tls-ca`: replace `tls.cert`, `tls.key`, `tls.ca`.
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
@@ -127,7 +129,9 @@ impl Overrides {
 struct RawConfig {
     #[serde(default = "default_cluster")]
     cluster: String,
-    node: String,
+    /// Required unless `--listen` gives it.
+    #[serde(default)]
+    node: Option<String>,
     #[serde(default)]
     beacon: Vec<String>,
     #[serde(default)]
@@ -717,9 +721,16 @@ impl RawConfig {
     fn apply(mut self, text: &str, check: Checker, o: &Overrides) -> Result<Config, ConfigError> {
         let node_flag = o.listen.is_some().then_some("--listen");
         if let Some(v) = &o.listen {
-            self.node = v.clone();
+            self.node = Some(v.clone());
         }
-        let node = check.addr("node", node_flag, &self.node)?;
+        let Some(node) = &self.node else {
+            return Err(check.err(
+                "node",
+                None,
+                "missing: give this beacon's own ip:port in the file (`\"node\": \"10.0.0.1:16000\"`) or with --listen".into(),
+            ));
+        };
+        let node = check.addr("node", node_flag, node)?;
         if node.ip().is_unspecified() {
             return Err(check.err(
                 "node",
@@ -874,14 +885,15 @@ impl RawConfig {
             ));
         }
 
-        let mode = match self.mode.as_deref() {
+        let mode_flag = o.mode.is_some().then_some("--mode");
+        let mode = match o.mode.as_deref().or(self.mode.as_deref()) {
             None => Mode::default_for(beacons.len()),
             Some("classic") => Mode::Classic,
             Some("quorum") => Mode::Quorum,
             Some(other) => {
                 return Err(check.err(
                     "mode",
-                    None,
+                    mode_flag,
                     format!("`{other}` is not a mode: use \"classic\" or \"quorum\""),
                 ));
             }
@@ -1068,7 +1080,11 @@ mod tests {
             (Some(10_000), Some(30_000))
         );
         assert_eq!(json["max_metadata_bytes"], 1024);
-        assert_eq!(c.mode, Mode::Classic, "the default for one beacon");
+        assert_eq!(
+            c.mode,
+            Mode::Quorum,
+            "the default for one beacon: it can grow"
+        );
         assert_eq!(json["node_type"][0]["node_type"], "ACCESS");
     }
 
@@ -1215,6 +1231,44 @@ mod tests {
     }
 
     #[test]
+    fn a_file_without_node_takes_listen_and_mode_takes_a_flag() {
+        let file = |o: &Overrides| {
+            Config::from_json(
+                Origin::File("t.json".into()),
+                r#"{"tick_ms": 50, "mode": "classic"}"#,
+                o,
+            )
+        };
+        let listen = Overrides {
+            listen: Some("127.0.0.1:16500".into()),
+            ..Overrides::default()
+        };
+        let c = file(&listen).unwrap();
+        assert_eq!(c.node, "127.0.0.1:16500".parse().unwrap());
+        assert_eq!(c.mode, Mode::Classic);
+        let quorum = Overrides {
+            mode: Some("quorum".into()),
+            ..listen.clone()
+        };
+        assert_eq!(file(&quorum).unwrap().mode, Mode::Quorum);
+        let bad = Overrides {
+            mode: Some("strict".into()),
+            ..listen
+        };
+        assert_eq!(
+            file(&bad).unwrap_err().to_string(),
+            "flag --mode: key `mode`: `strict` is not a mode: use \"classic\" or \"quorum\""
+        );
+        let two = Overrides {
+            listen: Some("127.0.0.1:16500".into()),
+            peers: Some(vec!["127.0.0.1:16600".into()]),
+            ..Overrides::default()
+        };
+        let pair = Config::from_json(Origin::Embedded, "{}", &two).unwrap();
+        assert_eq!(pair.mode, Mode::Classic, "the default for a pair");
+    }
+
+    #[test]
     fn errors_name_the_key() {
         assert_eq!(
             err(r#"{"node": "127.0.0.1:1", "tick_ms": "fast"}"#),
@@ -1224,7 +1278,25 @@ mod tests {
             err(r#"{"node": "127.0.0.1:1", "tikc_ms": 5}"#)
                 .starts_with("config t.json: key `tikc_ms`: unknown field `tikc_ms`")
         );
-        assert!(err(r#"{"beacon": []}"#).starts_with("config t.json: key `node`: missing field"));
+        assert!(err(r#"{"beacon": []}"#).starts_with(
+            "config t.json: key `node`: missing: give this beacon's own ip:port in the file"
+        ));
+        // A syntax error is one, not a key's.
+        assert_eq!(
+            err(r#"{"node": "127.0.0.1:1",}"#),
+            "config t.json is not valid JSON: trailing comma at line 1 column 24"
+        );
+        assert_eq!(
+            err(r#"{"node": "127.0.0.1:1""#),
+            "config t.json is not valid JSON: EOF while parsing an object at line 1 column 22"
+        );
+        // A long value is cut, not echoed whole.
+        let long = "A".repeat(5_000);
+        let e = err(&format!(r#"{{"node": "127.0.0.1:1", "mode": "{long}"}}"#));
+        assert!(
+            e.len() < 300 && e.contains("... (5000 characters)` is not a mode"),
+            "{e}"
+        );
         assert_eq!(
             err(r#"{"node": "localhost"}"#),
             "config t.json: key `node`: `localhost` is not an ip:port or host:port address (for example 127.0.0.1:16000)"

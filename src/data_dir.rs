@@ -1,11 +1,14 @@
 //! The beacon's data directory: an exclusive lock, and the identity of the cluster whose
 //! state it holds (the state itself, term included, is [`crate::storage`]'s).
 //!
-//! The identity (cluster name, mode, beacon list, and what each machine records of its
-//! settings, such as the registry's node-ID range) is recorded with the state,
-//! so a beacon started on a directory written under another configuration refuses to load it
-//! instead of serving another cluster's registrations or dropping the ones its range no
-//! longer covers.
+//! The identity (cluster name, mode, the membership the state started with, and what each
+//! machine records of its settings, such as the registry's node-ID range) is recorded with
+//! the state, so a beacon started on a directory written under another configuration
+//! refuses to load it instead of serving another cluster's registrations or dropping the
+//! ones its range no longer covers.
+//!
+//! The membership is not compared: once a directory holds one, it wins over the configured
+//! lists, which are contact points from then on (see [`crate::server::load`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -24,8 +27,14 @@ pub struct Identity {
     pub format: u32,
     pub cluster: String,
     pub mode: String,
-    /// Every beacon of the cluster, sorted.
+    /// The voters of the membership the state started with, sorted: a new cluster's
+    /// configured list, or what the cluster answered a beacon that joined it. Changes of
+    /// membership in the log supersede it; it is kept as it was first recorded.
     pub beacons: Vec<String>,
+    /// The learners of that first membership, sorted; `None` in an identity written before
+    /// learners were recorded (the configured ones were the first then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learners: Option<Vec<String>>,
     /// What each machine records of its settings, by key (`id_range`).
     #[serde(flatten)]
     pub machines: std::collections::BTreeMap<String, serde_json::Value>,
@@ -39,6 +48,7 @@ pub fn identity_of(config: &crate::config::Config) -> Identity {
         machines: config.machines.identity(),
         mode: config.mode.to_string(),
         beacons: config.beacon_names(),
+        learners: Some(config.learners.iter().map(|l| l.to_string()).collect()),
     }
 }
 
@@ -47,8 +57,10 @@ fn format_1() -> u32 {
 }
 
 impl Identity {
-    /// The keys on which `self` (stored) and `configured` differ, described for an operator.
-    pub fn differences(&self, configured: &Identity) -> Vec<String> {
+    /// The keys on which `self` (stored) and `configured` differ, described for an operator;
+    /// the membership is not among them (the stored one wins), nor is the mode when
+    /// `mode_free` (a lone voter may switch: it has no majority to lose).
+    pub fn differences(&self, configured: &Identity, mode_free: bool) -> Vec<String> {
         let mut out = Vec::new();
         if self.cluster != configured.cluster {
             out.push(format!(
@@ -74,22 +86,27 @@ impl Identity {
                 ));
             }
         }
-        if self.mode != configured.mode {
+        if self.mode != configured.mode && !mode_free {
             out.push(format!(
-                "it was written in mode `{}`, this beacon is configured for `{}` (key `mode`)",
+                "it was written in mode `{}`, this beacon is configured for `{}` (key `mode`, flag --mode; only a lone beacon switches mode on its own, a cluster of several needs every beacon to switch together)",
                 self.mode, configured.mode
             ));
         }
-        if self.beacons != configured.beacons {
-            // Adopting a new list is not safe on its own: a majority of the new list may hold
-            // none of the newest writes (two new beacons beside one old).
-            out.push(format!(
-                "it was written by a cluster of [{}], this beacon is configured with [{}] (key `beacon`; a new set of beacons is safe only through a backup restored into it, as docs/operations.md says under \"Changing the set of beacons\": a majority of the new list may hold none of the newest writes)",
-                self.beacons.join(", "),
-                configured.beacons.join(", ")
-            ));
-        }
         out
+    }
+
+    /// `self` with `configured`'s cluster, mode and machines' settings, and its own first
+    /// membership: what is recorded once `configured` is adopted.
+    pub fn adopting(&self, configured: &Identity) -> Identity {
+        Identity {
+            format: configured.format,
+            beacons: self.beacons.clone(),
+            learners: self
+                .learners
+                .clone()
+                .or_else(|| configured.learners.clone()),
+            ..configured.clone()
+        }
     }
 }
 
@@ -189,21 +206,31 @@ impl DataDir {
         }
     }
 
-    /// Checks the recorded identity against the configured one. A mismatch is an error
-    /// unless `adopt` (the operator carries the state into the new configuration; the
-    /// caller then checks that the state fits it and records the new identity). Returns
-    /// what an operator should read in the log.
+    /// Checks the recorded identity `stored` against the configured one. A mismatch is an
+    /// error unless `adopt` (the operator carries the state into the new configuration; the
+    /// caller then checks that the state fits it and records the new identity). `lone`:
+    /// the stored membership is this beacon alone, which may switch mode. Returns what an
+    /// operator should read in the log.
     pub fn check_identity(
         &self,
+        stored: Option<&Identity>,
         configured: &Identity,
         adopt: bool,
+        lone: bool,
     ) -> Result<Vec<String>, DataDirError> {
-        let Some(stored) = self.load_identity()? else {
+        let Some(stored) = stored else {
             return Ok(Vec::new());
         };
-        let differences = stored.differences(configured);
+        let mut notices = Vec::new();
+        if lone && stored.mode != configured.mode {
+            notices.push(format!(
+                "mode `{}` now (the state was written in mode `{}`): a lone beacon switches mode safely, having no majority to lose",
+                configured.mode, stored.mode
+            ));
+        }
+        let differences = stored.differences(configured, lone);
         if differences.is_empty() {
-            return Ok(Vec::new());
+            return Ok(notices);
         }
         if !adopt {
             return Err(DataDirError::IdentityMismatch {
@@ -211,10 +238,12 @@ impl DataDir {
                 differences,
             });
         }
-        Ok(differences
-            .into_iter()
-            .map(|d| format!("--adopt-config: the stored state is carried over although {d}"))
-            .collect())
+        notices.extend(
+            differences
+                .into_iter()
+                .map(|d| format!("--adopt-config: the stored state is carried over although {d}")),
+        );
+        Ok(notices)
     }
 
     /// Durably records the identity the state is now written under.
@@ -268,6 +297,7 @@ mod tests {
                 "127.0.0.1:2".into(),
                 "127.0.0.1:3".into(),
             ],
+            learners: Some(Vec::new()),
         }
     }
 
@@ -275,19 +305,26 @@ mod tests {
     fn a_recorded_identity_must_match_unless_adopted() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = DataDir::open(tmp.path()).unwrap();
+        let check = |configured: &Identity, adopt: bool, lone: bool| {
+            dir.check_identity(
+                dir.load_identity().unwrap().as_ref(),
+                configured,
+                adopt,
+                lone,
+            )
+        };
         // Nothing recorded yet: anything goes.
         assert_eq!(
-            dir.check_identity(&identity("alpha", 9), false).unwrap(),
+            check(&identity("alpha", 9), false, false).unwrap(),
             Vec::<String>::new()
         );
         dir.store_identity(&identity("alpha", 9)).unwrap();
         assert!(
-            dir.check_identity(&identity("alpha", 9), false)
+            check(&identity("alpha", 9), false, false)
                 .unwrap()
                 .is_empty()
         );
-        let err = dir
-            .check_identity(&identity("beta", 7), false)
+        let err = check(&identity("beta", 7), false, false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -299,15 +336,21 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("--adopt-config"), "{err}");
-        // Another beacon list says how a set of beacons changes safely.
+        // Another beacon list is no difference: the stored membership wins.
         let mut moved = identity("alpha", 9);
         moved.beacons.push("127.0.0.1:4".into());
-        let err = dir.check_identity(&moved, false).unwrap_err().to_string();
+        assert!(check(&moved, false, false).unwrap().is_empty());
+        // Another mode is one, but for a lone beacon.
+        let mut classic = identity("alpha", 9);
+        classic.mode = "classic".into();
+        let err = check(&classic, false, false).unwrap_err().to_string();
+        assert!(err.contains("(key `mode`, flag --mode"), "{err}");
+        let notices = check(&classic, false, true).unwrap();
         assert!(
-            err.contains("(key `beacon`") && err.contains("Changing the set of beacons"),
-            "{err}"
+            notices.len() == 1 && notices[0].contains("a lone beacon switches mode safely"),
+            "{notices:?}"
         );
-        let notices = dir.check_identity(&identity("beta", 7), true).unwrap();
+        let notices = check(&identity("beta", 7), true, false).unwrap();
         assert_eq!(notices.len(), 2, "{notices:?}");
         // Checking changes nothing on disk; the caller records the new identity.
         assert_eq!(dir.load_identity().unwrap(), Some(identity("alpha", 9)));
@@ -316,6 +359,27 @@ mod tests {
             dir.load_identity(),
             Err(DataDirError::CorruptIdentity { .. })
         ));
+    }
+
+    #[test]
+    fn adopting_a_configuration_keeps_the_first_membership() {
+        let stored = identity("alpha", 9);
+        let mut configured = identity("beta", 7);
+        configured.beacons = vec!["127.0.0.1:9".into()];
+        configured.learners = Some(vec!["127.0.0.1:8".into()]);
+        let adopted = stored.adopting(&configured);
+        assert_eq!(adopted.cluster, "beta");
+        assert_eq!(adopted.machines, configured.machines);
+        assert_eq!(
+            (adopted.beacons, adopted.learners),
+            (stored.beacons, stored.learners)
+        );
+        // An identity written before learners were recorded takes the configured ones.
+        let old = Identity {
+            learners: None,
+            ..identity("alpha", 9)
+        };
+        assert_eq!(old.adopting(&configured).learners, configured.learners);
     }
 
     #[test]

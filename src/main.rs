@@ -31,6 +31,10 @@ struct Args {
     /// (overrides `learners`).
     #[arg(long, value_name = "IP:PORT,...", value_delimiter = ',', global = true)]
     learners: Option<Vec<String>>,
+    /// How writes are made safe: `quorum` or `classic` (overrides `mode`; default: quorum,
+    /// classic for a pair of beacons).
+    #[arg(long, value_name = "quorum|classic", global = true)]
+    mode: Option<String>,
     /// Heartbeat interval in milliseconds (overrides `tick_ms`).
     #[arg(long, value_name = "MS", global = true)]
     tick_ms: Option<u64>,
@@ -132,6 +136,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster: args.cluster,
         data_dir: args.data_dir,
         admin: args.admin,
+        mode: args.mode,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         tls_ca: args.tls_ca,

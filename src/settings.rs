@@ -37,6 +37,8 @@ pub enum ConfigError {
         path: PathBuf,
         cause: std::io::Error,
     },
+    #[error("{origin} is not valid JSON: {msg}")]
+    Syntax { origin: Origin, msg: String },
     #[error("{origin}: key `{key}`: {msg}")]
     Parse {
         origin: Origin,
@@ -101,6 +103,12 @@ pub trait Section: Sized + Clone + fmt::Debug + PartialEq {
 pub fn parse_keys<T: DeserializeOwned>(check: &Checker, text: &str) -> Result<T, ConfigError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
+        if e.inner().is_syntax() || e.inner().is_eof() {
+            return ConfigError::Syntax {
+                origin: check.origin.clone(),
+                msg: e.inner().to_string(),
+            };
+        }
         let key = match e.path().to_string() {
             p if p == "." => missing_field(e.inner()).unwrap_or_else(|| "(top level)".into()),
             p => p,
@@ -108,9 +116,40 @@ pub fn parse_keys<T: DeserializeOwned>(check: &Checker, text: &str) -> Result<T,
         ConfigError::Parse {
             origin: check.origin.clone(),
             key,
-            msg: e.inner().to_string(),
+            msg: cut_quoted(&e.inner().to_string()),
         }
     })
+}
+
+/// Quoted values longer than this are cut in error messages.
+const SHOWN_CHARS: usize = 64;
+
+/// `msg` with every quoted value (between backticks or double quotes) longer than
+/// [`SHOWN_CHARS`] cut to its start and its length: a 5,000-character value echoed whole
+/// buries the message that names it.
+pub fn cut_quoted(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(512));
+    let mut rest = msg;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = rest[open..].chars().next().expect("found");
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(quote) else {
+            break;
+        };
+        let value = &rest[..close];
+        let chars = value.chars().count();
+        if chars > SHOWN_CHARS {
+            out.extend(value.chars().take(SHOWN_CHARS - 16));
+            out.push_str(&format!("... ({chars} characters)"));
+        } else {
+            out.push_str(value);
+        }
+        out.push(quote);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// serde reports a missing field at the parent's path; pull the field's name out of the
@@ -158,7 +197,7 @@ impl Checker {
                 None => self.origin.to_string(),
             },
             key,
-            msg,
+            msg: cut_quoted(&msg),
         }
     }
 

@@ -87,7 +87,10 @@ fn invalid_configs_fail_at_start_naming_the_key() {
             r#"{"node": "127.0.0.1:1", "peers": []}"#,
             "key `peers`: unknown field `peers`",
         ),
-        (r#"{"beacon": []}"#, "key `node`: missing field `node`"),
+        (
+            r#"{"beacon": []}"#,
+            "key `node`: missing: give this beacon's own ip:port",
+        ),
         (
             r#"{"node": "127.0.0.1"}"#,
             "key `node`: `127.0.0.1` is not an ip:port or host:port address",

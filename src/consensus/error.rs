@@ -63,7 +63,7 @@ pub enum ChangeError {
     #[error(transparent)]
     Members(#[from] super::MembersError),
     #[error(
-        "membership changes need quorum mode (`mode = \"quorum\"`, also for one beacon): classic mode has no majority to keep them safe"
+        "membership changes need quorum mode, and this cluster runs in classic mode, which has no majority to keep them safe: restart a lone beacon with `--mode quorum` (or `\"mode\": \"quorum\"` in its config file), which it switches to on its own; beacons of a classic pair switch together, each restarted once with --mode quorum --adopt-config"
     )]
     ClassicMode,
     #[error(

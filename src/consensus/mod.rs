@@ -67,25 +67,43 @@ const MAX_ENTRIES_PER_MESSAGE: usize = 256;
 /// costs hundreds of milliseconds to build, encode and install.
 const MAX_ENTRIES_FETCHED: u64 = 16 * MAX_ENTRIES_PER_MESSAGE as u64;
 
+/// The membership a stored state holds: its log's last change, else its snapshot's; `None`
+/// when it never changed (the first membership, configured or answered to `--join`, holds).
+pub fn stored_members<C, S>(
+    snapshot: Option<&Snapshot<S>>,
+    entries: &[Entry<C>],
+) -> Option<Members> {
+    entries
+        .iter()
+        .rev()
+        .find_map(|e| match &e.payload {
+            Payload::Members(m) => Some(m.clone()),
+            _ => None,
+        })
+        .or_else(|| snapshot.and_then(|s| s.members.clone()))
+}
+
 /// How writes are made safe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// NebulaBeacon's behaviour, for one or two beacons: the elected leader serves writes;
+    /// NebulaBeacon's behaviour, for two beacons: the elected leader serves writes;
     /// a write is acknowledged once every online, in-sync beacon stored it.
     Classic,
-    /// For three or more beacons: a leader serves writes only while it sees a majority, only
+    /// For one, three or more beacons: a leader serves writes only while it sees a majority, only
     /// after it took over the state of a majority, and acknowledges a write once a majority
     /// stored it.
     Quorum,
 }
 
 impl Mode {
-    /// The default for a cluster of `beacons`.
+    /// The default for a cluster of `beacons`: quorum, but for two beacons, which classic
+    /// keeps writing when one is down. A lone beacon has no majority to lose, and in quorum
+    /// mode it grows by `--join` without a restart.
     pub fn default_for(beacons: usize) -> Mode {
-        if beacons >= 3 {
-            Mode::Quorum
-        } else {
+        if beacons == 2 {
             Mode::Classic
+        } else {
+            Mode::Quorum
         }
     }
 
@@ -392,15 +410,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         commit: u64,
     ) -> Result<(Self, Vec<String>), RestoreError> {
         // Stored membership wins over the configured one.
-        let stored = entries
-            .iter()
-            .rev()
-            .find_map(|e| match &e.payload {
-                Payload::Members(m) => Some(m.clone()),
-                _ => None,
-            })
-            .or_else(|| snapshot.as_ref().and_then(|s| s.members.clone()));
-        let members = stored.unwrap_or_else(|| {
+        let members = stored_members(snapshot.as_ref(), &entries).unwrap_or_else(|| {
             Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied())
         });
         // A beacon that is no member (removed, or not yet added) is a learner in its map:
@@ -514,6 +524,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The leader-side service (what only a leader keeps is empty elsewhere).
     pub fn service(&self) -> &V {
         &self.service
+    }
+
+    /// Why a beacon that does not lead cannot serve: the leader it knows, or, when its
+    /// election names itself but it has not started leading yet (its next step does), not
+    /// ready: a caller must never be sent on to this beacon itself.
+    pub fn not_leader(&self) -> ConsensusError {
+        match self.election.leader() {
+            Some(leader) if leader == self.cfg.me => ConsensusError::NotReady,
+            leader => ConsensusError::NotLeader { leader },
+        }
     }
 
     pub fn is_leader(&self) -> bool {
@@ -870,14 +890,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return Some(ConsensusError::NotReady);
         }
         if self.leading.is_none() {
-            let leader = self.election.leader();
             // A beacon on a minority side that knows no leader says why none can lead.
-            if leader.is_none()
+            if self.election.leader().is_none()
                 && let Some(e) = self.no_quorum()
             {
                 return Some(e);
             }
-            return Some(ConsensusError::NotLeader { leader });
+            return Some(self.not_leader());
         }
         if let Some(e) = self.no_quorum() {
             return Some(e);

@@ -222,6 +222,12 @@ impl DriverHandle {
         self.view.read().election().peers().any(|p| p == node)
     }
 
+    /// Whether this beacon can serve writes now (it leads, sees a majority and has taken
+    /// over its state).
+    pub(crate) fn serving(&self) -> bool {
+        self.view.read().ready_to_serve().is_ok()
+    }
+
     /// The log index of the membership in effect here (0: the configured one).
     pub(crate) fn members_index(&self) -> u64 {
         self.view.read().members_index()
@@ -306,8 +312,7 @@ impl DriverHandle {
         let (answer, at, term) = {
             let replica = self.view.read();
             if !replica.is_leader() {
-                let leader = replica.election().leader();
-                return Err(ConsensusError::NotLeader { leader }.into());
+                return Err(replica.not_leader().into());
             }
             replica.ready_to_serve()?;
             let answer = f(&replica, self.view.now());

@@ -208,7 +208,13 @@ impl Driver {
         let (leads, term, promise) = {
             let core = self.core();
             let election = core.election();
-            (core.is_leader(), election.term(), election.promise())
+            // A lone voter's election names it at once; in quorum mode its core starts
+            // leading at its first step.
+            (
+                election.leader() == Some(self.config.node),
+                election.term(),
+                election.promise(),
+            )
         };
         if leads {
             info!(term, "configured alone: leading");

@@ -3,7 +3,7 @@
 //! cluster answered. It needs no list of every beacon: the members are in the cluster's log.
 //!
 //! Only a beacon with an empty data directory asks. One that joined before restarts from
-//! what it stored (its stored membership wins), with the list it was given then.
+//! what it stored: its stored membership wins (`server::load`), as it does for any beacon.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,17 +50,11 @@ pub async fn join(
     config.mode = Mode::Quorum;
     let me = config.node;
     let data_dir = DataDir::open(&config.data_dir)?;
-    if let Some(stored) = data_dir.load_identity()? {
+    if data_dir.load_identity()?.is_some() {
         info!(
             data_dir = %config.data_dir.display(),
             "--join: this beacon has state already: it restarts from it (its stored membership wins)"
         );
-        config.beacons = parse_all(&stored.beacons)?;
-        config.learners = if config.beacons.contains(&me) {
-            Vec::new()
-        } else {
-            vec![me]
-        };
         return Ok(config);
     }
     drop(data_dir);

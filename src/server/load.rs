@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use crate::config::Config;
-use crate::consensus::{self, Machine, RestoreError};
+use crate::consensus::{self, Machine, Members, RestoreError};
 use crate::data_dir::{DataDir, DataDirError, identity_of};
 use crate::machines::{Configured, Replica, Services, State};
 use crate::storage::{Files, Storage, StorageError};
@@ -45,6 +45,16 @@ pub enum LoadError {
         "data_dir {path}: the stored {what}; no beacon writes such values, so the data directory is damaged: move it aside and start this beacon with an empty one (it fetches the state from the others)"
     )]
     LogBeyondBound { path: PathBuf, what: String },
+    #[error(
+        "data_dir {path}: this beacon ({node}) is not a member of the cluster its state says: it was removed ({members} as of {from}). To bring it back, move the data directory aside and start it with --join {seeds}; to run it on its own, give it an empty data directory and another cluster name"
+    )]
+    NotAMember {
+        path: PathBuf,
+        node: std::net::SocketAddr,
+        members: Box<Members>,
+        from: &'static str,
+        seeds: String,
+    },
 }
 
 /// The stored state, loaded.
@@ -55,6 +65,9 @@ pub(crate) struct Loaded {
     pub(crate) core: Replica,
     /// Lines for the log, once it carries the beacon's identity: (is a warning, text).
     pub(crate) notices: Vec<(bool, String)>,
+    /// The membership this beacon starts with: the stored one, whatever the configured
+    /// lists say.
+    pub(crate) members: Members,
 }
 
 /// The consensus core's share of the configuration.
@@ -77,14 +90,63 @@ pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> c
 
 pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, LoadError> {
     let data_dir = DataDir::open(&config.data_dir)?;
-    let identity = identity_of(config);
+    let recorded = data_dir.load_identity()?;
+    let configured = identity_of(config);
+    let (mut storage, restored) = Storage::open(Files::new(data_dir.path()))?;
+    // Once a data directory holds a membership, it wins: the log's, else the one the state
+    // started with (recorded with its identity); the configured lists are contact points.
+    let first = match &recorded {
+        Some(r) => first_members(r, config, &configured)?,
+        None => Members::new(
+            config.beacons.iter().copied(),
+            config.learners.iter().copied(),
+        ),
+    };
+    let in_log = consensus::stored_members(restored.snapshot.as_ref(), &restored.entries);
+    let (members, source) = match in_log {
+        Some(m) => (m, "its log"),
+        None if recorded.is_some() => (first.clone(), "identity.json"),
+        None => (first.clone(), "the configuration"),
+    };
+    if !members.contains(config.node) {
+        return Err(LoadError::NotAMember {
+            path: config.data_dir.clone(),
+            node: config.node,
+            seeds: members
+                .voters
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            members: Box::new(members),
+            from: source,
+        });
+    }
+    let lone = members.voters.len() == 1 && members.all().count() == 1;
     let mut notices: Vec<(bool, String)> = data_dir
-        .check_identity(&identity, options.adopt_config)?
+        .check_identity(recorded.as_ref(), &configured, options.adopt_config, lone)?
         .into_iter()
         .map(|n| (true, n))
         .collect();
-    let recorded = data_dir.load_identity()?;
-    let (mut storage, restored) = Storage::open(Files::new(data_dir.path()))?;
+    let configured_members = Members::new(
+        config.beacons.iter().copied(),
+        config.learners.iter().copied(),
+    );
+    if recorded.is_some()
+        && (members.voters != configured_members.voters
+            || members.learners != configured_members.learners)
+    {
+        notices.push((
+            false,
+            format!(
+                "starting with the stored membership ({members}, from {source}), not the configured lists ({configured_members}): once a data directory holds a membership the configured lists are only contact points (change the membership with `nebcli member` or `beacon --join`)"
+            ),
+        ));
+    }
+    let identity = match &recorded {
+        Some(r) => r.adopting(&configured),
+        None => configured.clone(),
+    };
     let positions = restored
         .snapshot
         .iter()
@@ -144,8 +206,11 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         restored.snapshot.as_ref().map(|s| s.position),
         restored.entries.len(),
     );
+    let mut consensus = consensus_config(config, stored);
+    consensus.beacons = first.voters.iter().copied().collect();
+    consensus.learners = first.learners.iter().copied().collect();
     let (core, restore_notices) = Replica::restore(
-        consensus_config(config, stored),
+        consensus,
         State::configured(&config.machines),
         Services::configured(&config.machines),
         restored.snapshot,
@@ -186,5 +251,34 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
         storage,
         core,
         notices,
+        members,
     })
+}
+
+/// The first membership `recorded` names, as addresses (its learners the configured ones
+/// when it predates their record).
+fn first_members(
+    recorded: &crate::data_dir::Identity,
+    config: &Config,
+    configured: &crate::data_dir::Identity,
+) -> Result<Members, LoadError> {
+    let parse = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| {
+                n.parse::<std::net::SocketAddr>().map_err(|_| {
+                    LoadError::DataDir(DataDirError::CorruptIdentity {
+                        path: config.data_dir.clone(),
+                        why: format!("`{n}` in its membership is not an ip:port address"),
+                    })
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let learners = recorded
+        .learners
+        .as_ref()
+        .or(configured.learners.as_ref())
+        .map_or(&[][..], Vec::as_slice);
+    Ok(Members::new(parse(&recorded.beacons)?, parse(learners)?))
 }

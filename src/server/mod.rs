@@ -60,6 +60,10 @@ pub enum ServerError {
     },
 }
 
+/// How long a lone voter waits to serve before it lets clients in anyway (they are then
+/// told to retry, as at any leader taking over).
+const LONE_READY_WAIT: Duration = Duration::from_secs(2);
+
 /// A beacon whose sockets are bound and whose stored state is loaded, ready to run.
 pub struct Server {
     config: Arc<Config>,
@@ -77,8 +81,15 @@ impl Server {
     }
 
     /// [`Server::bind`] with start options (`--adopt-config`).
-    pub async fn bind_with(config: Config, options: StartOptions) -> Result<Server, ServerError> {
+    pub async fn bind_with(
+        mut config: Config,
+        options: StartOptions,
+    ) -> Result<Server, ServerError> {
         let loaded = load::load(&config, options)?;
+        // The stored membership, not the configured lists, is whom this beacon links with
+        // and what its handshake names.
+        config.beacons = loaded.members.voters.iter().copied().collect();
+        config.learners = loaded.members.learners.iter().copied().collect();
         let tls = shared::ServerTls::load(&config)?;
         let bind = |key, addr| async move {
             TcpListener::bind(addr)
@@ -220,6 +231,15 @@ impl Server {
                 shared: shared.clone(),
             };
             tracker.spawn(admin::serve(admin, tls, state, token.clone()).in_current_span());
+        }
+        // A lone voter leads at once: its first steps take over its own state. Its first
+        // client is let in once that is done, so that nobody is told to retry a beacon that
+        // answers alone.
+        if config.beacons == [config.node] && config.learners.is_empty() {
+            let deadline = tokio::time::Instant::now() + LONE_READY_WAIT;
+            while !shared.driver.serving() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
         info!(addr = %config.node, "listening for beacons and clients");
 

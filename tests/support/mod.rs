@@ -29,3 +29,23 @@ pub fn report_of(node: &pb::registry::NodeInfo) -> pb::registry::NodeReport {
         ..Default::default()
     }
 }
+
+/// `nebcli -s AT register --type TYPE --addr ADDR`, which must succeed.
+pub fn nebcli_register(nebcli: &std::path::Path, at: SocketAddr, node_type: &str, addr: &str) {
+    let at = at.to_string();
+    let (ok, out) = beacon_testkit::run_nebcli(
+        nebcli,
+        &["-s", &at, "register", "--type", node_type, "--addr", addr],
+    );
+    assert!(ok, "nebcli register at {at}: {out}");
+}
+
+/// Whether `at` lists a registration at service address `addr`; panics if `at` cannot be
+/// asked.
+pub async fn lists_service(at: SocketAddr, addr: &str) -> bool {
+    let reply = nodes(at).await.unwrap_or_else(|| panic!("nodes at {at}"));
+    reply
+        .nodes
+        .iter()
+        .any(|n| n.node.as_ref().is_some_and(|i| i.addr == addr))
+}
