@@ -152,7 +152,7 @@ async fn garbage_oversize_and_truncation_are_refused_and_the_daemon_goes_on() {
     assert_eq!(code, Some(ErrorCode::FrameTooLarge));
     assert!(
         msg.contains(&format!(
-            "{} bytes exceeds the limit of {MAX_FRAME} bytes",
+            "{} bytes exceeds the limit of {MAX_FRAME} bytes (`max_frame_bytes`)",
             MAX_FRAME + 1
         )),
         "{msg}"

@@ -172,7 +172,7 @@ async fn health_probes_and_metrics_follow_the_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_admin_paths_name_the_endpoints() {
+async fn unknown_admin_paths_name_the_endpoints_and_a_client_there_is_sent_on() {
     let ops = Ops::start();
     let (code, body) = ops.get(0, "/nope");
     assert_eq!(code, 404);
@@ -180,6 +180,20 @@ async fn unknown_admin_paths_name_the_endpoints() {
         body.contains("/metrics") && body.contains("/readyz"),
         "{body}"
     );
+    // nebcli pointed at the admin port is told it speaks HTTP, at once, and the beacon
+    // serves on.
+    let nebcli_bin = nebcli(BEACON.as_ref());
+    let admin = ops.admin[0].to_string();
+    let (ok, said) = run_nebcli(&nebcli_bin, &["-s", &admin, "show", "beacon"]);
+    assert!(!ok);
+    assert!(
+        said.contains(&format!("{admin} speaks HTTP, not beacon's protocol"))
+            && said.contains("admin HTTP API")
+            && !said.contains("no leader answered"),
+        "{said}"
+    );
+    let (code, _) = ops.get(0, "/health");
+    assert_eq!(code, 200);
 }
 
 /// The metric names the example alerting rules and dashboard in `conf/` use, each with the

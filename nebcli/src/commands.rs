@@ -105,7 +105,7 @@ pub fn second_words(first: &str) -> Vec<String> {
 /// follows it, and the global options.
 fn completion_script(shell: &str) -> String {
     let firsts = command_words().join(" ");
-    let options = "-s --server -w --write-out --json --cluster --timeout-ms --cacert --cert --key --token --help --version";
+    let options = options().join(" ");
     let seconds: Vec<(String, String)> = command_words()
         .into_iter()
         .map(|w| {
@@ -184,8 +184,71 @@ pub fn help_text() -> String {
     out
 }
 
-/// Parses one command line. `Ok(None)` for a blank line.
+/// Parses one command line. `Ok(None)` for a blank line. A line not understood is told
+/// what was likely meant: an option nebcli has, a command, or the word after it.
 pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
+    parse_words(words).map_err(|e| match suggestion(words) {
+        Some(meant) => usage(format!("{} (did you mean {meant}?)", e.0)),
+        None => e,
+    })
+}
+
+/// The global options, for the message that refuses another.
+fn options() -> Vec<&'static str> {
+    let mut all: Vec<&str> = crate::GLOBAL_WITH_VALUE
+        .iter()
+        .chain(crate::GLOBAL_FLAGS)
+        .copied()
+        .chain(["--help", "--version"])
+        .collect();
+    all.sort_unstable();
+    all
+}
+
+/// What a line that did not parse likely meant: the option nearest an unknown one, the
+/// command nearest an unknown first word, or, after a known first word, the nearest word
+/// that may follow it (`show beacons` -> `show beacon`).
+fn suggestion(words: &[&str]) -> Option<String> {
+    let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+    let first = lower.first()?;
+    if first.starts_with('-') {
+        let name = first.split_once('=').map_or(first.as_str(), |(n, _)| n);
+        return nearest(name, options()).map(|o| format!("`{o}`"));
+    }
+    let commands = command_words();
+    if !commands.contains(first) {
+        return nearest(first, commands.iter().map(String::as_str)).map(|c| format!("`{c}`"));
+    }
+    let second = lower.get(1)?;
+    let follows = second_words(first);
+    if follows.is_empty() || follows.contains(second) || second.starts_with('-') {
+        return None;
+    }
+    nearest(second, follows.iter().map(String::as_str)).map(|w| format!("`{first} {w}`"))
+}
+
+/// The candidate `word` most likely stands for: the shortest that starts with it (two
+/// letters or more typed), else the nearest within two edits (one for a short word).
+fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let candidates: Vec<&str> = candidates.into_iter().collect();
+    if word.len() >= 2
+        && let Some(started) = candidates
+            .iter()
+            .filter(|c| c.starts_with(word))
+            .min_by_key(|c| c.len())
+    {
+        return Some(started);
+    }
+    let most = if word.len() < 4 { 1 } else { 2 };
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|(d, _)| *d <= most)
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn parse_words(words: &[&str]) -> Result<Option<Command>, UsageError> {
     // Words after `--` are a command nebcli runs (`lock NAME -- CMD`), not nebcli's.
     let own = &words[..words.iter().position(|w| *w == "--").unwrap_or(words.len())];
     if own.len() > 1 && own.iter().any(|w| *w == "--help" || *w == "-h") {
@@ -248,6 +311,10 @@ pub fn parse(words: &[&str]) -> Result<Option<Command>, UsageError> {
             subjects().join(", ")
         ))),
         ["show", what, ..] => Err(usage(format!("unknown subject `show {what}`"))),
+        [other, ..] if other.starts_with('-') => Err(usage(format!(
+            "unknown option `{other}` (nebcli's options: {})",
+            options().join(" ")
+        ))),
         [other, ..] => Err(usage(format!("unknown command `{other}`"))),
     }
 }
@@ -346,6 +413,37 @@ mod tests {
                 node_type: "BENCH".into()
             })))
         );
+    }
+
+    #[test]
+    fn a_near_miss_is_told_what_was_meant() {
+        let said = |words: &[&str]| parse(words).unwrap_err().0;
+        assert_eq!(
+            said(&["--bogus", "show", "beacon"]),
+            format!(
+                "unknown option `--bogus` (nebcli's options: {})",
+                options().join(" ")
+            )
+        );
+        assert!(said(&["--sever", "show"]).ends_with("did you mean `--server`?)"));
+        assert!(said(&["show", "beacons"]).ends_with("did you mean `show beacon`?)"));
+        assert!(said(&["show", "nod"]).ends_with("did you mean `show nodes`?)"));
+        assert!(said(&["regster"]).ends_with("did you mean `register`?)"));
+        assert!(said(&["sequence", "nxt", "x"]).ends_with("did you mean `sequence next`?)"));
+        assert!(said(&["member", "lst"]).ends_with("did you mean `member list`?)"));
+        assert!(said(&["config", "gt", "x"]).ends_with("did you mean `config get`?)"));
+        assert!(said(&["queue", "creat", "q"]).ends_with("did you mean `queue create`?)"));
+        // Every subject of `show` is one a near miss can be sent to.
+        for subject in subjects() {
+            let typo = format!("{subject}s");
+            assert!(
+                said(&["show", &typo]).ends_with(&format!("did you mean `show {subject}`?)")),
+                "{subject}: {}",
+                said(&["show", &typo])
+            );
+        }
+        // Nothing near: no guess.
+        assert!(!said(&["frobnicate"]).contains("did you mean"));
     }
 
     #[test]

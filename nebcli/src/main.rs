@@ -80,6 +80,15 @@ struct Args {
         hide_env_values = true
     )]
     token: Option<String>,
+    /// Largest frame sent or taken, in bytes: the beacons' `max_frame_bytes` when it was
+    /// raised (a larger request is refused here at once, saying so).
+    #[arg(
+        long,
+        value_name = "BYTES",
+        env = "BEACON_MAX_FRAME_BYTES",
+        default_value_t = beacon::wire::frame::DEFAULT_MAX_FRAME
+    )]
+    max_frame_bytes: usize,
     /// The command, e.g. `show beacon`; none opens the interactive prompt.
     #[arg(
         trailing_var_arg = true,
@@ -91,12 +100,13 @@ struct Args {
 
 const AFTER_HELP: &str = "`nebcli COMMAND --help` explains one command. Without a command, the \
 interactive `nebcli)` prompt (tab completes commands). Options may come before or after the \
-command. Environment: BEACON_ENDPOINTS (as -s), BEACON_TIMEOUT_MS, BEACON_CONSISTENCY, BEACON_TOKEN.";
+command. Environment: BEACON_ENDPOINTS (as -s), BEACON_TIMEOUT_MS, BEACON_CONSISTENCY, BEACON_TOKEN, \
+BEACON_MAX_FRAME_BYTES.";
 
 /// Global options that take a value, and those that do not: nebcli's wherever they are
 /// written (no command has an option of the same name, so `--timeout-ms` after `task submit
 /// --wait` bounds the wait; a task's own limit is `--attempt-timeout-ms`).
-const GLOBAL_WITH_VALUE: &[&str] = &[
+pub(crate) const GLOBAL_WITH_VALUE: &[&str] = &[
     "-s",
     "--server",
     "-w",
@@ -108,8 +118,9 @@ const GLOBAL_WITH_VALUE: &[&str] = &[
     "--cert",
     "--key",
     "--token",
+    "--max-frame-bytes",
 ];
-const GLOBAL_FLAGS: &[&str] = &["--json"];
+pub(crate) const GLOBAL_FLAGS: &[&str] = &["--json"];
 
 /// Moves the global options written after the command in front of it, so that `nebcli
 /// show beacon --json -s A` means what `nebcli --json -s A show beacon` does.
@@ -205,6 +216,7 @@ fn main() -> ExitCode {
         cluster: args.cluster,
         timeout: Duration::from_millis(args.timeout_ms),
         consistency: beacon::wire::Consistency::named(&args.consistency).unwrap_or_default(),
+        max_frame_bytes: args.max_frame_bytes,
         ..ConnectOptions::default()
     };
     if let Some(token) = args.token.filter(|t| !t.is_empty()) {

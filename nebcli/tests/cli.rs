@@ -438,6 +438,49 @@ fn unreachable_server_is_one_clear_line_and_exit_1() {
 }
 
 #[test]
+fn a_value_over_the_frame_limit_is_refused_at_once_naming_the_limit() {
+    let c = Cluster::start("cli-big");
+    let at = c.addrs[0].to_string();
+    let big = "a".repeat(10_000_000);
+    // Refused, not retried until the command's time is up ("no leader answered").
+    let out = nebcli(
+        &["-s", &at, "config", "put", "cluster/big", "-"],
+        Some(&big),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the request is 10000")
+            && stderr.contains("over the frame limit of 4194304 bytes (`max_frame_bytes`")
+            && stderr.contains("nebcli --max-frame-bytes")
+            && !stderr.contains("no leader answered"),
+        "{stderr}"
+    );
+    // With nebcli's own limit raised, the beacon refuses it (its limit is the default),
+    // and says so rather than dropping the connection.
+    let out = nebcli(
+        &[
+            "-s",
+            &at,
+            "--max-frame-bytes",
+            "20000000",
+            "config",
+            "put",
+            "cluster/big",
+            "-",
+        ],
+        Some(&big),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("exceeds the limit of 4194304 bytes (`max_frame_bytes`)")
+            && !stderr.contains("no leader answered"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn usage_errors_exit_2_and_help_needs_no_server() {
     let dead = closed_port().to_string();
     let out = nebcli(&["-s", &dead, "frobnicate"], None);
@@ -449,6 +492,20 @@ fn usage_errors_exit_2_and_help_needs_no_server() {
     let out = nebcli(&["-s", &dead, "help"], None);
     assert!(out.status.success());
     assert!(text(&out.stdout).contains("show beacon"));
+    // An unknown option is one, not a command; near misses are told what was meant.
+    let out = nebcli(&["-s", &dead, "--bogus", "show", "beacon"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("nebcli: unknown option `--bogus` (nebcli's options: "),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = nebcli(&["-s", &dead, "show", "beacons"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "nebcli: unknown subject `show beacons` (did you mean `show beacon`?); type `help` for the list of commands"
+    );
 }
 
 #[test]

@@ -66,6 +66,27 @@ pub enum ClientError {
     Closed { addr: String },
     #[error("beacon at {addr}: {cause}")]
     Frame { addr: String, cause: FrameError },
+    /// A request (or its answer) over the frame limit: sending it again never helps.
+    #[error(
+        "{} is {len} bytes, over the frame limit of {max} bytes (`max_frame_bytes`, 4 MiB by default on every beacon and client): send less, or raise `max_frame_bytes` on the beacons and this client's limit (nebcli --max-frame-bytes, ConnectOptions::max_frame_bytes)",
+        if *request { "the request" } else { "the answer" }
+    )]
+    TooLarge {
+        addr: String,
+        /// The request was (else the answer).
+        request: bool,
+        len: usize,
+        max: usize,
+    },
+    /// An HTTP server answered where a beacon's client port was expected.
+    #[error(
+        "{addr} speaks HTTP, not beacon's protocol: it is likely a beacon's admin HTTP API; point the client at the beacon's client port (its `node` address{})",
+        client_port.as_ref().map(|p| format!("; the admin API defaults to that port + 88, so perhaps {p}")).unwrap_or_default()
+    )]
+    NotABeacon {
+        addr: String,
+        client_port: Option<String>,
+    },
     #[error(
         "beacon at {addr} answered cmd {got} seq {got_seq} to request cmd {sent} seq {sent_seq}"
     )]
@@ -117,6 +138,8 @@ impl ClientError {
                 )
             ),
             ClientError::NoLeader { .. }
+            | ClientError::TooLarge { .. }
+            | ClientError::NotABeacon { .. }
             | ClientError::Tls { .. }
             | ClientError::BadReply { .. }
             | ClientError::Ended { .. } => false,
@@ -129,6 +152,45 @@ impl ClientError {
     pub fn leaves_connection_usable(&self) -> bool {
         matches!(self, ClientError::Refused { .. })
     }
+}
+
+impl ClientError {
+    /// What `cause`, met on the connection to `addr` while request `cmd` was under way,
+    /// says to a caller: over the frame limit and HTTP where a beacon was expected are
+    /// errors of their own, never worth a retry.
+    pub fn of_frame(addr: &str, cmd: u32, cause: FrameError) -> ClientError {
+        match cause {
+            FrameError::TooLarge {
+                cmd: sent,
+                len,
+                max,
+                ..
+            } => ClientError::TooLarge {
+                addr: addr.to_owned(),
+                request: sent == cmd,
+                len,
+                max,
+            },
+            FrameError::BadMagic { found, .. } if found.to_be_bytes() == *b"HT" => {
+                ClientError::NotABeacon {
+                    addr: addr.to_owned(),
+                    client_port: admin_to_client(addr),
+                }
+            }
+            cause => ClientError::Frame {
+                addr: addr.to_owned(),
+                cause,
+            },
+        }
+    }
+}
+
+/// The client port a beacon whose admin API is on `addr` has by default (admin = port +
+/// 88), when `addr` is host:port.
+fn admin_to_client(addr: &str) -> Option<String> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok()?.checked_sub(88)?;
+    Some(format!("{host}:{port}"))
 }
 
 /// Whether `a` was sent before `b` on one connection (sequence numbers wrap).
@@ -449,10 +511,7 @@ impl Client {
                 what,
                 timeout: self.timeout,
             })?
-            .map_err(|cause| ClientError::Frame {
-                addr: self.addr.clone(),
-                cause,
-            })?
+            .map_err(|cause| ClientError::of_frame(&self.addr, cmd.code(), cause))?
             .ok_or_else(|| ClientError::Closed {
                 addr: self.addr.clone(),
             })?;

@@ -41,9 +41,38 @@ pub(super) async fn next_frame(
             let (cmd, seq) = e.request().unwrap_or((0, 0));
             let reply = wire::error_frame(cmd, seq, wire::error_code_for(&e), e.to_string());
             let _ = conn.send(reply).await;
+            if let FrameError::TooLarge { len, .. } = e {
+                drain(conn, len).await;
+            }
             None
         }
     }
+}
+
+/// The most of an oversized body read and dropped after refusing it, and for how long.
+const DRAIN_BYTES: usize = 64 << 20;
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and drops the body of a frame refused as too large (up to [`DRAIN_BYTES`], for
+/// [`DRAIN_TIME`]), so that the client, still sending it, reads the refusal: a socket
+/// closed with unread bytes resets the connection, and the client would see only that.
+async fn drain(conn: &mut Conn, len: usize) {
+    use tokio::io::AsyncReadExt;
+    let mut left = len
+        .min(DRAIN_BYTES)
+        .saturating_sub(conn.read_buffer().len());
+    conn.read_buffer_mut().clear();
+    let stream = conn.get_mut();
+    let mut buf = vec![0u8; 64 << 10];
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        while left > 0 {
+            match stream.read(&mut buf[..left.min(64 << 10)]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left -= n,
+            }
+        }
+    })
+    .await;
 }
 
 /// Logs a connection refused for `kind` (`why` in full the first time, then summed up; see

@@ -106,7 +106,9 @@ pub enum FrameError {
     BadMagic { found: u16, hint: &'static str },
     #[error("unsupported protocol version {found} (this beacon speaks version {VERSION})")]
     UnsupportedVersion { found: u8, cmd: u32, seq: u32 },
-    #[error("frame cmd {cmd} seq {seq}: body of {len} bytes exceeds the limit of {max} bytes")]
+    #[error(
+        "frame cmd {cmd} seq {seq}: body of {len} bytes exceeds the limit of {max} bytes (`max_frame_bytes`)"
+    )]
     TooLarge {
         cmd: u32,
         seq: u32,

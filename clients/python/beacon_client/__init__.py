@@ -12,6 +12,7 @@ from .assignments import Assignments, Event
 from .client import Client
 from .configs import ConfigWatch
 from .discovery import Watch
+from .nodes import Node
 from .errors import (
     Aborted,
     AlreadyExists,
@@ -24,6 +25,7 @@ from .errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    TooLarge,
     Unauthenticated,
     Unavailable,
 )
@@ -35,7 +37,7 @@ __all__ = [
     "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Client", "Compacted",
     "ConfigWatch",
     "DeadlineExceeded",
-    "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "NotFound",
+    "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "Node", "NotFound",
     "PermissionDenied", "Registration", "ResourceExhausted", "Sequence", "Snowflake",
-    "TaskFailure", "Unauthenticated", "Unavailable", "Watch", "Worker", "decode",
+    "TaskFailure", "TooLarge", "Unauthenticated", "Unavailable", "Watch", "Worker", "decode",
 ]

@@ -134,11 +134,22 @@ class Client:
         """Runs `attempt(stub)` with failover, as `call` does."""
         deadline = time.monotonic() + (self.retry_for if retry_for is None else retry_for)
         pause = 0.01
+        # Beacons where nothing listens: known at once, and once every beacon of the list
+        # is one, waiting longer helps nobody.
+        refused: set[str] = set()
         while True:
+            beacon = self.beacons[self._current]
             try:
                 return attempt(self.stub(service))
             except grpc.RpcError as e:
                 err = errors.from_rpc_error(e)
+                if errors.connection_refused(err):
+                    refused.add(beacon)
+                    if refused.issuperset(self.beacons):
+                        raise errors.Unavailable(
+                            f"nothing listens at {', '.join(self.beacons)} (connection refused): "
+                            "start the beacons, or give the client their client ports",
+                            err.status) from None
                 if not err.retryable or time.monotonic() + pause > deadline:
                     raise err from None
             self.next_beacon()
@@ -174,15 +185,17 @@ class Client:
         reply = self.call("registry", "Register", request)
         return Registration(self, reply, request, on_lost=on_lost, snowflake=snowflake)
 
-    def nodes(self, node_type: str = "", page: int = 0) -> list:
-        """The registered services (of one type), as this cluster's beacons see them. With
+    def nodes(self, node_type: str = "", page: int = 0) -> list["Node"]:
+        """The registered services (of one type), as this cluster's beacons see them: each
+        a `Node` (`node_id`, `addr`, `is_online`, ...), the type a watch yields too. With
         `page`, the list is read in pages of that many entries, cut on the beacon, so that a
         registry of any size comes in bounded replies (each page linearizable on its own)."""
+        from .nodes import Node
         found, start = [], 0
         while True:
             reply = self.call("registry", "Nodes", registry_pb2.NodesRequest(
                 node_type=node_type, limit=page, from_node_id=start))
-            found.extend(reply.nodes)
+            found.extend(Node.of_entry(e) for e in reply.nodes)
             if not page or not reply.next_node_id:
                 return found
             start = reply.next_node_id
@@ -223,9 +236,16 @@ class Client:
 
     def config_watch(self, prefixes: Iterable[str] = ()) -> "ConfigWatch":
         """The documents under `prefixes` (all when none), then each change (see
-        `ConfigWatch`)."""
-        from .configs import ConfigWatch
-        return ConfigWatch(self, prefixes=list(prefixes))
+        `ConfigWatch`). A prefix no key can start with (keys start with `cluster/`,
+        `type/`, `node/`, `id/`, `file/` or `beacon/`) raises `InvalidArgument` at once, as
+        the beacons refuse it."""
+        from .configs import ConfigWatch, check_prefix
+        if isinstance(prefixes, str):
+            prefixes = [prefixes]
+        prefixes = list(prefixes)
+        for prefix in prefixes:
+            check_prefix(prefix)
+        return ConfigWatch(self, prefixes=prefixes)
 
     def service_config(self, node_type: str, addr: str, node_id: int = 0) -> "ConfigWatch":
         """What the service of type `node_type` at `addr` (with node ID `node_id`, when it

@@ -5,8 +5,22 @@ from __future__ import annotations
 
 import threading
 
+from . import errors
 from ._pb import configs_pb2
 from ._resume import ResumingStream
+
+# The scopes every config key starts with.
+SCOPES = ("cluster/", "type/", "node/", "id/", "file/", "beacon/")
+
+
+def check_prefix(prefix: str) -> None:
+    """Raises `InvalidArgument` unless some key could start with `prefix` (the rule the
+    beacons apply to a watch's prefixes)."""
+    if prefix == "" or any(s.startswith(prefix) or prefix.startswith(s) for s in SCOPES):
+        return
+    raise errors.InvalidArgument(
+        f"`{prefix}` is not a config key prefix: no key starts with it (keys start with "
+        + ", ".join(SCOPES) + ")")
 
 
 def effective(documents, node_type: str, addr: str, node_id: int = 0) -> dict[str, bytes]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from ._pb import registry_pb2
 from ._resume import ResumingStream
+from .nodes import Node
 
 
 class Watch(ResumingStream):
-    """An iterator of `(kind, node)`: `present` for each service found at first, then
-    `added`, `updated` or `removed` as changes commit, each once, in order, across leader
-    changes (see `ResumingStream`: `index`, `resumes`, `resyncs`, `close()`)."""
+    """An iterator of `(kind, node)`, each node a `Node` (as `Client.nodes()` lists them):
+    `present` for each service found at first, then `added`, `updated` or `removed` as
+    changes commit, each once, in order, across leader changes (see `ResumingStream`:
+    `index`, `resumes`, `resyncs`, `close()`). `known` holds the live ones by node ID."""
 
     def __init__(self, client, node_types: list[str]):
         super().__init__(client, "registry")
@@ -21,7 +23,7 @@ class Watch(ResumingStream):
         return registry_pb2.WatchRequest(node_types=self.node_types, start_index=start_index)
 
     def _listed(self, start, first: bool) -> None:
-        now = {n.node_id: n for n in start.nodes}
+        now = {n.node_id: Node(n) for n in start.nodes}
         if first:
             for node in now.values():
                 self._tell(("present", node))
@@ -38,12 +40,12 @@ class Watch(ResumingStream):
         self.known = now
 
     def _notice(self, notice) -> None:
-        for node in notice.add_nodes:
-            self.known[node.node_id] = node
+        for info in notice.add_nodes:
+            node = self.known[info.node_id] = Node(info)
             self._tell(("added", node))
-        for node in notice.update_nodes:
-            self.known[node.node_id] = node
+        for info in notice.update_nodes:
+            node = self.known[info.node_id] = Node(info)
             self._tell(("updated", node))
-        for node in notice.del_nodes:
-            self.known.pop(node.node_id, None)
-            self._tell(("removed", node))
+        for info in notice.del_nodes:
+            self.known.pop(info.node_id, None)
+            self._tell(("removed", Node(info)))

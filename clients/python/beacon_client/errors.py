@@ -60,6 +60,13 @@ class ResourceExhausted(BeaconError):
     """A limit was reached (every node ID in use, too many sequences, ...)."""
 
 
+class TooLarge(ResourceExhausted):
+    """A message or value over a size limit (reasons FRAME_TOO_LARGE: a whole message over
+    the beacons' `max_frame_bytes`; TOO_LARGE: a task payload or result over
+    `tasks.max_payload_bytes`; CONFIG_TOO_LARGE: a config value over
+    `configs.max_value_bytes`). The message names the limit; sending it again never helps."""
+
+
 class Aborted(BeaconError):
     """A compare-and-swap lost (a slot claimed at a version that moved on): read and retry."""
 
@@ -96,7 +103,16 @@ _BY_STATUS = {
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
-    grpc.StatusCode.OUT_OF_RANGE: Compacted,
+}
+
+# Refusals told apart by beacon's own reason, whatever their gRPC status.
+_BY_REASON = {
+    "NO_LEASE": LeaseLost,
+    "NOT_HOLDER": LeaseLost,
+    "FRAME_TOO_LARGE": TooLarge,
+    "TOO_LARGE": TooLarge,
+    "CONFIG_TOO_LARGE": TooLarge,
+    "COMPACTED": Compacted,
 }
 
 
@@ -116,11 +132,15 @@ def from_rpc_error(error: grpc.RpcError) -> BeaconError:
                 reason = info.reason
                 code = int(info.metadata.get("code", "0"))
                 leader = info.metadata.get("leader", "")
-    if reason in ("NO_LEASE", "NOT_HOLDER"):
-        cls = LeaseLost
-    else:
-        cls = _BY_STATUS.get(status, BeaconError)
+    cls = _BY_REASON.get(reason) or _BY_STATUS.get(status, BeaconError)
     return cls(message or "", status, reason, code, leader)
+
+
+def connection_refused(err: BeaconError) -> bool:
+    """Whether `err` says nothing listens at the address (the connection was refused, not
+    lost or timed out)."""
+    return (err.status == grpc.StatusCode.UNAVAILABLE and not err.reason
+            and "connection refused" in err.message.lower())
 
 
 def from_reply(reply) -> BeaconError:

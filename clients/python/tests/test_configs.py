@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import time
 
+import grpc
 import pytest
 
 import beacon_client as bc
@@ -72,6 +73,17 @@ def test_compare_and_set_and_bad_input_are_typed(cluster):
     assert "not a config key" in str(e.value)
     with pytest.raises(bc.InvalidArgument):
         client.config_put("cluster/limits", "{nope", json=True)
+    # A watch of a prefix no key can have is refused as the write is: at once by the
+    # client, and by the beacons for any other client.
+    with pytest.raises(bc.InvalidArgument) as e:
+        client.config_watch(["demo/"])
+    assert "no key starts with it" in str(e.value)
+    from beacon_client._pb import configs_pb2
+    stub = client.stub("configs")
+    with pytest.raises(grpc.RpcError) as e:
+        next(iter(stub.Watch(configs_pb2.WatchRequest(prefixes=["demo/"]), timeout=5)))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no key starts with this prefix" in e.value.details()
     watched = client.config_watch(["cluster/"])
     kind, doc = watched.next(timeout=10)
     assert (kind, doc.key, doc.value) == ("present", "cluster/counter", b"1")

@@ -87,8 +87,16 @@ def test_bad_calls_get_their_status_and_the_beacon_serves_on(cluster):
     big = registry_pb2.RegisterRequest(node_type="LOGIC", addr="10.0.0.1:1", metadata="x" * (5 << 20))
     with pytest.raises(grpc.RpcError) as e:
         channel.unary_unary("/beacon.v1.registry.Registry/Register")(big.SerializeToString(), timeout=5)
-    # Over max_frame_bytes (4 MiB): refused before it is read whole.
-    assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE, e.value
+    # Over max_frame_bytes (4 MiB): refused before it is read whole, as FRAME_TOO_LARGE.
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+    assert "max_frame_bytes" in e.value.details(), e.value.details()
+    assert errors.from_rpc_error(e.value).reason == "FRAME_TOO_LARGE"
+    # The client raises one class for every "too large", never Compacted.
+    with Client(cluster.addrs) as client:
+        with pytest.raises(errors.TooLarge) as too_large:
+            client.register("LOGIC", "10.0.0.1:1", metadata="x" * (5 << 20))
+        assert not isinstance(too_large.value, errors.Compacted)
+        assert too_large.value.reason == "FRAME_TOO_LARGE", too_large.value
     nodes = registry_pb2.NodesRequest().SerializeToString()
     with pytest.raises(grpc.RpcError) as e:
         channel.unary_unary("/beacon.v1.registry.Registry/Nodes")(
@@ -122,14 +130,14 @@ def test_reads_are_linearizable_unless_serializable_is_asked(cluster):
         reg = c.register("LOGIC", "10.9.0.1:80")
         more = [c.register("LOGIC", f"10.9.0.{i}:80") for i in (2, 3)]
         # A list read in pages of one holds what the whole list holds, each entry once.
-        whole = [e.node.node_id for e in c.nodes("LOGIC")]
-        assert len(whole) >= 3 and [e.node.node_id for e in c.nodes("LOGIC", page=1)] == whole
+        whole = [e.node_id for e in c.nodes("LOGIC")]
+        assert len(whole) >= 3 and [e.node_id for e in c.nodes("LOGIC", page=1)] == whole
         for m in more:
             m.close()
         # Every beacon's linearizable answer holds the acknowledged registration at once.
         for addr in cluster.addrs:
             with Client([addr], retry_for=0) as one:
-                assert "10.9.0.1:80" in [e.node.addr for e in one.nodes("LOGIC")], addr
+                assert "10.9.0.1:80" in [e.addr for e in one.nodes("LOGIC")], addr
     # Stop renewing (the lease, 2 s, outlives the next step) before the beacons go.
     reg.close(release=False)
     leader = cluster.leader()
@@ -155,3 +163,25 @@ def test_reads_are_linearizable_unless_serializable_is_asked(cluster):
         assert "10.9.0.1:80" in [e.node.addr for e in reply.nodes]
     with pytest.raises(ValueError):
         Client(cluster.addrs, consistency="eventual")
+
+
+def test_a_client_pointed_at_the_admin_port_or_a_closed_one_is_told_what_is_wrong(tmp_path):
+    from conftest import Cluster, free_ports
+    admin, closed = free_ports(2)
+    c = Cluster(tmp_path, 1, {"admin": f"127.0.0.1:{admin}"})
+    try:
+        # The admin port speaks HTTP: a gRPC call there is told where the client port is.
+        with Client([f"127.0.0.1:{admin}"], retry_for=5) as client:
+            with pytest.raises(errors.FailedPrecondition) as e:
+                client.nodes()
+        assert "admin HTTP API" in e.value.message and c.addrs[0] in e.value.message, e.value
+        # Nothing listens: refused at once for every beacon of the list, not retried.
+        with Client([f"127.0.0.1:{closed}"], retry_for=30) as client:
+            with pytest.raises(errors.Unavailable) as e:
+                client.nodes()
+        assert "connection refused" in e.value.message, e.value
+        # One beacon of the list listening is enough.
+        with Client([f"127.0.0.1:{closed}", c.addrs[0]], retry_for=5) as client:
+            assert client.nodes() == []
+    finally:
+        c.close()

@@ -37,11 +37,11 @@ def test_a_registration_keeps_its_lease_through_a_leader_kill(cluster):
     assert not lost, lost
     assert reg.holds()
     survivor = cluster.client()
-    nodes = {n.node.node_id: n for n in survivor.nodes("LOGIC")}
-    assert nodes[reg.node_id].node.addr == "10.0.0.5:8080"
-    assert (nodes[reg.node_id].node.term, nodes[reg.node_id].node.index) == reg.fencing_token
+    nodes = {n.node_id: n for n in survivor.nodes("LOGIC")}
+    assert nodes[reg.node_id].addr == "10.0.0.5:8080"
+    assert nodes[reg.node_id].fencing_token == reg.fencing_token
     reg.close()
-    assert reg.node_id not in {n.node.node_id for n in survivor.nodes("LOGIC") if n.is_online}
+    assert reg.node_id not in {n.node_id for n in survivor.nodes("LOGIC") if n.is_online}
 
 
 def test_the_service_is_told_when_the_leader_ends_its_registration(cluster):
@@ -89,6 +89,11 @@ def test_discovery_follows_changes_across_a_leader_kill(cluster):
     watch = client.watch(["LOGGER"])
     kind, node = watch.next(timeout=10)
     assert (kind, node.addr) == ("present", "10.0.1.1:7000")
+    # One node type everywhere: a watch's nodes are what a listing gives.
+    [listed] = client.nodes("LOGGER")
+    assert isinstance(node, bc.Node) and isinstance(listed, bc.Node)
+    assert (node.node_id, node.fencing_token) == (listed.node_id, listed.fencing_token)
+    assert node == listed and listed.is_online and node.meta == {}
     second = client.register("LOGGER", "10.0.1.2:7000")
     kind, node = watch.next(timeout=10)
     assert (kind, node.addr) == ("added", "10.0.1.2:7000")

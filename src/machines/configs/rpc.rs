@@ -2,7 +2,7 @@
 //! document or a prefix; a document's history), linearizable unless asked otherwise.
 
 use super::service::{ConfigError, ConfigService, Request, Response};
-use super::state::{Change, ConfigStore, MAX_KEY_LEN, check_key};
+use super::state::{Change, ConfigStore, MAX_KEY_LEN, check_key, check_prefix};
 use super::wire::{
     ConfigCmd, ConfigErrorCode, document_to_pb, get_reply_json, op_from_pb, past_to_pb,
 };
@@ -107,6 +107,9 @@ impl Watched {
                     long.len()
                 )));
             }
+            for prefix in &req.prefixes {
+                check_prefix(prefix).map_err(|e| reject(e.into()))?;
+            }
             return Ok(Watched(req.prefixes.clone()));
         };
         if !req.prefixes.is_empty() {
@@ -201,7 +204,9 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
 }
 
 async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject> {
-    if !req.prefix {
+    if req.prefix {
+        check_prefix(&req.key).map_err(|e| reject(e.into()))?;
+    } else {
         check_key(&req.key).map_err(|e| reject(e.into()))?;
     }
     let (prefix, key) = (req.prefix, req.key.clone());

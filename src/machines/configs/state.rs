@@ -152,6 +152,26 @@ pub fn check_key(key: &str) -> Result<(), InvalidKey> {
     }
 }
 
+/// The scopes a key starts with (see [`check_key`]).
+const SCOPES: [&str; 6] = ["cluster/", "type/", "node/", "id/", "file/", "beacon/"];
+
+/// Checks that some key could start with `prefix` (a watch or a listing by prefix): it is
+/// empty, starts one of the scopes, or starts with one. A prefix no key can have would
+/// follow nothing, silently.
+pub fn check_prefix(prefix: &str) -> Result<(), InvalidKey> {
+    let possible = prefix.is_empty()
+        || SCOPES
+            .iter()
+            .any(|scope| scope.starts_with(prefix) || prefix.starts_with(scope));
+    if possible {
+        return Ok(());
+    }
+    Err(InvalidKey {
+        key: prefix.to_owned(),
+        why: "no key starts with this prefix: keys start with cluster/, type/, node/, id/, file/ or beacon/".to_owned(),
+    })
+}
+
 /// The documents.
 #[derive(Debug, Clone)]
 pub struct ConfigStore {
@@ -338,6 +358,26 @@ impl Machine for ConfigStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_must_be_one_some_key_could_have() {
+        for ok in [
+            "",
+            "c",
+            "cluster",
+            "cluster/",
+            "cluster/log",
+            "type/WEB/",
+            "id/",
+            "be",
+        ] {
+            assert!(check_prefix(ok).is_ok(), "{ok}");
+        }
+        for bad in ["demo/", "x", "clusters/", "/cluster/"] {
+            let e = check_prefix(bad).unwrap_err().to_string();
+            assert!(e.contains("no key starts with this prefix"), "{bad}: {e}");
+        }
+    }
 
     fn put(key: &str, value: &str) -> Op {
         Op::Put {

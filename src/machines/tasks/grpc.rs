@@ -58,6 +58,6 @@ pub(crate) const SERVICE: Service = Service {
             "QUEUE_IN_USE",
             GrpcCode::FailedPrecondition,
         ),
-        (E::TooLarge as u32, "TOO_LARGE", GrpcCode::InvalidArgument),
+        (E::TooLarge as u32, "TOO_LARGE", GrpcCode::ResourceExhausted),
     ],
 };

@@ -59,6 +59,9 @@ pub(crate) async fn serve(
         tokio::spawn(
             async move {
                 let stream = match tls {
+                    None if opens_http2(&tcp).await => {
+                        return grpc_client(tcp, remote, &shared).await;
+                    }
                     None => Stream::Plain(tcp),
                     Some(config) => {
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls::accept(tcp, config))
@@ -142,6 +145,52 @@ async fn connection(
         );
     } else {
         debug!(%remote, "admin connection ended: {e}");
+    }
+}
+
+/// Whether the connection opens with HTTP/2's preface (a gRPC client, which speaks HTTP/2
+/// with prior knowledge), waiting at most [`HEAD_TIMEOUT`] for its first bytes.
+async fn opens_http2(tcp: &tokio::net::TcpStream) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0";
+    let mut head = [0u8; PREFACE.len()];
+    let peeked = tokio::time::timeout(HEAD_TIMEOUT, async {
+        loop {
+            match tcp.peek(&mut head).await {
+                Ok(0) | Err(_) => return 0,
+                Ok(n) if n == head.len() || !PREFACE.starts_with(&head[..n]) => return n,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    })
+    .await
+    .unwrap_or(0);
+    peeked == PREFACE.len() && head == *PREFACE
+}
+
+/// A gRPC client that dialled the admin port: every call is answered `FAILED_PRECONDITION`
+/// naming the client port, so that the client says what is wrong instead of "socket
+/// closed".
+async fn grpc_client(tcp: tokio::net::TcpStream, remote: SocketAddr, shared: &Shared) {
+    let node = shared.config.node;
+    let why = format!(
+        "this is beacon {node}'s admin HTTP API, not its client port: gRPC (and beacon's own protocol) is served on {node}"
+    );
+    refused(
+        shared,
+        remote,
+        "admin_grpc",
+        &format!("a gRPC client called the admin port: {why}"),
+    );
+    let service = hyper::service::service_fn(move |_req| {
+        let status = tonic::Status::failed_precondition(why.clone());
+        async move { Ok::<_, std::convert::Infallible>(status.into_http::<tonic::body::Body>()) }
+    });
+    let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(16)
+        .serve_connection(TokioIo::new(tcp), service);
+    if let Err(e) = tokio::time::timeout(HEAD_TIMEOUT, conn).await {
+        debug!(%remote, "a gRPC client on the admin port stayed past {e}");
     }
 }
 

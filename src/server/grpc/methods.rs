@@ -33,8 +33,8 @@ where
     let mut grpc = tonic::server::Grpc::new(Raw)
         .max_decoding_message_size(max)
         .max_encoding_message_size(usize::MAX);
-    match method.kind {
-        Kind::Unary(cmd) => unary(edge, cmd, max, req).await,
+    let response = match method.kind {
+        Kind::Unary(cmd) => return unary(edge, cmd, max, req).await,
         Kind::Stream(cmd) => {
             let svc = tower::service_fn(move |req: Request<Bytes>| {
                 let edge = edge.clone();
@@ -63,8 +63,8 @@ where
                             let msg = match incoming.message().await {
                                 Ok(Some(msg)) => msg,
                                 Ok(None) => break,
-                                Err(status) => {
-                                    let _ = tx.send(Err(status)).await;
+                                Err(refused) => {
+                                    let _ = tx.send(Err(status::decoded(refused, max))).await;
                                     break;
                                 }
                             };
@@ -90,13 +90,14 @@ where
                 async move {
                     let who = edge.identify(req.metadata())?;
                     let incoming = req.into_inner();
-                    let events = mux(edge, who, cmds, incoming).await?;
+                    let events = mux(edge, who, cmds, incoming, max).await?;
                     Ok::<_, Status>(Response::new(events))
                 }
             });
             Box::pin(grpc.streaming(svc, req)).await
         }
-    }
+    };
+    status::decoded_response(response, max)
 }
 
 /// A unary call, served without tonic's streaming machinery (the hot path: one message in,
@@ -167,7 +168,7 @@ where
             if e.downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {
-                Status::out_of_range(format!("the message is over max_frame_bytes ({max} bytes)"))
+                status::too_large(max)
             } else {
                 Status::internal(format!("the request could not be read: {e}"))
             }
@@ -202,10 +203,12 @@ async fn mux(
     who: Option<Arc<crate::auth::Identity>>,
     cmds: &'static [u32],
     mut incoming: Streaming<Bytes>,
+    max: usize,
 ) -> Result<Events, Status> {
     let first = incoming
         .message()
-        .await?
+        .await
+        .map_err(|refused| status::decoded(refused, max))?
         .ok_or_else(|| Status::invalid_argument("the stream ended before its first request"))?;
     let body = match unwrap(&first) {
         Some((1, body)) => body,
@@ -234,8 +237,8 @@ async fn mux(
                     let msg = match msg {
                         Ok(Some(msg)) => msg,
                         Ok(None) => break,
-                        Err(status) => {
-                            let _ = tx.send(Err(status)).await;
+                        Err(refused) => {
+                            let _ = tx.send(Err(status::decoded(refused, max))).await;
                             break;
                         }
                     };

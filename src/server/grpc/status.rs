@@ -40,6 +40,46 @@ pub(crate) fn status(code: u32, msg: &str, leader: &str) -> Status {
     status
 }
 
+/// A request message over `max_frame_bytes`: `FRAME_TOO_LARGE` (`RESOURCE_EXHAUSTED`), as
+/// the native protocol says it, naming the limit and the key that sets it.
+pub(crate) fn too_large(max: usize) -> Status {
+    status(
+        crate::wire::ErrorCode::FrameTooLarge as u32,
+        &format!(
+            "the message is over max_frame_bytes ({max} bytes): send a smaller one, or raise the beacons' `max_frame_bytes`"
+        ),
+        "",
+    )
+}
+
+/// `refused` as beacon says it: tonic's decoder refuses a message over its limit with
+/// `OUT_OF_RANGE`, which beacon keeps for `COMPACTED` (list again), so that one becomes
+/// [`too_large`]. Beacon's own refusals carry `beacon-code` and pass as they are.
+pub(crate) fn decoded(refused: Status, max: usize) -> Status {
+    if refused.code() == GrpcCode::OutOfRange && refused.metadata().get("beacon-code").is_none() {
+        too_large(max)
+    } else {
+        refused
+    }
+}
+
+/// [`decoded`] for a response tonic answered with a status before any message (a stream's
+/// request over the limit): its `grpc-status` is in the headers.
+pub(crate) fn decoded_response(
+    response: http::Response<tonic::body::Body>,
+    max: usize,
+) -> http::Response<tonic::body::Body> {
+    let headers = response.headers();
+    let out_of_range = headers
+        .get("grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"11");
+    if out_of_range && headers.get("beacon-code").is_none() {
+        too_large(max).into_http()
+    } else {
+        response
+    }
+}
+
 pub(crate) fn of_reject(reject: &Reject) -> Status {
     let leader = reject.leader.map(|l| l.to_string()).unwrap_or_default();
     status(reject.code, &reject.msg, &leader)
