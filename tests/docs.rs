@@ -18,7 +18,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -113,18 +112,16 @@ fn ports_named(text: &str, into: &mut BTreeSet<u16>) {
     }
 }
 
-/// A free port whose port + 88 is free too (a beacon's admin port), above every one in `taken`.
+/// A free port of the test kit's range whose port + 88 is free too (a beacon's admin port),
+/// neither among `taken`.
 fn free_pair(taken: &BTreeSet<u16>) -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = l.local_addr().unwrap().port();
-        if p > 65000 || taken.contains(&p) || taken.contains(&(p + 88)) {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", p + 88)).is_ok() {
+    for _ in 0..1_000 {
+        let p = beacon_testkit::free_ports(1)[0];
+        if !taken.contains(&p) && !taken.contains(&(p + 88)) {
             return p;
         }
     }
+    panic!("no free port pair outside the {} handed out", taken.len())
 }
 
 /// Every port handed to a page so far: the pages run at once, and a port the system gave one

@@ -6,15 +6,35 @@
 //!   (`src/machines/mod.rs`) and in nebcli's command table: a new machine is its folder,
 //!   its proto file, one line in each;
 //! * no two top-level modules import each other, directly or through others (the layers
-//!   form no circle), and no two files do.
+//!   form no circle), and no two files do;
+//! * building the daemon alone and building the workspace resolve every shared dependency
+//!   with the same features, so that one build serves both.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const MACHINES: &[&str] = &["registry", "sequence", "assign", "tasks"];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The machines: every folder of `src/machines/`, so that a new one is guarded at once.
+fn machines() -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(root().join("src/machines"))
+        .expect("src/machines")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn every_machine_is_guarded() {
+    let found = machines();
+    for m in ["assign", "configs", "registry", "sequence", "tasks"] {
+        assert!(found.iter().any(|f| f == m), "{m} is not in {found:?}");
+    }
 }
 
 /// Every `.rs` file under `dir`, recursively, as (path relative to the root, text).
@@ -83,7 +103,7 @@ fn the_core_the_storage_the_wire_the_server_and_the_testkit_name_no_machine() {
     ] {
         for (file, text) in sources(&root().join(dir)) {
             let code = code(&text);
-            for m in MACHINES {
+            for m in &machines() {
                 if names(&code, m) {
                     offenders.push(format!("{file} names {m}"));
                 }
@@ -98,7 +118,7 @@ fn outside_the_machines_a_machine_is_named_in_compose_and_nebcli_alone() {
     let allowed = ["src/machines/mod.rs", "nebcli/src/commands.rs"];
     let mut files = sources(&root().join("src"));
     files.extend(sources(&root().join("nebcli/src")));
-    for m in MACHINES {
+    for m in &machines() {
         let named: Vec<&str> = files
             .iter()
             .filter(|(f, _)| !f.starts_with("src/machines/") || f == "src/machines/mod.rs")
@@ -111,8 +131,8 @@ fn outside_the_machines_a_machine_is_named_in_compose_and_nebcli_alone() {
         );
     }
     let build = std::fs::read_to_string(root().join("build.rs")).unwrap();
-    for m in MACHINES {
-        assert!(!code(&build).contains(m), "build.rs names {m}");
+    for m in &machines() {
+        assert!(!code(&build).contains(m.as_str()), "build.rs names {m}");
     }
 }
 
@@ -283,4 +303,83 @@ fn no_two_files_import_each_other_in_a_circle() {
             c.join(" -> ")
         );
     }
+}
+
+/// Each package with the features it is built with (`cargo tree -f '{p} {f}'`) for `args`:
+/// a package built for the build scripts too may come twice, with the features of each.
+fn features(args: &[&str]) -> BTreeSet<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .args(["-f", "{p}|{f}"])
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (package, features) = l.split_once('|')?;
+            let package = package.split(" (").next()?.trim();
+            let features = features.trim_end_matches(" (*)").trim();
+            Some(format!("{package} [{features}]"))
+        })
+        .collect()
+}
+
+/// The README's set-up (`cargo run --release --bin beacon`) and its quick start (`cargo
+/// build --release --workspace`) build the crates they share once: each dependency of the
+/// daemon is resolved with the same features in both, or the second would compile tokio, mio
+/// and the rest again.
+#[test]
+fn the_daemon_alone_and_the_workspace_share_one_build() {
+    let workspace = features(&["--workspace"]);
+    let differ: Vec<String> = features(&["-p", "beacon"])
+        .into_iter()
+        .filter(|built| !workspace.contains(built))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "built with other features in the workspace: {differ:#?}"
+    );
+}
+
+/// Every port a test opens comes from the test kit (`free_ports`, `free_listener`), so that
+/// `BEACON_TEST_PORTS` confines them all: nothing binds a port of the kernel's choosing but
+/// the kit's own fallback when no range is set.
+#[test]
+fn every_test_port_comes_from_the_test_kit() {
+    let mut files = Vec::new();
+    for dir in ["tests", "testkit/src", "nebcli/tests", "bench/src"] {
+        files.extend(sources(&root().join(dir)));
+    }
+    let python = root().join("clients/python/tests/conftest.py");
+    files.push((
+        "clients/python/tests/conftest.py".into(),
+        std::fs::read_to_string(python).unwrap(),
+    ));
+    let kernel_picks = ["\"127.0.0.1:0\"", "(\"127.0.0.1\", 0)", "\"[::1]:0\""];
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|(file, _)| file != "tests/tidy.rs")
+        .flat_map(|(file, text)| {
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| kernel_picks.iter().any(|k| line.contains(k)))
+                .filter(|(_, line)| !line.contains("bind an ephemeral port"))
+                .map(move |(i, line)| format!("{file}:{}: {}", i + 1, line.trim()))
+        })
+        .collect();
+    assert!(offenders.is_empty(), "{offenders:#?}");
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use beacon::transport::certs::Ca;
+use beacon_certs::Ca;
 use clap::Parser;
 
 #[derive(Debug, Parser)]

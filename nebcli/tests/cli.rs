@@ -2,7 +2,7 @@
 //! library, real loopback sockets), and the `nebcli` binary is run as a separate process.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,13 +37,10 @@ impl Cluster {
 
     fn start_first_with(cluster: &str, running: usize, lease_ms: Option<u64>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let listeners: Vec<TcpListener> = (0..3)
-            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        let addrs: Vec<SocketAddr> = beacon_testkit::free_ports(3)
+            .into_iter()
+            .map(beacon_testkit::addr)
             .collect();
-        let mut addrs: Vec<SocketAddr> =
-            listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-        addrs.sort();
-        drop(listeners);
         let peers: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -144,8 +141,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn closed_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    beacon_testkit::addr(beacon_testkit::free_ports(1)[0])
 }
 
 #[test]

@@ -2,8 +2,6 @@
 //! configured. Beacons, peers and clients alike read and write a [`Stream`]; what differs is
 //! only how it was opened ([`tls`]).
 
-#[cfg(feature = "certgen")]
-pub mod certs;
 pub mod tls;
 
 use std::io;

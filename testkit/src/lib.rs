@@ -7,7 +7,7 @@ pub mod linearizability;
 pub mod proxy;
 
 /// Throw-away CAs and certificates, re-exported for tests.
-pub use beacon::transport::certs;
+pub use beacon_certs as certs;
 pub mod rng;
 pub mod sim;
 
@@ -19,24 +19,76 @@ use std::time::{Duration, Instant};
 use beacon::client::{Client, ConnectOptions};
 use beacon::pb;
 
-/// `n` distinct loopback ports that were free a moment ago, ascending (so index order is the
-/// election's sorted order).
+/// The environment variable that confines every port the tests open: `LOW-HIGH`
+/// (`BEACON_TEST_PORTS=20000-24999`), for a machine where other ports are taken or watched.
+pub const PORTS_VAR: &str = "BEACON_TEST_PORTS";
+
+/// The ports tests may open, `low..high` with room for each one's admin port (+ 88) below
+/// `high`: [`PORTS_VAR`] when set (a value that is no range stops the test, saying so),
+/// else from 10,000 to just below the kernel's ephemeral range (`ip_local_port_range`).
 ///
-/// Taken below the kernel's ephemeral range (`ip_local_port_range`), at random: a port the
-/// kernel handed out for a listener was also one it could hand out next as the source port
-/// of some outgoing connection (a beacon dialling a peer, a proxy), and a beacon starting a
-/// moment later then found its address in use. Ports outside the range are never taken that
-/// way. The port 88 above each (a beacon's default admin port) stays below the range too.
-pub fn free_ports(n: usize) -> Vec<u16> {
-    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Below the ephemeral range: a port the kernel handed out for a listener was also one it
+/// could hand out next as the source port of some outgoing connection (a beacon dialling a
+/// peer, a proxy), and a beacon starting a moment later then found its address in use.
+/// `None` when no such range is at least 1,000 ports wide (the kernel then picks).
+pub fn port_range() -> Option<(u16, u16)> {
+    if let Some(value) = std::env::var_os(PORTS_VAR) {
+        return Some(range_of(&value.to_string_lossy()).unwrap_or_else(|e| panic!("{e}")));
+    }
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32768);
     let (low, high) = (10_000u16, ephemeral.saturating_sub(100));
-    if high <= low + 1_000 {
-        return ephemeral_ports(n);
+    (high > low + 1_000).then_some((low, high))
+}
+
+/// The range [`PORTS_VAR`] names (`LOW-HIGH`), as `low..high` with each port's admin port
+/// (+ 88) inside it.
+pub fn range_of(value: &str) -> Result<(u16, u16), String> {
+    let parsed = value.split_once('-').and_then(|(lo, hi)| {
+        Some((
+            lo.trim().parse::<u16>().ok()?,
+            hi.trim().parse::<u16>().ok()?,
+        ))
+    });
+    match parsed {
+        Some((lo, hi)) if lo >= 1024 && u32::from(hi) >= u32::from(lo) + 100 => Ok((lo, hi - 88)),
+        _ => Err(format!(
+            "{PORTS_VAR}={value}: give a range LOW-HIGH of at least 100 ports from 1024 (each test port has its admin port 88 above it inside the range)"
+        )),
     }
+}
+
+/// `n` distinct loopback ports that were free a moment ago, ascending (so index order is the
+/// election's sorted order), drawn at random from [`port_range`], each with the port 88
+/// above it (a beacon's default admin port) free too.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    sorted_ports(&free_listeners(n))
+}
+
+/// A loopback listener on a free port of [`port_range`], for a test's own server (a proxy).
+pub fn free_listener() -> TcpListener {
+    free_listeners(1).pop().expect("one listener")
+}
+
+fn free_listeners(n: usize) -> Vec<TcpListener> {
+    match port_range() {
+        Some(range) => listeners_in(n, range)
+            .or_else(|e| {
+                std::env::var_os(PORTS_VAR)
+                    .is_none()
+                    .then(|| ephemeral_listeners(n))
+                    .ok_or(e)
+            })
+            .unwrap_or_else(|e| panic!("{e}")),
+        None => ephemeral_listeners(n),
+    }
+}
+
+/// `n` listeners on free ports of `low..high`, each with its port + 88 free too.
+fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, String> {
+    static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -69,17 +121,19 @@ pub fn free_ports(n: usize) -> Vec<u16> {
         listeners.push(l);
     }
     if listeners.len() < n {
-        return ephemeral_ports(n);
+        return Err(format!(
+            "{PORTS_VAR}: no {n} free ports in {low}-{high} after {tries} tries"
+        ));
     }
-    sorted_ports(&listeners)
+    Ok(listeners)
 }
 
-/// `n` ports the kernel picks (from its ephemeral range), when none below it can be had.
-fn ephemeral_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
+/// `n` listeners on ports the kernel picks (from its ephemeral range), when no range below
+/// it can be had.
+fn ephemeral_listeners(n: usize) -> Vec<TcpListener> {
+    (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
-    sorted_ports(&listeners)
+        .collect()
 }
 
 /// The ports `listeners` hold, ascending.
@@ -706,4 +760,38 @@ where
         .ok()?;
     let reply = conn.next().await?.ok()?;
     reply.is_error().then(|| reply.decode().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_range_is_read_and_kept_to() {
+        assert_eq!(range_of("20000-20999"), Ok((20000, 20911)));
+        assert_eq!(range_of(" 20000 - 20999"), Ok((20000, 20911)));
+        for bad in ["20000", "20000-20050", "80-2000", "x-y", "30000-20000"] {
+            let e = range_of(bad).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{PORTS_VAR}={bad}: give a range")),
+                "{e}"
+            );
+        }
+        let range = (41000, 41300);
+        let held = listeners_in(5, range).unwrap();
+        for l in &held {
+            let port = l.local_addr().unwrap().port();
+            assert!(
+                (range.0..range.1).contains(&port),
+                "{port} outside {range:?}"
+            );
+        }
+        assert_eq!(
+            sorted_ports(&held)
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .count(),
+            0
+        );
+    }
 }

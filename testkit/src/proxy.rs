@@ -9,7 +9,7 @@
 //! connections it dropped bytes on, since their byte streams have holes; new ones come up.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -54,7 +54,7 @@ pub struct Link {
 
 impl Link {
     pub fn start(target: SocketAddr) -> Link {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a proxy port");
+        let listener = crate::free_listener();
         let listen = listener.local_addr().unwrap();
         let state = Arc::new(State::default());
         let st = state.clone();

@@ -350,7 +350,9 @@ struct DelayProxy;
 
 impl DelayProxy {
     async fn start(target: SocketAddr, delay: Duration) -> anyhow::Result<SocketAddr> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let held = beacon_testkit::free_listener();
+        held.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(held)?;
         let addr = listener.local_addr()?;
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {

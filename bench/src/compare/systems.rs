@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use beacon::client::ConnectOptions;
-use beacon::transport::certs::Ca;
 use beacon::transport::tls;
+use beacon_certs::Ca;
 use beacon_testkit::{Process, beacon_args_at, free_ports, wait_listening};
 use std::sync::Arc;
 

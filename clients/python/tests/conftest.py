@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -20,14 +21,43 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 BEACON = os.environ.get("BEACON_BIN") or str(ROOT / "target" / "debug" / "beacon")
 
 
+def port_range() -> tuple[int, int] | None:
+    """The ports tests may open: $BEACON_TEST_PORTS (`LOW-HIGH`), as the Rust test kit reads
+    it, else None (the kernel picks)."""
+    value = os.environ.get("BEACON_TEST_PORTS")
+    if not value:
+        return None
+    try:
+        low, high = (int(p) for p in value.split("-"))
+    except ValueError:
+        raise RuntimeError(f"BEACON_TEST_PORTS={value}: give a range LOW-HIGH") from None
+    if low < 1024 or high < low + 100:
+        raise RuntimeError(f"BEACON_TEST_PORTS={value}: at least 100 ports from 1024")
+    return low, high
+
+
 def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = sorted(s.getsockname()[1] for s in socks)
-    for s in socks:
-        s.close()
-    return ports
+    """`n` loopback ports free a moment ago, from `port_range()` when it is set."""
+    limits = port_range()
+    socks = []
+    try:
+        tries = 0
+        while len(socks) < n:
+            tries += 1
+            if tries > 10_000:
+                raise RuntimeError(f"no {n} free ports in {limits}")
+            port = 0 if limits is None else random.randrange(limits[0], limits[1] - 88)
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        return sorted(s.getsockname()[1] for s in socks)
+    finally:
+        for s in socks:
+            s.close()
 
 
 def wait_port(port: int, timeout: float = 10.0) -> None:
