@@ -159,6 +159,41 @@ mod tests {
         );
     }
 
+    /// A figure means something only with where, when and at which commit it was taken:
+    /// every results file starts with that line, as the benchmark writes it.
+    #[test]
+    fn every_results_file_says_where_when_and_at_which_commit() {
+        let dir = root().join("bench");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with("results") && name.ends_with(".md")
+            })
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "{files:?}");
+        let untold: Vec<String> = files
+            .iter()
+            .filter(|f| {
+                let text = std::fs::read_to_string(f).unwrap();
+                let first = text.lines().next().unwrap_or_default();
+                let commit = first
+                    .split(" at commit ")
+                    .nth(1)
+                    .and_then(|rest| rest.get(..40))
+                    .is_some_and(|c| c.chars().all(|ch| ch.is_ascii_hexdigit()));
+                !(first.starts_with("Taken 20") && commit && first.contains(" cores of "))
+            })
+            .map(|f| f.display().to_string())
+            .collect();
+        assert!(
+            untold.is_empty(),
+            "results files without where, when and at which commit they were taken: {untold:#?}"
+        );
+    }
+
     #[test]
     fn a_block_is_replaced_and_the_rest_kept() {
         let dir = tempfile_dir();

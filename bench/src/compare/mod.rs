@@ -167,6 +167,10 @@ pub struct Options {
     /// the max).
     #[arg(long, default_value_t = 200)]
     watch_rounds: usize,
+    /// Climbs of the scale part, each on a cluster of its own: the first measures
+    /// everything, the others memory and disk, so that memory is published as a spread.
+    #[arg(long, default_value_t = 3)]
+    scale_climbs: usize,
     /// Live registrations of each step of the scale part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
     scale_steps: Vec<usize>,
@@ -666,11 +670,25 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             config: serde_json::json!({ "id_range": [1, 4_000_000], "lease_ms": scale::LEASE_MS }),
         };
         let mut cluster = Cluster::start_beacon(&programs, scale::MEMBERS, &setup);
-        let measured = scale::run(&mut cluster, &opts.scale_steps, opts.rounds.min(3)).await;
+        let measured = scale::run(&mut cluster, &opts.scale_steps, opts.rounds.min(3), true).await;
         keep(cluster, opts.keep);
-        let measured = measured.context("beacon at scale")?;
+        let mut measured = measured.context("beacon at scale")?;
         if let Some(why) = &measured.stopped {
             println!("  {why}");
+        }
+        for climb in 2..=opts.scale_climbs {
+            println!(
+                "scale, climb {climb} of {}: memory and disk",
+                opts.scale_climbs
+            );
+            let mut cluster = Cluster::start_beacon(&programs, scale::MEMBERS, &setup);
+            let again = scale::run(&mut cluster, &opts.scale_steps, 0, false).await;
+            keep(cluster, opts.keep);
+            let again = again.with_context(|| format!("beacon at scale, climb {climb}"))?;
+            if let Some(why) = &again.stopped {
+                println!("  {why}");
+            }
+            measured.other_climbs.push(again.steps);
         }
         results.scale = Some(measured);
     }

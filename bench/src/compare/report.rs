@@ -815,6 +815,14 @@ fn scale_table(r: &Results, out: &mut String) {
         s.members
     )
     .unwrap();
+    let climbs = 1 + s.other_climbs.len();
+    if climbs > 1 {
+        writeln!(
+            out,
+            "Memory is the median of {climbs} climbs, each on a cluster of its own, with the lowest and highest in brackets; the rest is the first climb's.\n"
+        )
+        .unwrap();
+    }
     writeln!(
         out,
         "| live | registered/s | leader RSS | leader per registration | follower RSS | follower per registration | log on disk | snapshot on disk |"
@@ -822,16 +830,29 @@ fn scale_table(r: &Results, out: &mut String) {
     .unwrap();
     writeln!(out, "|---|---|---|---|---|---|---|---|").unwrap();
     let mib = |b: u64| b as f64 / 1048576.0;
+    // The median, with the spread when more than one climb measured it.
+    let spread = |live: usize,
+                  of: &dyn Fn(&super::scale::ScaleStep) -> f64,
+                  unit: &dyn Fn(f64) -> String| {
+        let (median, low, high, n) = s.spread(live, of);
+        if n > 1 {
+            format!("{} ({}-{})", unit(median), unit(low), unit(high))
+        } else {
+            unit(median)
+        }
+    };
+    let in_mib = |v: f64| format!("{:.1} MiB", v / 1048576.0);
+    let in_bytes = |v: f64| format!("{v:.0} B");
     for step in &s.steps {
         writeln!(
             out,
-            "| {} | {:.0}/s | {:.1} MiB | {:.0} B | {:.1} MiB | {:.0} B | {:.1} MiB | {:.1} MiB |",
+            "| {} | {:.0}/s | {} | {} | {} | {} | {:.1} MiB | {:.1} MiB |",
             step.live,
             step.registered_per_sec,
-            mib(step.leader_rss),
-            step.leader_bytes_per_registration,
-            mib(step.follower_rss),
-            step.follower_bytes_per_registration,
+            spread(step.live, &|x| x.leader_rss as f64, &in_mib),
+            spread(step.live, &|x| x.leader_bytes_per_registration, &in_bytes),
+            spread(step.live, &|x| x.follower_rss as f64, &in_mib),
+            spread(step.live, &|x| x.follower_bytes_per_registration, &in_bytes),
             mib(step.log_bytes),
             mib(step.snapshot_bytes)
         )

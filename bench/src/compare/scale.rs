@@ -67,6 +67,27 @@ pub struct Scale {
     pub leader_changes: usize,
     /// Why the climb stopped before its last step, if it did.
     pub stopped: Option<String>,
+    /// The steps of each further climb, each on a cluster of its own (memory only): resident
+    /// memory moves from run to run, so it is published as a spread over all the climbs.
+    #[serde(default)]
+    pub other_climbs: Vec<Vec<ScaleStep>>,
+}
+
+impl Scale {
+    /// Every climb's figure `of` at the step with `live` registrations: (median, min, max)
+    /// and how many climbs reached it.
+    pub fn spread(&self, live: usize, of: impl Fn(&ScaleStep) -> f64) -> (f64, f64, f64, usize) {
+        let mut values: Vec<f64> = std::iter::once(&self.steps)
+            .chain(&self.other_climbs)
+            .filter_map(|climb| climb.iter().find(|s| s.live == live))
+            .map(of)
+            .collect();
+        values.sort_by(f64::total_cmp);
+        match values.as_slice() {
+            [] => (0.0, 0.0, 0.0, 0),
+            v => (v[v.len() / 2], v[0], v[v.len() - 1], v.len()),
+        }
+    }
 }
 
 /// Connections that register.
@@ -76,8 +97,16 @@ const CATCH_UP_LIMIT: Duration = Duration::from_secs(120);
 /// Attempts at one step's registrations before the climb stops.
 const CLIMB_RETRIES: usize = 3;
 
-pub async fn run(cluster: &mut Cluster, steps: &[usize], rounds: usize) -> anyhow::Result<Scale> {
+/// One climb through `steps` on `cluster`; with `whole`, failover at the first step
+/// (`rounds` kills) and everything measured at the top too, else memory and disk alone.
+pub async fn run(
+    cluster: &mut Cluster,
+    steps: &[usize],
+    rounds: usize,
+    whole: bool,
+) -> anyhow::Result<Scale> {
     let mut result = Scale {
+        other_climbs: Vec::new(),
         members: cluster.members.len(),
         steps: Vec::new(),
         failover_small: None,
@@ -154,7 +183,7 @@ pub async fn run(cluster: &mut Cluster, steps: &[usize], rounds: usize) -> anyho
         );
         result.steps.push(step);
         live = target;
-        if result.steps.len() == 1 && rounds > 0 {
+        if whole && result.steps.len() == 1 && rounds > 0 {
             let f = failover::run(cluster, rounds, Fault::Kill).await?;
             println!(
                 "  failover at {live}: median {:.1} ms, max {:.1} ms",
@@ -165,7 +194,7 @@ pub async fn run(cluster: &mut Cluster, steps: &[usize], rounds: usize) -> anyho
         }
         at = cluster.members[cluster.ready(Duration::from_secs(120)).await?].client;
     }
-    if result.stopped.is_some() || live == 0 {
+    if result.stopped.is_some() || live == 0 || !whole {
         return Ok(result);
     }
     // What the top costs, or where it broke down: the climb's figures stand either way.
