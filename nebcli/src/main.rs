@@ -212,9 +212,19 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // A beacon that takes the connection but answers nothing (a stopped process) is left
+    // after a quarter of the command's time, at most a second, so that the next beacon of
+    // `-s` is tried in time.
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let liveness = (timeout / 4).clamp(
+        Duration::from_millis(50),
+        beacon::net::DEFAULT_HANDSHAKE_TIMEOUT,
+    );
     let mut opts = ConnectOptions {
         cluster: args.cluster,
-        timeout: Duration::from_millis(args.timeout_ms),
+        timeout,
+        handshake_timeout: liveness,
+        ping_interval: liveness,
         consistency: beacon::wire::Consistency::named(&args.consistency).unwrap_or_default(),
         max_frame_bytes: args.max_frame_bytes,
         ..ConnectOptions::default()

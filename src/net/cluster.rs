@@ -4,6 +4,12 @@
 //! to the beacon it believes leads; when a beacon answers "not the leader" it follows the
 //! hint in the answer, and when a beacon is down or no leader is known yet (an election is
 //! under way) it tries the next beacon after a short pause, until `retry_for` has passed.
+//!
+//! A beacon that stopped answering (a hung process: its connections stay open, nothing comes
+//! back) is the expensive case: each attempt at it costs a whole handshake limit or ping
+//! interval. Such a beacon is a *suspect* for [`SUSPECT_FOR`]: it is tried only when every
+//! other beacon was, and a "not the leader" answer naming it is not followed (the others
+//! elect a new leader within a few ticks), so a call spends at most one attempt on it.
 
 use std::time::Duration;
 
@@ -19,6 +25,10 @@ use crate::wire::Code;
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(2);
 const MAX_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
+/// How long a beacon that did not answer in time is tried last, and not followed when
+/// named leader: longer than an election takes, so the others have moved on by then.
+pub const SUSPECT_FOR: Duration = Duration::from_secs(5);
+
 /// The leader of a cluster, reached through any of its beacons.
 #[derive(Debug)]
 pub struct Cluster {
@@ -30,6 +40,8 @@ pub struct Cluster {
     /// Where to try next: a leader named by a beacon, else the next beacon of the list.
     hint: Option<String>,
     next: usize,
+    /// Beacons that did not answer in time, and until when they are tried last.
+    suspects: std::collections::HashMap<String, Instant>,
 }
 
 impl Cluster {
@@ -43,7 +55,39 @@ impl Cluster {
             conn: None,
             hint: None,
             next: 0,
+            suspects: Default::default(),
         }
+    }
+
+    /// Whether `addr` did not answer in time lately.
+    fn suspect(&self, addr: &str) -> bool {
+        self.suspects
+            .get(addr)
+            .is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// The beacons suspected now, for a caller that reports where it stands.
+    pub fn suspected(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .beacons
+            .iter()
+            .filter(|b| self.suspect(b))
+            .cloned()
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// The next beacon of the list to try: the first one not suspected from where the last
+    /// try left off, else (every one is suspected) simply the next.
+    fn next_beacon(&mut self) -> String {
+        let n = self.beacons.len();
+        let pick = (0..n)
+            .map(|k| (self.next + k) % n)
+            .find(|&i| !self.suspect(&self.beacons[i]))
+            .unwrap_or(self.next % n);
+        self.next = pick + 1;
+        self.beacons[pick].clone()
     }
 
     pub fn beacons(&self) -> &[String] {
@@ -57,6 +101,15 @@ impl Cluster {
         }
     }
 
+    /// Replaces how calls connect from the next connection on (a registration's keepalive
+    /// takes options fitted to its lease once it knows the lease).
+    pub fn set_options(&mut self, opts: ConnectOptions) {
+        if let Some(conn) = self.conn.as_mut() {
+            conn.set_limits(&opts);
+        }
+        self.opts = opts;
+    }
+
     /// The beacon the current connection goes to, if any.
     pub fn connected_to(&self) -> Option<&str> {
         self.conn.as_ref().map(|c| c.addr())
@@ -67,14 +120,14 @@ impl Cluster {
     async fn connection(&mut self) -> Result<&mut Client, ClientError> {
         if self.conn.is_none() {
             let addr = match self.hint.take() {
-                Some(h) => h,
-                None => {
-                    let addr = self.beacons[self.next % self.beacons.len()].clone();
-                    self.next += 1;
-                    addr
-                }
+                Some(h) if !self.suspect(&h) => h,
+                _ => self.next_beacon(),
             };
-            self.conn = Some(Client::connect(&addr, &self.opts).await?);
+            let client = Client::connect(&addr, &self.opts).await;
+            if client.is_ok() {
+                self.suspects.remove(&addr);
+            }
+            self.conn = Some(client?);
         }
         Ok(self.conn.as_mut().expect("connected"))
     }
@@ -133,6 +186,16 @@ impl Cluster {
         err: ClientError,
         what: &'static str,
     ) -> Result<(), ClientError> {
+        if err.is_silence()
+            && let Some(addr) = self
+                .conn
+                .as_ref()
+                .map(|c| c.addr().to_owned())
+                .or_else(|| silent_addr(&err))
+        {
+            tracing::debug!(beacon = %addr, "no answer in time: tried last for a while: {err}");
+            self.suspects.insert(addr, Instant::now() + SUSPECT_FOR);
+        }
         if !err.leaves_connection_usable() {
             self.conn = None;
         }
@@ -162,6 +225,14 @@ impl Cluster {
             retry.pause = (retry.pause * 2).min(MAX_RETRY_PAUSE);
         }
         Ok(())
+    }
+}
+
+/// The beacon a silence error names.
+fn silent_addr(err: &ClientError) -> Option<String> {
+    match err {
+        ClientError::Timeout { addr, .. } | ClientError::Hung { addr, .. } => Some(addr.clone()),
+        _ => None,
     }
 }
 

@@ -29,8 +29,13 @@ use crate::pb;
 use crate::transport::{Stream, tls};
 use crate::wire::{Cmd, Code, ErrorCode, Frame, FrameCodec, FrameError, PROTOCOL_VERSION};
 
-/// Default time allowed for connecting and for each request.
+/// Default time allowed for each request.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default time allowed for connecting and the handshake, and the default interval at which
+/// a beacon silent on a request or a stream is probed: a beacon that answers neither within
+/// this is taken for hung (see [`ConnectOptions::ping_interval`]).
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -64,6 +69,19 @@ pub enum ClientError {
     },
     #[error("beacon at {addr} closed the connection")]
     Closed { addr: String },
+    /// The beacon stopped answering: a request (or a stream) waited `silent` and a fresh
+    /// handshake, the liveness probe, got no answer either (a stopped or frozen process).
+    #[error(
+        "beacon at {addr} stopped answering {what}: silent for {} ms, and a fresh handshake got no answer within {} ms",
+        silent.as_millis(),
+        probe.as_millis()
+    )]
+    Hung {
+        addr: String,
+        what: &'static str,
+        silent: Duration,
+        probe: Duration,
+    },
     #[error("beacon at {addr}: {cause}")]
     Frame { addr: String, cause: FrameError },
     /// A request (or its answer) over the frame limit: sending it again never helps.
@@ -125,6 +143,7 @@ impl ClientError {
         match self {
             ClientError::Connect { .. }
             | ClientError::Timeout { .. }
+            | ClientError::Hung { .. }
             | ClientError::Closed { .. }
             | ClientError::Frame { .. }
             | ClientError::Mismatch { .. } => true,
@@ -143,6 +162,16 @@ impl ClientError {
             | ClientError::Tls { .. }
             | ClientError::BadReply { .. }
             | ClientError::Ended { .. } => false,
+        }
+    }
+
+    /// Whether the beacon did not answer in time (hung, or slower than the attempt allows):
+    /// worth avoiding for a while, and not worth following when another names it leader.
+    pub fn is_silence(&self) -> bool {
+        match self {
+            ClientError::Timeout { .. } | ClientError::Hung { .. } => true,
+            ClientError::NoLeader { last, .. } => last.is_silence(),
+            _ => false,
         }
     }
 
@@ -203,8 +232,18 @@ fn is_before(a: u32, b: u32) -> bool {
 pub struct ConnectOptions {
     /// Cluster to insist on; `None` accepts whatever cluster the beacon serves.
     pub cluster: Option<String>,
-    /// Limit for connecting and for each request.
+    /// Limit for each request (one attempt at one beacon; [`Cluster`] tries the next beacon
+    /// after it, within its own `retry_for`).
     pub timeout: Duration,
+    /// Limit for connecting and the handshake: a beacon that accepts the connection but
+    /// does not answer its `Hello` (a stopped process whose socket the kernel still
+    /// accepts on) is left after this.
+    pub handshake_timeout: Duration,
+    /// While a request or a stream has heard nothing from its beacon for this long, the
+    /// client probes the beacon with a fresh handshake (bounded by `handshake_timeout`): a
+    /// beacon that answers is slow and kept waiting for; one that does not is hung, and
+    /// the call moves on to the next beacon at once ([`ClientError::Hung`]).
+    pub ping_interval: Duration,
     /// Largest frame accepted.
     pub max_frame_bytes: usize,
     /// TLS to the beacons (see [`crate::transport::tls::client_config`]); `None`: plain TCP.
@@ -232,6 +271,22 @@ impl ConnectOptions {
             tls: Some(Arc::new(tls::client_config(ca, identity)?)),
             ..self
         })
+    }
+
+    /// These options with the liveness knobs a lease of `lease` needs: a report renews the
+    /// lease at least twice through a healthy beacon before it could lapse, however the
+    /// beacon it used stopped. The handshake limit and the ping interval are an eighth of
+    /// the lease (50 ms to the defaults), a request's limit a quarter (to `timeout`): a hung
+    /// beacon costs a report at most a quarter of the lease, reports go every quarter, and
+    /// a new leader is in place within half a second at the default tick.
+    pub fn for_lease(self, lease: Duration) -> ConnectOptions {
+        let eighth = (lease / 8).clamp(Duration::from_millis(50), self.handshake_timeout);
+        ConnectOptions {
+            handshake_timeout: eighth,
+            ping_interval: eighth.min(self.ping_interval),
+            timeout: (lease / 4).clamp(Duration::from_millis(100), self.timeout),
+            ..self
+        }
     }
 
     /// The token sent in the handshake: nebcli's `--token` (or `BEACON_TOKEN`).
@@ -268,6 +323,8 @@ impl Default for ConnectOptions {
         ConnectOptions {
             cluster: None,
             timeout: DEFAULT_TIMEOUT,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            ping_interval: DEFAULT_HANDSHAKE_TIMEOUT,
             max_frame_bytes: crate::wire::frame::DEFAULT_MAX_FRAME,
             tls: None,
             token: None,
@@ -313,23 +370,38 @@ pub struct Client {
     node: String,
     /// The flags every request carries (its reads' consistency).
     flags: u8,
+    /// How it connected: what a liveness probe dials with.
+    opts: ConnectOptions,
+    /// Probe the beacon while a request waits (off for the handshake's own request).
+    probing: bool,
 }
 
 impl Client {
+    /// The request limit and liveness knobs of `opts` from now on (the rest of how it
+    /// connected stays).
+    pub fn set_limits(&mut self, opts: &ConnectOptions) {
+        self.timeout = opts.timeout;
+        self.opts.timeout = opts.timeout;
+        self.opts.handshake_timeout = opts.handshake_timeout;
+        self.opts.ping_interval = opts.ping_interval;
+    }
+
     /// How fresh this connection's reads must be from now on (see
     /// [`ConnectOptions::consistency`]).
     pub fn set_consistency(&mut self, consistency: crate::wire::Consistency) {
         self.flags = consistency.flags();
     }
 
-    /// Connects to `addr` (`ip:port` or `host:port`) and performs the client handshake.
+    /// Connects to `addr` (`ip:port` or `host:port`) and performs the client handshake,
+    /// within [`ConnectOptions::handshake_timeout`].
     pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Client, ClientError> {
+        let limit = opts.handshake_timeout;
         let timed_out = |what| ClientError::Timeout {
             addr: addr.to_owned(),
             what,
-            timeout: opts.timeout,
+            timeout: limit,
         };
-        let tcp = tokio::time::timeout(opts.timeout, dial(addr, opts.source))
+        let tcp = tokio::time::timeout(limit, dial(addr, opts.source))
             .await
             .map_err(|_| timed_out("connect"))?
             .map_err(|cause| ClientError::Connect {
@@ -344,10 +416,9 @@ impl Client {
                     addr: addr.to_owned(),
                     cause: e.to_string(),
                 })?;
-                let dialled =
-                    tokio::time::timeout(opts.timeout, tls::dial(tcp, config.clone(), name))
-                        .await
-                        .map_err(|_| timed_out("the TLS handshake"))?;
+                let dialled = tokio::time::timeout(limit, tls::dial(tcp, config.clone(), name))
+                    .await
+                    .map_err(|_| timed_out("the TLS handshake"))?;
                 dialled.map_err(|cause| match cause.kind() {
                     // What the other end said did not verify: trying again will not help.
                     std::io::ErrorKind::InvalidData => ClientError::Tls {
@@ -365,10 +436,12 @@ impl Client {
             framed: Framed::new(stream, FrameCodec::new(opts.max_frame_bytes)),
             addr: addr.to_owned(),
             seq: 0,
-            timeout: opts.timeout,
+            timeout: limit,
             cluster: String::new(),
             node: String::new(),
             flags: opts.consistency.flags(),
+            opts: opts.clone(),
+            probing: false,
         };
         let hello = pb::Hello {
             cluster: opts.cluster.clone().unwrap_or_default(),
@@ -385,9 +458,41 @@ impl Client {
         let ack: pb::HelloAck = client.request(Cmd::Hello, &hello, "the handshake").await?;
         client.cluster = ack.cluster;
         client.node = ack.node;
+        client.timeout = opts.timeout;
+        client.probing = true;
         Ok(client)
     }
 
+    /// Whether the beacon at `addr` answers a fresh handshake within the handshake limit:
+    /// the liveness probe of a beacon silent on a request or a stream.
+    pub async fn answers(addr: &str, opts: &ConnectOptions) -> bool {
+        match Client::connect(addr, opts).await {
+            Ok(_) => true,
+            // It answered, if only to refuse (an older protocol, a wrong cluster).
+            Err(e) => e.leaves_connection_usable(),
+        }
+    }
+}
+
+/// Resolves once the beacon at `addr` has been silent for a ping interval and then failed a
+/// probe, with the error that says so; never while it answers probes.
+async fn hung(addr: &str, opts: &ConnectOptions, what: &'static str) -> ClientError {
+    let started = tokio::time::Instant::now();
+    let every = opts.ping_interval.max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(every).await;
+        if !Client::answers(addr, opts).await {
+            return ClientError::Hung {
+                addr: addr.to_owned(),
+                what,
+                silent: started.elapsed(),
+                probe: opts.handshake_timeout,
+            };
+        }
+    }
+}
+
+impl Client {
     /// The handshaken connection itself, for a client that pipelines requests (many
     /// registrations reporting over one connection, say): it sends frames without waiting
     /// and matches replies to requests by `seq`. The beacon answers a connection's requests
@@ -424,12 +529,23 @@ impl Client {
     /// Waits for the next frame a beacon pushes on this connection after a request that
     /// started a stream (a watch), with no timeout: a quiet cluster sends none. Ends with an
     /// error when the beacon ends the stream (it stopped leading) or the connection fails.
+    ///
+    /// A beacon that stays silent is probed every ping interval: one that no longer answers
+    /// a handshake ends the wait with [`ClientError::Hung`], so that a stream resumes at
+    /// another beacon rather than wait on a stopped one.
     pub async fn next_pushed(&mut self, what: &'static str) -> Result<Frame, ClientError> {
         let addr = self.addr.clone();
-        let frame = self
-            .framed
-            .next()
-            .await
+        let Client {
+            framed,
+            addr: at,
+            opts,
+            ..
+        } = self;
+        let next = tokio::select! {
+            next = framed.next() => next,
+            hung = hung(at, opts, what) => return Err(hung),
+        };
+        let frame = next
             .ok_or_else(|| ClientError::Closed { addr: addr.clone() })?
             .map_err(|cause| ClientError::Frame {
                 addr: addr.clone(),
@@ -485,16 +601,24 @@ impl Client {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let frame = Frame::new(cmd.code(), seq, self.flags, req);
+        let Client {
+            framed,
+            addr,
+            opts,
+            timeout,
+            probing,
+            ..
+        } = self;
         let exchange = async {
-            self.framed.send(frame).await?;
+            framed.send(frame).await?;
             loop {
-                let Some(reply) = self.framed.next().await.transpose()? else {
+                let Some(reply) = framed.next().await.transpose()? else {
                     return Ok(None);
                 };
                 // An answer to an earlier request of this connection, given up since.
                 if reply.seq != seq && is_before(reply.seq, seq) {
                     tracing::debug!(
-                        beacon = %self.addr,
+                        beacon = %addr,
                         cmd = reply.cmd,
                         seq = reply.seq,
                         "dropped a late reply to a request given up earlier"
@@ -504,14 +628,27 @@ impl Client {
                 return Ok(Some(reply));
             }
         };
-        let reply = tokio::time::timeout(self.timeout, exchange)
-            .await
+        // A request that waits is raced against probes of its beacon: a slow beacon is
+        // waited for (up to the limit), a hung one left at once.
+        let liveness = async {
+            if *probing {
+                // Boxed: a probe is a handshake, itself a request (that does not probe).
+                Box::pin(hung(addr, opts, what)).await
+            } else {
+                std::future::pending().await
+            }
+        };
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(*timeout, exchange) => answered,
+            hung = liveness => return Err(hung),
+        };
+        let reply = answered
             .map_err(|_| ClientError::Timeout {
-                addr: self.addr.clone(),
+                addr: addr.clone(),
                 what,
-                timeout: self.timeout,
+                timeout: *timeout,
             })?
-            .map_err(|cause| ClientError::of_frame(&self.addr, cmd.code(), cause))?
+            .map_err(|cause| ClientError::of_frame(addr, cmd.code(), cause))?
             .ok_or_else(|| ClientError::Closed {
                 addr: self.addr.clone(),
             })?;

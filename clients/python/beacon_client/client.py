@@ -27,6 +27,9 @@ from ._pb import (
 
 T = TypeVar("T")
 
+# Seconds a beacon that did not answer in time is tried last: longer than an election takes.
+SUSPECT_FOR = 5.0
+
 _STUBS = {
     "cluster": beacon_pb2_grpc.ClusterStub,
     "registry": registry_pb2_grpc.RegistryStub,
@@ -43,8 +46,13 @@ class Client:
     `beacons` are `host:port` addresses of the client ports. `token` authenticates (sent as
     `authorization: Bearer TOKEN`); `root_certificates` (PEM bytes of the cluster's CA) turns
     TLS on, with `certificate_chain` and `private_key` for a client certificate. `timeout`
-    bounds each attempt; `retry_for` how long a call keeps trying other beacons while the
-    cluster cannot answer (an election, a lost majority). `consistency` is how fresh reads
+    bounds each attempt at one beacon; `retry_for` how long a call keeps trying other
+    beacons while the cluster cannot answer (an election, a lost majority, a beacon that
+    stopped answering). `ping_interval` is how often an idle or waiting connection pings its
+    beacon (HTTP/2 PING): a beacon that does not answer a ping within the same time is taken
+    for hung, its calls fail over to the next beacon, and it is tried last for a while
+    (`SUSPECT_FOR` seconds). A registration's keep-alive moves on sooner, after a quarter of
+    its lease without an answer. `consistency` is how fresh reads
     must be: `"linearizable"` (the default: every write acknowledged before the read is in
     its answer, or the call fails) or `"serializable"` (the called beacon's replica as it
     is, at once; sent as `beacon-consistency` metadata).
@@ -54,7 +62,7 @@ class Client:
                  root_certificates: bytes | None = None,
                  certificate_chain: bytes | None = None, private_key: bytes | None = None,
                  timeout: float = 5.0, retry_for: float = 10.0,
-                 consistency: str = "linearizable"):
+                 consistency: str = "linearizable", ping_interval: float = 1.0):
         if isinstance(beacons, str):
             beacons = [b for b in beacons.split(",") if b]
         if not beacons:
@@ -72,9 +80,28 @@ class Client:
         if root_certificates is not None:
             self._credentials = grpc.ssl_channel_credentials(
                 root_certificates, private_key, certificate_chain)
+        self.ping_interval = ping_interval
+        ping_ms = max(int(ping_interval * 1000), 50)
+        # HTTP/2 PINGs on every connection, with or without calls: a stopped beacon is
+        # noticed within two intervals, and its calls fail over instead of waiting out their
+        # deadline. beacon's server allows pings at any rate.
+        self._options = [
+            ("grpc.keepalive_time_ms", ping_ms),
+            ("grpc.keepalive_timeout_ms", ping_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            # Reconnect to a beacon that comes back soon, not after grpc's default minute;
+            # and give a connection that takes no answer (a stopped beacon accepts, then
+            # says nothing) up after a ping interval, not grpc's default 20 s.
+            ("grpc.max_reconnect_backoff_ms", 2_000),
+            ("grpc.min_reconnect_backoff_ms", ping_ms),
+        ]
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._current = 0
+        # Beacons that did not answer in time, and until when (time.monotonic()) they are
+        # tried last.
+        self._suspects: dict[str, float] = {}
 
     # -- connections ---------------------------------------------------------------------
 
@@ -85,9 +112,9 @@ class Client:
             ch = self._channels.get(beacon)
             if ch is None:
                 if self._credentials is None:
-                    ch = grpc.insecure_channel(beacon)
+                    ch = grpc.insecure_channel(beacon, options=self._options)
                 else:
-                    ch = grpc.secure_channel(beacon, self._credentials)
+                    ch = grpc.secure_channel(beacon, self._credentials, options=self._options)
                 self._channels[beacon] = ch
             return ch
 
@@ -101,9 +128,31 @@ class Client:
         return list(self._metadata)
 
     def next_beacon(self) -> str:
-        """Moves on to the next beacon of the list (after one failed); returns it."""
+        """Moves on to the next beacon of the list (after one failed), passing over those
+        that lately did not answer in time unless every one did; returns it."""
         with self._lock:
-            self._current = (self._current + 1) % len(self.beacons)
+            now = time.monotonic()
+            n = len(self.beacons)
+            for step in range(1, n + 1):
+                i = (self._current + step) % n
+                if self._suspects.get(self.beacons[i], 0) <= now:
+                    self._current = i
+                    break
+            else:
+                self._current = (self._current + 1) % n
+            return self.beacons[self._current]
+
+    def suspect(self, beacon: str | None = None) -> None:
+        """Notes that `beacon` (by default the one in use) did not answer in time: it is
+        tried last for `SUSPECT_FOR` seconds."""
+        with self._lock:
+            beacon = beacon or self.beacons[self._current]
+            self._suspects[beacon] = time.monotonic() + SUSPECT_FOR
+
+    @property
+    def current(self) -> str:
+        """The beacon calls go to now."""
+        with self._lock:
             return self.beacons[self._current]
 
     def close(self) -> None:
@@ -138,11 +187,19 @@ class Client:
         # is one, waiting longer helps nobody.
         refused: set[str] = set()
         while True:
-            beacon = self.beacons[self._current]
+            beacon = self.current
             try:
                 return attempt(self.stub(service))
             except grpc.RpcError as e:
                 err = errors.from_rpc_error(e)
+                if errors.silent(err):
+                    # No answer in time, or the connection's pings went unanswered: a hung
+                    # beacon. Every beacon write is safe to retry; try the next one.
+                    self.suspect(beacon)
+                    if time.monotonic() + pause > deadline:
+                        raise err from None
+                    self.next_beacon()
+                    continue
                 if errors.connection_refused(err):
                     refused.add(beacon)
                     if refused.issuperset(self.beacons):

@@ -136,6 +136,17 @@ def from_rpc_error(error: grpc.RpcError) -> BeaconError:
     return cls(message or "", status, reason, code, leader)
 
 
+def silent(err: BeaconError) -> bool:
+    """Whether `err` says the beacon gave no answer in time: the attempt's deadline passed,
+    or its connection's pings went unanswered (grpc then fails the call UNAVAILABLE with
+    `keepalive watchdog timeout` or `ping timeout`)."""
+    if err.status == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    text = err.message.lower()
+    return (err.status == grpc.StatusCode.UNAVAILABLE and not err.reason
+            and any(w in text for w in ("keepalive", "ping timeout", "timeout", "timed out")))
+
+
 def connection_refused(err: BeaconError) -> bool:
     """Whether `err` says nothing listens at the address (the connection was refused, not
     lost or timed out)."""

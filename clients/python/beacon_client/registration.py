@@ -2,7 +2,9 @@
 
 The lease is trusted only as far as a beacon confirmed it: each report's reply extends it to
 one lease after the report was *sent*, so the service gives its ID up no later than the
-leader does. The lease is lost when the leader says the registration is gone (NO_LEASE,
+leader does. A report unanswered for a quarter of the lease (the beacon stopped, or the
+leader behind it did) ends the stream there: the beacon is tried last for a while and the
+reports go on through the next one, so a hung beacon costs a lease nothing. The lease is lost when the leader says the registration is gone (NO_LEASE,
 NOT_HOLDER), or when no beacon has confirmed it for a whole lease (the cluster unreachable,
 its leader stopped): `lost` is set and `on_lost(why)` called, once."""
 
@@ -49,6 +51,8 @@ class Registration:
         self._lock = threading.Lock()
         self._confirmed_until = time.monotonic() + self.lease_ms / 1000
         self._interval = self.lease_ms / 4000
+        # How long one report may wait for its answer at one beacon.
+        self._attempt = max(self.lease_ms / 4000, 0.05)
         self._thread = threading.Thread(
             target=self._run, name=f"beacon-keepalive-{self.node_id}", daemon=True)
         self._thread.start()
@@ -137,6 +141,8 @@ class Registration:
         while not self._stop.is_set() and not self.lost.is_set():
             sent: collections.deque[float] = collections.deque()
             holder: list = []
+            unanswered = threading.Event()
+            beacon = self.client.current
 
             def requests():
                 while not self._stop.is_set() and not self.lost.is_set():
@@ -144,9 +150,17 @@ class Registration:
                         self._lose(
                             f"no beacon confirmed the lease for a whole lease ({self.lease_ms} ms)")
                         break
-                    sent.append(time.monotonic())
+                    now = time.monotonic()
+                    sent.append(now)
                     yield self._report()
-                    self._stop.wait(self._interval)
+                    # Until the next report, watch that this one is answered in time.
+                    while not self._stop.is_set() and time.monotonic() < now + self._interval:
+                        if sent and time.monotonic() - sent[0] > self._attempt:
+                            unanswered.set()
+                            break
+                        self._stop.wait(min(self._attempt / 4, self._interval))
+                    if unanswered.is_set():
+                        break
                 if holder:
                     holder[0].cancel()
 
@@ -163,13 +177,21 @@ class Registration:
                             self._reserved_ms = max(self._reserved_ms, reply.clock_ms)
                     pause = 0.01
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.CANCELLED:
+                if e.code() == grpc.StatusCode.CANCELLED and not unanswered.is_set():
                     continue
                 err = errors.from_rpc_error(e)
                 if isinstance(err, errors.LeaseLost):
                     self._lose(str(err))
                     return
+                if unanswered.is_set() or errors.silent(err):
+                    # The beacon (or the leader behind it) stopped answering: the next one
+                    # at once, and this one last for a while.
+                    self.client.suspect(beacon)
+                    self.client.next_beacon()
+                    continue
             # The beacon went away or cannot answer now: the next one, after a pause.
+            if unanswered.is_set():
+                self.client.suspect(beacon)
             self.client.next_beacon()
             self._stop.wait(pause)
             pause = min(pause * 2, self._interval)

@@ -257,3 +257,39 @@ def test_refusals_are_typed_errors(cluster):
     assert e.value.status == grpc.StatusCode.FAILED_PRECONDITION and e.value.reason == "NOT_HOLDER"
     assert reg.holds()
     reg.close()
+
+
+def test_a_stopped_beacon_costs_the_service_nothing(cluster):
+    """A beacon that hangs (SIGSTOP: its connections stay open, nothing answers) first in the
+    client's list, then the leader: the lease holds throughout (2 s leases, each stop three
+    leases long) and calls go through the others."""
+    leader = cluster.leader()
+    follower = (leader + 1) % 3
+    first = [cluster.addrs[follower]] + [a for i, a in enumerate(cluster.addrs) if i != follower]
+    client = bc.Client(first, retry_for=20)
+    lost = []
+    reg = client.register("LOGIC", "10.0.7.1:8080", on_lost=lost.append)
+    try:
+        cluster.stop(follower)
+        time.sleep(6)
+        assert not lost and reg.holds(), (lost, cluster.log())
+        assert reg.node_id in {n.node_id for n in client.nodes("LOGIC")}
+        cluster.cont(follower)
+        leader = cluster.leader()
+        cluster.stop(leader)
+        time.sleep(6)
+        assert not lost and reg.holds(), (lost, cluster.log())
+        assert reg.node_id in {n.node_id for n in client.nodes("LOGIC")}
+        cluster.cont(leader)
+        # A fresh client whose first beacon is stopped still registers.
+        cluster.stop(follower)
+        with bc.Client(first, retry_for=20) as other:
+            again = other.register("LOGIC", "10.0.7.2:8080")
+            assert again.holds()
+            again.close()
+        cluster.cont(follower)
+    finally:
+        for i in range(3):
+            cluster.cont(i)
+        reg.close()
+

@@ -189,11 +189,14 @@ impl Registration {
         for w in &reply.warnings {
             tracing::warn!(node_id = node.node_id, "{w}");
         }
+        let lease = Duration::from_millis(reply.lease_ms.max(1));
+        // The keepalive leaves a beacon that stops answering within a fraction of the lease
+        // (see `ConnectOptions::for_lease`), keeping what this cluster learnt of the others.
         cluster.set_beacons(reply.beacons.clone());
+        cluster.set_options(opts.connect.clone().for_lease(lease));
         let (lost_tx, lost) = watch::channel(None);
         let (load, load_rx) = watch::channel(Default::default());
         let stop = CancellationToken::new();
-        let lease = Duration::from_millis(reply.lease_ms.max(1));
         let confirmed_until = Arc::new(Mutex::new(sent_at + lease));
         let clock = Arc::new(ClockShare {
             floor_ms: reply.clock_floor_ms,

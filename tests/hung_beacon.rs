@@ -1,0 +1,183 @@
+//! A beacon that hangs (SIGSTOP: its sockets stay open, the kernel still accepts on them,
+//! nothing answers) costs a service nothing: the Rust client and nebcli leave it within a
+//! fraction of the lease or of the command's time and go on through another beacon.
+//!
+//! Three beacons with a 2 s lease. A registration is made through a list whose first beacon
+//! is stopped, renews through a stopped follower's absence, and keeps its lease while the
+//! leader it reports to is stopped for three leases; a watch resumes at the next leader.
+//! nebcli, given the stopped beacon first, registers and shows the cluster within its
+//! `--timeout-ms`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use beacon::client::{ConnectOptions, RegisterOptions, Registration, Watch, WatchEvent};
+use beacon_testkit::*;
+
+const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
+const TICK_MS: u64 = 100;
+const LEASE_MS: u64 = 2_000;
+
+fn start() -> Cluster {
+    let ports = free_ports(3);
+    Cluster::start_with(
+        Path::new(BEACON),
+        &ports,
+        TICK_MS,
+        "hung",
+        &format!(r#"{{"lease_ms": {LEASE_MS}, "id_reuse_delay_ms": 5000}}"#),
+    )
+}
+
+fn addrs(c: &Cluster) -> Vec<SocketAddr> {
+    c.beacons.iter().map(|b| b.addr).collect()
+}
+
+async fn leader_of(c: &Cluster, among: &[SocketAddr]) -> usize {
+    let leader = eventually(Duration::from_secs(15), || agreed_leader(among))
+        .await
+        .unwrap_or_else(|| panic!("no agreed leader among {among:?}\n{}", c.logs()));
+    addrs(c)
+        .iter()
+        .position(|a| a.to_string() == leader)
+        .expect("a beacon of the cluster")
+}
+
+/// Holds for `span` that the registration's lease never lapses; panics with the cluster's
+/// logs if it does.
+async fn keeps_its_lease(reg: &Registration, span: Duration, c: &Cluster, what: &str) {
+    let lost = tokio::time::timeout(span, reg.lost()).await;
+    assert!(
+        lost.is_err(),
+        "{what}: the lease was lost: {}\n{}",
+        lost.unwrap(),
+        c.logs()
+    );
+    assert!(reg.is_live(), "{what}: the lease no longer holds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_beacon_costs_a_rust_service_neither_its_registration_nor_its_lease() {
+    let c = start();
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    let follower = (leader + 1) % 3;
+
+    // The first beacon of the service's list is stopped before it registers.
+    c.beacons[follower].pause();
+    let mut list = vec![all[follower].to_string()];
+    list.extend(
+        all.iter()
+            .filter(|a| **a != all[follower])
+            .map(|a| a.to_string()),
+    );
+    let reg = Registration::register(
+        list.clone(),
+        RegisterOptions::new("LOGIC", "10.0.0.5:8080".parse().unwrap()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("register past a stopped first beacon: {e}\n{}", c.logs()));
+    let mut watch = Watch::start(
+        list,
+        vec!["LOGIC".into()],
+        ConnectOptions::default(),
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("watch past a stopped first beacon: {e}"));
+    keeps_its_lease(
+        &reg,
+        Duration::from_millis(2 * LEASE_MS),
+        &c,
+        "a follower stopped",
+    )
+    .await;
+    c.beacons[follower].signal(libc::SIGCONT);
+
+    // The leader it reports to stops for three leases: the others elect a new one, and the
+    // keepalive leaves the stopped one within a fraction of the lease.
+    let others: Vec<SocketAddr> = all.iter().copied().filter(|a| *a != all[leader]).collect();
+    c.beacons[leader].pause();
+    keeps_its_lease(
+        &reg,
+        Duration::from_millis(3 * LEASE_MS),
+        &c,
+        "the leader stopped",
+    )
+    .await;
+    let new_leader = leader_of(&c, &others).await;
+    assert_ne!(new_leader, leader);
+    // The watch resumed at the new leader: a registration made there is heard.
+    let second = Registration::register(
+        others.iter().map(|a| a.to_string()).collect(),
+        RegisterOptions::new("LOGIC", "10.0.0.6:8080".parse().unwrap()),
+    )
+    .await
+    .expect("register at the new leader");
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match watch.next().await {
+                Ok(WatchEvent::Added(n)) if n.addr == "10.0.0.6:8080" => return Ok(()),
+                Ok(_) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await;
+    assert!(
+        matches!(heard, Ok(Ok(()))),
+        "the watch did not move on from the stopped leader: {heard:?}\n{}",
+        c.logs()
+    );
+    c.beacons[leader].signal(libc::SIGCONT);
+    keeps_its_lease(&reg, Duration::from_millis(LEASE_MS), &c, "all running").await;
+    second.unregister().await.expect("unregister");
+    reg.unregister().await.expect("unregister");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nebcli_given_a_stopped_beacon_first_goes_on_to_the_next_within_its_time() {
+    let c = start();
+    let nebcli_bin = nebcli(Path::new(BEACON));
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    for stopped in [(leader + 1) % 3, leader] {
+        c.beacons[stopped].pause();
+        let mut list = vec![all[stopped].to_string()];
+        list.extend(
+            all.iter()
+                .filter(|a| **a != all[stopped])
+                .map(|a| a.to_string()),
+        );
+        let servers = list.join(",");
+        let addr = format!("10.0.1.{}:80", stopped + 1);
+        let (ok, out) = run_nebcli(
+            &nebcli_bin,
+            &[
+                "-s",
+                &servers,
+                "--timeout-ms",
+                "3000",
+                "register",
+                "--type",
+                "LOGIC",
+                "--addr",
+                &addr,
+            ],
+        );
+        assert!(
+            ok,
+            "register past stopped {}: {out}\n{}",
+            all[stopped],
+            c.logs()
+        );
+        let (ok, out) = run_nebcli(
+            &nebcli_bin,
+            &["-s", &servers, "--timeout-ms", "3000", "show", "beacon"],
+        );
+        assert!(ok && out.contains("is_leader"), "show beacon: {out}");
+        c.beacons[stopped].signal(libc::SIGCONT);
+        leader_of(&c, &all).await;
+    }
+}
