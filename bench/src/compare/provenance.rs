@@ -49,8 +49,17 @@ impl Provenance {
         Provenance {
             date_utc: utc_now(),
             commit: git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into()),
-            uncommitted_changes: git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty()),
+            // The results files themselves are what runs write: one part's results,
+            // written before the next part starts, are no change to what is measured.
+            uncommitted_changes: git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":(exclude)bench/results*",
+            ])
+            .is_some_and(|s| !s.is_empty()),
             cpu_model: cpuinfo
                 .lines()
                 .find(|l| l.starts_with("model name"))
