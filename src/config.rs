@@ -59,6 +59,8 @@ pub struct Config {
     pub watch: WatchConfig,
     /// Key `members`: how learners added by `member add` are promoted.
     pub members: MembersConfig,
+    /// Key `limits`: what this beacon takes at once before it answers `BUSY`.
+    pub limits: Limits,
     /// How writes are made safe; defaults to quorum with 3 or more beacons.
     pub mode: Mode,
     /// Beacon identity -> the address to connect to it at, where that differs (a NAT, a
@@ -151,6 +153,8 @@ struct RawConfig {
     #[serde(default)]
     members: RawMembers,
     #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
     mode: Option<String>,
     #[serde(default)]
     dial: BTreeMap<String, String>,
@@ -169,6 +173,8 @@ struct RawWatch {
     history: usize,
     history_bytes: usize,
     progress_ms: u64,
+    queue_bytes: usize,
+    queue_notices: usize,
 }
 
 impl Default for RawWatch {
@@ -178,6 +184,8 @@ impl Default for RawWatch {
             history: d.history,
             history_bytes: d.history_bytes,
             progress_ms: d.progress_ms,
+            queue_bytes: d.queue.queue_bytes,
+            queue_notices: d.queue.queue_notices,
         }
     }
 }
@@ -188,6 +196,10 @@ pub const WATCH_HISTORY_RANGE: std::ops::RangeInclusive<usize> = 0..=1_000_000;
 pub const WATCH_HISTORY_BYTES_RANGE: std::ops::RangeInclusive<usize> = 0..=(4 << 30);
 /// Limits on `watch.progress_ms`.
 pub const WATCH_PROGRESS_RANGE: std::ops::RangeInclusive<u64> = 100..=3_600_000;
+/// Limits on `watch.queue_bytes`: 64 KiB (a few notices) to 1 GiB.
+pub const WATCH_QUEUE_BYTES_RANGE: std::ops::RangeInclusive<usize> = (64 << 10)..=(1 << 30);
+/// Limits on `watch.queue_notices`.
+pub const WATCH_QUEUE_NOTICES_RANGE: std::ops::RangeInclusive<usize> = 16..=1_000_000;
 
 /// Key `watch`: the committed changes each beacon keeps so that a watch can resume from a
 /// log index (older indexes are answered `COMPACTED`), and how often an idle watch is told
@@ -201,6 +213,10 @@ pub struct WatchConfig {
     pub history_bytes: usize,
     /// Milliseconds an idle watch waits for a progress notice (`progress_ms`, default 5,000).
     pub progress_ms: u64,
+    /// What one watcher may hold queued at this beacon before it is dropped
+    /// (`queue_bytes`, default 1 MiB; `queue_notices`, default 4,096): a watcher that falls
+    /// behind resumes from its log index (see [`crate::machines::watchers`]).
+    pub queue: crate::machines::watchers::WatchLimits,
 }
 
 impl Default for WatchConfig {
@@ -209,6 +225,7 @@ impl Default for WatchConfig {
             history: 10_000,
             history_bytes: 64 << 20,
             progress_ms: 5_000,
+            queue: Default::default(),
         }
     }
 }
@@ -241,6 +258,92 @@ impl RawWatch {
                 self.progress_ms,
                 *progress.start(),
                 *progress.end(),
+            )?,
+            queue: crate::machines::watchers::WatchLimits {
+                queue_bytes: check.range(
+                    "watch.queue_bytes",
+                    None,
+                    self.queue_bytes,
+                    *WATCH_QUEUE_BYTES_RANGE.start(),
+                    *WATCH_QUEUE_BYTES_RANGE.end(),
+                )?,
+                queue_notices: check.range(
+                    "watch.queue_notices",
+                    None,
+                    self.queue_notices,
+                    *WATCH_QUEUE_NOTICES_RANGE.start(),
+                    *WATCH_QUEUE_NOTICES_RANGE.end(),
+                )?,
+            },
+        })
+    }
+}
+
+/// Key `limits`: what one beacon takes at once before it answers `BUSY` (see
+/// `server::admission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests under way at this beacon at most (`max_pending`, default 10,000).
+    pub max_pending: usize,
+    /// Requests one client may have under way (`client_in_flight`, default 1,000).
+    pub client_in_flight: usize,
+    /// Requests a second one client may make (`client_rate`, default 0: no limit).
+    pub client_rate: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pending: 10_000,
+            client_in_flight: 1_000,
+            client_rate: 0,
+        }
+    }
+}
+
+/// Key `limits`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawLimits {
+    max_pending: usize,
+    client_in_flight: usize,
+    client_rate: u32,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        let d = Limits::default();
+        RawLimits {
+            max_pending: d.max_pending,
+            client_in_flight: d.client_in_flight,
+            client_rate: d.client_rate,
+        }
+    }
+}
+
+impl RawLimits {
+    fn check(self, check: &Checker) -> Result<Limits, ConfigError> {
+        Ok(Limits {
+            max_pending: check.range(
+                "limits.max_pending",
+                None,
+                self.max_pending,
+                16,
+                10_000_000,
+            )?,
+            client_in_flight: check.range(
+                "limits.client_in_flight",
+                None,
+                self.client_in_flight,
+                1,
+                10_000_000,
+            )?,
+            client_rate: check.range(
+                "limits.client_rate",
+                None,
+                self.client_rate,
+                0,
+                100_000_000,
             )?,
         })
     }
@@ -552,10 +655,17 @@ impl Config {
                 "history": self.watch.history,
                 "history_bytes": self.watch.history_bytes,
                 "progress_ms": self.watch.progress_ms,
+                "queue_bytes": self.watch.queue.queue_bytes,
+                "queue_notices": self.watch.queue.queue_notices,
             },
             "members": {
                 "auto_promote": self.members.auto_promote,
                 "promote_after_ms": self.members.promote_after_ms,
+            },
+            "limits": {
+                "max_pending": self.limits.max_pending,
+                "client_in_flight": self.limits.client_in_flight,
+                "client_rate": self.limits.client_rate,
             },
             "dial": self.dial.iter().map(|(b, via)| (b.to_string(), json!(via.to_string())))
                 .collect::<serde_json::Map<_, _>>(),
@@ -688,6 +798,7 @@ const CORE_KEYS: &[&str] = &[
     "log_keep",
     "watch",
     "members",
+    "limits",
     "mode",
     "dial",
     "tls",
@@ -865,6 +976,7 @@ impl RawConfig {
         let tls = self.tls.check(&check, o, members)?;
         let watch = self.watch.check(&check)?;
         let members_config = self.members.check(&check)?;
+        let limits = self.limits.check(&check)?;
         let auth = self.auth.check(&check)?;
         let ip_allow =
             crate::allow::Allowlist::from_words(self.ip_allow.iter().map(String::as_str))
@@ -913,6 +1025,7 @@ impl RawConfig {
             log_keep: self.log_keep,
             watch,
             members: members_config,
+            limits,
             machines,
             tls,
             auth,

@@ -299,6 +299,7 @@ fn no_leader(addr: String) -> ClientError {
         code: ErrorCode::NotLeader as u32,
         msg: "no leader is known yet".into(),
         leader: None,
+        retry_after: None,
     }
 }
 

@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::consensus::{ConsensusError, Machine, Message, Reply, ReplyError, Service};
 use crate::machines::view::{ReadError, View};
+pub use crate::machines::watchers::Pushes;
+use crate::machines::watchers::{Pushed, Queue, Watchers};
 use crate::machines::{Change, Part, Replica, Routes, Sections, Services, State};
 use crate::pb;
 use crate::time::Millis;
@@ -158,11 +160,22 @@ pub(crate) struct DriverHandle {
     tx: mpsc::Sender<Event>,
     /// The replica, read on the caller's task.
     view: Arc<View>,
+    /// The watches of this beacon: their limits, gauges and shared notices.
+    watchers: Arc<Watchers>,
 }
 
 impl DriverHandle {
-    pub(crate) fn new(tx: mpsc::Sender<Event>, view: Arc<View>) -> DriverHandle {
-        DriverHandle { tx, view }
+    pub(crate) fn new(
+        tx: mpsc::Sender<Event>,
+        view: Arc<View>,
+        watchers: Arc<Watchers>,
+    ) -> DriverHandle {
+        DriverHandle { tx, view, watchers }
+    }
+
+    /// The watches of this beacon.
+    pub(crate) fn watchers(&self) -> Arc<Watchers> {
+        self.watchers.clone()
     }
 
     pub(crate) async fn peer_message(&self, from: SocketAddr, msg: Message<State>) {
@@ -530,6 +543,8 @@ pub struct Reject {
     pub(crate) close: bool,
     /// The leader to ask instead (with `NotLeader`).
     pub(crate) leader: Option<SocketAddr>,
+    /// How long to wait before trying again (with `Busy`), in milliseconds.
+    pub(crate) retry_after_ms: u64,
 }
 
 impl Reject {
@@ -539,6 +554,17 @@ impl Reject {
             msg: msg.into(),
             close: false,
             leader: None,
+            retry_after_ms: 0,
+        }
+    }
+
+    /// The `ErrorReply` that carries this refusal.
+    pub(crate) fn to_reply(&self) -> pb::ErrorReply {
+        pb::ErrorReply {
+            code: self.code,
+            msg: self.msg.clone(),
+            leader: self.leader.map(|l| l.to_string()).unwrap_or_default(),
+            retry_after_ms: self.retry_after_ms,
         }
     }
 
@@ -627,28 +653,9 @@ pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
     )
 }
 
-/// Notices queued per watcher; a watcher that falls this far behind is dropped (it
-/// watches again and resyncs).
-pub(crate) const WATCH_QUEUE: usize = 4096;
-
-/// Queues `frame` for a watcher of `what`: false once the watcher is gone, or fell
-/// [`WATCH_QUEUE`] notices behind and is dropped (it resyncs; `ended` says so).
-fn push(tx: &mpsc::Sender<Frame>, frame: Frame, what: &str, ended: &Ended) -> bool {
-    match tx.try_send(frame) {
-        Ok(()) => true,
-        Err(mpsc::error::TrySendError::Full(_)) => {
-            tracing::warn!(
-                "a watcher of {what} fell {WATCH_QUEUE} notices behind: dropped (it resyncs)"
-            );
-            ended.behind.store(true, Ordering::Relaxed);
-            false
-        }
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
-    }
-}
-
 /// Why a stream ended, once its channel closes: this beacon stopped leading (the driver
-/// drops every subscriber then), or its watcher fell `WATCH_QUEUE` notices behind.
+/// drops every subscriber then), or its watcher fell behind its limits (`watch.queue_bytes`,
+/// `watch.queue_notices`).
 #[derive(Debug, Clone)]
 pub struct Ended {
     leading: &'static str,
@@ -679,7 +686,7 @@ impl Ended {
         if self.behind.load(Ordering::Relaxed) {
             (
                 ErrorCode::Unavailable,
-                "this watcher fell 4096 notices behind and was dropped: read faster, and watch again",
+                "this watcher fell behind (its queue at the beacon reached watch.queue_bytes or watch.queue_notices) and was dropped: resume from the index after the last notice taken",
             )
         } else {
             (self.code, self.leading)
@@ -721,6 +728,10 @@ impl Start {
 /// notice with the index the log is committed through. The stream ends with `ended` when
 /// this beacon stops leading; a resume from before the oldest change kept is refused
 /// `COMPACTED`.
+///
+/// `kind`: watchers of the same kind (the same filter) get the same notice for a change, so
+/// its bytes are made once and shared by all of them ([`kind_of`]); `None` for a watch of
+/// its own (a holder's assignments).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn follow<M, A, N, F>(
     frame: &Frame,
@@ -729,6 +740,7 @@ pub(crate) async fn follow<M, A, N, F>(
     what: &'static str,
     ended: &'static str,
     from: u64,
+    kind: Option<u64>,
     start: impl FnOnce(&M, Start) -> Result<(A, F), Reject> + Send + 'static,
     progress: fn(u64) -> N,
 ) -> Result<Handled, Reject>
@@ -742,6 +754,7 @@ where
     let pushed = pushed.code();
     let ended = Ended::new(ended);
     let overflow = ended.clone();
+    let watchers = ctx.driver.watchers();
     let started = ctx
         .driver
         .subscribe(from, move |replica, _, since| {
@@ -757,44 +770,62 @@ where
                 Ok(started) => started,
                 Err(e) => return (Err(e), None),
             };
-            // Room for what the history replays on top of the usual queue.
-            let (tx, rx) = mpsc::channel(WATCH_QUEUE + replay);
+            // Room for what the history replays on top of the usual limits.
+            let (mut queue, pushes) = watchers.queue(replay);
             let after = begin.index();
             // Something was pushed since the last progress call: the watcher is not idle.
             let mut busy = false;
+            let send = move |queue: &mut Queue, body: Bytes| {
+                let frame = Frame {
+                    cmd: pushed,
+                    seq: 0,
+                    flags: FLAG_ONEWAY,
+                    body,
+                };
+                match queue.push(frame, what) {
+                    Pushed::Queued => true,
+                    Pushed::Gone => false,
+                    Pushed::Behind => {
+                        overflow.behind.store(true, Ordering::Relaxed);
+                        false
+                    }
+                }
+            };
+            let shared = watchers.clone();
             let subscriber: Subscriber = Box::new(move |told| match told {
                 Told::Change(index, change) => {
-                    let told = (index > after)
-                        .then(|| <State as Part<M>>::change(change))
-                        .flatten()
-                        .and_then(|change| notice(index, change));
-                    match told {
+                    if index <= after {
+                        return !queue.is_closed();
+                    }
+                    let mut make = || {
+                        <State as Part<M>>::change(change)
+                            .and_then(|change| notice(index, change))
+                            .map(|body| Bytes::from(prost::Message::encode_to_vec(&body)))
+                    };
+                    let body = match kind {
+                        Some(kind) => shared.shared(pushed, kind, index, make),
+                        None => make(),
+                    };
+                    match body {
                         Some(body) => {
                             busy = true;
-                            push(
-                                &tx,
-                                Frame::new(pushed, 0, FLAG_ONEWAY, &body),
-                                what,
-                                &overflow,
-                            )
+                            send(&mut queue, body)
                         }
-                        None => !tx.is_closed(),
+                        None => !queue.is_closed(),
                     }
                 }
                 Told::Progress(commit) => {
                     if std::mem::take(&mut busy) {
-                        return !tx.is_closed();
+                        return !queue.is_closed();
                     }
                     let body = progress(commit.max(after));
-                    push(
-                        &tx,
-                        Frame::new(pushed, 0, FLAG_ONEWAY, &body),
-                        what,
-                        &overflow,
+                    send(
+                        &mut queue,
+                        Bytes::from(prost::Message::encode_to_vec(&body)),
                     )
                 }
             });
-            (Ok((answer, rx)), Some(subscriber))
+            (Ok((answer, pushes)), Some(subscriber))
         })
         .await?;
     let (answer, pushes) = started?;
@@ -803,6 +834,13 @@ where
         pushes,
         ended,
     })
+}
+
+/// The kind of a watch whose notices depend on `filter` alone (the node types, the
+/// prefixes followed): watches of one kind share their notices' bytes.
+pub(crate) fn kind_of(filter: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(filter)
 }
 
 /// The refusal of a resume from before the oldest change kept.
@@ -826,7 +864,7 @@ pub enum Handled {
     /// leading, or the watcher fell behind).
     Stream {
         reply: Frame,
-        pushes: mpsc::Receiver<Frame>,
+        pushes: Pushes,
         ended: Ended,
     },
 }

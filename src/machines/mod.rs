@@ -37,6 +37,7 @@ pub mod registry;
 pub mod sequence;
 pub mod tasks;
 pub(crate) mod view;
+pub mod watchers;
 
 pub use crate::consensus::{Machine, Service};
 

@@ -202,6 +202,19 @@ impl Cluster {
         if !err.is_retryable() {
             return Err(err);
         }
+        if let Some(wait) = err.busy_for() {
+            // Over the beacon's limits: the same beacon (it leads), after the wait it asked
+            // for, spread out by jitter so that a herd does not come back at once.
+            if retry.started.elapsed() + wait >= self.retry_for {
+                return Err(ClientError::NoLeader {
+                    what,
+                    waited: retry.started.elapsed(),
+                    last: Box::new(err),
+                });
+            }
+            tokio::time::sleep(jittered(wait)).await;
+            return Ok(());
+        }
         self.conn = None;
         if let ClientError::Refused {
             leader: Some(l), ..
@@ -226,6 +239,15 @@ impl Cluster {
         }
         Ok(())
     }
+}
+
+/// `wait` spread between half and one and a half of it.
+pub(crate) fn jittered(wait: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let unit = f64::from(nanos % 1_000_000) / 1_000_000.0;
+    wait.mul_f64(0.5 + unit)
 }
 
 /// The beacon a silence error names.

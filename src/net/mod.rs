@@ -60,6 +60,8 @@ pub enum ClientError {
         msg: String,
         /// With `NotLeader`: the leader to ask instead, when the beacon knows it.
         leader: Option<String>,
+        /// With `Busy`: how long the beacon asks to wait before trying again.
+        retry_after: Option<Duration>,
     },
     #[error("no leader answered {what} within {} ms; last error: {last}", waited.as_millis())]
     NoLeader {
@@ -154,6 +156,7 @@ impl ClientError {
                         | ErrorCode::LeaderChanged
                         | ErrorCode::Unavailable
                         | ErrorCode::NoQuorum
+                        | ErrorCode::Busy
                 )
             ),
             ClientError::NoLeader { .. }
@@ -162,6 +165,19 @@ impl ClientError {
             | ClientError::Tls { .. }
             | ClientError::BadReply { .. }
             | ClientError::Ended { .. } => false,
+        }
+    }
+
+    /// With `Busy`: how long the beacon asked to wait.
+    pub fn busy_for(&self) -> Option<Duration> {
+        match self {
+            ClientError::Refused {
+                code, retry_after, ..
+            } if *code == ErrorCode::Busy as u32 => {
+                Some(retry_after.unwrap_or(Duration::from_millis(10)))
+            }
+            ClientError::NoLeader { last, .. } => last.busy_for(),
+            _ => None,
         }
     }
 
@@ -566,6 +582,8 @@ impl Client {
                 code: err.code,
                 msg: err.msg,
                 leader: Some(err.leader).filter(|l| !l.is_empty()),
+                retry_after: (err.retry_after_ms > 0)
+                    .then(|| Duration::from_millis(err.retry_after_ms)),
             },
             Err(cause) => ClientError::Frame {
                 addr: self.addr.clone(),

@@ -72,7 +72,7 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
     });
     Ok(Handled::Stream {
         reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &start),
-        pushes: rx,
+        pushes: crate::machines::handle::Pushes::plain(rx),
         ended: Ended::finished("the backup was sent whole"),
     })
 }

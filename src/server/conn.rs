@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
@@ -126,7 +125,7 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
     if let Peer::Beacon(node) = peer {
         shared.driver.peer_connected(node, id).await;
     }
-    serve_requests(&mut conn, remote, &peer, &shared).await;
+    serve_requests(&mut conn, remote, id, &peer, &shared).await;
     if let Peer::Beacon(node) = peer {
         shared.driver.peer_disconnected(node, id).await;
     }
@@ -484,7 +483,7 @@ struct Streaming {
     /// The request that started it, repeated on the error that ends it.
     cmd: u32,
     seq: u32,
-    pushes: mpsc::Receiver<Frame>,
+    pushes: crate::machines::handle::Pushes,
     /// What the error that ends it says.
     ended: crate::machines::handle::Ended,
 }
@@ -518,7 +517,14 @@ fn reassemble(parts: &mut Reassembly, frame: Frame, peer: &Peer) -> Result<Optio
     })
 }
 
-async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared: &Shared) {
+async fn serve_requests(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    id: ConnId,
+    peer: &Peer,
+    shared: &Shared,
+) {
+    let client = dispatch::client_key(peer, format_args!("{id} from {remote}"));
     let mut streaming: Option<Streaming> = None;
     let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {
@@ -589,8 +595,8 @@ async fn serve_requests(conn: &mut Conn, remote: SocketAddr, peer: &Peer, shared
         }
         let started = std::time::Instant::now();
         let results = match batch.as_slice() {
-            [one] => vec![dispatch(one, peer, shared).await],
-            many => dispatch::dispatch_batch(many, peer, shared).await,
+            [one] => vec![dispatch(one, peer, Some(&client), shared).await],
+            many => dispatch::dispatch_batch(many, peer, Some(&client), shared).await,
         };
         for (frame, result) in batch.iter().zip(results) {
             // Heartbeats on a peer's inbound link are not requests.
@@ -677,6 +683,6 @@ fn handshake_refusal_kind(code: u32) -> &'static str {
 
 /// Sends the refusal of a handshake (the connection then closes).
 async fn answer_refusal(conn: &mut Conn, frame: &Frame, reject: Reject) {
-    let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
+    let reply = wire::error_reply_frame(frame.cmd, frame.seq, &reject.to_reply());
     let _ = conn.send(reply).await;
 }

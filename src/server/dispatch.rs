@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::admission::{Class, Ticket};
 use super::shared::Shared;
 use crate::auth::{Identity, Role};
 use crate::machines::handle::{Consistency, Handled, Reject, reply};
@@ -67,19 +68,64 @@ fn result_code(result: &Result<Handled, Reject>) -> String {
     }
 }
 
+/// Who a client is for admission control: its token's name where the beacon
+/// authenticates clients (all the connections of one token count together), else its
+/// connection (`conn`, which names it uniquely).
+pub(super) fn client_key(peer: &Peer, conn: impl std::fmt::Display) -> String {
+    match peer {
+        Peer::Client(Some(who)) => format!("identity {}", who.name),
+        _ => format!("connection {conn}"),
+    }
+}
+
+/// How urgent `cmd` is: renewals of live leases (the requests the machines batch) and reads
+/// of the cluster's own status keep going when new work is refused.
+fn class_of(cmd: u32) -> Class {
+    let keeps = matches!(
+        Cmd::from_code(cmd),
+        Some(Cmd::BeaconStatus | Cmd::ReadIndex | Cmd::LeaderElection)
+    ) || machines::Dispatch::batches(cmd);
+    if keeps { Class::Keep } else { Class::New }
+}
+
+/// Admits a request to this beacon ([`super::admission`]); beacons' own messages always.
+fn admit(
+    frame: &Frame,
+    peer: &Peer,
+    client: Option<&str>,
+    shared: &Shared,
+) -> Result<Option<Ticket>, Reject> {
+    if matches!(peer, Peer::Beacon(_)) {
+        return Ok(None);
+    }
+    shared
+        .admission
+        .admit(client, class_of(frame.cmd))
+        .map(Some)
+}
+
 /// Handles one request: the core's commands here, every other by the machine that owns it.
+/// `client`: who the request counts against ([`client_key`]); `None` for a call a follower
+/// relays (its client was admitted there).
 pub(super) async fn dispatch(
     frame: &Frame,
     peer: &Peer,
+    client: Option<&str>,
     shared: &Shared,
 ) -> Result<Handled, Reject> {
+    if let Peer::Client(Some(who)) = peer {
+        permit(frame.cmd, who)?;
+    }
+    let _admitted = admit(frame, peer, client, shared)?;
+    handle(frame, peer, shared).await
+}
+
+/// Handles one request that was admitted and whose sender may send it.
+async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, Reject> {
     let identity = match peer {
         Peer::Client(Some(who)) => Some(who.as_ref()),
         _ => None,
     };
-    if let Some(who) = identity {
-        permit(frame.cmd, who)?;
-    }
     match Cmd::from_code(frame.cmd) {
         Some(Cmd::LeaderElection) => {
             let Peer::Beacon(node) = *peer else {
@@ -195,6 +241,7 @@ pub(super) async fn dispatch(
 pub(super) async fn dispatch_batch(
     frames: &[Frame],
     peer: &Peer,
+    client: Option<&str>,
     shared: &Shared,
 ) -> Vec<Result<Handled, Reject>> {
     let identity = match peer {
@@ -210,17 +257,38 @@ pub(super) async fn dispatch_batch(
         // One code, one sender: each request is refused alike.
         return frames.iter().map(|_| Err(refused.clone())).collect();
     }
+    // Each request of the batch is admitted (a batch counts as many requests); the
+    // refused are answered BUSY in their places, the rest served together.
+    let mut admitted = Vec::with_capacity(frames.len());
+    let mut tickets = Vec::with_capacity(frames.len());
+    let mut answers: Vec<Option<Result<Handled, Reject>>> = Vec::with_capacity(frames.len());
+    for frame in frames {
+        match admit(frame, peer, client, shared) {
+            Ok(ticket) => {
+                admitted.push(frame.clone());
+                tickets.push(ticket);
+                answers.push(None);
+            }
+            Err(busy) => answers.push(Some(Err(busy))),
+        }
+    }
     let ctx = shared.ctx(identity, Consistency::of_flags(first.flags));
-    match machines::Dispatch::serve_batch(frames, &ctx).await {
+    let served = match machines::Dispatch::serve_batch(&admitted, &ctx).await {
         Some(handled) => handled,
         None => {
-            let mut out = Vec::with_capacity(frames.len());
-            for frame in frames {
-                out.push(dispatch(frame, peer, shared).await);
+            let mut out = Vec::with_capacity(admitted.len());
+            for frame in &admitted {
+                out.push(handle(frame, peer, shared).await);
             }
             out
         }
-    }
+    };
+    drop(tickets);
+    let mut served = served.into_iter();
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| served.next().expect("an answer per admitted request")))
+        .collect()
 }
 
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).

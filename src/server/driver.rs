@@ -157,7 +157,8 @@ impl Driver {
             metrics,
             in_flight: HashMap::new(),
         };
-        (driver, DriverHandle::new(tx, view), current_rx)
+        let watchers = driver.metrics.watchers.clone();
+        (driver, DriverHandle::new(tx, view, watchers), current_rx)
     }
 
     fn now(&self) -> Millis {
@@ -796,7 +797,8 @@ mod view_tests {
         );
         let view = View::new(replica, config.ip_allow.clone());
         let (tx, rx) = mpsc::channel(1);
-        (view.clone(), DriverHandle::new(tx, view), rx)
+        let watchers = Arc::new(crate::machines::watchers::Watchers::new(Default::default()));
+        (view.clone(), DriverHandle::new(tx, view, watchers), rx)
     }
 
     // Two threads: the read below blocks its thread until the test lets go of the lock.

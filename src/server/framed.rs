@@ -49,13 +49,16 @@ pub(super) async fn next_frame(
     }
 }
 
-/// The most of an oversized body read and dropped after refusing it, and for how long.
+/// The most of an oversized body read and dropped after refusing it, for how long in all,
+/// and how long without a byte before giving up.
 const DRAIN_BYTES: usize = 64 << 20;
 const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+const DRAIN_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Reads and drops the body of a frame refused as too large (up to [`DRAIN_BYTES`], for
-/// [`DRAIN_TIME`]), so that the client, still sending it, reads the refusal: a socket
-/// closed with unread bytes resets the connection, and the client would see only that.
+/// [`DRAIN_TIME`], while it keeps coming), so that the client, still sending it, reads the
+/// refusal: a socket closed with unread bytes resets the connection, and the client would
+/// see only that.
 async fn drain(conn: &mut Conn, len: usize) {
     use tokio::io::AsyncReadExt;
     let mut left = len
@@ -66,9 +69,10 @@ async fn drain(conn: &mut Conn, len: usize) {
     let mut buf = vec![0u8; 64 << 10];
     let _ = tokio::time::timeout(DRAIN_TIME, async {
         while left > 0 {
-            match stream.read(&mut buf[..left.min(64 << 10)]).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => left -= n,
+            let chunk = left.min(buf.len());
+            match tokio::time::timeout(DRAIN_IDLE, stream.read(&mut buf[..chunk])).await {
+                Ok(Ok(n)) if n > 0 => left -= n,
+                _ => break,
             }
         }
     })
@@ -122,6 +126,6 @@ pub(super) async fn reply_error(
         // The sender expects no answer; the log line is all it gets.
         return true;
     }
-    let reply = wire::error_frame_to(frame.cmd, frame.seq, reject.code, reject.msg, reject.leader);
+    let reply = wire::error_reply_frame(frame.cmd, frame.seq, &reject.to_reply());
     conn.send(reply).await.is_ok() && !reject.close
 }

@@ -100,6 +100,77 @@ impl prometheus_client::collector::Collector for MachineGauges {
     }
 }
 
+/// The watches' gauges and counters, read from [`crate::machines::watchers::Watchers`] at
+/// each scrape.
+#[derive(Debug)]
+struct WatchCollector(
+    std::sync::Arc<crate::machines::watchers::Watchers>,
+    std::sync::Arc<super::admission::Admission>,
+);
+
+impl prometheus_client::collector::Collector for WatchCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let g = self.0.gauges();
+        let gauges: [(&str, &str, i64); 4] = [
+            (
+                "requests_pending",
+                "Requests under way at this beacon now (admission control refuses BUSY over limits.max_pending)",
+                self.1.pending() as i64,
+            ),
+            ("watchers", "Watches open on this beacon", g.open),
+            (
+                "watch_backlog_bytes",
+                "Bytes of notices queued for watchers and not yet taken by their connections",
+                g.backlog_bytes,
+            ),
+            (
+                "watch_backlog_deepest_bytes",
+                "The most one watcher held queued since the last scrape (the limit is watch.queue_bytes)",
+                g.deepest_bytes as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(value);
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        let counters: [(&str, &str, u64); 4] = [
+            (
+                "requests_busy",
+                "Requests refused BUSY by admission control (key `limits`)",
+                self.1.refused(),
+            ),
+            (
+                "watchers_dropped",
+                "Watchers dropped for falling behind their limits (they resume from their log index)",
+                g.dropped,
+            ),
+            (
+                "watch_notices_encoded",
+                "Notice bodies encoded for watchers",
+                g.encoded,
+            ),
+            (
+                "watch_notices_shared",
+                "Notice bodies handed to a watcher already encoded for another of the same kind",
+                g.reused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(value);
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
 /// Every metric of one beacon. Cheap to clone handles are kept by whoever updates them.
 pub(crate) struct Metrics {
     registry: Registry,
@@ -141,6 +212,8 @@ pub(crate) struct Metrics {
     pub(crate) notices: Family<CommandLabel, Counter>,
     pub(crate) uptime: FloatGauge,
     pub(crate) machines: std::sync::Arc<MachineGauges>,
+    /// The watches: read at each scrape.
+    pub(crate) watchers: std::sync::Arc<crate::machines::watchers::Watchers>,
 }
 
 /// 100 µs to about 13 s, doubling: fsyncs and requests both live in this range.
@@ -153,7 +226,12 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
-    pub(crate) fn new(version: &str, mode: &str) -> Metrics {
+    pub(crate) fn new(
+        version: &str,
+        mode: &str,
+        watchers: std::sync::Arc<crate::machines::watchers::Watchers>,
+        admission: std::sync::Arc<super::admission::Admission>,
+    ) -> Metrics {
         let mut root = Registry::with_prefix("beacon");
         let m = Metrics {
             registry: Registry::default(),
@@ -189,6 +267,7 @@ impl Metrics {
             notices: Family::default(),
             uptime: FloatGauge::default(),
             machines: Default::default(),
+            watchers: watchers.clone(),
         };
         // Both reasons from the start, so that a rate over them is 0 rather than absent.
         for reason in ["unauthenticated", "permission_denied"] {
@@ -367,6 +446,7 @@ impl Metrics {
             m.peer_online.clone(),
         );
         root.register_collector(Box::new(m.machines.clone()));
+        root.register_collector(Box::new(WatchCollector(watchers, admission)));
         Metrics {
             registry: root,
             ..m
@@ -427,7 +507,12 @@ mod tests {
 
     #[test]
     fn names_follow_the_conventions() {
-        let m = Metrics::new("1.2.3", "quorum");
+        let m = Metrics::new(
+            "1.2.3",
+            "quorum",
+            Default::default(),
+            super::super::admission::Admission::new(Default::default()),
+        );
         m.leader_changes.inc();
         m.request("Register", "OK", Duration::from_millis(2));
         m.refused("unauthenticated");
@@ -446,6 +531,9 @@ mod tests {
             "beacon_registrations{node_type=\"LOGIC\"} 3.0",
             "# TYPE beacon_disk_wal_fsync_duration_seconds histogram",
             "beacon_request_duration_seconds_count{command=\"Register\"} 1",
+            "beacon_watchers 0",
+            "beacon_watchers_dropped_total 0",
+            "# TYPE beacon_watch_backlog_bytes gauge",
         ] {
             assert!(text.contains(line), "no `{line}` in:\n{text}");
         }

@@ -2,6 +2,7 @@
 //! connections and the admin HTTP API, and shuts them all down on request.
 
 mod admin;
+pub mod admission;
 mod backup;
 mod conn;
 mod dispatch;
@@ -175,7 +176,14 @@ impl Server {
             links.insert(peer, tx);
             link_rxs.push((peer, rx));
         }
-        let metrics = Arc::new(metrics::Metrics::new(crate::VERSION, config.mode.as_str()));
+        let watchers = Arc::new(crate::machines::watchers::Watchers::new(config.watch.queue));
+        let admission = admission::Admission::new(config.limits);
+        let metrics = Arc::new(metrics::Metrics::new(
+            crate::VERSION,
+            config.mode.as_str(),
+            watchers,
+            admission.clone(),
+        ));
         metrics.is_learner.set(i64::from(config.is_learner()));
         let (mut driver, handle, current) =
             Driver::new(config.clone(), loaded, links, metrics.clone());
@@ -201,6 +209,7 @@ impl Server {
             relays: Default::default(),
             read_batch: Default::default(),
             grpc: grpc::standard::Standard::new(),
+            admission,
         });
         if config.auth.enabled() {
             tracker.spawn(reload::run(shared.clone(), token.clone()).in_current_span());

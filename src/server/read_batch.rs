@@ -74,6 +74,7 @@ impl ReadBatch {
                 msg: msg.clone(),
                 close: false,
                 leader: *leader,
+                retry_after_ms: 0,
             }),
         })
     }

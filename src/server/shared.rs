@@ -80,6 +80,8 @@ pub(crate) struct Shared {
     pub(crate) read_batch: super::read_batch::ReadBatch,
     /// The gRPC edge's standard services (health, reflection).
     pub(crate) grpc: super::grpc::standard::Standard,
+    /// What this beacon's clients may have under way (key `limits`).
+    pub(crate) admission: Arc<super::admission::Admission>,
 }
 
 impl Shared {
@@ -267,6 +269,7 @@ impl Shared {
                 msg: format!("the leader {leader}: {}", e.msg),
                 close: false,
                 leader: e.leader.parse().ok(),
+                retry_after_ms: e.retry_after_ms,
             });
         }
         let reply: crate::pb::ReadIndexReply = answer.decode()?;

@@ -202,10 +202,13 @@ pub enum ErrorCode {
     /// A watch asked to resume from a log index older than the oldest change kept (the
     /// message names it): list the state again and watch from there.
     Compacted = 23,
+    /// The beacon is over a limit of what it takes at once (`limits`): retry after
+    /// `ErrorReply.retry_after_ms`, with jitter.
+    Busy = 24,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::UnknownCommand,
@@ -223,6 +226,7 @@ impl ErrorCode {
         ErrorCode::Unauthenticated,
         ErrorCode::PermissionDenied,
         ErrorCode::Compacted,
+        ErrorCode::Busy,
     ];
 
     pub fn from_code(code: u32) -> Option<ErrorCode> {
@@ -256,16 +260,21 @@ pub fn error_frame_to(
     msg: impl Into<String>,
     leader: Option<std::net::SocketAddr>,
 ) -> Frame {
-    Frame::new(
-        response_code(cmd),
+    error_reply_frame(
+        cmd,
         seq,
-        FLAG_ERROR,
         &pb::ErrorReply {
             code: code.into(),
             msg: msg.into(),
             leader: leader.map(|l| l.to_string()).unwrap_or_default(),
+            retry_after_ms: 0,
         },
     )
+}
+
+/// The error response to request `cmd` carrying `reply`.
+pub fn error_reply_frame(cmd: u32, seq: u32, reply: &pb::ErrorReply) -> Frame {
+    Frame::new(response_code(cmd), seq, FLAG_ERROR, reply)
 }
 
 /// Maps a framing error to the code sent back for it.

@@ -133,6 +133,7 @@ mod tests {
             code: 10,
             msg: "not the leader".into(),
             leader: "127.0.0.1:17000".into(),
+            retry_after_ms: 0,
         });
         let event = wrap(REFUSED, &body);
         assert_eq!(unwrap(&event), Some((REFUSED, body.clone().into())));

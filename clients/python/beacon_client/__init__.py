@@ -17,6 +17,7 @@ from .errors import (
     Aborted,
     AlreadyExists,
     BeaconError,
+    Busy,
     Compacted,
     DeadlineExceeded,
     FailedPrecondition,
@@ -34,7 +35,7 @@ from .sequence import Sequence, Snowflake, decode
 from .tasks import TaskFailure, Worker
 
 __all__ = [
-    "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Client", "Compacted",
+    "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Busy", "Client", "Compacted",
     "ConfigWatch",
     "DeadlineExceeded",
     "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "Node", "NotFound",

@@ -200,6 +200,14 @@ class Client:
                         raise err from None
                     self.next_beacon()
                     continue
+                if isinstance(err, errors.Busy):
+                    # Over the beacon's limits: the same beacon, after the wait it asked
+                    # for, spread by jitter so that a herd does not come back at once.
+                    wait = max(err.retry_after_ms, 5) / 1000 * (0.5 + random.random())
+                    if time.monotonic() + wait > deadline:
+                        raise err from None
+                    time.sleep(wait)
+                    continue
                 if errors.connection_refused(err):
                     refused.add(beacon)
                     if refused.issuperset(self.beacons):

@@ -9,20 +9,22 @@ from grpc_status import rpc_status
 
 # Reasons worth retrying elsewhere or later: the cluster is electing, cannot reach a
 # majority, or leadership moved during the call. Every beacon write is safe to retry.
-RETRYABLE = {"NOT_LEADER", "NO_QUORUM", "LEADER_CHANGED", "UNAVAILABLE"}
+RETRYABLE = {"NOT_LEADER", "NO_QUORUM", "LEADER_CHANGED", "UNAVAILABLE", "BUSY"}
 
 
 class BeaconError(Exception):
     """A call a beacon refused, or that could not reach one."""
 
     def __init__(self, message: str, status: grpc.StatusCode | None = None,
-                 reason: str = "", beacon_code: int = 0, leader: str = ""):
+                 reason: str = "", beacon_code: int = 0, leader: str = "",
+                 retry_after_ms: int = 0):
         super().__init__(message)
         self.message = message
         self.status = status
         self.reason = reason
         self.beacon_code = beacon_code
         self.leader = leader
+        self.retry_after_ms = retry_after_ms
 
     @property
     def retryable(self) -> bool:
@@ -65,6 +67,12 @@ class TooLarge(ResourceExhausted):
     the beacons' `max_frame_bytes`; TOO_LARGE: a task payload or result over
     `tasks.max_payload_bytes`; CONFIG_TOO_LARGE: a config value over
     `configs.max_value_bytes`). The message names the limit; sending it again never helps."""
+
+
+class Busy(ResourceExhausted):
+    """The beacon is over its limits (reason BUSY: too much under way at once, from this
+    client or from all): retry after `retry_after_ms`, with jitter. The client does so by
+    itself within `retry_for`."""
 
 
 class Aborted(BeaconError):
@@ -113,6 +121,7 @@ _BY_REASON = {
     "TOO_LARGE": TooLarge,
     "CONFIG_TOO_LARGE": TooLarge,
     "COMPACTED": Compacted,
+    "BUSY": Busy,
 }
 
 
@@ -120,7 +129,7 @@ def from_rpc_error(error: grpc.RpcError) -> BeaconError:
     """The typed error of a failed call."""
     status = error.code() if hasattr(error, "code") else None
     message = error.details() if hasattr(error, "details") else str(error)
-    reason, code, leader = "", 0, ""
+    reason, code, leader, retry_after_ms = "", 0, "", 0
     try:
         rich = rpc_status.from_call(error)
     except Exception:  # a status without details, or details that do not parse
@@ -132,8 +141,9 @@ def from_rpc_error(error: grpc.RpcError) -> BeaconError:
                 reason = info.reason
                 code = int(info.metadata.get("code", "0"))
                 leader = info.metadata.get("leader", "")
+                retry_after_ms = int(info.metadata.get("retry_after_ms", "0") or 0)
     cls = _BY_REASON.get(reason) or _BY_STATUS.get(status, BeaconError)
-    return cls(message or "", status, reason, code, leader)
+    return cls(message or "", status, reason, code, leader, retry_after_ms)
 
 
 def silent(err: BeaconError) -> bool:

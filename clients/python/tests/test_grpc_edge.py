@@ -185,3 +185,33 @@ def test_a_client_pointed_at_the_admin_port_or_a_closed_one_is_told_what_is_wron
             assert client.nodes() == []
     finally:
         c.close()
+
+
+def test_a_client_over_its_rate_is_told_busy_and_backs_off_until_it_gets_through(tmp_path):
+    from conftest import Cluster
+    c = Cluster(tmp_path, 1, {"limits": {"client_rate": 30}, "lease_ms": 60000})
+    try:
+        # A raw call over the rate: refused BUSY (RESOURCE_EXHAUSTED) with when to retry.
+        channel = grpc.insecure_channel(c.addrs[0])
+        register = channel.unary_unary("/beacon.v1.registry.Registry/Register",
+                                       response_deserializer=registry_pb2.RegisterReply.FromString)
+        refused = None
+        for i in range(100):
+            try:
+                register(registry_pb2.RegisterRequest(
+                    node_type="RAW", addr=f"10.5.0.{i}:1").SerializeToString(), timeout=5)
+            except grpc.RpcError as e:
+                refused = errors.from_rpc_error(e)
+                break
+        channel.close()
+        assert isinstance(refused, errors.Busy), refused
+        assert refused.status == grpc.StatusCode.RESOURCE_EXHAUSTED and refused.reason == "BUSY"
+        assert 5 <= refused.retry_after_ms <= 1000, refused.retry_after_ms
+        # The client waits as told, with jitter, and gets every call through.
+        with Client(c.addrs, retry_for=30) as client:
+            regs = [client.register("LOGIC", f"10.6.0.{i}:1") for i in range(60)]
+            assert len({r.node_id for r in regs}) == 60
+            for r in regs:
+                r.close()
+    finally:
+        c.close()

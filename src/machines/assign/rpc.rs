@@ -187,6 +187,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         "assignments",
         "this beacon stopped leading: watch again at the leader",
         req.start_index,
+        None,
         move |resources: &Assignments, start| {
             let (held, slots) = match start {
                 Start::List(_) => (

@@ -156,6 +156,7 @@ fn invalid(why: impl Into<String>) -> Reject {
 async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::WatchRequest = frame.decode()?;
     let watched = Watched::of(&req)?;
+    let kind = handle::kind_of(&watched.0);
     handle::follow(
         frame,
         ctx,
@@ -163,6 +164,7 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
         "config documents",
         "this beacon stopped leading: watch again at the leader",
         req.start_index,
+        Some(kind),
         move |store: &ConfigStore, start| {
             let documents = match start {
                 handle::Start::List(_) => store

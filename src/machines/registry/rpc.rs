@@ -537,6 +537,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         check_type(t).map_err(invalid)?;
     }
     let types: BTreeSet<String> = req.node_types.into_iter().collect();
+    let kind = handle::kind_of(&types);
     let follows = move |t: &str| types.is_empty() || types.contains(t);
     handle::follow(
         frame,
@@ -545,6 +546,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         "nodes",
         "this beacon stopped leading: watch again at the leader",
         req.start_index,
+        Some(kind),
         move |registry: &Registry, start| {
             let nodes = match start {
                 Start::List(_) => registry

@@ -196,6 +196,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         "a worker's tasks",
         "this beacon stopped leading: serve again at the leader",
         0,
+        None,
         move |tasks: &Tasks, start| {
             let running = tasks
                 .running_on(&me)
@@ -251,6 +252,7 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
         "a queue's finished tasks",
         "this beacon stopped leading: watch again at the leader",
         req.start_index,
+        Some(handle::kind_of(&req.queue)),
         move |tasks: &Tasks, start| {
             let Some(q) = tasks.queue(&req.queue) else {
                 return Err(reject(TaskError::UnknownQueue(req.queue.clone())));

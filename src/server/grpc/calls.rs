@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 use tracing::warn;
@@ -186,7 +185,7 @@ impl Edge {
                 let shared = self.shared.clone();
                 let first = futures_util::stream::once(async move { Ok(wrap(START, &reply.body)) });
                 let counted = shared.clone();
-                let notices = ReceiverStream::new(pushes).map(move |f| {
+                let notices = pushes.map(move |f| {
                     counted.metrics.pushed(f.cmd);
                     Ok(wrap(NOTICE, &f.body))
                 });
@@ -242,7 +241,9 @@ impl Edge {
             body,
         };
         let started = Instant::now();
-        let result = dispatch::dispatch(&frame, &Peer::Client(who.clone()), &self.shared).await;
+        let peer = Peer::Client(who.clone());
+        let client = dispatch::client_key(&peer, format_args!("gRPC from {}", self.remote));
+        let result = dispatch::dispatch(&frame, &peer, Some(&client), &self.shared).await;
         dispatch::record(&self.shared, cmd, &result, started);
         result
     }
@@ -273,11 +274,7 @@ fn too_many_hops() -> pb::ErrorReply {
 }
 
 pub(super) fn reply_of(reject: &Reject) -> pb::ErrorReply {
-    pb::ErrorReply {
-        code: reject.code,
-        msg: reject.msg.clone(),
-        leader: reject.leader.map(|l| l.to_string()).unwrap_or_default(),
-    }
+    reject.to_reply()
 }
 
 fn error_reply(frame: &Frame) -> pb::ErrorReply {
@@ -285,5 +282,6 @@ fn error_reply(frame: &Frame) -> pb::ErrorReply {
         code: ErrorCode::Unavailable as u32,
         msg: format!("the leader's error answer did not decode: {e}"),
         leader: String::new(),
+        retry_after_ms: 0,
     })
 }

@@ -78,5 +78,6 @@ pub(crate) const SERVICE: Service = Service {
             GrpcCode::PermissionDenied,
         ),
         (E::Compacted as u32, "COMPACTED", GrpcCode::OutOfRange),
+        (E::Busy as u32, "BUSY", GrpcCode::ResourceExhausted),
     ],
 };

@@ -11,7 +11,8 @@
 //!
 //! Bounds, per connection: [`MAX_STREAMS`] concurrent calls, a message no larger than
 //! `max_frame_bytes`, [`MAX_HEADERS`] bytes of metadata; a stream whose client does not read
-//! is ended once [`crate::machines::handle::WATCH_QUEUE`] notices wait for it.
+//! is ended once its queue reaches `watch.queue_bytes` or `watch.queue_notices`
+//! ([`crate::machines::watchers`]).
 
 mod calls;
 mod cluster;

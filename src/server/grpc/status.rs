@@ -27,15 +27,29 @@ pub(crate) fn lookup(code: u32) -> Option<(&'static str, GrpcCode)> {
 
 /// The status of refusal `code` with `msg`.
 pub(crate) fn status(code: u32, msg: &str, leader: &str) -> Status {
+    status_waiting(code, msg, leader, 0)
+}
+
+/// [`status`], saying (with `BUSY`) how long to wait before trying again: the ErrorInfo's
+/// `retry_after_ms`, and a `retry-after-ms` trailer.
+pub(crate) fn status_waiting(code: u32, msg: &str, leader: &str, retry_after_ms: u64) -> Status {
     let (name, grpc) = lookup(code).unwrap_or(("UNKNOWN", GrpcCode::Unknown));
     let mut metadata = HashMap::from([("code".to_owned(), code.to_string())]);
     if !leader.is_empty() {
         metadata.insert("leader".to_owned(), leader.to_owned());
     }
+    if retry_after_ms > 0 {
+        metadata.insert("retry_after_ms".to_owned(), retry_after_ms.to_string());
+    }
     let details = ErrorDetails::with_error_info(name, DOMAIN, metadata);
     let mut status = Status::with_error_details(grpc, msg, details);
     if let Ok(value) = code.to_string().parse() {
         status.metadata_mut().insert("beacon-code", value);
+    }
+    if retry_after_ms > 0
+        && let Ok(value) = retry_after_ms.to_string().parse()
+    {
+        status.metadata_mut().insert("retry-after-ms", value);
     }
     status
 }
@@ -81,12 +95,11 @@ pub(crate) fn decoded_response(
 }
 
 pub(crate) fn of_reject(reject: &Reject) -> Status {
-    let leader = reject.leader.map(|l| l.to_string()).unwrap_or_default();
-    status(reject.code, &reject.msg, &leader)
+    of_reply(&reject.to_reply())
 }
 
 pub(crate) fn of_reply(reply: &pb::ErrorReply) -> Status {
-    status(reply.code, &reply.msg, &reply.leader)
+    status_waiting(reply.code, &reply.msg, &reply.leader, reply.retry_after_ms)
 }
 
 /// The status of an error frame (one that does not decode is a bug of the answering

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, StreamExt};
 use tokio_stream::StreamMap;
-use tokio_stream::wrappers::ReceiverStream;
 use tracing::info;
 
 use super::super::dispatch::{self, Peer};
@@ -52,7 +51,7 @@ pub(in crate::server) async fn serve(
                         calls.push(async move {
                             let started = std::time::Instant::now();
                             let peer = Peer::Client(identity);
-                            let result = dispatch::dispatch(&inner, &peer, shared).await;
+                            let result = dispatch::dispatch(&inner, &peer, None, shared).await;
                             (inner, result, started)
                         });
                     }
@@ -71,7 +70,7 @@ pub(in crate::server) async fn serve(
                     Ok(Handled::Stream { reply, pushes, ended }) => {
                         let tail = futures_util::stream::once(async move { Err(ended) });
                         let pushes: RelayedStream =
-                            Box::pin(ReceiverStream::new(pushes).map(Ok).chain(tail));
+                            Box::pin(pushes.map(Ok).chain(tail));
                         streams.insert(inner.seq, pushes);
                         conn.send(reply).await.is_ok()
                     }

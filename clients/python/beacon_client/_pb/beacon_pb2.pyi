@@ -75,14 +75,16 @@ class HelloProof(_message.Message):
     def __init__(self, proof: _Optional[bytes] = ...) -> None: ...
 
 class ErrorReply(_message.Message):
-    __slots__ = ("code", "msg", "leader")
+    __slots__ = ("code", "msg", "leader", "retry_after_ms")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MSG_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     code: int
     msg: str
     leader: str
-    def __init__(self, code: _Optional[int] = ..., msg: _Optional[str] = ..., leader: _Optional[str] = ...) -> None: ...
+    retry_after_ms: int
+    def __init__(self, code: _Optional[int] = ..., msg: _Optional[str] = ..., leader: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class Election(_message.Message):
     __slots__ = ("is_leader", "term", "log_index", "log_term", "commit", "prev_index", "prev_term", "entries", "snapshot", "reject", "need_snapshot", "fetch", "leader", "sees", "eligible", "beat", "ack_beat", "transfer", "members", "members_index", "voters_digest")

@@ -1,0 +1,450 @@
+//! What the watches of one beacon hold, and what keeps a slow watcher from costing the
+//! others: each watcher's queue is bounded in bytes as well as in notices, a notice that
+//! several watchers of the same kind get is encoded once and shared by all of them, and the
+//! watchers dropped for falling behind are logged in one line per interval, not one each.
+//!
+//! A notice's bytes are a [`Bytes`]: a thousand watchers of every node hold one copy of a
+//! registration's notice, not a thousand. A watcher whose connection does not take what is
+//! queued for it (its client stopped reading, its process was stopped) is dropped once its
+//! queue holds [`WatchLimits::queue_bytes`] or [`WatchLimits::queue_notices`]; its client
+//! resumes from the log index after the last notice it took, from the history every beacon
+//! keeps (`watch.history`), so it misses nothing.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::wire::Frame;
+
+/// How much a watcher may hold queued before it is dropped (key `watch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// Bytes of notices queued (`watch.queue_bytes`, default 1 MiB).
+    pub queue_bytes: usize,
+    /// Notices queued (`watch.queue_notices`, default 4,096).
+    pub queue_notices: usize,
+}
+
+impl Default for WatchLimits {
+    fn default() -> Self {
+        WatchLimits {
+            queue_bytes: 1 << 20,
+            queue_notices: 4096,
+        }
+    }
+}
+
+/// How often the dropped watchers are summed up in the log.
+const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Notices kept for sharing, at most (one per kind of watch and command).
+const SHARED_KINDS: usize = 4096;
+
+/// Every watch of this beacon: the limits, the gauges, the notices shared, the drop log.
+#[derive(Debug)]
+pub struct Watchers {
+    limits: WatchLimits,
+    /// Watchers open now.
+    open: AtomicI64,
+    /// Bytes queued for all of them and not taken by their connections yet.
+    backlog: AtomicI64,
+    /// The most one watcher has held queued since the last read of it (a scrape).
+    deepest: AtomicUsize,
+    /// Watchers dropped for falling behind, since start.
+    dropped: AtomicU64,
+    /// Notices encoded for a kind of watch: (pushed command, kind) -> (log index, body).
+    shared: Mutex<HashMap<(u32, u64), SharedNotice>>,
+    /// Bodies encoded, and bodies handed out again without encoding.
+    encoded: AtomicU64,
+    reused: AtomicU64,
+    drops: Mutex<DropLog>,
+}
+
+/// The notice last made for a kind of watch: the log index it tells, and its body (`None`:
+/// that change concerns no watcher of the kind).
+type SharedNotice = (u64, Option<Bytes>);
+
+/// The drops since the last line about them.
+#[derive(Debug, Default)]
+struct DropLog {
+    since: Option<Instant>,
+    count: u64,
+    what: Vec<&'static str>,
+}
+
+/// What the metrics read of the watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WatchGauges {
+    pub open: i64,
+    pub backlog_bytes: i64,
+    pub deepest_bytes: usize,
+    pub dropped: u64,
+    pub encoded: u64,
+    pub reused: u64,
+}
+
+impl Default for Watchers {
+    fn default() -> Self {
+        Watchers::new(WatchLimits::default())
+    }
+}
+
+impl Watchers {
+    pub fn new(limits: WatchLimits) -> Watchers {
+        Watchers {
+            limits,
+            open: AtomicI64::new(0),
+            backlog: AtomicI64::new(0),
+            deepest: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            shared: Mutex::new(HashMap::new()),
+            encoded: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+            drops: Mutex::new(DropLog::default()),
+        }
+    }
+
+    pub fn limits(&self) -> WatchLimits {
+        self.limits
+    }
+
+    /// The gauges now; the deepest backlog starts again from 0.
+    pub fn gauges(&self) -> WatchGauges {
+        WatchGauges {
+            open: self.open.load(Ordering::Relaxed),
+            backlog_bytes: self.backlog.load(Ordering::Relaxed),
+            deepest_bytes: self.deepest.swap(0, Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            encoded: self.encoded.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A new watcher's queue: what its subscriber pushes into and its connection takes
+    /// from. `replay`: notices the history replays first, queued on top of the limits.
+    pub(crate) fn queue(self: &Arc<Self>, replay: usize) -> (Queue, Pushes) {
+        let (tx, rx) = mpsc::channel(self.limits.queue_notices + replay);
+        let backlog = Arc::new(Backlog::default());
+        self.open.fetch_add(1, Ordering::Relaxed);
+        (
+            Queue {
+                tx,
+                backlog: backlog.clone(),
+                watchers: self.clone(),
+                exempt: replay,
+            },
+            Pushes {
+                rx,
+                backlog,
+                watchers: Some(self.clone()),
+            },
+        )
+    }
+
+    /// The body of the notice a watch of kind `kind` gets for the change at `index`,
+    /// encoded by `make` only if no watcher of that kind got it already: watchers of one
+    /// kind (the same command, the same filter) are told the same change in turn, so the
+    /// last body made is the one to share.
+    pub(crate) fn shared(
+        &self,
+        cmd: u32,
+        kind: u64,
+        index: u64,
+        make: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, body)) = shared.get(&(cmd, kind))
+            && *at == index
+        {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+            return body.clone();
+        }
+        let body = make();
+        self.encoded.fetch_add(1, Ordering::Relaxed);
+        if shared.len() >= SHARED_KINDS {
+            shared.clear();
+        }
+        shared.insert((cmd, kind), (index, body.clone()));
+        body
+    }
+
+    /// Notes a watcher of `what` dropped for falling behind: the first of an interval is
+    /// logged at once, the rest summed up in one line when the interval is over.
+    fn dropped(&self, what: &'static str, why: &str) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        let mut log = self.drops.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match log.since {
+            None => {
+                tracing::warn!(
+                    "a watcher of {what} fell behind ({why}) and was dropped; its client resumes from its log index (further drops are summed up every {} s)",
+                    DROP_LOG_EVERY.as_secs()
+                );
+                log.since = Some(now);
+            }
+            Some(since) => {
+                log.count += 1;
+                if !log.what.contains(&what) {
+                    log.what.push(what);
+                }
+                if now.duration_since(since) >= DROP_LOG_EVERY {
+                    tracing::warn!(
+                        "{} more watchers ({}) fell behind and were dropped in the last {} s; their clients resume from their log index",
+                        log.count,
+                        log.what.join(", "),
+                        now.duration_since(since).as_secs()
+                    );
+                    *log = DropLog {
+                        since: Some(now),
+                        ..DropLog::default()
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// One watcher's queue as both its sides see it.
+#[derive(Debug, Default)]
+struct Backlog {
+    /// Bytes queued and not taken yet.
+    bytes: AtomicUsize,
+    /// It fell behind and was dropped: what is still queued is of no use (its stream ends,
+    /// and its client resumes from the last notice it took), so its connection drops it.
+    behind: std::sync::atomic::AtomicBool,
+}
+
+/// The pushing side of one watcher's queue (its subscriber's, on the driver's task).
+pub(crate) struct Queue {
+    tx: mpsc::Sender<Frame>,
+    backlog: Arc<Backlog>,
+    watchers: Arc<Watchers>,
+    /// Notices still to push that the history replays (not held to the byte limit: the
+    /// watcher asked for them).
+    exempt: usize,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    Queued,
+    /// The watcher is gone (its connection closed).
+    Gone,
+    /// It fell behind its limits and is dropped.
+    Behind,
+}
+
+impl Queue {
+    /// Queues `frame` for the watcher, unless it is gone or falls behind its limits with
+    /// it (then it is dropped: the caller ends its stream).
+    pub(crate) fn push(&mut self, frame: Frame, what: &'static str) -> Pushed {
+        let len = frame.body.len();
+        let limits = self.watchers.limits;
+        let held = self.backlog.bytes.load(Ordering::Relaxed);
+        let exempt = self.exempt > 0;
+        if !exempt && held + len > limits.queue_bytes {
+            let why = format!(
+                "{} bytes queued, the limit is {}",
+                held + len,
+                limits.queue_bytes
+            );
+            self.watchers.dropped(what, &why);
+            self.backlog.behind.store(true, Ordering::Relaxed);
+            return Pushed::Behind;
+        }
+        // Counted before it is queued: its connection may take it (and count it out) the
+        // moment it is.
+        let now = self.backlog.bytes.fetch_add(len, Ordering::Relaxed) + len;
+        self.watchers
+            .backlog
+            .fetch_add(len as i64, Ordering::Relaxed);
+        let refused = match self.tx.try_send(frame) {
+            Ok(()) => {
+                self.exempt = self.exempt.saturating_sub(1);
+                self.watchers.deepest.fetch_max(now, Ordering::Relaxed);
+                return Pushed::Queued;
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let why = format!("{} notices queued", limits.queue_notices);
+                self.watchers.dropped(what, &why);
+                self.backlog.behind.store(true, Ordering::Relaxed);
+                Pushed::Behind
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Pushed::Gone,
+        };
+        self.backlog.bytes.fetch_sub(len, Ordering::Relaxed);
+        self.watchers
+            .backlog
+            .fetch_sub(len as i64, Ordering::Relaxed);
+        refused
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// A stream's pushed frames as its connection takes them; what it takes no longer counts
+/// against its watcher's limits. Dropping it closes the watch.
+pub struct Pushes {
+    rx: mpsc::Receiver<Frame>,
+    backlog: Arc<Backlog>,
+    /// `None` for a stream that is no watch (a backup's chunks).
+    watchers: Option<Arc<Watchers>>,
+}
+
+impl Pushes {
+    /// Frames pushed by a task of its own (a backup), counted in no watcher's limits.
+    pub(crate) fn plain(rx: mpsc::Receiver<Frame>) -> Pushes {
+        Pushes {
+            rx,
+            backlog: Default::default(),
+            watchers: None,
+        }
+    }
+
+    /// The next frame, or `None` once the stream has ended.
+    pub async fn recv(&mut self) -> Option<Frame> {
+        std::future::poll_fn(|cx| self.poll_take(cx)).await
+    }
+
+    fn poll_take(&mut self, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
+        if self.backlog.behind.load(Ordering::Relaxed) {
+            // Dropped for falling behind: what is queued goes, and the stream ends.
+            self.rx.close();
+            while let Ok(frame) = self.rx.try_recv() {
+                self.taken(frame.body.len());
+            }
+            return Poll::Ready(None);
+        }
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(Some(frame)) = &polled {
+            self.taken(frame.body.len());
+        }
+        polled
+    }
+
+    fn taken(&self, len: usize) {
+        self.backlog.bytes.fetch_sub(len, Ordering::Relaxed);
+        if let Some(w) = &self.watchers {
+            w.backlog.fetch_sub(len as i64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl futures_util::Stream for Pushes {
+    type Item = Frame;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
+        self.get_mut().poll_take(cx)
+    }
+}
+
+impl Drop for Pushes {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watchers {
+            let left = self.backlog.bytes.swap(0, Ordering::Relaxed);
+            w.backlog.fetch_sub(left as i64, Ordering::Relaxed);
+            w.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(len: usize) -> Frame {
+        Frame {
+            cmd: 106,
+            seq: 0,
+            flags: 0,
+            body: Bytes::from(vec![7u8; len]),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watcher_is_bounded_in_bytes_and_what_its_connection_takes_frees_room() {
+        let watchers = Arc::new(Watchers::new(WatchLimits {
+            queue_bytes: 1000,
+            queue_notices: 100,
+        }));
+        let (mut queue, mut pushes) = watchers.queue(0);
+        for _ in 0..4 {
+            assert_eq!(queue.push(frame(250), "nodes"), Pushed::Queued);
+        }
+        assert_eq!(watchers.gauges().backlog_bytes, 1000);
+        // Taken by its connection: room again.
+        assert_eq!(pushes.recv().await.unwrap().body.len(), 250);
+        assert_eq!(queue.push(frame(250), "nodes"), Pushed::Queued);
+        let g = watchers.gauges();
+        assert_eq!((g.open, g.backlog_bytes, g.deepest_bytes), (1, 1000, 1000));
+        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Behind);
+        assert_eq!(watchers.gauges().dropped, 1);
+        // Dropped: what was queued goes at the connection's next look, and the stream ends.
+        assert!(pushes.recv().await.is_none());
+        assert_eq!(watchers.gauges().backlog_bytes, 0);
+        drop(pushes);
+        let g = watchers.gauges();
+        assert_eq!(
+            (g.open, g.backlog_bytes),
+            (0, 0),
+            "a closed watch holds nothing"
+        );
+        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Gone);
+    }
+
+    #[tokio::test]
+    async fn a_replay_is_queued_past_the_byte_limit_and_the_count_still_bounds() {
+        let watchers = Arc::new(Watchers::new(WatchLimits {
+            queue_bytes: 100,
+            queue_notices: 2,
+        }));
+        let (mut queue, _pushes) = watchers.queue(3);
+        for _ in 0..3 {
+            assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued, "replayed");
+        }
+        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Behind, "live again");
+        let (mut queue, _pushes) = watchers.queue(0);
+        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Queued);
+        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Queued);
+        assert_eq!(
+            queue.push(frame(1), "nodes"),
+            Pushed::Behind,
+            "two notices at most"
+        );
+    }
+
+    #[test]
+    fn a_notice_is_encoded_once_for_every_watcher_of_its_kind() {
+        let watchers = Watchers::new(WatchLimits::default());
+        let made = std::cell::Cell::new(0);
+        let body = |index: u64| {
+            watchers.shared(106, 42, index, || {
+                made.set(made.get() + 1);
+                Some(Bytes::from(index.to_string()))
+            })
+        };
+        let first: Vec<Option<Bytes>> = (0..1000).map(|_| body(5)).collect();
+        assert_eq!(made.get(), 1);
+        assert!(first.iter().all(|b| b.as_deref() == Some(&b"5"[..])));
+        // The same bytes, not copies.
+        assert_eq!(
+            first[0].as_ref().unwrap().as_ptr(),
+            first[999].as_ref().unwrap().as_ptr()
+        );
+        body(6);
+        assert_eq!(made.get(), 2, "the next change is made once more");
+        // Another kind of watch makes its own.
+        watchers.shared(106, 43, 6, || Some(Bytes::from_static(b"x")));
+        let g = watchers.gauges();
+        assert_eq!((g.encoded, g.reused), (3, 999));
+    }
+}

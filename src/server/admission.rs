@@ -1,0 +1,275 @@
+//! Admission control: what the clients of one beacon may have in flight, refused early and
+//! politely once over a limit.
+//!
+//! Every request a beacon takes (a native frame, a gRPC call, a call a follower relays)
+//! passes [`Admission::admit`] before it is handled. It is refused with `BUSY` (gRPC
+//! `RESOURCE_EXHAUSTED`, reason `BUSY`), with a hint of how long to wait, when
+//!
+//! * the beacon already has `limits.max_pending` requests under way: new work is refused
+//!   from three quarters of that on, and only renewals of live leases (requests of a kind the
+//!   machines batch, the registry's reports) and reads of the cluster's own status go on
+//!   up to the limit, so that overload never costs a live service its lease;
+//! * the client has `limits.client_in_flight` requests under way (a client is a connection,
+//!   or a token's name where the beacon authenticates clients: all the connections of one
+//!   token count together);
+//! * the client asked for more than `limits.client_rate` requests a second (off by default).
+//!
+//! A refusal costs the beacon a few microseconds and nothing of its core: a client that
+//! backs off and retries (the Rust, Python and nebcli clients do, with jitter) gets its
+//! answer once the load passes, and the requests admitted meanwhile keep their latency.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+pub use crate::config::Limits;
+use crate::machines::handle::Reject;
+use crate::wire::ErrorCode;
+
+/// How urgent a request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Keeps what exists going: a renewal of a live lease, a read of the cluster's status
+    /// (health probes), what beacons send each other. Admitted up to the limit.
+    Keep,
+    /// Anything else: admitted up to three quarters of the limit.
+    New,
+}
+
+/// The admission of one beacon.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    limits: Limits,
+    pending: AtomicUsize,
+    clients: Mutex<HashMap<String, Client>>,
+    refused: AtomicU64,
+}
+
+/// One client's share.
+#[derive(Debug)]
+struct Client {
+    in_flight: usize,
+    /// Tokens left of this second's rate, and when the bucket was last filled.
+    tokens: f64,
+    filled: Instant,
+}
+
+/// A request admitted: dropping it (answered or abandoned) gives its place back.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    admission: Arc<Admission>,
+    client: Option<String>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.admission.pending.fetch_sub(1, Ordering::Relaxed);
+        let Some(client) = &self.client else {
+            return;
+        };
+        let mut clients = self
+            .admission
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get_mut(client) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            if c.in_flight == 0 && self.admission.limits.client_rate == 0 {
+                clients.remove(client);
+            }
+        }
+    }
+}
+
+/// The shortest and longest wait a refusal suggests.
+const RETRY_MIN_MS: u64 = 5;
+const RETRY_MAX_MS: u64 = 1_000;
+
+impl Admission {
+    pub(crate) fn new(limits: Limits) -> Arc<Admission> {
+        Arc::new(Admission {
+            limits,
+            pending: AtomicUsize::new(0),
+            clients: Mutex::new(HashMap::new()),
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    /// Requests under way now.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused since start.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Admits a request of `class` from `client` (`None`: a call a follower relays, whose
+    /// client that follower admitted), or refuses it `BUSY` with a retry hint.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        client: Option<&str>,
+        class: Class,
+    ) -> Result<Ticket, Reject> {
+        let limits = self.limits;
+        let pending = self.pending.fetch_add(1, Ordering::Relaxed);
+        let bound = match class {
+            Class::Keep => limits.max_pending,
+            Class::New => limits.max_pending - limits.max_pending / 4,
+        };
+        if pending >= bound {
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            // Longer the deeper the load: a herd spreads its retries out.
+            let wait = RETRY_MIN_MS + (pending as u64 * 20 / limits.max_pending.max(1) as u64);
+            return Err(self.busy(
+                format!(
+                    "this beacon has {pending} requests under way (limit {bound} for {}; key `limits.max_pending`)",
+                    match class {
+                        Class::Keep => "renewals",
+                        Class::New => "new work",
+                    }
+                ),
+                wait,
+            ));
+        }
+        let Some(client) = client else {
+            return Ok(Ticket {
+                admission: self.clone(),
+                client: None,
+            });
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let c = clients.entry(client.to_owned()).or_insert(Client {
+            in_flight: 0,
+            tokens: f64::from(limits.client_rate),
+            filled: now,
+        });
+        let refusal = if c.in_flight >= limits.client_in_flight {
+            Some((
+                format!(
+                    "this client has {} requests under way (key `limits.client_in_flight`)",
+                    c.in_flight
+                ),
+                RETRY_MIN_MS,
+            ))
+        } else if limits.client_rate > 0 {
+            let rate = f64::from(limits.client_rate);
+            c.tokens = (c.tokens + now.duration_since(c.filled).as_secs_f64() * rate).min(rate);
+            c.filled = now;
+            if c.tokens < 1.0 {
+                let wait = ((1.0 - c.tokens) / rate * 1000.0).ceil() as u64;
+                Some((
+                    format!(
+                        "this client is over {} requests a second (key `limits.client_rate`)",
+                        limits.client_rate
+                    ),
+                    wait,
+                ))
+            } else {
+                c.tokens -= 1.0;
+                None
+            }
+        } else {
+            None
+        };
+        if let Some((why, wait)) = refusal {
+            drop(clients);
+            self.pending.fetch_sub(1, Ordering::Relaxed);
+            return Err(self.busy(why, wait));
+        }
+        c.in_flight += 1;
+        Ok(Ticket {
+            admission: self.clone(),
+            client: Some(client.to_owned()),
+        })
+    }
+
+    fn busy(&self, why: String, wait_ms: u64) -> Reject {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let wait_ms = wait_ms.clamp(RETRY_MIN_MS, RETRY_MAX_MS);
+        Reject::busy(format!("busy: {why}; retry in {wait_ms} ms"), wait_ms)
+    }
+}
+
+impl Reject {
+    /// `BUSY`, saying to retry after `wait_ms`.
+    pub(crate) fn busy(msg: String, wait_ms: u64) -> Reject {
+        let mut reject = Reject::keep(ErrorCode::Busy, msg);
+        reject.retry_after_ms = wait_ms;
+        reject
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_work_is_refused_first_and_renewals_keep_the_last_quarter() {
+        let a = Admission::new(Limits {
+            max_pending: 8,
+            client_in_flight: 100,
+            client_rate: 0,
+        });
+        let mut held: Vec<Ticket> = (0..6)
+            .map(|i| a.admit(Some(&format!("c{i}")), Class::New).unwrap())
+            .collect();
+        let busy = a.admit(Some("c9"), Class::New).unwrap_err();
+        assert_eq!(busy.code, ErrorCode::Busy as u32);
+        assert!(
+            busy.msg.contains("limits.max_pending") && busy.retry_after_ms >= 5,
+            "{busy:?}"
+        );
+        held.push(a.admit(Some("c9"), Class::Keep).unwrap());
+        held.push(a.admit(Some("c9"), Class::Keep).unwrap());
+        assert!(
+            a.admit(Some("c9"), Class::Keep).is_err(),
+            "the limit holds for renewals too"
+        );
+        assert_eq!(a.pending(), 8);
+        held.truncate(5);
+        assert_eq!(a.pending(), 5, "an answered request gives its place back");
+        assert!(a.admit(Some("c9"), Class::New).is_ok());
+        assert_eq!(a.refused(), 2);
+    }
+
+    #[test]
+    fn one_client_is_held_to_its_share_and_its_rate() {
+        let a = Admission::new(Limits {
+            max_pending: 1000,
+            client_in_flight: 2,
+            client_rate: 0,
+        });
+        let _one = a.admit(Some("conn 1"), Class::New).unwrap();
+        let _two = a.admit(Some("conn 1"), Class::New).unwrap();
+        let busy = a.admit(Some("conn 1"), Class::Keep).unwrap_err();
+        assert!(busy.msg.contains("limits.client_in_flight"), "{busy:?}");
+        assert!(
+            a.admit(Some("conn 2"), Class::New).is_ok(),
+            "another client is not"
+        );
+
+        let a = Admission::new(Limits {
+            max_pending: 1000,
+            client_in_flight: 1000,
+            client_rate: 10,
+        });
+        for _ in 0..10 {
+            drop(a.admit(Some("token ci"), Class::New).unwrap());
+        }
+        let busy = a.admit(Some("token ci"), Class::New).unwrap_err();
+        assert!(
+            busy.msg.contains("limits.client_rate") && busy.retry_after_ms <= 100,
+            "{busy:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert!(
+            a.admit(Some("token ci"), Class::New).is_ok(),
+            "the rate refills"
+        );
+    }
+}
