@@ -741,7 +741,7 @@ pub(crate) async fn follow<M, A, N, F>(
     ended: &'static str,
     from: u64,
     kind: Option<u64>,
-    start: impl FnOnce(&M, Start) -> Result<(A, F), Reject> + Send + 'static,
+    start: impl FnOnce(&M, Start) -> Result<Listed<A, F>, Reject> + Send + 'static,
     progress: fn(u64) -> N,
 ) -> Result<Handled, Reject>
 where
@@ -752,9 +752,14 @@ where
     F: FnMut(u64, &M::Change) -> Option<N> + Send + 'static,
 {
     let pushed = pushed.code();
-    let ended = Ended::new(ended);
-    let overflow = ended.clone();
+    let mut ended = Ended::new(ended);
     let watchers = ctx.driver.watchers();
+    // A listing large enough to go in pages waits for its turn (a herd lists a few at a
+    // time); a resume lists nothing and waits for none.
+    let turn = match from {
+        0 => Some(watchers.listing_turn().await),
+        _ => None,
+    };
     let started = ctx
         .driver
         .subscribe(from, move |replica, _, since| {
@@ -765,8 +770,11 @@ where
                     return (Err(compacted(asked, oldest)), None);
                 }
             };
-            let (answer, mut notice) = match start(<State as Part<M>>::part(replica.state()), begin)
-            {
+            let Listed {
+                answer,
+                mut notice,
+                rest,
+            } = match start(<State as Part<M>>::part(replica.state()), begin) {
                 Ok(started) => started,
                 Err(e) => return (Err(e), None),
             };
@@ -782,14 +790,7 @@ where
                     flags: FLAG_ONEWAY,
                     body,
                 };
-                match queue.push(frame, what) {
-                    Pushed::Queued => true,
-                    Pushed::Gone => false,
-                    Pushed::Behind => {
-                        overflow.behind.store(true, Ordering::Relaxed);
-                        false
-                    }
-                }
+                queue.push(frame, what) == Pushed::Queued
             };
             let shared = watchers.clone();
             let subscriber: Subscriber = Box::new(move |told| match told {
@@ -825,15 +826,38 @@ where
                     )
                 }
             });
-            (Ok((answer, pushes)), Some(subscriber))
+            (Ok((answer, pushes, rest)), Some(subscriber))
         })
         .await?;
-    let (answer, pushes) = started?;
+    let (answer, mut pushes, rest) = started?;
+    ended.behind = pushes.behind();
+    if let (Some(rest), Some(turn)) = (rest, turn) {
+        pushes.listing_first(rest, pushed, turn);
+    }
     Ok(Handled::Stream {
         reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &answer),
         pushes,
         ended,
     })
+}
+
+/// What a watch's `start` gives: its first answer, what turns each later change into a
+/// notice, and the rest of its listing when the first answer holds only a page of it.
+pub(crate) struct Listed<A, F> {
+    pub(crate) answer: A,
+    pub(crate) notice: F,
+    pub(crate) rest: Option<Box<dyn crate::machines::watchers::Pages>>,
+}
+
+impl<A, F> Listed<A, F> {
+    /// A first answer that holds the whole listing.
+    pub(crate) fn whole(answer: A, notice: F) -> Listed<A, F> {
+        Listed {
+            answer,
+            notice,
+            rest: None,
+        }
+    }
 }
 
 /// The kind of a watch whose notices depend on `filter` alone (the node types, the

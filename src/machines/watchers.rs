@@ -41,6 +41,36 @@ impl Default for WatchLimits {
     }
 }
 
+/// Listings larger than one answer sent at once, at most: a herd of watchers that all list
+/// again at the same time (they were away too long to resume) waits its turn here, on the
+/// connections' tasks, instead of encoding a registry each at once.
+pub const LISTINGS_AT_ONCE: usize = 8;
+
+/// How long one listing may take to be sent: a client that stops reading in the middle is
+/// dropped then, and its turn goes to the next.
+pub const LISTING_TIME: Duration = Duration::from_secs(30);
+
+/// The rest of a watch's first answer, too large for one frame: pages made (encoded) one at
+/// a time as the watcher's connection sends them, off the core, from what the core listed
+/// (pointers into the state, as of the answer's index).
+pub trait Pages: Send {
+    /// The next page's body, or `None` after the last.
+    fn next_page(&mut self) -> Option<Bytes>;
+}
+
+/// A listing's turn: one of [`LISTINGS_AT_ONCE`], given back when the listing is sent, or
+/// [`LISTING_TIME`] after it began.
+pub(crate) struct Turn {
+    permit: Arc<Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // Given back now, not when the timer that bounds it fires.
+        self.permit.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
 /// How often the dropped watchers are summed up in the log.
 const DROP_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -65,6 +95,8 @@ pub struct Watchers {
     encoded: AtomicU64,
     reused: AtomicU64,
     drops: Mutex<DropLog>,
+    /// Turns for listings sent in pages.
+    listings: Arc<tokio::sync::Semaphore>,
 }
 
 /// The notice last made for a kind of watch: the log index it tells, and its body (`None`:
@@ -108,7 +140,27 @@ impl Watchers {
             encoded: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             drops: Mutex::new(DropLog::default()),
+            listings: Arc::new(tokio::sync::Semaphore::new(LISTINGS_AT_ONCE)),
         }
+    }
+
+    /// Waits for a turn to send a listing in pages.
+    pub(crate) async fn listing_turn(&self) -> Turn {
+        let permit = self
+            .listings
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let permit = Arc::new(Mutex::new(Some(permit)));
+        // A client that stops reading in the middle of its listing gives its turn back
+        // after a while all the same.
+        let held = permit.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(LISTING_TIME).await;
+            held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        });
+        Turn { permit }
     }
 
     pub fn limits(&self) -> WatchLimits {
@@ -144,6 +196,7 @@ impl Watchers {
                 rx,
                 backlog,
                 watchers: Some(self.clone()),
+                listing: None,
             },
         )
     }
@@ -218,7 +271,8 @@ struct Backlog {
     bytes: AtomicUsize,
     /// It fell behind and was dropped: what is still queued is of no use (its stream ends,
     /// and its client resumes from the last notice it took), so its connection drops it.
-    behind: std::sync::atomic::AtomicBool,
+    /// Shared with the stream's end, which then says so.
+    behind: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The pushing side of one watcher's queue (its subscriber's, on the driver's task).
@@ -298,6 +352,9 @@ pub struct Pushes {
     backlog: Arc<Backlog>,
     /// `None` for a stream that is no watch (a backup's chunks).
     watchers: Option<Arc<Watchers>>,
+    /// The rest of the first answer, sent before anything queued: its pages, the command
+    /// they go out as, and the turn it holds.
+    listing: Option<(Box<dyn Pages>, u32, Turn)>,
 }
 
 impl Pushes {
@@ -307,7 +364,18 @@ impl Pushes {
             rx,
             backlog: Default::default(),
             watchers: None,
+            listing: None,
         }
+    }
+
+    /// Set once the watcher fell behind and was dropped.
+    pub(crate) fn behind(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.backlog.behind.clone()
+    }
+
+    /// Sends `pages` (as frames of command `cmd`) before anything queued, in `turn`.
+    pub(crate) fn listing_first(&mut self, pages: Box<dyn Pages>, cmd: u32, turn: Turn) {
+        self.listing = Some((pages, cmd, turn));
     }
 
     /// The next frame, or `None` once the stream has ended.
@@ -323,6 +391,31 @@ impl Pushes {
                 self.taken(frame.body.len());
             }
             return Poll::Ready(None);
+        }
+        if let Some((pages, cmd, turn)) = &mut self.listing {
+            let expired = turn
+                .permit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none();
+            if expired {
+                // It took longer than its turn allows: the watch ends; its client lists
+                // again later, in another turn.
+                self.backlog.behind.store(true, Ordering::Relaxed);
+                self.listing = None;
+                return self.poll_take(cx);
+            }
+            match pages.next_page() {
+                Some(body) => {
+                    return Poll::Ready(Some(Frame {
+                        cmd: *cmd,
+                        seq: 0,
+                        flags: crate::wire::FLAG_ONEWAY,
+                        body,
+                    }));
+                }
+                None => self.listing = None,
+            }
         }
         let polled = self.rx.poll_recv(cx);
         if let Poll::Ready(Some(frame)) = &polled {
@@ -420,6 +513,42 @@ mod tests {
             Pushed::Behind,
             "two notices at most"
         );
+    }
+
+    struct Numbered(std::ops::Range<u8>);
+
+    impl Pages for Numbered {
+        fn next_page(&mut self) -> Option<Bytes> {
+            self.0.next().map(|i| Bytes::from(vec![i]))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_listing_goes_before_what_is_queued_and_gives_its_turn_back() {
+        let watchers = Arc::new(Watchers::default());
+        let mut turns = Vec::new();
+        for _ in 0..LISTINGS_AT_ONCE {
+            turns.push(watchers.listing_turn().await);
+        }
+        let waiting = tokio::spawn({
+            let watchers = watchers.clone();
+            async move { watchers.listing_turn().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "no turn is free");
+        let (mut queue, mut pushes) = watchers.queue(0);
+        assert_eq!(queue.push(frame(9), "nodes"), Pushed::Queued);
+        pushes.listing_first(Box::new(Numbered(1..4)), 106, turns.pop().unwrap());
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(pushes.recv().await.unwrap().body.to_vec());
+        }
+        assert_eq!(got, vec![vec![1], vec![2], vec![3], vec![7u8; 9]]);
+        // The listing is sent: its turn is the waiting one's.
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the turn came back")
+            .unwrap();
     }
 
     #[test]

@@ -145,10 +145,26 @@ impl Cluster {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
+        let limit = self.opts.timeout;
+        self.call_within(cmd, req, what, limit).await
+    }
+
+    /// [`Cluster::call`] with each attempt allowed `limit`.
+    async fn call_within<Req, Resp>(
+        &mut self,
+        cmd: impl Code,
+        req: &Req,
+        what: &'static str,
+        limit: Duration,
+    ) -> Result<Resp, ClientError>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
         let mut retry = Retry::new();
         loop {
             let result = match self.connection().await {
-                Ok(conn) => conn.request(cmd, req, what).await,
+                Ok(conn) => conn.request_within(cmd, req, what, limit).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -172,8 +188,11 @@ impl Cluster {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        // A call that succeeded leaves the connection it went over in place: take it.
-        let answer = self.call(cmd, req, what).await?;
+        // A call that succeeded leaves the connection it went over in place: take it. The
+        // first answer may wait for its turn to list (a herd lists a few at a time) for as
+        // long as the call may look for a leader; a hung beacon is still left at once.
+        let limit = self.opts.timeout.max(self.retry_for);
+        let answer = self.call_within(cmd, req, what, limit).await?;
         Ok((self.conn.take().expect("connected"), answer))
     }
 

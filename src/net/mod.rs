@@ -616,6 +616,23 @@ impl Client {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
+        let limit = self.timeout;
+        self.request_within(cmd, req, what, limit).await
+    }
+
+    /// [`Client::request`] allowed `limit` rather than the connection's request limit (a
+    /// watch's first answer may wait for its turn to list while the beacon answers probes).
+    pub async fn request_within<Req, Resp>(
+        &mut self,
+        cmd: impl Code,
+        req: &Req,
+        what: &'static str,
+        limit: Duration,
+    ) -> Result<Resp, ClientError>
+    where
+        Req: prost::Message,
+        Resp: prost::Message + Default,
+    {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let frame = Frame::new(cmd.code(), seq, self.flags, req);
@@ -623,10 +640,10 @@ impl Client {
             framed,
             addr,
             opts,
-            timeout,
             probing,
             ..
         } = self;
+        let timeout = &limit;
         let exchange = async {
             framed.send(frame).await?;
             loop {

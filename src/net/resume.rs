@@ -16,6 +16,18 @@ pub trait Listing: prost::Message + Default {
     type Item;
     fn index(&self) -> u64;
     fn items(self) -> Vec<Self::Item>;
+
+    /// Whether more of the listing follows, in pages pushed before any notice (a listing
+    /// larger than one frame).
+    fn more(&self) -> bool {
+        false
+    }
+
+    /// A page of the listing, pushed after the answer: its items and whether another
+    /// follows; `None` when the frame is not a page.
+    fn page(_body: bytes::Bytes) -> Option<(Vec<Self::Item>, bool)> {
+        None
+    }
 }
 
 /// A notice pushed on a watch: the log index it brings the watcher to.
@@ -97,13 +109,30 @@ impl<Q: prost::Message + Clone> Resuming<Q> {
     pub async fn open<L: Listing>(&mut self, from: u64) -> Result<Vec<L::Item>, ClientError> {
         let mut req = self.request.clone();
         (self.start_at)(&mut req, from);
-        let (conn, reply): (Client, L) = self
+        let (mut conn, reply): (Client, L) = self
             .cluster
             .open_stream(RawCode(self.cmd), &req, self.what)
             .await?;
+        let index = reply.index();
+        let mut more = reply.more();
+        let mut items = reply.items();
+        while more {
+            let frame = conn.next_pushed(self.what).await?;
+            let Some((page, next)) = L::page(frame.body.clone()) else {
+                return Err(ClientError::BadReply {
+                    what: self.what,
+                    msg: format!(
+                        "a page of the listing was announced, cmd {} came instead",
+                        frame.cmd
+                    ),
+                });
+            };
+            items.extend(page);
+            more = next;
+        }
         self.conn = Some(conn);
-        self.index = reply.index();
-        Ok(reply.items())
+        self.index = index;
+        Ok(items)
     }
 
     /// The next notice, or a fresh listing when the stream had to start over. Waits as long

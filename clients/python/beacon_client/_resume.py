@@ -75,11 +75,22 @@ class Resuming:
                 start_index = self.index + 1 if resume else 0
                 self._call = stub.Watch(self._request(start_index),
                                         metadata=self.client.metadata)
+                # A first answer too large for one message comes in pages: the answer with
+                # `more`, then notices marked `listing` until one says no more follow.
+                listing = None
                 for event in self._call:
                     if event.WhichOneof("event") == "start":
+                        if getattr(event.start, "more", False):
+                            listing = event.start
+                            continue
                         self._start(event.start, first)
                         first = False
                         resume = True
+                    elif listing is not None and getattr(event.notice, "listing", False):
+                        listing.nodes.extend(event.notice.add_nodes)
+                        if not event.notice.more:
+                            self._start(listing, first)
+                            listing, first, resume = None, False, True
                     else:
                         self._notice(event.notice)
                         self.index = max(self.index, event.notice.index)

@@ -215,3 +215,26 @@ def test_a_client_over_its_rate_is_told_busy_and_backs_off_until_it_gets_through
                 r.close()
     finally:
         c.close()
+
+
+def test_a_watch_of_a_set_larger_than_a_page_lists_it_whole(tmp_path):
+    from conftest import Cluster
+    from beacon_client._pb import registry_pb2 as r
+    c = Cluster(tmp_path, 1, {"lease_ms": 600000, "id_range": [1, 10000]})
+    try:
+        with Client(c.addrs) as client:
+            pad = '{"pad": "' + "x" * 880 + '"}'
+            for i in range(1500):  # 1.35 MB of metadata: three pages of about 512 KiB
+                client.call("registry", "Register", r.RegisterRequest(
+                    node_type="LOGIC", addr=f"10.7.{i // 256}.{i % 256}:1", metadata=pad))
+            watch = client.watch(["LOGIC"])
+            present = [watch.next(timeout=20) for _ in range(1500)]
+            assert {k for k, _ in present} == {"present"}
+            assert len({n.node_id for _, n in present}) == 1500
+            client.call("registry", "Register", r.RegisterRequest(
+                node_type="LOGIC", addr="10.8.0.1:1"))
+            kind, node = watch.next(timeout=10)
+            assert (kind, node.addr) == ("added", "10.8.0.1:1")
+            watch.close()
+    finally:
+        c.close()

@@ -244,7 +244,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 slots,
                 resumed: start.resumed(),
             };
-            Ok((answer, notice))
+            Ok(handle::Listed::whole(answer, notice))
         },
         |index| pb::AssignmentNotice {
             index,

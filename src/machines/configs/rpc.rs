@@ -195,7 +195,7 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                 }
                 (!notice.put.is_empty() || !notice.deleted.is_empty()).then_some(notice)
             };
-            Ok((answer, notice))
+            Ok(handle::Listed::whole(answer, notice))
         },
         |index| pb::ConfigNotice {
             index,

@@ -18,6 +18,7 @@ pub(crate) mod grpc;
 mod id_slots;
 mod leases;
 mod metrics;
+mod pages;
 pub(crate) mod rpc;
 pub mod service;
 pub mod state;

@@ -548,13 +548,23 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         req.start_index,
         Some(kind),
         move |registry: &Registry, start| {
-            let nodes = match start {
-                Start::List(_) => registry
-                    .nodes()
-                    .filter(|r| follows(&r.node_type))
-                    .map(record_to_pb)
-                    .collect(),
-                Start::Resume(_) => Vec::new(),
+            // Pointers to the registrations, as of the answer's index: the first page goes
+            // in the answer, the rest is encoded by the connection as it sends it.
+            let (nodes, rest) = match start {
+                Start::List(at) => {
+                    let listed = registry
+                        .shared_nodes()
+                        .filter(|r| follows(&r.node_type))
+                        .cloned()
+                        .collect();
+                    let mut pages = super::pages::NodePages::new(listed, at);
+                    let first = pages.take_page();
+                    let rest = pages
+                        .more()
+                        .then(|| Box::new(pages) as Box<dyn crate::machines::watchers::Pages>);
+                    (first, rest)
+                }
+                Start::Resume(_) => (Vec::new(), None),
             };
             let notice = move |index, change: &Change| {
                 follows(&change.record().node_type).then(|| notice(index, change))
@@ -563,8 +573,13 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 index: start.index(),
                 nodes,
                 resumed: start.resumed(),
+                more: rest.is_some(),
             };
-            Ok((answer, notice))
+            Ok(handle::Listed {
+                answer,
+                notice,
+                rest,
+            })
         },
         |index| pb::NodeNotice {
             index,

@@ -285,6 +285,11 @@ impl Registry {
         self.nodes.values().map(|r| &**r)
     }
 
+    /// Live registrations by ID, as the state holds them (shared: a copy is a pointer).
+    pub fn shared_nodes(&self) -> impl Iterator<Item = &Arc<NodeRecord>> {
+        self.nodes.values()
+    }
+
     /// Live registrations from ID `from` on, by ID: found in the map, not by walking to it.
     pub fn nodes_from(&self, from: NodeId) -> impl Iterator<Item = &NodeRecord> {
         self.nodes.range(from..).map(|(_, r)| &**r)

@@ -230,7 +230,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 index: start.index(),
                 running,
             };
-            Ok((answer, notice))
+            Ok(handle::Listed::whole(answer, notice))
         },
         |index| pb::WorkNotice {
             index,
@@ -283,7 +283,7 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                     .collect();
                 (!finished.is_empty()).then_some(pb::QueueNotice { index, finished })
             };
-            Ok((answer, notice))
+            Ok(handle::Listed::whole(answer, notice))
         },
         |index| pb::QueueNotice {
             index,

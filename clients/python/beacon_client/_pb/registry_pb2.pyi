@@ -223,26 +223,32 @@ class WatchRequest(_message.Message):
     def __init__(self, node_types: _Optional[_Iterable[str]] = ..., start_index: _Optional[int] = ...) -> None: ...
 
 class WatchReply(_message.Message):
-    __slots__ = ("index", "nodes", "resumed")
+    __slots__ = ("index", "nodes", "resumed", "more")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     index: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     resumed: bool
-    def __init__(self, index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., resumed: _Optional[bool] = ...) -> None: ...
+    more: bool
+    def __init__(self, index: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., resumed: _Optional[bool] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class NodeNotice(_message.Message):
-    __slots__ = ("index", "add_nodes", "del_nodes", "update_nodes")
+    __slots__ = ("index", "add_nodes", "del_nodes", "update_nodes", "listing", "more")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ADD_NODES_FIELD_NUMBER: _ClassVar[int]
     DEL_NODES_FIELD_NUMBER: _ClassVar[int]
     UPDATE_NODES_FIELD_NUMBER: _ClassVar[int]
+    LISTING_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     index: int
     add_nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     del_nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     update_nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
-    def __init__(self, index: _Optional[int] = ..., add_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., del_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., update_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ...) -> None: ...
+    listing: bool
+    more: bool
+    def __init__(self, index: _Optional[int] = ..., add_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., del_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., update_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., listing: _Optional[bool] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class NodesRequest(_message.Message):
     __slots__ = ("node_type", "addr", "node_id", "limit", "from_node_id")

@@ -52,6 +52,13 @@ impl Listing for pb::WatchReply {
     fn items(self) -> Vec<pb::NodeInfo> {
         self.nodes
     }
+    fn more(&self) -> bool {
+        self.more
+    }
+    fn page(body: bytes::Bytes) -> Option<(Vec<pb::NodeInfo>, bool)> {
+        let notice: pb::NodeNotice = prost::Message::decode(body).ok()?;
+        notice.listing.then_some((notice.add_nodes, notice.more))
+    }
 }
 
 impl Notice for pb::NodeNotice {
@@ -231,7 +238,7 @@ mod tests {
             index: 5,
             add_nodes: vec![node(2, 2, ""), node(1, 1, "")],
             del_nodes: vec![node(3, 3, "")],
-            update_nodes: vec![],
+            ..Default::default()
         };
         w.apply(notice);
         assert_eq!(
