@@ -156,7 +156,7 @@ async fn over_its_share_a_grpc_client_is_told_busy_at_once_with_when_to_retry() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_overload_new_work_is_refused_and_a_live_service_keeps_its_lease() {
-    let (c, admin) = lone(serde_json::json!({"max_pending": 32}), 1_000);
+    let (c, admin) = lone(serde_json::json!({"max_pending": 320}), 1_000);
     let at = c.beacons[0].addr;
     eventually(Duration::from_secs(10), || status(at))
         .await

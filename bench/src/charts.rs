@@ -490,6 +490,94 @@ pub fn renewal_rate(results: &Value) -> Option<String> {
     Some(svg.finish())
 }
 
+/// One panel of bars against a target: its title, unit, bars and target.
+type Targeted<'a> = (&'a str, &'a str, Vec<(String, f64)>, f64);
+
+/// The gray part: each measure beside its target (a dashed line), a bar per case.
+pub fn gray(results: &Value) -> Option<String> {
+    let g = &results["gray"];
+    if g.is_null() {
+        return None;
+    }
+    let mut panels_of: Vec<Targeted> = Vec::new();
+    let hung: Vec<(String, f64)> = g["hung"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| {
+            Some((
+                format!("{} stopped", h["stopped"].as_str()?),
+                h["longest_gap_ms"].as_f64()?,
+            ))
+        })
+        .collect();
+    if !hung.is_empty() {
+        panels_of.push(("longest time without a renewal", " ms", hung, 2000.0));
+    }
+    let w = &g["watchers"];
+    if let (Some(idle), Some(herd)) = (w["idle_p99_ms"].as_f64(), w["herd_p99_ms"].as_f64()) {
+        panels_of.push((
+            "write p99, idle and during the herd",
+            " ms",
+            vec![("idle".into(), idle), ("herd".into(), herd)],
+            2.0 * idle,
+        ));
+    }
+    let o = &g["overload"];
+    if let (Some(peak), Some(good)) = (o["peak_per_sec"].as_f64(), o["goodput_per_sec"].as_f64())
+        && peak > 0.0
+    {
+        panels_of.push((
+            "goodput at 10x load, % of the peak",
+            "%",
+            vec![("goodput".into(), 100.0 * good / peak)],
+            90.0,
+        ));
+    }
+    if panels_of.is_empty() {
+        return None;
+    }
+    let mut svg = Svg::new(
+        "Gray failures and overload",
+        "beacon; each bar beside its target (dashed)",
+    );
+    let axes: Vec<Axis> = panels_of
+        .iter()
+        .map(|(_, _, bars, target)| {
+            let max = bars.iter().map(|(_, v)| *v).fold(*target, f64::max);
+            Axis::linear(max * 1.15)
+        })
+        .collect();
+    for (panel, (title, unit, bars, target)) in
+        panels(panels_of.len(), |i| axes[i]).iter().zip(&panels_of)
+    {
+        let names: Vec<String> = bars.iter().map(|(n, _)| n.clone()).collect();
+        panel.frame(&mut svg, title, unit, &names);
+        let y = panel.y(*target);
+        let _ = writeln!(
+            svg.0,
+            r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#d92d20" stroke-width="1.5" stroke-dasharray="5 4"><title>{}</title></line>"##,
+            panel.x0,
+            panel.x0 + panel.width,
+            esc(&format!("target {target:.0}{unit}"))
+        );
+        for (i, (name, v)) in bars.iter().enumerate() {
+            let x = panel.cat_x(i, bars.len());
+            let (top, bottom) = (panel.y(*v), panel.y(panel.axis.lo));
+            let _ = writeln!(
+                svg.0,
+                r#"<rect x="{:.1}" y="{top:.1}" width="36" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
+                x - 18.0,
+                (bottom - top).max(0.0),
+                colour("beacon"),
+                esc(&format!("{name}: {v:.1}{unit}"))
+            );
+            svg.text(x, top - 6.0, "middle", "#101828", &format!("{v:.0}"));
+        }
+    }
+    Some(svg.finish())
+}
+
 /// `(x, y)` of each of `run`'s steps: `x` its field `x`, `y` the first of `ys` it has
 /// (field, scale).
 fn points(run: &Value, x: &str, ys: &[(&str, f64)]) -> Vec<(f64, f64)> {
@@ -556,6 +644,7 @@ pub fn write_beside(json: &Path, results: &Value) -> anyhow::Result<Vec<PathBuf>
         ("liveness", liveness(results)),
         ("scale", scale(results)),
         ("renewal-rate", renewal_rate(results)),
+        ("gray", gray(results)),
     ] {
         let Some(svg) = chart else { continue };
         let path = json.with_file_name(format!("{stem}.{name}.svg"));

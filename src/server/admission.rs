@@ -6,9 +6,11 @@
 //! `RESOURCE_EXHAUSTED`, reason `BUSY`), with a hint of how long to wait, when
 //!
 //! * the beacon already has `limits.max_pending` requests under way: new work is refused
-//!   from three quarters of that on, and only renewals of live leases (requests of a kind the
-//!   machines batch, the registry's reports) and reads of the cluster's own status go on
-//!   up to the limit, so that overload never costs a live service its lease;
+//!   from a tenth of that on (a write costs the core far more than a renewal, and a queue
+//!   of a thousand writes is already tens of milliseconds long), and only renewals of live
+//!   leases (requests of a kind the machines batch, the registry's reports) and reads of the
+//!   cluster's own status go on up to the limit, so that overload never costs a live
+//!   service its lease;
 //! * the client has `limits.client_in_flight` requests under way (a client is a connection,
 //!   or a token's name where the beacon authenticates clients: all the connections of one
 //!   token count together);
@@ -34,7 +36,7 @@ pub(crate) enum Class {
     /// Keeps what exists going: a renewal of a live lease, a read of the cluster's status
     /// (health probes), what beacons send each other. Admitted up to the limit.
     Keep,
-    /// Anything else: admitted up to three quarters of the limit.
+    /// Anything else: admitted up to a tenth of the limit.
     New,
 }
 
@@ -118,7 +120,7 @@ impl Admission {
         let pending = self.pending.fetch_add(1, Ordering::Relaxed);
         let bound = match class {
             Class::Keep => limits.max_pending,
-            Class::New => limits.max_pending - limits.max_pending / 4,
+            Class::New => (limits.max_pending / 10).max(1),
         };
         if pending >= bound {
             self.pending.fetch_sub(1, Ordering::Relaxed);
@@ -209,13 +211,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn new_work_is_refused_first_and_renewals_keep_the_last_quarter() {
+    fn new_work_is_refused_first_and_renewals_keep_the_rest() {
         let a = Admission::new(Limits {
-            max_pending: 8,
+            max_pending: 20,
             client_in_flight: 100,
             client_rate: 0,
         });
-        let mut held: Vec<Ticket> = (0..6)
+        let mut held: Vec<Ticket> = (0..2)
             .map(|i| a.admit(Some(&format!("c{i}")), Class::New).unwrap())
             .collect();
         let busy = a.admit(Some("c9"), Class::New).unwrap_err();
@@ -224,15 +226,16 @@ mod tests {
             busy.msg.contains("limits.max_pending") && busy.retry_after_ms >= 5,
             "{busy:?}"
         );
-        held.push(a.admit(Some("c9"), Class::Keep).unwrap());
-        held.push(a.admit(Some("c9"), Class::Keep).unwrap());
+        for _ in 2..20 {
+            held.push(a.admit(Some("c9"), Class::Keep).unwrap());
+        }
         assert!(
             a.admit(Some("c9"), Class::Keep).is_err(),
             "the limit holds for renewals too"
         );
-        assert_eq!(a.pending(), 8);
-        held.truncate(5);
-        assert_eq!(a.pending(), 5, "an answered request gives its place back");
+        assert_eq!(a.pending(), 20);
+        held.truncate(1);
+        assert_eq!(a.pending(), 1, "an answered request gives its place back");
         assert!(a.admit(Some("c9"), Class::New).is_ok());
         assert_eq!(a.refused(), 2);
     }

@@ -14,6 +14,7 @@ mod assign;
 mod clients;
 mod etcd_lease;
 mod failover;
+mod gray;
 mod grpc;
 mod h2_client;
 mod liveness;
@@ -73,6 +74,10 @@ pub enum Part {
     /// Writes' longest gap while a cluster grows 1 -> 3 -> 5 and replaces a dead voter,
     /// beacon (`--join`, learners promoted once caught up) beside etcd (`member add`).
     Membership,
+    /// Gray failures and overload (beacon): a hung follower and leader under kept-alive
+    /// registrations, stalled watchers and a herd of them listing again, ten times the load
+    /// the cluster takes.
+    Gray,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -177,6 +182,23 @@ pub struct Options {
     /// Registrations renewed as fast as answered in the scale part's rate half.
     #[arg(long, default_value_t = 50_000)]
     rate_registrations: usize,
+    /// Services kept alive by the Rust client in the gray part's hung-beacon case, their
+    /// lease, and how long a beacon stays stopped.
+    #[arg(long, default_value_t = 1_000)]
+    gray_registrations: usize,
+    #[arg(long, default_value_t = 3_000)]
+    gray_lease_ms: u64,
+    #[arg(long, default_value_t = 10)]
+    gray_stop_secs: u64,
+    /// Watchers of every node in the gray part (a tenth of them stall), and the
+    /// registrations with 1 KB of metadata they watch arrive.
+    #[arg(long, default_value_t = 1_000)]
+    gray_watchers: usize,
+    #[arg(long, default_value_t = 20_000)]
+    gray_watch_registrations: usize,
+    /// Length of the gray part's overload run.
+    #[arg(long, default_value_t = 10)]
+    gray_overload_secs: u64,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -210,6 +232,8 @@ pub struct Results {
     pub renewal_rate: Vec<(String, renewal_rate::Rate)>,
     /// The membership part, per system.
     pub membership: Vec<(String, Vec<membership::Step>)>,
+    /// The gray part (beacon).
+    pub gray: Option<gray::Gray>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -730,6 +754,25 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
             }
             results.membership.push((kind.to_string(), steps));
         }
+    }
+
+    if wants(Part::Gray) && runs(Kind::Beacon) {
+        println!(
+            "gray: a hung follower and leader under kept-alive registrations, stalled watchers and their herd, ten times the load"
+        );
+        let sizes = gray::GraySizes {
+            registrations: opts.gray_registrations,
+            lease_ms: opts.gray_lease_ms,
+            stop_secs: opts.gray_stop_secs,
+            watchers: opts.gray_watchers,
+            watch_registrations: opts.gray_watch_registrations,
+            overload_secs: opts.gray_overload_secs,
+        };
+        results.gray = Some(
+            gray::run(&programs, &sizes, opts.keep)
+                .await
+                .context("gray")?,
+        );
     }
 
     let table = report::markdown(&results);

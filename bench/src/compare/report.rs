@@ -348,6 +348,7 @@ pub fn markdown(r: &Results) -> String {
     grpc_table(r, &mut out);
     reads_table(r, &mut out);
     watch_table(r, &mut out);
+    gray_table(r, &mut out);
     scale_table(r, &mut out);
     renewal_rate_table(r, &mut out);
     membership_table(r, &mut out);
@@ -975,5 +976,120 @@ fn membership_table(r: &Results, out: &mut String) {
             )
             .unwrap();
         }
+    }
+}
+
+/// The gray part: each measure beside its target, and whether it was met.
+fn gray_table(r: &Results, out: &mut String) {
+    let Some(g) = &r.gray else {
+        return;
+    };
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let met = |ok: bool| if ok { "yes" } else { "no" };
+    writeln!(
+        out,
+        "\nGray failures and overload (beacon; see docs/guarantees.md, *What a hung beacon costs a service* and *What overload costs*):\n"
+    )
+    .unwrap();
+    writeln!(out, "| case | measure | value | target | met |").unwrap();
+    writeln!(out, "|---|---|---|---|---|").unwrap();
+    for h in &g.hung {
+        let case = format!(
+            "{} stopped {} s; {} services, {} ms leases",
+            h.stopped,
+            h.stopped_ms / 1000,
+            h.registrations,
+            h.lease_ms
+        );
+        writeln!(
+            out,
+            "| {case} | leases lost | {} | 0 | {} |",
+            h.leases_lost,
+            met(h.leases_lost == 0)
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | longest time a service went without a confirmed renewal (median {:.0} ms) | {:.0} ms | 2000 ms | {} |",
+            h.median_gap_ms,
+            h.longest_gap_ms,
+            met(h.longest_gap_ms <= 2000.0)
+        )
+        .unwrap();
+    }
+    if let Some(w) = &g.watchers {
+        let case = format!(
+            "{} watchers of every node ({} stalled), {} registrations with {} B of metadata",
+            w.watchers, w.stalled, w.registrations, w.metadata_bytes
+        );
+        let above = mib(w.rss_watched_bytes.saturating_sub(w.rss_state_bytes));
+        writeln!(
+            out,
+            "| {case} | leader RSS above the registrations' own ({:.1} MiB with no watcher, at most {:.1} MiB with them) | {above:.1} MiB | 64 MiB | {} |",
+            mib(w.rss_state_bytes),
+            mib(w.rss_watched_bytes),
+            met(above <= 64.0)
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| the {} stalled list again at once (all listed in {:.0} ms) | write p99 during the herd ({} writes) against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
+            w.stalled,
+            w.herd_listed_ms,
+            w.herd_writes,
+            w.idle_p99_ms,
+            w.herd_p99_ms,
+            2.0 * w.idle_p99_ms,
+            met(w.herd_p99_ms <= 2.0 * w.idle_p99_ms)
+        )
+        .unwrap();
+    }
+    if let Some(o) = &g.overload {
+        let case = format!(
+            "{:.0} calls/s offered ({:.1}x the peak of {:.0}/s)",
+            o.offered_per_sec,
+            o.offered_per_sec / o.peak_per_sec.max(1.0),
+            o.peak_per_sec
+        );
+        let share = 100.0 * o.goodput_per_sec / o.peak_per_sec.max(1.0);
+        writeln!(
+            out,
+            "| {case} | goodput, of the peak | {:.0}/s ({share:.0}%) | 90% | {} |",
+            o.goodput_per_sec,
+            met(share >= 90.0)
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | p99 of the calls admitted (the peak's: {:.2} ms) | {:.2} ms | - | - |",
+            o.peak_p99_ms, o.admitted_p99_ms
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | refused BUSY; failed otherwise{}; not sent by the generator (it holds {} calls at most) | {}; {}; {} | - | - |",
+            o.first_failure
+                .as_deref()
+                .map(|f| format!(" (first: {f})"))
+                .unwrap_or_default(),
+            super::gray::GENERATOR_IN_FLIGHT,
+            o.refused,
+            o.failed,
+            o.shed
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | leader RSS at most | {:.1} MiB | - | - |",
+            mib(o.leader_rss_bytes)
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | registrations acknowledged and lost | {} | 0 | {} |",
+            o.lost,
+            met(o.lost == 0)
+        )
+        .unwrap();
     }
 }

@@ -1,0 +1,645 @@
+//! Gray failures and overload: what a hung beacon, stalled watchers and ten times the load a
+//! cluster can take cost its services.
+//!
+//! * **Hung beacons.** Three beacons, registrations kept alive by the Rust client (each
+//!   service with its own beacon list, rotated so that every beacon is first for a third of
+//!   them) with 3 s leases; a follower, then the leader, is stopped (SIGSTOP) for 10 s each.
+//!   Leases lost (target 0) and the longest time a service went without a confirmed
+//!   renewal (target 2 s).
+//! * **Watchers.** One beacon; watchers of every node, a tenth of them stalled (they stop
+//!   reading after their first answer, on connections whose receive buffers hold 4 KiB),
+//!   while registrations with 1 KB of metadata arrive: the leader's resident memory above
+//!   what the same registrations cost with no watcher (target 64 MB). Then the stalled ones
+//!   all list again at once (they were dropped, and away longer than the history covers)
+//!   while a writer registers on: the writes' p99 during the herd against before it (target
+//!   2x).
+//! * **Overload.** Three beacons; the allocation rate the cluster sustains with 16 closed-
+//!   loop clients, then ten times that rate offered open-loop over many connections: the
+//!   goodput (target 90 % of the peak), the p99 of the calls admitted, the refusals, the
+//!   leader's memory, and the registrations acknowledged then lost (target 0).
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use beacon::client::{Cluster as Leader, ConnectOptions, RegisterOptions, Registration};
+use beacon::machines::registry::RegistryCmd;
+use beacon::pb;
+use beacon::wire::{Cmd, Code, Frame, FrameCodec};
+use futures_util::{SinkExt, StreamExt};
+use serde::Serialize;
+use tokio_util::codec::Framed;
+
+use super::alloc::percentile;
+use super::clients::service_addr;
+use super::proc;
+use super::systems::{BeaconSetup, Cluster, Programs};
+
+/// How the gray part is sized (the bench's `--gray-*` options).
+#[derive(Debug, Clone)]
+pub struct GraySizes {
+    pub registrations: usize,
+    pub lease_ms: u64,
+    pub stop_secs: u64,
+    pub watchers: usize,
+    pub watch_registrations: usize,
+    pub overload_secs: u64,
+}
+
+/// A beacon stopped while services renew through the cluster.
+#[derive(Debug, Clone, Serialize)]
+pub struct HungRun {
+    /// `follower` or `leader`.
+    pub stopped: String,
+    pub registrations: usize,
+    pub lease_ms: u64,
+    pub stopped_ms: u64,
+    pub leases_lost: usize,
+    /// The longest a registration went without a confirmed renewal, over the run.
+    pub longest_gap_ms: f64,
+    /// The same, median over the registrations.
+    pub median_gap_ms: f64,
+}
+
+/// Watchers, a tenth stalled, while registrations arrive; then the stalled list again.
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchersRun {
+    pub watchers: usize,
+    pub stalled: usize,
+    pub registrations: usize,
+    pub metadata_bytes: usize,
+    /// The leader's resident memory after the registrations with no watcher, and with them
+    /// (the most it held).
+    pub rss_state_bytes: u64,
+    pub rss_watched_bytes: u64,
+    pub idle_p99_ms: f64,
+    pub herd_p99_ms: f64,
+    pub herd_writes: usize,
+    /// From the herd's start until every one of it has its listing.
+    pub herd_listed_ms: f64,
+}
+
+/// Ten times the load the cluster takes.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverloadRun {
+    pub peak_per_sec: f64,
+    pub peak_p99_ms: f64,
+    pub offered_per_sec: f64,
+    pub goodput_per_sec: f64,
+    pub admitted_p99_ms: f64,
+    pub refused: usize,
+    pub failed: usize,
+    pub first_failure: Option<String>,
+    /// Calls the generator did not send, holding [`GENERATOR_IN_FLIGHT`] already: the
+    /// machine's two cores run the load and the cluster both.
+    pub shed: usize,
+    pub leader_rss_bytes: u64,
+    pub lost: usize,
+}
+
+/// Calls the overload generator keeps under way at most.
+pub const GENERATOR_IN_FLIGHT: usize = 4_000;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Gray {
+    pub hung: Vec<HungRun>,
+    pub watchers: Option<WatchersRun>,
+    pub overload: Option<OverloadRun>,
+}
+
+/// Runs the three cases.
+pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::Result<Gray> {
+    let mut gray = Gray::default();
+    let setup = BeaconSetup {
+        tick_ms: 100,
+        config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": sizes.lease_ms}),
+    };
+    let mut cluster = Cluster::start_beacon(programs, 3, &setup);
+    gray.hung = hung(&mut cluster, sizes).await.context("hung beacons")?;
+    super::keep(cluster, keep);
+
+    let lone = BeaconSetup {
+        tick_ms: 100,
+        config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": 3_600_000}),
+    };
+    gray.watchers = Some(
+        watchers(programs, &lone, sizes, keep)
+            .await
+            .context("watchers")?,
+    );
+
+    let cluster = Cluster::start_beacon(programs, 3, &lone);
+    gray.overload = Some(overload(&cluster, sizes).await.context("overload")?);
+    super::keep(cluster, keep);
+    Ok(gray)
+}
+
+/// Registers `n` services through lists rotated over the cluster's beacons, then stops a
+/// follower and the leader in turn while a monitor notes every renewal's confirmation.
+async fn hung(cluster: &mut Cluster, sizes: &GraySizes) -> anyhow::Result<Vec<HungRun>> {
+    cluster.ready(Duration::from_secs(60)).await?;
+    let all: Vec<String> = cluster
+        .members
+        .iter()
+        .map(|m| m.client.to_string())
+        .collect();
+    let n = sizes.registrations;
+    let regs: Arc<Vec<Registration>> = Arc::new({
+        let mut regs = Vec::with_capacity(n);
+        let mut made = futures_util::stream::iter((0..n).map(|i| {
+            let mut list = all.clone();
+            list.rotate_left(i % all.len());
+            async move {
+                Registration::register(list, RegisterOptions::new("GRAY", service_addr(i))).await
+            }
+        }))
+        .buffer_unordered(32);
+        while let Some(reg) = made.next().await {
+            regs.push(reg.context("register a service")?);
+        }
+        regs
+    });
+    println!(
+        "  {n} services registered, each renewing every {} ms",
+        sizes.lease_ms / 4
+    );
+    let mut runs = Vec::new();
+    for which in ["follower", "leader"] {
+        let leader = cluster.ready(Duration::from_secs(60)).await?;
+        let stopped = match which {
+            "leader" => leader,
+            _ => (leader + 1) % cluster.members.len(),
+        };
+        let (stop, gaps) = monitor(regs.clone());
+        // Half a lease before, the stop, and two leases after it.
+        tokio::time::sleep(Duration::from_millis(sizes.lease_ms / 2)).await;
+        cluster.members[stopped].pause();
+        tokio::time::sleep(Duration::from_secs(sizes.stop_secs)).await;
+        cluster.members[stopped].resume();
+        tokio::time::sleep(Duration::from_millis(2 * sizes.lease_ms)).await;
+        stop.store(true, Ordering::Relaxed);
+        let mut gaps = gaps.await?;
+        gaps.sort_by(f64::total_cmp);
+        let lost = regs.iter().filter(|r| !r.is_live()).count();
+        let run = HungRun {
+            stopped: which.into(),
+            registrations: n,
+            lease_ms: sizes.lease_ms,
+            stopped_ms: sizes.stop_secs * 1000,
+            leases_lost: lost,
+            longest_gap_ms: gaps.last().copied().unwrap_or(0.0),
+            median_gap_ms: gaps.get(gaps.len() / 2).copied().unwrap_or(0.0),
+        };
+        println!(
+            "  {which} stopped {} s: {lost} of {n} leases lost; longest time without a confirmed renewal {:.0} ms (median {:.0} ms)",
+            sizes.stop_secs, run.longest_gap_ms, run.median_gap_ms
+        );
+        runs.push(run);
+    }
+    drop(regs);
+    Ok(runs)
+}
+
+/// Watches every registration's confirmations every 10 ms until stopped; yields, for each,
+/// the longest time between two confirmations (or since the last one).
+fn monitor(regs: Arc<Vec<Registration>>) -> (Arc<AtomicBool>, tokio::task::JoinHandle<Vec<f64>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let task = tokio::spawn(async move {
+        let start = Instant::now();
+        let mut last: Vec<(std::time::Instant, Instant)> =
+            regs.iter().map(|r| (r.confirmed_until(), start)).collect();
+        let mut gaps = vec![0f64; regs.len()];
+        while !done.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let now = Instant::now();
+            for (i, r) in regs.iter().enumerate() {
+                let until = r.confirmed_until();
+                if until != last[i].0 {
+                    last[i] = (until, now);
+                }
+                let gap = now.duration_since(last[i].1).as_secs_f64() * 1000.0;
+                gaps[i] = gaps[i].max(gap);
+            }
+        }
+        gaps
+    });
+    (stop, task)
+}
+
+/// A watch of every node over a raw connection: `buffer`, the receive buffer asked for.
+async fn raw_watch(
+    at: SocketAddr,
+    buffer: Option<u32>,
+) -> anyhow::Result<Framed<tokio::net::TcpStream, FrameCodec>> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    if let Some(b) = buffer {
+        socket.set_recv_buffer_size(b)?;
+    }
+    let tcp = socket.connect(at).await?;
+    let mut conn = Framed::new(tcp, FrameCodec::new(64 << 20));
+    let hello = pb::Hello {
+        role: pb::Role::Client as i32,
+        version: beacon::wire::PROTOCOL_VERSION,
+        ..Default::default()
+    };
+    conn.send(Frame::new(Cmd::Hello.code(), 1, 0, &hello))
+        .await?;
+    let ack = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
+    anyhow::ensure!(!ack.is_error(), "handshake refused");
+    conn.send(Frame::new(
+        RegistryCmd::Watch.code(),
+        2,
+        0,
+        &pb::registry::WatchRequest::default(),
+    ))
+    .await?;
+    Ok(conn)
+}
+
+/// Reads a raw watch's first answer and its pages; returns when the listing is whole.
+async fn read_listing(conn: &mut Framed<tokio::net::TcpStream, FrameCodec>) -> anyhow::Result<()> {
+    let first = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
+    anyhow::ensure!(!first.is_error(), "watch refused");
+    let reply: pb::registry::WatchReply = first.decode()?;
+    let mut more = reply.more;
+    while more {
+        let page = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
+        let notice: pb::registry::NodeNotice = page.decode()?;
+        more = notice.listing && notice.more;
+    }
+    Ok(())
+}
+
+/// Registers `from..to` through `writers` connections, `metadata` on each.
+async fn register_range(
+    at: SocketAddr,
+    from: usize,
+    to: usize,
+    metadata: &str,
+    writers: usize,
+) -> anyhow::Result<()> {
+    let next = Arc::new(AtomicUsize::new(from));
+    let mut tasks = Vec::new();
+    for _ in 0..writers {
+        let (next, metadata) = (next.clone(), metadata.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mut leader = Leader::new(
+                vec![at.to_string()],
+                ConnectOptions::default(),
+                Duration::from_secs(30),
+            );
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= to {
+                    return anyhow::Ok(());
+                }
+                let req = pb::registry::RegisterRequest {
+                    node_type: "WATCHED".into(),
+                    addr: service_addr(i).to_string(),
+                    metadata: metadata.clone(),
+                    ..Default::default()
+                };
+                leader
+                    .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
+                    .await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// A writer that registers one service every `every` until stopped; the latencies.
+fn paced_writer(
+    at: SocketAddr,
+    from: usize,
+    every: Duration,
+) -> (
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<anyhow::Result<Vec<Duration>>>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let task = tokio::spawn(async move {
+        let mut leader = Leader::new(
+            vec![at.to_string()],
+            ConnectOptions::default(),
+            Duration::from_secs(30),
+        );
+        let mut took = Vec::new();
+        let mut i = from;
+        let mut tick = tokio::time::interval(every);
+        while !done.load(Ordering::Relaxed) {
+            tick.tick().await;
+            let req = pb::registry::RegisterRequest {
+                node_type: "PACED".into(),
+                addr: service_addr(i).to_string(),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            leader
+                .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
+                .await?;
+            took.push(t.elapsed());
+            i += 1;
+        }
+        Ok(took)
+    });
+    (stop, task)
+}
+
+async fn watchers(
+    programs: &Programs,
+    setup: &BeaconSetup,
+    sizes: &GraySizes,
+    keep: bool,
+) -> anyhow::Result<WatchersRun> {
+    let n = sizes.watch_registrations;
+    let metadata = format!("{{\"pad\": \"{}\"}}", "m".repeat(1000));
+    // What the registrations cost with nobody watching.
+    let control = Cluster::start_beacon(programs, 1, setup);
+    let (pid, at) = control.leader_process().await?;
+    register_range(at, 0, n, &metadata, 16).await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_state = proc::rss_bytes(pid).context("RSS")?;
+    super::keep(control, keep);
+    println!(
+        "  {n} registrations with 1 KB of metadata, no watcher: leader RSS {:.1} MiB",
+        rss_state as f64 / 1048576.0
+    );
+
+    let cluster = Cluster::start_beacon(programs, 1, setup);
+    let (pid, at) = cluster.leader_process().await?;
+    let stalled_n = sizes.watchers / 10;
+    let reading_n = sizes.watchers - stalled_n;
+    // Readers read every frame (without decoding notices: the beacon's cost is what counts).
+    let mut readers = Vec::new();
+    for _ in 0..reading_n {
+        let mut conn = raw_watch(at, None).await?;
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(_)) = conn.next().await {}
+        }));
+    }
+    let mut stalled = Vec::new();
+    for _ in 0..stalled_n {
+        let mut conn = raw_watch(at, Some(4096)).await?;
+        read_listing(&mut conn).await?;
+        stalled.push(conn);
+    }
+    let peak = Arc::new(AtomicU64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (peak, sampling) = (peak.clone(), sampling.clone());
+        tokio::spawn(async move {
+            while sampling.load(Ordering::Relaxed) {
+                if let Some(rss) = proc::rss_bytes(pid) {
+                    peak.fetch_max(rss, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    register_range(at, 0, n, &metadata, 16).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_watched = peak.load(Ordering::Relaxed);
+    println!(
+        "  {} watchers ({stalled_n} stalled) while they arrive: leader RSS at most {:.1} MiB, {:.1} MiB above the registrations' own",
+        sizes.watchers,
+        rss_watched as f64 / 1048576.0,
+        rss_watched.saturating_sub(rss_state) as f64 / 1048576.0
+    );
+
+    // Writes before the herd, then while every stalled watcher lists again at once.
+    let every = Duration::from_millis(5);
+    let (stop, idle) = paced_writer(at, 10_000_000, every);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut idle = idle.await??;
+    idle.sort_unstable();
+    drop(stalled);
+    let (stop, during) = paced_writer(at, 20_000_000, every);
+    let t = Instant::now();
+    let herd: Vec<_> = (0..stalled_n)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut conn = raw_watch(at, None).await?;
+                read_listing(&mut conn).await
+            })
+        })
+        .collect();
+    for h in herd {
+        h.await??;
+    }
+    let herd_listed_ms = t.elapsed().as_secs_f64() * 1000.0;
+    stop.store(true, Ordering::Relaxed);
+    let mut during = during.await??;
+    during.sort_unstable();
+    sampling.store(false, Ordering::Relaxed);
+    sampler.await?;
+    for r in readers {
+        r.abort();
+    }
+    let run = WatchersRun {
+        watchers: sizes.watchers,
+        stalled: stalled_n,
+        registrations: n,
+        metadata_bytes: 1000,
+        rss_state_bytes: rss_state,
+        rss_watched_bytes: rss_watched,
+        idle_p99_ms: percentile(&idle, 0.99),
+        herd_p99_ms: percentile(&during, 0.99),
+        herd_writes: during.len(),
+        herd_listed_ms,
+    };
+    println!(
+        "  {stalled_n} watchers list {n} registrations again at once: all listed in {herd_listed_ms:.0} ms; writes p99 {:.2} ms ({} writes), idle {:.2} ms",
+        run.herd_p99_ms, run.herd_writes, run.idle_p99_ms
+    );
+    super::keep(cluster, keep);
+    Ok(run)
+}
+
+/// One registration over gRPC (each call a new registration): `Ok(Some(took))` answered
+/// (how long from the moment the call could go out), `Ok(None)` refused `BUSY`.
+async fn grpc_register(
+    ch: &tonic::transport::Channel,
+    i: usize,
+) -> anyhow::Result<Option<Duration>> {
+    use tonic::client::Grpc;
+    let mut grpc = Grpc::new(ch.clone());
+    grpc.ready().await?;
+    let t = Instant::now();
+    let req = pb::registry::RegisterRequest {
+        node_type: "OVERLOAD".into(),
+        addr: service_addr(i).to_string(),
+        ..Default::default()
+    };
+    let codec = tonic_prost::ProstCodec::<pb::registry::RegisterRequest, pb::registry::RegisterReply>::default();
+    let path = http::uri::PathAndQuery::from_static("/beacon.v1.registry.Registry/Register");
+    match grpc.unary(tonic::Request::new(req), path, codec).await {
+        Ok(_) => Ok(Some(t.elapsed())),
+        Err(s) if s.code() == tonic::Code::ResourceExhausted => Ok(None),
+        Err(s) => Err(anyhow!("{}: {}", s.code(), s.message())),
+    }
+}
+
+async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<OverloadRun> {
+    let (pid, at) = cluster.leader_process().await?;
+    let next = Arc::new(AtomicUsize::new(30_000_000));
+    let peak = super::alloc::run(
+        cluster.kind,
+        cluster.via,
+        &[at],
+        &cluster.beacon_client,
+        16,
+        Duration::from_secs(5),
+        &next,
+    )
+    .await?;
+    println!(
+        "  peak: {:.0} registrations/s with 16 clients, p99 {:.2} ms",
+        peak.per_sec, peak.p99_ms
+    );
+    let offered = peak.per_sec * 10.0;
+    let connections = 64;
+    let mut channels = Vec::new();
+    for _ in 0..connections {
+        channels.push(
+            tonic::transport::Endpoint::from_shared(format!("http://{at}"))?
+                .connect()
+                .await?,
+        );
+    }
+    let (admitted, refused, failed) = (
+        Arc::new(std::sync::Mutex::new(Vec::new())),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let acked = Arc::new(std::sync::Mutex::new(HashSet::new()));
+    let first_failure = Arc::new(std::sync::Mutex::new(None::<String>));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let mut shed = 0usize;
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(sizes.overload_secs);
+    let mut sent = 0usize;
+    let mut calls = Vec::new();
+    // Open loop: one call every 1/offered s, whatever the answers.
+    let every = Duration::from_secs_f64(1.0 / offered);
+    let mut due = started;
+    while Instant::now() < deadline {
+        due += every;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let i = 40_000_000 + sent;
+        sent += 1;
+        if in_flight.load(Ordering::Relaxed) >= GENERATOR_IN_FLIGHT {
+            shed += 1;
+            continue;
+        }
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let ch = channels[sent % connections].clone();
+        let (admitted, refused, failed, acked, first_failure, in_flight) = (
+            admitted.clone(),
+            refused.clone(),
+            failed.clone(),
+            acked.clone(),
+            first_failure.clone(),
+            in_flight.clone(),
+        );
+        calls.push(tokio::spawn(async move {
+            match grpc_register(&ch, i).await {
+                Ok(Some(took)) => {
+                    admitted.lock().unwrap().push(took);
+                    acked.lock().unwrap().insert(i);
+                }
+                Ok(None) => {
+                    refused.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    first_failure
+                        .lock()
+                        .unwrap()
+                        .get_or_insert(format!("{e:#}"));
+                }
+            }
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+        }));
+        if sent.is_multiple_of(1000)
+            && let Some(rss) = proc::rss_bytes(pid)
+        {
+            peak_rss.fetch_max(rss, Ordering::Relaxed);
+        }
+    }
+    let offered_secs = started.elapsed().as_secs_f64();
+    for c in calls {
+        c.await?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut admitted = std::mem::take(&mut *admitted.lock().unwrap());
+    admitted.sort_unstable();
+    // Every acknowledged registration is there.
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    let mut listed = HashSet::new();
+    let mut client =
+        beacon::client::Client::connect(&at.to_string(), &ConnectOptions::default()).await?;
+    let mut from = 0;
+    loop {
+        let page = client
+            .nodes_matching(&pb::registry::NodesRequest {
+                node_type: "OVERLOAD".into(),
+                limit: 10_000,
+                from_node_id: from,
+                ..Default::default()
+            })
+            .await?;
+        for e in &page.nodes {
+            if let Some(n) = &e.node {
+                listed.insert(n.addr.clone());
+            }
+        }
+        if page.next_node_id == 0 {
+            break;
+        }
+        from = page.next_node_id;
+    }
+    let lost = acked
+        .iter()
+        .filter(|i| !listed.contains(&service_addr(**i).to_string()))
+        .count();
+    let run = OverloadRun {
+        peak_per_sec: peak.per_sec,
+        peak_p99_ms: peak.p99_ms,
+        offered_per_sec: sent as f64 / offered_secs,
+        goodput_per_sec: admitted.len() as f64 / secs,
+        admitted_p99_ms: percentile(&admitted, 0.99),
+        refused: refused.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        first_failure: first_failure.lock().unwrap().clone(),
+        shed,
+        leader_rss_bytes: peak_rss.load(Ordering::Relaxed),
+        lost,
+    };
+    println!(
+        "  offered {:.0}/s ({:.1}x the peak; {} not sent, the generator holding {GENERATOR_IN_FLIGHT}): goodput {:.0}/s ({:.0}% of the peak), p99 of the admitted {:.2} ms, {} refused BUSY, {} failed ({}), leader RSS {:.1} MiB, {lost} acknowledged and lost",
+        run.offered_per_sec,
+        run.offered_per_sec / peak.per_sec,
+        run.shed,
+        run.goodput_per_sec,
+        100.0 * run.goodput_per_sec / peak.per_sec,
+        run.admitted_p99_ms,
+        run.refused,
+        run.failed,
+        run.first_failure.as_deref().unwrap_or("none"),
+        run.leader_rss_bytes as f64 / 1048576.0,
+    );
+    Ok(run)
+}
