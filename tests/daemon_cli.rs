@@ -103,8 +103,29 @@ fn invalid_configs_fail_at_start_naming_the_key() {
             r#"{"node": "127.0.0.1:1", "admin": "nowhere"}"#,
             "key `admin`",
         ),
-        (r#"{"node": "127.0.0.1:1" "#, "EOF while parsing"),
+        (
+            r#"{"node": "127.0.0.1:1" "#,
+            "is not valid JSON: EOF while parsing",
+        ),
+        (
+            r#"{"node": "127.0.0.1:1", "tick_ms": 100,}"#,
+            "is not valid JSON: trailing comma",
+        ),
     ];
+    // A long value is cut in the message, not echoed whole.
+    let long = format!(
+        r#"{{"node": "127.0.0.1:1", "node_type": [{{"node_type": "{}", "subscribe": []}}]}}"#,
+        "A".repeat(5000)
+    );
+    let path = dir.path().join("long.json");
+    std::fs::write(&path, &long).unwrap();
+    let out = run_beacon(&["--config", path.to_str().unwrap()], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.len() < 400 && stderr.contains("... (5000 characters)`"),
+        "{stderr}"
+    );
     for (i, (text, want)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("bad{i}.json"));
         std::fs::write(&path, text).unwrap();
