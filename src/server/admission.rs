@@ -5,12 +5,12 @@
 //! passes [`Admission::admit`] before it is handled. It is refused with `BUSY` (gRPC
 //! `RESOURCE_EXHAUSTED`, reason `BUSY`), with a hint of how long to wait, when
 //!
-//! * the beacon already has `limits.max_pending` requests under way: new work is refused
-//!   from a tenth of that on (a write costs the core far more than a renewal, and a queue
-//!   of a thousand writes is already tens of milliseconds long), and only renewals of live
-//!   leases (requests of a kind the machines batch, the registry's reports) and reads of the
-//!   cluster's own status go on up to the limit, so that overload never costs a live
-//!   service its lease;
+//! * the beacon already has `limits.max_pending` requests under way, or a tenth of that of
+//!   new work (a write costs the core far more than a renewal, and a queue of a thousand
+//!   writes is already tens of milliseconds long): renewals of live leases (requests of a
+//!   kind the machines batch, the registry's reports) and reads of the cluster's own status
+//!   are held to the first limit alone, so that overload never costs a live service its
+//!   lease;
 //! * the client has `limits.client_in_flight` requests under way (a client is a connection,
 //!   or a token's name where the beacon authenticates clients: all the connections of one
 //!   token count together);
@@ -44,7 +44,9 @@ pub(crate) enum Class {
 #[derive(Debug)]
 pub(crate) struct Admission {
     limits: Limits,
+    /// Requests under way, and of them new work.
     pending: AtomicUsize,
+    pending_new: AtomicUsize,
     clients: Mutex<HashMap<String, Client>>,
     refused: AtomicU64,
 }
@@ -63,11 +65,12 @@ struct Client {
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
     client: Option<String>,
+    class: Class,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.admission.pending.fetch_sub(1, Ordering::Relaxed);
+        self.admission.release(self.class);
         let Some(client) = &self.client else {
             return;
         };
@@ -94,6 +97,7 @@ impl Admission {
         Arc::new(Admission {
             limits,
             pending: AtomicUsize::new(0),
+            pending_new: AtomicUsize::new(0),
             clients: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
         })
@@ -118,29 +122,35 @@ impl Admission {
     ) -> Result<Ticket, Reject> {
         let limits = self.limits;
         let pending = self.pending.fetch_add(1, Ordering::Relaxed);
-        let bound = match class {
-            Class::Keep => limits.max_pending,
-            Class::New => (limits.max_pending / 10).max(1),
+        let new_work = (limits.max_pending / 10).max(1);
+        let pending_new = match class {
+            Class::New => self.pending_new.fetch_add(1, Ordering::Relaxed),
+            Class::Keep => 0,
         };
-        if pending >= bound {
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+        let over = if pending >= limits.max_pending {
+            Some(format!(
+                "this beacon has {pending} requests under way (limit {}; key `limits.max_pending`)",
+                limits.max_pending
+            ))
+        } else if class == Class::New && pending_new >= new_work {
+            Some(format!(
+                "this beacon has {pending_new} writes and other new requests under way (limit {new_work}, a tenth of `limits.max_pending`; renewals go on)"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = over {
+            self.release(class);
             // Longer the deeper the load: a herd spreads its retries out.
-            let wait = RETRY_MIN_MS + (pending as u64 * 20 / limits.max_pending.max(1) as u64);
-            return Err(self.busy(
-                format!(
-                    "this beacon has {pending} requests under way (limit {bound} for {}; key `limits.max_pending`)",
-                    match class {
-                        Class::Keep => "renewals",
-                        Class::New => "new work",
-                    }
-                ),
-                wait,
-            ));
+            let depth = pending.max(pending_new * 10);
+            let wait = RETRY_MIN_MS + (depth as u64 * 20 / limits.max_pending.max(1) as u64);
+            return Err(self.busy(why, wait));
         }
         let Some(client) = client else {
             return Ok(Ticket {
                 admission: self.clone(),
                 client: None,
+                class,
             });
         };
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
@@ -180,14 +190,23 @@ impl Admission {
         };
         if let Some((why, wait)) = refusal {
             drop(clients);
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+            self.release(class);
             return Err(self.busy(why, wait));
         }
         c.in_flight += 1;
         Ok(Ticket {
             admission: self.clone(),
             client: Some(client.to_owned()),
+            class,
         })
+    }
+
+    /// Gives a place of `class` back.
+    fn release(&self, class: Class) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        if class == Class::New {
+            self.pending_new.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     fn busy(&self, why: String, wait_ms: u64) -> Reject {
@@ -238,6 +257,19 @@ mod tests {
         assert_eq!(a.pending(), 1, "an answered request gives its place back");
         assert!(a.admit(Some("c9"), Class::New).is_ok());
         assert_eq!(a.refused(), 2);
+        // Renewals under way do not crowd new work out: it has its own tenth.
+        let b = Admission::new(Limits {
+            max_pending: 20,
+            client_in_flight: 100,
+            client_rate: 0,
+        });
+        let renewals: Vec<Ticket> = (0..15)
+            .map(|_| b.admit(None, Class::Keep).unwrap())
+            .collect();
+        let writes: Vec<Ticket> = (0..2).map(|_| b.admit(None, Class::New).unwrap()).collect();
+        assert!(b.admit(None, Class::New).is_err());
+        drop((renewals, writes));
+        assert_eq!(b.pending(), 0);
     }
 
     #[test]

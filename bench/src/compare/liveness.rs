@@ -260,9 +260,20 @@ pub(super) async fn register(
                             addr: addr.clone(),
                             ..Default::default()
                         };
-                        let reply: pb::registry::RegisterReply = client
-                            .request(RegistryCmd::Register, &req, "the registration")
-                            .await?;
+                        // As every client does: a beacon over its limits answers BUSY with
+                        // how long to wait (a thousand connections registering at once are
+                        // a herd), and the registration is made again after that.
+                        let reply: pb::registry::RegisterReply = loop {
+                            match client
+                                .request(RegistryCmd::Register, &req, "the registration")
+                                .await
+                            {
+                                Err(e) if e.busy_for().is_some() => {
+                                    tokio::time::sleep(e.busy_for().unwrap_or_default()).await;
+                                }
+                                answer => break answer?,
+                            }
+                        };
                         let node = reply.node.context("reply without node")?;
                         shard.lock().await.push(Item::Beacon {
                             node_id: node.node_id,
