@@ -21,9 +21,9 @@
 //! answer once the load passes, and the requests admitted meanwhile keep their latency.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 pub use crate::config::Limits;
@@ -47,43 +47,43 @@ pub(crate) struct Admission {
     /// Requests under way, and of them new work.
     pending: AtomicUsize,
     pending_new: AtomicUsize,
-    clients: Mutex<HashMap<String, Client>>,
+    /// Each client's share while a connection holds it.
+    clients: Mutex<Clients>,
     refused: AtomicU64,
 }
 
-/// One client's share.
+/// The shares handed out, by client.
+#[derive(Debug, Default)]
+struct Clients {
+    by_key: HashMap<String, Weak<ClientShare>>,
+    /// Shares looked at the last time the gone ones were swept out.
+    swept_at: usize,
+}
+
+/// One client's share of a beacon: what its connections (all of one token's, or one
+/// connection's) have under way and asked for lately. A connection takes it once, so a
+/// request costs two atomic operations here, not a lookup.
 #[derive(Debug)]
-struct Client {
-    in_flight: usize,
-    /// Tokens left of this second's rate, and when the bucket was last filled.
-    tokens: f64,
-    filled: Instant,
+pub(crate) struct ClientShare {
+    in_flight: AtomicUsize,
+    /// Tokens left of this second's rate, and when the bucket was last filled (used only
+    /// with `limits.client_rate`).
+    bucket: Mutex<(f64, Instant)>,
 }
 
 /// A request admitted: dropping it (answered or abandoned) gives its place back.
 #[derive(Debug)]
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
-    client: Option<String>,
+    client: Option<Arc<ClientShare>>,
     class: Class,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.admission.release(self.class);
-        let Some(client) = &self.client else {
-            return;
-        };
-        let mut clients = self
-            .admission
-            .clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = clients.get_mut(client) {
-            c.in_flight = c.in_flight.saturating_sub(1);
-            if c.in_flight == 0 && self.admission.limits.client_rate == 0 {
-                clients.remove(client);
-            }
+        if let Some(c) = &self.client {
+            c.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -98,7 +98,7 @@ impl Admission {
             limits,
             pending: AtomicUsize::new(0),
             pending_new: AtomicUsize::new(0),
-            clients: Mutex::new(HashMap::new()),
+            clients: Mutex::new(Clients::default()),
             refused: AtomicU64::new(0),
         })
     }
@@ -113,11 +113,33 @@ impl Admission {
         self.refused.load(Ordering::Relaxed)
     }
 
+    /// The share of the client `key` names ([`super::dispatch::client_key`]): the same for
+    /// every connection that names it while one of them holds it.
+    pub(crate) fn client(&self, key: &str) -> Arc<ClientShare> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(share) = clients.by_key.get(key).and_then(Weak::upgrade) {
+            return share;
+        }
+        // Shares nobody holds any more go, once the map has doubled since the last sweep.
+        if clients.by_key.len() >= 2 * clients.swept_at.max(64) {
+            clients.by_key.retain(|_, w| w.strong_count() > 0);
+            clients.swept_at = clients.by_key.len();
+        }
+        let share = Arc::new(ClientShare {
+            in_flight: AtomicUsize::new(0),
+            bucket: Mutex::new((f64::from(self.limits.client_rate), Instant::now())),
+        });
+        clients
+            .by_key
+            .insert(key.to_owned(), Arc::downgrade(&share));
+        share
+    }
+
     /// Admits a request of `class` from `client` (`None`: a call a follower relays, whose
     /// client that follower admitted), or refuses it `BUSY` with a retry hint.
     pub(crate) fn admit(
         self: &Arc<Self>,
-        client: Option<&str>,
+        client: Option<&Arc<ClientShare>>,
         class: Class,
     ) -> Result<Ticket, Reject> {
         let limits = self.limits;
@@ -153,27 +175,23 @@ impl Admission {
                 class,
             });
         };
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let c = clients.entry(client.to_owned()).or_insert(Client {
-            in_flight: 0,
-            tokens: f64::from(limits.client_rate),
-            filled: now,
-        });
-        let refusal = if c.in_flight >= limits.client_in_flight {
+        let in_flight = client.in_flight.fetch_add(1, Ordering::Relaxed);
+        let refusal = if in_flight >= limits.client_in_flight {
             Some((
                 format!(
-                    "this client has {} requests under way (key `limits.client_in_flight`)",
-                    c.in_flight
+                    "this client has {in_flight} requests under way (key `limits.client_in_flight`)"
                 ),
                 RETRY_MIN_MS,
             ))
         } else if limits.client_rate > 0 {
             let rate = f64::from(limits.client_rate);
-            c.tokens = (c.tokens + now.duration_since(c.filled).as_secs_f64() * rate).min(rate);
-            c.filled = now;
-            if c.tokens < 1.0 {
-                let wait = ((1.0 - c.tokens) / rate * 1000.0).ceil() as u64;
+            let mut bucket = client.bucket.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let (tokens, filled) = *bucket;
+            let tokens = (tokens + now.duration_since(filled).as_secs_f64() * rate).min(rate);
+            if tokens < 1.0 {
+                *bucket = (tokens, now);
+                let wait = ((1.0 - tokens) / rate * 1000.0).ceil() as u64;
                 Some((
                     format!(
                         "this client is over {} requests a second (key `limits.client_rate`)",
@@ -182,21 +200,20 @@ impl Admission {
                     wait,
                 ))
             } else {
-                c.tokens -= 1.0;
+                *bucket = (tokens - 1.0, now);
                 None
             }
         } else {
             None
         };
         if let Some((why, wait)) = refusal {
-            drop(clients);
+            client.in_flight.fetch_sub(1, Ordering::Relaxed);
             self.release(class);
             return Err(self.busy(why, wait));
         }
-        c.in_flight += 1;
         Ok(Ticket {
             admission: self.clone(),
-            client: Some(client.to_owned()),
+            client: Some(client.clone()),
             class,
         })
     }
@@ -237,25 +254,28 @@ mod tests {
             client_rate: 0,
         });
         let mut held: Vec<Ticket> = (0..2)
-            .map(|i| a.admit(Some(&format!("c{i}")), Class::New).unwrap())
+            .map(|i| {
+                a.admit(Some(&a.client(&format!("c{i}"))), Class::New)
+                    .unwrap()
+            })
             .collect();
-        let busy = a.admit(Some("c9"), Class::New).unwrap_err();
+        let busy = a.admit(Some(&a.client("c9")), Class::New).unwrap_err();
         assert_eq!(busy.code, ErrorCode::Busy as u32);
         assert!(
             busy.msg.contains("limits.max_pending") && busy.retry_after_ms >= 5,
             "{busy:?}"
         );
         for _ in 2..20 {
-            held.push(a.admit(Some("c9"), Class::Keep).unwrap());
+            held.push(a.admit(Some(&a.client("c9")), Class::Keep).unwrap());
         }
         assert!(
-            a.admit(Some("c9"), Class::Keep).is_err(),
+            a.admit(Some(&a.client("c9")), Class::Keep).is_err(),
             "the limit holds for renewals too"
         );
         assert_eq!(a.pending(), 20);
         held.truncate(1);
         assert_eq!(a.pending(), 1, "an answered request gives its place back");
-        assert!(a.admit(Some("c9"), Class::New).is_ok());
+        assert!(a.admit(Some(&a.client("c9")), Class::New).is_ok());
         assert_eq!(a.refused(), 2);
         // Renewals under way do not crowd new work out: it has its own tenth.
         let b = Admission::new(Limits {
@@ -279,12 +299,13 @@ mod tests {
             client_in_flight: 2,
             client_rate: 0,
         });
-        let _one = a.admit(Some("conn 1"), Class::New).unwrap();
-        let _two = a.admit(Some("conn 1"), Class::New).unwrap();
-        let busy = a.admit(Some("conn 1"), Class::Keep).unwrap_err();
+        let conn = a.client("conn 1");
+        let _one = a.admit(Some(&conn), Class::New).unwrap();
+        let _two = a.admit(Some(&conn), Class::New).unwrap();
+        let busy = a.admit(Some(&conn), Class::Keep).unwrap_err();
         assert!(busy.msg.contains("limits.client_in_flight"), "{busy:?}");
         assert!(
-            a.admit(Some("conn 2"), Class::New).is_ok(),
+            a.admit(Some(&a.client("conn 2")), Class::New).is_ok(),
             "another client is not"
         );
 
@@ -293,17 +314,20 @@ mod tests {
             client_in_flight: 1000,
             client_rate: 10,
         });
+        // Two connections of one token: one share, held while they are open.
+        let (first, second) = (a.client("token ci"), a.client("token ci"));
+        assert!(Arc::ptr_eq(&first, &second));
         for _ in 0..10 {
-            drop(a.admit(Some("token ci"), Class::New).unwrap());
+            drop(a.admit(Some(&first), Class::New).unwrap());
         }
-        let busy = a.admit(Some("token ci"), Class::New).unwrap_err();
+        let busy = a.admit(Some(&second), Class::New).unwrap_err();
         assert!(
             busy.msg.contains("limits.client_rate") && busy.retry_after_ms <= 100,
             "{busy:?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(150));
         assert!(
-            a.admit(Some("token ci"), Class::New).is_ok(),
+            a.admit(Some(&first), Class::New).is_ok(),
             "the rate refills"
         );
     }

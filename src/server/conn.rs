@@ -524,7 +524,10 @@ async fn serve_requests(
     peer: &Peer,
     shared: &Shared,
 ) {
-    let client = dispatch::client_key(peer, format_args!("{id} from {remote}"));
+    let client = shared.admission.client(&dispatch::client_key(
+        peer,
+        format_args!("{id} from {remote}"),
+    ));
     let mut streaming: Option<Streaming> = None;
     let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::admission::{Class, Ticket};
+use super::admission::{Class, ClientShare, Ticket};
 use super::shared::Shared;
 use crate::auth::{Identity, Role};
 use crate::machines::handle::{Consistency, Handled, Reject, reply};
@@ -92,7 +92,7 @@ fn class_of(cmd: u32) -> Class {
 fn admit(
     frame: &Frame,
     peer: &Peer,
-    client: Option<&str>,
+    client: Option<&Arc<ClientShare>>,
     shared: &Shared,
 ) -> Result<Option<Ticket>, Reject> {
     if matches!(peer, Peer::Beacon(_)) {
@@ -110,7 +110,7 @@ fn admit(
 pub(super) async fn dispatch(
     frame: &Frame,
     peer: &Peer,
-    client: Option<&str>,
+    client: Option<&Arc<ClientShare>>,
     shared: &Shared,
 ) -> Result<Handled, Reject> {
     if let Peer::Client(Some(who)) = peer {
@@ -241,7 +241,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
 pub(super) async fn dispatch_batch(
     frames: &[Frame],
     peer: &Peer,
-    client: Option<&str>,
+    client: Option<&Arc<ClientShare>>,
     shared: &Shared,
 ) -> Vec<Result<Handled, Reject>> {
     let identity = match peer {

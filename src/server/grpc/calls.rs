@@ -57,6 +57,8 @@ pub(super) struct Edge {
     pub(super) tls: bool,
     /// The verified client certificate's name, if one was presented.
     pub(super) certificate: Option<String>,
+    /// This connection's share of the beacon's admission, for calls with no token.
+    pub(super) share: std::sync::OnceLock<Arc<crate::server::admission::ClientShare>>,
 }
 
 impl Edge {
@@ -242,7 +244,22 @@ impl Edge {
         };
         let started = Instant::now();
         let peer = Peer::Client(who.clone());
-        let client = dispatch::client_key(&peer, format_args!("gRPC from {}", self.remote));
+        // The connection's own share, taken once; a token's, looked up by its name.
+        let client = match who {
+            Some(_) => self
+                .shared
+                .admission
+                .client(&dispatch::client_key(&peer, self.remote)),
+            None => self
+                .share
+                .get_or_init(|| {
+                    self.shared.admission.client(&dispatch::client_key(
+                        &peer,
+                        format_args!("gRPC from {}", self.remote),
+                    ))
+                })
+                .clone(),
+        };
         let result = dispatch::dispatch(&frame, &peer, Some(&client), &self.shared).await;
         dispatch::record(&self.shared, cmd, &result, started);
         result

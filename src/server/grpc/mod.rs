@@ -68,6 +68,7 @@ pub(super) async fn serve<S>(
         remote,
         tls,
         certificate,
+        share: Default::default(),
     });
     let service = hyper::service::service_fn(move |req| {
         // Boxed: the call's future is several kilobytes, and hyper moves it into a task of
