@@ -16,7 +16,7 @@ use futures_util::{SinkExt, StreamExt};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::codec::{Decoder, Framed};
+use tokio_util::codec::Framed;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
 

@@ -383,3 +383,18 @@ fn every_test_port_comes_from_the_test_kit() {
         .collect();
     assert!(offenders.is_empty(), "{offenders:#?}");
 }
+
+/// The core, the storage and the wire format run without a runtime: they name no tokio (a
+/// transport adapts them to one), so the simulation and any embedder drive them as they are.
+#[test]
+fn the_core_the_storage_and_the_wire_name_no_runtime() {
+    let mut offenders = Vec::new();
+    for dir in ["src/consensus", "src/storage", "src/wire"] {
+        for (file, text) in sources(&root().join(dir)) {
+            if code(&text).contains("tokio") {
+                offenders.push(file);
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?} name tokio");
+}

@@ -2,6 +2,7 @@
 //! configured. Beacons, peers and clients alike read and write a [`Stream`]; what differs is
 //! only how it was opened ([`tls`]).
 
+mod codec;
 pub mod tls;
 
 use std::io;

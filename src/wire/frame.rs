@@ -14,7 +14,6 @@
 //! so a bogus length cannot make the daemon allocate gigabytes.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio_util::codec::{Decoder, Encoder};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = [0xBE, 0xAC];
@@ -172,11 +171,13 @@ fn magic_hint(head: &[u8]) -> &'static str {
     }
 }
 
-impl Decoder for FrameCodec {
-    type Item = Frame;
-    type Error = FrameError;
-
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+/// The codec's work, on bytes alone: a transport hands it what it read and takes what it
+/// encodes (`transport::codec` puts it under tokio's `Framed`), so the wire format needs no
+/// runtime.
+impl FrameCodec {
+    /// The next whole frame at the start of `src` (taken out of it), `None` while more
+    /// bytes are needed, or why the bytes are no frame.
+    pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         // Check the magic as soon as two bytes are in, so garbage is reported even when the
         // sender sends fewer than a full head and then waits.
         if src.len() >= 2 && src[..2] != MAGIC {
@@ -223,7 +224,9 @@ impl Decoder for FrameCodec {
         }))
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
+    /// [`FrameCodec::decode`] at the end of the stream: bytes left over that make no whole
+    /// frame are a truncated one.
+    pub fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         match self.decode(src)? {
             Some(frame) => Ok(Some(frame)),
             None if src.is_empty() => Ok(None),
@@ -240,12 +243,9 @@ impl Decoder for FrameCodec {
             }
         }
     }
-}
 
-impl Encoder<Frame> for FrameCodec {
-    type Error = FrameError;
-
-    fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
+    /// Appends `frame` to `dst`, or refuses one over the body limit.
+    pub fn encode(&mut self, frame: Frame, dst: &mut BytesMut) -> Result<(), FrameError> {
         if frame.body.len() > self.max_body {
             return Err(FrameError::TooLarge {
                 cmd: frame.cmd,
