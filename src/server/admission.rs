@@ -77,13 +77,15 @@ pub(crate) struct Ticket {
     admission: Arc<Admission>,
     client: Option<Arc<ClientShare>>,
     class: Class,
+    /// Requests it admitted (a batch is admitted in one step).
+    count: usize,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.admission.release(self.class);
+        self.admission.release(self.class, self.count);
         if let Some(c) = &self.client {
-            c.in_flight.fetch_sub(1, Ordering::Relaxed);
+            c.in_flight.fetch_sub(self.count, Ordering::Relaxed);
         }
     }
 }
@@ -136,17 +138,31 @@ impl Admission {
     }
 
     /// Admits a request of `class` from `client` (`None`: a call a follower relays, whose
-    /// client that follower admitted), or refuses it `BUSY` with a retry hint.
+    /// client that follower admitted), or refuses it `BUSY` with a retry hint. The server
+    /// admits through [`Admission::admit_many`]; this is the one-request form its tests use.
+    #[cfg(test)]
     pub(crate) fn admit(
         self: &Arc<Self>,
         client: Option<&Arc<ClientShare>>,
         class: Class,
     ) -> Result<Ticket, Reject> {
+        self.admit_many(client, class, 1)
+    }
+
+    /// Admits `count` requests of `class` from `client` at once (a batch of renewals counts
+    /// as the requests it holds): all of them, or none, refused `BUSY` with a retry hint.
+    /// `client` is `None` for a call a follower relays, whose client that follower admitted.
+    pub(crate) fn admit_many(
+        self: &Arc<Self>,
+        client: Option<&Arc<ClientShare>>,
+        class: Class,
+        count: usize,
+    ) -> Result<Ticket, Reject> {
         let limits = self.limits;
-        let pending = self.pending.fetch_add(1, Ordering::Relaxed);
+        let pending = self.pending.fetch_add(count, Ordering::Relaxed) + count - 1;
         let new_work = (limits.max_pending / 10).max(1);
         let pending_new = match class {
-            Class::New => self.pending_new.fetch_add(1, Ordering::Relaxed),
+            Class::New => self.pending_new.fetch_add(count, Ordering::Relaxed) + count - 1,
             Class::Keep => 0,
         };
         let over = if pending >= limits.max_pending {
@@ -162,7 +178,7 @@ impl Admission {
             None
         };
         if let Some(why) = over {
-            self.release(class);
+            self.release(class, count);
             // Longer the deeper the load: a herd spreads its retries out.
             let depth = pending.max(pending_new * 10);
             let wait = RETRY_MIN_MS + (depth as u64 * 20 / limits.max_pending.max(1) as u64);
@@ -173,9 +189,10 @@ impl Admission {
                 admission: self.clone(),
                 client: None,
                 class,
+                count,
             });
         };
-        let in_flight = client.in_flight.fetch_add(1, Ordering::Relaxed);
+        let in_flight = client.in_flight.fetch_add(count, Ordering::Relaxed) + count - 1;
         let refusal = if in_flight >= limits.client_in_flight {
             Some((
                 format!(
@@ -189,9 +206,10 @@ impl Admission {
             let now = Instant::now();
             let (tokens, filled) = *bucket;
             let tokens = (tokens + now.duration_since(filled).as_secs_f64() * rate).min(rate);
-            if tokens < 1.0 {
+            let asked = count as f64;
+            if tokens < asked {
                 *bucket = (tokens, now);
-                let wait = ((1.0 - tokens) / rate * 1000.0).ceil() as u64;
+                let wait = ((asked - tokens) / rate * 1000.0).ceil() as u64;
                 Some((
                     format!(
                         "this client is over {} requests a second (key `limits.client_rate`)",
@@ -200,29 +218,30 @@ impl Admission {
                     wait,
                 ))
             } else {
-                *bucket = (tokens - 1.0, now);
+                *bucket = (tokens - asked, now);
                 None
             }
         } else {
             None
         };
         if let Some((why, wait)) = refusal {
-            client.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.release(class);
+            client.in_flight.fetch_sub(count, Ordering::Relaxed);
+            self.release(class, count);
             return Err(self.busy(why, wait));
         }
         Ok(Ticket {
             admission: self.clone(),
             client: Some(client.clone()),
             class,
+            count,
         })
     }
 
-    /// Gives a place of `class` back.
-    fn release(&self, class: Class) {
-        self.pending.fetch_sub(1, Ordering::Relaxed);
+    /// Gives `count` places of `class` back.
+    fn release(&self, class: Class, count: usize) {
+        self.pending.fetch_sub(count, Ordering::Relaxed);
         if class == Class::New {
-            self.pending_new.fetch_sub(1, Ordering::Relaxed);
+            self.pending_new.fetch_sub(count, Ordering::Relaxed);
         }
     }
 
@@ -290,6 +309,24 @@ mod tests {
         assert!(b.admit(None, Class::New).is_err());
         drop((renewals, writes));
         assert_eq!(b.pending(), 0);
+    }
+
+    #[test]
+    fn a_batch_is_admitted_whole_or_not_at_all() {
+        let a = Admission::new(Limits {
+            max_pending: 20,
+            client_in_flight: 100,
+            client_rate: 0,
+        });
+        let conn = a.client("conn 1");
+        let batch = a.admit_many(Some(&conn), Class::Keep, 15).unwrap();
+        assert_eq!(a.pending(), 15);
+        assert!(a.admit_many(Some(&conn), Class::Keep, 10).is_err());
+        assert_eq!(a.pending(), 15, "a refused batch takes nothing");
+        assert!(a.admit_many(Some(&conn), Class::Keep, 5).is_ok());
+        drop(batch);
+        assert_eq!(a.pending(), 0);
+        assert_eq!(conn.in_flight.load(Ordering::Relaxed), 0);
     }
 
     #[test]

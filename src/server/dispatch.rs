@@ -95,12 +95,23 @@ fn admit(
     client: Option<&Arc<ClientShare>>,
     shared: &Shared,
 ) -> Result<Option<Ticket>, Reject> {
+    admit_many(frame, 1, peer, client, shared)
+}
+
+/// Admits `count` requests like `frame` at once (a batch).
+fn admit_many(
+    frame: &Frame,
+    count: usize,
+    peer: &Peer,
+    client: Option<&Arc<ClientShare>>,
+    shared: &Shared,
+) -> Result<Option<Ticket>, Reject> {
     if matches!(peer, Peer::Beacon(_)) {
         return Ok(None);
     }
     shared
         .admission
-        .admit(client, class_of(frame.cmd))
+        .admit_many(client, class_of(frame.cmd), count)
         .map(Some)
 }
 
@@ -257,38 +268,23 @@ pub(super) async fn dispatch_batch(
         // One code, one sender: each request is refused alike.
         return frames.iter().map(|_| Err(refused.clone())).collect();
     }
-    // Each request of the batch is admitted (a batch counts as many requests); the
-    // refused are answered BUSY in their places, the rest served together.
-    let mut admitted = Vec::with_capacity(frames.len());
-    let mut tickets = Vec::with_capacity(frames.len());
-    let mut answers: Vec<Option<Result<Handled, Reject>>> = Vec::with_capacity(frames.len());
-    for frame in frames {
-        match admit(frame, peer, client, shared) {
-            Ok(ticket) => {
-                admitted.push(frame.clone());
-                tickets.push(ticket);
-                answers.push(None);
-            }
-            Err(busy) => answers.push(Some(Err(busy))),
-        }
-    }
+    // The batch is admitted as the many requests it is, in one step: all of it, or none
+    // (each answered BUSY) when it does not fit.
+    let _admitted = match admit_many(first, frames.len(), peer, client, shared) {
+        Ok(ticket) => ticket,
+        Err(busy) => return frames.iter().map(|_| Err(busy.clone())).collect(),
+    };
     let ctx = shared.ctx(identity, Consistency::of_flags(first.flags));
-    let served = match machines::Dispatch::serve_batch(&admitted, &ctx).await {
+    match machines::Dispatch::serve_batch(frames, &ctx).await {
         Some(handled) => handled,
         None => {
-            let mut out = Vec::with_capacity(admitted.len());
-            for frame in &admitted {
+            let mut out = Vec::with_capacity(frames.len());
+            for frame in frames {
                 out.push(handle(frame, peer, shared).await);
             }
             out
         }
-    };
-    drop(tickets);
-    let mut served = served.into_iter();
-    answers
-        .into_iter()
-        .map(|a| a.unwrap_or_else(|| served.next().expect("an answer per admitted request")))
-        .collect()
+    }
 }
 
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).

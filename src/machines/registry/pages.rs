@@ -15,7 +15,7 @@ use crate::machines::watchers::Pages;
 use crate::pb::registry as pb;
 
 /// About how many bytes one page of a listing holds.
-pub const PAGE_BYTES: usize = 512 << 10;
+pub const PAGE_BYTES: usize = 128 << 10;
 
 /// The registrations of a listing as of log index `index`, paged.
 pub(crate) struct NodePages {
@@ -92,11 +92,11 @@ mod tests {
     }
 
     #[test]
-    fn a_large_listing_goes_in_pages_of_about_half_a_megabyte_each_once() {
+    fn a_large_listing_goes_in_pages_of_about_128_kib_each_once() {
         let items: Vec<_> = (1..=3000).map(|i| record(i, 900)).collect();
         let mut pages = NodePages::new(items, 77);
         let first = pages.take_page();
-        assert!((500..=600).contains(&first.len()), "{}", first.len());
+        assert!((125..=150).contains(&first.len()), "{}", first.len());
         let mut seen: Vec<u32> = first.iter().map(|n| n.node_id).collect();
         while let Some(body) = pages.next_page() {
             assert!(body.len() <= PAGE_BYTES + 4096, "{}", body.len());
