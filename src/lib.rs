@@ -11,8 +11,10 @@
 //! * [`wire`]: framing and the core's messages; each machine adds its own part.
 //! * [`machines`]: the replicated machines, one folder each (the node-ID registry first), and
 //!   the list that composes them into what a beacon replicates.
-//! * [`server`]: the tokio daemon that owns sockets, timers and disk and drives the core;
-//!   [`client`]: the client side of the protocol; [`cli`]: what nebcli's commands share;
+//! * `server` (the default feature of the same name): the tokio daemon that owns sockets,
+//!   timers and disk and drives the core; [`client`]: the client side of the protocol, all a
+//!   service links (built without `server`, as the `beacon-client` crate does, the library
+//!   compiles none of the daemon's HTTP, metrics and gRPC-server dependencies); [`cli`]: what nebcli's commands share;
 //!   [`auth`] and [`allow`]: who may connect, and as what.
 //! * [`sim`]: what a machine brings to the simulations (its workload and invariants); the
 //!   harness that runs them is in the testkit.
@@ -27,6 +29,7 @@ pub mod consensus;
 pub mod data_dir;
 pub mod machines;
 pub mod net;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod settings;
 pub mod sim;

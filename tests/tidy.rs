@@ -398,3 +398,51 @@ fn the_core_the_storage_and_the_wire_name_no_runtime() {
     }
     assert!(offenders.is_empty(), "{offenders:#?} name tokio");
 }
+
+/// What a service links: `beacon-client` builds the library without its daemon, so none of
+/// the server's dependencies (its HTTP API, metrics, gRPC server, reflection and health
+/// services, certificate parsing and making, command line) is in its tree.
+#[test]
+fn the_client_crate_builds_none_of_the_servers_dependencies() {
+    let server_only = [
+        "axum",
+        "clap",
+        "hyper",
+        "hyper-util",
+        "prometheus-client",
+        "rcgen",
+        "tonic-health",
+        "tonic-reflection",
+        "tonic-types",
+        "tracing-subscriber",
+        "x509-parser",
+    ];
+    let client: BTreeSet<String> = features(&["-p", "beacon-client"])
+        .into_iter()
+        .filter_map(|p| p.split(' ').next().map(str::to_owned))
+        .collect();
+    assert!(
+        client.contains("beacon-client") && client.contains("beacon"),
+        "cargo tree -p beacon-client lists {client:?}"
+    );
+    let linked: Vec<&str> = server_only
+        .iter()
+        .copied()
+        .filter(|d| client.contains(*d))
+        .collect();
+    assert!(
+        linked.is_empty(),
+        "beacon-client builds the server's {linked:?}"
+    );
+    // And the daemon does build them: the list above names what the feature leaves out.
+    let daemon: BTreeSet<String> = features(&["-p", "beacon"])
+        .into_iter()
+        .filter_map(|p| p.split(' ').next().map(str::to_owned))
+        .collect();
+    let missing: Vec<&str> = server_only
+        .iter()
+        .copied()
+        .filter(|d| !daemon.contains(*d) && *d != "rcgen")
+        .collect();
+    assert!(missing.is_empty(), "the daemon does not build {missing:?}");
+}

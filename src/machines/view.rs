@@ -17,6 +17,10 @@
 //! It does so as the message arrives, on the connection that brought it
 //! ([`View::release_commit`]), before the driver, perhaps in an fsync, steps it.
 
+// The machines' handlers are compiled in every build, the daemon that calls them only with
+// the `server` feature: without it (`beacon-client`) part of this module has no caller.
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;

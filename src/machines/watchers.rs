@@ -10,6 +10,10 @@
 //! resumes from the log index after the last notice it took, from the history every beacon
 //! keeps (`watch.history`), so it misses nothing.
 
+// The machines' handlers are compiled in every build, the daemon that calls them only with
+// the `server` feature: without it (`beacon-client`) part of this module has no caller.
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -61,7 +61,8 @@ impl Stream {
     }
 
     /// The name on the verified certificate the other end presented: its subject's common
-    /// name, or else its first DNS name.
+    /// name, or else its first DNS name. Only a beacon accepting connections asks.
+    #[cfg(feature = "server")]
     pub fn peer_certificate_name(&self) -> Option<String> {
         let Stream::Accepted(s) = self else {
             return None;
