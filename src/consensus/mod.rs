@@ -33,6 +33,8 @@ mod progress;
 mod ready;
 mod reconfigure;
 mod replicate;
+#[cfg(test)]
+mod scenario;
 mod takeover;
 #[cfg(test)]
 mod testing;
