@@ -24,7 +24,10 @@ const END: &str = "<!-- end results -->";
 /// and every page of the docs.
 pub fn pages(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     // The Rust client's README is a page too: its build times come from a results file.
-    let mut pages = vec![PathBuf::from("README.md"), PathBuf::from("client/README.md")];
+    let mut pages = vec![
+        PathBuf::from("README.md"),
+        PathBuf::from("client/README.md"),
+    ];
     let docs = root.join("docs");
     let mut found = Vec::new();
     for entry in std::fs::read_dir(&docs).with_context(|| format!("read {}", docs.display()))? {
