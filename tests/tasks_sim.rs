@@ -98,7 +98,7 @@ mod stale {
     use beacon::consensus::{Leader, Outcome, Service};
     use beacon::machines::Part;
     use beacon::machines::registry::FencingToken;
-    use beacon::machines::tasks::state::{Run, Start};
+    use beacon::machines::tasks::state::{Run, TaskStart};
     use beacon::machines::tasks::{Command as TaskCommand, Request as TaskRequest};
     use beacon::time::Millis;
 
@@ -142,15 +142,17 @@ mod stale {
                     term: ended.term,
                     index: ended.index - 1,
                 };
-                leader.append(<S as Part<Tasks>>::wrap(TaskCommand::Start(vec![Start {
-                    queue,
-                    name,
-                    run: Run {
-                        worker,
-                        token,
-                        started_ms: 0,
+                leader.append(<S as Part<Tasks>>::wrap(TaskCommand::Start(vec![
+                    TaskStart {
+                        queue,
+                        name,
+                        run: Run {
+                            worker,
+                            token,
+                            started_ms: 0,
+                        },
                     },
-                }])));
+                ])));
             }
             Service::<S>::tick(&mut self.0, leader)
         }

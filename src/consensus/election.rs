@@ -1,18 +1,20 @@
-//! Leader election, sans-IO: NebulaBeacon's heartbeat algorithm with its known defects fixed.
+//! Leader election, sans-IO, by heartbeats. Where the algorithm comes from and what this
+//! version fixes in it is history, kept in docs/guarantees.md (*How the election works*);
+//! this is what the code does.
 //!
 //! Every beacon keeps a map sorted by beacon identity (`ip:port`, ordered as socket
 //! addresses: by IP, then numerically by port). Each entry has an attribute word: bit 31 is
 //! the leader bit, bits 0..2 the alive mask.
 //!
 //! * A heartbeat from X sets X's alive bit 0; X's leader bit mirrors the heartbeat's
-//!   `is_leader` (the original only ever set it, never cleared it).
+//!   `is_leader`, set or clear.
 //! * Every tick walks the map in order. Among entries whose alive mask is non-zero, the
 //!   leader candidate is the one claiming leadership with the highest term (ties go to the
 //!   earlier entry); if none claims, the first online entry. An entry whose mask is zero loses
 //!   its leader bit. Then each mask shifts left by one (three bits kept) and our own entry's
 //!   bit 0 is set, so a beacon goes offline on the fourth tick without a heartbeat.
 //! * If the candidate is us we lead; if it is someone else and we were leading, we step down
-//!   at once (the original never stepped down).
+//!   at once.
 //!
 //! So an online leader stays leader (a restarted old leader does not take over again), and
 //! when none is online the first online beacon in sorted order takes over with a term above
@@ -21,7 +23,7 @@
 //! converge on the same choice everywhere: higher term, then sorted order.
 //!
 //! Beyond the per-tick check the same choice is re-made at once (without shifting the masks)
-//! when a peer's connection drops (as the original's `BeaconFailed` did), so failover does not
+//! when a peer's connection drops, so failover does not
 //! wait for the next tick, and when a heartbeat changes what we know of a peer, so a beacon
 //! follows a new leader or yields to a stronger claim at once. A heartbeat never makes a
 //! beacon elect itself, though: only a tick or a lost connection does. A beacon never elects

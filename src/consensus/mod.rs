@@ -336,6 +336,22 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
     }
 }
 
+/// A confirmation round of a leader's, as a follower last saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RoundSeen {
+    /// The term of the leader that started it.
+    term: u64,
+    beat: u64,
+}
+
+/// What the election was last given (see `reconfigure.rs`): the members, with, as learners,
+/// beacons a change not yet committed removed, and which of those were voters.
+#[derive(Debug, Clone, PartialEq)]
+struct Electorate {
+    members: Members,
+    former_voters: std::collections::BTreeSet<SocketAddr>,
+}
+
 /// The sans-IO heart of one beacon, replicating `S` and serving it with `V`.
 pub struct Replica<S: Machine, V: Service<S>> {
     cfg: Config,
@@ -357,8 +373,8 @@ pub struct Replica<S: Machine, V: Service<S>> {
     /// indexes, so a watch can resume at any beacon that leads later).
     changes: VecDeque<(u64, S::Change)>,
     leading: Option<Leading<S, V>>,
-    /// Follower: the latest confirmation round seen from the leader of `(term, beat)`.
-    leader_beat: (u64, u64),
+    /// Follower: the latest confirmation round seen from its leader.
+    leader_beat: RoundSeen,
     /// When the previous step ran, to notice a gap (the process was stopped or starved).
     last_step: Option<Millis>,
     /// The promise handed to the driver to store.
@@ -367,7 +383,7 @@ pub struct Replica<S: Machine, V: Service<S>> {
     /// the election was last given: the members, plus, as learners, beacons a change not
     /// yet committed removed (they still get the log, to learn of their removal).
     members: Members,
-    electorate: (Members, std::collections::BTreeSet<SocketAddr>),
+    electorate: Electorate,
     /// [`Members::voters_digest`] of the electorate's voters, sent with every message.
     voters_digest: u64,
     /// What the membership was last synced from (see `sync_members`).
@@ -438,12 +454,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             leader_commit: 0,
             changes: VecDeque::new(),
             leading: None,
-            leader_beat: (0, 0),
+            leader_beat: RoundSeen::default(),
             last_step: None,
             promise_reported: cfg.stored,
             voters_digest: members.voters_digest(),
             members_synced: None,
-            electorate: (members.clone(), Default::default()),
+            electorate: Electorate {
+                members: members.clone(),
+                former_voters: Default::default(),
+            },
             members,
             heard_members: None,
             wall_offset: 0,

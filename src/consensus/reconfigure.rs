@@ -110,30 +110,34 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
             self.members = members;
         }
-        if (&electorate, &former) == (&self.electorate.0, &self.electorate.1) {
+        let given = super::Electorate {
+            members: electorate,
+            former_voters: former,
+        };
+        if given == self.electorate {
             return;
         }
-        let mut learners = electorate.learners.clone();
-        if !electorate.contains(self.cfg.me) {
+        let mut learners = given.members.learners.clone();
+        if !given.members.contains(self.cfg.me) {
             learners.insert(self.cfg.me);
         }
         let actions = self.election.set_members(
-            electorate.voters.iter().copied(),
+            given.members.voters.iter().copied(),
             learners,
-            former.iter().copied(),
+            given.former_voters.iter().copied(),
         );
         let me = self.cfg.me;
         let next = self.log.last().index + 1;
         if let Some(l) = self.leading.as_mut() {
-            l.followers.retain(|p, _| electorate.contains(*p));
-            for peer in electorate.all().filter(|p| *p != me) {
+            l.followers.retain(|p, _| given.members.contains(*p));
+            for peer in given.members.all().filter(|p| *p != me) {
                 l.followers
                     .entry(peer)
                     .or_insert_with(|| super::Follower::new(next));
             }
         }
-        self.voters_digest = electorate.voters_digest();
-        self.electorate = (electorate, former);
+        self.voters_digest = given.members.voters_digest();
+        self.electorate = given;
         self.on_election(now, actions);
     }
 

@@ -36,10 +36,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     pub(super) fn bare_message(&self) -> Message<S> {
         let mut msg = Message::<S>::bare(self.election.heartbeat(), self.log.last(), self.commit);
-        let (beat_term, beat) = self.leader_beat;
+        let seen = self.leader_beat;
         msg.beat = self.leading.as_ref().map_or(0, |l| l.rounds.beat());
-        if beat_term == self.election.term() {
-            msg.ack_beat = beat;
+        if seen.term == self.election.term() {
+            msg.ack_beat = seen.beat;
         }
         msg.voters = self.voters_digest;
         if self.leading.is_some() {
@@ -304,13 +304,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         // A new confirmation round of our leader's is acknowledged at once (below, with the
         // answer to what it carries, or alone).
         let term = msg.heartbeat.term;
-        let new_beat = if self.leader_beat.0 == term {
-            msg.beat > self.leader_beat.1
+        let new_beat = if self.leader_beat.term == term {
+            msg.beat > self.leader_beat.beat
         } else {
             msg.beat > 0
         };
         if new_beat {
-            self.leader_beat = (term, msg.beat);
+            self.leader_beat = super::RoundSeen {
+                term,
+                beat: msg.beat,
+            };
         }
         let mut reject = false;
         let mut need_snapshot = false;

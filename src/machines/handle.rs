@@ -29,7 +29,7 @@ use crate::time::Millis;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame, FrameError, response_code};
 
 /// What a [`Subscriber`] is told.
-pub(crate) enum Told<'a> {
+pub(crate) enum Committed<'a> {
     /// The change committed at this log index.
     Change(u64, &'a Change),
     /// Nothing else since the last such call: the log is committed through this index (a
@@ -40,11 +40,11 @@ pub(crate) enum Told<'a> {
 /// Follows committed changes on the leader: told each change once it is committed, in log
 /// order, and progress while idle; returns whether it wants more. Dropped when this beacon
 /// stops leading.
-pub(crate) type Subscriber = Box<dyn FnMut(Told<'_>) -> bool + Send>;
+pub(crate) type Subscriber = Box<dyn FnMut(Committed<'_>) -> bool + Send>;
 
 /// Where a subscription starts in the history of committed changes the driver keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Since {
+pub(crate) enum StartPoint {
     /// From the state as it is now (no index asked).
     Now,
     /// From log index `from` on: the history replays `count` changes at or after it first.
@@ -55,7 +55,8 @@ pub(crate) enum Since {
 }
 
 /// A read that may leave a [`Subscriber`] behind, given where in the history it starts.
-pub(crate) type Subscribe = Box<dyn FnOnce(&Replica, Millis, Since) -> Option<Subscriber> + Send>;
+pub(crate) type Subscribe =
+    Box<dyn FnOnce(&Replica, Millis, StartPoint) -> Option<Subscriber> + Send>;
 
 /// A subscription as the driver takes it: the read, the log index to resume from (0: from
 /// the state as it is), and who to tell once everything the read saw (the state as of the
@@ -131,7 +132,12 @@ pub(crate) fn next_conn_id() -> ConnId {
 /// A message to a peer, encoded, stamped with the driver round that sent it. A link that
 /// comes up greets its peer with the state of some round (see [`Greeting`]) and then drops
 /// what was queued in that round or before: the greeting already said it.
-pub(crate) type Outgoing = (u64, Body);
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    /// The driver round that sent it.
+    pub(crate) round: u64,
+    pub(crate) body: Body,
+}
 
 /// A peer message's bytes: ready, or still being encoded elsewhere (a snapshot: encoding a
 /// million registrations took the core thread long enough for its heartbeats to stop). The
@@ -155,7 +161,12 @@ impl Body {
 /// Our state for handshakes, with the driver round it is as of. The driver replaces it at
 /// the end of each round, once the round's log changes are stored: a greeting never claims
 /// entries that are not on disk yet.
-pub(crate) type Greeting = (u64, pb::Election);
+#[derive(Debug, Clone)]
+pub(crate) struct Greeting {
+    /// The driver round the state is as of.
+    pub(crate) round: u64,
+    pub(crate) election: pb::Election,
+}
 
 /// Cheap handle for talking to the driver task. Every call fails with "shutting down" once
 /// the driver has stopped.
@@ -266,7 +277,7 @@ impl DriverHandle {
         if self.view.admits(ip) {
             return Ok(());
         }
-        Err(Reject::keep(
+        Err(Reject::new(
             ErrorCode::PermissionDenied,
             format!(
                 "{what} {ip} is not in the cluster's allowlist ({}); an admin adds it with `nebcli set ip_white ...` (key `ip_allow` until one is set)",
@@ -413,7 +424,7 @@ impl DriverHandle {
     pub(crate) async fn subscribe<T: Send + 'static>(
         &self,
         from: u64,
-        f: impl FnOnce(&Replica, Millis, Since) -> (T, Option<Subscriber>) + Send + 'static,
+        f: impl FnOnce(&Replica, Millis, StartPoint) -> (T, Option<Subscriber>) + Send + 'static,
     ) -> Result<T, Reject> {
         let (committed, barrier) = oneshot::channel();
         let answer = self
@@ -457,7 +468,7 @@ where
     V: Service<State>,
     Services: Routes<State, V>,
 {
-    let misrouted = || Reject::keep(ErrorCode::Unavailable, "internal error: misrouted answer");
+    let misrouted = || Reject::new(ErrorCode::Unavailable, "internal error: misrouted answer");
     match reply {
         Ok(r) => Ok(Ok(
             <Services as Routes<State, V>>::response(r).ok_or_else(misrouted)?
@@ -511,7 +522,7 @@ impl Ctx<'_> {
         let index = self.linearize.linearize(leader).await?;
         match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, f)).await {
             Ok(answer) => answer,
-            Err(_) => Err(Reject::keep(
+            Err(_) => Err(Reject::new(
                 ErrorCode::Unavailable,
                 format!(
                     "this beacon did not apply the log through the read index {index}, and commit what it read, within {} ms: it is behind its leader; retry, or ask another beacon",
@@ -552,7 +563,8 @@ pub struct Reject {
 }
 
 impl Reject {
-    pub(crate) fn keep(code: impl Into<u32>, msg: impl Into<String>) -> Self {
+    /// A refusal answered on a connection that goes on (see [`Reject::close`]).
+    pub(crate) fn new(code: impl Into<u32>, msg: impl Into<String>) -> Self {
         Reject {
             code: code.into(),
             msg: msg.into(),
@@ -575,7 +587,7 @@ impl Reject {
     pub(crate) fn close(code: impl Into<u32>, msg: impl Into<String>) -> Self {
         Reject {
             close: true,
-            ..Reject::keep(code, msg)
+            ..Reject::new(code, msg)
         }
     }
 
@@ -585,7 +597,7 @@ impl Reject {
 
     /// A body that does not decode as the command's message.
     pub(crate) fn malformed(e: impl std::fmt::Display) -> Self {
-        Reject::keep(ErrorCode::MalformedBody, e.to_string())
+        Reject::new(ErrorCode::MalformedBody, e.to_string())
     }
 }
 
@@ -601,7 +613,7 @@ impl From<ConsensusError> for Reject {
             ConsensusError::NotLeader { leader } => *leader,
             _ => None,
         };
-        Reject::keep(code, e.to_string()).with_leader(leader)
+        Reject::new(code, e.to_string()).with_leader(leader)
     }
 }
 
@@ -651,7 +663,7 @@ where
 /// A service answered with a response of another kind than the request asks: a bug,
 /// reported as such rather than a panic.
 pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
-    Reject::keep(
+    Reject::new(
         ErrorCode::Unavailable,
         format!("internal error: unexpected response {response:?}"),
     )
@@ -661,16 +673,16 @@ pub(crate) fn unexpected(response: impl std::fmt::Debug) -> Reject {
 /// drops every subscriber then), or its watcher fell behind its limits (`watch.queue_bytes`,
 /// `watch.queue_notices`).
 #[derive(Debug, Clone)]
-pub struct Ended {
+pub struct StreamEnd {
     leading: &'static str,
     /// The code the end carries when the watcher kept up.
     code: ErrorCode,
     behind: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl Ended {
-    fn new(leading: &'static str) -> Ended {
-        Ended {
+impl StreamEnd {
+    fn new(leading: &'static str) -> StreamEnd {
+        StreamEnd {
             leading,
             code: ErrorCode::NotLeader,
             behind: Default::default(),
@@ -678,10 +690,10 @@ impl Ended {
     }
 
     /// The end of a stream of known length (a backup): the client stops reading before it.
-    pub(crate) fn finished(why: &'static str) -> Ended {
-        Ended {
+    pub(crate) fn finished(why: &'static str) -> StreamEnd {
+        StreamEnd {
             code: ErrorCode::Unavailable,
-            ..Ended::new(why)
+            ..StreamEnd::new(why)
         }
     }
 
@@ -700,7 +712,7 @@ impl Ended {
 
 /// Where a watch's first answer stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Start {
+pub(crate) enum FirstAnswer {
     /// List the state as of this log position; notices follow from after it.
     List(u64),
     /// Resumed at this log index: list nothing, the changes from it on follow (the
@@ -708,17 +720,17 @@ pub(crate) enum Start {
     Resume(u64),
 }
 
-impl Start {
+impl FirstAnswer {
     /// The log position the first answer stands at.
     pub(crate) fn index(self) -> u64 {
         match self {
-            Start::List(at) => at,
-            Start::Resume(from) => from.saturating_sub(1),
+            FirstAnswer::List(at) => at,
+            FirstAnswer::Resume(from) => from.saturating_sub(1),
         }
     }
 
     pub(crate) fn resumed(self) -> bool {
-        matches!(self, Start::Resume(_))
+        matches!(self, FirstAnswer::Resume(_))
     }
 }
 
@@ -745,7 +757,7 @@ pub(crate) async fn follow<M, A, N, F>(
     ended: &'static str,
     from: u64,
     kind: Option<u64>,
-    start: impl FnOnce(&M, Start) -> Result<Listed<A, F>, Reject> + Send + 'static,
+    start: impl FnOnce(&M, FirstAnswer) -> Result<Listed<A, F>, Reject> + Send + 'static,
     progress: fn(u64) -> N,
 ) -> Result<Handled, Reject>
 where
@@ -756,7 +768,7 @@ where
     F: FnMut(u64, &M::Change) -> Option<N> + Send + 'static,
 {
     let pushed = pushed.code();
-    let mut ended = Ended::new(ended);
+    let mut ended = StreamEnd::new(ended);
     let watchers = ctx.driver.watchers();
     // A listing large enough to go in pages waits for its turn (a herd lists a few at a
     // time); a resume lists nothing and waits for none.
@@ -768,9 +780,9 @@ where
         .driver
         .subscribe(from, move |replica, _, since| {
             let (begin, replay) = match since {
-                Since::Now => (Start::List(replica.applied().index), 0),
-                Since::Replay { from, count } => (Start::Resume(from), count),
-                Since::Compacted { asked, oldest } => {
+                StartPoint::Now => (FirstAnswer::List(replica.applied().index), 0),
+                StartPoint::Replay { from, count } => (FirstAnswer::Resume(from), count),
+                StartPoint::Compacted { asked, oldest } => {
                     return (Err(compacted(asked, oldest)), None);
                 }
             };
@@ -798,7 +810,7 @@ where
             };
             let shared = watchers.clone();
             let subscriber: Subscriber = Box::new(move |told| match told {
-                Told::Change(index, change) => {
+                Committed::Change(index, change) => {
                     if index <= after {
                         return !queue.is_closed();
                     }
@@ -819,7 +831,7 @@ where
                         None => !queue.is_closed(),
                     }
                 }
-                Told::Progress(commit) => {
+                Committed::Progress(commit) => {
                     if std::mem::take(&mut busy) {
                         return !queue.is_closed();
                     }
@@ -873,7 +885,7 @@ pub(crate) fn kind_of(filter: &impl std::hash::Hash) -> u64 {
 
 /// The refusal of a resume from before the oldest change kept.
 fn compacted(asked: u64, oldest: u64) -> Reject {
-    Reject::keep(
+    Reject::new(
         ErrorCode::Compacted,
         format!(
             "log index {asked} is compacted: the oldest index a watch can resume from is {oldest} (key `watch.history`); list again and watch from there"
@@ -893,7 +905,7 @@ pub enum Handled {
     Stream {
         reply: Frame,
         pushes: Pushes,
-        ended: Ended,
+        ended: StreamEnd,
     },
 }
 
@@ -1000,7 +1012,7 @@ pub fn view_number(params: &ViewParams, name: &str) -> Result<Option<u32>, Rejec
         .get(name)
         .map(|v| {
             v.parse::<u32>().map_err(|_| {
-                Reject::keep(
+                Reject::new(
                     ErrorCode::InvalidRequest,
                     format!("{name} must be a whole number"),
                 )

@@ -139,7 +139,7 @@ pub trait Served: Configurable {
     ) -> impl Future<Output = Result<handle::Handled, handle::Reject>> + Send + 'a {
         let cmd = frame.cmd;
         async move {
-            Err(handle::Reject::keep(
+            Err(handle::Reject::new(
                 crate::wire::ErrorCode::UnknownCommand,
                 format!("cmd {cmd} is not served"),
             ))

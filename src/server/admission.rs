@@ -255,7 +255,7 @@ impl Admission {
 impl Reject {
     /// `BUSY`, saying to retry after `wait_ms`.
     pub(crate) fn busy(msg: String, wait_ms: u64) -> Reject {
-        let mut reject = Reject::keep(ErrorCode::Busy, msg);
+        let mut reject = Reject::new(ErrorCode::Busy, msg);
         reject.retry_after_ms = wait_ms;
         reject
     }

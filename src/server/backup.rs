@@ -10,7 +10,7 @@ use tracing::info;
 use super::shared::Shared;
 use crate::backup::{self, Taken};
 use crate::data_dir::identity_of;
-use crate::machines::handle::{Ended, Handled, Reject};
+use crate::machines::handle::{Handled, Reject, StreamEnd};
 use crate::pb;
 use crate::wire::{Cmd, FLAG_ONEWAY, Frame, response_code};
 
@@ -73,6 +73,6 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
     Ok(Handled::Stream {
         reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &start),
         pushes: crate::machines::handle::Pushes::plain(rx),
-        ended: Ended::finished("the backup was sent whole"),
+        ended: StreamEnd::finished("the backup was sent whole"),
     })
 }

@@ -441,7 +441,7 @@ fn accept_hello(
                 message_from_pb::<State>(hello.election.unwrap_or_default()).map_err(|e| {
                     Reject::close(ErrorCode::MalformedBody, format!("Hello.election: {e}"))
                 })?;
-            ack.election = Some(shared.current.borrow().1.clone());
+            ack.election = Some(shared.current.borrow().election.clone());
             ack.admin = config.admin_url().unwrap_or_default();
             shared.note_peer_admin(node, &hello.admin);
             Ok(Accepted {
@@ -485,7 +485,7 @@ struct Streaming {
     seq: u32,
     pushes: crate::machines::handle::Pushes,
     /// What the error that ends it says.
-    ended: crate::machines::handle::Ended,
+    ended: crate::machines::handle::StreamEnd,
 }
 
 async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
@@ -499,7 +499,7 @@ async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
 /// frame) are accepted from beacons only and come out as one frame once whole.
 fn reassemble(parts: &mut Reassembly, frame: Frame, peer: &Peer) -> Result<Option<Frame>, Reject> {
     if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::FrameTooLarge,
             format!(
                 "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
@@ -643,7 +643,7 @@ async fn answer(
     match result {
         Ok(Handled::OneWay) => true,
         Ok(Handled::Reply(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
-            let reject = Reject::keep(
+            let reject = Reject::new(
                 ErrorCode::FrameTooLarge,
                 format!(
                     "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \

@@ -140,7 +140,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
     match Cmd::from_code(frame.cmd) {
         Some(Cmd::LeaderElection) => {
             let Peer::Beacon(node) = *peer else {
-                return Err(Reject::keep(
+                return Err(Reject::new(
                     ErrorCode::UnknownCommand,
                     "heartbeats (cmd 113) are accepted from beacons only",
                 ));
@@ -159,7 +159,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
             let to = match req.to.as_str() {
                 "" => None,
                 to => Some(to.parse().map_err(|_| {
-                    Reject::keep(
+                    Reject::new(
                         ErrorCode::InvalidRequest,
                         format!("`{to}` is not the ip:port of a beacon"),
                     )
@@ -178,9 +178,9 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
                 Err(e @ crate::consensus::TransferError::TimedOut { .. })
                 | Err(e @ crate::consensus::TransferError::WentElsewhere { .. })
                 | Err(e @ crate::consensus::TransferError::InProgress(_)) => {
-                    Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
+                    Err(Reject::new(ErrorCode::Unavailable, e.to_string()))
                 }
-                Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
+                Err(e) => Err(Reject::new(ErrorCode::InvalidRequest, e.to_string())),
             }
         }
         Some(Cmd::ReadIndex) => {
@@ -189,7 +189,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
                 "" => None,
                 named => Some(crate::consensus::Asker {
                     from: named.parse().map_err(|_| {
-                        Reject::keep(
+                        Reject::new(
                             ErrorCode::InvalidRequest,
                             format!("ReadIndex: asker {named:?} is not IP:PORT"),
                         )
@@ -211,15 +211,15 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
             change_members(frame, req, shared).await
         }
         Some(Cmd::Backup) => super::backup::serve(frame, shared).await,
-        Some(Cmd::BackupChunk) => Err(Reject::keep(
+        Some(Cmd::BackupChunk) => Err(Reject::new(
             ErrorCode::UnknownCommand,
             "BackupChunk (cmd 13) is pushed by a beacon after a BackupStart; it is not a request",
         )),
-        Some(Cmd::Relayed) => Err(Reject::keep(
+        Some(Cmd::Relayed) => Err(Reject::new(
             ErrorCode::UnknownCommand,
             "Relayed (cmd 7) is taken on relay connections from beacons only",
         )),
-        Some(Cmd::Hello | Cmd::HelloProof) => Err(Reject::keep(
+        Some(Cmd::Hello | Cmd::HelloProof) => Err(Reject::new(
             ErrorCode::MalformedBody,
             "duplicate Hello: this connection has already completed its handshake",
         )),
@@ -230,14 +230,14 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
         .await
         {
             Some(handled) => handled,
-            None if frame.cmd.is_multiple_of(2) => Err(Reject::keep(
+            None if frame.cmd.is_multiple_of(2) => Err(Reject::new(
                 ErrorCode::UnknownCommand,
                 format!(
                     "cmd {} (seq {}) is a response code; requests use odd codes",
                     frame.cmd, frame.seq
                 ),
             )),
-            None => Err(Reject::keep(
+            None => Err(Reject::new(
                 ErrorCode::UnknownCommand,
                 format!("unknown command {} (seq {})", frame.cmd, frame.seq),
             )),
@@ -304,7 +304,7 @@ pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
             || format!("cmd {cmd}"),
             |name| format!("{name} (cmd {cmd})"),
         );
-    Err(Reject::keep(
+    Err(Reject::new(
         ErrorCode::PermissionDenied,
         format!("{who} may not send {what}: it needs role `{needs}`"),
     ))
@@ -321,7 +321,7 @@ async fn change_members(
     use crate::consensus::{Change, ChangeError};
     use pb::change_members_request::Action;
     let node: std::net::SocketAddr = req.node.parse().map_err(|_| {
-        Reject::keep(
+        Reject::new(
             ErrorCode::InvalidRequest,
             format!(
                 "ChangeMembers: `{}` is not the ip:port of a beacon",
@@ -337,7 +337,7 @@ async fn change_members(
         Ok(Action::Promote) => Change::Promote(node),
         Ok(Action::Remove) => Change::Remove(node),
         Err(_) => {
-            return Err(Reject::keep(
+            return Err(Reject::new(
                 ErrorCode::InvalidRequest,
                 format!(
                     "ChangeMembers: action {} is not one of ADD (0), PROMOTE (1), REMOVE (2)",
@@ -352,7 +352,7 @@ async fn change_members(
         .await?;
     let older = shared.older_than(&members, crate::wire::PROTOCOL_VERSION);
     if let Some((peer, version)) = older.first() {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::Unavailable,
             format!(
                 "member {peer} speaks protocol version {version}: a change of membership needs every member at version {} or later, which reads it; upgrade {peer} first",
@@ -374,8 +374,8 @@ async fn change_members(
         }
         Err(ChangeError::Consensus(e)) => Err(e.into()),
         Err(e @ (ChangeError::InProgress(_) | ChangeError::NotYet)) => {
-            Err(Reject::keep(ErrorCode::Unavailable, e.to_string()))
+            Err(Reject::new(ErrorCode::Unavailable, e.to_string()))
         }
-        Err(e) => Err(Reject::keep(ErrorCode::InvalidRequest, e.to_string())),
+        Err(e) => Err(Reject::new(ErrorCode::InvalidRequest, e.to_string())),
     }
 }

@@ -26,7 +26,8 @@ use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
 use crate::machines::handle::{
-    Body, ConnId, DriverHandle, Event, Greeting, Outgoing, Since, Subscriber, Subscription, Told,
+    Body, Committed, ConnId, DriverHandle, Event, Greeting, Outgoing, StartPoint, Subscriber,
+    Subscription,
 };
 use crate::machines::view::View;
 use crate::machines::{Change, Replica, Services, State};
@@ -127,7 +128,10 @@ impl Driver {
             // confirm are told as they apply.
             core.applied().index,
         );
-        let (current, current_rx) = watch::channel((0, greeting));
+        let (current, current_rx) = watch::channel(Greeting {
+            round: 0,
+            election: greeting,
+        });
         let (tx, rx) = mpsc::channel(4096);
         let view = View::new(core, config.ip_allow.clone());
         let driver = Driver {
@@ -393,9 +397,9 @@ impl Driver {
             };
             // A resume hears what the history holds from its index on, then what commits
             // later: nothing in between, since both run on this task.
-            if let Since::Replay { from, .. } = since {
+            if let StartPoint::Replay { from, .. } = since {
                 for (index, change) in self.history.replay(from) {
-                    if !subscriber(Told::Change(index, change)) {
+                    if !subscriber(Committed::Change(index, change)) {
                         break;
                     }
                 }
@@ -477,7 +481,10 @@ impl Driver {
         self.start_subscriptions();
         self.release_commit_waiters();
         self.count_progress();
-        self.current.send_replace((self.round, greeting));
+        self.current.send_replace(Greeting {
+            round: self.round,
+            election: greeting,
+        });
     }
 
     /// Counts what a peer's message says for the metrics: a snapshot received, or a
@@ -631,7 +638,7 @@ impl Driver {
     fn publish(&mut self, changes: &[(u64, Change)]) {
         for (index, change) in changes {
             self.subscribers
-                .retain_mut(|s| s(Told::Change(*index, change)));
+                .retain_mut(|s| s(Committed::Change(*index, change)));
         }
     }
 
@@ -639,7 +646,8 @@ impl Driver {
     /// committed (key `watch.progress_ms`).
     fn tell_progress(&mut self) {
         let commit = self.core().commit();
-        self.subscribers.retain_mut(|s| s(Told::Progress(commit)));
+        self.subscribers
+            .retain_mut(|s| s(Committed::Progress(commit)));
     }
 }
 
@@ -741,7 +749,13 @@ impl storage::Outbox<State, storage::Files> for Links<'_> {
         } else {
             Body::Ready(message_bytes::<State>(&msg, self.state).into())
         };
-        if link.try_send((self.round, body)).is_err() {
+        if link
+            .try_send(Outgoing {
+                round: self.round,
+                body,
+            })
+            .is_err()
+        {
             // The leader resends what was lost on its next tick.
             debug!(peer = %to, "message dropped: link busy or down");
         }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use crate::machines::handle::Since;
+use crate::machines::handle::StartPoint;
 
 /// A bounded run of committed changes (`C`: every machine's change, in the daemon),
 /// contiguous from [`History::first`].
@@ -77,17 +77,17 @@ impl<C: Clone> History<C> {
     }
 
     /// Where a watch from `from` (0: from the current state) starts.
-    pub(crate) fn since(&self, from: u64) -> Since {
+    pub(crate) fn since(&self, from: u64) -> StartPoint {
         if from == 0 {
-            return Since::Now;
+            return StartPoint::Now;
         }
         if from < self.first {
-            return Since::Compacted {
+            return StartPoint::Compacted {
                 asked: from,
                 oldest: self.first,
             };
         }
-        Since::Replay {
+        StartPoint::Replay {
             from,
             count: self.replay(from).count(),
         }
@@ -126,25 +126,28 @@ mod tests {
     #[test]
     fn a_resume_replays_from_its_index_and_older_ones_are_compacted() {
         let mut h = history(3, usize::MAX, 10);
-        assert_eq!(h.since(0), Since::Now);
+        assert_eq!(h.since(0), StartPoint::Now);
         assert_eq!(
             h.since(5),
-            Since::Compacted {
+            StartPoint::Compacted {
                 asked: 5,
                 oldest: 11
             },
             "replayed entries were never told"
         );
         h.record(&[(12, change()), (14, change())], None);
-        assert_eq!(h.since(11), Since::Replay { from: 11, count: 2 });
+        assert_eq!(h.since(11), StartPoint::Replay { from: 11, count: 2 });
         assert_eq!(indexes(&h, 13), vec![14]);
-        assert_eq!(h.since(20), Since::Replay { from: 20, count: 0 });
+        assert_eq!(h.since(20), StartPoint::Replay { from: 20, count: 0 });
         // Over the limit the oldest go, and the history starts after them.
         h.record(&[(15, change()), (17, change())], None);
         assert_eq!(indexes(&h, 0), vec![14, 15, 17]);
         assert_eq!(h.first(), 13);
-        assert!(matches!(h.since(12), Since::Compacted { oldest: 13, .. }));
-        assert_eq!(h.since(13), Since::Replay { from: 13, count: 3 });
+        assert!(matches!(
+            h.since(12),
+            StartPoint::Compacted { oldest: 13, .. }
+        ));
+        assert_eq!(h.since(13), StartPoint::Replay { from: 13, count: 3 });
     }
 
     #[test]
@@ -155,7 +158,10 @@ mod tests {
         h.record(&[(3, change()), (11, change())], Some(9));
         assert_eq!(h.first(), 10);
         assert_eq!(indexes(&h, 0), vec![11]);
-        assert!(matches!(h.since(3), Since::Compacted { oldest: 10, .. }));
+        assert!(matches!(
+            h.since(3),
+            StartPoint::Compacted { oldest: 10, .. }
+        ));
     }
 
     #[test]
@@ -171,7 +177,10 @@ mod tests {
     fn no_history_kept_compacts_every_resume() {
         let mut h = history(0, usize::MAX, 0);
         h.record(&[(1, change()), (2, change())], None);
-        assert!(matches!(h.since(1), Since::Compacted { oldest: 3, .. }));
-        assert_eq!(h.since(3), Since::Replay { from: 3, count: 0 });
+        assert!(matches!(
+            h.since(1),
+            StartPoint::Compacted { oldest: 3, .. }
+        ));
+        assert_eq!(h.since(3), StartPoint::Replay { from: 3, count: 0 });
     }
 }

@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::framed::Conn;
 use super::shared::Shared;
-use crate::machines::handle::{Body, ConnId, Outgoing, next_conn_id};
+use crate::machines::handle::{Body, ConnId, Greeting, Outgoing, next_conn_id};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{Stream, tls};
@@ -82,9 +82,9 @@ pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Rec
                 // What was queued up to the round our greeting is as of is stale: the
                 // greeting said it. Anything later is newer than the greeting and goes out.
                 let mut first = None;
-                while let Ok((round, msg)) = rx.try_recv() {
-                    if round > greeted {
-                        first = Some(msg);
+                while let Ok(queued) = rx.try_recv() {
+                    if queued.round > greeted {
+                        first = Some(queued.body);
                         break;
                     }
                 }
@@ -180,7 +180,10 @@ async fn dial_as(
         }
     };
     let mut conn = Framed::new(stream, FrameCodec::new(shared.config.max_frame_bytes));
-    let (greeted, state) = shared.current.borrow().clone();
+    let Greeting {
+        round: greeted,
+        election: state,
+    } = shared.current.borrow().clone();
     let ours = crate::auth::challenge();
     let hello = pb::Hello {
         cluster: shared.config.cluster.clone(),
@@ -291,7 +294,7 @@ async fn forward(
         let next = async {
             match first.take() {
                 Some(hb) => Some(hb),
-                None => rx.recv().await.map(|(_, hb)| hb),
+                None => rx.recv().await.map(|queued| queued.body),
             }
         };
         tokio::select! {
@@ -315,7 +318,7 @@ async fn forward(
                         }
                         written += 1;
                         if written < COALESCED {
-                            queued = rx.try_recv().ok().map(|(_, hb)| hb);
+                            queued = rx.try_recv().ok().map(|next| next.body);
                         }
                     }
                     timed(io_timeout, conn.flush()).await

@@ -254,7 +254,7 @@ impl Shared {
             false,
         );
         let (_, answer) = tokio::time::timeout(READ_WAIT, asked).await.map_err(|_| {
-            Reject::keep(
+            Reject::new(
                 ErrorCode::Unavailable,
                 format!(
                     "the leader {leader} did not give its read index within {} ms",

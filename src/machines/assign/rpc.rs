@@ -5,7 +5,7 @@ use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
-use crate::machines::handle::{self, Ctx, Handled, Reject, Start, reply, unexpected};
+use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
@@ -133,7 +133,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
             submit(ctx, Request::ReassignNow(node_type)).await?;
             reply(frame, &pb::RebalanceReply { moves: Vec::new() })
         }
-        AssignCmd::Notice => Err(Reject::keep(
+        AssignCmd::Notice => Err(Reject::new(
             ErrorCode::UnknownCommand,
             "assignment notices (cmd 513) are sent by beacons to watchers, not to beacons",
         )),
@@ -152,7 +152,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         },
     );
     if !me.1.is_given() {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::InvalidRequest,
             "name the registration: give its node ID and fencing token (term, index)",
         ));
@@ -190,7 +190,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         None,
         move |resources: &Assignments, start| {
             let (held, slots) = match start {
-                Start::List(_) => (
+                FirstAnswer::List(_) => (
                     resources
                         .iter()
                         .filter(|r| mine(r))
@@ -198,7 +198,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                         .collect(),
                     resources.groups().flat_map(my_slots).collect(),
                 ),
-                Start::Resume(_) => Default::default(),
+                FirstAnswer::Resume(_) => Default::default(),
             };
             let notice = move |index, changes: &Vec<Change>| {
                 let mut notice = pb::AssignmentNotice {
@@ -303,7 +303,7 @@ fn reject(e: AssignError) -> Reject {
         | AssignError::NotEligible(_)
         | AssignError::BoundToSlot { .. } => ErrorCode::InvalidRequest.into(),
     };
-    Reject::keep(code, e.to_string())
+    Reject::new(code, e.to_string())
 }
 
 fn group_reply(answer: Response) -> Result<pb::GroupReply, Reject> {
@@ -320,7 +320,7 @@ fn group_reply(answer: Response) -> Result<pb::GroupReply, Reject> {
 async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply, Reject> {
     if !req.name.is_empty() {
         super::state::check_name(&req.name)
-            .map_err(|e| Reject::keep(ErrorCode::InvalidRequest, e.to_string()))?;
+            .map_err(|e| Reject::new(ErrorCode::InvalidRequest, e.to_string()))?;
     }
     ctx.read(move |replica, _| {
         let state = replica.state();
@@ -379,7 +379,7 @@ fn resource_reply(answer: Response) -> Result<pb::ResourceReply, Reject> {
 async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesReply, Reject> {
     if !req.node_type.is_empty() {
         crate::machines::registry::check_type(&req.node_type)
-            .map_err(|e| Reject::keep(ErrorCode::InvalidRequest, e.to_string()))?;
+            .map_err(|e| Reject::new(ErrorCode::InvalidRequest, e.to_string()))?;
     }
     ctx.read(move |replica, _| {
         let resources = <State as Part<Assignments>>::part(replica.state());

@@ -75,7 +75,7 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
             reply(frame, &found.ok_or_else(|| unknown(&req.key))?)
         }
         ConfigCmd::Watch => watch(frame, ctx).await,
-        ConfigCmd::Notice => Err(Reject::keep(
+        ConfigCmd::Notice => Err(Reject::new(
             ErrorCode::UnknownCommand,
             "config notices (cmd 709) are sent by beacons to watchers, not to beacons",
         )),
@@ -147,7 +147,7 @@ impl Watched {
 }
 
 fn invalid(why: impl Into<String>) -> Reject {
-    Reject::keep(ErrorCode::InvalidRequest, why)
+    Reject::new(ErrorCode::InvalidRequest, why)
 }
 
 /// Starts a watch (leader only): the documents followed as of the last log position, then a
@@ -167,12 +167,12 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
         Some(kind),
         move |store: &ConfigStore, start| {
             let documents = match start {
-                handle::Start::List(_) => store
+                handle::FirstAnswer::List(_) => store
                     .with_prefix("")
                     .filter(|d| watched.follows(&d.key))
                     .map(|d| document_to_pb(d, false))
                     .collect(),
-                handle::Start::Resume(_) => Vec::new(),
+                handle::FirstAnswer::Resume(_) => Vec::new(),
             };
             let answer = pb::WatchReply {
                 documents,
@@ -241,7 +241,7 @@ async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject>
 }
 
 fn unknown(key: &str) -> Reject {
-    Reject::keep(
+    Reject::new(
         ConfigErrorCode::UnknownDocument,
         format!("no config document `{key}`"),
     )
@@ -262,7 +262,7 @@ fn reject(e: ConfigError) -> Reject {
         }
         ConfigError::RevisionMismatch { .. } => ConfigErrorCode::RevisionMismatch.into(),
     };
-    Reject::keep(code, e.to_string())
+    Reject::new(code, e.to_string())
 }
 
 impl crate::machines::Served for ConfigStore {

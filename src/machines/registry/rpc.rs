@@ -18,7 +18,7 @@ use super::state::{
 };
 use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
 use crate::auth::Role;
-use crate::machines::handle::{self, Ctx, Handled, Reject, Start, reply, unexpected};
+use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::time::wall_ms;
@@ -91,7 +91,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         }
         RegistryCmd::Subscriptions => reply(frame, &subscriptions(ctx, frame.decode()?)?),
         RegistryCmd::Watch => watch(frame, ctx).await,
-        RegistryCmd::NodeNotice => Err(Reject::keep(
+        RegistryCmd::NodeNotice => Err(Reject::new(
             ErrorCode::UnknownCommand,
             "node notices (cmd 105) are sent by beacons to watchers, not to beacons",
         )),
@@ -116,7 +116,7 @@ fn reject(e: RegistryError) -> Reject {
         RegistryError::EndedBeforeCommit { .. } => ErrorCode::Unavailable.into(),
         RegistryError::NotOwner { .. } => ErrorCode::PermissionDenied.into(),
     };
-    Reject::keep(code, e.to_string())
+    Reject::new(code, e.to_string())
 }
 
 fn invalid(e: InvalidRequest) -> Reject {
@@ -242,7 +242,7 @@ async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdRepl
         ctx.sections.registry.id_range.last,
     );
     if !(first..=last).contains(&req.node_id) {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::InvalidRequest,
             format!(
                 "node ID {} is outside the cluster's range {first}..={last}",
@@ -551,7 +551,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             // Pointers to the registrations, as of the answer's index: the first page goes
             // in the answer, the rest is encoded by the connection as it sends it.
             let (nodes, rest) = match start {
-                Start::List(at) => {
+                FirstAnswer::List(at) => {
                     let listed = registry
                         .shared_nodes()
                         .filter(|r| follows(&r.node_type))
@@ -564,7 +564,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                         .then(|| Box::new(pages) as Box<dyn crate::machines::watchers::Pages>);
                     (first, rest)
                 }
-                Start::Resume(_) => (Vec::new(), None),
+                FirstAnswer::Resume(_) => (Vec::new(), None),
             };
             let notice = move |index, change: &Change| {
                 follows(&change.record().node_type).then(|| notice(index, change))

@@ -51,7 +51,7 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
         SequenceCmd::Change => {
             let req: pb::ChangeSequence = frame.decode()?;
             if req.step == 0 && req.start == 0 {
-                return Err(Reject::keep(
+                return Err(Reject::new(
                     ErrorCode::InvalidRequest,
                     "a change names a new step, a new start, or both",
                 ));
@@ -112,7 +112,7 @@ fn reject(e: SequenceError) -> Reject {
         SequenceError::NotLast { .. } => SequenceErrorCode::NotLastSegment.into(),
         SequenceError::TooMany { .. } => SequenceErrorCode::TooManySequences.into(),
     };
-    Reject::keep(code, e.to_string())
+    Reject::new(code, e.to_string())
 }
 
 fn sequence_reply(answer: Response) -> Result<pb::SequenceReply, Reject> {

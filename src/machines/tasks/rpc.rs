@@ -156,7 +156,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
             };
             reply(frame, &tasks_done(submit(ctx, request).await?)?)
         }
-        TasksCmd::WorkNotice | TasksCmd::QueueNotice => Err(Reject::keep(
+        TasksCmd::WorkNotice | TasksCmd::QueueNotice => Err(Reject::new(
             ErrorCode::UnknownCommand,
             format!(
                 "task notices (cmd {}) are sent by beacons to watchers, not to beacons",
@@ -173,7 +173,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::Work = frame.decode()?;
     let me: WorkerId = (req.node_id, token(req.term, req.index));
     if !me.1.is_given() {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::InvalidRequest,
             "name the worker's registration: give its node ID and fencing token (term, index)",
         ));
@@ -323,7 +323,7 @@ async fn submit(ctx: &Ctx<'_>, request: Request) -> Result<Response, Reject> {
 }
 
 fn invalid(e: impl std::fmt::Display) -> Reject {
-    Reject::keep(ErrorCode::InvalidRequest, e.to_string())
+    Reject::new(ErrorCode::InvalidRequest, e.to_string())
 }
 
 /// The code and text a refusal is sent with.
@@ -341,7 +341,7 @@ fn reject(e: TaskError) -> Reject {
         TaskError::NotHolder { .. } => TasksErrorCode::NotTaskHolder.into(),
         TaskError::Finished { .. } => TasksErrorCode::TaskFinished.into(),
     };
-    Reject::keep(code, e.to_string())
+    Reject::new(code, e.to_string())
 }
 
 fn queue_reply(answer: Response) -> Result<pb::QueueReply, Reject> {

@@ -14,8 +14,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::state::{
-    After, Command, Finish, InvalidName, QueueSpec, Run, Start, Task, TaskState, Tasks, WorkerId,
-    WorkerSpec, check_name,
+    After, Command, Finish, InvalidName, QueueSpec, Run, Task, TaskStart, TaskState, Tasks,
+    WorkerId, WorkerSpec, check_name,
 };
 use crate::consensus::{Leader, Outcome, Service};
 use crate::machines::Part;
@@ -341,7 +341,7 @@ impl TaskService {
                 let slot = free.get_mut(&worker).expect("listed");
                 slot.0 += 1;
                 slot.1 -= 1;
-                starts.push(Start {
+                starts.push(TaskStart {
                     queue: task.queue.clone(),
                     name: task.name.clone(),
                     run: Run {

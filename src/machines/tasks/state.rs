@@ -124,7 +124,7 @@ pub struct WorkerSpec {
 
 /// A task starts on a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Start {
+pub struct TaskStart {
     pub queue: String,
     pub name: String,
     pub run: Run,
@@ -162,7 +162,7 @@ pub enum Command {
     DeleteQueue(String),
     /// A new task, pending; it replaces a finished task of the same name.
     Submit(Task),
-    Start(Vec<Start>),
+    Start(Vec<TaskStart>),
     Finish(Vec<Finish>),
     /// A worker begins serving (or changes its queues or capacity).
     Serve(WorkerSpec),
@@ -763,7 +763,7 @@ mod tests {
     fn only_the_running_attempt_finishes_a_task_and_a_result_stands() {
         let mut s = queue();
         s.apply(&Command::Submit(task("a", 0, 1))).unwrap();
-        s.apply(&Command::Start(vec![Start {
+        s.apply(&Command::Start(vec![TaskStart {
             queue: "q".into(),
             name: "a".into(),
             run: run(1, 5),
@@ -793,7 +793,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.running_count(&worker(1)), 0);
         assert_eq!(s.task("q", "a").unwrap().not_before_ms, 9);
-        s.apply(&Command::Start(vec![Start {
+        s.apply(&Command::Start(vec![TaskStart {
             queue: "q".into(),
             name: "a".into(),
             run: run(1, 7),
@@ -825,7 +825,7 @@ mod tests {
     fn a_retired_worker_s_tasks_go_back_to_pending_in_the_same_command() {
         let mut s = queue();
         s.apply(&Command::Submit(task("a", 0, 1))).unwrap();
-        s.apply(&Command::Start(vec![Start {
+        s.apply(&Command::Start(vec![TaskStart {
             queue: "q".into(),
             name: "a".into(),
             run: run(1, 5),

@@ -4,8 +4,8 @@
 use prost::Message as _;
 
 use super::state::{
-    After, Command, Finish, QueueSpec, Run, Start, Task, TaskState, Tasks, TasksSnapshot, WorkerId,
-    WorkerSpec,
+    After, Command, Finish, QueueSpec, Run, Task, TaskStart, TaskState, Tasks, TasksSnapshot,
+    WorkerId, WorkerSpec,
 };
 use crate::machines::registry::FencingToken;
 use crate::pb::tasks as pb;
@@ -368,7 +368,7 @@ impl MachineWire for Tasks {
                 s.starts
                     .into_iter()
                     .map(|s| {
-                        Ok(Start {
+                        Ok(TaskStart {
                             queue: s.queue,
                             name: s.name,
                             run: run_from_pb(s.run.ok_or(WireError::Missing("StartInfo.run"))?)?,
@@ -464,7 +464,7 @@ mod tests {
                 state: TaskState::Completed(b"r".to_vec()),
                 ..task
             }),
-            Command::Start(vec![Start {
+            Command::Start(vec![TaskStart {
                 queue: "q".into(),
                 name: "t".into(),
                 run,

@@ -91,7 +91,7 @@ async fn answer(
         Some(named) => match Consistency::named(named) {
             Some(c) => c,
             None => {
-                return refused(Reject::keep(
+                return refused(Reject::new(
                     ErrorCode::InvalidRequest,
                     format!(
                         "consistency `{named}` is neither `linearizable` (the default) nor `serializable`"

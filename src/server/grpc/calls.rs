@@ -126,7 +126,7 @@ impl Edge {
             Ok(Handled::Reply(reply)) => return Ok(reply.body),
             Ok(Handled::OneWay) => return Ok(Bytes::new()),
             Ok(Handled::Stream { .. }) => {
-                return Err(reply_of(&Reject::keep(
+                return Err(reply_of(&Reject::new(
                     ErrorCode::Unavailable,
                     format!("internal error: cmd {cmd} answered with a stream"),
                 )));
@@ -205,7 +205,7 @@ impl Edge {
                 return Ok(Box::pin(first.chain(notices).chain(tail)));
             }
             Ok(_) => {
-                return Err(reply_of(&Reject::keep(
+                return Err(reply_of(&Reject::new(
                     ErrorCode::Unavailable,
                     format!("internal error: cmd {cmd} did not answer with a stream"),
                 )));
@@ -284,7 +284,7 @@ fn moved(refused: pb::ErrorReply) -> Result<SocketAddr, pb::ErrorReply> {
 }
 
 fn too_many_hops() -> pb::ErrorReply {
-    reply_of(&Reject::keep(
+    reply_of(&Reject::new(
         ErrorCode::LeaderChanged,
         format!("leadership moved {HOPS} times while the call was carried to it; retry"),
     ))

@@ -99,7 +99,7 @@ impl Relays {
             super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT)
                 .await
                 .map_err(|e| {
-                    Reject::keep(
+                    Reject::new(
                         ErrorCode::Unavailable,
                         format!("cannot relay to the leader {leader}: {e}; retry"),
                     )

@@ -106,13 +106,13 @@ pub(in crate::server) async fn serve(
 
 /// The frames of a relayed stream, then `Err(why it ended)`.
 type RelayedStream = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<Frame, crate::machines::handle::Ended>> + Send>,
+    Box<dyn futures_util::Stream<Item = Result<Frame, crate::machines::handle::StreamEnd>> + Send>,
 >;
 
 /// The `Relayed` message `frame` carries and the identity it names.
 fn relayed(frame: &Frame) -> Result<(pb::Relayed, Option<Arc<Identity>>), Reject> {
     if frame.cmd != Cmd::Relayed.code() {
-        return Err(Reject::keep(
+        return Err(Reject::new(
             ErrorCode::UnknownCommand,
             format!(
                 "cmd {} on a relay connection, which carries Relayed (cmd 7) only",
@@ -125,13 +125,13 @@ fn relayed(frame: &Frame) -> Result<(pb::Relayed, Option<Arc<Identity>>), Reject
         return Ok((relayed, None));
     }
     let role = Role::named(&relayed.role).ok_or_else(|| {
-        Reject::keep(
+        Reject::new(
             ErrorCode::MalformedBody,
             format!("Relayed.role `{}` is not a role", relayed.role),
         )
     })?;
     let proof = Proof::named(&relayed.proof).ok_or_else(|| {
-        Reject::keep(
+        Reject::new(
             ErrorCode::MalformedBody,
             format!("Relayed.proof `{}` is not a proof", relayed.proof),
         )

@@ -68,7 +68,7 @@ pub(super) struct Pending {
 
 /// The refusal when the relay connection went away before the answer came.
 pub(crate) fn lost(leader: SocketAddr) -> Reject {
-    Reject::keep(
+    Reject::new(
         ErrorCode::LeaderChanged,
         format!(
             "the connection to the leader {leader} was lost before the answer came: the call may or may not have taken effect; retry"
