@@ -96,26 +96,54 @@ pub trait Configurable {
     type Section: crate::settings::Section;
 }
 
-/// How a beacon serves a machine's requests over the wire (its `rpc.rs`): the command codes
-/// it owns, the role each needs, their names, which may be batched, its handlers, and its
-/// part of the peers' handshake. A machine that is not served (a test's) keeps the defaults,
-/// which own nothing.
-pub trait Served: Configurable {
-    /// Whether this machine owns request code `cmd`.
-    fn owns(_cmd: u32) -> bool {
+/// A machine's request codes, as its `wire.rs` declares them, with what [`Served`] routes,
+/// names and authorizes them by: each code's role and whether it is batched.
+pub trait Commands: Copy + std::fmt::Debug {
+    /// The command of code `code`, if this machine owns it.
+    fn from_code(code: u32) -> Option<Self>;
+    /// The role a client needs to send it (when authentication is on).
+    fn role(self) -> crate::auth::Role;
+    /// Whether requests of it queued back to back go to the driver together.
+    fn batches(self) -> bool {
         false
+    }
+}
+
+/// The request codes of a machine that serves none (a test's).
+#[derive(Debug, Clone, Copy)]
+pub enum NoCommands {}
+
+impl Commands for NoCommands {
+    fn from_code(_code: u32) -> Option<Self> {
+        None
+    }
+    fn role(self) -> crate::auth::Role {
+        match self {}
+    }
+}
+
+/// How a beacon serves a machine's requests over the wire (its `rpc.rs`): the command codes
+/// it owns ([`Served::Cmd`], from which the role each needs, its name and whether it may be
+/// batched follow), its handlers, and its part of the peers' handshake. A machine that is
+/// not served (a test's) names [`NoCommands`] and keeps the defaults, which own nothing.
+pub trait Served: Configurable {
+    /// Its request codes (its `wire.rs`); [`NoCommands`] for a machine that serves none.
+    type Cmd: Commands;
+    /// Whether this machine owns request code `cmd`.
+    fn owns(cmd: u32) -> bool {
+        Self::Cmd::from_code(cmd).is_some()
     }
     /// The role a client needs to send `cmd` (when authentication is on).
-    fn role(_cmd: u32) -> Option<crate::auth::Role> {
-        None
+    fn role(cmd: u32) -> Option<crate::auth::Role> {
+        Self::Cmd::from_code(cmd).map(Commands::role)
     }
     /// The name of request `cmd` (a metric's label, a refusal's words).
-    fn name(_cmd: u32) -> Option<String> {
-        None
+    fn name(cmd: u32) -> Option<String> {
+        Self::Cmd::from_code(cmd).map(|c| format!("{c:?}"))
     }
     /// Whether requests `cmd` queued back to back go to the driver together.
-    fn batches(_cmd: u32) -> bool {
-        false
+    fn batches(cmd: u32) -> bool {
+        Self::Cmd::from_code(cmd).is_some_and(Commands::batches)
     }
     /// Serves `frames`, requests of one code this machine [batches](Served::batches) that
     /// arrived together, answering each in order. By default one after the other; a machine

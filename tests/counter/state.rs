@@ -64,7 +64,9 @@ impl Configured<()> for Counter {
     }
 }
 
-impl beacon::machines::Served for Counter {}
+impl beacon::machines::Served for Counter {
+    type Cmd = beacon::machines::NoCommands;
+}
 
 /// Its value on `/metrics`, as `beacon_counter_value`.
 impl<S: beacon::machines::Part<Counter>> beacon::machines::Measured<S> for Counter {

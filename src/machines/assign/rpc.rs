@@ -12,25 +12,25 @@ use crate::pb::assign as pb;
 use crate::time::wall_ms;
 use crate::wire::{ErrorCode, Frame};
 
-/// Whether `cmd` is one of work assignment's requests.
-pub(crate) fn owns(cmd: u32) -> bool {
-    AssignCmd::from_code(cmd).is_some()
-}
+impl crate::machines::Commands for AssignCmd {
+    fn from_code(code: u32) -> Option<Self> {
+        AssignCmd::from_code(code)
+    }
 
-/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
-/// `None` if this machine does not own it.
-pub(crate) fn role(cmd: u32) -> Option<Role> {
-    Some(match AssignCmd::from_code(cmd)? {
-        AssignCmd::Add
-        | AssignCmd::Delete
-        | AssignCmd::Rebalance
-        | AssignCmd::CreateGroup
-        | AssignCmd::DeleteGroup
-        | AssignCmd::Reassign
-        | AssignCmd::Notice => Role::Admin,
-        AssignCmd::Release | AssignCmd::Watch | AssignCmd::Claim => Role::Service,
-        AssignCmd::List | AssignCmd::Groups => Role::Read,
-    })
+    /// The role a client needs to send it when authentication is on (see [`crate::auth`]).
+    fn role(self) -> Role {
+        match self {
+            AssignCmd::Add
+            | AssignCmd::Delete
+            | AssignCmd::Rebalance
+            | AssignCmd::CreateGroup
+            | AssignCmd::DeleteGroup
+            | AssignCmd::Reassign
+            | AssignCmd::Notice => Role::Admin,
+            AssignCmd::Release | AssignCmd::Watch | AssignCmd::Claim => Role::Service,
+            AssignCmd::List | AssignCmd::Groups => Role::Read,
+        }
+    }
 }
 
 /// Serves one of work assignment's requests.
@@ -407,6 +407,8 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
 }
 
 impl crate::machines::Served for super::Assignments {
+    type Cmd = AssignCmd;
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }
@@ -447,18 +449,6 @@ impl crate::machines::Served for super::Assignments {
                 },
             ),
         ]
-    }
-
-    fn owns(cmd: u32) -> bool {
-        owns(cmd)
-    }
-
-    fn role(cmd: u32) -> Option<Role> {
-        role(cmd)
-    }
-
-    fn name(cmd: u32) -> Option<String> {
-        super::wire::AssignCmd::from_code(cmd).map(|c| format!("{c:?}"))
     }
 
     fn serve<'a>(

@@ -13,18 +13,20 @@ use crate::pb::configs as pb;
 use crate::time::wall_ms;
 use crate::wire::ErrorCode;
 
-pub(crate) fn owns(cmd: u32) -> bool {
-    ConfigCmd::from_code(cmd).is_some()
-}
+impl crate::machines::Commands for ConfigCmd {
+    fn from_code(code: u32) -> Option<Self> {
+        ConfigCmd::from_code(code)
+    }
 
-/// Reading config and writing it are separate permissions: `read` reads, `admin` writes.
-pub(crate) fn role(cmd: u32) -> Option<Role> {
-    Some(match ConfigCmd::from_code(cmd)? {
-        ConfigCmd::Write => Role::Admin,
-        ConfigCmd::Get | ConfigCmd::History | ConfigCmd::Watch => Role::Read,
-        // Pushed by beacons, never sent to one.
-        ConfigCmd::Notice => Role::Admin,
-    })
+    /// Reading config and writing it are separate permissions: `read` reads, `admin` writes.
+    fn role(self) -> Role {
+        match self {
+            ConfigCmd::Write => Role::Admin,
+            ConfigCmd::Get | ConfigCmd::History | ConfigCmd::Watch => Role::Read,
+            // Pushed by beacons, never sent to one.
+            ConfigCmd::Notice => Role::Admin,
+        }
+    }
 }
 
 pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
@@ -266,6 +268,8 @@ fn reject(e: ConfigError) -> Reject {
 }
 
 impl crate::machines::Served for ConfigStore {
+    type Cmd = ConfigCmd;
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }
@@ -292,18 +296,6 @@ impl crate::machines::Served for ConfigStore {
                 })
             },
         )]
-    }
-
-    fn owns(cmd: u32) -> bool {
-        owns(cmd)
-    }
-
-    fn role(cmd: u32) -> Option<Role> {
-        role(cmd)
-    }
-
-    fn name(cmd: u32) -> Option<String> {
-        ConfigCmd::from_code(cmd).map(|c| format!("Config{c:?}"))
     }
 
     fn serve<'a>(

@@ -22,31 +22,34 @@ use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, un
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::time::wall_ms;
-use crate::wire::{Code, ErrorCode, Frame};
+use crate::wire::{ErrorCode, Frame};
 
-/// Whether `cmd` is one of the registry's requests.
-pub(crate) fn owns(cmd: u32) -> bool {
-    RegistryCmd::from_code(cmd).is_some()
-}
+impl crate::machines::Commands for RegistryCmd {
+    fn from_code(code: u32) -> Option<Self> {
+        RegistryCmd::from_code(code)
+    }
 
-/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
-/// `None` if this machine does not own it.
-pub(crate) fn role(cmd: u32) -> Option<Role> {
-    Some(match RegistryCmd::from_code(cmd)? {
-        RegistryCmd::NodeReport | RegistryCmd::Register | RegistryCmd::Unregister => Role::Service,
-        RegistryCmd::FreeId => Role::Admin,
-        RegistryCmd::Watch | RegistryCmd::Nodes | RegistryCmd::Ids | RegistryCmd::Subscriptions => {
-            Role::Read
+    /// The role a client needs to send it when authentication is on (see [`crate::auth`]).
+    fn role(self) -> Role {
+        match self {
+            RegistryCmd::NodeReport | RegistryCmd::Register | RegistryCmd::Unregister => {
+                Role::Service
+            }
+            RegistryCmd::FreeId => Role::Admin,
+            RegistryCmd::Watch
+            | RegistryCmd::Nodes
+            | RegistryCmd::Ids
+            | RegistryCmd::Subscriptions => Role::Read,
+            // Pushed by beacons, never sent to one.
+            RegistryCmd::NodeNotice => Role::Admin,
         }
-        // Pushed by beacons, never sent to one.
-        RegistryCmd::NodeNotice => Role::Admin,
-    })
-}
+    }
 
-/// Whether requests `cmd` queued back to back go to the driver together (node reports:
-/// a client renewing many registrations over one connection).
-pub(crate) fn batches(cmd: u32) -> bool {
-    cmd == RegistryCmd::NodeReport.code()
+    /// Node reports queued back to back go to the driver together (a client renewing many
+    /// registrations over one connection).
+    fn batches(self) -> bool {
+        self == RegistryCmd::NodeReport
+    }
 }
 
 /// The registry's part of our `Hello` to a peer: the node-ID range.
@@ -605,6 +608,8 @@ fn notice(index: u64, change: &Change) -> pb::NodeNotice {
 }
 
 impl crate::machines::Served for super::Registry {
+    type Cmd = RegistryCmd;
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }
@@ -622,22 +627,6 @@ impl crate::machines::Served for super::Registry {
                 Box::pin(async move { Ok(json_of(&ids(ctx).await?)) })
             }),
         ]
-    }
-
-    fn owns(cmd: u32) -> bool {
-        owns(cmd)
-    }
-
-    fn role(cmd: u32) -> Option<Role> {
-        role(cmd)
-    }
-
-    fn name(cmd: u32) -> Option<String> {
-        super::wire::RegistryCmd::from_code(cmd).map(|c| format!("{c:?}"))
-    }
-
-    fn batches(cmd: u32) -> bool {
-        batches(cmd)
     }
 
     fn hello_fields(section: &Self::Section, buf: &mut Vec<u8>) {

@@ -12,24 +12,24 @@ use crate::pb::sequence as pb;
 use crate::time::wall_ms;
 use crate::wire::ErrorCode;
 
-/// Whether `cmd` is one of the sequence issuer's requests.
-pub(crate) fn owns(cmd: u32) -> bool {
-    SequenceCmd::from_code(cmd).is_some()
-}
+impl crate::machines::Commands for SequenceCmd {
+    fn from_code(code: u32) -> Option<Self> {
+        SequenceCmd::from_code(code)
+    }
 
-/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
-/// `None` if this machine does not own it.
-pub(crate) fn role(cmd: u32) -> Option<Role> {
-    Some(match SequenceCmd::from_code(cmd)? {
-        SequenceCmd::Create | SequenceCmd::Change | SequenceCmd::Delete => Role::Admin,
-        SequenceCmd::Next | SequenceCmd::GiveBack => Role::Service,
-        SequenceCmd::List => Role::Read,
-    })
-}
+    /// The role a client needs to send it when authentication is on (see [`crate::auth`]).
+    fn role(self) -> Role {
+        match self {
+            SequenceCmd::Create | SequenceCmd::Change | SequenceCmd::Delete => Role::Admin,
+            SequenceCmd::Next | SequenceCmd::GiveBack => Role::Service,
+            SequenceCmd::List => Role::Read,
+        }
+    }
 
-/// Segment requests queued back to back on one connection go to the driver together.
-pub(crate) fn batches(cmd: u32) -> bool {
-    cmd == SequenceCmd::Next as u32
+    /// Segment requests queued back to back on one connection go to the driver together.
+    fn batches(self) -> bool {
+        self == SequenceCmd::Next
+    }
 }
 
 /// Serves one of the sequence issuer's requests.
@@ -173,6 +173,8 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
 }
 
 impl crate::machines::Served for super::Sequences {
+    type Cmd = SequenceCmd;
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }
@@ -195,22 +197,6 @@ impl crate::machines::Served for super::Sequences {
                 })
             },
         )]
-    }
-
-    fn owns(cmd: u32) -> bool {
-        owns(cmd)
-    }
-
-    fn role(cmd: u32) -> Option<Role> {
-        role(cmd)
-    }
-
-    fn name(cmd: u32) -> Option<String> {
-        super::wire::SequenceCmd::from_code(cmd).map(|c| format!("{c:?}"))
-    }
-
-    fn batches(cmd: u32) -> bool {
-        batches(cmd)
     }
 
     fn serve<'a>(

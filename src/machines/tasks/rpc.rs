@@ -10,43 +10,39 @@ use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;
 use crate::time::wall_ms;
-use crate::wire::{Code, ErrorCode, Frame};
+use crate::wire::{ErrorCode, Frame};
 
-/// Whether `cmd` is one of the task queues' requests.
-pub(crate) fn owns(cmd: u32) -> bool {
-    TasksCmd::from_code(cmd).is_some()
-}
+impl crate::machines::Commands for TasksCmd {
+    fn from_code(code: u32) -> Option<Self> {
+        TasksCmd::from_code(code)
+    }
 
-/// The role a client needs to send `cmd` when authentication is on (see [`crate::auth`]);
-/// `None` if this machine does not own it.
-pub(crate) fn role(cmd: u32) -> Option<Role> {
-    Some(match TasksCmd::from_code(cmd)? {
-        TasksCmd::CreateQueue
-        | TasksCmd::DeleteQueue
-        | TasksCmd::Requeue
-        | TasksCmd::Purge
-        | TasksCmd::WorkNotice
-        | TasksCmd::QueueNotice => Role::Admin,
-        TasksCmd::Submit
-        | TasksCmd::Cancel
-        | TasksCmd::Complete
-        | TasksCmd::Fail
-        | TasksCmd::Heartbeat
-        | TasksCmd::Work => Role::Service,
-        TasksCmd::Get | TasksCmd::List | TasksCmd::Queues | TasksCmd::WatchQueue => Role::Read,
-    })
-}
+    /// The role a client needs to send it when authentication is on (see [`crate::auth`]).
+    fn role(self) -> Role {
+        match self {
+            TasksCmd::CreateQueue
+            | TasksCmd::DeleteQueue
+            | TasksCmd::Requeue
+            | TasksCmd::Purge
+            | TasksCmd::WorkNotice
+            | TasksCmd::QueueNotice => Role::Admin,
+            TasksCmd::Submit
+            | TasksCmd::Cancel
+            | TasksCmd::Complete
+            | TasksCmd::Fail
+            | TasksCmd::Heartbeat
+            | TasksCmd::Work => Role::Service,
+            TasksCmd::Get | TasksCmd::List | TasksCmd::Queues | TasksCmd::WatchQueue => Role::Read,
+        }
+    }
 
-/// Whether requests `cmd` queued back to back go to the driver together.
-pub(crate) fn batches(cmd: u32) -> bool {
-    [
-        TasksCmd::Submit,
-        TasksCmd::Complete,
-        TasksCmd::Fail,
-        TasksCmd::Heartbeat,
-    ]
-    .iter()
-    .any(|c| c.code() == cmd)
+    /// Submissions, results and heartbeats queued back to back go to the driver together.
+    fn batches(self) -> bool {
+        matches!(
+            self,
+            TasksCmd::Submit | TasksCmd::Complete | TasksCmd::Fail | TasksCmd::Heartbeat
+        )
+    }
 }
 
 fn token(term: u64, index: u64) -> FencingToken {
@@ -507,6 +503,8 @@ async fn queues(ctx: &Ctx<'_>, req: pb::QueuesRequest) -> Result<pb::QueuesReply
 }
 
 impl crate::machines::Served for super::Tasks {
+    type Cmd = TasksCmd;
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }
@@ -526,22 +524,6 @@ impl crate::machines::Served for super::Tasks {
                 })
             },
         )]
-    }
-
-    fn owns(cmd: u32) -> bool {
-        owns(cmd)
-    }
-
-    fn role(cmd: u32) -> Option<Role> {
-        role(cmd)
-    }
-
-    fn name(cmd: u32) -> Option<String> {
-        super::wire::TasksCmd::from_code(cmd).map(|c| format!("{c:?}"))
-    }
-
-    fn batches(cmd: u32) -> bool {
-        batches(cmd)
     }
 
     fn serve<'a>(
