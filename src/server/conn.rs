@@ -578,6 +578,17 @@ async fn serve_requests(
                 continue;
             }
         };
+        // A peer's heartbeats take their own path to the driver (`heard.rs`).
+        if let Peer::Beacon(node) = *peer
+            && frame.cmd == Cmd::LeaderElection.code()
+        {
+            if let Err(reject) = super::heard::heartbeat(node, &frame, shared).await
+                && !reply_error(conn, remote, &frame, reject, &shared.refusals).await
+            {
+                return;
+            }
+            continue;
+        }
         // Requests of a kind that batches (node reports) queued back to back (a client
         // renewing many registrations over one connection) go to the driver together and are
         // answered in order: the batch costs the driver one wake-up, not one per request.

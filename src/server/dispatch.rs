@@ -12,10 +12,9 @@ use std::time::Instant;
 use super::admission::{Class, ClientShare, Ticket};
 use super::shared::Shared;
 use crate::auth::{Identity, Role};
+use crate::machines;
 use crate::machines::handle::{Consistency, Handled, Reject, reply};
-use crate::machines::{self, State};
 use crate::pb;
-use crate::wire::envelope::message_from_pb;
 use crate::wire::{Cmd, ErrorCode, Frame};
 
 /// Who is on the other end, once the handshake is done.
@@ -138,18 +137,12 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
         _ => None,
     };
     match Cmd::from_code(frame.cmd) {
-        Some(Cmd::LeaderElection) => {
-            let Peer::Beacon(node) = *peer else {
-                return Err(Reject::new(
-                    ErrorCode::UnknownCommand,
-                    "heartbeats (cmd 113) are accepted from beacons only",
-                ));
-            };
-            let msg: pb::Election = frame.decode()?;
-            let msg = message_from_pb::<State>(msg).map_err(Reject::malformed)?;
-            shared.driver.peer_message(node, msg).await;
-            Ok(Handled::OneWay)
-        }
+        // A peer's heartbeats never come here: its link hands them to the driver
+        // (`heard.rs`). Anyone else sending one is refused.
+        Some(Cmd::LeaderElection) => Err(Reject::new(
+            ErrorCode::UnknownCommand,
+            "heartbeats (cmd 113) are accepted from beacons only, on their links",
+        )),
         Some(Cmd::BeaconStatus) => {
             let _req: pb::BeaconStatusRequest = frame.decode()?;
             reply(frame, &shared.status().await?)

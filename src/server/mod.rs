@@ -9,6 +9,7 @@ mod dispatch;
 mod driver;
 mod framed;
 pub(crate) mod grpc;
+mod heard;
 mod history;
 pub mod join;
 mod leaders;
