@@ -24,8 +24,8 @@ use super::service::{
 use super::state::{Assignments, Resource};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::registry::{
-    FencingToken, NodeId, Registry, RegistryService, Response as RegistryResponse,
-    checker::{register_as, renewal},
+    FencingToken, NodeId, Registry, RegistryService,
+    lives::{Lives, Turn},
 };
 use crate::machines::{Part, Routes};
 use crate::sim::{Checked, Context, View, Workload};
@@ -35,21 +35,6 @@ use crate::time::Millis;
 const RESOURCES: usize = 8;
 /// Client index of the admin; workers are the others.
 const ADMIN: usize = 0;
-
-#[derive(Debug, Clone)]
-enum Life {
-    /// Not registered; registers again from this time.
-    Down {
-        until: Millis,
-    },
-    Registering,
-    Up {
-        id: NodeId,
-        token: FencingToken,
-        addr: SocketAddr,
-        reported: Millis,
-    },
-}
 
 #[derive(Debug, Clone)]
 enum Sent {
@@ -77,8 +62,7 @@ struct Seen {
 #[derive(Debug)]
 pub struct Clients<X = AssignService> {
     clients: usize,
-    lives: BTreeMap<usize, Life>,
-    born: u16,
+    lives: Lives,
     busy: BTreeMap<usize, Millis>,
     pending: BTreeMap<Token, (usize, Sent)>,
     /// Per replica (by address and applied-position floor), per resource, what it showed.
@@ -98,8 +82,7 @@ impl<X> Clients<X> {
     pub fn new(clients: usize) -> Clients<X> {
         Clients {
             clients: clients.max(2),
-            lives: BTreeMap::new(),
-            born: 0,
+            lives: Lives::new("WORKER", 9),
             busy: BTreeMap::new(),
             pending: BTreeMap::new(),
             seen: BTreeMap::new(),
@@ -179,53 +162,22 @@ where
                 };
                 (<V as Routes<S, X>>::request(request), sent)
             } else {
-                let life = self
-                    .lives
-                    .entry(client)
-                    .or_insert(Life::Down { until: 0 })
-                    .clone();
-                match life {
-                    Life::Down { until } if now >= until => {
-                        self.born = self.born.wrapping_add(1);
-                        let addr = SocketAddr::from(([10, 9, 0, client as u8], 1000 + self.born));
-                        self.lives.insert(client, Life::Registering);
-                        let request = register_as("WORKER", addr, now);
-                        (
-                            <V as Routes<S, RegistryService>>::request(request),
-                            Sent::Register(addr),
-                        )
-                    }
-                    Life::Up {
-                        id,
-                        token,
-                        addr,
-                        reported,
-                    } => {
-                        if cx.chance(0.002) {
-                            // It dies: no more reports; a new life later.
-                            let until = now + 500 + cx.below(3_000);
-                            self.lives.insert(client, Life::Down { until });
+                match self.lives.turn(client, cx) {
+                    Turn::Register(addr, request) => (
+                        <V as Routes<S, RegistryService>>::request(request),
+                        Sent::Register(addr),
+                    ),
+                    Turn::Up(worker) => {
+                        if !worker.report_due(now) {
                             continue;
                         }
-                        if now < reported + 250 {
-                            continue;
-                        }
-                        self.lives.insert(
-                            client,
-                            Life::Up {
-                                id,
-                                token,
-                                addr,
-                                reported: now,
-                            },
-                        );
-                        let request = renewal(id, addr, token);
+                        let request = self.lives.report(client, worker, now);
                         (
                             <V as Routes<S, RegistryService>>::request(request),
                             Sent::Report,
                         )
                     }
-                    _ => continue,
+                    Turn::Idle => continue,
                 }
             };
             if let Some(token) = cx.send(client, request) {
@@ -255,28 +207,14 @@ where
                     Ok(r) => <V as Routes<S, RegistryService>>::response(r),
                     Err(_) => None,
                 };
-                match registered {
-                    Some(RegistryResponse::Registered { record, .. }) if record.addr == addr => {
-                        self.registrations += 1;
-                        self.lives.insert(
-                            client,
-                            Life::Up {
-                                id: record.node_id,
-                                token: record.token(),
-                                addr,
-                                reported: now,
-                            },
-                        );
-                    }
-                    _ => {
-                        self.lives.insert(client, Life::Down { until: now + 200 });
-                    }
+                if self.lives.registered(client, addr, registered, now) {
+                    self.registrations += 1;
                 }
             }
             Sent::Report => {
                 if let Err(ReplyError::Machine(_)) = reply {
                     // The lease is gone: a new life.
-                    self.lives.insert(client, Life::Down { until: now + 200 });
+                    self.lives.lost(client, now);
                 }
             }
             Sent::Admin | Sent::CreateGroup => match reply {

@@ -17,6 +17,7 @@ pub mod config;
 pub(crate) mod grpc;
 mod id_slots;
 mod leases;
+pub mod lives;
 mod metrics;
 mod pages;
 pub(crate) mod rpc;

@@ -17,7 +17,7 @@
 //! * once healed and quiet, every beacon holds the same tasks, and no task runs on a
 //!   registration that has ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 
@@ -25,8 +25,8 @@ use super::service::{Request as TaskRequest, Response as TaskResponse, TaskError
 use super::state::{Task, TaskState, Tasks};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::registry::{
-    FencingToken, NodeId, Registry, RegistryService, Response as RegistryResponse,
-    checker::{register_as, renewal},
+    FencingToken, NodeId, Registry, RegistryService,
+    lives::{Lives, Turn, Worker},
 };
 use crate::machines::{Part, Routes};
 use crate::sim::{Checked, Context, View, Workload};
@@ -37,21 +37,6 @@ const NAMES: u64 = 12;
 /// Client index of the submitter; workers are the others.
 const SUBMITTER: usize = 0;
 const QUEUE: &str = "q";
-
-#[derive(Debug, Clone)]
-enum Life {
-    Down {
-        until: Millis,
-    },
-    Registering,
-    Up {
-        id: NodeId,
-        token: FencingToken,
-        addr: SocketAddr,
-        reported: Millis,
-        served: bool,
-    },
-}
 
 /// What a replica showed of a task: its submission, running attempt and result.
 type TaskSeen = (u64, Option<FencingToken>, Option<Vec<u8>>);
@@ -72,8 +57,9 @@ enum Sent {
 #[derive(Debug)]
 pub struct Clients<X = super::TaskService> {
     clients: usize,
-    lives: BTreeMap<usize, Life>,
-    born: u16,
+    lives: Lives,
+    /// The workers whose current life serves the queue.
+    served: BTreeSet<usize>,
     busy: BTreeMap<usize, Millis>,
     pending: BTreeMap<Token, (usize, Sent)>,
     /// Attempts each registration runs, as the last committed state a worker heard of showed
@@ -98,8 +84,8 @@ impl<X> Clients<X> {
     pub fn new(clients: usize) -> Clients<X> {
         Clients {
             clients: clients.max(2),
-            lives: BTreeMap::new(),
-            born: 0,
+            lives: Lives::new("WORKER", 8),
+            served: BTreeSet::new(),
             busy: BTreeMap::new(),
             pending: BTreeMap::new(),
             running: BTreeMap::new(),
@@ -178,35 +164,13 @@ where
                 };
                 (<V as Routes<S, X>>::request(request), sent)
             } else {
-                let life = self
-                    .lives
-                    .entry(client)
-                    .or_insert(Life::Down { until: 0 })
-                    .clone();
-                match life {
-                    Life::Down { until } if now >= until => {
-                        self.born = self.born.wrapping_add(1);
-                        let addr = SocketAddr::from(([10, 8, 0, client as u8], 1000 + self.born));
-                        self.lives.insert(client, Life::Registering);
-                        let request = register_as("WORKER", addr, now);
-                        (
-                            <V as Routes<S, RegistryService>>::request(request),
-                            Sent::Register(addr),
-                        )
-                    }
-                    Life::Up {
-                        id,
-                        token,
-                        addr,
-                        reported,
-                        served,
-                    } => {
-                        if cx.chance(0.002) {
-                            // It dies mid-task: no more reports, no completions.
-                            let until = now + 500 + cx.below(3_000);
-                            self.lives.insert(client, Life::Down { until });
-                            continue;
-                        }
+                match self.lives.turn(client, cx) {
+                    Turn::Register(addr, request) => (
+                        <V as Routes<S, RegistryService>>::request(request),
+                        Sent::Register(addr),
+                    ),
+                    Turn::Up(worker) => {
+                        let Worker { id, token, .. } = worker;
                         // Report first when due, then serve, then finish what has run a while.
                         let due = self.running.get(&(id, token)).and_then(|m| {
                             m.iter()
@@ -215,23 +179,13 @@ where
                                 })
                                 .map(|(k, _)| k.clone())
                         });
-                        if now >= reported + 250 {
-                            self.lives.insert(
-                                client,
-                                Life::Up {
-                                    id,
-                                    token,
-                                    addr,
-                                    reported: now,
-                                    served,
-                                },
-                            );
-                            let request = renewal(id, addr, token);
+                        if worker.report_due(now) {
+                            let request = self.lives.report(client, worker, now);
                             (
                                 <V as Routes<S, RegistryService>>::request(request),
                                 Sent::Report,
                             )
-                        } else if !served {
+                        } else if !self.served.contains(&client) {
                             let request = TaskRequest::Serve {
                                 worker: (id, token),
                                 queues: vec![QUEUE.into()],
@@ -268,7 +222,7 @@ where
                             continue;
                         }
                     }
-                    _ => continue,
+                    Turn::Idle => continue,
                 }
             };
             if let Some(token) = cx.send(client, request) {
@@ -304,35 +258,19 @@ where
                 let registered = answer
                     .ok()
                     .and_then(<V as Routes<S, RegistryService>>::response);
-                match registered {
-                    Some(RegistryResponse::Registered { record, .. }) if record.addr == addr => {
-                        self.registrations += 1;
-                        self.lives.insert(
-                            client,
-                            Life::Up {
-                                id: record.node_id,
-                                token: record.token(),
-                                addr,
-                                reported: now,
-                                served: false,
-                            },
-                        );
-                    }
-                    _ => {
-                        self.lives.insert(client, Life::Down { until: now + 200 });
-                    }
+                if self.lives.registered(client, addr, registered, now) {
+                    self.registrations += 1;
+                    self.served.remove(&client);
                 }
             }
             Sent::Report => {
                 if matches!(answer, Err(Some(_))) {
-                    self.lives.insert(client, Life::Down { until: now + 200 });
+                    self.lives.lost(client, now);
                 }
             }
             Sent::Serve => {
-                if answer.is_ok()
-                    && let Some(Life::Up { served, .. }) = self.lives.get_mut(&client)
-                {
-                    *served = true;
+                if answer.is_ok() && self.lives.is_up(client) {
+                    self.served.insert(client);
                 }
             }
             Sent::Submit => {
