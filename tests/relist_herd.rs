@@ -34,6 +34,17 @@ async fn register(leader: &mut Leader, i: u32, metadata: &str) -> Duration {
     t.elapsed()
 }
 
+/// A watch of every node at `at`, given a minute to find its leader and list.
+async fn watch_all(at: std::net::SocketAddr) -> Result<Watch, beacon::client::ClientError> {
+    Watch::start(
+        vec![at.to_string()],
+        Vec::new(),
+        ConnectOptions::default(),
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registry_over_a_frame_is_watched_and_a_herd_of_listings_leaves_writes_answered() {
     let ports = free_ports(1);
@@ -57,34 +68,14 @@ async fn a_registry_over_a_frame_is_watched_and_a_herd_of_listings_leaves_writes
     for i in 0..REGISTRATIONS {
         register(&mut leader, i, &metadata).await;
     }
-    let watch_all = || async {
-        Watch::start(
-            vec![at.to_string()],
-            Vec::new(),
-            ConnectOptions::default(),
-            Duration::from_secs(60),
-        )
-        .await
-    };
-    let one = watch_all()
+    let one = watch_all(at)
         .await
         .unwrap_or_else(|e| panic!("a watch of 4.5 MB of registrations: {e}\n{}", c.logs()));
     assert_eq!(one.nodes().count(), REGISTRATIONS as usize);
 
     // The herd lists at once; a writer goes on meanwhile.
     let herd: Vec<_> = (0..HERD)
-        .map(|_| {
-            tokio::spawn(async move {
-                Watch::start(
-                    vec![at.to_string()],
-                    Vec::new(),
-                    ConnectOptions::default(),
-                    Duration::from_secs(60),
-                )
-                .await
-                .map(|w| w.nodes().count())
-            })
-        })
+        .map(|_| tokio::spawn(async move { watch_all(at).await.map(|w| w.nodes().count()) }))
         .collect();
     let writer = tokio::spawn(async move {
         let metadata = format!("{{\"pad\": \"{}\"}}", "y".repeat(880));

@@ -89,11 +89,22 @@ struct Beacon {
 
 impl Beacon {
     fn config(&self, me: Name) -> super::Config {
-        let mut cfg = config_of(port(me), self.mode, &self.beacons);
-        cfg.learners = self.learners.iter().map(|p| addr(*p)).collect();
-        cfg.stored = self.promise;
-        cfg
+        beacon_config(me, self.mode, &self.beacons, &self.learners, self.promise)
     }
+}
+
+/// Beacon `me`'s configuration: `beacons` voting, `learners` learning, `promise` stored.
+fn beacon_config(
+    me: Name,
+    mode: Mode,
+    beacons: &[u16],
+    learners: &[u16],
+    promise: Promise,
+) -> super::Config {
+    let mut cfg = config_of(port(me), mode, beacons);
+    cfg.learners = learners.iter().map(|p| addr(*p)).collect();
+    cfg.stored = promise;
+    cfg
 }
 
 /// A scenario being run.
@@ -123,9 +134,7 @@ impl Scenario {
                 self.now += TICK_MS;
                 for at in self.chosen(args)? {
                     if self.beacons[&at].run == Run::Up {
-                        let now = self.now;
-                        let step = self.node(at).step(now, Input::Tick { wall_ms: now });
-                        self.carry(at, step, &mut out);
+                        self.input(at, Input::Tick { wall_ms: self.now }, &mut out);
                     }
                 }
             }
@@ -186,23 +195,20 @@ impl Scenario {
                 let a = self.known(one(args)?)?;
                 self.beacons.get_mut(&a).unwrap().run = Run::Up;
                 // Its first step sees how long it was away.
-                let now = self.now;
-                let step = self.node(a).step(now, Input::Tick { wall_ms: now });
-                self.carry(a, step, &mut out);
+                self.input(a, Input::Tick { wall_ms: self.now }, &mut out);
             }
             "crash" => {
                 let a = self.known(one(args)?)?;
                 self.beacons.get_mut(&a).unwrap().run = Run::Crashed;
                 self.flight.retain(|(from, to, _)| *to != a && *from != a);
                 for b in self.running() {
-                    let now = self.now;
-                    let step = self.node(b).step(
-                        now,
+                    self.input(
+                        b,
                         Input::PeerDown {
                             peer: addr(port(a)),
                         },
+                        &mut out,
                     );
-                    self.carry(b, step, &mut out);
                 }
             }
             "restart" => {
@@ -271,15 +277,14 @@ impl Scenario {
                     0,
                 );
                 msg.voters = real.map_or(0, |m| m.voters);
-                let now = self.now;
-                let step = self.node(b).step(
-                    now,
+                self.input(
+                    b,
                     Input::Peer {
                         from: addr(port(a)),
                         msg,
                     },
+                    &mut out,
                 );
-                self.carry(b, step, &mut out);
             }
             "status" => {
                 for at in self.chosen(args)? {
@@ -326,18 +331,24 @@ impl Scenario {
     }
 
     fn add_beacon(&mut self, me: Name, mode: Mode, voters: &[Name], learners: &[Name]) {
-        let mut beacon = Beacon {
-            node: Replica::new(config_of(port(me), mode, &[]), Numbers::default(), Append),
-            run: Run::Up,
+        let cfg = beacon_config(
+            me,
             mode,
-            beacons: voters.iter().map(|n| port(*n)).collect(),
-            learners: learners.iter().map(|n| port(*n)).collect(),
+            &voters.iter().map(|n| port(*n)).collect::<Vec<_>>(),
+            &learners.iter().map(|n| port(*n)).collect::<Vec<_>>(),
+            Promise::default(),
+        );
+        let beacon = Beacon {
+            mode,
+            beacons: cfg.beacons.iter().map(|a| a.port()).collect(),
+            learners: cfg.learners.iter().map(|a| a.port()).collect(),
+            node: Replica::new(cfg, Numbers::default(), Append),
+            run: Run::Up,
             promise: Promise::default(),
             snapshot: None,
             entries: Vec::new(),
             commit: 0,
         };
-        beacon.node = Replica::new(beacon.config(me), Numbers::default(), Append);
         self.beacons.insert(me, beacon);
     }
 
@@ -363,25 +374,18 @@ impl Scenario {
             if self.is_cut(a, b) || self.is_cut(b, a) {
                 continue;
             }
-            let now = self.now;
             let theirs = self.beacons[&b].node.greeting();
-            let step = self.node(a).step(
-                now,
-                Input::Greeting {
-                    from: addr(port(b)),
-                    msg: theirs,
-                },
-            );
-            self.carry(a, step, out);
+            let greeting = Input::Greeting {
+                from: addr(port(b)),
+                msg: theirs,
+            };
+            self.input(a, greeting, out);
             let mine = self.beacons[&a].node.greeting();
-            let step = self.node(b).step(
-                now,
-                Input::Greeting {
-                    from: addr(port(a)),
-                    msg: mine,
-                },
-            );
-            self.carry(b, step, out);
+            let greeting = Input::Greeting {
+                from: addr(port(a)),
+                msg: mine,
+            };
+            self.input(b, greeting, out);
         }
     }
 
@@ -396,6 +400,7 @@ impl Scenario {
         self.input(at, Input::Request { token, request }, out);
     }
 
+    /// Steps `at` with `input` at the scenario's clock and carries out what it asks for.
     fn input(&mut self, at: Name, input: super::InputOf<Numbers, Append>, out: &mut String) {
         let now = self.now;
         let step = self.node(at).step(now, input);
@@ -464,15 +469,14 @@ impl Scenario {
                 writeln!(out, "{from}->{dest} lost (cut)").unwrap();
                 continue;
             }
-            let now = self.now;
-            let step = self.node(dest).step(
-                now,
+            self.input(
+                dest,
                 Input::Peer {
                     from: addr(port(from)),
                     msg,
                 },
+                out,
             );
-            self.carry(dest, step, out);
         }
     }
 
