@@ -1,53 +1,22 @@
-//! When a replica applies what its log holds.
-//!
-//! A leader applies each command as it appends it: it decides requests against the state
-//! with everything it has appended. A follower in quorum mode applies an entry once it
-//! knows the entry is committed. Why: a linearizable read at a follower answers from its
-//! state, and a state holding entries not yet committed may answer only once they are.
-//! Under a steady stream of writes a follower that applied at append always held the
-//! newest batch uncommitted, and each read waited a replication round for it; applied at
-//! commit, the state answers as soon as it reaches the read index.
-//!
-//! Entries appended but not applied yet (the deferred tail) are stored and acknowledged like
-//! any other. A beacon that restarts keeps those after its stored commit deferred too
-//! ([`Replica::restore`]). It applies them all at once (catches up) when it must hold the
-//! state of its whole log: as it starts to serve as leader (once it has taken over), before
-//! it hands its whole state to a new leader taking over, and before its log would drop one
-//! of them. A state ahead of the commit is no danger: a read waits for what it saw to be
-//! committed ([`Replica::committed`]).
-//!
-//! Entries not applied can also be taken back. A tail that differs from the leader's log
-//! (or, for a leader taking over, from the most advanced log of a majority) came from a
-//! leader whose entries did not commit: it is cut off ([`Replica::cut_after`]) and the other
-//! log's entries taken, instead of the whole state.
+//! When a replica applies what its log holds: the journal's rules (see [`super::journal`])
+//! as the replica uses them, with what the store and the operator are told.
 
-use super::log::{Entry, Payload};
+use super::journal::Misfit;
+use super::log::Entry;
 use super::{Machine, Position, Replica, Service, Snapshot};
 use crate::time::Millis;
-
-/// An entry that did not fit the state it was applied to: the replicas diverged.
-pub(super) type Misfit<S> = (Position, <S as Machine>::ApplyError);
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The position the state is applied through: the log's last on a leader, the commit
     /// (or further, after a catch-up) on a follower in quorum mode.
     pub fn applied(&self) -> Position {
-        let index = self.log.last().index - self.deferred;
-        Position {
-            index,
-            term: self
-                .log
-                .term_at(index)
-                .expect("the log keeps every entry it has not applied"),
-        }
+        self.journal.applied()
     }
 
     /// The entries stored but not applied, in log order (kept beside a snapshot of the
     /// applied state when the stored log is compacted).
     pub fn unapplied(&self) -> Vec<Entry<S::Command>> {
-        self.log
-            .after(self.applied().index, usize::MAX)
-            .unwrap_or_default()
+        self.journal.unapplied()
     }
 
     /// Whether entries taken from a leader wait for their commit to be applied.
@@ -66,13 +35,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             let position = entry.position();
             return self.apply_and_append(now, entry).map_err(|e| (position, e));
         }
-        if self.deferred + 1 >= self.log.keep() as u64 {
+        if self.journal.defer_is_full() {
             // The log would drop an entry not applied yet.
-            self.catch_up(now)?;
+            self.journal.catch_up(now)?;
         }
         self.ready.store.entries.push(entry.clone());
-        self.log.append(entry);
-        self.deferred += 1;
+        self.journal.defer(entry);
         Ok(())
     }
 
@@ -80,11 +48,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// or the follower whose state a new leader takes over) holds others. The stored log is
     /// rewritten with the next store ([`super::Ready::rewrites_log`]).
     pub(super) fn cut_after(&mut self, after: u64, from: std::net::SocketAddr) {
-        let applied = self.applied().index;
-        assert!(after >= applied, "only entries not applied are cut");
-        let last = self.log.last();
-        self.log.truncate_after(after);
-        self.deferred = after - applied;
+        let last = self.journal.cut_after(after);
         self.ready.store.entries.retain(|e| e.index <= after);
         self.ready.rewrite = true;
         self.notice(format!(
@@ -94,54 +58,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         ));
     }
 
-    /// Applies the deferred entries through `through`, in order; stops at one that does
-    /// not fit (it stays deferred).
-    fn apply_through(&mut self, now: Millis, through: u64) -> Result<(), Misfit<S>> {
-        while self.deferred > 0 {
-            let next = self.log.last().index - self.deferred + 1;
-            if next > through {
-                break;
-            }
-            let entry = self
-                .log
-                .get(next)
-                .expect("the log keeps every entry it has not applied");
-            if let Payload::Command(command) = &entry.payload {
-                match self.state.apply(command, now) {
-                    Ok(Some(change)) => self.changes.push_back((next, change)),
-                    Ok(None) => {}
-                    Err(e) => return Err((entry.position(), e)),
-                }
-            }
-            self.deferred -= 1;
-        }
-        Ok(())
-    }
-
-    /// Applies the deferred entries the commit index covers.
-    pub(super) fn apply_committed(&mut self, now: Millis) -> Result<(), Misfit<S>> {
-        self.apply_through(now, self.commit)
-    }
-
-    /// Applies every deferred entry: the state is then that of the whole log.
-    pub(super) fn catch_up(&mut self, now: Millis) -> Result<(), Misfit<S>> {
-        self.apply_through(now, u64::MAX)
-    }
-
     /// The leader's state at `snapshot`'s position, which this log holds but has not
     /// applied (an entry there did not fit): it replaces the state, and the entries after
     /// it stay (they were stored and acknowledged), stored again beside the snapshot.
     pub(super) fn install_under_tail(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
-        let tail = self
-            .log
-            .after(snapshot.position.index, usize::MAX)
-            .unwrap_or_default();
-        self.install(snapshot, now);
-        for entry in &tail {
-            self.log.append(entry.clone());
-        }
-        self.deferred = tail.len() as u64;
-        self.ready.store.entries = tail;
+        let entries = self.journal.install_under_tail(&snapshot, now);
+        self.ready.store = super::Store {
+            snapshot: Some(snapshot),
+            entries,
+            ..super::Store::default()
+        };
     }
 
     /// Stops this beacon: its own log does not fit its state, so it can neither lead nor
@@ -152,12 +78,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             "stored entry {position} does not fit this beacon's state ({cause}) while {doing}: stopping; restore the data directory, or remove it to fetch the state from the other beacons"
         );
         self.notice(why.clone());
-        self.halted.get_or_insert(why);
+        self.journal.halt(why);
     }
 
     /// Why this beacon must stop, if it must (see [`Replica::halt`]).
     pub fn halted(&self) -> Option<&str> {
-        self.halted.as_deref()
+        self.journal.halted()
     }
 }
 
@@ -271,7 +197,7 @@ mod tests {
         assert!(b.has_taken_over());
         assert!(step.rewrite, "its stored log is rewritten");
         assert_eq!(b.state().0, vec![10, 200, 300]);
-        assert_eq!(b.log.last().index, 4, "then its term's first entry");
+        assert_eq!(b.position().index, 4, "then its term's first entry");
     }
 
     #[test]

@@ -10,12 +10,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// having nothing: a write is never acknowledged on the hope that a beacon has it.
     fn classic_commit(&mut self, now: Millis) -> Option<u64> {
         let leading = self.leading.as_mut()?;
-        let last = self.log.last().index;
+        let last = self.journal.last().index;
         let stall_after = self.cfg.patience_ms();
         let mut commit = last;
         let mut notices = Vec::new();
         for (peer, f) in leading.followers.iter_mut() {
-            if !self.election.is_voter(*peer) {
+            if !self.election.is_voter(peer) {
                 continue; // a learner holds no write back
             }
             let matched = f.progress.matched.unwrap_or(0);
@@ -27,7 +27,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 }
                 continue;
             }
-            if !self.election.is_online(*peer) || !f.in_sync {
+            if !self.election.is_online(peer) || !f.in_sync {
                 continue;
             }
             let since = *f.behind_since.get_or_insert(now);
@@ -57,22 +57,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return None;
         }
         let leading = self.leading.as_ref()?;
-        let candidate = super::progress::majority_reached(
+        let candidate = leading.followers.majority_reached(
             &self.election,
-            &leading.followers,
-            self.log.last().index,
+            self.journal.last().index,
             self.majority(),
             |f| f.progress.matched.unwrap_or(0),
         );
-        (self.log.term_at(candidate) == Some(self.election.term())).then_some(candidate)
+        (self.journal.log().term_at(candidate) == Some(self.election.term())).then_some(candidate)
     }
 
     /// Hands the changes of entries now committed to the watchers, in log order.
     pub(super) fn release_changes(&mut self) {
-        while self.changes.front().is_some_and(|(i, _)| *i <= self.commit) {
-            let change = self.changes.pop_front().expect("non-empty");
-            self.ready.committed.push(change);
-        }
+        let committed = self.journal.take_committed_changes();
+        self.ready.committed.extend(committed);
     }
 
     /// Commits what the mode's rule allows, answers the requests that were waiting for it,
@@ -88,19 +85,17 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(leading) = self.leading.as_mut() else {
             return;
         };
-        if commit <= self.commit {
+        if !self.journal.commit_to(commit) {
             return;
         }
-        self.commit = commit;
-        leading.committed = true;
-        let ready = super::confirm::take_due(&mut leading.waiting, commit);
-        let held = super::confirm::take_due(&mut leading.held, commit);
+        leading.news.committed = true;
+        let due = leading.pending.due(commit);
         self.release_changes();
-        for (token, waiting) in ready {
-            let answer = self.service.answer(&self.state, waiting);
+        for (token, waiting) in due.waiting {
+            let answer = self.service.answer(self.journal.state(), waiting);
             self.reply(token, answer.map_err(ReplyError::Machine));
         }
-        for (token, result) in held {
+        for (token, result) in due.held {
             self.reply(token, result.map_err(ReplyError::Machine));
         }
     }
@@ -125,7 +120,7 @@ mod tests {
     fn quorum_mode_answers_once_a_majority_stored_the_entry() {
         let mut a = quorum_leader();
         add(&mut a, 9, 7);
-        let last = a.log.last();
+        let last = a.position();
         // One follower's acknowledgement makes a majority with the leader.
         let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
         assert_eq!(step.replies.len(), 1);
@@ -142,7 +137,7 @@ mod tests {
     fn a_read_at_an_uncommitted_entry_waits_and_the_followers_hear_the_commit_at_once() {
         let mut a = quorum_leader();
         add(&mut a, 9, 7);
-        let last = a.log.last();
+        let last = a.position();
         assert_eq!(a.committed(last), Some(false), "stored by the leader alone");
         let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
         assert_eq!(a.committed(last), Some(true));
@@ -180,7 +175,7 @@ mod tests {
             hear(&mut a, 101, p, follower(A, 1, zero, 0));
         }
         add(&mut a, 9, 7);
-        let last = a.log.last();
+        let last = a.position();
         let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
         assert!(
             step.replies.is_empty(),

@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Machine, Mode, Replica, Service, Token};
+use super::{Machine, Mode, Replica, Service, Token, intake};
 use crate::time::Millis;
 
 /// Takes from the front of `queue` (kept in order of the round or index each waits for)
@@ -105,15 +105,9 @@ impl<R> Rounds<R> {
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Notices a gap in this beacon's steps (see the module documentation).
     pub(super) fn notice_gap(&mut self, now: Millis) {
-        let last = self.last_step.replace(now);
-        let tick = self.cfg.tick_ms.max(1);
-        let Some(gap) = last
-            .map(|l| now.saturating_sub(l))
-            .filter(|g| *g > 2 * tick)
-        else {
+        let Some(intake::Gap { ms: gap, missed }) = self.intake.step(now, self.cfg.tick_ms) else {
             return;
         };
-        let missed = (gap / tick).saturating_sub(1).min(u64::from(u32::MAX)) as u32;
         self.notice(format!(
             "no step for {gap} ms (the process was stopped or starved): peers' heartbeats aged by {missed} ticks; leases are judged again once a majority confirms this leadership"
         ));
@@ -182,7 +176,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(f) = self
             .leading
             .as_mut()
-            .and_then(|l| l.followers.get_mut(&from))
+            .and_then(|l| l.followers.get_mut(from))
         else {
             return;
         };
@@ -199,13 +193,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(l) = self.leading.as_mut() else {
             return;
         };
-        let confirmed = super::progress::majority_reached(
-            &self.election,
-            &l.followers,
-            l.rounds.beat,
-            majority,
-            |f| f.acked_beat,
-        );
+        let confirmed =
+            l.followers
+                .majority_reached(&self.election, l.rounds.beat, majority, |f| f.acked_beat);
         if confirmed <= l.rounds.confirmed {
             return;
         }
@@ -267,7 +257,7 @@ mod tests {
         let beat = a.leading.as_ref().unwrap().rounds.beat();
         assert!(beat > 0);
         assert_eq!(beats, vec![(B, beat), (C, beat)]);
-        let last = a.log.last();
+        let last = a.position();
         // An acknowledgement of an earlier round confirms nothing.
         let step = hear(&mut a, 301, B, follower(A, 1, last, beat - 1));
         assert!(step.replies.is_empty());
@@ -281,7 +271,7 @@ mod tests {
     #[test]
     fn an_answer_on_the_leaders_state_waits_for_what_that_state_holds_to_commit() {
         let mut a = quorum_leader();
-        let before = a.log.last();
+        let before = a.position();
         let step = a.step(
             300,
             Input::Request {
@@ -304,7 +294,7 @@ mod tests {
         let step = hear(&mut a, 302, B, follower(A, 1, before, beat));
         assert!(step.replies.is_empty(), "{:?}", step.replies);
         // B stores the write: it commits, and both answers go.
-        let last = a.log.last();
+        let last = a.position();
         let step = hear(&mut a, 303, B, follower(A, 1, last, beat));
         let mut replies = step.replies.clone();
         replies.sort_by_key(|(token, _)| *token);
@@ -318,7 +308,7 @@ mod tests {
             },
         );
         let beat = a.leading.as_ref().unwrap().rounds.beat();
-        let last = a.log.last();
+        let last = a.position();
         let step = hear(&mut a, 401, C, follower(A, 1, last, beat));
         assert_eq!(step.replies, vec![(6, Ok(1))]);
     }
@@ -329,7 +319,7 @@ mod tests {
         let commit = a.commit();
         assert_eq!(ask(&mut a, 300, 7, None), None, "not on its own word alone");
         let beat = a.leading.as_ref().unwrap().rounds.beat();
-        let last = a.log.last();
+        let last = a.position();
         // An acknowledgement of an earlier round confirms nothing.
         assert_eq!(
             read(hear(&mut a, 301, B, follower(A, 1, last, beat - 1))),
@@ -389,7 +379,7 @@ mod tests {
             "not on A's and B's word alone"
         );
         let beat = five.leading.as_ref().unwrap().rounds.beat();
-        let last = five.log.last();
+        let last = five.position();
         assert_eq!(
             read(hear(&mut five, 301, C, follower(A, 1, last, beat))),
             None,
@@ -410,7 +400,7 @@ mod tests {
                 "read {token} waits for a round"
             );
             let beat = a.leading.as_ref().unwrap().rounds.beat();
-            let last = a.log.last();
+            let last = a.position();
             assert_eq!(
                 read(hear(&mut a, now + 1, C, follower(A, 1, last, beat))),
                 Some((token, Ok(commit)))

@@ -272,6 +272,8 @@ pub struct Election {
     quorum: bool,
     /// Ticks since we took our current term as leader.
     led_ticks: u32,
+    /// The promise last handed out to be stored (see [`Election::promise_to_store`]).
+    reported: Promise,
 }
 
 impl Election {
@@ -297,7 +299,18 @@ impl Election {
         if promise.term == self.max_seen && !self.is_leader {
             self.promised = promise.leader;
         }
+        self.reported = promise;
         self
+    }
+
+    /// The promise to store before anything leaves, when it supersedes the one last handed
+    /// out (or stored by an earlier run): a beacon's promises survive its restarts.
+    pub fn promise_to_store(&mut self) -> Option<Promise> {
+        let promise = self.promise();
+        promise.supersedes(&self.reported).then(|| {
+            self.reported = promise;
+            promise
+        })
     }
 
     /// Whether terms are dealt by place (the default). Off, a beacon takes the next term
@@ -349,6 +362,7 @@ impl Election {
             informed: false,
             quorum: false,
             led_ticks: 0,
+            reported: Promise::default(),
         };
         if election.voters().count() == 1 && election.is_voter(me) {
             election.become_leader();

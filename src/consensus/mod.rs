@@ -26,8 +26,13 @@ mod commit;
 mod confirm;
 pub mod election;
 mod error;
+mod following;
+mod intake;
+mod journal;
+mod leading;
 mod log;
 mod members;
+mod membership;
 mod message;
 mod progress;
 mod ready;
@@ -39,8 +44,13 @@ mod takeover;
 #[cfg(test)]
 mod testing;
 
-use std::collections::{BTreeMap, VecDeque};
+use following::Following;
+use intake::Intake;
+use journal::Journal;
+use leading::Leading;
+use membership::Membership;
 use std::net::SocketAddr;
+use takeover::Phase;
 
 pub use app::{Leader, Machine, Outcome, Service};
 pub use bounds::{MAX_INDEX, MAX_TERM};
@@ -50,7 +60,7 @@ pub use error::{ChangeError, ConsensusError, ReplyError, RestoreError, TransferE
 pub use log::{Entry, Log, Payload, Position};
 pub use members::{Change, Members, MembersError};
 pub use message::{Append, PeerMessage, Snapshot};
-use progress::Follower;
+use progress::Followers;
 pub use progress::{FollowerView, Progress};
 pub use ready::{Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
 
@@ -250,152 +260,20 @@ struct Transfer {
 pub type InputOf<S, V> =
     Input<<S as Machine>::Command, <S as Machine>::Snapshot, <V as Service<S>>::Request>;
 
-/// Where a leader stands in taking over.
-#[derive(Debug, Clone, Default)]
-enum Phase {
-    /// Serving.
-    #[default]
-    Ready,
-    /// Quorum mode, just elected: collecting the positions of followers that promised to
-    /// ignore older terms (their heartbeats carry our term). With a majority, the most
-    /// advanced state among them (by last entry's term, then index) is taken over, fetched
-    /// from its holder if it is not ours; only then does the leader serve.
-    Collecting {
-        promised: BTreeMap<SocketAddr, Position>,
-        /// What is being fetched, and from whom.
-        fetching: Option<Fetch>,
-    },
-}
-
-/// A new leader's fetch of the most advanced state of a majority from the follower that
-/// holds it: the entries it lacks when the follower's log holds its last position (the
-/// common case: a few entries the old leader sent one follower before it died), else the
-/// whole state.
-#[derive(Debug, Clone, Copy)]
-struct Fetch {
-    from: SocketAddr,
-    /// The follower's position: what the leader takes over.
-    wanted: Position,
-    /// Ask for the whole state, not the entries (they did not fit ours).
-    whole: bool,
-}
-
-/// A service's answer to a request.
-type Answer<S, V> = Result<<V as Service<S>>::Response, <V as Service<S>>::Error>;
-
-/// An answer, with the last index of the state it was decided on.
-type Decided<S, V> = (u64, Answer<S, V>);
-
-/// State only the leader has.
-struct Leading<S: Machine, V: Service<S>> {
-    /// The term this leadership began in; a new term is a new leadership.
-    term: u64,
-    phase: Phase,
-    followers: BTreeMap<SocketAddr, Follower>,
-    /// Requests waiting for their entry to commit, in index order.
-    waiting: VecDeque<(u64, Token, V::Waiting)>,
-    /// Entries were appended in this step: send them.
-    appended: bool,
-    /// The commit index moved in this step: tell the followers even if nothing else goes
-    /// (a follower holds a linearizable read's answer until it knows the entries it read
-    /// are committed, and would otherwise learn it only with the next heartbeat).
-    committed: bool,
-    /// Answers waiting for a confirmation round, each with the last index of the state it
-    /// was decided on.
-    rounds: confirm::Rounds<Decided<S, V>>,
-    /// Answers decided on the state, waiting for every entry that state held to commit
-    /// (the index of the last), in index order: see [`Replica::answer_from_state`].
-    held: VecDeque<(u64, Token, Answer<S, V>)>,
-    transfer: Option<Transfer>,
-    /// The index of the entry that began this term (0 before it is appended): entries the
-    /// leader took over may have been committed by an earlier leader without its knowing,
-    /// and committing this entry commits them, so no read is served from before it.
-    start: u64,
-    /// Changes of membership waiting to commit: the entry's index and whom to answer.
-    changing: Vec<(u64, Option<Token>)>,
-    /// The commit index at the last tick: a learner that holds it has kept up.
-    commit_last_tick: u64,
-}
-
-impl<S: Machine, V: Service<S>> Leading<S, V> {
-    fn new(term: u64, phase: Phase, followers: BTreeMap<SocketAddr, Follower>) -> Self {
-        Leading {
-            term,
-            phase,
-            followers,
-            waiting: VecDeque::new(),
-            appended: false,
-            committed: false,
-            rounds: confirm::Rounds::default(),
-            held: VecDeque::new(),
-            transfer: None,
-            start: 0,
-            changing: Vec::new(),
-            commit_last_tick: 0,
-        }
-    }
-}
-
-/// A confirmation round of a leader's, as a follower last saw it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RoundSeen {
-    /// The term of the leader that started it.
-    term: u64,
-    beat: u64,
-}
-
-/// What the election was last given (see `reconfigure.rs`): the members, with, as learners,
-/// beacons a change not yet committed removed, and which of those were voters.
-#[derive(Debug, Clone, PartialEq)]
-struct Electorate {
-    members: Members,
-    former_voters: std::collections::BTreeSet<SocketAddr>,
-}
-
 /// The sans-IO heart of one beacon, replicating `S` and serving it with `V`.
 pub struct Replica<S: Machine, V: Service<S>> {
     cfg: Config,
     election: Election,
-    log: Log<S::Command>,
-    state: S,
+    /// The log, the state it is applied to, and how far each is committed and applied.
+    journal: Journal<S>,
     service: V,
-    commit: u64,
-    /// How many entries at the end of the log are not applied yet (a follower in quorum
-    /// mode applies on commit: see `apply.rs`); 0 on a leader.
-    deferred: u64,
-    /// Set when this beacon's own log does not fit its state (see [`Replica::halted`]).
-    halted: Option<String>,
-    /// Follower: the highest commit index a leader has announced to it (how far behind it
-    /// is, for readiness).
-    leader_commit: u64,
-    /// Changes of applied entries not yet committed, in index order (a leader's and a
-    /// follower's alike: every replica tells its watchers the same changes at the same
-    /// indexes, so a watch can resume at any beacon that leads later).
-    changes: VecDeque<(u64, S::Change)>,
     leading: Option<Leading<S, V>>,
-    /// Follower: the latest confirmation round seen from its leader.
-    leader_beat: RoundSeen,
-    /// When the previous step ran, to notice a gap (the process was stopped or starved).
-    last_step: Option<Millis>,
-    /// The promise handed to the driver to store.
-    promise_reported: Promise,
-    /// The membership in effect (the log's last change, else the configured one) and what
-    /// the election was last given: the members, plus, as learners, beacons a change not
-    /// yet committed removed (they still get the log, to learn of their removal).
-    members: Members,
-    electorate: Electorate,
-    /// [`Members::voters_digest`] of the electorate's voters, sent with every message.
-    voters_digest: u64,
-    /// What the membership was last synced from (see `sync_members`).
-    members_synced: Option<reconfigure::SyncKey>,
-    /// The latest committed change of membership a leader told us, when our log lacks it
-    /// (see [`Message::members`]): in effect until the log catches up.
-    heard_members: Option<(u64, Members)>,
-    /// Wall-clock minus this replica's clock, as of the last tick.
-    wall_offset: i64,
-    /// Peers whose messages were refused for terms or indexes beyond the bounds, and how
-    /// many: the first is logged with its sender, the rest counted.
-    out_of_bounds: BTreeMap<SocketAddr, u64>,
+    /// What a follower keeps of its leader.
+    following: Following,
+    /// Gaps between steps, the wall clock, peers refused for their bounds.
+    intake: Intake,
+    /// The membership in effect and what the election was last given.
+    membership: Membership,
     /// What the current step asks for.
     ready: Ready<S, V>,
 }
@@ -417,7 +295,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// committed) are appended but not applied: they may be a tail the cluster never
     /// committed (a leader killed just after storing them), which the next leader's log
     /// replaces. They are applied once the leader says they are committed, or all at once
-    /// if this beacon leads (see `apply.rs`), and checked then: one that does not fit stops
+    /// if this beacon leads (see `journal.rs`), and checked then: one that does not fit stops
     /// the beacon. A tail as long as the log keeps is applied here, as in classic mode.
     pub fn restore(
         cfg: Config,
@@ -444,70 +322,22 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         .with_promise(cfg.stored)
         .with_dealing(cfg.deal_terms);
         let mut r = Replica {
-            log: Log::new(cfg.log_keep),
+            journal: Journal::new(cfg.log_keep, state),
             election,
-            state,
             service,
-            commit: 0,
-            deferred: 0,
-            halted: None,
-            leader_commit: 0,
-            changes: VecDeque::new(),
             leading: None,
-            leader_beat: RoundSeen::default(),
-            last_step: None,
-            promise_reported: cfg.stored,
-            voters_digest: members.voters_digest(),
-            members_synced: None,
-            electorate: Electorate {
-                members: members.clone(),
-                former_voters: Default::default(),
-            },
-            members,
-            heard_members: None,
-            wall_offset: 0,
-            out_of_bounds: BTreeMap::new(),
+            following: Following::default(),
+            intake: Intake::default(),
+            membership: Membership::new(
+                members,
+                Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied()),
+            ),
             ready: Ready::default(),
             cfg,
         };
-        if let Some(snapshot) = snapshot {
-            r.state.restore(snapshot.state, 0);
-            r.log.reset(snapshot.position, snapshot.members);
-        }
         let tail = entries.iter().filter(|e| e.index > commit).count();
-        let defer_after = if r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep {
-            commit
-        } else {
-            u64::MAX
-        };
-        for entry in entries {
-            if entry.index != r.log.last().index + 1 {
-                return Err(RestoreError::NotContiguous {
-                    found: entry.position(),
-                    last: r.log.last(),
-                });
-            }
-            if entry.index > defer_after {
-                r.log.append(entry);
-                r.deferred += 1;
-                continue;
-            }
-            if let Payload::Command(command) = &entry.payload
-                && let Err(cause) = r.state.apply(command, 0)
-            {
-                return Err(RestoreError::DoesNotFit {
-                    position: entry.position(),
-                    cause: cause.to_string(),
-                });
-            }
-            r.log.append(entry);
-        }
-        r.state.restored().map_err(RestoreError::Configuration)?;
-        if defer_after != u64::MAX {
-            // Known committed: the leader learns from our messages where our log is surely
-            // its own, and repairs a tail after it by entries instead of a snapshot.
-            r.commit = commit.min(r.log.last().index);
-        }
+        let defer = r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep;
+        r.journal.load(snapshot, entries, commit, defer)?;
         r.sync_members(0);
         r.ready = Ready::default();
         let mut notices = Vec::new();
@@ -539,7 +369,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// The replicated state, as of [`Replica::applied`].
     pub fn state(&self) -> &S {
-        &self.state
+        self.journal.state()
     }
 
     /// The leader-side service (what only a leader keeps is empty elsewhere).
@@ -574,38 +404,30 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The last position in this beacon's log (stored; applied through
     /// [`Replica::applied`]).
     pub fn position(&self) -> Position {
-        self.log.last()
+        self.journal.last()
     }
 
     /// Whether the entry at `at` is committed: `Some(true)` once it is, `Some(false)` while
     /// it may yet be, `None` once this replica no longer holds it (another leader's entries
     /// or a snapshot replaced it): a state read at `at` may show writes that never commit.
     pub fn committed(&self, at: Position) -> Option<bool> {
-        if at.index == 0 {
-            return Some(true);
-        }
-        self.holds(at).then_some(self.commit >= at.index)
+        self.journal.committed(at)
     }
 
     pub fn commit(&self) -> u64 {
-        self.commit
+        self.journal.commit()
     }
 
     /// The term of the entry at `index`, while this replica's log knows it (the last entry
     /// a snapshot replaced included).
     pub fn term_at(&self, index: u64) -> Option<u64> {
-        self.log.term_at(index)
+        self.journal.log().term_at(index)
     }
 
     /// The whole state, as of the position it is applied through (for compacting storage
     /// the entries after it are kept beside it: [`Replica::unapplied`]).
     pub fn snapshot(&self, now: Millis) -> Snapshot<S::Snapshot> {
-        let position = self.applied();
-        Snapshot {
-            position,
-            state: self.state.snapshot(now),
-            members: self.log.members_at(position.index).cloned(),
-        }
+        self.journal.snapshot(now)
     }
 
     /// The message to greet `peer` with (handshakes): our heartbeat and position, nothing to
@@ -620,7 +442,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// one record per entry it missed, and compacting the log on disk (which writes a
     /// snapshot too) costs at most one record per entry appended.
     pub fn entries_to_keep(&self) -> usize {
-        self.cfg.log_keep.max(self.state.records())
+        self.journal.entries_to_keep(self.cfg.log_keep)
     }
 
     /// Whether this beacon can serve a request now: it leads, sees a majority (quorum mode)
@@ -640,17 +462,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(leading) = &self.leading else {
             return Vec::new();
         };
-        leading
-            .followers
-            .iter()
-            .map(|(peer, f)| FollowerView {
-                peer: *peer,
-                matched: f.progress.matched,
-                next: f.progress.next,
-                wants_snapshot: f.wants_snapshot,
-                in_sync: f.in_sync,
-            })
-            .collect()
+        leading.followers.views()
     }
 
     /// Why a write sent to this beacon now would fail, if it would: a leader that cannot
@@ -669,7 +481,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if self.leading.is_some() {
             return 0;
         }
-        self.leader_commit.saturating_sub(self.commit)
+        self.following.lag(self.journal.commit())
     }
 
     /// Why reads from this beacon may be stale, if they may: (quorum mode) this beacon
@@ -697,7 +509,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         match input {
             Input::Tick { wall_ms } => {
-                self.wall_offset = wall_ms as i64 - now as i64;
+                self.intake.tick(now, wall_ms);
                 self.on_tick(now)
             }
             Input::Peer { from, msg } | Input::Greeting { from, msg }
@@ -723,11 +535,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.drive_transfer(now);
         self.start_round();
         self.flush(now);
-        self.log.set_keep(self.entries_to_keep());
-        self.ready.store.commit = self.commit;
-        let promise = self.election.promise();
-        if promise.supersedes(&self.promise_reported) {
-            self.promise_reported = promise;
+        self.journal.set_keep(self.entries_to_keep());
+        self.ready.store.commit = self.journal.commit();
+        if let Some(promise) = self.election.promise_to_store() {
             self.ready.term = Some(promise);
         }
         std::mem::take(&mut self.ready)
@@ -736,12 +546,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Whether `msg` carries a term or index beyond the bounds (it is then dropped whole;
     /// the first from each sender is noticed).
     fn out_of_bounds(&mut self, from: SocketAddr, msg: &Message<S>) -> bool {
-        let Some(why) = bounds::message_beyond(msg) else {
+        let Some(refused) = self.intake.refuse(from, msg) else {
             return false;
         };
-        let count = self.out_of_bounds.entry(from).or_default();
-        *count += 1;
-        if *count == 1 {
+        if refused.first {
+            let why = refused.why;
             self.notice(format!(
                 "refused a message from {from}: {why}; no beacon reaches such values (a corrupt disk, a bug, or a process posing as a beacon: authenticate peers with auth.peer_token or TLS); further ones from it are dropped without a word"
             ));
@@ -801,7 +610,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.send(peer, msg);
             }
             if let Some(l) = self.leading.as_mut() {
-                l.appended = false;
+                l.news.appended = false;
             }
         }
     }
@@ -811,12 +620,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Every follower's progress unknown, the next entry to send being the one after ours.
-    fn fresh_followers(&self) -> BTreeMap<SocketAddr, Follower> {
-        let next = self.log.last().index + 1;
-        self.peers()
-            .into_iter()
-            .map(|p| (p, Follower::new(next)))
-            .collect()
+    fn fresh_followers(&self) -> Followers {
+        Followers::fresh(self.peers(), self.journal.last().index + 1)
     }
 
     fn become_leader(&mut self, now: Millis) {
@@ -824,21 +629,18 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         // mode once it has taken over, as the entries it has not applied may first give way
         // to a more advanced follower's log (`takeover`).
         if self.cfg.mode == Mode::Classic
-            && let Err(misfit) = self.catch_up(now)
+            && let Err(misfit) = self.journal.catch_up(now)
         {
             self.halt(misfit, "taking the lead");
         }
         let followers = self.fresh_followers();
         let phase = match self.cfg.mode {
             Mode::Classic => Phase::Ready,
-            Mode::Quorum => Phase::Collecting {
-                promised: BTreeMap::new(),
-                fetching: None,
-            },
+            Mode::Quorum => Phase::collecting(),
         };
         self.leading = Some(Leading::new(self.election.term(), phase, followers));
         match self.cfg.mode {
-            Mode::Classic => self.service.lead(&self.state, now),
+            Mode::Classic => self.service.lead(self.journal.state(), now),
             Mode::Quorum => self.try_take_over(now),
         }
     }
@@ -857,16 +659,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     result,
                 });
             }
-            let waiting = leading.waiting.into_iter().map(|(_, token, _)| token);
-            let held = leading.held.into_iter().map(|(_, token, _)| token);
+            let (answers, changes) = leading.pending.tokens();
             let (confirming, reads) = leading.rounds.tokens();
-            for token in waiting.chain(held).chain(confirming) {
+            for token in answers.into_iter().chain(confirming) {
                 self.reply(token, Err(ConsensusError::LeaderChanged.into()));
             }
             for token in reads {
                 self.read_indexed(token, Err(ConsensusError::LeaderChanged));
             }
-            for token in leading.changing.into_iter().filter_map(|(_, t)| t) {
+            for token in changes {
                 let changed = Err(ConsensusError::LeaderChanged.into());
                 self.ready.events.push(Event::MembersChanged {
                     token,
@@ -889,25 +690,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             ConsensusError::NoQuorum {
                 sees: online,
                 needs: self.majority(),
-                of: self.members.voters.len(),
+                of: self.membership.members().voters.len(),
             }
         })
     }
 
     /// Leading, but still collecting a majority's state (quorum mode).
     fn taking_over(&self) -> bool {
-        matches!(
-            self.leading,
-            Some(Leading {
-                phase: Phase::Collecting { .. },
-                ..
-            })
-        )
+        self.leading.as_ref().is_some_and(|l| l.taking_over())
     }
 
     /// Why this beacon cannot serve a request now, if it cannot.
     fn serving_blocked(&self) -> Option<ConsensusError> {
-        if self.halted.is_some() {
+        if self.journal.halted().is_some() {
             return Some(ConsensusError::NotReady);
         }
         if self.leading.is_none() {
@@ -922,8 +717,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if let Some(e) = self.no_quorum() {
             return Some(e);
         }
-        if let Some(t) = self.leading.as_ref().and_then(|l| l.transfer.as_ref()) {
-            return Some(ConsensusError::HandingOver { to: t.to });
+        if let Some(to) = self.leading.as_ref().and_then(|l| l.handing_to()) {
+            return Some(ConsensusError::HandingOver { to });
         }
         self.taking_over().then_some(ConsensusError::NotReady)
     }
@@ -979,7 +774,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         // This leader and the asker: a majority of three, not of five.
         // A learner's word confirms nothing: it is in no majority.
         let confirmed = asker.term == self.election.term()
-            && leading.followers.contains_key(&asker.from)
+            && leading.followers.contains(asker.from)
             && self.election.is_voter(asker.from)
             && 2 >= self.majority();
         confirmed.then(|| self.commit().max(leading.start))
@@ -993,8 +788,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// Starts handing the leadership to `to` (or to the online beacon furthest along).
     fn on_transfer(&mut self, now: Millis, token: Token, to: Option<SocketAddr>) {
-        if let Some(t) = self.leading.as_ref().and_then(|l| l.transfer.as_ref()) {
-            let busy = TransferError::InProgress(t.to);
+        if let Some(to) = self.leading.as_ref().and_then(|l| l.handing_to()) {
+            let busy = TransferError::InProgress(to);
             return self.transferred(token, Err(busy));
         }
         if let Some(e) = self.serving_blocked() {
@@ -1020,11 +815,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     .into_iter()
                     .filter(|p| self.election.is_voter(*p) && self.election.is_online(*p))
                     .max_by_key(|p| {
-                        let matched = leading
-                            .followers
-                            .get(p)
-                            .and_then(|f| f.progress.matched)
-                            .unwrap_or(0);
+                        let matched = leading.followers.matched(*p).unwrap_or(0);
                         // Furthest along first; ties to the earlier in sorted order.
                         (matched, std::cmp::Reverse(*p))
                     });
@@ -1048,7 +839,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// after a tick without an answer, in case the message was lost); gives up after
     /// [`TRANSFER_TICKS`].
     fn drive_transfer(&mut self, now: Millis) {
-        let last = self.log.last().index;
+        let last = self.journal.last().index;
         let tick = self.cfg.tick_ms;
         let Some(leading) = self.leading.as_mut() else {
             return;
@@ -1068,12 +859,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         // Every write acknowledged (so none waits on an answer the step-down would turn
         // into "leader changed"), and the target holding all of them.
-        let caught_up = self.commit >= last
-            && leading
-                .followers
-                .get(&t.to)
-                .and_then(|f| f.progress.matched)
-                .is_some_and(|m| m >= last);
+        let caught_up = self.journal.commit() >= last
+            && leading.followers.matched(t.to).is_some_and(|m| m >= last);
         let due = t.told.is_none_or(|at| now.saturating_sub(at) >= tick);
         if caught_up && due {
             if let Some(t) = leading.transfer.as_mut() {
@@ -1090,11 +877,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     fn on_tick(&mut self, now: Millis) {
         // Resend whatever followers have not acknowledged (a message may have been dropped).
         if let Some(l) = self.leading.as_mut() {
-            for f in l.followers.values_mut() {
-                if let Some(m) = f.progress.matched {
-                    f.progress.next = m + 1;
-                }
-            }
+            l.followers.resend_unacknowledged();
         }
         let actions = self.election.tick(now);
         self.on_election(now, actions);
@@ -1112,17 +895,14 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     ) -> T {
         let mut notices = Vec::new();
         let leading = self.leading.as_mut().expect("leader");
-        let mut leader = Leader {
-            state: &mut self.state,
-            log: &mut self.log,
-            unsaved: &mut self.ready.store.entries,
-            changes: &mut self.changes,
-            appended: &mut leading.appended,
-            notices: &mut notices,
-            term: self.election.term(),
+        let mut leader = self.journal.leader(
+            &mut self.ready.store.entries,
+            &mut leading.news.appended,
+            &mut notices,
+            self.election.term(),
             now,
-            wall_ms: (now as i64 + self.wall_offset).max(0) as u64,
-        };
+            self.intake.wall_ms(now),
+        );
         let result = f(&mut self.service, &mut leader);
         for n in notices {
             self.notice(n);
@@ -1137,7 +917,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         let outcome = self.with_leader(now, |service, leader| service.request(leader, request));
         // What the answer was decided on: the state through the last entry appended.
-        let decided = self.log.last().index;
+        let decided = self.journal.last().index;
         match outcome {
             Outcome::Now(result) => self.answer_from_state(decided, token, result),
             Outcome::WhenCommitted { index, waiting } => self.when_committed(index, token, waiting),
@@ -1157,24 +937,23 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         token: Token,
         result: Result<V::Response, V::Error>,
     ) {
-        let Some(leading) = self.leading.as_mut().filter(|_| decided > self.commit) else {
+        let commit = self.journal.commit();
+        let Some(leading) = self.leading.as_mut().filter(|_| decided > commit) else {
             self.reply(token, result.map_err(ReplyError::Machine));
             return;
         };
-        let at = leading.held.partition_point(|(i, _, _)| *i <= decided);
-        leading.held.insert(at, (decided, token, result));
+        leading.pending.hold(decided, token, result);
     }
 
     /// The answer now if `index` is committed, else the request waits.
     fn when_committed(&mut self, index: u64, token: Token, waiting: V::Waiting) {
-        if index <= self.commit {
-            let answer = self.service.answer(&self.state, waiting);
+        if index <= self.journal.commit() {
+            let answer = self.service.answer(self.journal.state(), waiting);
             self.reply(token, answer.map_err(ReplyError::Machine));
             return;
         }
         let leading = self.leading.as_mut().expect("leader");
-        let at = leading.waiting.partition_point(|(i, _, _)| *i <= index);
-        leading.waiting.insert(at, (index, token, waiting));
+        leading.pending.wait(index, token, waiting);
     }
 
     /// Applies `entry`, taken from another beacon (a follower's from its leader, a new
@@ -1186,28 +965,35 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         now: Millis,
         entry: Entry<S::Command>,
     ) -> Result<(), S::ApplyError> {
-        if let Payload::Command(command) = &entry.payload
-            && let Some(change) = self.state.apply(command, now)?
-        {
-            self.changes.push_back((entry.index, change));
-        }
-        self.ready.store.entries.push(entry.clone());
-        self.log.append(entry);
+        self.journal.append(now, entry.clone())?;
+        self.ready.store.entries.push(entry);
         Ok(())
+    }
+
+    /// Appends and stores an entry of the core's own (a leader's start, a change of
+    /// membership): there is nothing in it to apply.
+    fn append_core(&mut self, entry: Entry<S::Command>) {
+        debug_assert!(
+            entry.command().is_none(),
+            "a command goes through the service"
+        );
+        self.journal
+            .append(0, entry.clone())
+            .unwrap_or_else(|_| unreachable!("a core entry changes no state"));
+        self.ready.store.entries.push(entry);
     }
 
     /// Appends the core's own entry (a leader starting its term).
     fn append_leader_start(&mut self) {
         let entry = Entry {
-            index: self.log.last().index + 1,
+            index: self.journal.last().index + 1,
             term: self.election.term(),
             payload: Payload::LeaderStart,
         };
         let entry_index = entry.index;
-        self.ready.store.entries.push(entry.clone());
-        self.log.append(entry);
+        self.append_core(entry);
         if let Some(l) = self.leading.as_mut() {
-            l.appended = true;
+            l.news.appended = true;
             l.start = entry_index;
         }
     }
@@ -1216,10 +1002,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The changes of entries it did not apply are lost to its watchers: the store says
     /// so ([`Released::restored`]).
     fn install(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
-        self.changes.clear();
-        self.state.restore(snapshot.state.clone(), now);
-        self.log.reset(snapshot.position, snapshot.members.clone());
-        self.deferred = 0;
+        self.journal.install(&snapshot, now);
         self.ready.store = Store {
             snapshot: Some(snapshot),
             ..Store::default()

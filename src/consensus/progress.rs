@@ -1,7 +1,11 @@
 //! The leader's view of each follower: how far it has stored the log, what to send it next,
 //! whether commits wait for it, and which confirmation round it acknowledged.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
 use super::log::{Log, Position};
+use super::members::Members;
 use crate::time::Millis;
 
 /// How far a follower is known to have stored the log.
@@ -84,24 +88,116 @@ pub(crate) struct Follower {
     pub(crate) acked_beat: u64,
 }
 
-/// The highest value a majority of the voters has reached: `reached` of each voter among
-/// `followers`, and `own`, the leader's (a learner's counts for nothing). What a commit
-/// index is to stored entries, a confirmed round is to acknowledged ones.
-pub(super) fn majority_reached(
-    election: &super::Election,
-    followers: &std::collections::BTreeMap<std::net::SocketAddr, Follower>,
-    own: u64,
-    majority: usize,
-    reached: impl Fn(&Follower) -> u64,
-) -> u64 {
-    let mut values: Vec<u64> = followers
-        .iter()
-        .filter(|(peer, _)| election.is_voter(**peer))
-        .map(|(_, f)| reached(f))
-        .collect();
-    values.push(own);
-    values.sort_unstable_by(|a, b| b.cmp(a));
-    values[majority - 1]
+/// A leader's followers, each with what it tracks of it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Followers {
+    map: BTreeMap<SocketAddr, Follower>,
+    /// The commit index at the leader's last tick: a learner that holds it has kept up.
+    commit_last_tick: u64,
+}
+
+impl Followers {
+    /// Every one of `peers` with its progress unknown, `next` the next index to send.
+    pub(super) fn fresh(peers: impl IntoIterator<Item = SocketAddr>, next: u64) -> Self {
+        Followers {
+            map: peers
+                .into_iter()
+                .map(|p| (p, Follower::new(next)))
+                .collect(),
+            commit_last_tick: 0,
+        }
+    }
+
+    pub(super) fn contains(&self, peer: SocketAddr) -> bool {
+        self.map.contains_key(&peer)
+    }
+
+    pub(super) fn get_mut(&mut self, peer: SocketAddr) -> Option<&mut Follower> {
+        self.map.get_mut(&peer)
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (SocketAddr, &mut Follower)> {
+        self.map.iter_mut().map(|(p, f)| (*p, f))
+    }
+
+    /// The last index `peer` is known to store, if known.
+    pub(super) fn matched(&self, peer: SocketAddr) -> Option<u64> {
+        self.map.get(&peer).and_then(|f| f.progress.matched)
+    }
+
+    /// Each follower's progress, for `show beacon`.
+    pub(super) fn views(&self) -> Vec<FollowerView> {
+        self.map
+            .iter()
+            .map(|(peer, f)| FollowerView {
+                peer: *peer,
+                matched: f.progress.matched,
+                next: f.progress.next,
+                wants_snapshot: f.wants_snapshot,
+                in_sync: f.in_sync,
+            })
+            .collect()
+    }
+
+    /// Sends each follower again what it has not acknowledged (a message may have been
+    /// dropped).
+    pub(super) fn resend_unacknowledged(&mut self) {
+        for f in self.map.values_mut() {
+            if let Some(m) = f.progress.matched {
+                f.progress.next = m + 1;
+            }
+        }
+    }
+
+    /// `peer` reconnected: it starts from scratch, `next` the next index to send.
+    pub(super) fn reset(&mut self, peer: SocketAddr, next: u64) {
+        if let Some(f) = self.map.get_mut(&peer) {
+            *f = Follower::new(next);
+        }
+    }
+
+    /// Follows the membership: every member but `me` is tracked (a new one from `next`),
+    /// no one else.
+    pub(super) fn follow(&mut self, members: &Members, me: SocketAddr, next: u64) {
+        self.map.retain(|p, _| members.contains(*p));
+        for peer in members.all().filter(|p| *p != me) {
+            self.map.entry(peer).or_insert_with(|| Follower::new(next));
+        }
+    }
+
+    /// A tick at commit index `commit`: returns the commit index of the tick before.
+    pub(super) fn mark_tick(&mut self, commit: u64) -> u64 {
+        std::mem::replace(&mut self.commit_last_tick, commit)
+    }
+
+    /// The highest value a majority of the voters has reached: `reached` of each voter
+    /// among the followers, and `own`, the leader's (a learner's counts for nothing). What a
+    /// commit index is to stored entries, a confirmed round is to acknowledged ones.
+    pub(super) fn majority_reached(
+        &self,
+        election: &super::Election,
+        own: u64,
+        majority: usize,
+        reached: impl Fn(&Follower) -> u64,
+    ) -> u64 {
+        let mut values: Vec<u64> = self
+            .map
+            .iter()
+            .filter(|(peer, _)| election.is_voter(**peer))
+            .map(|(_, f)| reached(f))
+            .collect();
+        values.push(own);
+        values.sort_unstable_by(|a, b| b.cmp(a));
+        values[majority - 1]
+    }
+}
+
+impl std::ops::Index<&SocketAddr> for Followers {
+    type Output = Follower;
+
+    fn index(&self, peer: &SocketAddr) -> &Follower {
+        &self.map[peer]
+    }
 }
 
 impl Follower {
@@ -170,5 +266,49 @@ mod tests {
         // A commit our log no longer holds (compacted away) or none: snapshot.
         assert!(p.observe(&log, pos(7, 2), Some(9), false));
         assert!(p.observe(&log, pos(7, 2), Some(0), false));
+    }
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn followers_follow_the_membership_and_a_majority_counts_voters_only() {
+        let (a, b, c, d) = (peer(1), peer(2), peer(3), peer(4));
+        let election = super::super::Election::with_members(a, [a, b, c], [d], 1).with_quorum(true);
+        let mut followers = Followers::fresh([b, c, d], 6);
+        for (p, f) in followers.iter_mut() {
+            f.progress.matched = Some(u64::from(p.port()) * 10);
+            f.acked_beat = u64::from(p.port());
+        }
+        // Own 50, b 20, c 30, learner d 40 (counts for nothing): a majority of three has 30.
+        assert_eq!(
+            followers.majority_reached(&election, 50, 2, |f| f.progress.matched.unwrap_or(0)),
+            30
+        );
+        assert_eq!(
+            followers.majority_reached(&election, 9, 2, |f| f.acked_beat),
+            3
+        );
+        assert_eq!(followers.matched(c), Some(30));
+        followers.resend_unacknowledged();
+        assert_eq!(followers[&c].progress.next, 31);
+        followers.reset(c, 7);
+        assert_eq!(
+            followers.matched(c),
+            None,
+            "a reconnected follower starts from scratch"
+        );
+        let members = Members::new([a, b, d], []);
+        followers.follow(&members, a, 8);
+        let peers: Vec<SocketAddr> = followers.views().iter().map(|v| v.peer).collect();
+        assert_eq!(
+            peers,
+            vec![b, d],
+            "c left; the leader is no follower of its own"
+        );
+        assert!(!followers.contains(c));
+        assert_eq!(followers.mark_tick(12), 0);
+        assert_eq!(followers.mark_tick(15), 12);
     }
 }

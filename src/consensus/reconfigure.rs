@@ -6,117 +6,40 @@ use super::members::{Change, Members};
 use super::{ChangeError, Entry, Event, Machine, Mode, Payload, Replica, Service, Token};
 use crate::time::Millis;
 
-/// What a replica's membership follows from: the change of membership in effect and the
-/// one at the commit index (each its index and term), and the index of the one a leader
-/// told of.
-pub(super) type SyncKey = (
-    Option<(u64, Option<u64>)>,
-    Option<(u64, Option<u64>)>,
-    Option<u64>,
-);
-
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// The membership in effect: the log's last change, else the configured one.
     pub fn members(&self) -> &Members {
-        &self.members
+        self.membership.members()
     }
 
     /// The log index of the change of membership in effect (0: the configured membership,
     /// never changed; a change a leader told us of while our log lacks it counts).
     pub fn members_index(&self) -> u64 {
-        let logged = self.log.change_at(u64::MAX).map_or(0, |(i, _)| i);
-        self.heard_members
-            .as_ref()
-            .map_or(logged, |(i, _)| *i)
-            .max(logged)
+        self.membership.index(self.journal.log())
     }
 
     /// The membership as of log index `index`, as far as this beacon's log knows it.
     pub fn members_at(&self, index: u64) -> Members {
-        self.log
-            .members_at(index)
-            .cloned()
-            .unwrap_or_else(|| self.configured_members())
-    }
-
-    /// The membership the configuration names (a new cluster's).
-    fn configured_members(&self) -> Members {
-        Members::new(
-            self.cfg.beacons.iter().copied(),
-            self.cfg.learners.iter().copied(),
-        )
+        self.membership.at(self.journal.log(), index)
     }
 
     /// Brings the election and the leader's followers in line with the log's membership,
     /// and answers the changes now committed. Runs after every input and every commit.
     pub(super) fn sync_members(&mut self, now: Millis) {
-        // What the membership depends on: the change in effect (index and term: a cut tail
-        // may be replaced by another change at the same index), the one at the commit
-        // index, and the one a leader told of. Unchanged (nearly every step), nothing to do
-        // but answer what committed.
-        let change = |index: u64| {
-            self.log
-                .change_at(index)
-                .map(|(i, _)| (i, self.log.term_at(i)))
-        };
-        let key = (
-            change(u64::MAX),
-            change(self.commit),
-            self.heard_members.as_ref().map(|(i, _)| *i),
-        );
-        if self.members_synced.as_ref() == Some(&key) {
-            self.answer_committed_changes();
-            return;
-        }
-        self.members_synced = Some(key);
-        let logged = self.log.change_at(u64::MAX).map(|(i, m)| (i, m.clone()));
-        let logged_index = logged.as_ref().map_or(0, |(i, _)| *i);
-        if self
-            .heard_members
-            .as_ref()
-            .is_some_and(|(i, _)| *i <= logged_index)
-        {
-            self.heard_members = None; // the log has caught up with it
-        }
-        let members = match (&self.heard_members, logged) {
-            (Some((_, heard)), _) => heard.clone(),
-            (None, Some((_, logged))) => logged,
-            (None, None) => self.configured_members(),
-        };
-        // Beacons a change not yet committed removed stay in the map as learners: they get
-        // the log (and so learn they are out) and count for nothing. The voters among them
-        // may still lead (the change may never commit: a leader elected by the membership
-        // before it replaces it), so their claims are taken, as Raft's followers take the
-        // entries of any leader of their term.
-        let mut electorate = members.clone();
-        let committed = self.members_at(self.commit);
-        for node in committed.all().filter(|n| !members.contains(*n)) {
-            electorate.learners.insert(node);
-        }
-        let former: std::collections::BTreeSet<_> = committed
-            .voters
-            .iter()
-            .copied()
-            .filter(|n| !members.contains(*n))
-            .collect();
+        let synced = self
+            .membership
+            .sync(self.journal.log(), self.journal.commit(), self.cfg.me);
         self.answer_committed_changes();
-        if members != self.members {
-            self.notice(format!("members now: {members}"));
-            if !members.contains(self.cfg.me) && self.members.contains(self.cfg.me) {
-                self.notice(format!(
-                    "this beacon ({}) was removed from the cluster: it leads and votes no more",
-                    self.cfg.me
-                ));
-            }
-            self.members = members;
-        }
-        let given = super::Electorate {
-            members: electorate,
-            former_voters: former,
+        let Some(synced) = synced else {
+            return;
         };
-        if given == self.electorate {
+        for notice in synced.notices {
+            self.notice(notice);
+        }
+        if !synced.electorate {
             return;
         }
+        let given = self.membership.electorate();
         let mut learners = given.members.learners.clone();
         if !given.members.contains(self.cfg.me) {
             learners.insert(self.cfg.me);
@@ -127,39 +50,28 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             given.former_voters.iter().copied(),
         );
         let me = self.cfg.me;
-        let next = self.log.last().index + 1;
+        let next = self.journal.last().index + 1;
         if let Some(l) = self.leading.as_mut() {
-            l.followers.retain(|p, _| given.members.contains(*p));
-            for peer in given.members.all().filter(|p| *p != me) {
-                l.followers
-                    .entry(peer)
-                    .or_insert_with(|| super::Follower::new(next));
-            }
+            l.followers.follow(&given.members, me, next);
         }
-        self.voters_digest = given.members.voters_digest();
-        self.electorate = given;
         self.on_election(now, actions);
     }
 
     /// A leader told us its latest committed change of membership: in effect here until
-    /// our log catches up, when it is later than our log's (committed changes form one
-    /// history: the later index is the later membership).
+    /// our log catches up, when it is later than our log's.
     pub(super) fn hear_members(&mut self, now: Millis, heard: &(u64, Members)) {
-        if heard.0 > self.members_index() {
-            self.heard_members = Some(heard.clone());
+        if self.membership.hear(self.journal.log(), heard) {
             self.sync_members(now);
         }
     }
 
     /// Answers the changes of membership now committed.
     fn answer_committed_changes(&mut self) {
-        let commit = self.commit;
+        let commit = self.journal.commit();
         let Some(l) = self.leading.as_mut() else {
             return;
         };
-        let (done, waiting) = l.changing.drain(..).partition(|(i, _)| *i <= commit);
-        l.changing = waiting;
-        for (index, token) in done {
+        for (index, token) in l.pending.changes_due(commit) {
             let Some(token) = token else { continue };
             let members = self.members_at(index);
             self.ready.events.push(Event::MembersChanged {
@@ -180,11 +92,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let leading = self.leading.as_ref()?;
         // A change of an earlier leader that never committed must not meet one of ours:
         // ours waits until our term's first entry (and so all before it) is committed.
-        if leading.start == 0 || self.commit < leading.start {
+        if leading.start == 0 || self.journal.commit() < leading.start {
             return Some(ChangeError::NotYet);
         }
-        let last = self.log.last_change();
-        (last > self.commit).then_some(ChangeError::InProgress(last))
+        let last = self.journal.log().last_change();
+        (last > self.journal.commit()).then_some(ChangeError::InProgress(last))
     }
 
     pub(super) fn on_change_members(&mut self, now: Millis, token: Token, change: Change) {
@@ -210,19 +122,18 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if change == Change::Remove(self.cfg.me) {
             return Err(ChangeError::RemovesLeader(self.cfg.me));
         }
-        let next = self.members.with(change)?;
+        let next = self.membership.members().with(change)?;
         self.notice(format!("membership change: {change}"));
         let entry = Entry {
-            index: self.log.last().index + 1,
+            index: self.journal.last().index + 1,
             term: self.election.term(),
             payload: Payload::Members(next),
         };
         let index = entry.index;
-        self.ready.store.entries.push(entry.clone());
-        self.log.append(entry);
+        self.append_core(entry);
         let leading = self.leading.as_mut().expect("serving, so leading");
-        leading.appended = true;
-        leading.changing.push((index, token));
+        leading.news.appended = true;
+        leading.pending.change(index, token);
         self.sync_members(now);
         Ok(())
     }
@@ -234,7 +145,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(after) = self.cfg.promote_after_ms else {
             return;
         };
-        if self.members.promoting.is_empty() || self.change_blocked().is_some() {
+        if self.membership.members().promoting.is_empty() || self.change_blocked().is_some() {
             return;
         }
         let Some(leading) = self.leading.as_mut() else {
@@ -242,10 +153,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         };
         // Kept up: it holds what was committed a tick ago (what a live follower has long
         // acknowledged, however fast writes come).
-        let mark = std::mem::replace(&mut leading.commit_last_tick, self.commit);
+        let mark = leading.followers.mark_tick(self.journal.commit());
         let mut due = None;
-        for node in &self.members.promoting {
-            let Some(f) = leading.followers.get_mut(node) else {
+        for node in &self.membership.members().promoting {
+            let Some(f) = leading.followers.get_mut(*node) else {
                 continue;
             };
             let kept_up = self.election.follows_me(*node)
@@ -313,7 +224,7 @@ mod tests {
         assert_eq!(answer(&events, 1), None, "not committed yet");
         let last = a.position();
         assert!(matches!(
-            a.log.get(last.index).map(|e| &e.payload),
+            a.journal.log().get(last.index).map(|e| &e.payload),
             Some(Payload::Members(m)) if m.learners.contains(&addr(D))
         ));
         // In effect at once: D is a learner in the map and a follower the leader sends to.

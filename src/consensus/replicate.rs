@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use super::election;
-use super::message::{Append, Snapshot};
-use super::{Follower, Machine, Message, Phase, Position, Replica, Service};
+use super::message::Append;
+use super::{Machine, Message, Position, Replica, Service};
 use crate::time::Millis;
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
@@ -15,7 +15,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some((appended, beat_due, committed)) = self
             .leading
             .as_ref()
-            .map(|l| (l.appended, l.rounds.due, l.committed))
+            .map(|l| (l.news.appended, l.rounds.due, l.news.committed))
         else {
             return;
         };
@@ -29,23 +29,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         let leading = self.leading.as_mut().expect("leader");
-        leading.appended = false;
+        leading.news.appended = false;
         leading.rounds.due = false;
-        leading.committed = false;
+        leading.news.committed = false;
     }
 
     pub(super) fn bare_message(&self) -> Message<S> {
-        let mut msg = Message::<S>::bare(self.election.heartbeat(), self.log.last(), self.commit);
-        let seen = self.leader_beat;
+        let mut msg = Message::<S>::bare(
+            self.election.heartbeat(),
+            self.journal.last(),
+            self.journal.commit(),
+        );
         msg.beat = self.leading.as_ref().map_or(0, |l| l.rounds.beat());
-        if seen.term == self.election.term() {
-            msg.ack_beat = seen.beat;
-        }
-        msg.voters = self.voters_digest;
+        msg.ack_beat = self.following.ack_beat(self.election.term());
+        msg.voters = self.membership.voters_digest();
         if self.leading.is_some() {
             msg.members = self
-                .log
-                .change_at(self.commit)
+                .journal
+                .log()
+                .change_at(self.journal.commit())
                 .map(|(i, m)| Box::new((i, m.clone())));
         }
         msg
@@ -55,15 +57,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     pub(super) fn message_for(&mut self, peer: SocketAddr, now: Millis) -> Message<S> {
         let mut msg = self.bare_message();
         let resend_after = self.cfg.patience_ms();
-        let last = self.log.last();
-        if let Some(super::Leading {
-            phase: Phase::Collecting { fetching, .. },
-            ..
-        }) = &self.leading
-        {
+        let last = self.journal.last();
+        if let Some(l) = self.leading.as_ref().filter(|l| l.taking_over()) {
             // Taking over: nothing to send but our heartbeat, and the fetch of what the
             // holder has after our applied state (a tail we have not applied may differ).
-            if let Some(f) = fetching.filter(|f| f.from == peer) {
+            if let Some(f) = l.phase.fetching().filter(|f| f.from == peer) {
                 msg.fetch = true;
                 msg.need_snapshot = f.whole;
                 msg.position = self.applied();
@@ -73,7 +71,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(f) = self
             .leading
             .as_mut()
-            .and_then(|l| l.followers.get_mut(&peer))
+            .and_then(|l| l.followers.get_mut(peer))
         else {
             return msg;
         };
@@ -84,11 +82,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 .is_none_or(|at| now.saturating_sub(at) >= resend_after);
             if due {
                 f.progress.snapshot_sent = Some(now);
-                msg.snapshot = Some(Box::new(Snapshot {
-                    position: last,
-                    state: self.state.snapshot(now),
-                    members: self.log.members().cloned(),
-                }));
+                msg.snapshot = Some(Box::new(self.journal.leader_snapshot(now)));
             }
             return msg;
         }
@@ -104,11 +98,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if from >= last.index {
             return msg;
         }
-        match self.log.after(from, super::MAX_ENTRIES_PER_MESSAGE) {
+        match self
+            .journal
+            .log()
+            .after(from, super::MAX_ENTRIES_PER_MESSAGE)
+        {
             Some(entries) => {
                 let prev = Position {
                     index: from,
-                    term: self.log.term_at(from).expect("retained"),
+                    term: self.journal.log().term_at(from).expect("retained"),
                 };
                 f.progress.next = entries.last().map_or(from, |e| e.index) + 1;
                 msg.append = Some(Append { prev, entries });
@@ -134,7 +132,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.hear_members(now, heard);
         }
         let mut hb = msg.heartbeat;
-        if msg.voters != 0 && msg.voters != self.voters_digest {
+        if msg.voters != 0 && msg.voters != self.membership.voters_digest() {
             // Its `sees` numbers other voters than ours (one of us has a change of
             // membership the other lacks): taken as seeing everyone, so that contact
             // checks do not hold up the election that brings the two in line.
@@ -185,11 +183,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.on_promise(now, from, msg);
             return;
         }
-        let log = &self.log;
+        let log = self.journal.log();
         let Some(f) = self
             .leading
             .as_mut()
-            .and_then(|l| l.followers.get_mut(&from))
+            .and_then(|l| l.followers.get_mut(from))
         else {
             return;
         };
@@ -212,7 +210,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         } else if !lost {
             f.wants_snapshot = false;
         }
-        let behind = f.wants_snapshot || f.progress.next <= self.log.last().index;
+        let behind = f.wants_snapshot || f.progress.next <= self.journal.last().index;
         if let Some(n) = notice {
             self.notice(n);
         }
@@ -228,8 +226,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// same term at or after it (one leader per term, and a follower only appends what
     /// continues its leader's log, so an entry of that term implies everything before it).
     pub(super) fn holds(&self, position: Position) -> bool {
-        let last = self.log.last();
-        self.log.contains(position) || (last.term == position.term && last.index >= position.index)
+        self.journal.holds(position)
     }
 
     /// Follower in quorum mode: how far message `msg` from its leader shows this replica's
@@ -259,8 +256,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         {
             verified = verified.max(append.prev.index);
         }
-        let commit = msg.commit.min(verified).min(self.log.last().index);
-        (commit > self.commit).then_some(commit)
+        let commit = msg.commit.min(verified).min(self.journal.last().index);
+        (commit > self.journal.commit()).then_some(commit)
     }
 
     /// Follower: the leader sent us entries or a snapshot.
@@ -275,17 +272,18 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             // and it is not far behind (a message's worth now, the rest as it asks again);
             // else, or when it asks, the whole state.
             let mut reply = self.bare_message();
-            let gap = self.log.last().index.saturating_sub(msg.position.index);
+            let gap = self.journal.last().index.saturating_sub(msg.position.index);
             // Our whole state is wanted: the entries not applied yet included.
-            if let Err(misfit) = self.catch_up(now) {
+            if let Err(misfit) = self.journal.catch_up(now) {
                 self.halt(misfit, "handing its state to a new leader");
                 return;
             }
             let entries = (!msg.need_snapshot
                 && gap <= super::MAX_ENTRIES_FETCHED
-                && self.log.contains(msg.position))
+                && self.journal.log().contains(msg.position))
             .then(|| {
-                self.log
+                self.journal
+                    .log()
                     .after(msg.position.index, super::MAX_ENTRIES_PER_MESSAGE)
             })
             .flatten();
@@ -304,17 +302,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         // A new confirmation round of our leader's is acknowledged at once (below, with the
         // answer to what it carries, or alone).
         let term = msg.heartbeat.term;
-        let new_beat = if self.leader_beat.term == term {
-            msg.beat > self.leader_beat.beat
-        } else {
-            msg.beat > 0
-        };
-        if new_beat {
-            self.leader_beat = super::RoundSeen {
-                term,
-                beat: msg.beat,
-            };
-        }
+        let new_beat = self.following.see_round(term, msg.beat);
         let mut reject = false;
         let mut need_snapshot = false;
         let replicates = msg.replicates();
@@ -349,7 +337,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
         }
         if let Some(append) = msg.append {
-            if !self.holds(append.prev) && append.prev.index < self.log.base().index {
+            if !self.holds(append.prev) && append.prev.index < self.journal.log().base().index {
                 // Before what our log keeps (a state installed after the commit we told):
                 // no entry can be checked against it, only the whole state replaces ours.
                 need_snapshot = true;
@@ -362,7 +350,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                         verified = verified.max(entry.index); // already have it
                         continue;
                     }
-                    match self.log.term_at(entry.index) {
+                    match self.journal.log().term_at(entry.index) {
                         Some(_) if entry.index > self.applied().index => {
                             // We hold different entries from here, none applied: they came
                             // from a leader whose entries did not commit (the leader's log
@@ -375,7 +363,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                             need_snapshot = true;
                             break;
                         }
-                        None if entry.index != self.log.last().index + 1 => {
+                        None if entry.index != self.journal.last().index + 1 => {
                             reject = true;
                             break;
                         }
@@ -393,15 +381,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 }
             }
         }
-        self.commit = self.commit.max(msg.commit.min(verified));
-        if let Err((at, e)) = self.apply_committed(now) {
+        self.journal.commit_to(msg.commit.min(verified));
+        if let Err((at, e)) = self.journal.apply_committed(now) {
             self.notice(format!(
                 "committed entry {at} does not fit this beacon's state ({e}): asking leader {from} for a snapshot"
             ));
             need_snapshot = true;
         }
         self.release_changes();
-        self.leader_commit = self.leader_commit.max(msg.commit);
+        self.following.hear_commit(msg.commit);
         if replicates || new_beat {
             if new_beat {
                 self.ack_round_early(from);
@@ -429,7 +417,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         let durable = first.index - 1;
-        let Some(term) = self.log.term_at(durable) else {
+        let Some(term) = self.journal.log().term_at(durable) else {
             return;
         };
         let mut early = self.bare_message();
@@ -443,13 +431,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// A follower that reconnected starts from scratch in the leader's view.
     pub(super) fn forget_follower(&mut self, peer: SocketAddr) {
-        let next = self.log.last().index + 1;
-        if let Some(f) = self
-            .leading
-            .as_mut()
-            .and_then(|l| l.followers.get_mut(&peer))
-        {
-            *f = Follower::new(next);
+        let next = self.journal.last().index + 1;
+        if let Some(l) = self.leading.as_mut() {
+            l.followers.reset(peer, next);
         }
     }
 }
@@ -462,7 +446,7 @@ mod tests {
     #[test]
     fn a_leaders_write_leaves_before_its_store_and_waits_for_its_commit() {
         let mut a = quorum_leader();
-        let start = a.log.last();
+        let start = a.position();
         let step = a.step(
             200,
             Input::Request {
@@ -713,7 +697,7 @@ mod tests {
     #[test]
     fn a_follower_whose_log_leaves_ours_after_its_commit_gets_entries_not_a_snapshot() {
         let mut a = quorum_leader();
-        let start = a.log.last();
+        let start = a.position();
         let term = a.election().term();
         // B restarted with a tail A never had (5@1 past A's start), knowing A's start
         // committed: A sends its entries from after the commit, and B cuts its tail.

@@ -294,9 +294,14 @@ impl Scenario {
             "log" => {
                 let at = self.known(one(args)?)?;
                 let node = &self.beacons[&at].node;
-                let base = node.log.base();
+                let base = node.journal.log().base();
                 writeln!(out, "{at} base {base} commit {}", node.commit()).unwrap();
-                for e in node.log.after(base.index, usize::MAX).unwrap_or_default() {
+                for e in node
+                    .journal
+                    .log()
+                    .after(base.index, usize::MAX)
+                    .unwrap_or_default()
+                {
                     writeln!(out, "  {}", entry(&e)).unwrap();
                 }
             }
@@ -499,8 +504,13 @@ impl Scenario {
             b.entries.clear();
         }
         if step.rewrites_log() {
-            let base = b.node.log.base();
-            b.entries = b.node.log.after(base.index, usize::MAX).unwrap_or_default();
+            let base = b.node.journal.log().base();
+            b.entries = b
+                .node
+                .journal
+                .log()
+                .after(base.index, usize::MAX)
+                .unwrap_or_default();
         } else {
             for e in &store.entries {
                 b.entries.retain(|x| x.index < e.index);
@@ -523,7 +533,7 @@ impl Scenario {
         }
         let voters: Vec<SocketAddr> = self.beacons[&at]
             .node
-            .members
+            .members()
             .voters
             .iter()
             .copied()
@@ -550,9 +560,14 @@ impl Scenario {
             write!(s, " leader {}", name_of(l)).unwrap();
         }
         write!(s, " commit {} last {}", n.commit(), n.position()).unwrap();
-        write!(s, " voters {}", names(n.members.voters.iter().copied())).unwrap();
-        if !n.members.learners.is_empty() {
-            write!(s, " learners {}", names(n.members.learners.iter().copied())).unwrap();
+        write!(s, " voters {}", names(n.members().voters.iter().copied())).unwrap();
+        if !n.members().learners.is_empty() {
+            write!(
+                s,
+                " learners {}",
+                names(n.members().learners.iter().copied())
+            )
+            .unwrap();
         }
         if n.is_leader() && !n.serving() {
             s.push_str(" (not serving)");

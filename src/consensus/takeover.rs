@@ -1,40 +1,139 @@
 //! Quorum mode: a newly elected leader takes over the most advanced state of a majority that
-//! promised its term before it serves.
+//! promised its term before it serves. [`Phase`] is where a leader stands in that; the
+//! replica's part below moves it on as promises and the fetched state arrive.
 
-use super::{Event, Machine, Phase, Replica, Service};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::log::Position;
+use super::{Event, Machine, Replica, Service};
 use crate::time::Millis;
+
+/// Where a leader stands in taking over.
+#[derive(Debug, Clone, Default)]
+pub(super) enum Phase {
+    /// Serving.
+    #[default]
+    Ready,
+    /// Quorum mode, just elected: collecting the positions of followers that promised to
+    /// ignore older terms (their heartbeats carry our term). With a majority, the most
+    /// advanced state among them (by last entry's term, then index) is taken over, fetched
+    /// from its holder if it is not ours; only then does the leader serve.
+    Collecting {
+        promised: BTreeMap<SocketAddr, Position>,
+        /// What is being fetched, and from whom.
+        fetching: Option<Fetch>,
+    },
+}
+
+/// A new leader's fetch of the most advanced state of a majority from the follower that
+/// holds it: the entries it lacks when the follower's log holds its last position (the
+/// common case: a few entries the old leader sent one follower before it died), else the
+/// whole state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fetch {
+    pub(super) from: SocketAddr,
+    /// The follower's position: what the leader takes over.
+    pub(super) wanted: Position,
+    /// Ask for the whole state, not the entries (they did not fit ours).
+    pub(super) whole: bool,
+}
+
+impl Phase {
+    /// Just elected in quorum mode: nothing collected yet.
+    pub(super) fn collecting() -> Phase {
+        Phase::Collecting {
+            promised: BTreeMap::new(),
+            fetching: None,
+        }
+    }
+
+    pub(super) fn is_collecting(&self) -> bool {
+        matches!(self, Phase::Collecting { .. })
+    }
+
+    /// What is being fetched, while collecting.
+    pub(super) fn fetching(&self) -> Option<Fetch> {
+        match self {
+            Phase::Collecting { fetching, .. } => *fetching,
+            Phase::Ready => None,
+        }
+    }
+
+    /// Sets what is being fetched (a leader that has taken over fetches nothing).
+    pub(super) fn set_fetch(&mut self, fetch: Option<Fetch>) {
+        if let Phase::Collecting { fetching, .. } = self {
+            *fetching = fetch;
+        }
+    }
+
+    /// Voter `from` promised our term at `position`.
+    pub(super) fn promise(&mut self, from: SocketAddr, position: Position) {
+        if let Phase::Collecting { promised, .. } = self {
+            promised.insert(from, position);
+        }
+    }
+
+    /// With promises from a majority (`majority` counting ours, at `mine`) and nothing
+    /// being fetched: the most advanced state among them, with its holder (`None`: ours;
+    /// ties go to ours).
+    pub(super) fn choose(
+        &self,
+        mine: Position,
+        majority: usize,
+    ) -> Option<(Position, Option<SocketAddr>)> {
+        let Phase::Collecting { promised, fetching } = self else {
+            return None;
+        };
+        if fetching.is_some() || promised.len() + 1 < majority {
+            return None;
+        }
+        promised
+            .iter()
+            .map(|(p, pos)| (*pos, Some(*p)))
+            .chain(std::iter::once((mine, None)))
+            .max_by_key(|(pos, _)| (pos.term, pos.index))
+    }
+
+    /// Keeps the promises of voters only (the membership changed): whether they still make
+    /// a majority; if not, the fetch is dropped and collecting goes on.
+    pub(super) fn keep_voters(
+        &mut self,
+        is_voter: impl Fn(SocketAddr) -> bool,
+        majority: usize,
+    ) -> bool {
+        let Phase::Collecting { promised, fetching } = self else {
+            return true;
+        };
+        promised.retain(|p, _| is_voter(*p));
+        if promised.len() + 1 < majority {
+            *fetching = None;
+            return false;
+        }
+        true
+    }
+}
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Collecting: with promises from a majority, takes over the most advanced state among
     /// them (asking its holder for it if it is not ours).
     pub(super) fn try_take_over(&mut self, now: Millis) {
         let majority = self.majority();
-        let mine = self.log.last();
-        let Some(super::Leading {
-            phase: Phase::Collecting { promised, fetching },
-            ..
-        }) = self.leading.as_mut()
-        else {
+        let mine = self.journal.last();
+        let Some(leading) = self.leading.as_mut() else {
             return;
         };
-        if fetching.is_some() || promised.len() + 1 < majority {
+        let Some((best, holder)) = leading.phase.choose(mine, majority) else {
             return;
-        }
-        // Ties go to our own state (last in the chain).
-        let (best, holder) = promised
-            .iter()
-            .map(|(p, pos)| (*pos, Some(*p)))
-            .chain(std::iter::once((mine, None)))
-            .max_by_key(|(pos, _)| (pos.term, pos.index))
-            .expect("at least our own position");
+        };
         match holder {
             None => self.become_ready(now),
             Some(peer) => {
-                *fetching = Some(super::Fetch {
+                leading.phase.set_fetch(Some(Fetch {
                     from: peer,
                     wanted: best,
                     whole: false,
-                });
+                }));
                 self.ready.events.push(Event::Notice(format!(
                     "taking over: follower {peer} holds the most advanced state ({best}, ours {mine}); fetching it"
                 )));
@@ -55,30 +154,30 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let Some(leading) = self.leading.as_mut() else {
             return; // no voter in the membership taken over: stepped down
         };
-        if let Phase::Collecting { promised, fetching } = &mut leading.phase {
-            promised.retain(|p, _| self.election.is_voter(*p));
-            if promised.len() + 1 < majority {
-                *fetching = None;
-                let members = self.members.clone();
-                self.notice(format!(
-                    "the state taken over has the members {members}: collecting the promises of a majority of them"
-                ));
-                return;
-            }
+        let election = &self.election;
+        if !leading
+            .phase
+            .keep_voters(|p| election.is_voter(p), majority)
+        {
+            let members = self.membership.members().clone();
+            self.notice(format!(
+                "the state taken over has the members {members}: collecting the promises of a majority of them"
+            ));
+            return;
         }
         // It decides on the state of its whole log.
-        if let Err(misfit) = self.catch_up(now) {
+        if let Err(misfit) = self.journal.catch_up(now) {
             self.halt(misfit, "taking the lead");
             return;
         }
-        let position = self.log.last();
+        let position = self.journal.last();
         let followers = self.fresh_followers();
         let leading = self.leading.as_mut().expect("leader");
         leading.phase = Phase::Ready;
         leading.followers = followers;
         // No lease is judged before a majority confirmed this leadership.
         leading.rounds.confirm_before_judging();
-        self.service.lead(&self.state, now);
+        self.service.lead(self.journal.state(), now);
         self.notice(format!(
             "took over the state of a majority at {position}: serving"
         ));
@@ -94,11 +193,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         msg: super::Message<S>,
     ) -> bool {
         let term = self.election.term();
-        let Some(super::Leading {
-            phase: Phase::Collecting { promised, fetching },
-            ..
-        }) = self.leading.as_mut()
-        else {
+        let Some(leading) = self.leading.as_mut().filter(|l| l.taking_over()) else {
             return false;
         };
         if msg.heartbeat.term != term || msg.heartbeat.leader != Some(self.election.me()) {
@@ -109,8 +204,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if !self.election.is_voter(from) {
             return true; // a learner's promise counts for no majority
         }
-        promised.insert(from, msg.position);
-        let Some(fetch) = *fetching else {
+        leading.phase.promise(from, msg.position);
+        let Some(fetch) = leading.phase.fetching() else {
             self.try_take_over(now);
             return true;
         };
@@ -135,20 +230,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             let mut entries = append.entries;
             let held = entries
                 .iter()
-                .take_while(|e| self.log.contains(e.position()))
+                .take_while(|e| self.journal.log().contains(e.position()))
                 .count();
             entries.drain(..held);
             if let Some(first) = entries.first()
-                && first.index <= self.log.last().index
+                && first.index <= self.journal.last().index
             {
                 self.cut_after(first.index - 1, from);
             }
-            if let Err(misfit) = self.catch_up(now) {
+            if let Err(misfit) = self.journal.catch_up(now) {
                 self.halt(misfit, "taking over");
                 return true;
             }
             if self.take_entries(now, from, entries) {
-                if self.log.last() == fetch.wanted {
+                if self.journal.last() == fetch.wanted {
                     self.become_ready(now);
                 } else {
                     // A message's worth: ask for the next.
@@ -157,7 +252,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 }
             } else {
                 // They did not fit our state: ask for the whole of it.
-                self.set_fetch(Some(super::Fetch {
+                self.set_fetch(Some(Fetch {
                     whole: true,
                     ..fetch
                 }));
@@ -174,13 +269,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// Sets what is being fetched while collecting (a leader that has taken over fetches
     /// nothing).
-    fn set_fetch(&mut self, fetch: Option<super::Fetch>) {
-        if let Some(super::Leading {
-            phase: Phase::Collecting { fetching, .. },
-            ..
-        }) = self.leading.as_mut()
-        {
-            *fetching = fetch;
+    fn set_fetch(&mut self, fetch: Option<Fetch>) {
+        if let Some(l) = self.leading.as_mut() {
+            l.phase.set_fetch(fetch);
         }
     }
 
@@ -194,7 +285,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         entries: Vec<super::Entry<S::Command>>,
     ) -> bool {
         for entry in entries {
-            if entry.index != self.log.last().index + 1 {
+            if entry.index != self.journal.last().index + 1 {
                 return false;
             }
             let position = entry.position();
@@ -354,5 +445,54 @@ mod tests {
         // B following A in term 4 is a promise: with it, A and B are a majority.
         hear(&mut a, 102, B, follower(A, 4, zero, 0));
         assert!(a.has_taken_over());
+    }
+
+    #[test]
+    fn a_phase_chooses_the_most_advanced_state_of_a_majority_ours_on_a_tie() {
+        let at = |index, term| Position { index, term };
+        let mut phase = super::Phase::collecting();
+        let mine = at(5, 2);
+        assert_eq!(phase.choose(mine, 2), None, "no promise yet");
+        phase.promise(addr(B), at(5, 2));
+        assert_eq!(
+            phase.choose(mine, 2),
+            Some((mine, None)),
+            "a tie goes to ours"
+        );
+        phase.promise(addr(C), at(4, 3));
+        assert_eq!(
+            phase.choose(mine, 2),
+            Some((at(4, 3), Some(addr(C)))),
+            "a later term wins over a longer log"
+        );
+        let fetch = super::Fetch {
+            from: addr(C),
+            wanted: at(4, 3),
+            whole: false,
+        };
+        phase.set_fetch(Some(fetch));
+        assert_eq!(
+            phase.choose(mine, 2),
+            None,
+            "nothing is chosen while fetching"
+        );
+        assert_eq!(phase.fetching(), Some(fetch));
+        assert!(
+            !phase.keep_voters(|p| p == addr(B), 3),
+            "B alone and us make no majority of five"
+        );
+        assert_eq!(
+            phase.fetching(),
+            None,
+            "the fetch is dropped with the majority"
+        );
+        assert!(phase.keep_voters(|p| p == addr(B), 2));
+        let mut ready = super::Phase::Ready;
+        ready.promise(addr(B), mine);
+        assert_eq!(
+            ready.choose(mine, 1),
+            None,
+            "a serving leader collects nothing"
+        );
     }
 }

@@ -20,13 +20,23 @@ pub struct Numbers(pub Vec<u64>);
 #[error("never")]
 pub struct Never;
 
+/// The one number that does not fit the state: a test's misfit entry.
+pub const MISFIT: u64 = u64::MAX;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{MISFIT} does not fit")]
+pub struct Misfit;
+
 impl Machine for Numbers {
     type Command = u64;
     type Change = u64;
     type Snapshot = Vec<u64>;
-    type ApplyError = Never;
+    type ApplyError = Misfit;
 
-    fn apply(&mut self, n: &u64, _now: Millis) -> Result<Option<u64>, Never> {
+    fn apply(&mut self, n: &u64, _now: Millis) -> Result<Option<u64>, Misfit> {
+        if *n == MISFIT {
+            return Err(Misfit);
+        }
         self.0.push(*n);
         Ok(Some(*n))
     }
@@ -186,7 +196,7 @@ pub fn quorum_leader_of(beacons: &[u16]) -> Node {
         hear(&mut a, 101, *p, hb(follower(A, 1, zero, 0)));
     }
     assert!(a.has_taken_over(), "all promised");
-    let start = a.log.last();
+    let start = a.position();
     let beat = a.leading.as_ref().expect("leading").rounds.beat();
     for p in &others {
         hear(&mut a, 102, *p, hb(follower(A, 1, start, beat)));
