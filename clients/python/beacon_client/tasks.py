@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -15,6 +16,9 @@ from ._pb import tasks_pb2
 
 FINISHED = {"completed", "failed", "dead", "cancelled"}
 
+
+# How many attempts that ended here a worker remembers (see Worker._ended).
+ENDED_KEPT = 4096
 
 class TaskFailure(Exception):
     """Raised by a handler: the attempt failed; with `retry`, the task runs again later
@@ -45,6 +49,11 @@ class Worker:
         self.lost: list = []
         self._pool = ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="beacon-task")
         self._running: set[tuple[str, str, int, int]] = set()
+        # Attempts whose handler ran to its end here, the latest ENDED_KEPT: the leader may
+        # list one as running here again while its report is on its way (a new leader
+        # answering the stream before the report reached it); it is not run twice.
+        self._ended: collections.OrderedDict[tuple[str, str, int, int], None] = (
+            collections.OrderedDict())
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._outbox: queue.Queue | None = None
@@ -111,7 +120,7 @@ class Worker:
         for task in tasks:
             key = (task.queue, task.name, task.run.term, task.run.index)
             with self._lock:
-                if key in self._running:
+                if key in self._running or key in self._ended:
                     continue
                 self._running.add(key)
             self._pool.submit(self._attempt, task, key, outbox)
@@ -135,6 +144,9 @@ class Worker:
         finally:
             with self._lock:
                 self._running.discard(key)
+                self._ended[key] = None
+                if len(self._ended) > ENDED_KEPT:
+                    self._ended.popitem(last=False)
         if self._outbox is outbox:
             outbox.put(report)
         else:

@@ -104,6 +104,39 @@ type Handler = Arc<
 /// Attempts running here, by task: their token and their runner.
 type Active = Arc<Mutex<HashMap<(String, String), ((u64, u64), AbortHandle)>>>;
 
+/// A task's attempt: its queue and name, and its token.
+type AttemptKey = ((String, String), (u64, u64));
+
+/// How many attempts that ended here a worker remembers.
+const ENDED_KEPT: usize = 4096;
+
+/// Attempts whose handler ran to its end here, the latest [`ENDED_KEPT`]: the leader may list
+/// one as running here again while its report is on its way (a new leader answering the
+/// worker stream before the report reached it), and running it twice would report twice.
+#[derive(Debug, Default)]
+struct Ended {
+    order: std::collections::VecDeque<AttemptKey>,
+    kept: std::collections::HashSet<AttemptKey>,
+}
+
+impl Ended {
+    fn insert(&mut self, attempt: AttemptKey) {
+        if !self.kept.insert(attempt.clone()) {
+            return;
+        }
+        self.order.push_back(attempt);
+        if self.order.len() > ENDED_KEPT
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.kept.remove(&oldest);
+        }
+    }
+
+    fn contains(&self, attempt: &AttemptKey) -> bool {
+        self.kept.contains(attempt)
+    }
+}
+
 /// Reports go over a few connections, so one slow report does not hold up the others.
 struct Reporters {
     pool: Vec<tokio::sync::Mutex<Cluster>>,
@@ -121,6 +154,8 @@ struct Context {
     handler: Handler,
     reporters: Reporters,
     active: Active,
+    /// Locked inside `active`'s lock, never the other way round.
+    ended: Mutex<Ended>,
     counters: Counters,
     events: broadcast::Sender<WorkerEvent>,
     /// The longest pause between heartbeats (a third of the timeout when that is shorter).
@@ -187,6 +222,7 @@ impl Worker {
                 next: AtomicU64::new(0),
             },
             active: Arc::new(Mutex::new(HashMap::new())),
+            ended: Mutex::new(Ended::default()),
             counters: Counters::default(),
             events: broadcast::channel(4096).0,
             heartbeat: Duration::from_secs(10),
@@ -239,13 +275,21 @@ fn input_of(task: &pb::TaskInfo) -> Option<TaskInput> {
     })
 }
 
-/// Runs `task` unless this very attempt runs here already.
+/// Runs `task` unless this very attempt runs here already, or ran here to its end.
 fn begin(ctx: &Arc<Context>, task: &pb::TaskInfo) {
     let Some(input) = input_of(task) else {
         return;
     };
     let key = (input.queue.clone(), input.name.clone());
     let mut active = ctx.active.lock().expect("active");
+    if ctx
+        .ended
+        .lock()
+        .expect("ended")
+        .contains(&(key.clone(), input.token))
+    {
+        return;
+    }
     if let Some((token, runner)) = active.get(&key) {
         if *token == input.token {
             return;
@@ -306,6 +350,12 @@ async fn run(ctx: Arc<Context>, input: TaskInput, beat: Duration) {
     {
         let mut active = ctx.active.lock().expect("active");
         let key = (input.queue.clone(), input.name.clone());
+        if outcome.is_ok() {
+            ctx.ended
+                .lock()
+                .expect("ended")
+                .insert((key.clone(), input.token));
+        }
         if active.get(&key).is_some_and(|(t, _)| *t == input.token) {
             active.remove(&key);
         }
@@ -428,5 +478,30 @@ fn resync(ctx: &Arc<Context>, reply: pb::WorkReply) {
     }
     for task in &reply.running {
         begin(ctx, task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_that_ended_here_is_remembered_until_many_later_ones_ended() {
+        let attempt = |n: u64| (("q".to_owned(), format!("t{n}")), (1, n));
+        let mut ended = Ended::default();
+        ended.insert(attempt(0));
+        ended.insert(attempt(0));
+        assert!(ended.contains(&attempt(0)));
+        assert!(
+            !ended.contains(&(("q".to_owned(), "t0".to_owned()), (2, 0))),
+            "another attempt of it runs"
+        );
+        for n in 1..=ENDED_KEPT as u64 {
+            ended.insert(attempt(n));
+        }
+        assert!(!ended.contains(&attempt(0)), "the oldest is forgotten");
+        assert!(ended.contains(&attempt(1)));
+        assert_eq!(ended.order.len(), ENDED_KEPT);
+        assert_eq!(ended.kept.len(), ENDED_KEPT);
     }
 }
