@@ -1,10 +1,11 @@
-//! The driver's handle, and what every request handler (the core's, and each machine's in
-//! its `rpc.rs`) shares: the events the driver takes, the answer a handler gives, and the
-//! refusal it sends instead.
+//! What every request handler (the core's, and each machine's in its `rpc.rs`) shares: its
+//! handle on the driver (what it may ask of the core), the answer a handler gives, and the
+//! refusal it sends instead. Peer traffic reaches the driver on a channel of its own,
+//! beside the driver (`server/driver/peers.rs`).
 //!
-//! A handler changes the replicated state only through the driver's channel: it submits a
-//! request to its machine's service (answered once the core allows) or subscribes to
-//! committed changes. It reads the state on its own task, from the driver's
+//! A handler changes the replicated state only through the driver's channel of asks: it
+//! submits a request to its machine's service (answered once the core allows) or subscribes
+//! to committed changes. It reads the state on its own task, from the driver's
 //! `View` (`machines/view.rs`): a read never waits behind the writes queued for
 //! the driver.
 
@@ -14,12 +15,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::consensus::{ConsensusError, Machine, Message, Reply, ReplyError, Service};
+use crate::consensus::{ConsensusError, Machine, Reply, ReplyError, Service};
 use crate::machines::view::{ReadError, View};
 pub use crate::machines::watchers::Pushes;
 use crate::machines::watchers::{Pushed, Queue, Watchers};
@@ -72,20 +73,10 @@ pub(crate) struct Subscription {
 /// How long a subscription's first answer waits for the entries it reflects to commit.
 const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(crate) enum Event {
-    Peer {
-        from: SocketAddr,
-        msg: Message<State>,
-        greeting: bool,
-    },
-    PeerConnected {
-        peer: SocketAddr,
-        conn: ConnId,
-    },
-    PeerDisconnected {
-        peer: SocketAddr,
-        conn: ConnId,
-    },
+/// What a request handler (the core's, or a machine's) asks of the driver, over the one
+/// channel all of them share. Peer traffic has a channel of its own
+/// (`server/driver/peers.rs`).
+pub(crate) enum Ask {
     /// Set the state gauges of the metrics now (a scrape is about to read them).
     Metrics(oneshot::Sender<()>),
     Request {
@@ -119,60 +110,11 @@ pub(crate) enum Event {
     },
 }
 
-/// Identifies one connection with a peer (either direction).
-pub(crate) type ConnId = u64;
-
-static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh connection id.
-pub(crate) fn next_conn_id() -> ConnId {
-    NEXT_CONN.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A message to a peer, encoded, stamped with the driver round that sent it. A link that
-/// comes up greets its peer with the state of some round (see [`Greeting`]) and then drops
-/// what was queued in that round or before: the greeting already said it.
-#[derive(Debug)]
-pub(crate) struct Outgoing {
-    /// The driver round that sent it.
-    pub(crate) round: u64,
-    pub(crate) body: Body,
-}
-
-/// A peer message's bytes: ready, or still being encoded elsewhere (a snapshot: encoding a
-/// million registrations took the core thread long enough for its heartbeats to stop). The
-/// link sends them in the order queued, waiting for a body still being encoded.
-#[derive(Debug)]
-pub(crate) enum Body {
-    Ready(Bytes),
-    Encoding(tokio::sync::oneshot::Receiver<Bytes>),
-}
-
-impl Body {
-    /// The bytes, once encoded; `None` if the encoding was abandoned.
-    pub(crate) async fn bytes(self) -> Option<Bytes> {
-        match self {
-            Body::Ready(b) => Some(b),
-            Body::Encoding(rx) => rx.await.ok(),
-        }
-    }
-}
-
-/// Our state for handshakes, with the driver round it is as of. The driver replaces it at
-/// the end of each round, once the round's log changes are stored: a greeting never claims
-/// entries that are not on disk yet.
-#[derive(Debug, Clone)]
-pub(crate) struct Greeting {
-    /// The driver round the state is as of.
-    pub(crate) round: u64,
-    pub(crate) election: pb::Election,
-}
-
 /// Cheap handle for talking to the driver task. Every call fails with "shutting down" once
 /// the driver has stopped.
 #[derive(Clone)]
 pub(crate) struct DriverHandle {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Ask>,
     /// The replica, read on the caller's task.
     view: Arc<View>,
     /// The watches of this beacon: their limits, gauges and shared notices.
@@ -181,7 +123,7 @@ pub(crate) struct DriverHandle {
 
 impl DriverHandle {
     pub(crate) fn new(
-        tx: mpsc::Sender<Event>,
+        tx: mpsc::Sender<Ask>,
         view: Arc<View>,
         watchers: Arc<Watchers>,
     ) -> DriverHandle {
@@ -193,43 +135,7 @@ impl DriverHandle {
         self.watchers.clone()
     }
 
-    pub(crate) async fn peer_message(&self, from: SocketAddr, msg: Message<State>) {
-        self.peer(from, msg, false).await;
-    }
-
-    /// A peer's state from its answer to our handshake (see [`crate::consensus::Input`]).
-    pub(crate) async fn peer_greeting(&self, from: SocketAddr, msg: Message<State>) {
-        self.peer(from, msg, true).await;
-    }
-
-    async fn peer(&self, from: SocketAddr, msg: Message<State>, greeting: bool) {
-        // Reads waiting for the commit this message tells answer now, not once the driver
-        // has finished the fsync it may be in and stepped the message.
-        if !greeting {
-            let heard = self.view.read().commit_heard(from, &msg);
-            if let Some(commit) = heard {
-                self.view.release_commit(commit);
-            }
-        }
-        let _ = self
-            .tx
-            .send(Event::Peer {
-                from,
-                msg,
-                greeting,
-            })
-            .await;
-    }
-
-    pub(crate) async fn peer_connected(&self, peer: SocketAddr, conn: ConnId) {
-        let _ = self.tx.send(Event::PeerConnected { peer, conn }).await;
-    }
-
-    pub(crate) async fn peer_disconnected(&self, peer: SocketAddr, conn: ConnId) {
-        let _ = self.tx.send(Event::PeerDisconnected { peer, conn }).await;
-    }
-
-    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Event) -> Result<T, Reject> {
+    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(event(tx)).await.map_err(|_| shutting_down())?;
         rx.await.map_err(|_| shutting_down())
@@ -241,7 +147,7 @@ impl DriverHandle {
         &self,
         to: Option<SocketAddr>,
     ) -> Result<Result<SocketAddr, crate::consensus::TransferError>, Reject> {
-        self.ask(|reply| Event::Transfer { to, reply }).await
+        self.ask(|reply| Ask::Transfer { to, reply }).await
     }
 
     /// Whether `node` is a beacon this one exchanges heartbeats with: a member, or one a
@@ -266,8 +172,7 @@ impl DriverHandle {
         &self,
         change: crate::consensus::Change,
     ) -> Result<Result<crate::consensus::Members, crate::consensus::ChangeError>, Reject> {
-        self.ask(|reply| Event::ChangeMembers { change, reply })
-            .await
+        self.ask(|reply| Ask::ChangeMembers { change, reply }).await
     }
 
     /// Refuses `ip` (a client's, or the address a service registers) unless it is a
@@ -307,9 +212,7 @@ impl DriverHandle {
         if let Some(index) = asker.and_then(|a| self.view.read().read_index_confirmed(a)) {
             return Ok(index);
         }
-        Ok(self
-            .ask(|reply| Event::ReadIndex { asker, reply })
-            .await??)
+        Ok(self.ask(|reply| Ask::ReadIndex { asker, reply }).await??)
     }
 
     /// Runs `f` once this replica has applied the log through `index` (a read index), and
@@ -356,7 +259,7 @@ impl DriverHandle {
 
     /// Brings the metrics' state gauges up to date.
     pub(crate) async fn refresh_metrics(&self) -> Result<(), Reject> {
-        self.ask(Event::Metrics).await
+        self.ask(Ask::Metrics).await
     }
 
     /// Submits a request to service `V`; the answer comes once the core allows it (a write
@@ -370,7 +273,7 @@ impl DriverHandle {
         Services: Routes<State, V>,
     {
         let request = <Services as Routes<State, V>>::request(request);
-        routed::<V>(self.ask(|reply| Event::Request { request, reply }).await?)
+        routed::<V>(self.ask(|reply| Ask::Request { request, reply }).await?)
     }
 
     /// Submits `requests` to service `V` together, in this order (one event for all), and
@@ -394,7 +297,7 @@ impl DriverHandle {
             .collect();
         // Once the driver has stopped, the event and its repliers are dropped: each answer
         // below then says so.
-        let _ = self.tx.send(Event::Requests(event)).await;
+        let _ = self.tx.send(Ask::Requests(event)).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {
             out.push(match answer.await {
@@ -429,7 +332,7 @@ impl DriverHandle {
         let (committed, barrier) = oneshot::channel();
         let answer = self
             .ask(|tx| {
-                Event::Subscribe(Subscription {
+                Ask::Subscribe(Subscription {
                     start: Box::new(move |replica, now, since| {
                         if let Err(e) = replica.ready_to_serve() {
                             let _ = tx.send(Err(e));

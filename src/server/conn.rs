@@ -16,10 +16,11 @@ use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
 use super::dispatch::{self, Peer, count_refusal, dispatch};
+use super::driver::{ConnId, next_conn_id};
 use super::framed::{Conn, next_frame, refused_connection, reply_error};
 use super::refusals::Said;
 use super::shared::Shared;
-use crate::machines::handle::{ConnId, Handled, Reject, next_conn_id};
+use crate::machines::handle::{Handled, Reject};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
@@ -123,11 +124,11 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
         return super::relay::serve(&mut conn, remote, node, &shared).await;
     }
     if let Peer::Beacon(node) = peer {
-        shared.driver.peer_connected(node, id).await;
+        shared.peers.peer_connected(node, id).await;
     }
     serve_requests(&mut conn, remote, id, &peer, &shared).await;
     if let Peer::Beacon(node) = peer {
-        shared.driver.peer_disconnected(node, id).await;
+        shared.peers.peer_disconnected(node, id).await;
     }
 }
 
@@ -195,7 +196,7 @@ async fn handshake(
                     let node = *node;
                     info!(peer = %node, %remote, "beacon connected");
                     shared.peer_up(node).notify_one();
-                    shared.driver.peer_message(node, msg).await;
+                    shared.peers.peer_message(node, msg).await;
                 }
                 return Some(peer);
             }

@@ -20,6 +20,6 @@ pub(super) async fn heartbeat(
 ) -> Result<(), Reject> {
     let msg: pb::Election = frame.decode()?;
     let msg = message_from_pb::<State>(msg).map_err(Reject::malformed)?;
-    shared.driver.peer_message(node, msg).await;
+    shared.peers.peer_message(node, msg).await;
     Ok(())
 }

@@ -186,7 +186,7 @@ impl Server {
             admission.clone(),
         ));
         metrics.is_learner.set(i64::from(config.is_learner()));
-        let (mut driver, handle, current) =
+        let (mut driver, handle, peers, current) =
             Driver::new(config.clone(), loaded, links, metrics.clone());
         let peer_up = link_rxs
             .iter()
@@ -196,6 +196,7 @@ impl Server {
         let shared = Arc::new(Shared {
             config: config.clone(),
             driver: handle.clone(),
+            peers,
             current,
             shutdown: token.clone(),
             peer_up,

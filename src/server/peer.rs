@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 use tracing::{debug, info, warn};
 
+use super::driver::{Body, ConnId, Greeting, Outgoing, next_conn_id};
 use super::framed::Conn;
 use super::shared::Shared;
-use crate::machines::handle::{Body, ConnId, Greeting, Outgoing, next_conn_id};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{Stream, tls};
@@ -89,7 +89,7 @@ pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Rec
                     }
                 }
                 let ended = forward(&mut conn, first, &mut rx, &shared, io_timeout).await;
-                shared.driver.peer_disconnected(peer, id).await;
+                shared.peers.peer_disconnected(peer, id).await;
                 match ended {
                     None => return, // shutdown
                     Some(e) => warn!(%peer, "link to peer down: {e}"),
@@ -126,10 +126,10 @@ async fn connect(
     shared.note_peer_admin(peer, &ack.admin);
     shared.note_peer_version(peer, ack.version);
     let id = next_conn_id();
-    shared.driver.peer_connected(peer, id).await;
+    shared.peers.peer_connected(peer, id).await;
     let state = message_from_pb::<State>(ack.election.unwrap_or_default())
         .map_err(|e| LinkError::Refused(format!("its handshake state is invalid: {e}")))?;
-    shared.driver.peer_greeting(peer, state).await;
+    shared.peers.peer_greeting(peer, state).await;
     Ok((conn, id, greeted))
 }
 

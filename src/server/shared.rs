@@ -8,8 +8,9 @@ use std::sync::Arc;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::driver::{Greeting, PeerHandle};
 use crate::config::Config;
-use crate::machines::handle::{Consistency, Ctx, DriverHandle, Greeting, Linearize, Reject};
+use crate::machines::handle::{Consistency, Ctx, DriverHandle, Linearize, Reject};
 use crate::transport::tls::{self, Reloading, TlsError};
 use crate::wire::{Cmd, Code, ErrorCode};
 
@@ -50,6 +51,8 @@ impl ServerTls {
 pub(crate) struct Shared {
     pub(crate) config: Arc<Config>,
     pub(crate) driver: DriverHandle,
+    /// Where peers' links hand the driver what they hear.
+    pub(crate) peers: PeerHandle,
     /// Our latest heartbeat, for handshakes.
     pub(crate) current: watch::Receiver<Greeting>,
     pub(crate) shutdown: CancellationToken,

@@ -8,6 +8,11 @@
 //! [`View`], which the driver write-locks only while it steps, and a read runs on the task
 //! that asked, its answer waiting for what the driver releases after each carry-out.
 
+mod peers;
+
+use peers::PeerEvent;
+pub(crate) use peers::{Body, ConnId, Greeting, Outgoing, PeerHandle, next_conn_id};
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,10 +30,7 @@ use super::metrics::Metrics;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
-use crate::machines::handle::{
-    Body, Committed, ConnId, DriverHandle, Event, Greeting, Outgoing, StartPoint, Subscriber,
-    Subscription,
-};
+use crate::machines::handle::{Ask, Committed, DriverHandle, StartPoint, Subscriber, Subscription};
 use crate::machines::view::View;
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
@@ -95,7 +97,10 @@ pub(crate) struct Driver {
     history: History<Change>,
     /// Subscriptions whose first answer waits for this log index to commit (leader only).
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
-    rx: mpsc::Receiver<Event>,
+    /// What request handlers ask.
+    asks: mpsc::Receiver<Ask>,
+    /// What peers' links tell.
+    peers: mpsc::Receiver<PeerEvent>,
     metrics: Arc<Metrics>,
     /// Commit index and log position as of the last metrics update, for the counters.
     counted: (u64, u64),
@@ -111,7 +116,7 @@ impl Driver {
         loaded: Loaded,
         links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
         metrics: Arc<Metrics>,
-    ) -> (Driver, DriverHandle, watch::Receiver<Greeting>) {
+    ) -> (Driver, DriverHandle, PeerHandle, watch::Receiver<Greeting>) {
         let Loaded {
             data_dir,
             storage,
@@ -132,7 +137,8 @@ impl Driver {
             round: 0,
             election: greeting,
         });
-        let (tx, rx) = mpsc::channel(4096);
+        let (ask, asks) = mpsc::channel(4096);
+        let (tell, peers) = mpsc::channel(4096);
         let view = View::new(core, config.ip_allow.clone());
         let driver = Driver {
             config,
@@ -156,13 +162,20 @@ impl Driver {
             subscribing: Vec::new(),
             history,
             commit_waiters: Vec::new(),
-            rx,
+            asks,
+            peers,
             counted,
             metrics,
             in_flight: HashMap::new(),
         };
         let watchers = driver.metrics.watchers.clone();
-        (driver, DriverHandle::new(tx, view, watchers), current_rx)
+        let peer_handle = PeerHandle::new(tell, view.clone());
+        (
+            driver,
+            DriverHandle::new(ask, view, watchers),
+            peer_handle,
+            current_rx,
+        )
     }
 
     fn now(&self) -> Millis {
@@ -255,10 +268,17 @@ impl Driver {
                     })
                 }
                 _ = progress.tick() => self.tell_progress(),
-                event = self.rx.recv() => match event {
+                event = self.peers.recv() => match event {
                     Some(event) => {
-                        self.handle(event);
+                        self.heard(event);
                         // Whatever else is queued joins this batch: one fsync for all.
+                        self.handle_queued(BATCH - 1);
+                    }
+                    None => break,
+                },
+                ask = self.asks.recv() => match ask {
+                    Some(ask) => {
+                        self.answer(ask);
                         self.handle_queued(BATCH - 1);
                     }
                     None => break,
@@ -286,17 +306,19 @@ impl Driver {
             if self.shutdown.is_cancelled() {
                 break;
             }
-            match self.rx.try_recv() {
-                Ok(event) => self.handle(event),
-                Err(_) => break,
+            // A peer's message and a request by turns: neither waits for the other's queue.
+            let heard = self.peers.try_recv().map(|event| self.heard(event)).is_ok();
+            let asked = self.asks.try_recv().map(|ask| self.answer(ask)).is_ok();
+            if !heard && !asked {
+                break;
             }
         }
     }
 
-    fn handle(&mut self, event: Event) {
-        let now = self.now();
+    /// Steps what a peer's link told.
+    fn heard(&mut self, event: PeerEvent) {
         match event {
-            Event::Peer {
+            PeerEvent::Peer {
                 from,
                 msg,
                 greeting,
@@ -318,10 +340,10 @@ impl Driver {
                     self.view.release(&core);
                 }
             }
-            Event::PeerConnected { peer, conn } => {
+            PeerEvent::PeerConnected { peer, conn } => {
                 self.conns.entry(peer).or_default().insert(conn);
             }
-            Event::PeerDisconnected { peer, conn } => {
+            PeerEvent::PeerDisconnected { peer, conn } => {
                 let open = self.conns.entry(peer).or_default();
                 // A beacon on its way out does not act on the connections its own shutdown
                 // closes: it would elect itself in its last moment.
@@ -332,39 +354,46 @@ impl Driver {
                     self.step(consensus::Input::PeerDown { peer });
                 }
             }
-            Event::Metrics(done) => {
+        }
+    }
+
+    /// Steps what a request handler asked.
+    fn answer(&mut self, ask: Ask) {
+        let now = self.now();
+        match ask {
+            Ask::Metrics(done) => {
                 self.refresh_metrics(now);
                 let _ = done.send(());
             }
-            Event::Request { request, reply } => {
+            Ask::Request { request, reply } => {
                 let token = self.take_token();
                 self.waiting.insert(token, reply);
                 self.step(consensus::Input::Request { token, request });
             }
-            Event::Requests(requests) => {
+            Ask::Requests(requests) => {
                 for (request, reply) in requests {
                     let token = self.take_token();
                     self.waiting.insert(token, reply);
                     self.step(consensus::Input::Request { token, request });
                 }
             }
-            Event::Transfer { to, reply } => {
+            Ask::Transfer { to, reply } => {
                 let token = self.take_token();
                 self.transfers.insert(token, reply);
                 self.step(consensus::Input::Transfer { token, to });
             }
-            Event::ChangeMembers { change, reply } => {
+            Ask::ChangeMembers { change, reply } => {
                 let token = self.take_token();
                 self.member_changes.insert(token, reply);
                 self.step(consensus::Input::ChangeMembers { token, change });
             }
-            Event::ReadIndex { asker, reply } => {
+            Ask::ReadIndex { asker, reply } => {
                 let token = self.take_token();
                 self.reads.insert(token, reply);
                 self.step(consensus::Input::ReadIndex { token, asker });
             }
             // Started once this batch is carried out (see `start_subscriptions`).
-            Event::Subscribe(subscription) => self.subscribing.push(subscription),
+            Ask::Subscribe(subscription) => self.subscribing.push(subscription),
         }
     }
 
@@ -790,7 +819,7 @@ mod view_tests {
     fn lone() -> (
         Arc<View>,
         DriverHandle,
-        mpsc::Receiver<crate::machines::handle::Event>,
+        mpsc::Receiver<crate::machines::handle::Ask>,
     ) {
         let config = Config::load(None, &Overrides::default()).unwrap();
         let core = consensus::Config {
