@@ -365,16 +365,10 @@ impl Driver {
                 self.refresh_metrics(now);
                 let _ = done.send(());
             }
-            Ask::Request { request, reply } => {
-                let token = self.take_token();
-                self.waiting.insert(token, reply);
-                self.step(consensus::Input::Request { token, request });
-            }
+            Ask::Request { request, reply } => self.request(request, reply),
             Ask::Requests(requests) => {
                 for (request, reply) in requests {
-                    let token = self.take_token();
-                    self.waiting.insert(token, reply);
-                    self.step(consensus::Input::Request { token, request });
+                    self.request(request, reply);
                 }
             }
             Ask::Transfer { to, reply } => {
@@ -395,6 +389,17 @@ impl Driver {
             // Started once this batch is carried out (see `start_subscriptions`).
             Ask::Subscribe(subscription) => self.subscribing.push(subscription),
         }
+    }
+
+    /// Steps a request, its answer to go to `reply`.
+    fn request(
+        &mut self,
+        request: crate::machines::Request,
+        reply: oneshot::Sender<Reply<State, Services>>,
+    ) {
+        let token = self.take_token();
+        self.waiting.insert(token, reply);
+        self.step(consensus::Input::Request { token, request });
     }
 
     /// A fresh token for an input whose answer the core gives back by it.
