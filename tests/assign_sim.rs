@@ -10,40 +10,22 @@
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
-use std::collections::BTreeMap;
-
-use beacon::consensus::Mode;
 use beacon::machines::assign::checker::Clients;
 use beacon::machines::assign::{AssignLimits, AssignService, Assignments};
-use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
-use beacon::machines::sequence::{SequenceService, Sequences};
+use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::{Services, State};
 use beacon_testkit::rng::SimRng as Rng;
-use beacon_testkit::sim::{self, Faults, Setup};
+use beacon_testkit::sim::{self, Setup};
+
+mod support;
 
 fn fresh() -> (State, Services) {
-    (
-        State {
-            registry: Registry::for_replay(IdRange { first: 1, last: 16 }, 1_000),
-            sequence: Sequences::default(),
-            assign: Assignments::default(),
-            tasks: Default::default(),
-            configs: Default::default(),
-        },
-        Services {
-            registry: RegistryService::new(RegistryConfig {
-                lease_ms: 1_000,
-                subscriptions: BTreeMap::new(),
-            }),
-            sequence: SequenceService::default(),
-            assign: AssignService::new(AssignLimits {
-                max_moves: 3,
-                ..AssignLimits::default()
-            }),
-            tasks: Default::default(),
-            configs: Default::default(),
-        },
-    )
+    let (state, mut services) = support::simulated(IdRange { first: 1, last: 16 }, 1_000, 1_000);
+    services.assign = AssignService::new(AssignLimits {
+        max_moves: 3,
+        ..AssignLimits::default()
+    });
+    (state, services)
 }
 
 #[test]
@@ -51,16 +33,7 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
     let results = sim::run_seeds(300, "assign_sim", |seed, verbose| {
         let mut rng = Rng::new(seed);
         let workload = Clients::new(2 + rng.below(4) as usize);
-        let setup = Setup {
-            beacons: if rng.chance(0.5) { 3 } else { 5 },
-            spares: 0,
-            // A learner in some runs: it must change nothing the voters decide.
-            learners: usize::from(rng.chance(0.3)),
-            mode: Mode::Quorum,
-            faults: Faults::draw(&mut rng),
-            log_keep: 16,
-            clients: workload.clients(),
-        };
+        let setup = Setup::drawn(&mut rng, |_| workload.clients());
         let mut sim =
             sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
         match sim.run() {
@@ -193,35 +166,19 @@ mod eager {
 
 #[test]
 fn moving_a_resource_before_its_holder_lets_go_is_caught() {
-    let seeds = 150;
-    let mut caught = 0;
-    for seed in 0..seeds {
+    let caught = sim::count_caught(150, "moving before the release", |seed| {
         let mut rng = Rng::new(seed);
         let workload = Clients::<eager::Eager>::new(2 + rng.below(4) as usize);
-        let setup = Setup {
-            beacons: 3,
-            spares: 0,
-            learners: 0,
-            mode: Mode::Quorum,
-            faults: Faults::none(),
-            log_keep: 16,
-            clients: workload.clients(),
-        };
-        let mut sim = sim::Sim::<eager::State, eager::Services, Clients<eager::Eager>>::new(
+        let setup = Setup::calm(workload.clients());
+        sim::Sim::<eager::State, eager::Services, Clients<eager::Eager>>::new(
             seed,
             setup,
             eager::fresh,
             workload,
             false,
-        );
-        if let Err(why) = sim.run() {
-            if caught == 0 {
-                println!("first caught (seed {seed}): {why}");
-            }
-            caught += 1;
-        }
-    }
-    println!("moving before the release: caught in {caught} of {seeds} seeds");
+        )
+        .run()
+    });
     assert!(
         caught > 0,
         "the invariants must catch a move before the holder lets go"

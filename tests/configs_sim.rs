@@ -7,58 +7,30 @@
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
-use std::collections::BTreeMap;
-
-use beacon::consensus::{Leader, Mode, Outcome, Service};
+use beacon::consensus::{Leader, Outcome, Service};
 use beacon::machines::configs::checker::Clients;
 use beacon::machines::configs::{ConfigService, ConfigStore};
-use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
+use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::{Part, Services, State};
 use beacon::time::Millis;
 use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Faults, Setup};
 
+mod support;
+
 fn registry_parts() -> (Registry, RegistryService) {
-    (
-        Registry::for_replay(IdRange { first: 1, last: 8 }, 1_000),
-        RegistryService::new(RegistryConfig {
-            lease_ms: 1_000,
-            subscriptions: BTreeMap::new(),
-        }),
-    )
+    support::simulated_registry(IdRange { first: 1, last: 8 }, 1_000, 1_000)
 }
 
 fn fresh() -> (State, Services) {
-    let (registry, registry_service) = registry_parts();
-    (
-        State {
-            registry,
-            sequence: Default::default(),
-            assign: Default::default(),
-            tasks: Default::default(),
-            configs: ConfigStore::new(3),
-        },
-        Services {
-            registry: registry_service,
-            sequence: Default::default(),
-            assign: Default::default(),
-            tasks: Default::default(),
-            configs: ConfigService::default(),
-        },
-    )
+    let (mut state, mut services) = support::simulated(IdRange { first: 1, last: 8 }, 1_000, 1_000);
+    state.configs = ConfigStore::new(3);
+    services.configs = ConfigService::default();
+    (state, services)
 }
 
 fn setup(rng: &mut Rng) -> Setup {
-    Setup {
-        beacons: if rng.chance(0.5) { 3 } else { 5 },
-        spares: 0,
-        // A learner in some runs: it must change nothing the voters decide.
-        learners: usize::from(rng.chance(0.3)),
-        mode: Mode::Quorum,
-        faults: Faults::draw(rng),
-        log_keep: 16,
-        clients: 2 + rng.below(3) as usize,
-    }
+    Setup::drawn(rng, |rng| 2 + rng.below(3) as usize)
 }
 
 #[test]

@@ -5,12 +5,9 @@
 
 mod counter;
 
-use std::collections::BTreeMap;
-
-use beacon::consensus::Mode;
-use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
+use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon_testkit::rng::SimRng as Rng;
-use beacon_testkit::sim::{self, Faults, Setup};
+use beacon_testkit::sim::{self, Setup};
 
 // The machines of this test's beacons: one line per machine.
 beacon::compose! {
@@ -20,17 +17,18 @@ beacon::compose! {
 
 type Sim = sim::Sim<State, Services, counter::checker::Clients>;
 
+mod support;
+
 fn fresh() -> (State, Services) {
+    let (registry, service) =
+        support::simulated_registry(IdRange { first: 1, last: 8 }, 1_000, 1_000);
     (
         State {
-            registry: Registry::for_replay(IdRange { first: 1, last: 8 }, 1_000),
+            registry,
             counter: counter::Counter::default(),
         },
         Services {
-            registry: RegistryService::new(RegistryConfig {
-                lease_ms: 1_000,
-                subscriptions: BTreeMap::new(),
-            }),
+            registry: service,
             counter: counter::CounterService,
         },
     )
@@ -40,16 +38,7 @@ fn fresh() -> (State, Services) {
 fn the_counter_keeps_its_invariants_under_seeded_faults() {
     let results = sim::run_seeds(300, "counter_machine", |seed, verbose| {
         let mut rng = Rng::new(seed);
-        let setup = Setup {
-            beacons: if rng.chance(0.5) { 3 } else { 5 },
-            spares: 0,
-            // A learner in some runs: it must change nothing the voters decide.
-            learners: usize::from(rng.chance(0.3)),
-            mode: Mode::Quorum,
-            faults: Faults::draw(&mut rng),
-            log_keep: 16,
-            clients: 1 + rng.below(3) as usize,
-        };
+        let setup = Setup::drawn(&mut rng, |rng| 1 + rng.below(3) as usize);
         let workload = counter::checker::Clients::new(setup.clients);
         let mut sim = Sim::new(seed, setup, fresh, workload, verbose);
         match sim.run() {

@@ -14,14 +14,13 @@
 //! prints its trace. Further tests drive the same simulation through one scripted schedule
 //! each.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use beacon::consensus::{ConsensusError, Mode, ReplyError};
 use beacon::machines::registry::checker::{Clients, Counters, Timing, register_request};
 use beacon::machines::registry::{
-    IdRange, LoadStats, Registry, RegistryConfig, RegistryError, RegistryService, Report, Response,
-    Target, Unregister,
+    IdRange, LoadStats, RegistryError, Report, Response, Target, Unregister,
 };
 use beacon::machines::{self, Services, State};
 use beacon::time::Millis;
@@ -33,28 +32,10 @@ const LEASE: u64 = 1_000;
 
 type Sim = sim::Sim<State, Services, Clients>;
 
+mod support;
+
 fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) + 'static {
-    move || {
-        (
-            State {
-                registry: Registry::for_replay(range, reuse_delay),
-                sequence: Default::default(),
-                assign: Default::default(),
-                tasks: Default::default(),
-                configs: Default::default(),
-            },
-            Services {
-                registry: RegistryService::new(RegistryConfig {
-                    lease_ms: LEASE,
-                    subscriptions: BTreeMap::new(),
-                }),
-                sequence: Default::default(),
-                assign: Default::default(),
-                tasks: Default::default(),
-                configs: Default::default(),
-            },
-        )
-    }
+    move || support::simulated(range, reuse_delay, LEASE)
 }
 
 fn seeded(seed: u64, verbose: bool) -> Sim {
@@ -93,12 +74,7 @@ fn scripted(beacons: usize, range: IdRange, reuse_delay: Millis) -> Sim {
     let verbose = std::env::var_os("BEACON_SIM_TRACE").is_some();
     let setup = Setup {
         beacons,
-        spares: 0,
-        learners: 0,
-        mode: Mode::Quorum,
-        faults: Faults::none(),
-        log_keep: 16,
-        clients: 0,
+        ..Setup::calm(0)
     };
     let workload = Clients::new(0, Timing::for_lease(LEASE));
     Sim::new(0, setup, fresh(range, reuse_delay), workload, verbose)

@@ -7,25 +7,19 @@
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
-use std::collections::BTreeMap;
-
-use beacon::consensus::{Leader, Mode, Outcome, Service};
-use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
+use beacon::consensus::{Leader, Outcome, Service};
+use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::sequence::checker::Clients;
 use beacon::machines::sequence::{SequenceLimits, SequenceService, Sequences};
 use beacon::machines::{Part, Services, State};
 use beacon::time::Millis;
 use beacon_testkit::rng::SimRng as Rng;
-use beacon_testkit::sim::{self, Faults, Setup};
+use beacon_testkit::sim::{self, Setup};
+
+mod support;
 
 fn registry_parts() -> (Registry, RegistryService) {
-    (
-        Registry::for_replay(IdRange { first: 1, last: 8 }, 1_000),
-        RegistryService::new(RegistryConfig {
-            lease_ms: 1_000,
-            subscriptions: BTreeMap::new(),
-        }),
-    )
+    support::simulated_registry(IdRange { first: 1, last: 8 }, 1_000, 1_000)
 }
 
 fn limits() -> SequenceLimits {
@@ -37,36 +31,13 @@ fn limits() -> SequenceLimits {
 }
 
 fn fresh() -> (State, Services) {
-    let (registry, registry_service) = registry_parts();
-    (
-        State {
-            registry,
-            sequence: Sequences::default(),
-            assign: Default::default(),
-            tasks: Default::default(),
-            configs: Default::default(),
-        },
-        Services {
-            registry: registry_service,
-            sequence: SequenceService::new(limits()),
-            assign: Default::default(),
-            tasks: Default::default(),
-            configs: Default::default(),
-        },
-    )
+    let (state, mut services) = support::simulated(IdRange { first: 1, last: 8 }, 1_000, 1_000);
+    services.sequence = SequenceService::new(limits());
+    (state, services)
 }
 
 fn setup(rng: &mut Rng) -> Setup {
-    Setup {
-        beacons: if rng.chance(0.5) { 3 } else { 5 },
-        spares: 0,
-        // A learner in some runs: it must change nothing the voters decide.
-        learners: usize::from(rng.chance(0.3)),
-        mode: Mode::Quorum,
-        faults: Faults::draw(rng),
-        log_keep: 16,
-        clients: 1 + rng.below(4) as usize,
-    }
+    Setup::drawn(rng, |rng| 1 + rng.below(4) as usize)
 }
 
 #[test]

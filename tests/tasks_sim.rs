@@ -10,40 +10,23 @@
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
-use std::collections::BTreeMap;
-
-use beacon::consensus::Mode;
-use beacon::machines::registry::{IdRange, Registry, RegistryConfig, RegistryService};
+use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::tasks::checker::Clients;
 use beacon::machines::tasks::{TaskLimits, TaskService, Tasks};
 use beacon::machines::{Services, State};
 use beacon_testkit::rng::SimRng as Rng;
-use beacon_testkit::sim::{self, Faults, Setup};
+use beacon_testkit::sim::{self, Setup};
+
+mod support;
 
 fn fresh() -> (State, Services) {
-    (
-        State {
-            registry: Registry::for_replay(IdRange { first: 1, last: 16 }, 1_000),
-            sequence: Default::default(),
-            assign: Default::default(),
-            tasks: Tasks::default(),
-            configs: Default::default(),
-        },
-        Services {
-            registry: RegistryService::new(RegistryConfig {
-                lease_ms: 1_000,
-                subscriptions: BTreeMap::new(),
-            }),
-            sequence: Default::default(),
-            assign: Default::default(),
-            tasks: TaskService::new(TaskLimits {
-                backoff_base_ms: 100,
-                backoff_max_ms: 800,
-                ..TaskLimits::default()
-            }),
-            configs: Default::default(),
-        },
-    )
+    let (state, mut services) = support::simulated(IdRange { first: 1, last: 16 }, 1_000, 1_000);
+    services.tasks = TaskService::new(TaskLimits {
+        backoff_base_ms: 100,
+        backoff_max_ms: 800,
+        ..TaskLimits::default()
+    });
+    (state, services)
 }
 
 #[test]
@@ -51,16 +34,7 @@ fn one_attempt_at_a_time_one_result_no_submit_lost_under_seeded_faults() {
     let results = sim::run_seeds(300, "tasks_sim", |seed, verbose| {
         let mut rng = Rng::new(seed);
         let workload = Clients::new(2 + rng.below(4) as usize);
-        let setup = Setup {
-            beacons: if rng.chance(0.5) { 3 } else { 5 },
-            spares: 0,
-            // A learner in some runs: it must change nothing the voters decide.
-            learners: usize::from(rng.chance(0.3)),
-            mode: Mode::Quorum,
-            faults: Faults::draw(&mut rng),
-            log_keep: 16,
-            clients: workload.clients(),
-        };
+        let setup = Setup::drawn(&mut rng, |_| workload.clients());
         let mut sim =
             sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
         match sim.run() {
@@ -183,34 +157,18 @@ mod stale {
 
 #[test]
 fn an_attempt_restarted_under_an_old_token_is_caught() {
-    let seeds = 60;
-    let mut caught = 0;
-    for seed in 0..seeds {
+    let caught = sim::count_caught(60, "a restart under an old token", |seed| {
         let mut rng = Rng::new(seed);
         let workload = Clients::<stale::Stale>::new(2 + rng.below(4) as usize);
-        let setup = Setup {
-            beacons: 3,
-            spares: 0,
-            learners: 0,
-            mode: Mode::Quorum,
-            faults: Faults::none(),
-            log_keep: 16,
-            clients: workload.clients(),
-        };
-        let mut sim = sim::Sim::<stale::State, stale::Services, Clients<stale::Stale>>::new(
+        let setup = Setup::calm(workload.clients());
+        sim::Sim::<stale::State, stale::Services, Clients<stale::Stale>>::new(
             seed,
             setup,
             stale::fresh,
             workload,
             false,
-        );
-        if let Err(why) = sim.run() {
-            if caught == 0 {
-                println!("first caught (seed {seed}): {why}");
-            }
-            caught += 1;
-        }
-    }
-    println!("a restart under an old token: caught in {caught} of {seeds} seeds");
+        )
+        .run()
+    });
     assert!(caught > 0, "the invariants must catch a token going back");
 }

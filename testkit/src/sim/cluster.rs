@@ -64,6 +64,39 @@ pub struct Setup {
     pub spares: usize,
 }
 
+impl Setup {
+    /// The usual seeded cluster: three or five voters, a learner in three runs of ten (it
+    /// must change nothing the voters decide), quorum mode, drawn faults, a log of 16
+    /// entries; `clients` draws how many clients, after the rest.
+    pub fn drawn(rng: &mut Rng, clients: impl FnOnce(&mut Rng) -> usize) -> Setup {
+        let beacons = if rng.chance(0.5) { 3 } else { 5 };
+        let learners = usize::from(rng.chance(0.3));
+        let faults = Faults::draw(rng);
+        Setup {
+            beacons,
+            spares: 0,
+            learners,
+            mode: Mode::Quorum,
+            faults,
+            log_keep: 16,
+            clients: clients(rng),
+        }
+    }
+
+    /// Three voters in quorum mode and no fault: where a broken service shows at once.
+    pub fn calm(clients: usize) -> Setup {
+        Setup {
+            beacons: 3,
+            spares: 0,
+            learners: 0,
+            mode: Mode::Quorum,
+            faults: Faults::none(),
+            log_keep: 16,
+            clients,
+        }
+    }
+}
+
 /// Counts of what a run exercised.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {

@@ -19,6 +19,23 @@ pub use cluster::{Setup, Sim, Stats};
 pub use disk::Disk;
 pub use faults::Faults;
 
+/// Runs seeds `0..seeds` of a broken machine's simulation, one after another: in how many
+/// `run` failed (the invariants caught the fault), printing the first failure with its seed
+/// under `what`.
+pub fn count_caught(seeds: u64, what: &str, mut run: impl FnMut(u64) -> Result<(), String>) -> u64 {
+    let mut caught = 0;
+    for seed in 0..seeds {
+        if let Err(why) = run(seed) {
+            if caught == 0 {
+                println!("first caught (seed {seed}): {why}");
+            }
+            caught += 1;
+        }
+    }
+    println!("{what}: caught in {caught} of {seeds} seeds");
+    caught
+}
+
 /// Runs seeds `0..default` (or `BEACON_SIM_SEEDS`) on every core; with `BEACON_SIM_SEED`
 /// only that seed, verbosely. `run(seed, verbose)` returns the seed's result or the report
 /// of its failure; a panic counts as a failure. Returns every passing seed's result;
