@@ -10,7 +10,8 @@
 
 use std::net::SocketAddr;
 
-use crate::consensus::{Machine, Replica, Reply, ReplyError, Service, Token};
+use crate::consensus::{Leader, Machine, Outcome, Replica, Reply, ReplyError, Service, Token};
+use crate::machines::Configured;
 use crate::time::Millis;
 
 /// The outcome of a check: `Err` says what broke, for the failing seed's report.
@@ -79,4 +80,72 @@ pub trait Workload<S: Machine, V: Service<S>> {
     fn converged(&self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
     /// Counters for the summary line, and for asserting that the clients got through.
     fn counters(&self) -> Vec<(&'static str, u64)>;
+}
+
+/// What service `V` answers a request with.
+pub type OutcomeOf<S, V> =
+    Outcome<<V as Service<S>>::Response, <V as Service<S>>::Error, <V as Service<S>>::Waiting>;
+
+/// How a broken service differs from the real service `V` it wraps (see [`Broken`]): by
+/// default in nothing.
+pub trait Fault<S: Machine, V: Service<S>> {
+    /// A request: by default `service`'s own answer.
+    fn request(
+        &mut self,
+        service: &mut V,
+        leader: &mut Leader<'_, S>,
+        request: V::Request,
+    ) -> OutcomeOf<S, V> {
+        service.request(leader, request)
+    }
+
+    /// A tick: by default `service`'s own.
+    fn tick(&mut self, service: &mut V, leader: &mut Leader<'_, S>) {
+        service.tick(leader)
+    }
+}
+
+/// Service `V` broken in one place by fault `F`, and itself everywhere else: the
+/// simulations show their invariants catch a machine's fault by composing one of these in
+/// its service's place.
+#[derive(Debug, Clone, Default)]
+pub struct Broken<V, F> {
+    pub service: V,
+    pub fault: F,
+}
+
+impl<C, V: Configured<C>, F: Default> Configured<C> for Broken<V, F> {
+    fn configured(section: &C) -> Self {
+        Broken {
+            service: V::configured(section),
+            fault: F::default(),
+        }
+    }
+}
+
+impl<S: Machine, V: Service<S>, F: Fault<S, V>> Service<S> for Broken<V, F> {
+    type Request = V::Request;
+    type Response = V::Response;
+    type Error = V::Error;
+    type Waiting = V::Waiting;
+
+    fn lead(&mut self, state: &S, now: Millis) {
+        self.service.lead(state, now)
+    }
+    fn step_down(&mut self) {
+        self.service.step_down()
+    }
+    fn request(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        request: V::Request,
+    ) -> Outcome<V::Response, V::Error, V::Waiting> {
+        self.fault.request(&mut self.service, leader, request)
+    }
+    fn tick(&mut self, leader: &mut Leader<'_, S>) {
+        self.fault.tick(&mut self.service, leader)
+    }
+    fn answer(&self, state: &S, waiting: V::Waiting) -> Result<V::Response, V::Error> {
+        self.service.answer(state, waiting)
+    }
 }

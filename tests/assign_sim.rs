@@ -68,41 +68,28 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
 /// invariants must catch it (the old holder's registration is live while the new one runs).
 mod eager {
     use super::*;
-    use beacon::consensus::{Leader, Outcome, Service};
+    use beacon::consensus::{Leader, Service};
     use beacon::machines::Part;
     use beacon::machines::assign::placement::{self, Candidate};
     use beacon::machines::assign::{
         Command as AssignCommand, Holder, Placement, Request as AssignRequest,
     };
     use beacon::machines::registry::FencingToken;
-    use beacon::time::Millis;
+    use beacon::sim::{Broken, Fault, OutcomeOf};
 
-    #[derive(Debug, Clone)]
-    pub struct Eager(pub AssignService);
+    /// Moves resources at once on a rebalance, instead of revoking them first.
+    #[derive(Debug, Clone, Default)]
+    pub struct Moves;
 
-    impl beacon::machines::Configured<AssignLimits> for Eager {
-        fn configured(limits: &AssignLimits) -> Eager {
-            Eager(AssignService::new(limits.clone()))
-        }
-    }
+    pub type Eager = Broken<AssignService, Moves>;
 
-    impl<S: Part<Registry> + Part<Assignments>> Service<S> for Eager {
-        type Request = <AssignService as Service<S>>::Request;
-        type Response = <AssignService as Service<S>>::Response;
-        type Error = <AssignService as Service<S>>::Error;
-        type Waiting = <AssignService as Service<S>>::Waiting;
-
-        fn lead(&mut self, state: &S, now: Millis) {
-            Service::<S>::lead(&mut self.0, state, now)
-        }
-        fn step_down(&mut self) {
-            Service::<S>::step_down(&mut self.0)
-        }
+    impl<S: Part<Registry> + Part<Assignments>> Fault<S, AssignService> for Moves {
         fn request(
             &mut self,
+            service: &mut AssignService,
             leader: &mut Leader<'_, S>,
             request: AssignRequest,
-        ) -> Outcome<Self::Response, Self::Error, Self::Waiting> {
+        ) -> OutcomeOf<S, AssignService> {
             if let AssignRequest::Rebalance(t) = &request {
                 let registry: &Registry = leader.state().part();
                 let candidates: Vec<Candidate> = registry.nodes().map(Candidate::of).collect();
@@ -134,13 +121,7 @@ mod eager {
                     )));
                 }
             }
-            Service::<S>::request(&mut self.0, leader, request)
-        }
-        fn tick(&mut self, leader: &mut Leader<'_, S>) {
-            Service::<S>::tick(&mut self.0, leader)
-        }
-        fn answer(&self, state: &S, waiting: Self::Waiting) -> Result<Self::Response, Self::Error> {
-            Service::<S>::answer(&self.0, state, waiting)
+            Service::<S>::request(service, leader, request)
         }
     }
 
@@ -158,7 +139,10 @@ mod eager {
             },
             Services {
                 registry: services.registry,
-                assign: Eager(services.assign),
+                assign: Broken {
+                    service: services.assign,
+                    fault: Moves,
+                },
             },
         )
     }

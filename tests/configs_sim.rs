@@ -7,12 +7,11 @@
 //!
 //! `BEACON_SIM_SEEDS=N` runs N seeds; `BEACON_SIM_SEED=S` one, with its trace.
 
-use beacon::consensus::{Leader, Outcome, Service};
+use beacon::consensus::{Leader, Service};
 use beacon::machines::configs::checker::Clients;
 use beacon::machines::configs::{ConfigService, ConfigStore};
 use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::{Part, Services, State};
-use beacon::time::Millis;
 use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Faults, Setup};
 
@@ -73,36 +72,22 @@ fn compare_and_set_loses_no_update_under_seeded_faults() {
 /// invariants must catch two clients both incrementing from the same value.
 mod careless {
     use super::*;
-    use beacon::machines::Configured;
-    use beacon::machines::configs::ConfigLimits;
     use beacon::machines::configs::Request as ConfigRequest;
+    use beacon::sim::{Broken, Fault, OutcomeOf};
 
-    #[derive(Debug, Clone)]
-    pub struct Careless(pub ConfigService);
+    /// Drops a write's checks: a compare-and-set that ignores its revision.
+    #[derive(Debug, Clone, Default)]
+    pub struct NoChecks;
 
-    impl Configured<ConfigLimits> for Careless {
-        fn configured(limits: &ConfigLimits) -> Careless {
-            Careless(ConfigService::configured(limits))
-        }
-    }
+    pub type Careless = Broken<ConfigService, NoChecks>;
 
-    impl<S: Part<ConfigStore>> Service<S> for Careless {
-        type Request = <ConfigService as Service<S>>::Request;
-        type Response = <ConfigService as Service<S>>::Response;
-        type Error = <ConfigService as Service<S>>::Error;
-        type Waiting = <ConfigService as Service<S>>::Waiting;
-
-        fn lead(&mut self, state: &S, now: Millis) {
-            Service::<S>::lead(&mut self.0, state, now)
-        }
-        fn step_down(&mut self) {
-            Service::<S>::step_down(&mut self.0)
-        }
+    impl<S: Part<ConfigStore>> Fault<S, ConfigService> for NoChecks {
         fn request(
             &mut self,
+            service: &mut ConfigService,
             leader: &mut Leader<'_, S>,
-            request: Self::Request,
-        ) -> Outcome<Self::Response, Self::Error, Self::Waiting> {
+            request: ConfigRequest,
+        ) -> OutcomeOf<S, ConfigService> {
             let request = match request {
                 ConfigRequest::Write { ops, wall_ms, .. } => ConfigRequest::Write {
                     checks: Vec::new(),
@@ -111,13 +96,7 @@ mod careless {
                 },
                 other => other,
             };
-            Service::<S>::request(&mut self.0, leader, request)
-        }
-        fn tick(&mut self, leader: &mut Leader<'_, S>) {
-            Service::<S>::tick(&mut self.0, leader)
-        }
-        fn answer(&self, state: &S, waiting: Self::Waiting) -> Result<Self::Response, Self::Error> {
-            Service::<S>::answer(&self.0, state, waiting)
+            Service::<S>::request(service, leader, request)
         }
     }
 
@@ -135,7 +114,10 @@ mod careless {
             },
             Services {
                 registry: registry_service,
-                configs: Careless(ConfigService::default()),
+                configs: Broken {
+                    service: ConfigService::default(),
+                    fault: NoChecks,
+                },
             },
         )
     }

@@ -12,7 +12,6 @@ use beacon::machines::registry::{IdRange, Registry, RegistryService};
 use beacon::machines::sequence::checker::Clients;
 use beacon::machines::sequence::{SequenceLimits, SequenceService, Sequences};
 use beacon::machines::{Part, Services, State};
-use beacon::time::Millis;
 use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Setup};
 
@@ -85,47 +84,27 @@ fn segments_never_overlap_under_seeded_faults() {
 /// the next one).
 mod hasty {
     use super::*;
+    use beacon::sim::{Broken, Fault, OutcomeOf};
 
-    #[derive(Debug, Clone)]
-    pub struct Hasty(pub SequenceService);
+    /// Answers a write once appended, not once committed.
+    #[derive(Debug, Clone, Default)]
+    pub struct Early;
 
-    impl Configured<beacon::machines::sequence::SequenceLimits> for Hasty {
-        fn configured(limits: &beacon::machines::sequence::SequenceLimits) -> Hasty {
-            Hasty(SequenceService::configured(limits))
-        }
-    }
+    pub type Hasty = Broken<SequenceService, Early>;
 
-    use beacon::machines::Configured;
-
-    impl<S: Part<Sequences>> Service<S> for Hasty {
-        type Request = <SequenceService as Service<S>>::Request;
-        type Response = <SequenceService as Service<S>>::Response;
-        type Error = <SequenceService as Service<S>>::Error;
-        type Waiting = <SequenceService as Service<S>>::Waiting;
-
-        fn lead(&mut self, state: &S, now: Millis) {
-            Service::<S>::lead(&mut self.0, state, now)
-        }
-        fn step_down(&mut self) {
-            Service::<S>::step_down(&mut self.0)
-        }
+    impl<S: Part<Sequences>> Fault<S, SequenceService> for Early {
         fn request(
             &mut self,
+            service: &mut SequenceService,
             leader: &mut Leader<'_, S>,
-            request: Self::Request,
-        ) -> Outcome<Self::Response, Self::Error, Self::Waiting> {
-            match Service::<S>::request(&mut self.0, leader, request) {
+            request: <SequenceService as Service<S>>::Request,
+        ) -> OutcomeOf<S, SequenceService> {
+            match Service::<S>::request(service, leader, request) {
                 Outcome::WhenCommitted { waiting, .. } => {
-                    Outcome::Now(Service::<S>::answer(&self.0, leader.state(), waiting))
+                    Outcome::Now(Service::<S>::answer(service, leader.state(), waiting))
                 }
                 other => other,
             }
-        }
-        fn tick(&mut self, leader: &mut Leader<'_, S>) {
-            Service::<S>::tick(&mut self.0, leader)
-        }
-        fn answer(&self, state: &S, waiting: Self::Waiting) -> Result<Self::Response, Self::Error> {
-            Service::<S>::answer(&self.0, state, waiting)
         }
     }
 
@@ -143,7 +122,10 @@ mod hasty {
             },
             Services {
                 registry: registry_service,
-                sequence: Hasty(SequenceService::new(limits())),
+                sequence: Broken {
+                    service: SequenceService::new(limits()),
+                    fault: Early,
+                },
             },
         )
     }

@@ -69,42 +69,21 @@ fn one_attempt_at_a_time_one_result_no_submit_lost_under_seeded_faults() {
 /// the invariants must catch the token going back.
 mod stale {
     use super::*;
-    use beacon::consensus::{Leader, Outcome, Service};
+    use beacon::consensus::{Leader, Service};
     use beacon::machines::Part;
     use beacon::machines::registry::FencingToken;
+    use beacon::machines::tasks::Command as TaskCommand;
     use beacon::machines::tasks::state::{Run, TaskStart};
-    use beacon::machines::tasks::{Command as TaskCommand, Request as TaskRequest};
-    use beacon::time::Millis;
+    use beacon::sim::{Broken, Fault};
 
-    #[derive(Debug, Clone)]
-    pub struct Stale(pub TaskService);
+    /// Restarts a task whose attempt ended under an older token, on a tick.
+    #[derive(Debug, Clone, Default)]
+    pub struct Restarts;
 
-    impl beacon::machines::Configured<beacon::machines::tasks::TaskLimits> for Stale {
-        fn configured(limits: &beacon::machines::tasks::TaskLimits) -> Stale {
-            Stale(TaskService::new(limits.clone()))
-        }
-    }
+    pub type Stale = Broken<TaskService, Restarts>;
 
-    impl<S: Part<Registry> + Part<Tasks>> Service<S> for Stale {
-        type Request = <TaskService as Service<S>>::Request;
-        type Response = <TaskService as Service<S>>::Response;
-        type Error = <TaskService as Service<S>>::Error;
-        type Waiting = <TaskService as Service<S>>::Waiting;
-
-        fn lead(&mut self, state: &S, now: Millis) {
-            Service::<S>::lead(&mut self.0, state, now)
-        }
-        fn step_down(&mut self) {
-            Service::<S>::step_down(&mut self.0)
-        }
-        fn request(
-            &mut self,
-            leader: &mut Leader<'_, S>,
-            request: TaskRequest,
-        ) -> Outcome<Self::Response, Self::Error, Self::Waiting> {
-            Service::<S>::request(&mut self.0, leader, request)
-        }
-        fn tick(&mut self, leader: &mut Leader<'_, S>) {
+    impl<S: Part<Registry> + Part<Tasks>> Fault<S, TaskService> for Restarts {
+        fn tick(&mut self, service: &mut TaskService, leader: &mut Leader<'_, S>) {
             let tasks: &Tasks = leader.state().part();
             let worker = tasks.workers().next().map(|w| w.id);
             let retried = tasks.queues().flat_map(|q| q.pending()).find_map(|t| {
@@ -128,10 +107,7 @@ mod stale {
                     },
                 ])));
             }
-            Service::<S>::tick(&mut self.0, leader)
-        }
-        fn answer(&self, state: &S, waiting: Self::Waiting) -> Result<Self::Response, Self::Error> {
-            Service::<S>::answer(&self.0, state, waiting)
+            Service::<S>::tick(service, leader)
         }
     }
 
@@ -149,7 +125,10 @@ mod stale {
             },
             Services {
                 registry: services.registry,
-                tasks: Stale(services.tasks),
+                tasks: Broken {
+                    service: services.tasks,
+                    fault: Restarts,
+                },
             },
         )
     }
