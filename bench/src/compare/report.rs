@@ -26,6 +26,37 @@ struct Row {
 
 pub fn markdown(r: &Results) -> String {
     let mut rows = Vec::new();
+    failover_rows(r, &mut rows);
+    idle_rows(r, &mut rows);
+    alloc_rows(r, &mut rows);
+    liveness_rows(r, &mut rows);
+    if let Some(s) = &r.sequence {
+        sequence_rows(r, s, &mut rows);
+    }
+    assign_rows(r, &mut rows);
+    tasks_rows(r, &mut rows);
+    watch_rows(r, &mut rows);
+    let mut out = r.taken.markdown();
+    comparison_table(&rows, &mut out);
+
+    tls_table(r, &mut out);
+    grpc_table(r, &mut out);
+    reads_table(r, &mut out);
+    watch_table(r, &mut out);
+    gray_table(r, &mut out);
+    scale_table(r, &mut out);
+    renewal_rate_table(r, &mut out);
+    membership_table(r, &mut out);
+
+    failover_detail(r, &mut out);
+    alloc_detail(r, &mut out);
+    sequence_detail(r, &mut out);
+    liveness_detail(r, &mut out);
+    out
+}
+
+/// Failover rows: median and max for each fault.
+fn failover_rows(r: &Results, rows: &mut Vec<Row>) {
     // Each fault once, in the order first run.
     let mut faults: Vec<super::failover::Fault> = Vec::new();
     for (_, f) in &r.failover {
@@ -57,6 +88,10 @@ pub fn markdown(r: &Results) -> String {
             });
         }
     }
+}
+
+/// Leader changes while idle.
+fn idle_rows(r: &Results, rows: &mut Vec<Row>) {
     if !r.idle.is_empty() {
         let idle = |name: &str| {
             r.idle
@@ -74,6 +109,10 @@ pub fn markdown(r: &Results) -> String {
             decimals: 0,
         });
     }
+}
+
+/// Allocation: throughput and latency by clients, and the leader's term moves.
+fn alloc_rows(r: &Results, rows: &mut Vec<Row>) {
     let alloc = |name: &str, c: usize| {
         r.alloc
             .iter()
@@ -127,6 +166,10 @@ pub fn markdown(r: &Results) -> String {
             decimals: 0,
         });
     }
+}
+
+/// Liveness: capacity, memory per registration, renewal rate.
+fn liveness_rows(r: &Results, rows: &mut Vec<Row>) {
     let live = |name: &str| r.liveness.iter().find(|(n, _)| n == name).map(|(_, l)| l);
     let capacity = |name: &str| {
         live(name)
@@ -187,10 +230,10 @@ pub fn markdown(r: &Results) -> String {
             });
         }
     }
+}
 
-    if let Some(s) = &r.sequence {
-        sequence_rows(r, s, &mut rows);
-    }
+/// Assignment (beacon alone).
+fn assign_rows(r: &Results, rows: &mut Vec<Row>) {
     if let Some(a) = &r.assign {
         let only = |what: String, v: f64, unit: &'static str, decimals: usize| Row {
             what,
@@ -239,7 +282,10 @@ pub fn markdown(r: &Results) -> String {
             ));
         }
     }
+}
 
+/// Task queues.
+fn tasks_rows(r: &Results, rows: &mut Vec<Row>) {
     let tasks = |name: &str| r.tasks.iter().find(|(n, _)| n == name).map(|(_, t)| t);
     if let Some(t) = tasks("beacon").or_else(|| r.tasks.first().map(|(_, t)| t)) {
         let what = format!(
@@ -277,7 +323,10 @@ pub fn markdown(r: &Results) -> String {
             });
         }
     }
+}
 
+/// Config push to watchers.
+fn watch_rows(r: &Results, rows: &mut Vec<Row>) {
     for (what, unit, decimals, pick) in [
         (
             "config push: write to the last of {n} watchers seeing it, p50 (lower is better)",
@@ -319,40 +368,10 @@ pub fn markdown(r: &Results) -> String {
             });
         }
     }
+}
 
-    let mut out = r.taken.markdown();
-    // Parts that compare beacon with itself (gRPC, TLS) have no row here: no empty table.
-    if !rows.is_empty() {
-        writeln!(
-            out,
-            "| measure | beacon | etcd | ZooKeeper | beacon/etcd | beacon/ZooKeeper |"
-        )
-        .unwrap();
-        writeln!(out, "|---|---|---|---|---|---|").unwrap();
-    }
-    for row in &rows {
-        writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} |",
-            row.what,
-            cell(row.beacon, row.unit, row.decimals),
-            cell(row.etcd, row.unit, row.decimals),
-            cell(row.zookeeper, row.unit, row.decimals),
-            ratio(row.beacon, row.etcd),
-            ratio(row.beacon, row.zookeeper),
-        )
-        .unwrap();
-    }
-
-    tls_table(r, &mut out);
-    grpc_table(r, &mut out);
-    reads_table(r, &mut out);
-    watch_table(r, &mut out);
-    gray_table(r, &mut out);
-    scale_table(r, &mut out);
-    renewal_rate_table(r, &mut out);
-    membership_table(r, &mut out);
-
+/// Every failover round.
+fn failover_detail(r: &Results, out: &mut String) {
     if !r.failover.is_empty() {
         writeln!(
             out,
@@ -381,6 +400,10 @@ pub fn markdown(r: &Results) -> String {
             writeln!(out, "\n{why}").unwrap();
         }
     }
+}
+
+/// Every allocation run.
+fn alloc_detail(r: &Results, out: &mut String) {
     if !r.alloc.is_empty() {
         writeln!(out, "\nAllocation runs ({} s each):\n", r.alloc_secs).unwrap();
         writeln!(
@@ -398,6 +421,10 @@ pub fn markdown(r: &Results) -> String {
             .unwrap();
         }
     }
+}
+
+/// Every sequence run.
+fn sequence_detail(r: &Results, out: &mut String) {
     if let Some(s) = &r.sequence {
         writeln!(
             out,
@@ -447,6 +474,10 @@ pub fn markdown(r: &Results) -> String {
             .unwrap();
         }
     }
+}
+
+/// Every liveness step.
+fn liveness_detail(r: &Results, out: &mut String) {
     if !r.liveness.is_empty() {
         writeln!(
             out,
@@ -473,7 +504,6 @@ pub fn markdown(r: &Results) -> String {
             }
         }
     }
-    out
 }
 
 fn n_clients(n: usize) -> String {
@@ -1089,6 +1119,32 @@ fn gray_table(r: &Results, out: &mut String) {
             "| {case} | registrations acknowledged and lost | {} | 0 | {} |",
             o.lost,
             met(o.lost == 0)
+        )
+        .unwrap();
+    }
+}
+
+/// The rows side by side, with beacon's ratio to each system (none when no row).
+fn comparison_table(rows: &[Row], out: &mut String) {
+    // Parts that compare beacon with itself (gRPC, TLS) have no row here: no empty table.
+    if !rows.is_empty() {
+        writeln!(
+            out,
+            "| measure | beacon | etcd | ZooKeeper | beacon/etcd | beacon/ZooKeeper |"
+        )
+        .unwrap();
+        writeln!(out, "|---|---|---|---|---|---|").unwrap();
+    }
+    for row in rows {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            row.what,
+            cell(row.beacon, row.unit, row.decimals),
+            cell(row.etcd, row.unit, row.decimals),
+            cell(row.zookeeper, row.unit, row.decimals),
+            ratio(row.beacon, row.etcd),
+            ratio(row.beacon, row.zookeeper),
         )
         .unwrap();
     }
