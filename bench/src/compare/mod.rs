@@ -322,66 +322,21 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
         ..Results::default()
     };
 
-    if b.wants(Part::Failover) {
-        parts::run_failover(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Idle) {
-        parts::run_idle(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Alloc) {
-        parts::run_alloc(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Liveness) {
-        parts::run_liveness(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Sequence) && b.runs(Kind::Beacon) {
-        parts::run_sequence(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Assign) && b.runs(Kind::Beacon) {
-        parts::run_assign(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Tasks) {
-        parts::run_tasks(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Tls) && b.runs(Kind::Beacon) {
-        parts::run_tls(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Grpc) && b.runs(Kind::Beacon) {
-        parts::run_grpc(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Reads) {
-        parts::run_reads(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Watch) {
-        parts::run_watch(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Scale) && b.runs(Kind::Beacon) {
-        parts::run_scale_beacon(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Scale) {
-        parts::run_scale_others(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Membership) {
-        parts::run_membership(&b, &mut results).await?;
-    }
-
-    if b.wants(Part::Gray) && b.runs(Kind::Beacon) {
-        parts::run_gray(&b, &mut results).await?;
-    }
-
+    parts::run_failover(&b, &mut results).await?;
+    parts::run_idle(&b, &mut results).await?;
+    parts::run_alloc(&b, &mut results).await?;
+    parts::run_liveness(&b, &mut results).await?;
+    parts::run_sequence(&b, &mut results).await?;
+    parts::run_assign(&b, &mut results).await?;
+    parts::run_tasks(&b, &mut results).await?;
+    parts::run_tls(&b, &mut results).await?;
+    parts::run_grpc(&b, &mut results).await?;
+    parts::run_reads(&b, &mut results).await?;
+    parts::run_watch(&b, &mut results).await?;
+    parts::run_scale_beacon(&b, &mut results).await?;
+    parts::run_scale_others(&b, &mut results).await?;
+    parts::run_membership(&b, &mut results).await?;
+    parts::run_gray(&b, &mut results).await?;
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -1,5 +1,6 @@
-//! Each part of the comparison: what it starts, measures and prints, into [`Results`].
-//! [`super::run`] runs those asked for, in this order.
+//! Each part of the comparison: what it starts, measures and prints, into [`Results`]. A
+//! part not asked for (or, for one of beacon alone, when beacon is not) does nothing;
+//! [`super::run`] runs them all in order.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -27,6 +28,9 @@ impl Bench<'_> {
 }
 
 pub(super) async fn run_failover(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Failover) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!(
@@ -79,6 +83,9 @@ pub(super) async fn run_failover(b: &Bench<'_>, results: &mut Results) -> anyhow
 }
 
 pub(super) async fn run_idle(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Idle) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!(
@@ -106,6 +113,9 @@ pub(super) async fn run_idle(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
 }
 
 pub(super) async fn run_alloc(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Alloc) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!("allocation: unique IDs from C clients, each connected to the leader");
@@ -161,6 +171,9 @@ pub(super) async fn run_alloc(b: &Bench<'_>, results: &mut Results) -> anyhow::R
 }
 
 pub(super) async fn run_liveness(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Liveness) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!("liveness: registrations renewed once a second; leader CPU and memory");
@@ -175,6 +188,9 @@ pub(super) async fn run_liveness(b: &Bench<'_>, results: &mut Results) -> anyhow
 }
 
 pub(super) async fn run_sequence(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Sequence) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     println!("sequence: numbers from segments, the double buffer and snowflake IDs");
     // The default node-ID range, whose IDs fit the default snowflake layout's 10
@@ -202,6 +218,9 @@ pub(super) async fn run_sequence(b: &Bench<'_>, results: &mut Results) -> anyhow
 }
 
 pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Assign) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     println!("assignment: resources moved off a dead or departed worker; balance; leader CPU");
     // A short tick and the shortest lease, so the times show beacon's own delays.
@@ -268,6 +287,9 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
 }
 
 pub(super) async fn run_tasks(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Tasks) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!("tasks: submit -> run -> complete -> result, and a leader killed mid-run");
@@ -308,6 +330,9 @@ pub(super) async fn run_tasks(b: &Bench<'_>, results: &mut Results) -> anyhow::R
 }
 
 pub(super) async fn run_tls(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Tls) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     println!("TLS: beacon's allocation and failover with TLS on, beside plaintext");
     for with_tls in [false, true] {
@@ -337,6 +362,9 @@ pub(super) async fn run_tls(b: &Bench<'_>, results: &mut Results) -> anyhow::Res
 }
 
 pub(super) async fn run_grpc(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Grpc) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!("gRPC: beacon through its gRPC API beside its native protocol");
@@ -401,6 +429,9 @@ pub(super) async fn run_grpc(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
 }
 
 pub(super) async fn run_reads(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Reads) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!(
@@ -438,6 +469,9 @@ pub(super) async fn run_reads(b: &Bench<'_>, results: &mut Results) -> anyhow::R
 }
 
 pub(super) async fn run_watch(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Watch) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!("config push: from a write to the last of N watching services seeing it");
@@ -465,6 +499,9 @@ pub(super) async fn run_watch(b: &Bench<'_>, results: &mut Results) -> anyhow::R
 }
 
 pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Scale) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     println!(
         "scale: registrations grown to {} on {} beacons; memory, disk, paging, watching, failover, a wiped follower",
@@ -501,6 +538,9 @@ pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> an
 }
 
 pub(super) async fn run_scale_others(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Scale) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!(
@@ -526,6 +566,9 @@ pub(super) async fn run_scale_others(b: &Bench<'_>, results: &mut Results) -> an
 }
 
 pub(super) async fn run_membership(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Membership) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     let runs = |k: Kind| b.runs(k);
     println!(
@@ -547,6 +590,9 @@ pub(super) async fn run_membership(b: &Bench<'_>, results: &mut Results) -> anyh
 }
 
 pub(super) async fn run_gray(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Gray) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
     let (programs, opts) = (&b.programs, b.opts);
     println!(
         "gray: a hung follower and leader under kept-alive registrations, stalled watchers and their herd, ten times the load"
