@@ -4,12 +4,14 @@
 //! code plus one, and 113 is the leader-election heartbeat. The codes here are the core's;
 //! each replicated machine has its own range (see [`crate::machines`]).
 
+pub(crate) mod codes;
 pub mod envelope;
 pub mod field;
 pub mod fragment;
 pub mod frame;
 pub mod rpc;
 
+use codes::codes;
 pub use envelope::MachineWire;
 pub use frame::{
     FLAG_ERROR, FLAG_MORE, FLAG_ONEWAY, FLAG_SERIALIZABLE, Frame, FrameCodec, FrameError,
@@ -82,59 +84,35 @@ impl Consistency {
     }
 }
 
-/// The core's request command codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum Cmd {
-    /// Handshake, first frame of every connection (`Hello` / `HelloAck`).
-    Hello = 1,
-    /// A dialing beacon proves it knows the peer token (`HelloProof` / `HelloAck`).
-    HelloProof = 3,
-    /// Hand the leadership to another beacon (`TransferLeaderRequest` / `TransferLeaderReply`).
-    TransferLeader = 5,
-    /// A client's request carried from a follower to the leader (`Relayed`; relay
-    /// connections only): answered as the request it carries.
-    Relayed = 7,
-    /// The leader's read index, once a majority confirmed its leadership
-    /// (`ReadIndexRequest` / `ReadIndexReply`): what a follower waits for before a
-    /// linearizable read.
-    ReadIndex = 9,
-    /// A backup of every machine's state at one committed index (`BackupRequest` /
-    /// `BackupStart`, then `BackupChunk`s pushed as cmd 13): `nebcli snapshot save`.
-    Backup = 11,
-    /// Pushed after `BackupStart`, one-way: the next part of the backup file.
-    BackupChunk = 13,
-    /// Change the membership by one beacon (`ChangeMembersRequest` /
-    /// `ChangeMembersReply`): `nebcli member add|promote|remove`, `beacon --join`.
-    ChangeMembers = 15,
-    /// Beacon-to-beacon heartbeat (`Election`), one-way.
-    LeaderElection = 113,
-    /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
-    BeaconStatus = 301,
-}
-
-impl Code for Cmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-impl Cmd {
-    pub const ALL: [Cmd; 10] = [
-        Cmd::Hello,
-        Cmd::HelloProof,
-        Cmd::TransferLeader,
-        Cmd::Relayed,
-        Cmd::ReadIndex,
-        Cmd::Backup,
-        Cmd::BackupChunk,
-        Cmd::ChangeMembers,
-        Cmd::LeaderElection,
-        Cmd::BeaconStatus,
-    ];
-
-    pub fn from_code(code: u32) -> Option<Cmd> {
-        Cmd::ALL.into_iter().find(|c| c.code() == code)
+codes! {
+    command;
+    /// The core's request command codes.
+    pub enum Cmd {
+        /// Handshake, first frame of every connection (`Hello` / `HelloAck`).
+        Hello = 1,
+        /// A dialing beacon proves it knows the peer token (`HelloProof` / `HelloAck`).
+        HelloProof = 3,
+        /// Hand the leadership to another beacon (`TransferLeaderRequest` / `TransferLeaderReply`).
+        TransferLeader = 5,
+        /// A client's request carried from a follower to the leader (`Relayed`; relay
+        /// connections only): answered as the request it carries.
+        Relayed = 7,
+        /// The leader's read index, once a majority confirmed its leadership
+        /// (`ReadIndexRequest` / `ReadIndexReply`): what a follower waits for before a
+        /// linearizable read.
+        ReadIndex = 9,
+        /// A backup of every machine's state at one committed index (`BackupRequest` /
+        /// `BackupStart`, then `BackupChunk`s pushed as cmd 13): `nebcli snapshot save`.
+        Backup = 11,
+        /// Pushed after `BackupStart`, one-way: the next part of the backup file.
+        BackupChunk = 13,
+        /// Change the membership by one beacon (`ChangeMembersRequest` /
+        /// `ChangeMembersReply`): `nebcli member add|promote|remove`, `beacon --join`.
+        ChangeMembers = 15,
+        /// Beacon-to-beacon heartbeat (`Election`), one-way.
+        LeaderElection = 113,
+        /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).
+        BeaconStatus = 301,
     }
 }
 
@@ -161,82 +139,50 @@ pub fn parse_addr(field: &'static str, value: &str) -> Result<SocketAddr, WireEr
     })
 }
 
-/// The core's codes carried by `ErrorReply`. Each machine has its own, in its own range
-/// (see [`crate::machines`]); the codes of one cluster never overlap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum ErrorCode {
-    /// The bytes were not a beacon frame (bad magic, truncated).
-    BadFrame = 1,
-    /// The frame's body is over the configured limit.
-    FrameTooLarge = 2,
-    /// The command code is not one this beacon knows.
-    UnknownCommand = 3,
-    /// The body did not decode as the command's message, or a field is invalid.
-    MalformedBody = 4,
-    /// The peer belongs to another cluster.
-    WrongCluster = 5,
-    /// A peer announced an identity that is not in this beacon's configured list.
-    UnknownBeacon = 6,
-    /// A request arrived before `Hello`.
-    HandshakeRequired = 7,
-    /// Protocol version not spoken here.
-    UnsupportedVersion = 8,
-    /// The beacon is shutting down or cannot serve the request right now.
-    Unavailable = 9,
-    /// Writes and watches go to the leader; `ErrorReply.leader` names it when known.
-    NotLeader = 10,
-    /// A field of the request is invalid (an address, a name, a size).
-    InvalidRequest = 11,
-    /// Leadership moved before the write was acknowledged; retry it.
-    LeaderChanged = 16,
-    /// A peer's configuration disagrees with this beacon's (node-ID range, mode).
-    ConfigMismatch = 17,
-    /// Quorum mode: the leader cannot see a majority, so it cannot write.
-    NoQuorum = 18,
-    /// Who is asking is not established: no credential, or one that does not verify (a
-    /// beacon without a certificate from the cluster's CA, an unknown token).
-    Unauthenticated = 20,
-    /// Who is asking is known, and may not do this.
-    PermissionDenied = 21,
-    /// A watch asked to resume from a log index older than the oldest change kept (the
-    /// message names it): list the state again and watch from there.
-    Compacted = 23,
-    /// The beacon is over a limit of what it takes at once (`limits`): retry after
-    /// `ErrorReply.retry_after_ms`, with jitter.
-    Busy = 24,
-}
-
-impl ErrorCode {
-    pub const ALL: [ErrorCode; 18] = [
-        ErrorCode::BadFrame,
-        ErrorCode::FrameTooLarge,
-        ErrorCode::UnknownCommand,
-        ErrorCode::MalformedBody,
-        ErrorCode::WrongCluster,
-        ErrorCode::UnknownBeacon,
-        ErrorCode::HandshakeRequired,
-        ErrorCode::UnsupportedVersion,
-        ErrorCode::Unavailable,
-        ErrorCode::NotLeader,
-        ErrorCode::InvalidRequest,
-        ErrorCode::LeaderChanged,
-        ErrorCode::ConfigMismatch,
-        ErrorCode::NoQuorum,
-        ErrorCode::Unauthenticated,
-        ErrorCode::PermissionDenied,
-        ErrorCode::Compacted,
-        ErrorCode::Busy,
-    ];
-
-    pub fn from_code(code: u32) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
-    }
-}
-
-impl From<ErrorCode> for u32 {
-    fn from(code: ErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The core's codes carried by `ErrorReply`. Each machine has its own, in its own range
+    /// (see [`crate::machines`]); the codes of one cluster never overlap.
+    pub enum ErrorCode {
+        /// The bytes were not a beacon frame (bad magic, truncated).
+        BadFrame = 1,
+        /// The frame's body is over the configured limit.
+        FrameTooLarge = 2,
+        /// The command code is not one this beacon knows.
+        UnknownCommand = 3,
+        /// The body did not decode as the command's message, or a field is invalid.
+        MalformedBody = 4,
+        /// The peer belongs to another cluster.
+        WrongCluster = 5,
+        /// A peer announced an identity that is not in this beacon's configured list.
+        UnknownBeacon = 6,
+        /// A request arrived before `Hello`.
+        HandshakeRequired = 7,
+        /// Protocol version not spoken here.
+        UnsupportedVersion = 8,
+        /// The beacon is shutting down or cannot serve the request right now.
+        Unavailable = 9,
+        /// Writes and watches go to the leader; `ErrorReply.leader` names it when known.
+        NotLeader = 10,
+        /// A field of the request is invalid (an address, a name, a size).
+        InvalidRequest = 11,
+        /// Leadership moved before the write was acknowledged; retry it.
+        LeaderChanged = 16,
+        /// A peer's configuration disagrees with this beacon's (node-ID range, mode).
+        ConfigMismatch = 17,
+        /// Quorum mode: the leader cannot see a majority, so it cannot write.
+        NoQuorum = 18,
+        /// Who is asking is not established: no credential, or one that does not verify (a
+        /// beacon without a certificate from the cluster's CA, an unknown token).
+        Unauthenticated = 20,
+        /// Who is asking is known, and may not do this.
+        PermissionDenied = 21,
+        /// A watch asked to resume from a log index older than the oldest change kept (the
+        /// message names it): list the state again and watch from there.
+        Compacted = 23,
+        /// The beacon is over a limit of what it takes at once (`limits`): retry after
+        /// `ErrorReply.retry_after_ms`, with jitter.
+        Busy = 24,
     }
 }
 

@@ -10,108 +10,61 @@ use super::state::{
 };
 use crate::machines::registry::FencingToken;
 use crate::pb::assign as pb;
-use crate::wire::{Code, MachineWire, WireError, parse_addr};
+use crate::wire::codes::codes;
+use crate::wire::{MachineWire, WireError, parse_addr};
 
-/// The work-assignment machine's command codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum AssignCmd {
-    /// Add a resource (`AddResource` / `ResourceReply`).
-    Add = 501,
-    /// Delete a resource (`DeleteResource` / `ResourceReply`).
-    Delete = 503,
-    /// The resources (`ResourcesRequest` / `ResourcesReply`).
-    List = 505,
-    /// Rebalance (`Rebalance` / `RebalanceReply`).
-    Rebalance = 507,
-    /// A holder lets a resource go (`Release` / `ResourceReply`).
-    Release = 509,
-    /// Follow one registration's assignments (`WatchAssignments` / `WatchAssignmentsReply`,
-    /// then `AssignmentNotice`s).
-    Watch = 511,
-    /// Pushed to watchers, one-way: what changed (`AssignmentNotice`).
-    Notice = 513,
-    /// Create a slot group (`CreateGroup` / `GroupReply`).
-    CreateGroup = 515,
-    /// Delete a slot group (`DeleteGroup` / `GroupReply`).
-    DeleteGroup = 517,
-    /// The slot groups (`GroupsRequest` / `GroupsReply`).
-    Groups = 519,
-    /// Claim a slot, compare and swap (`Claim` / `GroupReply`).
-    Claim = 521,
-    /// Move resources waiting out a delay window now (`Reassign` / `RebalanceReply`).
-    Reassign = 523,
-}
-
-impl AssignCmd {
-    pub const ALL: [AssignCmd; 12] = [
-        AssignCmd::Add,
-        AssignCmd::Delete,
-        AssignCmd::List,
-        AssignCmd::Rebalance,
-        AssignCmd::Release,
-        AssignCmd::Watch,
-        AssignCmd::Notice,
-        AssignCmd::CreateGroup,
-        AssignCmd::DeleteGroup,
-        AssignCmd::Groups,
-        AssignCmd::Claim,
-        AssignCmd::Reassign,
-    ];
-
-    pub fn from_code(code: u32) -> Option<AssignCmd> {
-        AssignCmd::ALL.into_iter().find(|c| *c as u32 == code)
+codes! {
+    command;
+    /// The work-assignment machine's command codes.
+    pub enum AssignCmd {
+        /// Add a resource (`AddResource` / `ResourceReply`).
+        Add = 501,
+        /// Delete a resource (`DeleteResource` / `ResourceReply`).
+        Delete = 503,
+        /// The resources (`ResourcesRequest` / `ResourcesReply`).
+        List = 505,
+        /// Rebalance (`Rebalance` / `RebalanceReply`).
+        Rebalance = 507,
+        /// A holder lets a resource go (`Release` / `ResourceReply`).
+        Release = 509,
+        /// Follow one registration's assignments (`WatchAssignments` / `WatchAssignmentsReply`,
+        /// then `AssignmentNotice`s).
+        Watch = 511,
+        /// Pushed to watchers, one-way: what changed (`AssignmentNotice`).
+        Notice = 513,
+        /// Create a slot group (`CreateGroup` / `GroupReply`).
+        CreateGroup = 515,
+        /// Delete a slot group (`DeleteGroup` / `GroupReply`).
+        DeleteGroup = 517,
+        /// The slot groups (`GroupsRequest` / `GroupsReply`).
+        Groups = 519,
+        /// Claim a slot, compare and swap (`Claim` / `GroupReply`).
+        Claim = 521,
+        /// Move resources waiting out a delay window now (`Reassign` / `RebalanceReply`).
+        Reassign = 523,
     }
 }
 
-impl Code for AssignCmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// The work-assignment machine's codes carried by `ErrorReply`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum AssignErrorCode {
-    /// No resource has the name given.
-    UnknownResource = 40,
-    /// A resource of that name exists with another node type, weight or labels.
-    ResourceConflict = 41,
-    /// A release named an assignment that is not the resource's current one.
-    NotResourceHolder = 42,
-    /// The cluster holds as many resources as `assign.max_resources` allows.
-    TooManyResources = 43,
-    /// No slot group has the name given, or it has no such slot.
-    UnknownGroup = 44,
-    /// A slot group of that name exists with another node type or count.
-    GroupConflict = 45,
-    /// A claim expected another version of the slot, or the slot is held by a live service.
-    SlotTaken = 46,
-    /// Resources are bound to the group: delete or rebind them first.
-    GroupInUse = 47,
-}
-
-impl AssignErrorCode {
-    pub const ALL: [AssignErrorCode; 8] = [
-        AssignErrorCode::UnknownResource,
-        AssignErrorCode::ResourceConflict,
-        AssignErrorCode::NotResourceHolder,
-        AssignErrorCode::TooManyResources,
-        AssignErrorCode::UnknownGroup,
-        AssignErrorCode::GroupConflict,
-        AssignErrorCode::SlotTaken,
-        AssignErrorCode::GroupInUse,
-    ];
-
-    pub fn from_code(code: u32) -> Option<AssignErrorCode> {
-        AssignErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
-    }
-}
-
-impl From<AssignErrorCode> for u32 {
-    fn from(code: AssignErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The work-assignment machine's codes carried by `ErrorReply`.
+    pub enum AssignErrorCode {
+        /// No resource has the name given.
+        UnknownResource = 40,
+        /// A resource of that name exists with another node type, weight or labels.
+        ResourceConflict = 41,
+        /// A release named an assignment that is not the resource's current one.
+        NotResourceHolder = 42,
+        /// The cluster holds as many resources as `assign.max_resources` allows.
+        TooManyResources = 43,
+        /// No slot group has the name given, or it has no such slot.
+        UnknownGroup = 44,
+        /// A slot group of that name exists with another node type or count.
+        GroupConflict = 45,
+        /// A claim expected another version of the slot, or the slot is held by a live service.
+        SlotTaken = 46,
+        /// Resources are bound to the group: delete or rebind them first.
+        GroupInUse = 47,
     }
 }
 

@@ -5,72 +5,37 @@ use prost::Message as _;
 
 use super::state::{ConfigStore, Document, Op, Past, Write};
 use crate::pb::configs as pb;
-use crate::wire::{Code, MachineWire, WireError};
+use crate::wire::codes::codes;
+use crate::wire::{MachineWire, WireError};
 
-/// The config store's command codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum ConfigCmd {
-    /// Checks and changes, all or nothing (`WriteRequest` / `WriteReply`).
-    Write = 701,
-    /// A document, or those under a prefix (`GetRequest` / `GetReply`).
-    Get = 703,
-    /// The values a document held (`HistoryRequest` / `HistoryReply`).
-    History = 705,
-    /// Follow documents: a listing, then a notice per change (`WatchRequest` /
-    /// `WatchReply`).
-    Watch = 707,
-    /// Pushed to a watcher: one committed write's changes (`ConfigNotice`).
-    Notice = 709,
-}
-
-impl ConfigCmd {
-    pub const ALL: [ConfigCmd; 5] = [
-        ConfigCmd::Write,
-        ConfigCmd::Get,
-        ConfigCmd::History,
-        ConfigCmd::Watch,
-        ConfigCmd::Notice,
-    ];
-
-    pub fn from_code(code: u32) -> Option<ConfigCmd> {
-        ConfigCmd::ALL.into_iter().find(|c| *c as u32 == code)
+codes! {
+    command;
+    /// The config store's command codes.
+    pub enum ConfigCmd {
+        /// Checks and changes, all or nothing (`WriteRequest` / `WriteReply`).
+        Write = 701,
+        /// A document, or those under a prefix (`GetRequest` / `GetReply`).
+        Get = 703,
+        /// The values a document held (`HistoryRequest` / `HistoryReply`).
+        History = 705,
+        /// Follow documents: a listing, then a notice per change (`WatchRequest` /
+        /// `WatchReply`).
+        Watch = 707,
+        /// Pushed to a watcher: one committed write's changes (`ConfigNotice`).
+        Notice = 709,
     }
 }
 
-impl Code for ConfigCmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// The config store's codes carried by `ErrorReply`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum ConfigErrorCode {
-    /// No document has the key given.
-    UnknownDocument = 60,
-    /// A compare-and-set check failed: the document is at another revision.
-    RevisionMismatch = 61,
-    /// A value over `configs.max_value_bytes`, or the store at `configs.max_documents`.
-    ConfigTooLarge = 62,
-}
-
-impl ConfigErrorCode {
-    pub const ALL: [ConfigErrorCode; 3] = [
-        ConfigErrorCode::UnknownDocument,
-        ConfigErrorCode::RevisionMismatch,
-        ConfigErrorCode::ConfigTooLarge,
-    ];
-
-    pub fn from_code(code: u32) -> Option<ConfigErrorCode> {
-        ConfigErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
-    }
-}
-
-impl From<ConfigErrorCode> for u32 {
-    fn from(code: ConfigErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The config store's codes carried by `ErrorReply`.
+    pub enum ConfigErrorCode {
+        /// No document has the key given.
+        UnknownDocument = 60,
+        /// A compare-and-set check failed: the document is at another revision.
+        RevisionMismatch = 61,
+        /// A value over `configs.max_value_bytes`, or the store at `configs.max_documents`.
+        ConfigTooLarge = 62,
     }
 }
 

@@ -11,97 +11,53 @@ use prost::Message as _;
 
 use super::state::{Command, IdRange, NodeRecord, Registry, RegistrySnapshot};
 use crate::pb::registry as pb;
-use crate::wire::{Code, MachineWire, WireError, parse_addr};
+use crate::wire::codes::codes;
+use crate::wire::{MachineWire, WireError, parse_addr};
 
 pub use crate::pb::registry::LoadStats;
 
-/// The registry's command codes (NebulaBeacon's where it had them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum RegistryCmd {
-    /// A service's periodic report, renewing its lease (`NodeReport` / `NodeReportReply`).
-    NodeReport = 101,
-    /// Register a service and get its node ID (`RegisterRequest` / `RegisterReply`).
-    Register = 103,
-    /// Pushed to watchers, one-way: what changed (`NodeNotice`).
-    NodeNotice = 105,
-    /// End a node ID's quarantine early (`FreeIdRequest` / `FreeIdReply`).
-    FreeId = 111,
-    /// End a registration (`UnregisterRequest` / `UnregisterReply`).
-    Unregister = 115,
-    /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
-    Watch = 117,
-    /// Registered services (`NodesRequest` / `NodesReply`).
-    Nodes = 303,
-    /// The node-ID allocator (`IdsRequest` / `IdsReply`).
-    Ids = 305,
-    /// Configured subscriptions (`SubscriptionsRequest` / `SubscriptionsReply`).
-    Subscriptions = 307,
-}
-
-impl RegistryCmd {
-    pub const ALL: [RegistryCmd; 9] = [
-        RegistryCmd::NodeReport,
-        RegistryCmd::Register,
-        RegistryCmd::NodeNotice,
-        RegistryCmd::FreeId,
-        RegistryCmd::Unregister,
-        RegistryCmd::Watch,
-        RegistryCmd::Nodes,
-        RegistryCmd::Ids,
-        RegistryCmd::Subscriptions,
-    ];
-
-    pub fn from_code(code: u32) -> Option<RegistryCmd> {
-        RegistryCmd::ALL.into_iter().find(|c| *c as u32 == code)
+codes! {
+    command;
+    /// The registry's command codes (NebulaBeacon's where it had them).
+    pub enum RegistryCmd {
+        /// A service's periodic report, renewing its lease (`NodeReport` / `NodeReportReply`).
+        NodeReport = 101,
+        /// Register a service and get its node ID (`RegisterRequest` / `RegisterReply`).
+        Register = 103,
+        /// Pushed to watchers, one-way: what changed (`NodeNotice`).
+        NodeNotice = 105,
+        /// End a node ID's quarantine early (`FreeIdRequest` / `FreeIdReply`).
+        FreeId = 111,
+        /// End a registration (`UnregisterRequest` / `UnregisterReply`).
+        Unregister = 115,
+        /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
+        Watch = 117,
+        /// Registered services (`NodesRequest` / `NodesReply`).
+        Nodes = 303,
+        /// The node-ID allocator (`IdsRequest` / `IdsReply`).
+        Ids = 305,
+        /// Configured subscriptions (`SubscriptionsRequest` / `SubscriptionsReply`).
+        Subscriptions = 307,
     }
 }
 
-impl Code for RegistryCmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// The registry's codes carried by `ErrorReply` (the core's are [`crate::wire::ErrorCode`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum RegistryErrorCode {
-    /// Every node ID of the configured range is in use or in quarantine.
-    IdsExhausted = 12,
-    /// The address is registered under another node type.
-    Conflict = 13,
-    /// The reporting service holds no registration: it must stop using its ID.
-    NoLease = 14,
-    /// No registration matches the node ID or address given.
-    UnknownTarget = 15,
-    /// The registration named by the request's fencing token no longer holds the node ID
-    /// (it ended; the ID may have gone to another service): nothing was changed.
-    NotHolder = 19,
-    /// The node ID is held by a live registration (an operator asked to free it).
-    IdInUse = 22,
-}
-
-impl RegistryErrorCode {
-    pub const ALL: [RegistryErrorCode; 6] = [
-        RegistryErrorCode::IdsExhausted,
-        RegistryErrorCode::Conflict,
-        RegistryErrorCode::NoLease,
-        RegistryErrorCode::UnknownTarget,
-        RegistryErrorCode::NotHolder,
-        RegistryErrorCode::IdInUse,
-    ];
-
-    pub fn from_code(code: u32) -> Option<RegistryErrorCode> {
-        RegistryErrorCode::ALL
-            .into_iter()
-            .find(|c| *c as u32 == code)
-    }
-}
-
-impl From<RegistryErrorCode> for u32 {
-    fn from(code: RegistryErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The registry's codes carried by `ErrorReply` (the core's are [`crate::wire::ErrorCode`]).
+    pub enum RegistryErrorCode {
+        /// Every node ID of the configured range is in use or in quarantine.
+        IdsExhausted = 12,
+        /// The address is registered under another node type.
+        Conflict = 13,
+        /// The reporting service holds no registration: it must stop using its ID.
+        NoLease = 14,
+        /// No registration matches the node ID or address given.
+        UnknownTarget = 15,
+        /// The registration named by the request's fencing token no longer holds the node ID
+        /// (it ended; the ID may have gone to another service): nothing was changed.
+        NotHolder = 19,
+        /// The node ID is held by a live registration (an operator asked to free it).
+        IdInUse = 22,
     }
 }
 

@@ -5,82 +5,42 @@ use prost::Message as _;
 
 use super::state::{Command, Segment, SequenceRecord, Sequences};
 use crate::pb::sequence as pb;
-use crate::wire::{Code, MachineWire, WireError};
+use crate::wire::codes::codes;
+use crate::wire::{MachineWire, WireError};
 
-/// The sequence issuer's command codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum SequenceCmd {
-    /// Create a sequence (`CreateSequence` / `SequenceReply`).
-    Create = 401,
-    /// Change a sequence's step or move it forward (`ChangeSequence` / `SequenceReply`).
-    Change = 403,
-    /// Delete a sequence (`DeleteSequence` / `SequenceReply`).
-    Delete = 405,
-    /// The next segment (`NextSegment` / `SegmentReply`).
-    Next = 407,
-    /// Hand back the unused tail of the last segment (`GiveBack` / `SegmentReply`).
-    GiveBack = 409,
-    /// The sequences (`SequencesRequest` / `SequencesReply`).
-    List = 411,
-}
-
-impl SequenceCmd {
-    pub const ALL: [SequenceCmd; 6] = [
-        SequenceCmd::Create,
-        SequenceCmd::Change,
-        SequenceCmd::Delete,
-        SequenceCmd::Next,
-        SequenceCmd::GiveBack,
-        SequenceCmd::List,
-    ];
-
-    pub fn from_code(code: u32) -> Option<SequenceCmd> {
-        SequenceCmd::ALL.into_iter().find(|c| *c as u32 == code)
+codes! {
+    command;
+    /// The sequence issuer's command codes.
+    pub enum SequenceCmd {
+        /// Create a sequence (`CreateSequence` / `SequenceReply`).
+        Create = 401,
+        /// Change a sequence's step or move it forward (`ChangeSequence` / `SequenceReply`).
+        Change = 403,
+        /// Delete a sequence (`DeleteSequence` / `SequenceReply`).
+        Delete = 405,
+        /// The next segment (`NextSegment` / `SegmentReply`).
+        Next = 407,
+        /// Hand back the unused tail of the last segment (`GiveBack` / `SegmentReply`).
+        GiveBack = 409,
+        /// The sequences (`SequencesRequest` / `SequencesReply`).
+        List = 411,
     }
 }
 
-impl Code for SequenceCmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// The sequence issuer's codes carried by `ErrorReply`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum SequenceErrorCode {
-    /// No sequence has the name given.
-    UnknownSequence = 30,
-    /// A sequence of that name exists, with other settings.
-    SequenceExists = 31,
-    /// Every number of the sequence has been handed out.
-    SequenceExhausted = 32,
-    /// A give-back named a segment that is no longer the sequence's last: nothing came back.
-    NotLastSegment = 33,
-    /// The cluster holds as many sequences as `sequence.max_sequences` allows.
-    TooManySequences = 34,
-}
-
-impl SequenceErrorCode {
-    pub const ALL: [SequenceErrorCode; 5] = [
-        SequenceErrorCode::UnknownSequence,
-        SequenceErrorCode::SequenceExists,
-        SequenceErrorCode::SequenceExhausted,
-        SequenceErrorCode::NotLastSegment,
-        SequenceErrorCode::TooManySequences,
-    ];
-
-    pub fn from_code(code: u32) -> Option<SequenceErrorCode> {
-        SequenceErrorCode::ALL
-            .into_iter()
-            .find(|c| *c as u32 == code)
-    }
-}
-
-impl From<SequenceErrorCode> for u32 {
-    fn from(code: SequenceErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The sequence issuer's codes carried by `ErrorReply`.
+    pub enum SequenceErrorCode {
+        /// No sequence has the name given.
+        UnknownSequence = 30,
+        /// A sequence of that name exists, with other settings.
+        SequenceExists = 31,
+        /// Every number of the sequence has been handed out.
+        SequenceExhausted = 32,
+        /// A give-back named a segment that is no longer the sequence's last: nothing came back.
+        NotLastSegment = 33,
+        /// The cluster holds as many sequences as `sequence.max_sequences` allows.
+        TooManySequences = 34,
     }
 }
 

@@ -9,120 +9,69 @@ use super::state::{
 };
 use crate::machines::registry::FencingToken;
 use crate::pb::tasks as pb;
-use crate::wire::{Code, MachineWire, WireError};
+use crate::wire::codes::codes;
+use crate::wire::{MachineWire, WireError};
 
-/// The task-queue machine's command codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum TasksCmd {
-    /// Create a queue (`CreateQueue` / `QueueReply`).
-    CreateQueue = 601,
-    /// Delete a queue (`DeleteQueue` / `QueueReply`).
-    DeleteQueue = 603,
-    /// Submit a task (`Submit` / `TaskReply`).
-    Submit = 605,
-    /// One task (`GetTask` / `TaskReply`).
-    Get = 607,
-    /// A queue's tasks (`TasksRequest` / `TasksReply`).
-    List = 609,
-    /// The queues (`QueuesRequest` / `QueuesReply`).
-    Queues = 611,
-    /// Cancel a task (`Cancel` / `TaskReply`).
-    Cancel = 613,
-    /// A worker's result (`Complete` / `TaskReply`).
-    Complete = 615,
-    /// A worker's failure (`Fail` / `TaskReply`).
-    Fail = 617,
-    /// A worker is still at a task (`Heartbeat` / `TaskReply`).
-    Heartbeat = 619,
-    /// Serve queues and follow what is given (`Work` / `WorkReply`, then `WorkNotice`s).
-    Work = 621,
-    /// Pushed to workers, one-way (`WorkNotice`).
-    WorkNotice = 623,
-    /// Follow a queue's finished tasks (`WatchQueue` / `WatchQueueReply`, then
-    /// `QueueNotice`s).
-    WatchQueue = 625,
-    /// Pushed to queue watchers, one-way (`QueueNotice`).
-    QueueNotice = 627,
-    /// Finished tasks back to pending (`Requeue` / `TasksDone`).
-    Requeue = 629,
-    /// Finished tasks forgotten (`Purge` / `TasksDone`).
-    Purge = 631,
-}
-
-impl TasksCmd {
-    pub const ALL: [TasksCmd; 16] = [
-        TasksCmd::CreateQueue,
-        TasksCmd::DeleteQueue,
-        TasksCmd::Submit,
-        TasksCmd::Get,
-        TasksCmd::List,
-        TasksCmd::Queues,
-        TasksCmd::Cancel,
-        TasksCmd::Complete,
-        TasksCmd::Fail,
-        TasksCmd::Heartbeat,
-        TasksCmd::Work,
-        TasksCmd::WorkNotice,
-        TasksCmd::WatchQueue,
-        TasksCmd::QueueNotice,
-        TasksCmd::Requeue,
-        TasksCmd::Purge,
-    ];
-
-    pub fn from_code(code: u32) -> Option<TasksCmd> {
-        TasksCmd::ALL.into_iter().find(|c| *c as u32 == code)
+codes! {
+    command;
+    /// The task-queue machine's command codes.
+    pub enum TasksCmd {
+        /// Create a queue (`CreateQueue` / `QueueReply`).
+        CreateQueue = 601,
+        /// Delete a queue (`DeleteQueue` / `QueueReply`).
+        DeleteQueue = 603,
+        /// Submit a task (`Submit` / `TaskReply`).
+        Submit = 605,
+        /// One task (`GetTask` / `TaskReply`).
+        Get = 607,
+        /// A queue's tasks (`TasksRequest` / `TasksReply`).
+        List = 609,
+        /// The queues (`QueuesRequest` / `QueuesReply`).
+        Queues = 611,
+        /// Cancel a task (`Cancel` / `TaskReply`).
+        Cancel = 613,
+        /// A worker's result (`Complete` / `TaskReply`).
+        Complete = 615,
+        /// A worker's failure (`Fail` / `TaskReply`).
+        Fail = 617,
+        /// A worker is still at a task (`Heartbeat` / `TaskReply`).
+        Heartbeat = 619,
+        /// Serve queues and follow what is given (`Work` / `WorkReply`, then `WorkNotice`s).
+        Work = 621,
+        /// Pushed to workers, one-way (`WorkNotice`).
+        WorkNotice = 623,
+        /// Follow a queue's finished tasks (`WatchQueue` / `WatchQueueReply`, then
+        /// `QueueNotice`s).
+        WatchQueue = 625,
+        /// Pushed to queue watchers, one-way (`QueueNotice`).
+        QueueNotice = 627,
+        /// Finished tasks back to pending (`Requeue` / `TasksDone`).
+        Requeue = 629,
+        /// Finished tasks forgotten (`Purge` / `TasksDone`).
+        Purge = 631,
     }
 }
 
-impl Code for TasksCmd {
-    fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-/// The task-queue machine's codes carried by `ErrorReply`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum TasksErrorCode {
-    /// No queue has the name given.
-    UnknownQueue = 50,
-    /// The queue has no task of the name given.
-    UnknownTask = 51,
-    /// A queue of that name exists with other settings.
-    QueueConflict = 52,
-    /// A completion, failure or heartbeat named an attempt that is not the task's running one.
-    NotTaskHolder = 53,
-    /// As many tasks or queues as the configuration allows.
-    TooManyTasks = 54,
-    /// The task is finished already (cancel).
-    TaskFinished = 55,
-    /// The queue has pending or running tasks (delete).
-    QueueInUse = 56,
-    /// A payload or result is over `tasks.max_payload_bytes`.
-    TooLarge = 57,
-}
-
-impl TasksErrorCode {
-    pub const ALL: [TasksErrorCode; 8] = [
-        TasksErrorCode::UnknownQueue,
-        TasksErrorCode::UnknownTask,
-        TasksErrorCode::QueueConflict,
-        TasksErrorCode::NotTaskHolder,
-        TasksErrorCode::TooManyTasks,
-        TasksErrorCode::TaskFinished,
-        TasksErrorCode::QueueInUse,
-        TasksErrorCode::TooLarge,
-    ];
-
-    pub fn from_code(code: u32) -> Option<TasksErrorCode> {
-        TasksErrorCode::ALL.into_iter().find(|c| *c as u32 == code)
-    }
-}
-
-impl From<TasksErrorCode> for u32 {
-    fn from(code: TasksErrorCode) -> u32 {
-        code as u32
+codes! {
+    error;
+    /// The task-queue machine's codes carried by `ErrorReply`.
+    pub enum TasksErrorCode {
+        /// No queue has the name given.
+        UnknownQueue = 50,
+        /// The queue has no task of the name given.
+        UnknownTask = 51,
+        /// A queue of that name exists with other settings.
+        QueueConflict = 52,
+        /// A completion, failure or heartbeat named an attempt that is not the task's running one.
+        NotTaskHolder = 53,
+        /// As many tasks or queues as the configuration allows.
+        TooManyTasks = 54,
+        /// The task is finished already (cancel).
+        TaskFinished = 55,
+        /// The queue has pending or running tasks (delete).
+        QueueInUse = 56,
+        /// A payload or result is over `tasks.max_payload_bytes`.
+        TooLarge = 57,
     }
 }
 
