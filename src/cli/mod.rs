@@ -61,6 +61,13 @@ pub fn parse_words<C: Commands>(words: &[&str]) -> Option<Result<C, UsageError>>
     C::parse(&head, words)
 }
 
+/// `line`, split at spaces, as command set `C` parses it (for tests: it must be `C`'s).
+#[cfg(test)]
+pub(crate) fn parse_line<C: Commands>(line: &str) -> Result<C, UsageError> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    parse_words::<C>(&words).expect("a line of this command set")
+}
+
 /// A line nebcli could not make sense of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsageError(pub String);

@@ -652,9 +652,7 @@ mod tests {
     use super::*;
 
     fn parse(words: &[&str]) -> Result<Command, UsageError> {
-        let head = crate::cli::head(words);
-        let head: Vec<&str> = head.iter().map(String::as_str).collect();
-        Command::parse(&head, words).expect("a config command")
+        crate::cli::parse_words::<Command>(words).expect("a config command")
     }
 
     #[test]

@@ -327,8 +327,7 @@ mod tests {
     use super::*;
 
     fn parse(line: &str) -> Result<Command, UsageError> {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        crate::cli::parse_words::<Command>(&words).expect("owned")
+        crate::cli::parse_line(line)
     }
 
     #[test]
