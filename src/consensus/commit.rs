@@ -1,5 +1,6 @@
 //! When a write is committed, and what follows from it: the answers that waited for it and
-//! the changes watchers are told about.
+//! the changes watchers are told about. Its behaviour is in the scenario transcripts
+//! (`scenarios/02_classic_election.txt`, `04_write_committed_by_majority.txt`).
 
 use super::{Machine, Mode, Replica, ReplyError, Service};
 use crate::time::Millis;
@@ -98,91 +99,5 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         for (token, result) in due.held {
             self.reply(token, result.map_err(ReplyError::Machine));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::testing::*;
-    use super::super::{Input, Mode, Position};
-
-    fn add(n: &mut Node, token: u64, value: u64) -> Step {
-        n.step(
-            200,
-            Input::Request {
-                token,
-                request: Request::Add(value),
-            },
-        )
-    }
-
-    #[test]
-    fn quorum_mode_answers_once_a_majority_stored_the_entry() {
-        let mut a = quorum_leader();
-        add(&mut a, 9, 7);
-        let last = a.position();
-        // One follower's acknowledgement makes a majority with the leader.
-        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
-        assert_eq!(step.replies.len(), 1);
-        assert_eq!(step.replies[0].0, 9);
-        assert_eq!(step.replies[0].1, Ok(last.index));
-        assert_eq!(step.committed, vec![(last.index, 7)], "watchers are told");
-        assert_eq!(a.commit(), last.index);
-        // The other's changes nothing more.
-        let step = hear(&mut a, 220, C, follower(A, 1, last, 0));
-        assert!(step.replies.is_empty() && step.committed.is_empty());
-    }
-
-    #[test]
-    fn a_read_at_an_uncommitted_entry_waits_and_the_followers_hear_the_commit_at_once() {
-        let mut a = quorum_leader();
-        add(&mut a, 9, 7);
-        let last = a.position();
-        assert_eq!(a.committed(last), Some(false), "stored by the leader alone");
-        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
-        assert_eq!(a.committed(last), Some(true));
-        // The commit goes to both followers in this step, though nothing else does.
-        let told: Vec<_> = step
-            .after
-            .iter()
-            .chain(step.early.iter())
-            .filter(|(_, m)| m.commit == last.index)
-            .map(|(to, _)| *to)
-            .collect();
-        assert!(
-            told.contains(&addr(B)) && told.contains(&addr(C)),
-            "{told:?}"
-        );
-        // A position this replica does not hold (another leader's entry there) is not
-        // committed here, and never will be.
-        let other = Position {
-            term: last.term + 1,
-            index: last.index,
-        };
-        assert_eq!(a.committed(other), None);
-    }
-
-    #[test]
-    fn classic_mode_waits_for_every_online_follower_that_keeps_up() {
-        let mut a = node(A, Mode::Classic);
-        let zero = Position::default();
-        for p in [B, C] {
-            hear(&mut a, 1, p, follower(0, 0, zero, 0));
-        }
-        tick(&mut a, 100);
-        assert!(a.is_leader());
-        for p in [B, C] {
-            hear(&mut a, 101, p, follower(A, 1, zero, 0));
-        }
-        add(&mut a, 9, 7);
-        let last = a.position();
-        let step = hear(&mut a, 210, B, follower(A, 1, last, 0));
-        assert!(
-            step.replies.is_empty(),
-            "C is online and in sync: it must store it too"
-        );
-        let step = hear(&mut a, 220, C, follower(A, 1, last, 0));
-        assert_eq!(step.replies.len(), 1);
-        assert_eq!(step.committed, vec![(last.index, 7)]);
     }
 }

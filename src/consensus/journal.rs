@@ -424,6 +424,8 @@ mod tests {
         assert_eq!(j.last().index, 3);
         assert!(j.holds(Position { index: 3, term: 1 }));
         assert_eq!(j.committed(Position { index: 3, term: 1 }), Some(false));
+        assert!(j.commit_to(3));
+        assert_eq!(j.committed(Position { index: 3, term: 1 }), Some(true));
         assert_eq!(j.committed(Position { index: 3, term: 9 }), None);
     }
 
