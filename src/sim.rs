@@ -8,6 +8,7 @@
 //! names none. Each machine keeps its workload in its own folder (`checker.rs`), beside the
 //! state it checks.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use crate::consensus::{Leader, Machine, Outcome, Replica, Reply, ReplyError, Service, Token};
@@ -31,6 +32,56 @@ pub trait Context<R> {
     fn send(&mut self, client: usize, request: R) -> Option<Token>;
     /// A line for the trace of a failing seed.
     fn note(&mut self, what: String);
+}
+
+/// A workload's requests in flight: each with its client and what it was sent for, and until
+/// when each client waits for its answer before it acts again (an answer may be lost).
+#[derive(Debug)]
+pub struct InFlight<T> {
+    pending: BTreeMap<Token, (usize, T)>,
+    busy: BTreeMap<usize, Millis>,
+}
+
+impl<T> Default for InFlight<T> {
+    fn default() -> Self {
+        InFlight {
+            pending: BTreeMap::new(),
+            busy: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T> InFlight<T> {
+    /// Whether `client` still waits for an answer at `now`.
+    pub fn waiting(&self, client: usize, now: Millis) -> bool {
+        self.busy.get(&client).is_some_and(|until| now < *until)
+    }
+
+    /// Sends `request` from `client`, sent for `what`; the client waits for its answer
+    /// `wait_ms` at most. Whether it went (no beacon runs: it did not).
+    pub fn send<R>(
+        &mut self,
+        cx: &mut dyn Context<R>,
+        client: usize,
+        request: R,
+        what: T,
+        wait_ms: u64,
+    ) -> bool {
+        let Some(token) = cx.send(client, request) else {
+            return false;
+        };
+        self.pending.insert(token, (client, what));
+        self.busy.insert(client, cx.now() + wait_ms);
+        true
+    }
+
+    /// The answer to `token` came: its client and what it was sent for (`None`: another
+    /// workload's, or answered already). The client acts again.
+    pub fn answered(&mut self, token: Token) -> Option<(usize, T)> {
+        let (client, what) = self.pending.remove(&token)?;
+        self.busy.remove(&client);
+        Some((client, what))
+    }
 }
 
 /// One running replica, as a workload checks it.

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use beacon::consensus::{Reply, ReplyError, Token};
 use beacon::machines::{Part, Routes};
-use beacon::sim::{Checked, Context, View, Workload};
+use beacon::sim::{Checked, Context, InFlight, View, Workload};
 use beacon::time::Millis;
 
 use super::service::{CounterService, Request, Response};
@@ -18,7 +18,6 @@ use super::state::Counter;
 /// A client's request in flight, and the highest value acknowledged when it was sent.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    client: usize,
     read: bool,
     floor: u64,
 }
@@ -26,9 +25,8 @@ struct Pending {
 #[derive(Debug, Default)]
 pub struct Clients {
     clients: usize,
-    /// Each client has at most one request out, until this time.
-    busy: BTreeMap<usize, Millis>,
-    pending: BTreeMap<Token, Pending>,
+    /// The clients' requests, one each at most.
+    in_flight: InFlight<Pending>,
     /// Acknowledged values, with the term of the leader that acknowledged each: every
     /// leader of that term or a later one holds it.
     acked: BTreeMap<u64, u64>,
@@ -64,25 +62,16 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
-            if self.busy.get(&client).is_some_and(|until| now < *until) {
+            if self.in_flight.waiting(client, now) {
                 continue;
             }
             let read = cx.chance(0.3);
             let request = if read { Request::Read } else { Request::Add(1) };
             let floor = self.highest();
-            if let Some(token) = cx.send(client, <V as Routes<S, CounterService>>::request(request))
-            {
-                self.pending.insert(
-                    token,
-                    Pending {
-                        client,
-                        read,
-                        floor,
-                    },
-                );
-                // Unanswered after a second, it asks again.
-                self.busy.insert(client, now + 1_000);
-            }
+            // Unanswered after a second, it asks again.
+            let request = <V as Routes<S, CounterService>>::request(request);
+            let pending = Pending { read, floor };
+            self.in_flight.send(cx, client, request, pending, 1_000);
         }
         Ok(())
     }
@@ -95,10 +84,9 @@ where
         token: Token,
         reply: Reply<S, V>,
     ) -> Checked {
-        let Some(p) = self.pending.remove(&token) else {
+        let Some((_, p)) = self.in_flight.answered(token) else {
             return Ok(());
         };
-        self.busy.remove(&p.client);
         let Some(v) = value::<S, V>(&reply) else {
             if let Err(ReplyError::Machine(e)) = &reply {
                 return Err(format!("{from} refused a counter request: {e:?}"));

@@ -28,7 +28,7 @@ use crate::machines::registry::{
     lives::{Lives, Turn},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, View, Workload};
+use crate::sim::{Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Resources the admin keeps.
@@ -63,8 +63,7 @@ struct Seen {
 pub struct Clients<X = AssignService> {
     clients: usize,
     lives: Lives,
-    busy: BTreeMap<usize, Millis>,
-    pending: BTreeMap<Token, (usize, Sent)>,
+    in_flight: InFlight<Sent>,
     /// Per replica (by address and applied-position floor), per resource, what it showed.
     seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, Seen>)>,
     /// Per replica, per slot of group `g`: its holder's registration and version.
@@ -83,8 +82,7 @@ impl<X> Clients<X> {
         Clients {
             clients: clients.max(2),
             lives: Lives::new("WORKER", 9),
-            busy: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            in_flight: InFlight::default(),
             seen: BTreeMap::new(),
             slots: BTreeMap::new(),
             group_made: false,
@@ -119,7 +117,7 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
-            if self.busy.get(&client).is_some_and(|until| now < *until) {
+            if self.in_flight.waiting(client, now) {
                 continue;
             }
             let (request, sent) = if client == ADMIN {
@@ -180,10 +178,7 @@ where
                     Turn::Idle => continue,
                 }
             };
-            if let Some(token) = cx.send(client, request) {
-                self.pending.insert(token, (client, sent));
-                self.busy.insert(client, now + 300);
-            }
+            self.in_flight.send(cx, client, request, sent, 300);
         }
         Ok(())
     }
@@ -196,10 +191,9 @@ where
         token: Token,
         reply: Reply<S, V>,
     ) -> Checked {
-        let Some((client, sent)) = self.pending.remove(&token) else {
+        let Some((client, sent)) = self.in_flight.answered(token) else {
             return Ok(());
         };
-        self.busy.remove(&client);
         let now = cx.now();
         match sent {
             Sent::Register(addr) => {

@@ -20,7 +20,7 @@ use super::service::{ConfigError, ConfigService, Request, Response};
 use super::state::{ConfigStore, Op};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, View, Workload};
+use crate::sim::{Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// The effective configuration of the service of type `node_type` at `addr`, as `store`
@@ -60,8 +60,7 @@ struct Acked {
 #[derive(Debug)]
 pub struct Clients<X = ConfigService> {
     clients: usize,
-    busy: BTreeMap<usize, Millis>,
-    pending: BTreeMap<Token, (usize, Sent)>,
+    in_flight: InFlight<Sent>,
     /// What each client read last: key, value, revision; it writes on that.
     read: BTreeMap<usize, (&'static str, u64, u64)>,
     /// Acknowledged increments per key: value -> revision and term.
@@ -75,8 +74,7 @@ impl<X> Clients<X> {
     pub fn new(clients: usize) -> Clients<X> {
         Clients {
             clients,
-            busy: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            in_flight: InFlight::default(),
             read: BTreeMap::new(),
             acked: BTreeMap::new(),
             increments: 0,
@@ -141,7 +139,7 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
-            if self.busy.get(&client).is_some_and(|until| now < *until) {
+            if self.in_flight.waiting(client, now) {
                 continue;
             }
             let (request, sent) = match self.read.remove(&client) {
@@ -168,12 +166,10 @@ where
                     )
                 }
             };
-            if let Some(token) = cx.send(client, <V as Routes<S, X>>::request(request)) {
-                self.pending.insert(token, (client, sent));
-                // Unanswered after a second, it reads again (a write whose answer was lost
-                // may have applied: its retry would then fail its check, never apply twice).
-                self.busy.insert(client, now + 1_000);
-            }
+            // Unanswered after a second, it reads again (a write whose answer was lost
+            // may have applied: its retry would then fail its check, never apply twice).
+            let request = <V as Routes<S, X>>::request(request);
+            self.in_flight.send(cx, client, request, sent, 1_000);
         }
         Ok(())
     }
@@ -186,10 +182,9 @@ where
         token: Token,
         reply: Reply<S, V>,
     ) -> Checked {
-        let Some((client, sent)) = self.pending.remove(&token) else {
+        let Some((client, sent)) = self.in_flight.answered(token) else {
             return Ok(());
         };
-        self.busy.remove(&client);
         let reply = match reply {
             Ok(r) => <V as Routes<S, X>>::response(r)
                 .ok_or("a config request got another machine's answer")?,

@@ -18,7 +18,7 @@ use super::service::{Request, Response, SequenceError, SequenceService};
 use super::state::{Segment, Sequences};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, View, Workload};
+use crate::sim::{Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// The sequences the clients use.
@@ -46,8 +46,7 @@ struct Held {
 pub struct Clients<X = SequenceService> {
     clients: usize,
     /// Each client has at most one request out, until this time.
-    busy: BTreeMap<usize, Millis>,
-    pending: BTreeMap<Token, (usize, Sent)>,
+    in_flight: InFlight<Sent>,
     /// Sequences known to exist; segments are asked for once all of [`NAMES`] do.
     created: BTreeSet<String>,
     /// Held numbers per sequence: start -> end and term.
@@ -64,8 +63,7 @@ impl<X> Clients<X> {
     pub fn new(clients: usize) -> Clients<X> {
         Clients {
             clients,
-            busy: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            in_flight: InFlight::default(),
             created: BTreeSet::new(),
             held: BTreeMap::new(),
             last: BTreeMap::new(),
@@ -130,7 +128,7 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
-            if self.busy.get(&client).is_some_and(|until| now < *until) {
+            if self.in_flight.waiting(client, now) {
                 continue;
             }
             let missing = NAMES.iter().find(|n| !self.created.contains(**n));
@@ -175,12 +173,10 @@ where
                 };
                 (next, Sent::Next)
             };
-            if let Some(token) = cx.send(client, <V as Routes<S, X>>::request(request)) {
-                self.pending.insert(token, (client, sent));
-                // Unanswered after a second, it asks again (a segment whose answer was
-                // lost is burned, never handed out again).
-                self.busy.insert(client, now + 1_000);
-            }
+            // Unanswered after a second, it asks again (a segment whose answer was
+            // lost is burned, never handed out again).
+            let request = <V as Routes<S, X>>::request(request);
+            self.in_flight.send(cx, client, request, sent, 1_000);
         }
         Ok(())
     }
@@ -193,10 +189,9 @@ where
         token: Token,
         reply: Reply<S, V>,
     ) -> Checked {
-        let Some((client, sent)) = self.pending.remove(&token) else {
+        let Some((client, sent)) = self.in_flight.answered(token) else {
             return Ok(());
         };
-        self.busy.remove(&client);
         let all_created = self.created.len() == NAMES.len();
         let reply = match reply {
             Ok(r) => <V as Routes<S, X>>::response(r)

@@ -29,7 +29,7 @@ use crate::machines::registry::{
     lives::{Lives, Turn, Worker},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, View, Workload};
+use crate::sim::{Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Task names the submitter uses.
@@ -60,8 +60,7 @@ pub struct Clients<X = super::TaskService> {
     lives: Lives,
     /// The workers whose current life serves the queue.
     served: BTreeSet<usize>,
-    busy: BTreeMap<usize, Millis>,
-    pending: BTreeMap<Token, (usize, Sent)>,
+    in_flight: InFlight<Sent>,
     /// Attempts each registration runs, as the last committed state a worker heard of showed
     /// them: (name, token) -> when it was first seen.
     running: BTreeMap<(NodeId, FencingToken), BTreeMap<(String, FencingToken), Millis>>,
@@ -86,8 +85,7 @@ impl<X> Clients<X> {
             clients: clients.max(2),
             lives: Lives::new("WORKER", 8),
             served: BTreeSet::new(),
-            busy: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            in_flight: InFlight::default(),
             running: BTreeMap::new(),
             reported: BTreeMap::new(),
             seen: BTreeMap::new(),
@@ -123,7 +121,7 @@ where
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
-            if self.busy.get(&client).is_some_and(|until| now < *until) {
+            if self.in_flight.waiting(client, now) {
                 continue;
             }
             let (request, sent) = if client == SUBMITTER {
@@ -225,10 +223,7 @@ where
                     Turn::Idle => continue,
                 }
             };
-            if let Some(token) = cx.send(client, request) {
-                self.pending.insert(token, (client, sent));
-                self.busy.insert(client, now + 300);
-            }
+            self.in_flight.send(cx, client, request, sent, 300);
         }
         Ok(())
     }
@@ -241,10 +236,9 @@ where
         token: Token,
         reply: Reply<S, V>,
     ) -> Checked {
-        let Some((client, sent)) = self.pending.remove(&token) else {
+        let Some((client, sent)) = self.in_flight.answered(token) else {
             return Ok(());
         };
-        self.busy.remove(&client);
         let now = cx.now();
         // A refusal of the core (not the leader, leadership lost) says nothing of the
         // request: it may or may not take effect.
