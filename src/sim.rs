@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use crate::consensus::{Leader, Machine, Outcome, Replica, Reply, ReplyError, Service, Token};
-use crate::machines::Configured;
 use crate::time::Millis;
 
 /// The outcome of a check: `Err` says what broke, for the failing seed's report.
@@ -163,15 +162,6 @@ pub trait Fault<S: Machine, V: Service<S>> {
 pub struct Broken<V, F> {
     pub service: V,
     pub fault: F,
-}
-
-impl<C, V: Configured<C>, F: Default> Configured<C> for Broken<V, F> {
-    fn configured(section: &C) -> Self {
-        Broken {
-            service: V::configured(section),
-            fault: F::default(),
-        }
-    }
 }
 
 impl<S: Machine, V: Service<S>, F: Fault<S, V>> Service<S> for Broken<V, F> {

@@ -203,6 +203,16 @@ pub trait Configured<C> {
     fn configured(section: &C) -> Self;
 }
 
+/// A broken service of the simulations is configured as the service it breaks.
+impl<C, V: Configured<C>, F: Default> Configured<C> for crate::sim::Broken<V, F> {
+    fn configured(section: &C) -> Self {
+        crate::sim::Broken {
+            service: V::configured(section),
+            fault: F::default(),
+        }
+    }
+}
+
 /// Composes machines and their services into one replicated state and one service, in the
 /// calling module: `State`, `Command`, `Change`, `Snapshot`, `ApplyError` (the [`Machine`]),
 /// `Services`, `Request`, `Response`, `Error`, `Waiting` (the [`Service`]), and their wire

@@ -5,12 +5,49 @@
 /// enum has: `ALL`, its variants in declaration order (so a new one cannot be left out of
 /// the tables that list them), and `from_code`, the variant of a number on the wire.
 /// `command` enums are a [`crate::wire::Code`]; `error` enums turn `Into<u32>` (what
-/// [`crate::machines::handle::Reject::new`] takes).
+/// [`crate::machines::handle::Reject::new`] takes), and each of their codes names its
+/// reason and gRPC status (`Name = number => "REASON" Status`), listed in `GRPC` for the
+/// gRPC service's table.
 macro_rules! codes {
     (
-        $kind:ident;
+        command;
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal, )*
+        }
+    ) => {
+        $crate::wire::codes::codes!(@enum $(#[$meta])* $vis $name { $( $(#[$vmeta])* $variant = $value, )* });
+
+        impl $crate::wire::Code for $name {
+            fn code(self) -> u32 {
+                self as u32
+            }
+        }
+    };
+    (
+        error;
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal => $reason:literal $status:ident, )*
+        }
+    ) => {
+        $crate::wire::codes::codes!(@enum $(#[$meta])* $vis $name { $( $(#[$vmeta])* $variant = $value, )* });
+
+        impl $name {
+            /// Each code with its reason (what a gRPC status carries) and the gRPC status
+            /// code it is answered with.
+            pub const GRPC: [(u32, &'static str, $crate::wire::rpc::GrpcCode); [$(stringify!($variant)),*].len()] =
+                [$( ($value, $reason, $crate::wire::rpc::GrpcCode::$status) ),*];
+        }
+
+        impl From<$name> for u32 {
+            fn from(code: $name) -> u32 {
+                code as u32
+            }
+        }
+    };
+    (
+        @enum $(#[$meta:meta])* $vis:vis $name:ident {
             $( $(#[$vmeta:meta])* $variant:ident = $value:literal, )*
         }
     ) => {
@@ -28,22 +65,6 @@ macro_rules! codes {
                 $name::ALL.into_iter().find(|c| *c as u32 == code)
             }
         }
-
-        $crate::wire::codes::codes!(@as $kind $name);
-    };
-    (@as command $name:ident) => {
-        impl $crate::wire::Code for $name {
-            fn code(self) -> u32 {
-                self as u32
-            }
-        }
-    };
-    (@as error $name:ident) => {
-        impl From<$name> for u32 {
-            fn from(code: $name) -> u32 {
-                code as u32
-            }
-        }
     };
 }
 
@@ -56,9 +77,9 @@ mod tests {
         /// Two codes, for the test.
         pub enum Two {
             /// The first.
-            First = 7,
+            First = 7 => "FIRST" NotFound,
             /// The second.
-            Second = 9,
+            Second = 9 => "SECOND" Internal,
         }
     }
 
@@ -68,5 +89,9 @@ mod tests {
         assert_eq!(Two::from_code(9), Some(Two::Second));
         assert_eq!(Two::from_code(8), None);
         assert_eq!(u32::from(Two::First), 7);
+        assert_eq!(
+            Two::GRPC[1],
+            (9, "SECOND", crate::wire::rpc::GrpcCode::Internal)
+        );
     }
 }

@@ -145,44 +145,44 @@ codes! {
     /// (see [`crate::machines`]); the codes of one cluster never overlap.
     pub enum ErrorCode {
         /// The bytes were not a beacon frame (bad magic, truncated).
-        BadFrame = 1,
+        BadFrame = 1 => "BAD_FRAME" InvalidArgument,
         /// The frame's body is over the configured limit.
-        FrameTooLarge = 2,
+        FrameTooLarge = 2 => "FRAME_TOO_LARGE" ResourceExhausted,
         /// The command code is not one this beacon knows.
-        UnknownCommand = 3,
+        UnknownCommand = 3 => "UNKNOWN_COMMAND" Unimplemented,
         /// The body did not decode as the command's message, or a field is invalid.
-        MalformedBody = 4,
+        MalformedBody = 4 => "MALFORMED_BODY" InvalidArgument,
         /// The peer belongs to another cluster.
-        WrongCluster = 5,
+        WrongCluster = 5 => "WRONG_CLUSTER" FailedPrecondition,
         /// A peer announced an identity that is not in this beacon's configured list.
-        UnknownBeacon = 6,
+        UnknownBeacon = 6 => "UNKNOWN_BEACON" FailedPrecondition,
         /// A request arrived before `Hello`.
-        HandshakeRequired = 7,
+        HandshakeRequired = 7 => "HANDSHAKE_REQUIRED" FailedPrecondition,
         /// Protocol version not spoken here.
-        UnsupportedVersion = 8,
+        UnsupportedVersion = 8 => "UNSUPPORTED_VERSION" FailedPrecondition,
         /// The beacon is shutting down or cannot serve the request right now.
-        Unavailable = 9,
+        Unavailable = 9 => "UNAVAILABLE" Unavailable,
         /// Writes and watches go to the leader; `ErrorReply.leader` names it when known.
-        NotLeader = 10,
+        NotLeader = 10 => "NOT_LEADER" Unavailable,
         /// A field of the request is invalid (an address, a name, a size).
-        InvalidRequest = 11,
+        InvalidRequest = 11 => "INVALID_REQUEST" InvalidArgument,
         /// Leadership moved before the write was acknowledged; retry it.
-        LeaderChanged = 16,
+        LeaderChanged = 16 => "LEADER_CHANGED" Unavailable,
         /// A peer's configuration disagrees with this beacon's (node-ID range, mode).
-        ConfigMismatch = 17,
+        ConfigMismatch = 17 => "CONFIG_MISMATCH" FailedPrecondition,
         /// Quorum mode: the leader cannot see a majority, so it cannot write.
-        NoQuorum = 18,
+        NoQuorum = 18 => "NO_QUORUM" Unavailable,
         /// Who is asking is not established: no credential, or one that does not verify (a
         /// beacon without a certificate from the cluster's CA, an unknown token).
-        Unauthenticated = 20,
+        Unauthenticated = 20 => "UNAUTHENTICATED" Unauthenticated,
         /// Who is asking is known, and may not do this.
-        PermissionDenied = 21,
+        PermissionDenied = 21 => "PERMISSION_DENIED" PermissionDenied,
         /// A watch asked to resume from a log index older than the oldest change kept (the
         /// message names it): list the state again and watch from there.
-        Compacted = 23,
+        Compacted = 23 => "COMPACTED" OutOfRange,
         /// The beacon is over a limit of what it takes at once (`limits`): retry after
         /// `ErrorReply.retry_after_ms`, with jitter.
-        Busy = 24,
+        Busy = 24 => "BUSY" ResourceExhausted,
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`crate::wire::rpc`]).
 
 use super::wire::{AssignCmd as C, AssignErrorCode as E};
-use crate::wire::rpc::{GrpcCode, Method, Service};
+use crate::wire::rpc::{Method, Service};
 
 pub(crate) const SERVICE: Service = Service {
     name: "beacon.v1.assign.Assignments",
@@ -19,39 +19,5 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("Claim", C::Claim as u32),
         Method::unary("Reassign", C::Reassign as u32),
     ],
-    errors: &[
-        (
-            E::UnknownResource as u32,
-            "UNKNOWN_RESOURCE",
-            GrpcCode::NotFound,
-        ),
-        (
-            E::ResourceConflict as u32,
-            "RESOURCE_CONFLICT",
-            GrpcCode::AlreadyExists,
-        ),
-        (
-            E::NotResourceHolder as u32,
-            "NOT_RESOURCE_HOLDER",
-            GrpcCode::FailedPrecondition,
-        ),
-        (
-            E::TooManyResources as u32,
-            "TOO_MANY_RESOURCES",
-            GrpcCode::ResourceExhausted,
-        ),
-        (E::UnknownGroup as u32, "UNKNOWN_GROUP", GrpcCode::NotFound),
-        (
-            E::GroupConflict as u32,
-            "GROUP_CONFLICT",
-            GrpcCode::AlreadyExists,
-        ),
-        // A compare-and-swap that lost: retry with the version now.
-        (E::SlotTaken as u32, "SLOT_TAKEN", GrpcCode::Aborted),
-        (
-            E::GroupInUse as u32,
-            "GROUP_IN_USE",
-            GrpcCode::FailedPrecondition,
-        ),
-    ],
+    errors: &E::GRPC,
 };

@@ -50,21 +50,21 @@ codes! {
     /// The work-assignment machine's codes carried by `ErrorReply`.
     pub enum AssignErrorCode {
         /// No resource has the name given.
-        UnknownResource = 40,
+        UnknownResource = 40 => "UNKNOWN_RESOURCE" NotFound,
         /// A resource of that name exists with another node type, weight or labels.
-        ResourceConflict = 41,
+        ResourceConflict = 41 => "RESOURCE_CONFLICT" AlreadyExists,
         /// A release named an assignment that is not the resource's current one.
-        NotResourceHolder = 42,
+        NotResourceHolder = 42 => "NOT_RESOURCE_HOLDER" FailedPrecondition,
         /// The cluster holds as many resources as `assign.max_resources` allows.
-        TooManyResources = 43,
+        TooManyResources = 43 => "TOO_MANY_RESOURCES" ResourceExhausted,
         /// No slot group has the name given, or it has no such slot.
-        UnknownGroup = 44,
+        UnknownGroup = 44 => "UNKNOWN_GROUP" NotFound,
         /// A slot group of that name exists with another node type or count.
-        GroupConflict = 45,
+        GroupConflict = 45 => "GROUP_CONFLICT" AlreadyExists,
         /// A claim expected another version of the slot, or the slot is held by a live service.
-        SlotTaken = 46,
+        SlotTaken = 46 => "SLOT_TAKEN" Aborted,
         /// Resources are bound to the group: delete or rebind them first.
-        GroupInUse = 47,
+        GroupInUse = 47 => "GROUP_IN_USE" FailedPrecondition,
     }
 }
 

@@ -2,7 +2,7 @@
 //! commands (see [`crate::wire::rpc`]), and its error codes' gRPC statuses.
 
 use super::wire::{ConfigCmd as C, ConfigErrorCode as E};
-use crate::wire::rpc::{GrpcCode, Method, Service};
+use crate::wire::rpc::{Method, Service};
 
 pub(crate) const SERVICE: Service = Service {
     name: "beacon.v1.configs.Configs",
@@ -12,21 +12,5 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("History", C::History as u32),
         Method::stream("Watch", C::Watch as u32),
     ],
-    errors: &[
-        (
-            E::UnknownDocument as u32,
-            "UNKNOWN_DOCUMENT",
-            GrpcCode::NotFound,
-        ),
-        (
-            E::RevisionMismatch as u32,
-            "REVISION_MISMATCH",
-            GrpcCode::FailedPrecondition,
-        ),
-        (
-            E::ConfigTooLarge as u32,
-            "CONFIG_TOO_LARGE",
-            GrpcCode::ResourceExhausted,
-        ),
-    ],
+    errors: &E::GRPC,
 };

@@ -31,11 +31,11 @@ codes! {
     /// The config store's codes carried by `ErrorReply`.
     pub enum ConfigErrorCode {
         /// No document has the key given.
-        UnknownDocument = 60,
+        UnknownDocument = 60 => "UNKNOWN_DOCUMENT" NotFound,
         /// A compare-and-set check failed: the document is at another revision.
-        RevisionMismatch = 61,
+        RevisionMismatch = 61 => "REVISION_MISMATCH" FailedPrecondition,
         /// A value over `configs.max_value_bytes`, or the store at `configs.max_documents`.
-        ConfigTooLarge = 62,
+        ConfigTooLarge = 62 => "CONFIG_TOO_LARGE" ResourceExhausted,
     }
 }
 

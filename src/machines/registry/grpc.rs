@@ -2,7 +2,7 @@
 //! commands (see [`crate::wire::rpc`]), and its error codes' gRPC statuses.
 
 use super::wire::{RegistryCmd as C, RegistryErrorCode as E};
-use crate::wire::rpc::{GrpcCode, Method, Service};
+use crate::wire::rpc::{Method, Service};
 
 pub(crate) const SERVICE: Service = Service {
     name: "beacon.v1.registry.Registry",
@@ -16,24 +16,5 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("Subscriptions", C::Subscriptions as u32),
         Method::stream("Watch", C::Watch as u32),
     ],
-    errors: &[
-        (
-            E::IdsExhausted as u32,
-            "IDS_EXHAUSTED",
-            GrpcCode::ResourceExhausted,
-        ),
-        (E::Conflict as u32, "CONFLICT", GrpcCode::AlreadyExists),
-        (E::NoLease as u32, "NO_LEASE", GrpcCode::FailedPrecondition),
-        (
-            E::UnknownTarget as u32,
-            "UNKNOWN_TARGET",
-            GrpcCode::NotFound,
-        ),
-        (
-            E::NotHolder as u32,
-            "NOT_HOLDER",
-            GrpcCode::FailedPrecondition,
-        ),
-        (E::IdInUse as u32, "ID_IN_USE", GrpcCode::FailedPrecondition),
-    ],
+    errors: &E::GRPC,
 };

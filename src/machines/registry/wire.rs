@@ -46,18 +46,18 @@ codes! {
     /// The registry's codes carried by `ErrorReply` (the core's are [`crate::wire::ErrorCode`]).
     pub enum RegistryErrorCode {
         /// Every node ID of the configured range is in use or in quarantine.
-        IdsExhausted = 12,
+        IdsExhausted = 12 => "IDS_EXHAUSTED" ResourceExhausted,
         /// The address is registered under another node type.
-        Conflict = 13,
+        Conflict = 13 => "CONFLICT" AlreadyExists,
         /// The reporting service holds no registration: it must stop using its ID.
-        NoLease = 14,
+        NoLease = 14 => "NO_LEASE" FailedPrecondition,
         /// No registration matches the node ID or address given.
-        UnknownTarget = 15,
+        UnknownTarget = 15 => "UNKNOWN_TARGET" NotFound,
         /// The registration named by the request's fencing token no longer holds the node ID
         /// (it ended; the ID may have gone to another service): nothing was changed.
-        NotHolder = 19,
+        NotHolder = 19 => "NOT_HOLDER" FailedPrecondition,
         /// The node ID is held by a live registration (an operator asked to free it).
-        IdInUse = 22,
+        IdInUse = 22 => "ID_IN_USE" FailedPrecondition,
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`crate::wire::rpc`]).
 
 use super::wire::{SequenceCmd as C, SequenceErrorCode as E};
-use crate::wire::rpc::{GrpcCode, Method, Service};
+use crate::wire::rpc::{Method, Service};
 
 pub(crate) const SERVICE: Service = Service {
     name: "beacon.v1.sequence.Sequences",
@@ -14,31 +14,5 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("GiveBack", C::GiveBack as u32),
         Method::unary("List", C::List as u32),
     ],
-    errors: &[
-        (
-            E::UnknownSequence as u32,
-            "UNKNOWN_SEQUENCE",
-            GrpcCode::NotFound,
-        ),
-        (
-            E::SequenceExists as u32,
-            "SEQUENCE_EXISTS",
-            GrpcCode::AlreadyExists,
-        ),
-        (
-            E::SequenceExhausted as u32,
-            "SEQUENCE_EXHAUSTED",
-            GrpcCode::ResourceExhausted,
-        ),
-        (
-            E::NotLastSegment as u32,
-            "NOT_LAST_SEGMENT",
-            GrpcCode::FailedPrecondition,
-        ),
-        (
-            E::TooManySequences as u32,
-            "TOO_MANY_SEQUENCES",
-            GrpcCode::ResourceExhausted,
-        ),
-    ],
+    errors: &E::GRPC,
 };

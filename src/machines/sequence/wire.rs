@@ -32,15 +32,15 @@ codes! {
     /// The sequence issuer's codes carried by `ErrorReply`.
     pub enum SequenceErrorCode {
         /// No sequence has the name given.
-        UnknownSequence = 30,
+        UnknownSequence = 30 => "UNKNOWN_SEQUENCE" NotFound,
         /// A sequence of that name exists, with other settings.
-        SequenceExists = 31,
+        SequenceExists = 31 => "SEQUENCE_EXISTS" AlreadyExists,
         /// Every number of the sequence has been handed out.
-        SequenceExhausted = 32,
+        SequenceExhausted = 32 => "SEQUENCE_EXHAUSTED" ResourceExhausted,
         /// A give-back named a segment that is no longer the sequence's last: nothing came back.
-        NotLastSegment = 33,
+        NotLastSegment = 33 => "NOT_LAST_SEGMENT" FailedPrecondition,
         /// The cluster holds as many sequences as `sequence.max_sequences` allows.
-        TooManySequences = 34,
+        TooManySequences = 34 => "TOO_MANY_SEQUENCES" ResourceExhausted,
     }
 }
 

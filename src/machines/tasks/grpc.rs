@@ -1,7 +1,7 @@
 //! Task queues' gRPC service, `beacon.v1.tasks.Tasks` (see [`crate::wire::rpc`]).
 
 use super::wire::{TasksCmd as C, TasksErrorCode as E};
-use crate::wire::rpc::{GrpcCode, Method, Service};
+use crate::wire::rpc::{Method, Service};
 
 pub(crate) const SERVICE: Service = Service {
     name: "beacon.v1.tasks.Tasks",
@@ -30,34 +30,5 @@ pub(crate) const SERVICE: Service = Service {
             ],
         ),
     ],
-    errors: &[
-        (E::UnknownQueue as u32, "UNKNOWN_QUEUE", GrpcCode::NotFound),
-        (E::UnknownTask as u32, "UNKNOWN_TASK", GrpcCode::NotFound),
-        (
-            E::QueueConflict as u32,
-            "QUEUE_CONFLICT",
-            GrpcCode::AlreadyExists,
-        ),
-        (
-            E::NotTaskHolder as u32,
-            "NOT_TASK_HOLDER",
-            GrpcCode::FailedPrecondition,
-        ),
-        (
-            E::TooManyTasks as u32,
-            "TOO_MANY_TASKS",
-            GrpcCode::ResourceExhausted,
-        ),
-        (
-            E::TaskFinished as u32,
-            "TASK_FINISHED",
-            GrpcCode::FailedPrecondition,
-        ),
-        (
-            E::QueueInUse as u32,
-            "QUEUE_IN_USE",
-            GrpcCode::FailedPrecondition,
-        ),
-        (E::TooLarge as u32, "TOO_LARGE", GrpcCode::ResourceExhausted),
-    ],
+    errors: &E::GRPC,
 };

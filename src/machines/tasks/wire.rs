@@ -57,21 +57,21 @@ codes! {
     /// The task-queue machine's codes carried by `ErrorReply`.
     pub enum TasksErrorCode {
         /// No queue has the name given.
-        UnknownQueue = 50,
+        UnknownQueue = 50 => "UNKNOWN_QUEUE" NotFound,
         /// The queue has no task of the name given.
-        UnknownTask = 51,
+        UnknownTask = 51 => "UNKNOWN_TASK" NotFound,
         /// A queue of that name exists with other settings.
-        QueueConflict = 52,
+        QueueConflict = 52 => "QUEUE_CONFLICT" AlreadyExists,
         /// A completion, failure or heartbeat named an attempt that is not the task's running one.
-        NotTaskHolder = 53,
+        NotTaskHolder = 53 => "NOT_TASK_HOLDER" FailedPrecondition,
         /// As many tasks or queues as the configuration allows.
-        TooManyTasks = 54,
+        TooManyTasks = 54 => "TOO_MANY_TASKS" ResourceExhausted,
         /// The task is finished already (cancel).
-        TaskFinished = 55,
+        TaskFinished = 55 => "TASK_FINISHED" FailedPrecondition,
         /// The queue has pending or running tasks (delete).
-        QueueInUse = 56,
+        QueueInUse = 56 => "QUEUE_IN_USE" FailedPrecondition,
         /// A payload or result is over `tasks.max_payload_bytes`.
-        TooLarge = 57,
+        TooLarge = 57 => "TOO_LARGE" ResourceExhausted,
     }
 }
 
