@@ -302,14 +302,21 @@ impl Driver {
     /// Handles up to `most` events that are already queued, without waiting for more (none
     /// once this beacon is shutting down).
     fn handle_queued(&mut self, most: usize) {
-        for _ in 0..most {
-            if self.shutdown.is_cancelled() {
-                break;
-            }
+        let mut handled = 0;
+        while handled < most && !self.shutdown.is_cancelled() {
             // A peer's message and a request by turns: neither waits for the other's queue.
-            let heard = self.peers.try_recv().map(|event| self.heard(event)).is_ok();
-            let asked = self.asks.try_recv().map(|ask| self.answer(ask)).is_ok();
-            if !heard && !asked {
+            let before = handled;
+            if let Ok(event) = self.peers.try_recv() {
+                self.heard(event);
+                handled += 1;
+            }
+            if handled < most
+                && let Ok(ask) = self.asks.try_recv()
+            {
+                self.answer(ask);
+                handled += 1;
+            }
+            if handled == before {
                 break;
             }
         }
