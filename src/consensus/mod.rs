@@ -306,9 +306,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         commit: u64,
     ) -> Result<(Self, Vec<String>), RestoreError> {
         // Stored membership wins over the configured one.
-        let members = stored_members(snapshot.as_ref(), &entries).unwrap_or_else(|| {
-            Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied())
-        });
+        let configured = Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied());
+        let members =
+            stored_members(snapshot.as_ref(), &entries).unwrap_or_else(|| configured.clone());
         // A beacon that is no member (removed, or not yet added) is a learner in its map:
         // it never leads.
         let outside = (!members.contains(cfg.me)).then_some(cfg.me);
@@ -328,10 +328,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             leading: None,
             following: Following::default(),
             intake: Intake::default(),
-            membership: Membership::new(
-                members,
-                Members::new(cfg.beacons.iter().copied(), cfg.learners.iter().copied()),
-            ),
+            membership: Membership::new(members, configured),
             ready: Ready::default(),
             cfg,
         };
