@@ -3,8 +3,9 @@
 //! [`Ready`](crate::consensus::Ready) for, in the order its receipts allow: the term stored,
 //! then a leader's messages, then the log stored, then everything else.
 //!
-//! Everything that changes the replicated state goes through this one task's channel, so
-//! events are applied in the order they arrived. Reads do not: the replica sits in a
+//! Everything that changes the replicated state goes through this one task, on one of two
+//! channels (peers' traffic, `peers.rs`, and request handlers' asks, `machines/handle.rs`),
+//! taken by turns, each in the order it arrived. Reads do not: the replica sits in a
 //! [`View`], which the driver write-locks only while it steps, and a read runs on the task
 //! that asked, its answer waiting for what the driver releases after each carry-out.
 
