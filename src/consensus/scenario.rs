@@ -704,6 +704,45 @@ fn event_line(event: &Event) -> Option<String> {
     })
 }
 
+/// Beacon A, leader of the first `count` beacons (A, B, C, ...) in quorum mode, as the
+/// interpreter leaves it after an election with every message delivered: it serves in term 1,
+/// every follower holds and acknowledged the entry that starts its term, and nothing is in
+/// flight. Its clock stands at [`ELECTED_AT`]. The core's unit tests start from it and then
+/// drive it message by message.
+pub(super) fn elected_leader(count: usize) -> Node {
+    let letters: Vec<String> = (0..count)
+        .map(|i| char::from(b'A' + i as u8).to_string())
+        .collect();
+    let mut scenario = Scenario::default();
+    let script = [
+        format!("beacons quorum {}", letters.join(" ")),
+        "tick".into(),
+        "stabilize".into(),
+        "tick".into(),
+        "stabilize".into(),
+        "tick".into(),
+        "stabilize".into(),
+    ];
+    for line in &script {
+        scenario
+            .run(line)
+            .unwrap_or_else(|e| panic!("`{line}`: {e}"));
+    }
+    assert_eq!(scenario.now, ELECTED_AT);
+    assert!(scenario.flight.is_empty(), "nothing left in flight");
+    let a = scenario.beacons.remove(&'A').expect("A").node;
+    assert!(a.is_leader() && a.has_taken_over(), "A serves");
+    assert_eq!(
+        a.commit(),
+        a.position().index,
+        "its term's first entry is committed"
+    );
+    a
+}
+
+/// The clock of the leader [`elected_leader`] returns.
+pub(super) const ELECTED_AT: Millis = 3 * TICK_MS;
+
 /// A scenario file: commands, each with the output expected.
 fn parse(text: &str) -> Vec<(Vec<String>, String, String)> {
     // (lines before the command: comments and blanks, the command, the expected output)

@@ -169,42 +169,13 @@ pub fn tick(n: &mut Node, now: Millis) -> Step {
     n.step(now, Input::Tick { wall_ms: now })
 }
 
-/// A, leader of A, B, C in quorum mode, serving in term 1: it heard both followers, ticked,
-/// collected their promises (all at 0) and appended the entry that starts its term, which
-/// both then acknowledged, with the confirmation round it started.
+/// A, leader of A, B, C in quorum mode, serving in term 1 with its term's first entry
+/// committed, as an election in the scenario interpreter leaves it (clock at 300 ms).
 pub fn quorum_leader() -> Node {
-    quorum_leader_of(&[A, B, C])
+    quorum_leader_of(3)
 }
 
-/// Like [`quorum_leader`], A leading `beacons` (A first among them, each seeing all).
-pub fn quorum_leader_of(beacons: &[u16]) -> Node {
-    let mut a = node_of(A, Mode::Quorum, beacons);
-    let zero = Position::default();
-    let others: Vec<u16> = beacons.iter().copied().filter(|p| *p != A).collect();
-    let sees = (1u64 << beacons.len()) - 1;
-    let hb = |msg: Message<Numbers>| {
-        let mut msg = msg;
-        msg.heartbeat.sees = sees;
-        msg
-    };
-    for p in &others {
-        hear(&mut a, 1, *p, hb(follower(0, 0, zero, 0)));
-    }
-    tick(&mut a, 100);
-    assert!(a.is_leader(), "A leads after its first tick");
-    for p in &others {
-        hear(&mut a, 101, *p, hb(follower(A, 1, zero, 0)));
-    }
-    assert!(a.has_taken_over(), "all promised");
-    let start = a.position();
-    let beat = a.leading.as_ref().expect("leading").rounds.beat();
-    for p in &others {
-        hear(&mut a, 102, *p, hb(follower(A, 1, start, beat)));
-    }
-    assert_eq!(
-        a.commit(),
-        start.index,
-        "its term's first entry is committed"
-    );
-    a
+/// Like [`quorum_leader`], A leading the first `count` beacons (A, B, C, 7004, ...).
+pub fn quorum_leader_of(count: usize) -> Node {
+    super::scenario::elected_leader(count)
 }
