@@ -83,6 +83,44 @@ impl<T> InFlight<T> {
     }
 }
 
+/// What a workload last saw on each replica, kept only from committed states: a replica's
+/// state may hold entries a later leader overwrites, while its committed states are prefixes
+/// of one history, so only those are compared over time. A replica that went back
+/// (restarted, or its unstored tail cut) starts over from `T::default()`.
+#[derive(Debug)]
+pub struct Committed<T> {
+    /// Per replica: the applied index it was seen at, and what was seen.
+    seen: BTreeMap<SocketAddr, (u64, T)>,
+}
+
+impl<T> Default for Committed<T> {
+    fn default() -> Self {
+        Committed {
+            seen: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Default> Committed<T> {
+    /// What was seen on `v` before, to compare its state now with and to update; `None`
+    /// while `v`'s state holds entries not yet committed.
+    pub fn of<S: Machine, V: Service<S>>(&mut self, v: &View<'_, S, V>) -> Option<&mut T> {
+        let index = v.replica.applied().index;
+        if v.replica.commit() < index {
+            return None;
+        }
+        let (floor, seen) = self
+            .seen
+            .entry(v.addr)
+            .or_insert_with(|| (index, T::default()));
+        if index < *floor {
+            *seen = T::default();
+        }
+        *floor = index;
+        Some(seen)
+    }
+}
+
 /// One running replica, as a workload checks it.
 pub struct View<'a, S: Machine, V: Service<S>> {
     pub addr: SocketAddr,

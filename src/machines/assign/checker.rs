@@ -28,7 +28,7 @@ use crate::machines::registry::{
     lives::{Lives, Turn},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, InFlight, View, Workload};
+use crate::sim::{Checked, Committed, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Resources the admin keeps.
@@ -47,6 +47,13 @@ enum Sent {
 /// A slot as a replica showed it: its holder's registration, and its version.
 type SlotSeen = (Option<(NodeId, FencingToken)>, u64);
 
+/// What one replica showed: per resource, and per slot of group `g`.
+#[derive(Debug, Default)]
+struct Shown {
+    resources: BTreeMap<String, Seen>,
+    slots: Option<Vec<SlotSeen>>,
+}
+
 /// What a replica showed of a resource at the last check.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -64,10 +71,8 @@ pub struct Clients<X = AssignService> {
     clients: usize,
     lives: Lives,
     in_flight: InFlight<Sent>,
-    /// Per replica (by address and applied-position floor), per resource, what it showed.
-    seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, Seen>)>,
-    /// Per replica, per slot of group `g`: its holder's registration and version.
-    slots: BTreeMap<SocketAddr, Vec<SlotSeen>>,
+    /// What each replica showed.
+    seen: Committed<Shown>,
     /// Group `g` was created (acknowledged): resources may be bound to its slots.
     group_made: bool,
     pub moves: u64,
@@ -83,8 +88,7 @@ impl<X> Clients<X> {
             clients: clients.max(2),
             lives: Lives::new("WORKER", 9),
             in_flight: InFlight::default(),
-            seen: BTreeMap::new(),
-            slots: BTreeMap::new(),
+            seen: Committed::default(),
             group_made: false,
             moves: 0,
             slot_moves: 0,
@@ -230,25 +234,12 @@ where
 
     fn check(&mut self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
         for v in replicas {
-            // A replica's state may hold entries a later leader overwrites; its committed
-            // states are prefixes of one history, so only those are compared over time.
-            let index = v.replica.applied().index;
-            if v.replica.commit() < index {
+            let Some(shown) = self.seen.of(v) else {
                 continue;
-            }
+            };
             let state = v.replica.state();
             let registry: &Registry = state.part();
             let assignments: &Assignments = state.part();
-            let (floor, seen) = self
-                .seen
-                .entry(v.addr)
-                .or_insert_with(|| (index, BTreeMap::new()));
-            // A replica that went back (restarted, or its unstored tail cut) starts over.
-            if index < *floor {
-                seen.clear();
-                self.slots.remove(&v.addr);
-            }
-            *floor = index;
             if let Some(g) = assignments.group("g") {
                 let now: Vec<SlotSeen> = g
                     .slots
@@ -268,7 +259,7 @@ where
                         ));
                     }
                 }
-                if let Some(before) = self.slots.get(&v.addr)
+                if let Some(before) = &shown.slots
                     && before.len() == now.len()
                 {
                     for (i, ((old, old_version), (new, version))) in
@@ -294,7 +285,7 @@ where
                         }
                     }
                 }
-                self.slots.insert(v.addr, now);
+                shown.slots = Some(now);
             }
             let mut now_seen = BTreeMap::new();
             for r in assignments.iter() {
@@ -319,7 +310,7 @@ where
                     token: r.holder.as_ref().map(|h| h.token),
                     revoking: r.revoking,
                 };
-                if let Some(before) = seen.get(&r.name).filter(|b| b.created_ms == r.created_ms) {
+                if let Some(before) = shown.resources.get(&r.name).filter(|b| b.created_ms == r.created_ms) {
                     let moved = before.registration != current.registration;
                     if moved
                         && let Some(old) = before.registration
@@ -343,7 +334,7 @@ where
                 }
                 now_seen.insert(r.name.clone(), current);
             }
-            *seen = now_seen;
+            shown.resources = now_seen;
         }
         Ok(())
     }

@@ -29,7 +29,7 @@ use crate::machines::registry::{
     lives::{Lives, Turn, Worker},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, InFlight, View, Workload};
+use crate::sim::{Checked, Committed, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Task names the submitter uses.
@@ -66,8 +66,8 @@ pub struct Clients<X = super::TaskService> {
     running: BTreeMap<(NodeId, FencingToken), BTreeMap<(String, FencingToken), Millis>>,
     /// Reported attempts (not reported again).
     reported: BTreeMap<(String, FencingToken), ()>,
-    /// Per replica (applied-position floor), per task: (submission, running token, result).
-    seen: BTreeMap<SocketAddr, (u64, BTreeMap<String, TaskSeen>)>,
+    /// Per replica, per task: (submission, running token, result).
+    seen: Committed<BTreeMap<String, TaskSeen>>,
     /// Acknowledged submits: name -> the submission (its seq) acknowledged last.
     submitted: BTreeMap<String, u64>,
     /// Acknowledged completions: (name, submission) -> the attempt.
@@ -88,7 +88,7 @@ impl<X> Clients<X> {
             in_flight: InFlight::default(),
             running: BTreeMap::new(),
             reported: BTreeMap::new(),
-            seen: BTreeMap::new(),
+            seen: Committed::default(),
             submitted: BTreeMap::new(),
             completions: BTreeMap::new(),
             starts: 0,
@@ -298,20 +298,11 @@ where
 
     fn check(&mut self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
         for v in replicas {
-            let index = v.replica.applied().index;
-            if v.replica.commit() < index {
+            let Some(seen) = self.seen.of(v) else {
                 continue;
-            }
+            };
             let state = v.replica.state();
             let tasks: &Tasks = state.part();
-            let (floor, seen) = self
-                .seen
-                .entry(v.addr)
-                .or_insert_with(|| (index, BTreeMap::new()));
-            if index < *floor {
-                seen.clear();
-            }
-            *floor = index;
             let Some(q) = tasks.queue(QUEUE) else {
                 continue;
             };
