@@ -30,37 +30,31 @@ fn fresh() -> (State, Services) {
 
 #[test]
 fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
-    let results = sim::run_seeds(300, "assign_sim", |seed, verbose| {
-        let mut rng = Rng::new(seed);
-        let workload = Clients::new(2 + rng.below(4) as usize);
-        let setup = Setup::drawn(&mut rng, |_| workload.clients());
-        let mut sim =
-            sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
-        match sim.run() {
-            Ok(()) => Ok((
+    let totals = sim::run_workload(
+        300,
+        "assign_sim",
+        fresh,
+        |rng| {
+            let workload: Clients = Clients::new(2 + rng.below(4) as usize);
+            (Setup::drawn(rng, |_| workload.clients()), workload)
+        },
+        |sim| {
+            [
                 sim.workload.moves,
                 sim.workload.registrations,
                 sim.workload.admin_writes,
                 sim.core.stats.snapshots,
                 sim.workload.slot_moves,
-            )),
-            Err(why) => Err(sim.report(&why, "assign_sim")),
-        }
-    });
-    let sum = results.iter().fold((0, 0, 0, 0, 0), |t, r| {
-        (t.0 + r.0, t.1 + r.1, t.2 + r.2, t.3 + r.3, t.4 + r.4)
-    });
+            ]
+        },
+    );
+    let sum = totals.sums;
     println!(
         "{} seeds: {} resource and {} slot holder changes seen, {} registrations, {} admin writes, {} snapshots",
-        results.len(),
-        sum.0,
-        sum.4,
-        sum.1,
-        sum.2,
-        sum.3
+        totals.seeds, sum[0], sum[4], sum[1], sum[2], sum[3]
     );
-    if results.len() > 1 {
-        assert!(sum.0 > 0 && sum.1 > 0 && sum.2 > 0 && sum.3 > 0 && sum.4 > 0);
+    if totals.seeds > 1 {
+        assert!(sum[0] > 0 && sum[1] > 0 && sum[2] > 0 && sum[3] > 0 && sum[4] > 0);
     }
 }
 

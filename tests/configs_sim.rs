@@ -34,35 +34,32 @@ fn setup(rng: &mut Rng) -> Setup {
 
 #[test]
 fn compare_and_set_loses_no_update_under_seeded_faults() {
-    let results = sim::run_seeds(300, "configs_sim", |seed, verbose| {
-        let mut rng = Rng::new(seed);
-        let setup = setup(&mut rng);
-        let workload = Clients::new(setup.clients);
-        let mut sim =
-            sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
-        match sim.run() {
-            Ok(()) => Ok((
+    let totals = sim::run_workload(
+        300,
+        "configs_sim",
+        fresh,
+        |rng| {
+            let setup = setup(rng);
+            let workload: Clients = Clients::new(setup.clients);
+            (setup, workload)
+        },
+        |sim| {
+            [
                 sim.workload.increments,
                 sim.workload.conflicts,
                 sim.core.stats.snapshots,
-            )),
-            Err(why) => Err(sim.report(&why, "configs_sim")),
-        }
-    });
-    let sum = results
-        .iter()
-        .fold((0, 0, 0), |t, r| (t.0 + r.0, t.1 + r.1, t.2 + r.2));
+            ]
+        },
+    );
+    let sum = totals.sums;
     println!(
         "{} seeds: {} increments acknowledged, {} compare-and-set conflicts, {} snapshots",
-        results.len(),
-        sum.0,
-        sum.1,
-        sum.2
+        totals.seeds, sum[0], sum[1], sum[2]
     );
-    if results.len() > 1 {
-        assert!(sum.0 > results.len() as u64, "increments went through");
+    if totals.seeds > 1 {
+        assert!(sum[0] > totals.seeds, "increments went through");
         assert!(
-            sum.1 > 0 && sum.2 > 0,
+            sum[1] > 0 && sum[2] > 0,
             "clients conflicted and snapshots were taken"
         );
     }

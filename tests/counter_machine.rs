@@ -6,7 +6,6 @@
 mod counter;
 
 use beacon::machines::registry::{IdRange, Registry, RegistryService};
-use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Setup};
 
 // The machines of this test's beacons: one line per machine.
@@ -14,8 +13,6 @@ beacon::compose! {
     registry: Registry => Registry, RegistryService;
     counter: Counter => counter::Counter, counter::CounterService;
 }
-
-type Sim = sim::Sim<State, Services, counter::checker::Clients>;
 
 mod support;
 
@@ -36,29 +33,30 @@ fn fresh() -> (State, Services) {
 
 #[test]
 fn the_counter_keeps_its_invariants_under_seeded_faults() {
-    let results = sim::run_seeds(300, "counter_machine", |seed, verbose| {
-        let mut rng = Rng::new(seed);
-        let setup = Setup::drawn(&mut rng, |rng| 1 + rng.below(3) as usize);
-        let workload = counter::checker::Clients::new(setup.clients);
-        let mut sim = Sim::new(seed, setup, fresh, workload, verbose);
-        match sim.run() {
-            Ok(()) => Ok((
+    let totals = sim::run_workload(
+        300,
+        "counter_machine",
+        fresh,
+        |rng| {
+            let setup = Setup::drawn(rng, |rng| 1 + rng.below(3) as usize);
+            let workload = counter::checker::Clients::new(setup.clients);
+            (setup, workload)
+        },
+        |sim| {
+            [
                 sim.workload.adds,
                 sim.workload.reads,
                 sim.core.stats.snapshots,
-            )),
-            Err(why) => Err(sim.report(&why, "counter_machine")),
-        }
-    });
-    let (adds, reads, snapshots) = results
-        .iter()
-        .fold((0, 0, 0), |t, r| (t.0 + r.0, t.1 + r.1, t.2 + r.2));
+            ]
+        },
+    );
+    let [adds, reads, snapshots] = totals.sums;
     println!(
         "{} seeds: {adds} adds and {reads} reads acknowledged, {snapshots} snapshots",
-        results.len()
+        totals.seeds
     );
-    if results.len() > 1 {
-        assert!(adds > results.len() as u64 && reads > 0 && snapshots > 0);
+    if totals.seeds > 1 {
+        assert!(adds > totals.seeds && reads > 0 && snapshots > 0);
     }
 }
 

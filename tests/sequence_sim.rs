@@ -41,37 +41,33 @@ fn setup(rng: &mut Rng) -> Setup {
 
 #[test]
 fn segments_never_overlap_under_seeded_faults() {
-    let results = sim::run_seeds(400, "sequence_sim", |seed, verbose| {
-        let mut rng = Rng::new(seed);
-        let setup = setup(&mut rng);
-        let workload = Clients::new(setup.clients);
-        let mut sim =
-            sim::Sim::<State, Services, Clients>::new(seed, setup, fresh, workload, verbose);
-        match sim.run() {
-            Ok(()) => Ok((
+    let totals = sim::run_workload(
+        400,
+        "sequence_sim",
+        fresh,
+        |rng| {
+            let setup = setup(rng);
+            let workload: Clients = Clients::new(setup.clients);
+            (setup, workload)
+        },
+        |sim| {
+            [
                 sim.workload.segments,
                 sim.workload.numbers,
                 sim.workload.given_back,
                 sim.core.stats.snapshots,
-            )),
-            Err(why) => Err(sim.report(&why, "sequence_sim")),
-        }
-    });
-    let sum = results.iter().fold((0, 0, 0, 0), |t, r| {
-        (t.0 + r.0, t.1 + r.1, t.2 + r.2, t.3 + r.3)
-    });
+            ]
+        },
+    );
+    let sum = totals.sums;
     println!(
         "{} seeds: {} segments ({} numbers) acknowledged, {} tails handed back, {} snapshots",
-        results.len(),
-        sum.0,
-        sum.1,
-        sum.2,
-        sum.3
+        totals.seeds, sum[0], sum[1], sum[2], sum[3]
     );
-    if results.len() > 1 {
-        assert!(sum.0 > results.len() as u64, "segments were handed out");
+    if totals.seeds > 1 {
+        assert!(sum[0] > totals.seeds, "segments were handed out");
         assert!(
-            sum.2 > 0 && sum.3 > 0,
+            sum[2] > 0 && sum[3] > 0,
             "tails came back and snapshots were taken"
         );
     }

@@ -310,7 +310,11 @@ where
                     token: r.holder.as_ref().map(|h| h.token),
                     revoking: r.revoking,
                 };
-                if let Some(before) = shown.resources.get(&r.name).filter(|b| b.created_ms == r.created_ms) {
+                if let Some(before) = shown
+                    .resources
+                    .get(&r.name)
+                    .filter(|b| b.created_ms == r.created_ms)
+                {
                     let moved = before.registration != current.registration;
                     if moved
                         && let Some(old) = before.registration

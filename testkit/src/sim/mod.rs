@@ -19,6 +19,50 @@ pub use cluster::{Setup, Sim, Stats};
 pub use disk::Disk;
 pub use faults::Faults;
 
+/// What the passing seeds of [`run_workload`] counted, summed.
+#[derive(Debug, Clone, Copy)]
+pub struct Totals<const N: usize> {
+    pub seeds: u64,
+    pub sums: [u64; N],
+}
+
+/// Runs seeds of one machine's workload as [`run_seeds`] does: `draw` makes each seed's
+/// set-up and clients from the seed's random source, every beacon starts from `fresh()`,
+/// and each finished run adds what `counts` reads off it to the totals. A failing seed
+/// panics with its report, named for `test` (the test binary, to replay it).
+pub fn run_workload<S, V, W, const N: usize>(
+    default: u64,
+    test: &str,
+    fresh: fn() -> (S, V),
+    draw: impl Fn(&mut crate::rng::SimRng) -> (Setup, W) + Sync,
+    counts: impl Fn(&Sim<S, V, W>) -> [u64; N] + Sync,
+) -> Totals<N>
+where
+    S: beacon::wire::MachineWire + 'static,
+    V: beacon::consensus::Service<S> + 'static,
+    W: beacon::sim::Workload<S, V>,
+{
+    let results = run_seeds(default, test, |seed, verbose| {
+        let mut rng = crate::rng::SimRng::new(seed);
+        let (setup, workload) = draw(&mut rng);
+        let mut sim = Sim::new(seed, setup, fresh, workload, verbose);
+        match sim.run() {
+            Ok(()) => Ok(counts(&sim)),
+            Err(why) => Err(sim.report(&why, test)),
+        }
+    });
+    let mut sums = [0; N];
+    for r in &results {
+        for (sum, n) in sums.iter_mut().zip(r) {
+            *sum += n;
+        }
+    }
+    Totals {
+        seeds: results.len() as u64,
+        sums,
+    }
+}
+
 /// Runs seeds `0..seeds` of a broken machine's simulation, one after another: in how many
 /// `run` failed (the invariants caught the fault), printing the first failure with its seed
 /// under `what`.
