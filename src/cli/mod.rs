@@ -232,6 +232,16 @@ impl Session {
         Cluster::new(self.servers.clone(), self.opts.clone(), self.opts.timeout)
     }
 
+    /// Asks a beacon with `ask` and prints its answer, as [`Session::print`] does.
+    pub async fn show<T: serde::Serialize>(
+        &mut self,
+        ask: impl AsyncFnOnce(&mut Client) -> Result<T, ClientError>,
+        table: impl FnOnce(&T) -> String,
+    ) -> Result<String, ClientError> {
+        let reply = self.with_client(ask).await?;
+        Ok(self.print(&reply, table))
+    }
+
     /// `value` as JSON with `--json`, else as `table` renders it.
     pub fn print<T: serde::Serialize>(
         &self,

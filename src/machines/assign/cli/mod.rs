@@ -507,10 +507,9 @@ impl Commands for Command {
                     limit: page.limit,
                     from: page.from.clone(),
                 };
-                let reply = session
-                    .with_client(async |c| c.resources_matching(&req).await)
-                    .await?;
-                session.print(&reply, resources_table)
+                session
+                    .show(async |c| c.resources_matching(&req).await, resources_table)
+                    .await?
             }
             Command::Add {
                 name,
@@ -542,10 +541,9 @@ impl Commands for Command {
                     limit: page.limit,
                     from: page.from.clone(),
                 };
-                let reply = session
-                    .with_client(async |c| c.slot_groups_matching(&req).await)
-                    .await?;
-                session.print(&reply, slots_table)
+                session
+                    .show(async |c| c.slot_groups_matching(&req).await, slots_table)
+                    .await?
             }
             Command::CreateSlots {
                 name,

@@ -483,16 +483,12 @@ impl Commands for Command {
                 }
                 session.print(&reply, render::node_report)
             }
-            Command::ShowIds => {
-                let reply = session.with_client(async |c| c.ids().await).await?;
-                session.print(&reply, render::ids)
-            }
+            Command::ShowIds => session.show(async |c| c.ids().await, render::ids).await?,
             Command::ShowSubscription(t) => {
                 let t = t.as_deref().unwrap_or("");
-                let reply = session
-                    .with_client(async |c| c.subscriptions(t).await)
-                    .await?;
-                session.print(&reply, render::subscriptions)
+                session
+                    .show(async |c| c.subscriptions(t).await, render::subscriptions)
+                    .await?
             }
             Command::Register(r) if r.keep => keep_registered(session, r).await?,
             Command::WatchNodes { types, from } => watch_nodes(session, types, *from).await?,

@@ -252,10 +252,9 @@ impl Commands for Command {
                     limit: page.limit,
                     from: page.from.clone(),
                 };
-                let reply = session
-                    .with_client(async |c| c.sequences_matching(&req).await)
-                    .await?;
-                session.print(&reply, sequences_table)
+                session
+                    .show(async |c| c.sequences_matching(&req).await, sequences_table)
+                    .await?
             }
             Command::Create { name, start, step } => {
                 let s = session

@@ -723,10 +723,9 @@ impl Commands for Command {
                     limit: page.limit,
                     from: page.from.clone(),
                 };
-                let reply = session
-                    .with_client(async |c| c.queues_matching(&req).await)
-                    .await?;
-                session.print(&reply, queues_table)
+                session
+                    .show(async |c| c.queues_matching(&req).await, queues_table)
+                    .await?
             }
             Command::Tasks {
                 queue,
