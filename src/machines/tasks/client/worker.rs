@@ -108,24 +108,24 @@ type Active = Arc<Mutex<HashMap<(String, String), ((u64, u64), AbortHandle)>>>;
 type AttemptKey = ((String, String), (u64, u64));
 
 /// How many attempts that ended here a worker remembers.
-const ENDED_KEPT: usize = 4096;
+const FINISHED_KEPT: usize = 4096;
 
-/// Attempts whose handler ran to its end here, the latest [`ENDED_KEPT`]: the leader may list
+/// Attempts whose handler ran to its end here, the latest [`FINISHED_KEPT`]: the leader may list
 /// one as running here again while its report is on its way (a new leader answering the
 /// worker stream before the report reached it), and running it twice would report twice.
 #[derive(Debug, Default)]
-struct Ended {
+struct FinishedAttempts {
     order: std::collections::VecDeque<AttemptKey>,
     kept: std::collections::HashSet<AttemptKey>,
 }
 
-impl Ended {
+impl FinishedAttempts {
     fn insert(&mut self, attempt: AttemptKey) {
         if !self.kept.insert(attempt.clone()) {
             return;
         }
         self.order.push_back(attempt);
-        if self.order.len() > ENDED_KEPT
+        if self.order.len() > FINISHED_KEPT
             && let Some(oldest) = self.order.pop_front()
         {
             self.kept.remove(&oldest);
@@ -155,7 +155,7 @@ struct Context {
     reporters: Reporters,
     active: Active,
     /// Locked inside `active`'s lock, never the other way round.
-    ended: Mutex<Ended>,
+    ended: Mutex<FinishedAttempts>,
     counters: Counters,
     events: broadcast::Sender<WorkerEvent>,
     /// The longest pause between heartbeats (a third of the timeout when that is shorter).
@@ -222,7 +222,7 @@ impl Worker {
                 next: AtomicU64::new(0),
             },
             active: Arc::new(Mutex::new(HashMap::new())),
-            ended: Mutex::new(Ended::default()),
+            ended: Mutex::new(FinishedAttempts::default()),
             counters: Counters::default(),
             events: broadcast::channel(4096).0,
             heartbeat: Duration::from_secs(10),
@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn an_attempt_that_ended_here_is_remembered_until_many_later_ones_ended() {
         let attempt = |n: u64| (("q".to_owned(), format!("t{n}")), (1, n));
-        let mut ended = Ended::default();
+        let mut ended = FinishedAttempts::default();
         ended.insert(attempt(0));
         ended.insert(attempt(0));
         assert!(ended.contains(&attempt(0)));
@@ -496,12 +496,12 @@ mod tests {
             !ended.contains(&(("q".to_owned(), "t0".to_owned()), (2, 0))),
             "another attempt of it runs"
         );
-        for n in 1..=ENDED_KEPT as u64 {
+        for n in 1..=FINISHED_KEPT as u64 {
             ended.insert(attempt(n));
         }
         assert!(!ended.contains(&attempt(0)), "the oldest is forgotten");
         assert!(ended.contains(&attempt(1)));
-        assert_eq!(ended.order.len(), ENDED_KEPT);
-        assert_eq!(ended.kept.len(), ENDED_KEPT);
+        assert_eq!(ended.order.len(), FINISHED_KEPT);
+        assert_eq!(ended.kept.len(), FINISHED_KEPT);
     }
 }
