@@ -213,6 +213,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scenario::quorum_leader;
     use super::super::testing::*;
     use super::super::{Asker, ConsensusError, Event, Input, Token};
 
@@ -370,7 +371,7 @@ mod tests {
         assert_eq!(a.read_index_confirmed(asker(B, 1).unwrap()), Some(commit));
         assert_eq!(ask(&mut a, 300, 7, asker(B, 1)), Some((7, Ok(commit))));
         // Of five beacons, A and B are no majority: a round, answered once two more confirm.
-        let mut five = quorum_leader_of(5);
+        let mut five = super::super::scenario::elected_leader(5);
         let commit5 = five.commit();
         assert_eq!(five.read_index_confirmed(asker(B, 1).unwrap()), None);
         assert_eq!(

@@ -440,6 +440,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scenario::quorum_leader;
     use super::super::testing::*;
     use super::super::{Append, Entry, Input, Message, Mode, Payload, Position};
 

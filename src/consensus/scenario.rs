@@ -740,6 +740,11 @@ pub(super) fn elected_leader(count: usize) -> Node {
     a
 }
 
+/// A, leader of A, B, C in quorum mode, as [`elected_leader`] leaves it.
+pub(super) fn quorum_leader() -> Node {
+    elected_leader(3)
+}
+
 /// The clock of the leader [`elected_leader`] returns.
 pub(super) const ELECTED_AT: Millis = 3 * TICK_MS;
 

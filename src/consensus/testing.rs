@@ -168,14 +168,3 @@ pub fn hear(n: &mut Node, now: Millis, from: u16, msg: Message<Numbers>) -> Step
 pub fn tick(n: &mut Node, now: Millis) -> Step {
     n.step(now, Input::Tick { wall_ms: now })
 }
-
-/// A, leader of A, B, C in quorum mode, serving in term 1 with its term's first entry
-/// committed, as an election in the scenario interpreter leaves it (clock at 300 ms).
-pub fn quorum_leader() -> Node {
-    quorum_leader_of(3)
-}
-
-/// Like [`quorum_leader`], A leading the first `count` beacons (A, B, C, 7004, ...).
-pub fn quorum_leader_of(count: usize) -> Node {
-    super::scenario::elected_leader(count)
-}
