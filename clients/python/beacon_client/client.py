@@ -250,27 +250,55 @@ class Client:
         reply = self.call("registry", "Register", request)
         return Registration(self, reply, request, on_lost=on_lost, snowflake=snowflake)
 
-    def nodes(self, node_type: str = "", page: int = 0) -> list["Node"]:
+    def nodes(self, node_type: str = "", page: int = 0, *, health: str = "any") -> list["Node"]:
         """The registered services (of one type), as this cluster's beacons see them: each
-        a `Node` (`node_id`, `addr`, `is_online`, ...), the type a watch yields too. With
-        `page`, the list is read in pages of that many entries, cut on the beacon, so that a
-        registry of any size comes in bounded replies (each page linearizable on its own)."""
-        from .nodes import Node
+        a `Node` (`node_id`, `addr`, `is_online`, `status`, ...), the type a watch yields
+        too. `health` keeps some of them: `any` (the default: every one, quarantined IDs
+        too), `serving` (passing or warning, not draining: the ones to send work to),
+        `passing`, `warning`, `critical` or `draining`. With `page`, the list is read in
+        pages of that many entries, cut on the beacon, so that a registry of any size comes
+        in bounded replies (each page linearizable on its own)."""
+        from .nodes import Node, filter_of
+        wanted = filter_of(health)
         found, start = [], 0
         while True:
             reply = self.call("registry", "Nodes", registry_pb2.NodesRequest(
-                node_type=node_type, limit=page, from_node_id=start))
+                node_type=node_type, limit=page, from_node_id=start, health=wanted))
             found.extend(Node.of_entry(e) for e in reply.nodes)
             if not page or not reply.next_node_id:
                 return found
             start = reply.next_node_id
 
-    def watch(self, node_types: Iterable[str] = ()) -> "Watch":
+    def watch(self, node_types: Iterable[str] = (), *, health: str = "serving") -> "Watch":
         """Discovery: an iterator of `(kind, node)` for the services of these types (all when
-        none): `present` for each at first, then `added`, `updated`, `removed` as they
-        commit, across leader changes."""
+        none) that are in rotation (passing or warning, not draining; `health="any"` for
+        every one): `present` for each at first, then `added`, `updated`, `removed` as they
+        commit, across leader changes. One that goes critical or is drained comes as
+        `removed`, and as `added` when it is back."""
         from .discovery import Watch
-        return Watch(self, list(node_types))
+        return Watch(self, list(node_types), health)
+
+    def set_health(self, node_id: int, status: str | None = None, *,
+                   draining: bool | None = None, note: str = "") -> "Node":
+        """An operator sets registration `node_id`'s health (`passing`, `warning`,
+        `critical`) and/or its drain (role admin); returns it once the change is committed.
+        `drain()` and `undrain()` say the same for maintenance."""
+        from .nodes import Node, status_of
+        request = registry_pb2.SetHealthRequest(node_id=node_id, note=note)
+        if status is not None:
+            request.status = status_of(status)
+        if draining is not None:
+            request.draining = draining
+        return Node(self.call("registry", "SetHealth", request).node)
+
+    def drain(self, node_id: int, note: str = "") -> "Node":
+        """Takes registration `node_id` out of rotation for maintenance (role admin): it
+        keeps its ID and its lease; discovery leaves it out and it gets no new work."""
+        return self.set_health(node_id, draining=True, note=note)
+
+    def undrain(self, node_id: int) -> "Node":
+        """Puts a drained registration back into rotation (role admin)."""
+        return self.set_health(node_id, draining=False)
 
     # -- config documents ----------------------------------------------------------------
 

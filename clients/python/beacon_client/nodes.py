@@ -4,13 +4,51 @@ from __future__ import annotations
 
 import json
 
+from ._pb import registry_pb2
+
+# The wire's health statuses by name, and back.
+STATUSES = {
+    "passing": registry_pb2.HEALTH_PASSING,
+    "warning": registry_pb2.HEALTH_WARNING,
+    "critical": registry_pb2.HEALTH_CRITICAL,
+}
+STATUS_NAMES = {v: k for k, v in STATUSES.items()}
+
+# What listings and watches may keep, by health.
+FILTERS = {
+    "any": registry_pb2.FILTER_ANY,
+    "serving": registry_pb2.FILTER_SERVING,
+    "passing": registry_pb2.FILTER_PASSING,
+    "warning": registry_pb2.FILTER_WARNING,
+    "critical": registry_pb2.FILTER_CRITICAL,
+    "draining": registry_pb2.FILTER_DRAINING,
+}
+
+
+def status_of(name: str) -> int:
+    """The wire's status for `name` (`passing`, `warning`, `critical`); ValueError else."""
+    try:
+        return STATUSES[name.lower()]
+    except KeyError:
+        raise ValueError(f"health status {name!r}: give passing, warning or critical") from None
+
+
+def filter_of(name: str) -> int:
+    """The wire's health filter for `name`; ValueError for another."""
+    try:
+        return FILTERS[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"health filter {name!r}: give one of {', '.join(FILTERS)}") from None
+
 
 class Node:
     """A registered service: the same type from `Client.nodes()` and from `Client.watch()`.
 
     Its registration's fields are attributes: `node_id`, `node_type`, `addr`,
     `access_addr`, `worker_num`, `metadata` (the JSON text; `meta` parses it),
-    `registered_ms`, `term` and `index` (the `fencing_token`), `owner`. A listing also
+    `registered_ms`, `term` and `index` (the `fencing_token`), `owner`, `health` (the
+    message; `status`, `draining` and `serving` read it). A listing also
     says `is_online` (False while an expired ID is in quarantine), `last_seen_ms`,
     `quarantine_ms` and the latest load `report`; from a watch, which tells only live
     registrations, `is_online` is True and the others are None. `info` is the protobuf
@@ -46,6 +84,21 @@ class Node:
         return (self.info.term, self.info.index)
 
     @property
+    def status(self) -> str:
+        """`passing`, `warning` or `critical` (passing when nothing was said)."""
+        return STATUS_NAMES.get(self.info.health.status, f"status {self.info.health.status}")
+
+    @property
+    def draining(self) -> bool:
+        """Whether an operator took it out of rotation (maintenance)."""
+        return self.info.health.draining
+
+    @property
+    def serving(self) -> bool:
+        """In rotation: passing or warning, not draining (what discovery gives by default)."""
+        return self.status != "critical" and not self.draining
+
+    @property
     def meta(self) -> dict:
         """The metadata, parsed (`{}` when there is none)."""
         return json.loads(self.info.metadata) if self.info.metadata else {}
@@ -60,5 +113,7 @@ class Node:
 
     def __repr__(self) -> str:
         state = "" if self.is_online else ", offline"
+        if self.is_online and not (self.status == "passing" and not self.draining):
+            state = f", {self.status}" + (", draining" if self.draining else "")
         return (f"Node({self.info.node_id}, {self.info.node_type} at {self.info.addr}"
                 f"{state})")

@@ -48,6 +48,10 @@ class Registration:
         # What else follows this lease (an assignments watch), told when it is lost.
         self._lost_listeners: list[Callable[[], None]] = []
         self._stop = threading.Event()
+        # The health the service's checks found (wire status, note), once it says; a change
+        # wakes the keep-alive to report at once.
+        self._health: tuple[int, str] | None = None
+        self._kick = threading.Event()
         self._lock = threading.Lock()
         self._confirmed_until = time.monotonic() + self.lease_ms / 1000
         self._interval = self.lease_ms / 4000
@@ -75,6 +79,16 @@ class Registration:
         with self._lock:
             return self._reserved_ms
 
+    def set_health(self, status: str, note: str = "") -> None:
+        """Sets the health every report carries from now on (`passing`, `warning` or
+        `critical`, with why), and reports at once: what the service's own checks find. The
+        leader writes it only when the status changes; discovery leaves a critical service
+        out. An operator's drain stays the operator's."""
+        from .nodes import status_of
+        with self._lock:
+            self._health = (status_of(status), note)
+        self._kick.set()
+
     def config(self) -> "ConfigWatch":
         """This service's configuration (see `Client.service_config`): its effective
         settings at once, then each change."""
@@ -84,6 +98,7 @@ class Registration:
         """Stops the keep-alive and ends the registration: with `release`, the ID is free at
         once (the service has stopped using it)."""
         self._stop.set()
+        self._kick.set()
         self._thread.join(timeout=self.lease_ms / 1000 + 1)
         if self.lost.is_set():
             return
@@ -130,6 +145,10 @@ class Registration:
         report = registry_pb2.NodeReport(
             node_id=self.node_id, addr=self.addr, term=self.fencing_token[0],
             index=self.fencing_token[1])
+        with self._lock:
+            health = self._health
+        if health is not None:
+            report.health, report.health_note = health
         if self._snowflake:
             # Two report intervals ahead: generation stops on its own within two missed
             # reports, well inside the lease.
@@ -158,7 +177,10 @@ class Registration:
                         if sent and time.monotonic() - sent[0] > self._attempt:
                             unanswered.set()
                             break
-                        self._stop.wait(min(self._attempt / 4, self._interval))
+                        if self._kick.is_set():
+                            self._kick.clear()
+                            break
+                        self._kick.wait(min(self._attempt / 4, self._interval))
                     if unanswered.is_set():
                         break
                 if holder:

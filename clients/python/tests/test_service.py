@@ -293,3 +293,48 @@ def test_a_stopped_beacon_costs_the_service_nothing(cluster):
             cluster.cont(i)
         reg.close()
 
+
+
+def test_health_from_checks_and_an_operators_drain_take_a_service_out_of_discovery(cluster):
+    client = cluster.client()
+    db = client.register("HEALTHY", "10.0.7.1:7000")
+    web = client.register("HEALTHY", "10.0.7.2:7000")
+    watch = client.watch(["HEALTHY"])
+    present = {watch.next(timeout=10) for _ in range(2)}
+    assert {(k, n.addr, n.status) for k, n in present} == {
+        ("present", "10.0.7.1:7000", "passing"), ("present", "10.0.7.2:7000", "passing")}
+    # The service's own checks find it failing: the report carries it, the leader writes
+    # it, and discovery drops it; every beacon lists it as critical, with why.
+    db.set_health("critical", "database unreachable")
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.node_id, node.status) == ("removed", db.node_id, "critical")
+    assert node.health.note == "database unreachable" and node.health.since_ms > 0
+    listed = {n.node_id: n for n in client.nodes("HEALTHY")}
+    assert listed[db.node_id].status == "critical" and not listed[db.node_id].serving
+    assert [n.node_id for n in client.nodes("HEALTHY", health="serving")] == [web.node_id]
+    assert [n.node_id for n in client.nodes("HEALTHY", health="critical")] == [db.node_id]
+    # The same status again costs no log entry: nothing reaches the watch until it heals.
+    db.set_health("critical", "still unreachable")
+    db.set_health("passing")
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.node_id, node.status) == ("added", db.node_id, "passing")
+    # An operator drains the other for maintenance: it keeps its ID and its lease.
+    drained = client.drain(web.node_id, note="kernel upgrade")
+    assert drained.draining and drained.status == "passing"
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.node_id, node.draining) == ("removed", web.node_id, True)
+    assert [n.node_id for n in client.nodes("HEALTHY", health="draining")] == [web.node_id]
+    assert web.holds()
+    client.undrain(web.node_id)
+    kind, node = watch.next(timeout=10)
+    assert (kind, node.node_id, node.serving) == ("added", web.node_id, True)
+    # What makes no sense is refused with what was wrong, and changes nothing.
+    with pytest.raises(ValueError, match="give passing, warning or critical"):
+        db.set_health("sick")
+    with pytest.raises(ValueError, match="health filter"):
+        client.nodes("HEALTHY", health="sick")
+    with pytest.raises(bc.NotFound):
+        client.set_health(999, "critical")
+    watch.close()
+    db.close()
+    web.close()

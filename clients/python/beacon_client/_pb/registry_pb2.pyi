@@ -1,10 +1,35 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class HealthStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HEALTH_PASSING: _ClassVar[HealthStatus]
+    HEALTH_WARNING: _ClassVar[HealthStatus]
+    HEALTH_CRITICAL: _ClassVar[HealthStatus]
+
+class HealthFilter(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILTER_ANY: _ClassVar[HealthFilter]
+    FILTER_SERVING: _ClassVar[HealthFilter]
+    FILTER_PASSING: _ClassVar[HealthFilter]
+    FILTER_WARNING: _ClassVar[HealthFilter]
+    FILTER_CRITICAL: _ClassVar[HealthFilter]
+    FILTER_DRAINING: _ClassVar[HealthFilter]
+HEALTH_PASSING: HealthStatus
+HEALTH_WARNING: HealthStatus
+HEALTH_CRITICAL: HealthStatus
+FILTER_ANY: HealthFilter
+FILTER_SERVING: HealthFilter
+FILTER_PASSING: HealthFilter
+FILTER_WARNING: HealthFilter
+FILTER_CRITICAL: HealthFilter
+FILTER_DRAINING: HealthFilter
 
 class RegistryEntry(_message.Message):
     __slots__ = ("register", "update", "unregister", "expire", "release", "clock")
@@ -69,7 +94,7 @@ class Tombstone(_message.Message):
     def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., remaining_ms: _Optional[int] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "node_type", "addr", "access_addr", "worker_num", "metadata", "registered_ms", "term", "index", "owner")
+    __slots__ = ("node_id", "node_type", "addr", "access_addr", "worker_num", "metadata", "registered_ms", "term", "index", "owner", "health")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +105,7 @@ class NodeInfo(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     node_type: str
     addr: str
@@ -90,7 +116,20 @@ class NodeInfo(_message.Message):
     term: int
     index: int
     owner: str
-    def __init__(self, node_id: _Optional[int] = ..., node_type: _Optional[str] = ..., addr: _Optional[str] = ..., access_addr: _Optional[str] = ..., worker_num: _Optional[int] = ..., metadata: _Optional[str] = ..., registered_ms: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    health: Health
+    def __init__(self, node_id: _Optional[int] = ..., node_type: _Optional[str] = ..., addr: _Optional[str] = ..., access_addr: _Optional[str] = ..., worker_num: _Optional[int] = ..., metadata: _Optional[str] = ..., registered_ms: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., owner: _Optional[str] = ..., health: _Optional[_Union[Health, _Mapping]] = ...) -> None: ...
+
+class Health(_message.Message):
+    __slots__ = ("status", "draining", "note", "since_ms")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    status: HealthStatus
+    draining: bool
+    note: str
+    since_ms: int
+    def __init__(self, status: _Optional[_Union[HealthStatus, str]] = ..., draining: _Optional[bool] = ..., note: _Optional[str] = ..., since_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node_type", "addr", "access_addr", "worker_num", "metadata")
@@ -144,6 +183,24 @@ class FreeIdReply(_message.Message):
     was: NodeInfo
     def __init__(self, node_id: _Optional[int] = ..., was: _Optional[_Union[NodeInfo, _Mapping]] = ...) -> None: ...
 
+class SetHealthRequest(_message.Message):
+    __slots__ = ("node_id", "status", "draining", "note")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    status: HealthStatus
+    draining: bool
+    note: str
+    def __init__(self, node_id: _Optional[int] = ..., status: _Optional[_Union[HealthStatus, str]] = ..., draining: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class SetHealthReply(_message.Message):
+    __slots__ = ("node",)
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    node: NodeInfo
+    def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ...) -> None: ...
+
 class UnregisterRequest(_message.Message):
     __slots__ = ("node_id", "addr", "term", "index", "release", "clock_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -183,7 +240,7 @@ class LoadStats(_message.Message):
     def __init__(self, load: _Optional[int] = ..., connect: _Optional[int] = ..., recv_num: _Optional[int] = ..., recv_byte: _Optional[int] = ..., send_num: _Optional[int] = ..., send_byte: _Optional[int] = ...) -> None: ...
 
 class NodeReport(_message.Message):
-    __slots__ = ("node_id", "addr", "node", "worker", "term", "index", "clock_ms")
+    __slots__ = ("node_id", "addr", "node", "worker", "term", "index", "clock_ms", "health", "health_note")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +248,8 @@ class NodeReport(_message.Message):
     TERM_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     CLOCK_MS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_NOTE_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     addr: str
     node: LoadStats
@@ -198,7 +257,9 @@ class NodeReport(_message.Message):
     term: int
     index: int
     clock_ms: int
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., node: _Optional[_Union[LoadStats, _Mapping]] = ..., worker: _Optional[_Iterable[_Union[LoadStats, _Mapping]]] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., clock_ms: _Optional[int] = ...) -> None: ...
+    health: HealthStatus
+    health_note: str
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., node: _Optional[_Union[LoadStats, _Mapping]] = ..., worker: _Optional[_Iterable[_Union[LoadStats, _Mapping]]] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., clock_ms: _Optional[int] = ..., health: _Optional[_Union[HealthStatus, str]] = ..., health_note: _Optional[str] = ...) -> None: ...
 
 class NodeReportReply(_message.Message):
     __slots__ = ("node_id", "lease_ms", "term", "index", "clock_ms")
@@ -215,12 +276,14 @@ class NodeReportReply(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., lease_ms: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., clock_ms: _Optional[int] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("node_types", "start_index")
+    __slots__ = ("node_types", "start_index", "health")
     NODE_TYPES_FIELD_NUMBER: _ClassVar[int]
     START_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     node_types: _containers.RepeatedScalarFieldContainer[str]
     start_index: int
-    def __init__(self, node_types: _Optional[_Iterable[str]] = ..., start_index: _Optional[int] = ...) -> None: ...
+    health: HealthFilter
+    def __init__(self, node_types: _Optional[_Iterable[str]] = ..., start_index: _Optional[int] = ..., health: _Optional[_Union[HealthFilter, str]] = ...) -> None: ...
 
 class WatchReply(_message.Message):
     __slots__ = ("index", "nodes", "resumed", "more")
@@ -251,18 +314,20 @@ class NodeNotice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., add_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., del_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., update_nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., listing: _Optional[bool] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class NodesRequest(_message.Message):
-    __slots__ = ("node_type", "addr", "node_id", "limit", "from_node_id")
+    __slots__ = ("node_type", "addr", "node_id", "limit", "from_node_id", "health")
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FROM_NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     node_type: str
     addr: str
     node_id: int
     limit: int
     from_node_id: int
-    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ..., node_id: _Optional[int] = ..., limit: _Optional[int] = ..., from_node_id: _Optional[int] = ...) -> None: ...
+    health: HealthFilter
+    def __init__(self, node_type: _Optional[str] = ..., addr: _Optional[str] = ..., node_id: _Optional[int] = ..., limit: _Optional[int] = ..., from_node_id: _Optional[int] = ..., health: _Optional[_Union[HealthFilter, str]] = ...) -> None: ...
 
 class NodeEntry(_message.Message):
     __slots__ = ("node", "is_online", "last_seen_ms", "report", "workers", "quarantine_ms")

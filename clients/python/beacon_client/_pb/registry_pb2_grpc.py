@@ -61,6 +61,11 @@ class RegistryStub:
                 request_serializer=registry__pb2.NodesRequest.SerializeToString,
                 response_deserializer=registry__pb2.NodesReply.FromString,
                 _registered_method=True)
+        self.SetHealth = channel.unary_unary(
+                '/beacon.v1.registry.Registry/SetHealth',
+                request_serializer=registry__pb2.SetHealthRequest.SerializeToString,
+                response_deserializer=registry__pb2.SetHealthReply.FromString,
+                _registered_method=True)
         self.Ids = channel.unary_unary(
                 '/beacon.v1.registry.Registry/Ids',
                 request_serializer=registry__pb2.IdsRequest.SerializeToString,
@@ -119,6 +124,13 @@ class RegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetHealth(self, request, context):
+        """cmd 119: set a registration's health or drain it (role admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Ids(self, request, context):
         """cmd 305: the node-ID allocator.
         """
@@ -167,6 +179,11 @@ def add_RegistryServicer_to_server(servicer, server):
                     servicer.Nodes,
                     request_deserializer=registry__pb2.NodesRequest.FromString,
                     response_serializer=registry__pb2.NodesReply.SerializeToString,
+            ),
+            'SetHealth': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetHealth,
+                    request_deserializer=registry__pb2.SetHealthRequest.FromString,
+                    response_serializer=registry__pb2.SetHealthReply.SerializeToString,
             ),
             'Ids': grpc.unary_unary_rpc_method_handler(
                     servicer.Ids,
@@ -321,6 +338,33 @@ class Registry:
             '/beacon.v1.registry.Registry/Nodes',
             registry__pb2.NodesRequest.SerializeToString,
             registry__pb2.NodesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetHealth(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.registry.Registry/SetHealth',
+            registry__pb2.SetHealthRequest.SerializeToString,
+            registry__pb2.SetHealthReply.FromString,
             options,
             channel_credentials,
             insecure,
