@@ -72,6 +72,7 @@ fn both_machines_parts_survive_the_storage_round_trip() {
     disk.open().unwrap();
     let record = NodeRecord {
         owner: String::new(),
+        health: None,
         node_id: 3,
         node_type: "LOGIC".into(),
         addr: SocketAddr::from(([10, 0, 0, 1], 1)),

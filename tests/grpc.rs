@@ -64,6 +64,7 @@ async fn watch(
     let mut request = Request::new(pb::registry::WatchRequest {
         node_types: types.iter().map(|t| t.to_string()).collect(),
         start_index: 0,
+        ..Default::default()
     });
     if let Some(token) = token {
         let value = format!("Bearer {token}").parse().unwrap();

@@ -10,8 +10,8 @@ use std::time::Duration;
 use support::nodes;
 
 use beacon::client::{Client, ClientError, Cluster as Leader, ConnectOptions};
+use beacon::machines::registry::{HealthFilter, RegistryCmd, RegistryErrorCode};
 use beacon::machines::registry::{LeaseLost, RegisterOptions, Registration, Watch, WatchEvent};
-use beacon::machines::registry::{RegistryCmd, RegistryErrorCode};
 use beacon::pb;
 use beacon::wire::{Code, ErrorCode};
 use beacon_testkit::*;
@@ -702,6 +702,7 @@ async fn a_watch_resumes_from_a_kept_index_is_refused_compacted_before_it_and_he
     let mut resumed = Watch::resume(
         beacon_list(&c),
         types.clone(),
+        HealthFilter::Serving,
         from,
         opts(),
         Duration::from_secs(5),
@@ -741,6 +742,7 @@ async fn a_watch_resumes_from_a_kept_index_is_refused_compacted_before_it_and_he
         Watch::resume(
             beacon_list(&c),
             types.clone(),
+            HealthFilter::Serving,
             1,
             opts(),
             Duration::from_secs(5)
@@ -1031,4 +1033,148 @@ async fn a_torn_log_tail_is_cut_off_with_a_log_line_and_refetched() {
         text.contains(&loaded),
         "all but the cut entry were loaded ({loaded}): {text}"
     );
+}
+
+/// The registrations of `node_type` beacon `at` lists, with their health, by node ID.
+async fn health_at(at: SocketAddr, node_type: &str) -> BTreeMap<u32, pb::registry::NodeInfo> {
+    let mut c = Client::connect(&at.to_string(), &opts()).await.unwrap();
+    let reply = c.nodes(node_type, "").await.unwrap();
+    reply
+        .nodes
+        .into_iter()
+        .filter(|e| e.is_online)
+        .filter_map(|e| e.node)
+        .map(|n| (n.node_id, n))
+        .collect()
+}
+
+fn status_of(n: &pb::registry::NodeInfo) -> (i32, bool, &str) {
+    n.health
+        .as_ref()
+        .map_or((0, false, ""), |h| (h.status, h.draining, h.note.as_str()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_survive_a_failover()
+{
+    use beacon::machines::registry::Status;
+    let mut c = start(3, r#"{"lease_ms": 2000}"#).await;
+    let beacons = beacon_list(&c);
+    let live = |addr: SocketAddr| {
+        let mut o = RegisterOptions::new("HEALTH", addr);
+        o.connect = opts();
+        o.retry_for = Duration::from_secs(10);
+        Registration::register(beacons.clone(), o)
+    };
+    let db = live(service(1)).await.unwrap();
+    let web = live(service(2)).await.unwrap();
+    let mut watch = Watch::start(
+        beacons.clone(),
+        vec!["HEALTH".into()],
+        opts(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert_eq!(watch.nodes().count(), 2);
+    let next = async |watch: &mut Watch| {
+        tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .expect("a change arrives")
+            .unwrap()
+    };
+
+    // The service's checks find it failing: its next report carries it, the leader commits
+    // it, and the discovery watch (serving: passing or warning, not draining) drops it.
+    db.set_health(Status::Critical, "database unreachable");
+    let WatchEvent::Removed(gone) = next(&mut watch).await else {
+        panic!("a critical service leaves discovery")
+    };
+    assert_eq!(gone.node_id, db.node_id());
+    assert_eq!(status_of(&gone), (2, false, "database unreachable"));
+    let all = addrs(&c);
+    eventually(Duration::from_secs(10), || level(&all))
+        .await
+        .expect("the beacons agree");
+    for at in &all {
+        let listed = health_at(*at, "HEALTH").await;
+        assert_eq!(status_of(&listed[&db.node_id()]).0, 2, "at {at}");
+        assert_eq!(status_of(&listed[&web.node_id()]).0, 0, "at {at}");
+    }
+
+    // The same status reported again writes nothing: a report costs a log entry only when
+    // the health changes.
+    let index = status(all[0]).await.unwrap().index;
+    db.set_health(Status::Critical, "still unreachable");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(status(all[0]).await.unwrap().index, index, "no entry");
+
+    // An operator drains the other (role admin): it keeps its ID and its lease.
+    let mut admin = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let req = pb::registry::SetHealthRequest {
+        node_id: web.node_id(),
+        draining: Some(true),
+        note: "kernel upgrade".into(),
+        ..Default::default()
+    };
+    let reply: pb::registry::SetHealthReply = admin
+        .call(RegistryCmd::SetHealth, &req, "drain")
+        .await
+        .unwrap();
+    assert_eq!(status_of(&reply.node.unwrap()), (0, true, "kernel upgrade"));
+    let WatchEvent::Removed(drained) = next(&mut watch).await else {
+        panic!("a drained service leaves discovery")
+    };
+    assert_eq!(drained.node_id, web.node_id());
+    assert_eq!(watch.nodes().count(), 0);
+
+    // The leader dies: health is replicated state, so the next leader lists it as it was,
+    // and the service's recovery goes through the new leader to the watch.
+    let leader = agreed_leader(&all).await.unwrap();
+    let dead = c
+        .beacons
+        .iter()
+        .position(|b| b.addr.to_string() == leader)
+        .unwrap();
+    c.beacons[dead].kill();
+    let rest: Vec<SocketAddr> = all
+        .iter()
+        .copied()
+        .filter(|a| a.to_string() != leader)
+        .collect();
+    eventually(Duration::from_secs(10), || agreed_leader(&rest))
+        .await
+        .expect("a new leader");
+    let listed = health_at(rest[0], "HEALTH").await;
+    assert_eq!(status_of(&listed[&db.node_id()]).0, 2);
+    assert!(status_of(&listed[&web.node_id()]).1, "still draining");
+    db.set_health(Status::Passing, "");
+    let WatchEvent::Added(back) = next(&mut watch).await else {
+        panic!("a service that passes again comes back")
+    };
+    assert_eq!((back.node_id, status_of(&back).0), (db.node_id(), 0));
+    assert!(db.is_live() && web.is_live(), "no lease was lost");
+
+    // What makes no sense is refused, naming what was wrong; nothing changes.
+    let bad = pb::registry::SetHealthRequest {
+        node_id: web.node_id(),
+        status: Some(7),
+        ..Default::default()
+    };
+    let e = admin
+        .call::<_, pb::registry::SetHealthReply>(RegistryCmd::SetHealth, &bad, "bad")
+        .await
+        .unwrap_err();
+    assert!(e.is(ErrorCode::InvalidRequest), "{e}");
+    assert!(e.to_string().contains("7 is not a health status"), "{e}");
+    let nobody = pb::registry::SetHealthRequest {
+        node_id: 999,
+        status: Some(2),
+        ..Default::default()
+    };
+    let e = admin
+        .call::<_, pb::registry::SetHealthReply>(RegistryCmd::SetHealth, &nobody, "nobody")
+        .await
+        .unwrap_err();
+    assert!(e.is(RegistryErrorCode::UnknownTarget), "{e}");
 }

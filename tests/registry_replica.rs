@@ -137,6 +137,7 @@ fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
         },
         workers: Vec::new(),
         clock_ms: 0,
+        health: None,
     })
 }
 
@@ -524,7 +525,7 @@ fn a_lone_beacon_registers_at_once_and_answers_by_the_rules() {
         .map(|(i, c)| {
             let kind = match c {
                 Change::Added(_) => "added",
-                Change::Updated(_) => "updated",
+                Change::Updated { .. } => "updated",
                 Change::Removed(_) => "removed",
             };
             (*i, c.record().node_id, kind)

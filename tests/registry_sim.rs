@@ -246,6 +246,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
             node: LoadStats::default(),
             workers: Vec::new(),
             clock_ms: 0,
+            health: None,
             caller: Default::default(),
         })),
         Some(1),

@@ -375,11 +375,12 @@ mod tests {
     fn arguments_keep_their_case() {
         assert_eq!(
             parse(&["show", "nodes", "LOGIC"]),
-            Ok(Some(Command::Registry(R::ShowNodes(
-                Some("LOGIC".into()),
-                None,
-                0
-            ))))
+            Ok(Some(Command::Registry(R::ShowNodes {
+                node_type: Some("LOGIC".into()),
+                health: beacon::machines::registry::HealthFilter::Any,
+                limit: None,
+                from: 0
+            })))
         );
         assert_eq!(
             parse(&["show", "node_report", "Logic", "10.0.0.1:80"]),

@@ -608,7 +608,7 @@ fn register_show_and_unregister_through_any_beacon() {
     let out = nebcli(&["-s", &follower, "show", "nodes", "LOGIC"], None);
     let table = text(&out.stdout);
     assert!(
-        table.starts_with("node_id    node_type    address        is_online    last_seen_ms\n1          LOGIC        10.0.0.1:80    yes"),
+        table.starts_with("node_id    node_type    address        is_online    health     last_seen_ms\n1          LOGIC        10.0.0.1:80    yes          passing"),
         "{table}"
     );
     assert_eq!(table.lines().count(), 3, "ACCESS filtered out: {table}");
@@ -1557,4 +1557,101 @@ fn every_list_pages_on_the_beacon_and_says_where_the_next_page_starts() {
     }
     let out = nebcli(&["-s", s.as_str(), "show", "queues", "--limit", "0"], None);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn an_operator_sets_health_drains_and_lists_by_health() {
+    let c = Cluster::start_with_lease("cli-health", Some(60_000));
+    let follower = c.addrs[1].to_string();
+    let run = |args: &[&str]| {
+        let mut all = vec!["-s", &follower];
+        all.extend_from_slice(args);
+        nebcli(&all, None)
+    };
+    for addr in ["10.0.5.1:80", "10.0.5.2:80", "10.0.5.3:80"] {
+        let out = run(&["register", "--type", "WEB", "--addr", addr]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    // Through a follower: the change goes to the leader and is answered once committed.
+    let out = run(&["node", "health", "1", "critical", "--note", "db down"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("node_id 1 (WEB at 10.0.5.1:80): critical since"),
+        "{said}"
+    );
+    assert!(said.contains("(db down)"), "{said}");
+    let out = run(&["node", "drain", "2", "--note", "upgrade"]);
+    assert!(
+        text(&out.stdout).contains("passing, draining since"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // Listings say each one's health and keep the ones asked for.
+    let ids = |filter: &str| -> Vec<u64> {
+        let v = json_of(&run(&["--json", "show", "nodes", "--health", filter]));
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["node_id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(ids("critical"), vec![1]);
+    assert_eq!(ids("draining"), vec![2]);
+    assert_eq!(ids("serving"), vec![3]);
+    assert_eq!(ids("passing"), vec![2, 3]);
+    assert_eq!(ids("any"), vec![1, 2, 3]);
+    let v = json_of(&run(&["--json", "show", "nodes"]));
+    assert_eq!(v["nodes"][0]["node"]["health"]["status"], "critical");
+    assert_eq!(v["nodes"][0]["node"]["health"]["note"], "db down");
+    assert_eq!(v["nodes"][1]["node"]["health"]["draining"], true);
+    assert_eq!(v["nodes"][2]["node"]["health"]["status"], "passing");
+    let table = text(&run(&["show", "nodes"]).stdout);
+    assert!(table.contains("health"), "{table}");
+    assert!(table.contains("critical since"), "{table}");
+
+    // Back into rotation.
+    let out = run(&["node", "undrain", "10.0.5.2:80"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&["node", "health", "1", "passing"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(ids("serving"), vec![1, 2, 3]);
+
+    // Mistakes are usage errors (exit 2) naming what was wrong; an unknown node is exit 1.
+    for (args, says) in [
+        (
+            &["node", "health", "1", "sick"][..],
+            "`sick` is not passing",
+        ),
+        (
+            &["node", "health", "x", "passing"][..],
+            "`x` is neither a node ID",
+        ),
+        (&["node", "health", "1"][..], "usage: `node health ID"),
+        (
+            &["node", "drain", "1", "--force", "yes"][..],
+            "unknown flag --force",
+        ),
+        (
+            &["show", "nodes", "--health", "sick"][..],
+            "--health `sick`",
+        ),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(says),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = run(&["node", "drain", "99"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no registration for node ID 99"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -164,6 +164,7 @@ pub fn renewal(id: NodeId, addr: SocketAddr, token: FencingToken) -> Request {
         node: LoadStats::default(),
         workers: Vec::new(),
         clock_ms: 0,
+        health: None,
     })
 }
 

@@ -34,9 +34,9 @@ pub use service::{
     RegistryService, Report, Request, Response, Target, Unregister,
 };
 pub use state::{
-    ApplyError, Change, Command, Exhausted, FencingToken, IdRange, InvalidRequest, NodeId,
-    NodeRecord, Registry, RegistrySnapshot, Tombstone, check_metadata, check_type,
-    parse_service_addr,
+    ApplyError, Change, Command, Exhausted, FencingToken, Health, HealthFilter, IdRange,
+    InvalidRequest, NodeId, NodeRecord, Registry, RegistrySnapshot, Status, Tombstone,
+    check_metadata, check_type, parse_service_addr,
 };
 pub use wire::{LoadStats, RegistryCmd, RegistryErrorCode};
 

@@ -88,6 +88,7 @@ mod tests {
             term: 1,
             index: u64::from(id),
             owner: String::new(),
+            health: None,
         })
     }
 

@@ -9,14 +9,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 use super::service::{
-    Caller, NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, Request, Response,
-    Target, Unregister, count_nodes, counts_by_type, first_nodes,
+    Caller, NodeFilter, RegisterRequest, RegistryError, RegistryService, Report, ReportedHealth,
+    Request, Response, SetHealth, Target, Unregister, count_nodes, counts_by_type, first_nodes,
 };
 use super::state::{
-    Change, FencingToken, InvalidRequest, NodeId, Registry, check_clock, check_metadata,
-    check_type, parse_service_addr,
+    Change, FencingToken, HealthFilter, InvalidRequest, NodeId, NodeRecord, Registry, check_clock,
+    check_metadata, check_type, parse_service_addr,
 };
-use super::wire::{RegistryCmd, RegistryErrorCode, hello_part, hello_range, record_to_pb};
+use super::wire::{
+    RegistryCmd, RegistryErrorCode, filter_of, hello_part, hello_range, record_to_pb, status_of,
+};
 use crate::auth::Role;
 use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
 use crate::machines::{Part, Replica, Routes, Services, State};
@@ -35,7 +37,7 @@ impl crate::machines::Commands for RegistryCmd {
             RegistryCmd::NodeReport | RegistryCmd::Register | RegistryCmd::Unregister => {
                 Role::Service
             }
-            RegistryCmd::FreeId => Role::Admin,
+            RegistryCmd::FreeId | RegistryCmd::SetHealth => Role::Admin,
             RegistryCmd::Watch
             | RegistryCmd::Nodes
             | RegistryCmd::Ids
@@ -87,6 +89,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         RegistryCmd::NodeReport => reply(frame, &report(ctx, frame.decode()?).await?),
         RegistryCmd::Unregister => reply(frame, &unregister(ctx, frame.decode()?).await?),
         RegistryCmd::FreeId => reply(frame, &free_id(ctx, frame.decode()?).await?),
+        RegistryCmd::SetHealth => reply(frame, &set_health(ctx, frame.decode()?).await?),
         RegistryCmd::Nodes => reply(frame, &read_nodes(ctx, frame.decode()?).await?),
         RegistryCmd::Ids => {
             let _req: pb::IdsRequest = frame.decode()?;
@@ -262,6 +265,56 @@ async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdRepl
     }
 }
 
+/// The longest health note, in bytes.
+pub const MAX_NOTE_BYTES: usize = 256;
+
+/// Refuses a note over [`MAX_NOTE_BYTES`].
+fn check_note(field: &'static str, note: &str) -> Result<(), Reject> {
+    if note.len() > MAX_NOTE_BYTES {
+        return Err(Reject::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "{field} is {} bytes, over the limit of {MAX_NOTE_BYTES} bytes",
+                note.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A wire value that does not parse, refused as an invalid request.
+fn bad_value(e: crate::wire::WireError) -> Reject {
+    Reject::new(ErrorCode::InvalidRequest, e.to_string())
+}
+
+async fn set_health(
+    ctx: &Ctx<'_>,
+    req: pb::SetHealthRequest,
+) -> Result<pb::SetHealthReply, Reject> {
+    if req.node_id == 0 {
+        return Err(invalid(InvalidRequest::NoTarget));
+    }
+    check_note("note", &req.note)?;
+    let status = req
+        .status
+        .map(|s| status_of("status", s))
+        .transpose()
+        .map_err(bad_value)?;
+    let request = SetHealth {
+        node_id: req.node_id,
+        status,
+        draining: req.draining,
+        note: req.note,
+        wall_ms: wall_ms(),
+    };
+    match submit(ctx, Request::SetHealth(request)).await? {
+        Response::HealthSet(record) => Ok(pb::SetHealthReply {
+            node: Some(record_to_pb(&record)),
+        }),
+        other => Err(unexpected(other)),
+    }
+}
+
 async fn report(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<pb::NodeReportReply, Reject> {
     reported(submit(ctx, Request::Report(report_of(ctx, req)?)).await?)
 }
@@ -318,6 +371,17 @@ fn report_of(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<Report, Reject> {
         node: req.node.unwrap_or_default(),
         workers: req.worker,
         clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
+        health: match req.health {
+            None => None,
+            Some(status) => {
+                check_note("health_note", &req.health_note)?;
+                Some(ReportedHealth {
+                    status: status_of("health", status).map_err(bad_value)?,
+                    note: req.health_note,
+                    wall_ms: wall_ms(),
+                })
+            }
+        },
         caller: caller(ctx),
     })
 }
@@ -408,6 +472,7 @@ pub(crate) async fn nodes_page(
         node_type,
         addr: optional_addr("addr", &req.addr).map_err(invalid)?,
         node_id: (req.node_id != 0).then_some(req.node_id),
+        health: filter_of("health", req.health).map_err(bad_value)?,
     };
     ctx.read(move |replica, now| {
         let (registry, service) = parts(replica);
@@ -461,8 +526,20 @@ async fn nodes_view(
 ) -> Result<serde_json::Value, Reject> {
     use crate::machines::handle::{param, view_number};
     let limit = view_number(params, "limit")?;
+    let health = match param(params, "health").as_str() {
+        "" => HealthFilter::Any,
+        word => HealthFilter::parse(word).ok_or_else(|| {
+            Reject::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "health `{word}`: give any, serving, passing, warning, critical or draining"
+                ),
+            )
+        })?,
+    };
     let req = pb::NodesRequest {
         node_type: param(params, "type"),
+        health: super::wire::filter_to_pb(health).into(),
         // `limit=0` is an empty page (the counts alone), as the status page asks for it.
         limit: limit.map_or(0, |n| n.max(1)),
         from_node_id: view_number(params, "from")?.unwrap_or(0),
@@ -539,9 +616,12 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     for t in &req.node_types {
         check_type(t).map_err(invalid)?;
     }
+    let health = filter_of("health", req.health).map_err(bad_value)?;
     let types: BTreeSet<String> = req.node_types.into_iter().collect();
     let kind = handle::kind_of(&types);
-    let follows = move |t: &str| types.is_empty() || types.contains(t);
+    let follows = move |r: &NodeRecord| {
+        (types.is_empty() || types.contains(r.node_type.as_str())) && health.admits(r.health())
+    };
     handle::follow(
         frame,
         ctx,
@@ -557,7 +637,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 FirstAnswer::List(at) => {
                     let listed = registry
                         .shared_nodes()
-                        .filter(|r| follows(&r.node_type))
+                        .filter(|r| follows(r))
                         .cloned()
                         .collect();
                     let mut pages = super::pages::NodePages::new(listed, at);
@@ -569,9 +649,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 }
                 FirstAnswer::Resume(_) => (Vec::new(), None),
             };
-            let notice = move |index, change: &Change| {
-                follows(&change.record().node_type).then(|| notice(index, change))
-            };
+            let notice = move |index, change: &Change| notice(index, change, &follows);
             let answer = pb::WatchReply {
                 index: start.index(),
                 nodes,
@@ -592,19 +670,31 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     .await
 }
 
-/// What a watcher is told of a committed change.
-fn notice(index: u64, change: &Change) -> pb::NodeNotice {
+/// What a watcher following the registrations `follows` admits is told of a committed
+/// change, if anything: an update that takes a registration into what it follows comes as
+/// added, one that takes it out as removed.
+fn notice(
+    index: u64,
+    change: &Change,
+    follows: &impl Fn(&NodeRecord) -> bool,
+) -> Option<pb::NodeNotice> {
     let mut notice = pb::NodeNotice {
         index,
         ..Default::default()
     };
-    let info = record_to_pb(change.record());
+    let info = || record_to_pb(change.record());
     match change {
-        Change::Added(_) => notice.add_nodes.push(info),
-        Change::Updated(_) => notice.update_nodes.push(info),
-        Change::Removed(_) => notice.del_nodes.push(info),
+        Change::Added(r) if follows(r) => notice.add_nodes.push(info()),
+        Change::Removed(r) if follows(r) => notice.del_nodes.push(info()),
+        Change::Updated { record, was } => match (follows(was), follows(record)) {
+            (true, true) => notice.update_nodes.push(info()),
+            (false, true) => notice.add_nodes.push(info()),
+            (true, false) => notice.del_nodes.push(info()),
+            (false, false) => return None,
+        },
+        _ => return None,
     }
-    notice
+    Some(notice)
 }
 
 impl crate::machines::Served for super::Registry {
@@ -619,7 +709,7 @@ impl crate::machines::Served for super::Registry {
         vec![
             AdminView::new(
                 "/v1/nodes",
-                "`?type=T&limit=N`: `show nodes`, with `total` and, by node type, how many are online and in quarantine (`types`); `limit` keeps the first N rows (0: the counts alone, cheap to poll)",
+                "`?type=T&health=H&limit=N`: `show nodes` (`health`: any, serving, passing, warning, critical or draining), with `total` and, by node type, how many are online and in quarantine (`types`); `limit` keeps the first N rows (0: the counts alone, cheap to poll)",
                 RegistryCmd::Nodes,
                 |ctx, params| Box::pin(nodes_view(ctx, params)),
             ),

@@ -20,7 +20,8 @@ use std::sync::Arc;
 pub use super::leases::Lease;
 use super::leases::Leases;
 use super::state::{
-    Command, Exhausted, FencingToken, InvalidRequest, NodeId, NodeRecord, Registry,
+    Command, Exhausted, FencingToken, Health, HealthFilter, InvalidRequest, NodeId, NodeRecord,
+    Registry, Status,
 };
 use super::wire::LoadStats;
 use crate::consensus::{Leader, Outcome, Service};
@@ -115,7 +116,34 @@ pub struct Report {
     /// A registration generating snowflake IDs: the highest timestamp it asks to use before
     /// its next report (0: none).
     pub clock_ms: u64,
+    /// The health its own checks find, if it runs any.
+    pub health: Option<ReportedHealth>,
     pub caller: Caller,
+}
+
+/// The health a service reports for itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportedHealth {
+    pub status: Status,
+    /// Why; taken when the status changes (a note alone changing costs no log entry, so a
+    /// check whose output differs every time does not write on every report).
+    pub note: String,
+    /// Wall-clock time of the report (ms since the Unix epoch), stamped by the server.
+    pub wall_ms: u64,
+}
+
+/// An operator's change to a registration's health: its status, its drain, or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetHealth {
+    pub node_id: NodeId,
+    /// `None` leaves it.
+    pub status: Option<Status>,
+    /// `None` leaves it.
+    pub draining: Option<bool>,
+    /// Replaces the note (empty clears it).
+    pub note: String,
+    /// Wall-clock time of the request (ms since the Unix epoch), stamped by the server.
+    pub wall_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -126,6 +154,8 @@ pub enum Request {
     /// An operator ends an ID's quarantine early (its holder has certainly stopped using
     /// it): the ID may be allocated at once.
     FreeId(NodeId),
+    /// An operator sets a registration's health or drains it.
+    SetHealth(SetHealth),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +180,8 @@ pub enum Response {
         /// The snowflake timestamp committed as usable (0 when the report asked none).
         clock_ms: u64,
     },
+    /// The registration with the health an operator set.
+    HealthSet(NodeRecord),
 }
 
 /// Why the registry refused a request; nothing was changed.
@@ -215,8 +247,10 @@ pub enum Waiting {
     Registered(NodeId, Option<Box<NodeRecord>>),
     Unregistered(NodeRecord),
     Freed(NodeId, Option<NodeRecord>),
-    /// A report whose clock reservation is being committed.
+    /// A report whose clock reservation or health is being committed.
     Reported(Response),
+    /// An operator's health change for this ID.
+    HealthSet(NodeId),
 }
 
 /// The registry's leader-side service.
@@ -323,6 +357,7 @@ impl RegistryService {
             term: leader.term(),
             index: leader.next_index(),
             owner: req.caller.name,
+            health: None,
         };
         let Some(index) = leader.append(S::wrap(Command::Register(Arc::new(record)))) else {
             return Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id }));
@@ -427,33 +462,101 @@ impl RegistryService {
             token: report.token,
             clock_ms: 0,
         };
-        if report.clock_ms == 0 {
-            return Outcome::WhenConfirmed(Ok(reply));
+        // A health that changed is committed before the report is answered, so the service
+        // knows, once answered, that discovery tells of it.
+        let changed = report
+            .health
+            .and_then(|h| reported_health(record.health(), h))
+            .map(|health| Command::Update(Arc::new(record.with_health(health))));
+        let clock = (report.clock_ms > 0).then(|| {
+            // A snowflake reservation: committed before it is confirmed, so that a later
+            // leader tells the ID's next holder about it. Its commit also confirms the
+            // leadership.
+            let ms = report
+                .clock_ms
+                .max(leader.state().part().clock(report.node_id));
+            if let Response::Reported { clock_ms, .. } = &mut reply {
+                *clock_ms = ms;
+            }
+            Command::Clock {
+                node_id: report.node_id,
+                ms,
+            }
+        });
+        let mut last = None;
+        for command in changed.into_iter().chain(clock) {
+            match leader.append(S::wrap(command)) {
+                Some(index) => last = Some(index),
+                None => {
+                    return Outcome::Now(Err(RegistryError::NoLease {
+                        node_id: report.node_id,
+                        addr: report.addr,
+                        token: report.token,
+                    }));
+                }
+            }
         }
-        // A snowflake reservation: committed before it is confirmed, so that a later leader
-        // tells the ID's next holder about it. Its commit also confirms the leadership.
-        let ms = report
-            .clock_ms
-            .max(leader.state().part().clock(report.node_id));
-        if let Response::Reported { clock_ms, .. } = &mut reply {
-            *clock_ms = ms;
-        }
-        let command = Command::Clock {
-            node_id: report.node_id,
-            ms,
-        };
-        match leader.append(S::wrap(command)) {
+        match last {
             Some(index) => Outcome::WhenCommitted {
                 index,
                 waiting: Waiting::Reported(reply),
             },
-            None => Outcome::Now(Err(RegistryError::NoLease {
-                node_id: report.node_id,
-                addr: report.addr,
-                token: report.token,
+            None => Outcome::WhenConfirmed(Ok(reply)),
+        }
+    }
+
+    /// Sets the health an operator asks for; a request that changes nothing costs no entry.
+    fn set_health<S: Part<Registry>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        req: SetHealth,
+    ) -> Outcome<Response, RegistryError, Waiting> {
+        let Some(record) = leader.state().part().get(req.node_id).cloned() else {
+            return Outcome::Now(Err(RegistryError::UnknownTarget(format!(
+                "node ID {}",
+                req.node_id
+            ))));
+        };
+        let was = record.health();
+        let mut health = Health {
+            status: req.status.unwrap_or(was.status),
+            draining: req.draining.unwrap_or(was.draining),
+            note: req.note,
+            since_ms: was.since_ms,
+        };
+        if (health.status, health.draining) != (was.status, was.draining) {
+            health.since_ms = req.wall_ms;
+        }
+        let waiting = Waiting::HealthSet(req.node_id);
+        if health == *was {
+            return Outcome::WhenCommitted {
+                index: leader.last_index(),
+                waiting,
+            };
+        }
+        let command = Command::Update(Arc::new(record.with_health(health)));
+        match leader.append(S::wrap(command)) {
+            Some(index) => Outcome::WhenCommitted { index, waiting },
+            None => Outcome::Now(Err(RegistryError::EndedBeforeCommit {
+                node_id: req.node_id,
             })),
         }
     }
+}
+
+/// The health a service's report leaves its registration with, if that differs from `was`:
+/// the status it found (with its note, when the status changed); the drain stays an
+/// operator's.
+fn reported_health(was: &Health, reported: ReportedHealth) -> Option<Health> {
+    if reported.status == was.status {
+        return None;
+    }
+    Some(Health {
+        status: reported.status,
+        draining: was.draining,
+        note: reported.note,
+        since_ms: reported.wall_ms,
+    })
 }
 
 /// Ends `id`'s quarantine now; an ID that is free already is answered as free (idempotent),
@@ -509,6 +612,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
             Request::Unregister(req) => self.unregister(leader, req),
             Request::Report(report) => self.report(leader, report),
             Request::FreeId(id) => free_id(leader, id),
+            Request::SetHealth(req) => self.set_health(leader, req),
         }
     }
 
@@ -553,6 +657,12 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
             Waiting::Unregistered(record) => Ok(Response::Unregistered(record)),
             Waiting::Freed(id, was) => Ok(Response::Freed(id, was)),
             Waiting::Reported(reply) => Ok(reply),
+            Waiting::HealthSet(id) => state
+                .part()
+                .get(id)
+                .cloned()
+                .map(Response::HealthSet)
+                .ok_or(RegistryError::EndedBeforeCommit { node_id: id }),
         }
     }
 }
@@ -563,13 +673,23 @@ pub struct NodeFilter {
     pub node_type: Option<String>,
     pub addr: Option<SocketAddr>,
     pub node_id: Option<NodeId>,
+    /// Any health (the default) lists quarantined IDs too; any other filter live
+    /// registrations alone.
+    pub health: HealthFilter,
 }
 
 impl NodeFilter {
+    /// Whether it names live registration `r`.
     fn wants(&self, r: &NodeRecord) -> bool {
         self.node_type.as_ref().is_none_or(|t| r.node_type == *t)
             && self.addr.is_none_or(|a| r.addr == a)
             && self.node_id.is_none_or(|id| r.node_id == id)
+            && self.health.admits(r.health())
+    }
+
+    /// Whether it names the quarantined ID whose last holder was `r`.
+    fn wants_gone(&self, r: &NodeRecord) -> bool {
+        self.health == HealthFilter::Any && self.wants(r)
     }
 }
 
@@ -613,7 +733,7 @@ pub fn first_nodes(
         .peekable();
     let mut gone = registry
         .quarantined_from(from)
-        .filter(|t| filter.wants(&t.record))
+        .filter(|t| filter.wants_gone(&t.record))
         .peekable();
     let mut views = Vec::new();
     // Both are in ID order, and an ID is live or quarantined, never both: merge them.
@@ -665,7 +785,7 @@ pub fn count_nodes(registry: &Registry, filter: &NodeFilter) -> usize {
     registry.nodes().filter(|r| filter.wants(r)).count()
         + registry
             .quarantined()
-            .filter(|t| filter.wants(&t.record))
+            .filter(|t| filter.wants_gone(&t.record))
             .count()
 }
 
@@ -679,7 +799,10 @@ pub fn counts_by_type(
     for r in registry.nodes().filter(|r| filter.wants(r)) {
         counts.entry(r.node_type.as_str()).or_default().0 += 1;
     }
-    for t in registry.quarantined().filter(|t| filter.wants(&t.record)) {
+    for t in registry
+        .quarantined()
+        .filter(|t| filter.wants_gone(&t.record))
+    {
         counts.entry(t.record.node_type.as_str()).or_default().1 += 1;
     }
     counts.into_iter().map(|(t, c)| (t.to_owned(), c)).collect()

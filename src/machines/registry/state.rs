@@ -114,6 +114,9 @@ pub struct NodeRecord {
     pub index: u64,
     /// The identity that registered it (empty when no authentication was required).
     pub owner: String,
+    /// Its health when anyone said anything of it; `None` is passing, not draining, no note
+    /// (boxed: most registrations never say, and a million records carry one pointer each).
+    pub health: Option<Box<Health>>,
 }
 
 impl NodeRecord {
@@ -121,6 +124,134 @@ impl NodeRecord {
         FencingToken {
             term: self.term,
             index: self.index,
+        }
+    }
+
+    /// Its health ([`Health::PASSING`] when nothing was said).
+    pub fn health(&self) -> &Health {
+        static PASSING: Health = Health::PASSING;
+        self.health.as_deref().unwrap_or(&PASSING)
+    }
+
+    /// The same registration with health `health` (`None` when it is the default).
+    pub fn with_health(&self, health: Health) -> NodeRecord {
+        NodeRecord {
+            health: (health != Health::PASSING).then(|| Box::new(health)),
+            ..self.clone()
+        }
+    }
+}
+
+/// How a registration's service does, as its reports (or an operator) say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// It serves: discovery lists it, work goes to it.
+    #[default]
+    Passing,
+    /// It serves, with something to look at: still listed and given work.
+    Warning,
+    /// It does not serve: left out of discovery, given no new work.
+    Critical,
+}
+
+impl Status {
+    pub const ALL: [Status; 3] = [Status::Passing, Status::Warning, Status::Critical];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Passing => "passing",
+            Status::Warning => "warning",
+            Status::Critical => "critical",
+        }
+    }
+
+    /// `passing`, `warning` or `critical`, in any case.
+    pub fn parse(word: &str) -> Option<Status> {
+        Status::ALL
+            .into_iter()
+            .find(|s| s.name().eq_ignore_ascii_case(word))
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A registration's health: its status, whether an operator is draining it (maintenance:
+/// it keeps its ID and its lease but leaves discovery and gets no new work), and what was
+/// last said about it. Replicated: every beacon lists the same health, and a new leader
+/// knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Health {
+    pub status: Status,
+    pub draining: bool,
+    /// Why, as the service or the operator said (empty: nothing said).
+    pub note: String,
+    /// When the status or the drain last changed (ms since the Unix epoch, stamped by the
+    /// leader; 0: never).
+    pub since_ms: u64,
+}
+
+impl Health {
+    /// What a registration that said nothing of its health has.
+    pub const PASSING: Health = Health {
+        status: Status::Passing,
+        draining: false,
+        note: String::new(),
+        since_ms: 0,
+    };
+
+    /// Whether discovery lists it and work may go to it: not critical, not draining.
+    pub fn serving(&self) -> bool {
+        self.status != Status::Critical && !self.draining
+    }
+
+    /// `passing`, `warning (note)`, `critical, draining (note)`.
+    pub fn describe(&self) -> String {
+        let mut s = self.status.name().to_owned();
+        if self.draining {
+            s.push_str(", draining");
+        }
+        if !self.note.is_empty() {
+            s.push_str(&format!(" ({})", self.note));
+        }
+        s
+    }
+}
+
+/// Which registrations a listing or a watch gives, by health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HealthFilter {
+    /// Every registration, whatever its health (and quarantined IDs, in listings).
+    #[default]
+    Any,
+    /// The ones in rotation: passing or warning, not draining (discovery's default).
+    Serving,
+    /// Live ones with this status (draining or not).
+    Only(Status),
+    /// Live ones an operator is draining.
+    Draining,
+}
+
+impl HealthFilter {
+    pub fn admits(&self, health: &Health) -> bool {
+        match self {
+            HealthFilter::Any => true,
+            HealthFilter::Serving => health.serving(),
+            HealthFilter::Only(s) => health.status == *s,
+            HealthFilter::Draining => health.draining,
+        }
+    }
+
+    /// `any`, `serving`, `passing`, `warning`, `critical` or `draining`.
+    pub fn parse(word: &str) -> Option<HealthFilter> {
+        match word.to_ascii_lowercase().as_str() {
+            "any" | "all" => Some(HealthFilter::Any),
+            "serving" => Some(HealthFilter::Serving),
+            "draining" => Some(HealthFilter::Draining),
+            other => Status::parse(other).map(HealthFilter::Only),
         }
     }
 }
@@ -147,14 +278,20 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Added(Arc<NodeRecord>),
-    Updated(Arc<NodeRecord>),
+    /// New details or health; `was` is the record before, so that a watcher following only
+    /// some health hears of a registration entering or leaving what it follows.
+    Updated {
+        record: Arc<NodeRecord>,
+        was: Arc<NodeRecord>,
+    },
     Removed(Arc<NodeRecord>),
 }
 
 impl Change {
+    /// The record as the change leaves it (a removed one as it last was).
     pub fn record(&self) -> &NodeRecord {
         match self {
-            Change::Added(r) | Change::Updated(r) | Change::Removed(r) => r,
+            Change::Added(r) | Change::Updated { record: r, .. } | Change::Removed(r) => r,
         }
     }
 }
@@ -428,13 +565,16 @@ impl Registry {
             }
             Command::Update(record) => {
                 let id = record.node_id;
-                match self.nodes.get(&id) {
-                    Some(old) if old.addr == record.addr => {}
+                let was = match self.nodes.get(&id) {
+                    Some(old) if old.addr == record.addr => old.clone(),
                     Some(_) => return Err(ApplyError::AddrInUse(record.addr)),
                     None => return Err(ApplyError::UnknownNode(id)),
-                }
+                };
                 self.nodes.insert(id, record.clone());
-                Ok(Some(Change::Updated(record.clone())))
+                Ok(Some(Change::Updated {
+                    record: record.clone(),
+                    was,
+                }))
             }
             Command::Unregister(id) => {
                 let record = self.remove(*id)?;
@@ -683,6 +823,7 @@ mod tests {
 
     fn record(id: NodeId, port: u16) -> NodeRecord {
         NodeRecord {
+            health: None,
             owner: String::new(),
             node_id: id,
             node_type: "LOGIC".into(),
@@ -837,7 +978,10 @@ mod tests {
         assert_eq!(
             reg.apply(&Command::Update(newer.clone().into()), 0)
                 .unwrap(),
-            Some(Change::Updated(newer.clone().into()))
+            Some(Change::Updated {
+                record: newer.clone().into(),
+                was: record(1, 1).into()
+            })
         );
         assert_eq!(reg.get(1), Some(&newer));
         let moved = record(1, 2);

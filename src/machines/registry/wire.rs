@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use prost::Message as _;
 
-use super::state::{Command, IdRange, NodeRecord, Registry, RegistrySnapshot};
+use super::state::{
+    Command, Health, HealthFilter, IdRange, NodeRecord, Registry, RegistrySnapshot, Status,
+};
 use crate::pb::registry as pb;
 use crate::wire::codes::codes;
 use crate::wire::{MachineWire, WireError, parse_addr};
@@ -32,6 +34,9 @@ codes! {
         Unregister = 115,
         /// Follow the nodes of some types (`WatchRequest` / `WatchReply`, then `NodeNotice`s).
         Watch = 117,
+        /// An operator sets a registration's health or drains it (`SetHealthRequest` /
+        /// `SetHealthReply`).
+        SetHealth = 119,
         /// Registered services (`NodesRequest` / `NodesReply`).
         Nodes = 303,
         /// The node-ID allocator (`IdsRequest` / `IdsReply`).
@@ -88,6 +93,75 @@ pub fn record_to_pb(r: &NodeRecord) -> pb::NodeInfo {
         term: r.term,
         index: r.index,
         owner: r.owner.clone(),
+        health: r.health.as_deref().map(health_to_pb),
+    }
+}
+
+pub fn status_to_pb(status: Status) -> pb::HealthStatus {
+    match status {
+        Status::Passing => pb::HealthStatus::HealthPassing,
+        Status::Warning => pb::HealthStatus::HealthWarning,
+        Status::Critical => pb::HealthStatus::HealthCritical,
+    }
+}
+
+pub fn status_from_pb(status: pb::HealthStatus) -> Status {
+    match status {
+        pb::HealthStatus::HealthPassing => Status::Passing,
+        pb::HealthStatus::HealthWarning => Status::Warning,
+        pb::HealthStatus::HealthCritical => Status::Critical,
+    }
+}
+
+/// A status off the wire, by its number: one this beacon does not know is refused, naming
+/// `field`.
+pub fn status_of(field: &'static str, value: i32) -> Result<Status, WireError> {
+    pb::HealthStatus::try_from(value)
+        .map(status_from_pb)
+        .map_err(|_| {
+            WireError::Invalid(format!(
+                "{field}: {value} is not a health status (0 passing, 1 warning, 2 critical)"
+            ))
+        })
+}
+
+fn health_to_pb(h: &Health) -> pb::Health {
+    pb::Health {
+        status: status_to_pb(h.status).into(),
+        draining: h.draining,
+        note: h.note.clone(),
+        since_ms: h.since_ms,
+    }
+}
+
+/// A health filter off the wire: one this beacon does not know is refused, naming `field`.
+pub fn filter_of(field: &'static str, value: i32) -> Result<HealthFilter, WireError> {
+    use pb::HealthFilter as F;
+    Ok(match F::try_from(value) {
+        Ok(F::FilterAny) => HealthFilter::Any,
+        Ok(F::FilterServing) => HealthFilter::Serving,
+        Ok(F::FilterPassing) => HealthFilter::Only(Status::Passing),
+        Ok(F::FilterWarning) => HealthFilter::Only(Status::Warning),
+        Ok(F::FilterCritical) => HealthFilter::Only(Status::Critical),
+        Ok(F::FilterDraining) => HealthFilter::Draining,
+        Err(_) => {
+            return Err(WireError::Invalid(format!(
+                "{field}: {value} is not a health filter (0 any, 1 serving, 2 passing, 3 warning, 4 critical, 5 draining)"
+            )));
+        }
+    })
+}
+
+/// `filter` on the wire.
+pub fn filter_to_pb(filter: HealthFilter) -> pb::HealthFilter {
+    use pb::HealthFilter as F;
+    match filter {
+        HealthFilter::Any => F::FilterAny,
+        HealthFilter::Serving => F::FilterServing,
+        HealthFilter::Only(Status::Passing) => F::FilterPassing,
+        HealthFilter::Only(Status::Warning) => F::FilterWarning,
+        HealthFilter::Only(Status::Critical) => F::FilterCritical,
+        HealthFilter::Draining => F::FilterDraining,
     }
 }
 
@@ -107,6 +181,16 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
         term: n.term,
         index: n.index,
         owner: n.owner,
+        health: match n.health {
+            None => None,
+            Some(h) => Some(Box::new(Health {
+                status: status_of("NodeInfo.health.status", h.status)?,
+                draining: h.draining,
+                note: h.note,
+                since_ms: h.since_ms,
+            }))
+            .filter(|h| **h != Health::PASSING),
+        },
     })
 }
 
@@ -228,6 +312,7 @@ mod tests {
     fn record(id: u32) -> NodeRecord {
         NodeRecord {
             owner: String::new(),
+            health: None,
             node_id: id,
             node_type: "LOGIC".into(),
             addr: SocketAddr::from(([10, 0, 0, 1], 9000 + id as u16)),

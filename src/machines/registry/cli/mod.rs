@@ -1,6 +1,6 @@
 //! The registry's nebcli commands: `show nodes`, `show node_detail`, `show node_report`,
 //! `show ids`, `show subscription`, `register [--keep]`, `unregister`, `watch nodes`,
-//! `bench register`.
+//! `node health`, `node drain`, `node undrain`, `bench register`.
 //!
 //! Keywords are case-insensitive; arguments (node types, addresses, metadata) are kept as
 //! typed, since node types are case-sensitive.
@@ -9,16 +9,23 @@ pub mod bench;
 pub mod render;
 
 use crate::cli::{self, Commands, Failure, Session, UsageError, flags, number, optional, usage};
-use crate::machines::registry::RegistryCmd;
+use crate::machines::registry::wire::{filter_to_pb, status_to_pb};
+use crate::machines::registry::{HealthFilter, RegistryCmd, Status};
 use crate::net::{Client, ClientError};
 use crate::pb;
 
 /// One parsed registry command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// `show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]`: a type, a page size
-    /// (cut on the beacon) and where the page starts.
-    ShowNodes(Option<String>, Option<u32>, u32),
+    /// `show nodes [TYPE] [--type T] [--health H] [--limit N] [--from NODE_ID]`.
+    ShowNodes {
+        node_type: Option<String>,
+        health: HealthFilter,
+        /// A page size, cut on the beacon.
+        limit: Option<u32>,
+        /// The node ID the page starts at.
+        from: u32,
+    },
     /// `show node_detail TYPE [ip:port]`
     ShowNodeDetail(String, Option<String>),
     /// `show node_report TYPE [ip:port]`
@@ -27,10 +34,21 @@ pub enum Command {
     /// `show subscription [TYPE]`
     ShowSubscription(Option<String>),
     Register(Registration),
-    /// `watch nodes [TYPE...] [--from INDEX]`: changes as lines until stopped.
+    /// `watch nodes [TYPE...] [--health H] [--from INDEX]`: changes as lines until stopped.
     WatchNodes {
         types: Vec<String>,
+        health: HealthFilter,
         from: Option<u64>,
+    },
+    /// `node health ID|IP:PORT passing|warning|critical [--note TEXT]`, `node drain
+    /// ID|IP:PORT [--note TEXT]`, `node undrain ID|IP:PORT`: an operator's change to a
+    /// registration's health.
+    SetHealth {
+        /// A node ID or the service's `ip:port`.
+        target: String,
+        status: Option<Status>,
+        draining: Option<bool>,
+        note: String,
     },
     /// `ids free ID`: ends a quarantine early.
     FreeId(u32),
@@ -112,15 +130,16 @@ fn parse_show_nodes(args: &[&str]) -> Result<Command, UsageError> {
         node_type = Some((*first).to_owned());
         rest = more;
     }
-    let (mut limit, mut from) = (None, 0);
+    let (mut limit, mut from, mut health) = (None, 0, HealthFilter::Any);
     for (flag, value) in flags("show nodes", rest)? {
         match flag.as_str() {
             "type" => node_type = Some(value.to_owned()),
             "limit" => limit = Some(number("show nodes", "limit", value)?),
             "from" => from = number("show nodes", "from", value)?,
+            "health" => health = health_filter("show nodes", value)?,
             other => {
                 return Err(usage(format!(
-                    "`show nodes`: unknown flag --{other}; usage: `show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]`"
+                    "`show nodes`: unknown flag --{other}; usage: `show nodes [TYPE] [--type T] [--health H] [--limit N] [--from NODE_ID]`"
                 )));
             }
         }
@@ -130,7 +149,80 @@ fn parse_show_nodes(args: &[&str]) -> Result<Command, UsageError> {
             "`show nodes`: --limit must be at least 1 (leave it out for every entry)",
         ));
     }
-    Ok(Command::ShowNodes(node_type, limit, from))
+    Ok(Command::ShowNodes {
+        node_type,
+        health,
+        limit,
+        from,
+    })
+}
+
+/// `--health H` of `cmd`.
+fn health_filter(cmd: &str, value: &str) -> Result<HealthFilter, UsageError> {
+    HealthFilter::parse(value).ok_or_else(|| {
+        usage(format!(
+            "`{cmd}`: --health `{value}` is not one of any, serving, passing, warning, critical, draining"
+        ))
+    })
+}
+
+/// `node health ID STATUS [--note T]`, `node drain ID [--note T]`, `node undrain ID`.
+fn parse_node(words: &[&str]) -> Result<Command, UsageError> {
+    const USAGE: &str = "usage: `node health ID|IP:PORT passing|warning|critical [--note TEXT]`, `node drain ID|IP:PORT [--note TEXT]` or `node undrain ID|IP:PORT`";
+    let (verb, rest) = match words {
+        [verb, rest @ ..] => (verb.to_ascii_lowercase(), rest),
+        [] => return Err(usage(USAGE)),
+    };
+    let target = match rest.first() {
+        Some(t)
+            if t.parse::<u32>().is_ok_and(|id| id > 0)
+                || t.parse::<std::net::SocketAddr>().is_ok() =>
+        {
+            (*t).to_owned()
+        }
+        Some(t) => {
+            return Err(usage(format!(
+                "`node {verb}`: `{t}` is neither a node ID (1 or more) nor an ip:port; {USAGE}"
+            )));
+        }
+        None => return Err(usage(USAGE)),
+    };
+    let (status, rest) = match (verb.as_str(), &rest[1..]) {
+        ("health", [word, rest @ ..]) => {
+            let status = Status::parse(word).ok_or_else(|| {
+                usage(format!(
+                    "`node health`: `{word}` is not passing, warning or critical"
+                ))
+            })?;
+            (Some(status), rest)
+        }
+        ("health", []) => return Err(usage(USAGE)),
+        (_, rest) => (None, rest),
+    };
+    let mut note = String::new();
+    for (flag, value) in flags(&format!("node {verb}"), rest)? {
+        match flag.as_str() {
+            "note" => note = value.to_owned(),
+            other => {
+                return Err(usage(format!(
+                    "`node {verb}`: unknown flag --{other}; {USAGE}"
+                )));
+            }
+        }
+    }
+    let draining = match verb.as_str() {
+        "health" => None,
+        "drain" => Some(true),
+        "undrain" if note.is_empty() => Some(false),
+        "undrain" => return Err(usage("`node undrain` takes no note")),
+        _ => return Err(usage(USAGE)),
+    };
+    Ok(Command::SetHealth {
+        target,
+        status,
+        draining,
+        note,
+    })
 }
 
 fn parse_unregister(args: &[&str]) -> Result<Command, UsageError> {
@@ -272,11 +364,12 @@ async fn keep_registered(session: &mut Session, r: &Registration) -> Result<Stri
     }
 }
 
-/// `watch nodes [TYPE...] [--from INDEX]`.
+/// `watch nodes [TYPE...] [--health H] [--from INDEX]`.
 fn parse_watch_nodes(args: &[&str]) -> Result<Command, UsageError> {
-    const USAGE: &str = "usage: `watch nodes [TYPE...] [--from INDEX]`";
+    const USAGE: &str = "usage: `watch nodes [TYPE...] [--health H] [--from INDEX]`";
     let mut types = Vec::new();
     let mut from = None;
+    let mut health = HealthFilter::Any;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match *a {
@@ -292,6 +385,12 @@ fn parse_watch_nodes(args: &[&str]) -> Result<Command, UsageError> {
                     })?;
                 from = Some(index);
             }
+            "--health" => {
+                let value = it.next().ok_or_else(|| {
+                    usage(format!("`watch nodes --health` takes a value; {USAGE}"))
+                })?;
+                health = health_filter("watch nodes", value)?;
+            }
             flag if flag.starts_with("--") => {
                 return Err(usage(format!(
                     "`watch nodes`: unknown flag {flag}; {USAGE}"
@@ -300,15 +399,20 @@ fn parse_watch_nodes(args: &[&str]) -> Result<Command, UsageError> {
             t => types.push(t.to_owned()),
         }
     }
-    Ok(Command::WatchNodes { types, from })
+    Ok(Command::WatchNodes {
+        types,
+        health,
+        from,
+    })
 }
 
-/// `watch nodes [TYPE...] [--from INDEX]`: the current set (or, from an index, nothing),
-/// then each change with its log index, as lines (JSON lines with `-w json`), until Ctrl-C
-/// or SIGTERM. Follows leader changes: each change once.
+/// `watch nodes [TYPE...] [--health H] [--from INDEX]`: the current set (or, from an
+/// index, nothing), then each change with its log index, as lines (JSON lines with `-w
+/// json`), until Ctrl-C or SIGTERM. Follows leader changes: each change once.
 async fn watch_nodes(
     session: &mut Session,
     types: &[String],
+    health: HealthFilter,
     from: Option<u64>,
 ) -> Result<String, Failure> {
     use crate::machines::registry::client::{Watch, WatchEvent};
@@ -321,8 +425,8 @@ async fn watch_nodes(
     // Installed before anything is printed (see cli::stop_signal).
     let mut stop = cli::stop_signal();
     let mut watch = match from {
-        Some(from) => Watch::resume(servers, types, from, opts, retry_for).await?,
-        None => Watch::start(servers, types, opts, retry_for).await?,
+        Some(from) => Watch::resume(servers, types, health, from, opts, retry_for).await?,
+        None => Watch::start_with(servers, types, health, opts, retry_for).await?,
     };
     let line = |event: &str, n: &pb::registry::NodeInfo, index: u64, json: bool| {
         if json {
@@ -332,8 +436,11 @@ async fn watch_nodes(
             )
         } else {
             format!(
-                "{event} {} {} {} index={index}\n",
-                n.node_id, n.node_type, n.addr
+                "{event} {} {} {} {} index={index}\n",
+                n.node_id,
+                n.node_type,
+                n.addr,
+                render::health(n)
             )
         }
     };
@@ -360,8 +467,8 @@ async fn watch_nodes(
 impl Commands for Command {
     const HELP: &'static [(&'static str, &'static str)] = &[
         (
-            "show nodes [TYPE] [--type T] [--limit N] [--from NODE_ID]",
-            "registered services: node_id, node_type, address, is_online, last_seen_ms; a summary line with counts; --limit cuts the list on the beacon, and the summary (or `next_node_id` in JSON) says the --from of the next page",
+            "show nodes [TYPE] [--type T] [--health H] [--limit N] [--from NODE_ID]",
+            "registered services: node_id, node_type, address, is_online, health, last_seen_ms; a summary line with counts; --health keeps those that are passing, warning, critical, draining or serving (passing or warning, not draining); --limit cuts the list on the beacon, and the summary (or `next_node_id` in JSON) says the --from of the next page",
         ),
         (
             "show node_detail TYPE [IP:PORT]",
@@ -388,8 +495,20 @@ impl Commands for Command {
             "register, then renew the lease until Ctrl-C or SIGTERM, and unregister then (exit 1 if the lease is lost)",
         ),
         (
-            "watch nodes [TYPE...] [--from INDEX]",
-            "the registered services of these types (all when none), then every change as a line (`added`, `updated`, `removed`, with its log index; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each change once; `--from` lists nothing and starts at that log index (refused COMPACTED when the beacons keep no changes that old)",
+            "watch nodes [TYPE...] [--health H] [--from INDEX]",
+            "the registered services of these types (all when none; with --health only those it admits, a service leaving or entering it told as removed or added), then every change as a line (`added`, `updated`, `removed`, with its log index; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each change once; `--from` lists nothing and starts at that log index (refused COMPACTED when the beacons keep no changes that old)",
+        ),
+        (
+            "node health ID|IP:PORT passing|warning|critical [--note TEXT]",
+            "set a registration's health (role admin): discovery leaves a critical one out and work stops going to it; the service's own reports set it too, the latest wins",
+        ),
+        (
+            "node drain ID|IP:PORT [--note TEXT]",
+            "take a registration out of rotation for maintenance (role admin): it keeps its ID and its lease, discovery leaves it out, and it gets no new work",
+        ),
+        (
+            "node undrain ID|IP:PORT",
+            "put a drained registration back into rotation (role admin)",
         ),
         (
             "ids free ID",
@@ -438,6 +557,7 @@ impl Commands for Command {
             },
             ["ids", ..] => Err(usage("usage: `ids free ID`")),
             ["watch", "nodes"] => parse_watch_nodes(args),
+            ["node", ..] => parse_node(&words[1..]),
             ["unregister", ..] => parse_unregister(&words[1..]),
             ["bench", "register"] => parse_bench(args),
             ["bench", ..] => Err(usage("usage: `bench register --clients C --count N`")),
@@ -447,11 +567,17 @@ impl Commands for Command {
 
     async fn run(&self, session: &mut Session) -> Result<String, Failure> {
         let out = match self {
-            Command::ShowNodes(node_type, limit, from) => {
+            Command::ShowNodes {
+                node_type,
+                health,
+                limit,
+                from,
+            } => {
                 let req = pb::registry::NodesRequest {
                     node_type: node_type.clone().unwrap_or_default(),
                     limit: limit.unwrap_or(0),
                     from_node_id: *from,
+                    health: filter_to_pb(*health).into(),
                     ..Default::default()
                 };
                 let reply = session
@@ -491,7 +617,55 @@ impl Commands for Command {
                     .await?
             }
             Command::Register(r) if r.keep => keep_registered(session, r).await?,
-            Command::WatchNodes { types, from } => watch_nodes(session, types, *from).await?,
+            Command::WatchNodes {
+                types,
+                health,
+                from,
+            } => watch_nodes(session, types, *health, *from).await?,
+            Command::SetHealth {
+                target,
+                status,
+                draining,
+                note,
+            } => {
+                let node_id = match target.parse::<u32>() {
+                    Ok(id) => id,
+                    Err(_) => {
+                        let seen = leader_nodes(session, "", target, 0).await?;
+                        seen.nodes
+                            .iter()
+                            .filter(|e| e.is_online)
+                            .find_map(|e| e.node.as_ref().map(|n| n.node_id))
+                            .ok_or_else(|| {
+                                Failure::Check(format!(
+                                    "no live registration at {target} (see `show nodes`)"
+                                ))
+                            })?
+                    }
+                };
+                let req = pb::registry::SetHealthRequest {
+                    node_id,
+                    status: status.map(|s| status_to_pb(s).into()),
+                    draining: *draining,
+                    note: note.clone(),
+                };
+                let reply: pb::registry::SetHealthReply = session
+                    .cluster()
+                    .call(RegistryCmd::SetHealth, &req, "the health change")
+                    .await?;
+                let node = reply.node.unwrap_or_default();
+                if session.json {
+                    cli::json(&render::node_json(&node))
+                } else {
+                    format!(
+                        "node_id {} ({} at {}): {}\n",
+                        node.node_id,
+                        node.node_type,
+                        node.addr,
+                        render::health(&node)
+                    )
+                }
+            }
             Command::FreeId(id) => {
                 let req = pb::registry::FreeIdRequest { node_id: *id };
                 let reply: pb::registry::FreeIdReply = session

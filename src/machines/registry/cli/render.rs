@@ -1,6 +1,8 @@
 //! Tables for the registry's `show` commands, in the style of the original nebcli.
 
 use crate::cli::table::{self, opt_ms, or_dash, stale_warning, yes_no};
+use crate::machines::registry::Status;
+use crate::machines::registry::wire::status_from_pb;
 use crate::pb;
 
 fn entries(
@@ -24,6 +26,11 @@ pub fn nodes(reply: &pb::registry::NodesReply) -> String {
                 n.node_type.clone(),
                 n.addr.clone(),
                 yes_no(e.is_online),
+                if e.is_online {
+                    health(n)
+                } else {
+                    "-".to_owned()
+                },
                 opt_ms(e.last_seen_ms),
             ]
         })
@@ -34,6 +41,7 @@ pub fn nodes(reply: &pb::registry::NodesReply) -> String {
             "node_type",
             "address",
             "is_online",
+            "health",
             "last_seen_ms",
         ],
         &rows,
@@ -63,20 +71,76 @@ pub fn nodes(reply: &pb::registry::NodesReply) -> String {
     table + &summary + "\n" + &stale_warning(reply.stale.as_deref(), Some(reply.index))
 }
 
-/// A nodes reply as JSON, each registration's metadata as the JSON object it is (not a
-/// string holding one).
+/// A registration's health in a few words: `passing`, `critical (db down)`, `warning,
+/// draining since 2026-11-27 10:00:00 (upgrade)`.
+pub fn health(n: &pb::registry::NodeInfo) -> String {
+    let Some(h) = &n.health else {
+        return Status::Passing.name().to_owned();
+    };
+    let mut s = status_name(h.status).to_owned();
+    if h.draining {
+        s.push_str(", draining");
+    }
+    if h.since_ms > 0 {
+        s.push_str(&format!(" since {}", table::when(h.since_ms)));
+    }
+    if !h.note.is_empty() {
+        s.push_str(&format!(" ({})", h.note));
+    }
+    s
+}
+
+/// The name of a status on the wire (`status N` for one this nebcli does not know).
+fn status_name(status: i32) -> String {
+    pb::registry::HealthStatus::try_from(status)
+        .map(|s| status_from_pb(s).name().to_owned())
+        .unwrap_or_else(|_| format!("status {status}"))
+}
+
+/// A registration as JSON: its metadata as the JSON object it is (not a string holding
+/// one), and its health spelt out (`status` by name), present when nothing was said of it.
+pub fn node_json(n: &pb::registry::NodeInfo) -> serde_json::Value {
+    let mut v = serde_json::to_value(n).expect("replies serialise");
+    spell_out(&mut v);
+    v
+}
+
+/// Spells out a registration's metadata and health in place (see [`node_json`]).
+fn spell_out(node: &mut serde_json::Value) {
+    if let Some(meta) = node.get_mut("metadata")
+        && let Some(text) = meta.as_str()
+    {
+        *meta = if text.is_empty() {
+            serde_json::json!({})
+        } else {
+            serde_json::from_str(text).unwrap_or_else(|_| serde_json::json!(text))
+        };
+    }
+    if let Some(obj) = node.as_object_mut() {
+        let h = obj
+            .get("health")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        let status = h.get("status").and_then(|s| s.as_i64()).unwrap_or(0);
+        obj.insert(
+            "health".into(),
+            serde_json::json!({
+                "status": status_name(status as i32),
+                "draining": h.get("draining").and_then(|d| d.as_bool()).unwrap_or(false),
+                "note": h.get("note").and_then(|d| d.as_str()).unwrap_or(""),
+                "since_ms": h.get("since_ms").and_then(|d| d.as_u64()).unwrap_or(0),
+            }),
+        );
+    }
+}
+
+/// A nodes reply as JSON, each registration spelt out as [`node_json`] does.
 pub fn nodes_json(reply: &pb::registry::NodesReply) -> serde_json::Value {
     let mut v = serde_json::to_value(reply).expect("replies serialise");
     if let Some(nodes) = v.get_mut("nodes").and_then(|n| n.as_array_mut()) {
         for entry in nodes {
-            if let Some(meta) = entry.pointer_mut("/node/metadata")
-                && let Some(text) = meta.as_str()
-            {
-                *meta = if text.is_empty() {
-                    serde_json::json!({})
-                } else {
-                    serde_json::from_str(text).unwrap_or_else(|_| serde_json::json!(text))
-                };
+            if let Some(node) = entry.get_mut("node") {
+                spell_out(node);
             }
         }
     }

@@ -12,6 +12,9 @@ mod watch;
 pub use registration::{ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration};
 pub use watch::{Watch, WatchEvent};
 
+/// A registration's health status and the health filter of a discovery watch.
+pub use super::state::{HealthFilter, Status as HealthStatus};
+
 use super::wire::RegistryCmd as Cmd;
 use crate::net::{Client, ClientError};
 use crate::pb::registry as pb;
@@ -66,6 +69,15 @@ impl Client {
         self.request(Cmd::Nodes, req, "the nodes request").await
     }
 
+    /// Sets a registration's health or drains it (leader only; role admin): answered with
+    /// the registration once the change is committed.
+    pub async fn set_health(
+        &mut self,
+        req: &pb::SetHealthRequest,
+    ) -> Result<pb::SetHealthReply, ClientError> {
+        self.request(Cmd::SetHealth, req, "the health change").await
+    }
+
     /// The node-ID allocator as this beacon sees it.
     pub async fn ids(&mut self) -> Result<pb::IdsReply, ClientError> {
         self.request(Cmd::Ids, &pb::IdsRequest {}, "the ids request")
@@ -101,6 +113,7 @@ impl Client {
         let req = pb::WatchRequest {
             node_types: types.to_vec(),
             start_index: from,
+            ..Default::default()
         };
         self.request(Cmd::Watch, &req, "the watch request").await
     }

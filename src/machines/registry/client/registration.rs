@@ -27,7 +27,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
-use crate::machines::registry::wire::{RegistryCmd as Cmd, RegistryErrorCode};
+use crate::machines::registry::state::Status;
+use crate::machines::registry::wire::{RegistryCmd as Cmd, RegistryErrorCode, status_to_pb};
 use crate::net::{ClientError, Cluster, ConnectOptions};
 use crate::pb::registry as pb;
 
@@ -104,6 +105,7 @@ pub struct Registration {
     /// The lease is known to hold until then.
     confirmed_until: Arc<Mutex<Instant>>,
     load: watch::Sender<(pb::LoadStats, Vec<pb::LoadStats>)>,
+    health: watch::Sender<Option<(Status, String)>>,
     stop: CancellationToken,
     task: Option<JoinHandle<Cluster>>,
     clock: Arc<ClockShare>,
@@ -196,6 +198,7 @@ impl Registration {
         cluster.set_options(opts.connect.clone().for_lease(lease));
         let (lost_tx, lost) = watch::channel(None);
         let (load, load_rx) = watch::channel(Default::default());
+        let (health, health_rx) = watch::channel(None);
         let stop = CancellationToken::new();
         let confirmed_until = Arc::new(Mutex::new(sent_at + lease));
         let clock = Arc::new(ClockShare {
@@ -217,6 +220,7 @@ impl Registration {
             confirmed_until: confirmed_until.clone(),
             lost: lost_tx,
             load: load_rx,
+            health: health_rx,
         };
         let task = tokio::spawn(keepalive.run(stop.clone()));
         Ok(Registration {
@@ -227,6 +231,7 @@ impl Registration {
             lost,
             confirmed_until,
             load,
+            health,
             stop,
             task: Some(task),
             clock,
@@ -328,6 +333,14 @@ impl Registration {
         self.load.send_replace((node, workers));
     }
 
+    /// Sets the health the reports carry from now on (the first goes at once): what the
+    /// service's own checks find. The leader writes it only when the status changes, with
+    /// `note` saying why; discovery leaves a `Critical` registration out. An operator's
+    /// drain is the operator's and stays.
+    pub fn set_health(&self, status: Status, note: impl Into<String>) {
+        self.health.send_replace(Some((status, note.into())));
+    }
+
     /// Stops the keepalive and frees the ID at the leader. Succeeds when the registration
     /// has ended, whether by this call or before it (its lease ran out, or an attempt of
     /// this call whose answer was lost went through): the ID is then no longer this
@@ -384,6 +397,8 @@ struct Keepalive {
     confirmed_until: Arc<Mutex<Instant>>,
     lost: watch::Sender<Option<LeaseLost>>,
     load: watch::Receiver<(pb::LoadStats, Vec<pb::LoadStats>)>,
+    /// The health the service set, sent with every report once set.
+    health: watch::Receiver<Option<(Status, String)>>,
 }
 
 /// How many times a [`Registration`] reports (renewing its lease) per lease: with the
@@ -401,6 +416,7 @@ impl Keepalive {
                 _ = stop.cancelled() => return self.cluster,
                 _ = tokio::time::sleep(every) => {}
                 _ = self.clock.kick.notified() => {}
+                Ok(()) = self.health.changed() => {}
             }
             let sent_at = Instant::now();
             let deadline = confirmed_at + self.lease;
@@ -442,8 +458,9 @@ impl Keepalive {
         }
     }
 
-    fn report(&self, clock_ms: u64) -> pb::NodeReport {
+    fn report(&mut self, clock_ms: u64) -> pb::NodeReport {
         let (node, worker) = self.load.borrow().clone();
+        let health = self.health.borrow_and_update().clone();
         pb::NodeReport {
             node_id: self.node_id,
             addr: self.addr.to_string(),
@@ -452,6 +469,8 @@ impl Keepalive {
             term: self.token.0,
             index: self.token.1,
             clock_ms,
+            health: health.as_ref().map(|(s, _)| status_to_pb(*s).into()),
+            health_note: health.map(|(_, note)| note).unwrap_or_default(),
         }
     }
 

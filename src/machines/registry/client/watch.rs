@@ -12,7 +12,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use super::super::wire::RegistryCmd;
+use super::super::state::HealthFilter;
+use super::super::wire::{RegistryCmd, filter_to_pb};
 use crate::net::{ClientError, Cluster, ConnectOptions, Heard, Listing, Notice, Resuming};
 use crate::pb::registry as pb;
 
@@ -68,15 +69,30 @@ impl Notice for pb::NodeNotice {
 }
 
 impl Watch {
-    /// Starts watching `types` at the leader of the cluster reached through `beacons`.
-    /// [`Watch::nodes`] then holds the current set.
+    /// Starts watching the registrations of `types` that are in rotation (passing or
+    /// warning, not draining) at the leader of the cluster reached through `beacons`.
+    /// [`Watch::nodes`] then holds the current set; one that goes critical or is drained
+    /// comes as removed, and as added when it is back.
     pub async fn start(
         beacons: Vec<String>,
         types: Vec<String>,
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<Watch, ClientError> {
-        let mut watch = Watch::new(Cluster::new(beacons, connect, retry_for), types, false);
+        Watch::start_with(beacons, types, HealthFilter::Serving, connect, retry_for).await
+    }
+
+    /// Like [`Watch::start`], following the registrations `health` admits
+    /// ([`HealthFilter::Any`]: every one, whatever its health).
+    pub async fn start_with(
+        beacons: Vec<String>,
+        types: Vec<String>,
+        health: HealthFilter,
+        connect: ConnectOptions,
+        retry_for: Duration,
+    ) -> Result<Watch, ClientError> {
+        let cluster = Cluster::new(beacons, connect, retry_for);
+        let mut watch = Watch::new(cluster, types, health, false);
         let initial = watch.stream.open::<pb::WatchReply>(0).await?;
         watch.known = initial.into_iter().map(|n| (n.node_id, n)).collect();
         Ok(watch)
@@ -88,20 +104,23 @@ impl Watch {
     pub async fn resume(
         beacons: Vec<String>,
         types: Vec<String>,
+        health: HealthFilter,
         from: u64,
         connect: ConnectOptions,
         retry_for: Duration,
     ) -> Result<Watch, ClientError> {
-        let mut watch = Watch::new(Cluster::new(beacons, connect, retry_for), types, true);
+        let cluster = Cluster::new(beacons, connect, retry_for);
+        let mut watch = Watch::new(cluster, types, health, true);
         watch.stream.open::<pb::WatchReply>(from.max(1)).await?;
         Ok(watch)
     }
 
     /// A watch not yet subscribed.
-    fn new(cluster: Cluster, types: Vec<String>, partial: bool) -> Watch {
+    fn new(cluster: Cluster, types: Vec<String>, health: HealthFilter, partial: bool) -> Watch {
         let request = pb::WatchRequest {
             node_types: types,
             start_index: 0,
+            health: filter_to_pb(health).into(),
         };
         Watch {
             stream: Resuming::new(
@@ -216,7 +235,7 @@ mod tests {
 
     fn watch(known: Vec<pb::NodeInfo>) -> Watch {
         let cluster = Cluster::new(vec![], ConnectOptions::default(), Duration::ZERO);
-        let mut w = Watch::new(cluster, vec![], false);
+        let mut w = Watch::new(cluster, vec![], HealthFilter::Any, false);
         w.known = known.into_iter().map(|n| (n.node_id, n)).collect();
         w
     }
