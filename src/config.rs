@@ -51,6 +51,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Admin HTTP listen address; `None` disables it.
     pub admin: Option<SocketAddr>,
+    /// Key `dns`: where this beacon answers DNS (UDP and TCP) from its replica; `None`
+    /// (the default) answers none.
+    pub dns: Option<SocketAddr>,
+    /// Key `dns_ttl_s`: the TTL of DNS answers (0, the default: resolvers ask again every
+    /// time, so a service leaves discovery the moment it leaves the registry).
+    pub dns_ttl_s: u32,
     /// Largest frame body accepted or sent.
     pub max_frame_bytes: usize,
     /// Log entries kept for followers that fall behind.
@@ -101,6 +107,8 @@ pub struct Overrides {
     pub data_dir: Option<String>,
     /// `--admin`: an address, or `off`.
     pub admin: Option<String>,
+    /// `--dns`: an address, or `off`.
+    pub dns: Option<String>,
     /// `--mode`: `classic` or `quorum`.
     pub mode: Option<String>,
     /// `--tls-cert`, `--tls-key`, `--tls-ca`: replace `tls.cert`, `tls.key`, `tls.ca`.
@@ -144,6 +152,10 @@ struct RawConfig {
     data_dir: String,
     #[serde(default)]
     admin: Option<String>,
+    #[serde(default)]
+    dns: Option<String>,
+    #[serde(default)]
+    dns_ttl_s: u32,
     #[serde(default = "default_max_frame")]
     max_frame_bytes: usize,
     #[serde(default = "default_log_keep")]
@@ -649,6 +661,8 @@ impl Config {
             "tick_ms": self.tick_ms,
             "data_dir": self.data_dir.display().to_string(),
             "admin": self.admin.map_or("off".to_owned(), |a| a.to_string()),
+            "dns": self.dns.map_or("off".to_owned(), |a| a.to_string()),
+            "dns_ttl_s": self.dns_ttl_s,
             "max_frame_bytes": self.max_frame_bytes,
             "log_keep": self.log_keep,
             "watch": {
@@ -794,6 +808,8 @@ const CORE_KEYS: &[&str] = &[
     "tick_ms",
     "data_dir",
     "admin",
+    "dns",
+    "dns_ttl_s",
     "max_frame_bytes",
     "log_keep",
     "watch",
@@ -939,6 +955,21 @@ impl RawConfig {
                 format!("`{node}` is also the cluster address (key `node`); give the admin HTTP API its own port"),
             ));
         }
+        let dns_flag = o.dns.is_some().then_some("--dns");
+        let dns = match o.dns.clone().or(self.dns) {
+            None => None,
+            Some(v) if v == "off" => None,
+            Some(v) => Some(check.addr("dns", dns_flag, &v)?),
+        };
+        if let Some(dns) = dns
+            && (dns == node || Some(dns) == admin)
+        {
+            return Err(check.err(
+                "dns",
+                dns_flag,
+                format!("`{dns}` is also the cluster or admin address; give DNS its own port (53 is DNS's own)"),
+            ));
+        }
 
         check.range(
             "max_frame_bytes",
@@ -1021,6 +1052,8 @@ impl RawConfig {
             tick_ms,
             data_dir,
             admin,
+            dns,
+            dns_ttl_s: self.dns_ttl_s,
             max_frame_bytes: self.max_frame_bytes,
             log_keep: self.log_keep,
             watch,

@@ -48,6 +48,10 @@ struct Args {
     /// + 88).
     #[arg(long, value_name = "IP:PORT|off", global = true)]
     admin: Option<String>,
+    /// Answer DNS (UDP and TCP) at this address from this beacon's replica, or `off`
+    /// (overrides `dns`; default: off): `TYPE.service.beacon.` and `ID.node.beacon.`.
+    #[arg(long, value_name = "IP:PORT|off", global = true)]
+    dns: Option<String>,
     /// How long a service's registration lives without a report (overrides `lease_ms`;
     /// default: 10 s, or 10 ticks if longer).
     #[arg(long, value_name = "MS", global = true)]
@@ -136,6 +140,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         cluster: args.cluster,
         data_dir: args.data_dir,
         admin: args.admin,
+        dns: args.dns,
         mode: args.mode,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,

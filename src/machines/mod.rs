@@ -122,6 +122,14 @@ impl Commands for NoCommands {
     }
 }
 
+/// An instance a DNS name stands for: its address, and the name below beacon's zone that
+/// names it alone (`12.node`), the target of its `SRV` record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsInstance {
+    pub name: String,
+    pub addr: std::net::SocketAddr,
+}
+
 /// How a beacon serves a machine's requests over the wire (its `rpc.rs`): the command codes
 /// it owns ([`Served::Cmd`], from which the role each needs, its name and whether it may be
 /// batched follow), its handlers, and its part of the peers' handshake. A machine that is
@@ -179,6 +187,12 @@ pub trait Served: Configurable {
     }
     /// Its gRPC service (its `grpc.rs`), if it has one.
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
+        None
+    }
+    /// The instances DNS name `labels` (below beacon's zone, as asked: `["Web",
+    /// "service"]` for `Web.service.beacon.`) stands for in this state, if this machine
+    /// knows the name: DNS is an edge that answers from the replica and names no machine.
+    fn dns(&self, _labels: &[String]) -> Option<Vec<DnsInstance>> {
         None
     }
     /// The cluster's replicated allowlist ([`crate::allow`]), when this machine keeps it
@@ -616,6 +630,19 @@ macro_rules! compose {
                 let mut services = Vec::new();
                 $( services.extend(<$M as $crate::machines::Served>::grpc()); )+
                 services
+            }
+
+            /// The instances DNS name `labels` stands for: the first machine's that knows it.
+            pub fn dns(
+                state: &State,
+                labels: &[String],
+            ) -> Option<Vec<$crate::machines::DnsInstance>> {
+                $(
+                    if let Some(found) = <$M as $crate::machines::Served>::dns(&state.$field, labels) {
+                        return Some(found);
+                    }
+                )+
+                None
             }
 
             /// Every machine's JSON views on the admin HTTP API.

@@ -38,6 +38,11 @@ pub(crate) struct PeerLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct DnsLabel {
+    pub(crate) result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ReasonLabel {
     pub(crate) reason: String,
 }
@@ -195,6 +200,8 @@ pub(crate) struct Metrics {
     pub(crate) requests: Family<ResultLabel, Counter>,
     pub(crate) refusals: Family<ReasonLabel, Counter>,
     pub(crate) connections_refused: Family<ReasonLabel, Counter>,
+    /// DNS queries by how they were answered.
+    pub(crate) dns_queries: Family<DnsLabel, Counter>,
     pub(crate) replication_rtt: Family<PeerLabel, Histogram>,
     pub(crate) peer_online: Family<PeerLabel, Gauge>,
     /// Leader only: entries each member lacks of the leader's log (a learner catching up).
@@ -254,6 +261,7 @@ impl Metrics {
             requests: Family::default(),
             refusals: Family::default(),
             connections_refused: Family::default(),
+            dns_queries: Family::default(),
             replication_rtt: Family::new_with_constructor(latency_histogram),
             peer_online: Family::default(),
             peer_behind: Family::default(),
@@ -433,6 +441,11 @@ impl Metrics {
             "Connections refused before or at their handshake, by reason (bad_magic, unsupported_version, frame_too_large, bad_frame, wrong_cluster, unknown_beacon, config_mismatch, unauthenticated, tls_handshake, tls_certificate_expired, tls_unknown_issuer, tls_bad_certificate, tls_timeout, handshake_timeout, handshake_required, and admin_* for the admin port)",
             m.connections_refused.clone(),
         );
+        root.register(
+            "dns_queries",
+            "DNS queries answered, by result (answered, no_data, nxdomain, truncated, refused)",
+            m.dns_queries.clone(),
+        );
         let network = root.sub_registry_with_prefix("network");
         network.register_with_unit(
             "replication_round_trip",
@@ -480,6 +493,15 @@ impl Metrics {
     pub(crate) fn pushed(&self, cmd: u32) {
         let command = crate::machines::Dispatch::name(cmd).unwrap_or_else(|| cmd.to_string());
         self.notices.get_or_create(&CommandLabel { command }).inc();
+    }
+
+    /// Records a DNS query answered with `result`.
+    pub(crate) fn dns_query(&self, result: &str) {
+        self.dns_queries
+            .get_or_create(&DnsLabel {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// Records a connection refused for `reason`.

@@ -6,6 +6,7 @@ pub mod admission;
 mod backup;
 mod conn;
 mod dispatch;
+mod dns;
 mod driver;
 mod framed;
 pub(crate) mod grpc;
@@ -72,6 +73,7 @@ pub struct Server {
     tls: Option<shared::ServerTls>,
     listener: TcpListener,
     admin: Option<TcpListener>,
+    dns: Option<dns::Listeners>,
     loaded: Loaded,
 }
 
@@ -103,11 +105,26 @@ impl Server {
             Some(addr) => Some(bind("admin", addr).await?),
             None => None,
         };
+        let dns = match config.dns {
+            Some(addr) => {
+                Some(
+                    dns::Listeners::bind(addr)
+                        .await
+                        .map_err(|cause| ServerError::Bind {
+                            key: "dns",
+                            addr,
+                            cause,
+                        })?,
+                )
+            }
+            None => None,
+        };
         Ok(Server {
             config: Arc::new(config),
             tls,
             listener,
             admin,
+            dns,
             loaded,
         })
     }
@@ -115,6 +132,11 @@ impl Server {
     /// The admin HTTP address actually bound, if enabled.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The DNS address actually bound, if enabled.
+    pub fn dns_addr(&self) -> Option<SocketAddr> {
+        self.dns.as_ref().and_then(|d| d.local_addr())
     }
 
     /// Runs until `shutdown` completes, then stops gracefully: no new connections, tasks
@@ -133,6 +155,7 @@ impl Server {
             tls,
             listener,
             admin,
+            dns,
             loaded,
         } = self;
         info!(
@@ -242,6 +265,10 @@ impl Server {
                 shared: shared.clone(),
             };
             tracker.spawn(admin::serve(admin, tls, state, token.clone()).in_current_span());
+        }
+        if let Some(dns) = dns {
+            let (shared, tracker_, token) = (shared.clone(), tracker.clone(), token.clone());
+            tracker.spawn(dns::serve(dns, shared, tracker_, token).in_current_span());
         }
         // A lone voter leads at once: its first steps take over its own state. Its first
         // client is let in once that is done, so that nobody is told to retry a beacon that

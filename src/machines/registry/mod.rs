@@ -14,6 +14,7 @@ pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod config;
+mod dns;
 pub(crate) mod grpc;
 mod id_slots;
 mod leases;

@@ -719,6 +719,10 @@ impl crate::machines::Served for super::Registry {
         ]
     }
 
+    fn dns(&self, labels: &[String]) -> Option<Vec<crate::machines::DnsInstance>> {
+        super::dns::lookup(self, labels)
+    }
+
     fn hello_fields(section: &Self::Section, buf: &mut Vec<u8>) {
         hello_fields(section, buf)
     }
