@@ -639,3 +639,82 @@ async fn a_bound_resource_waits_for_its_slot_and_a_new_leader_stamps_moves_with_
     );
     drop((a, b));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_critical_worker_gets_no_new_work_and_a_drained_one_hands_its_work_off() {
+    use beacon::client::HealthStatus;
+    let ports = free_ports(1);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-health",
+        r#"{"lease_ms": 2000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+    let a = worker(&beacons, 1).await;
+    let b = worker(&beacons, 2).await;
+    let sick = worker(&beacons, 3).await;
+    // The third worker's own checks fail: new resources go to the other two alone.
+    sick.set_health(HealthStatus::Critical, "disk full");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = c.nodes("CRAWLER", "").await.unwrap();
+        let written = reply.nodes.iter().filter_map(|e| e.node.as_ref()).any(|n| {
+            n.node_id == sick.node_id() && n.health.as_ref().is_some_and(|h| h.status == 2)
+        });
+        if written {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader wrote the worker's health"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..4 {
+        leader
+            .add_resource(&format!("site-{i}"), "CRAWLER", 1, BTreeMap::new())
+            .await
+            .unwrap();
+    }
+    let held = by_holder(&mut c).await;
+    assert_eq!(held.get(&a.node_id()).map(Vec::len), Some(2), "{held:?}");
+    assert_eq!(held.get(&b.node_id()).map(Vec::len), Some(2), "{held:?}");
+    assert!(!held.contains_key(&sick.node_id()), "{held:?}");
+
+    // An operator drains worker a: its resources are revoked, and once it lets them go
+    // they move to b, the one serving worker left. It keeps its node ID and its lease.
+    let mut mine = Assignments::start(&a).await.unwrap();
+    let drain = beacon::pb::registry::SetHealthRequest {
+        node_id: a.node_id(),
+        draining: Some(true),
+        ..Default::default()
+    };
+    let _: beacon::pb::registry::SetHealthReply = leader
+        .call(
+            beacon::machines::registry::RegistryCmd::SetHealth,
+            &drain,
+            "drain",
+        )
+        .await
+        .unwrap();
+    let mut released = 0;
+    while released < 2 {
+        if let AssignmentEvent::Revoking(r) = event(&mut mine).await {
+            let next = mine.release(&r.name).await.unwrap();
+            assert_eq!(next.holder.unwrap().node_id, b.node_id(), "{}", r.name);
+            released += 1;
+        }
+    }
+    let a_id = a.node_id();
+    until(&mut c, "everything on b", |rs| {
+        rs.iter()
+            .all(|r| r.holder.as_ref().is_some_and(|h| h.node_id == b.node_id()))
+    })
+    .await;
+    assert!(a.is_live() && sick.is_live(), "nobody lost a lease");
+    assert_eq!(a.node_id(), a_id);
+}

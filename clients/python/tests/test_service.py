@@ -338,3 +338,28 @@ def test_health_from_checks_and_an_operators_drain_take_a_service_out_of_discove
     watch.close()
     db.close()
     web.close()
+
+
+def test_a_drained_worker_takes_no_new_task_until_it_is_back(cluster):
+    client = cluster.client()
+    client.create_queue("drained", attempt_timeout_ms=5000)
+    reg = client.register("DRAINED", "10.0.4.9:9000")
+    ran = []
+
+    def handler(task):
+        ran.append(task.name)
+        return b"done"
+
+    worker = client.worker(reg, ["drained"], handler, capacity=2)
+    client.submit("drained", "before", b"")
+    assert client.wait("drained", "before", timeout=20).state == "completed"
+    client.drain(reg.node_id, note="maintenance")
+    client.submit("drained", "during", b"")
+    # The leader dispatches every tick (100 ms): over many ticks it starts nothing here.
+    time.sleep(1.5)
+    assert client.task("drained", "during").state == "pending" and ran == ["before"]
+    client.undrain(reg.node_id)
+    assert client.wait("drained", "during", timeout=20).state == "completed"
+    assert ran == ["before", "during"]
+    worker.stop()
+    reg.close()

@@ -25,6 +25,11 @@ pub struct Candidate {
     pub node_type: String,
     /// The top-level fields of its registration metadata, as text.
     pub labels: BTreeMap<String, String>,
+    /// In rotation (passing or warning, not draining): only such a service is given new
+    /// work; a critical one keeps what it holds.
+    pub serving: bool,
+    /// An operator is draining it: it hands what it holds to others.
+    pub draining: bool,
 }
 
 impl Candidate {
@@ -35,6 +40,8 @@ impl Candidate {
             registration: record.token(),
             node_type: record.node_type.to_string(),
             labels: labels_of(&record.metadata),
+            serving: record.health().serving(),
+            draining: record.health().draining,
         }
     }
 
@@ -87,7 +94,7 @@ fn loads(state: &Assignments, candidates: &[Candidate]) -> BTreeMap<NodeId, u64>
     loads
 }
 
-/// The eligible candidate with the least load (ties: the lowest node ID).
+/// The eligible serving candidate with the least load (ties: the lowest node ID).
 fn least_loaded<'a>(
     r: &Resource,
     candidates: &'a [Candidate],
@@ -95,7 +102,7 @@ fn least_loaded<'a>(
 ) -> Option<&'a Candidate> {
     candidates
         .iter()
-        .filter(|c| eligible(r, c))
+        .filter(|c| c.serving && eligible(r, c))
         .min_by_key(|c| (loads.get(&c.node_id).copied().unwrap_or(0), c.node_id))
 }
 
@@ -122,6 +129,32 @@ pub fn orphans(state: &Assignments, candidates: &[Candidate]) -> Vec<(String, Op
         }
     }
     placed
+}
+
+/// Moves (resource, to) that take resources off the draining candidates, to the least
+/// loaded eligible serving ones, at most `limit`: each is revoked first, and moves once its
+/// holder lets it go, as a rebalance's moves do. A resource with nowhere to go stays.
+pub fn drains(
+    state: &Assignments,
+    candidates: &[Candidate],
+    limit: usize,
+) -> Vec<(String, NodeId)> {
+    let mut loads = loads(state, candidates);
+    let mut moves = Vec::new();
+    for r in state.iter().filter(|r| !r.revoking && r.slot.is_none()) {
+        if moves.len() >= limit {
+            break;
+        }
+        let Some(h) = &r.holder else { continue };
+        if !candidates.iter().any(|c| c.draining && c.is(h)) {
+            continue;
+        }
+        if let Some(to) = least_loaded(r, candidates, &loads) {
+            *loads.entry(to.node_id).or_default() += u64::from(r.weight);
+            moves.push((r.name.clone(), to.node_id));
+        }
+    }
+    moves
 }
 
 /// The node ID a new resource goes to: the least-loaded eligible candidate.
@@ -160,7 +193,12 @@ pub fn rebalance(
         .collect();
     let mut moves = Vec::new();
     for t in types {
-        let of_type: Vec<&Candidate> = candidates.iter().filter(|c| c.node_type == t).collect();
+        // Only services in rotation give or take in a rebalance: a draining one hands its
+        // resources off apart ([`drains`]), and a critical one keeps what it holds.
+        let of_type: Vec<&Candidate> = candidates
+            .iter()
+            .filter(|c| c.node_type == t && c.serving)
+            .collect();
         while moves.len() < limit {
             let by_load = |c: &&&Candidate| (loads[&c.node_id], c.node_id);
             let (Some(most), Some(least)) = (
@@ -210,7 +248,7 @@ pub fn slot_grants(
     };
     let mut standbys: Vec<&Candidate> = candidates
         .iter()
-        .filter(|c| c.node_type == group.node_type)
+        .filter(|c| c.node_type == group.node_type && c.serving)
         .filter(|c| {
             !group
                 .slots
@@ -252,6 +290,8 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).into(), (*v).into()))
                 .collect(),
+            serving: true,
+            draining: false,
         }
     }
 
@@ -331,6 +371,55 @@ mod tests {
         let moves: Vec<_> = moves.into_iter().map(|(n, id)| (n, Some(id))).collect();
         place(&mut state, &back, &moves);
         assert_eq!(state.loads(), BTreeMap::from([(1, 2), (2, 3)]));
+    }
+
+    #[test]
+    fn work_goes_only_to_serving_services_and_a_drained_one_hands_its_work_off() {
+        use crate::machines::assign::state::{Slot, SlotGroup};
+        let mut state = Assignments::default();
+        for i in 1..=4 {
+            state
+                .apply(&Command::Add(resource(&format!("r{i}"), 1, &[])))
+                .unwrap();
+        }
+        let mut three: Vec<Candidate> = (1..=3).map(|i| candidate(i, "CRAWLER", &[])).collect();
+        // 1 is critical: it is given nothing new; 2 and 3 share the work.
+        three[0].serving = false;
+        let moves = orphans(&state, &three);
+        assert!(moves.iter().all(|(_, to)| *to != Some(1)), "{moves:?}");
+        place(&mut state, &three, &moves);
+        assert_eq!(state.loads(), BTreeMap::from([(2, 2), (3, 2)]));
+        assert!(
+            rebalance(&state, &three, None, 0, 10).is_empty(),
+            "1 takes none"
+        );
+        // 3 is drained: its two are meant for the one serving service left, 2 (1 is still
+        // critical), at most `limit` at a time; a critical service keeps what it holds.
+        three[2].serving = false;
+        three[2].draining = true;
+        assert_eq!(drains(&state, &three, 1).len(), 1);
+        let moves = drains(&state, &three, 10);
+        assert_eq!(moves.len(), 2);
+        assert!(moves.iter().all(|(_, to)| *to == 2), "{moves:?}");
+        // Nobody serving: nothing to hand off to, and it stays where it is.
+        let nobody: Vec<Candidate> = three
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                c.serving = false;
+                c.draining = true;
+                c
+            })
+            .collect();
+        assert!(drains(&state, &nobody, 10).is_empty());
+        // A slot goes only to a serving standby.
+        let group = SlotGroup {
+            name: "g".into(),
+            node_type: "CRAWLER".into(),
+            slots: vec![Slot::default()],
+            created_ms: 0,
+        };
+        assert_eq!(slot_grants(&group, &three), vec![(0, Some(2))]);
     }
 
     #[test]

@@ -369,6 +369,34 @@ impl AssignService {
         leader.append(<S as Part<Assignments>>::wrap(Command::Revoke(names)));
     }
 
+    /// Revokes the resources of draining services (as many as the cap of moves in flight
+    /// allows), each meant for the least loaded serving service: its holder lets it go and
+    /// it moves then, as in a rebalance. Whether it began any.
+    fn drain<S: Part<Registry> + Part<Assignments>>(
+        &mut self,
+        leader: &mut Leader<'_, S>,
+        candidates: &[Candidate],
+    ) -> bool {
+        if !candidates.iter().any(|c| c.draining) {
+            return false;
+        }
+        let limit = self.limits.max_moves.saturating_sub(self.moving.len());
+        let planned = placement::drains(resources(leader.state()), candidates, limit);
+        if planned.is_empty() {
+            return false;
+        }
+        for (name, to) in &planned {
+            self.moving.insert(name.clone(), *to);
+        }
+        leader.notice(format!(
+            "{} resources of draining services revoked, to move once let go",
+            planned.len()
+        ));
+        let names = planned.into_iter().map(|(n, _)| n).collect();
+        leader.append(<S as Part<Assignments>>::wrap(Command::Revoke(names)));
+        true
+    }
+
     fn check(
         &self,
         name: &str,
@@ -682,7 +710,7 @@ impl AssignService {
             .filter(|to| {
                 others
                     .iter()
-                    .any(|c| c.node_id == *to && placement::eligible(r, c))
+                    .any(|c| c.node_id == *to && c.serving && placement::eligible(r, c))
             })
             .or_else(|| placement::place_new(assignments, r, &others));
         let next = FencingToken {
@@ -855,7 +883,9 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
         let moves = placement::orphans(assignments, &candidates);
         let moves = self.due(assignments, &candidates, moves, leader.now());
         if moves.is_empty() {
-            self.auto_rebalance(leader, &candidates);
+            if !self.drain(leader, &candidates) {
+                self.auto_rebalance(leader, &candidates);
+            }
             return;
         }
         let token = FencingToken {

@@ -230,6 +230,15 @@ fn live<S: Part<Registry>>(state: &S, worker: &WorkerId) -> bool {
     state.part().is_live(worker.0, worker.1)
 }
 
+/// Whether `worker` is a live registration in rotation (not critical, not draining): only
+/// such a worker is given new tasks; one that is not finishes what it runs.
+fn takes_work<S: Part<Registry>>(state: &S, worker: &WorkerId) -> bool {
+    let registry: &Registry = state.part();
+    registry
+        .get(worker.0)
+        .is_some_and(|r| r.token() == worker.1 && r.health().serving())
+}
+
 /// A number spread over u64 from its inputs (splitmix64): the jitter of a retry, decided by
 /// the leader and replicated as the retry's time, so no replica draws on its own.
 fn spread(name: &str, attempt: u32, index: u64) -> u64 {
@@ -293,14 +302,14 @@ impl TaskService {
     }
 
     /// Starts pending tasks on workers with free capacity: per queue, in priority then
-    /// submission order, each on the live worker serving it that runs fewest (ties: lowest
-    /// node ID). One command for all.
+    /// submission order, each on the live worker in rotation (neither critical nor
+    /// draining) serving it that runs fewest (ties: lowest node ID). One command for all.
     fn dispatch<S: Part<Registry> + Part<Tasks>>(&mut self, leader: &mut Leader<'_, S>) {
         let wall = leader.wall_ms();
         let state = tasks(leader.state());
         let mut free: BTreeMap<WorkerId, (usize, usize)> = state
             .workers()
-            .filter(|w| live(leader.state(), &w.id))
+            .filter(|w| takes_work(leader.state(), &w.id))
             .filter_map(|w| {
                 let running = state.running_count(&w.id);
                 let room = (w.capacity as usize).saturating_sub(running);
