@@ -1178,3 +1178,49 @@ async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_
         .unwrap_err();
     assert!(e.is(RegistryErrorCode::UnknownTarget), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_service_is_held_critical_until_it_holds_still() {
+    use beacon::machines::registry::Status;
+    let c = start(
+        3,
+        r#"{"lease_ms": 5000, "health_damping": {"max_flaps": 2, "window_ms": 20000, "stable_ms": 1500}}"#,
+    )
+    .await;
+    let beacons = beacon_list(&c);
+    let mut o = RegisterOptions::new("FLAPPY", service(1));
+    o.connect = opts();
+    let flappy = Registration::register(beacons.clone(), o).await.unwrap();
+    let at = c.beacons[0].addr;
+    let shown = async |want: &dyn Fn(i32, &str) -> bool| {
+        eventually(Duration::from_secs(10), || async {
+            let listed = health_at(at, "FLAPPY").await;
+            let (status, _, note) = status_of(&listed[&flappy.node_id()]);
+            want(status, note).then(|| (status, note.to_owned()))
+        })
+        .await
+    };
+    // Two changes go through as reported.
+    flappy.set_health(Status::Critical, "db down");
+    shown(&|s, n| s == 2 && n == "db down")
+        .await
+        .expect("critical");
+    flappy.set_health(Status::Passing, "");
+    shown(&|s, _| s == 0).await.expect("passing");
+    // The third within the window holds it critical, said to be flapping, and a report
+    // of passing while held publishes nothing.
+    flappy.set_health(Status::Critical, "db down again");
+    let (_, note) = shown(&|s, n| s == 2 && n.starts_with("flapping"))
+        .await
+        .expect("held critical as flapping");
+    assert!(note.contains("3 status changes"), "{note}");
+    flappy.set_health(Status::Passing, "");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listed = health_at(at, "FLAPPY").await;
+    assert_eq!(status_of(&listed[&flappy.node_id()]).0, 2, "still held");
+    // Once its reports have kept one status for stable_ms, that status is published.
+    shown(&|s, _| s == 0)
+        .await
+        .expect("published passing once it held still");
+    assert!(flappy.is_live());
+}

@@ -104,6 +104,7 @@ fn fresh() -> (State, Services) {
             registry: RegistryService::new(RegistryConfig {
                 lease_ms: LEASE,
                 subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
+                damping: Default::default(),
             }),
             sequence: Default::default(),
             assign: Default::default(),

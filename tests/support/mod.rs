@@ -66,6 +66,7 @@ pub fn simulated_registry(
         RegistryService::new(RegistryConfig {
             lease_ms,
             subscriptions: Default::default(),
+            damping: Default::default(),
         }),
     )
 }

@@ -30,6 +30,8 @@ pub struct RegistrySettings {
     pub max_metadata_bytes: usize,
     /// Node type -> the node types it subscribes to (key `node_type`).
     pub subscriptions: BTreeMap<String, Vec<String>>,
+    /// Key `health_damping`: when a service whose status keeps changing is held critical.
+    pub damping: super::damping::DampingConfig,
 }
 
 /// The default lease: 10 s, or 10 ticks when that is longer, so that a lease always outlives
@@ -61,6 +63,40 @@ struct Keys {
     max_metadata_bytes: usize,
     #[serde(default)]
     node_type: Vec<Subscription>,
+    #[serde(default)]
+    health_damping: RawDamping,
+}
+
+/// Key `health_damping`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDamping {
+    #[serde(default = "default_max_flaps")]
+    max_flaps: u32,
+    #[serde(default = "default_flap_window_ms")]
+    window_ms: u64,
+    #[serde(default = "default_stable_ms")]
+    stable_ms: u64,
+}
+
+impl Default for RawDamping {
+    fn default() -> Self {
+        RawDamping {
+            max_flaps: default_max_flaps(),
+            window_ms: default_flap_window_ms(),
+            stable_ms: default_stable_ms(),
+        }
+    }
+}
+
+fn default_max_flaps() -> u32 {
+    super::damping::DampingConfig::default().max_flaps
+}
+fn default_flap_window_ms() -> u64 {
+    super::damping::DampingConfig::default().window_ms
+}
+fn default_stable_ms() -> u64 {
+    super::damping::DampingConfig::default().stable_ms
 }
 
 /// One entry of `node_type`, as in NebulaBeacon: services of `node_type` are told about
@@ -80,6 +116,7 @@ impl Section for RegistrySettings {
         "id_reuse_delay_ms",
         "max_metadata_bytes",
         "node_type",
+        "health_damping",
     ];
 
     fn parse(
@@ -182,7 +219,28 @@ impl Section for RegistrySettings {
                 ));
             }
         }
+        let d = keys.health_damping;
+        check.range(
+            "health_damping.max_flaps",
+            None,
+            u64::from(d.max_flaps),
+            1,
+            1_000,
+        )?;
+        check.range(
+            "health_damping.window_ms",
+            None,
+            d.window_ms,
+            tick_ms,
+            86_400_000,
+        )?;
+        check.range("health_damping.stable_ms", None, d.stable_ms, 0, 86_400_000)?;
         Ok(RegistrySettings {
+            damping: super::damping::DampingConfig {
+                max_flaps: d.max_flaps,
+                window_ms: d.window_ms,
+                stable_ms: d.stable_ms,
+            },
             id_range: IdRange { first, last },
             lease_ms,
             id_reuse_delay_ms: keys.id_reuse_delay_ms,
@@ -206,6 +264,14 @@ impl Section for RegistrySettings {
             .map(|(t, subscribe)| json!({"node_type": t, "subscribe": subscribe}))
             .collect();
         out.insert("node_type".into(), json!(types));
+        out.insert(
+            "health_damping".into(),
+            json!({
+                "max_flaps": self.damping.max_flaps,
+                "window_ms": self.damping.window_ms,
+                "stable_ms": self.damping.stable_ms,
+            }),
+        );
     }
 
     /// State written under one node-ID range is not served under another.

@@ -14,6 +14,7 @@ pub mod checker;
 pub mod cli;
 pub mod client;
 pub mod config;
+mod damping;
 mod dns;
 pub(crate) mod grpc;
 mod id_slots;
@@ -60,6 +61,7 @@ impl Configured<RegistrySettings> for RegistryService {
         RegistryService::new(RegistryConfig {
             lease_ms: s.lease_ms,
             subscriptions: s.subscriptions.clone(),
+            damping: s.damping,
         })
     }
 }

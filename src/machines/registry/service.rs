@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use super::damping::Damping;
+pub use super::damping::DampingConfig;
 pub use super::leases::Lease;
 use super::leases::Leases;
 use super::state::{
@@ -34,6 +36,8 @@ pub struct RegistryConfig {
     pub lease_ms: u64,
     /// Node type -> the node types it subscribes to.
     pub subscriptions: BTreeMap<String, Vec<String>>,
+    /// When a service whose status keeps changing is held at critical.
+    pub damping: DampingConfig,
 }
 
 /// A registration request, checked.
@@ -259,11 +263,14 @@ pub struct RegistryService {
     cfg: RegistryConfig,
     /// Leases of live registrations; empty unless this beacon leads.
     leases: Leases,
+    /// Each reporting service's recent status changes; empty unless this beacon leads.
+    damping: Damping,
 }
 
 impl RegistryService {
     pub fn new(cfg: RegistryConfig) -> RegistryService {
         RegistryService {
+            damping: Damping::new(cfg.damping),
             cfg,
             leases: Leases::default(),
         }
@@ -403,6 +410,7 @@ impl RegistryService {
             return Outcome::Now(Err(e));
         }
         self.leases.remove(record.node_id);
+        self.damping.forget(record.node_id);
         if req.release && req.clock_ms > 0 {
             // The holder has stopped: its last timestamp replaces its reservation, so its
             // successor need not wait out a reservation it never used.
@@ -464,9 +472,21 @@ impl RegistryService {
         };
         // A health that changed is committed before the report is answered, so the service
         // knows, once answered, that discovery tells of it.
+        let was = record.health();
         let changed = report
             .health
-            .and_then(|h| reported_health(record.health(), h))
+            .and_then(|h| {
+                let (status, note) =
+                    self.damping
+                        .reported(report.node_id, h.status, h.note, was.status, now)?;
+                let changed = status != was.status || note != was.note;
+                changed.then_some(Health {
+                    status,
+                    draining: was.draining,
+                    note,
+                    since_ms: h.wall_ms,
+                })
+            })
             .map(|health| Command::Update(Arc::new(record.with_health(health))));
         let clock = (report.clock_ms > 0).then(|| {
             // A snowflake reservation: committed before it is confirmed, so that a later
@@ -544,21 +564,6 @@ impl RegistryService {
     }
 }
 
-/// The health a service's report leaves its registration with, if that differs from `was`:
-/// the status it found (with its note, when the status changed); the drain stays an
-/// operator's.
-fn reported_health(was: &Health, reported: ReportedHealth) -> Option<Health> {
-    if reported.status == was.status {
-        return None;
-    }
-    Some(Health {
-        status: reported.status,
-        draining: was.draining,
-        note: reported.note,
-        since_ms: reported.wall_ms,
-    })
-}
-
 /// Ends `id`'s quarantine now; an ID that is free already is answered as free (idempotent),
 /// one held by a live registration is refused.
 fn free_id<S: Part<Registry>>(
@@ -596,10 +601,12 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     /// the old leader a moment ago.
     fn lead(&mut self, _state: &S, now: Millis) {
         self.leases = Leases::fresh(now);
+        self.damping.clear();
     }
 
     fn step_down(&mut self) {
         self.leases = Leases::default();
+        self.damping.clear();
     }
 
     fn request(
@@ -628,7 +635,28 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
             leader.notice(format!(
                 "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"
             ));
+            self.damping.forget(id);
             leader.append(S::wrap(Command::Expire(id)));
+        }
+        // Flapping services that held still long enough: what their reports kept.
+        let wall_ms = leader.wall_ms();
+        for (id, status, note) in self.damping.due(now) {
+            let Some(record) = leader.state().part().get(id).cloned() else {
+                continue;
+            };
+            let was = record.health();
+            if (status, &note) == (was.status, &was.note) {
+                continue;
+            }
+            let health = Health {
+                status,
+                draining: was.draining,
+                note,
+                since_ms: wall_ms,
+            };
+            leader.append(S::wrap(Command::Update(Arc::new(
+                record.with_health(health),
+            ))));
         }
         for id in leader.state().part().due_releases(now) {
             leader.append(S::wrap(Command::Release(id)));
