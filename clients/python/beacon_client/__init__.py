@@ -9,6 +9,7 @@ slots and resources, task queues, config documents, over beacon's gRPC API.
 """
 
 from .assignments import Assignments, Event
+from .checks import CallbackCheck, Check, GrpcCheck, HttpCheck, TcpCheck
 from .client import Client
 from .configs import ConfigWatch
 from .discovery import Watch
@@ -35,8 +36,8 @@ from .sequence import Sequence, Snowflake, decode
 from .tasks import TaskFailure, Worker
 
 __all__ = [
-    "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Busy", "Client", "Compacted",
-    "ConfigWatch",
+    "Aborted", "AlreadyExists", "Assignments", "BeaconError", "Busy", "CallbackCheck", "Check",
+    "Client", "Compacted", "ConfigWatch", "GrpcCheck", "HttpCheck", "TcpCheck",
     "DeadlineExceeded",
     "Event", "FailedPrecondition", "InvalidArgument", "LeaseLost", "Node", "NotFound",
     "PermissionDenied", "Registration", "ResourceExhausted", "Sequence", "Snowflake",

@@ -52,6 +52,7 @@ class Registration:
         # wakes the keep-alive to report at once.
         self._health: tuple[int, str] | None = None
         self._kick = threading.Event()
+        self._checkers: list = []
         self._lock = threading.Lock()
         self._confirmed_until = time.monotonic() + self.lease_ms / 1000
         self._interval = self.lease_ms / 4000
@@ -89,6 +90,16 @@ class Registration:
             self._health = (status_of(status), note)
         self._kick.set()
 
+    def run_checks(self, checks: list, *, interval: float = 1.0, threshold: int = 3):
+        """Runs `checks` (`TcpCheck`, `HttpCheck`, `GrpcCheck`, `CallbackCheck`) every
+        `interval` seconds beside the service and reports the worst of their statuses as its
+        health once it has held for `threshold` rounds in a row (so one slow answer does not
+        take the service out of discovery). Returns the `Checker`; `close()` stops it."""
+        from .checks import Checker
+        checker = Checker(checks, self.set_health, interval=interval, threshold=threshold)
+        self._checkers.append(checker)
+        return checker
+
     def config(self) -> "ConfigWatch":
         """This service's configuration (see `Client.service_config`): its effective
         settings at once, then each change."""
@@ -97,6 +108,8 @@ class Registration:
     def close(self, *, release: bool = True, last_clock_ms: int = 0) -> None:
         """Stops the keep-alive and ends the registration: with `release`, the ID is free at
         once (the service has stopped using it)."""
+        for checker in self._checkers:
+            checker.stop()
         self._stop.set()
         self._kick.set()
         self._thread.join(timeout=self.lease_ms / 1000 + 1)
