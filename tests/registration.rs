@@ -1224,3 +1224,98 @@ async fn a_flapping_service_is_held_critical_until_it_holds_still() {
         .expect("published passing once it held still");
     assert!(flappy.is_live());
 }
+
+/// A one-line HTTP server on loopback answering every GET with `code`.
+async fn http_answering(code: std::sync::Arc<std::sync::atomic::AtomicU16>) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let std_listener = free_listener();
+    std_listener.set_nonblocking(true).unwrap();
+    let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+    let at = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let code = code.load(Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 512];
+                let _ = s.read(&mut buf).await;
+                let answer = format!("HTTP/1.1 {code} X\r\nContent-Length: 0\r\n\r\n");
+                let _ = s.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    at
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checks_beside_the_service_report_its_health_once_it_held_for_the_threshold() {
+    use beacon::machines::registry::Status;
+    use beacon::machines::registry::client::Check;
+    use std::sync::atomic::AtomicU16;
+    let code = Arc::new(AtomicU16::new(200));
+    let web = http_answering(code.clone()).await;
+    let http = Check::Http {
+        addr: web,
+        path: "/health".into(),
+        timeout: Duration::from_secs(1),
+    };
+    assert_eq!(http.run().await.0, Status::Passing);
+    code.store(429, Ordering::Relaxed);
+    assert_eq!(http.run().await.0, Status::Warning);
+    code.store(503, Ordering::Relaxed);
+    let (status, note) = http.run().await;
+    assert_eq!(status, Status::Critical);
+    assert!(note.contains("503"), "{note}");
+    code.store(200, Ordering::Relaxed);
+
+    let c = start(1, r#"{"lease_ms": 5000}"#).await;
+    let beacons = beacon_list(&c);
+    let db = std::net::TcpListener::bind(addr(free_ports(1)[0])).unwrap();
+    let db_addr = db.local_addr().unwrap();
+    let mut o = RegisterOptions::new("CHECKED", service(1));
+    o.connect = opts();
+    let reg = Registration::register(beacons.clone(), o).await.unwrap();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let told = failing.clone();
+    let callback = Check::Callback {
+        name: "queue".into(),
+        check: Arc::new(move || {
+            let bad = told.load(Ordering::Relaxed);
+            Box::pin(async move {
+                if bad {
+                    (Status::Warning, "backlog 5000".to_owned())
+                } else {
+                    (Status::Passing, String::new())
+                }
+            })
+        }),
+    };
+    let tcp = Check::Tcp {
+        addr: db_addr,
+        timeout: Duration::from_millis(500),
+    };
+    reg.run_checks(vec![tcp, http, callback], Duration::from_millis(100), 3);
+    let at = c.beacons[0].addr;
+    let health = async || {
+        let listed = health_at(at, "CHECKED").await;
+        let (status, _, note) = status_of(&listed[&reg.node_id()]);
+        (status, note.to_owned())
+    };
+    failing.store(true, Ordering::Relaxed);
+    let warned = eventually(Duration::from_secs(10), || async {
+        let (status, note) = health().await;
+        (status == 1).then_some(note)
+    })
+    .await
+    .expect("the callback's warning is reported");
+    assert_eq!(warned, "backlog 5000");
+    // The database goes away: critical, the worst of the round, with the check's words.
+    drop(db);
+    let note = eventually(Duration::from_secs(10), || async {
+        let (status, note) = health().await;
+        (status == 2).then_some(note)
+    })
+    .await
+    .expect("the failed connection is reported");
+    assert!(note.contains(&format!("tcp {db_addr}")), "{note}");
+    assert!(reg.is_live());
+}

@@ -5,10 +5,13 @@
 //! - [`Registration`]: a service's registration, kept alive in the background, with a signal
 //!   when its lease is lost so the service stops using its node ID.
 //! - [`Watch`]: the nodes of some types, then every change, resynchronised across failovers.
+//! - [`checks`]: health checks run beside the service ([`Registration::run_checks`]).
 
+pub mod checks;
 mod registration;
 mod watch;
 
+pub use checks::Check;
 pub use registration::{ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration};
 pub use watch::{Watch, WatchEvent};
 

@@ -341,6 +341,23 @@ impl Registration {
         self.health.send_replace(Some((status, note.into())));
     }
 
+    /// Runs `checks` every `every` beside the service until the registration ends, and
+    /// reports the worst of their statuses as its health once it has held for `threshold`
+    /// rounds in a row (so one slow answer does not take the service out of discovery).
+    pub fn run_checks(&self, checks: Vec<super::Check>, every: Duration, threshold: u32) {
+        let health = self.health.clone();
+        let stop = self.stop.clone();
+        let report = move |status, note| {
+            health.send_replace(Some((status, note)));
+        };
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = super::checks::run(checks, every, threshold, report) => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+
     /// Stops the keepalive and frees the ID at the leader. Succeeds when the registration
     /// has ended, whether by this call or before it (its lease ran out, or an attempt of
     /// this call whose answer was lost went through): the ID is then no longer this
