@@ -470,6 +470,40 @@ async fn the_views_count_by_type_cut_rows_and_list_leader_changes() {
     let (code, body) = http_get(a, "/v1/nodes?limit=many").unwrap();
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("limit must be a whole number"), "{body}");
+    // By health: a drained WEB service is left out of `serving`, listed under `draining`,
+    // and every entry says its health by name.
+    let web = v["nodes"][0]["node"]["node_id"].as_u64().unwrap() as u32;
+    assert_eq!(v["nodes"][0]["node"]["health"]["status"], "passing", "{v}");
+    let _: pb::registry::SetHealthReply = client
+        .call(
+            RegistryCmd::SetHealth,
+            &pb::registry::SetHealthRequest {
+                node_id: web,
+                draining: Some(true),
+                note: "upgrade".into(),
+                ..Default::default()
+            },
+            "the drain",
+        )
+        .await
+        .expect("drained");
+    let ids_of = |v: &Value| -> Vec<u64> {
+        v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["node"]["node_id"].as_u64().unwrap())
+            .collect()
+    };
+    let v = json_of("/v1/nodes?type=WEB&health=draining");
+    assert_eq!(ids_of(&v), [u64::from(web)], "{v}");
+    assert_eq!(v["nodes"][0]["node"]["health"]["note"], "upgrade", "{v}");
+    let v = json_of("/v1/nodes?type=WEB&health=serving");
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    assert!(!ids_of(&v).contains(&u64::from(web)), "{v}");
+    let (code, body) = http_get(a, "/v1/nodes?health=sick").unwrap();
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("health `sick`"), "{body}");
     // Reads are linearizable unless asked otherwise; a consistency that is neither is refused.
     let v = json_of("/v1/nodes?type=WEB&consistency=serializable");
     assert_eq!(v["nodes"].as_array().unwrap().len(), 2, "{v}");
