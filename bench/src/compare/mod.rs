@@ -17,6 +17,7 @@ mod failover;
 mod gray;
 mod grpc;
 mod h2_client;
+mod health;
 mod liveness;
 mod membership;
 mod netns;
@@ -79,6 +80,9 @@ pub enum Part {
     /// registrations, stalled watchers and a herd of them listing again, ten times the load
     /// the cluster takes.
     Gray,
+    /// Discovery that tells the truth (beacon): from a failing check to every watcher and
+    /// the DNS answer, a flapping service's published changes, DNS answers per core-second.
+    Health,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -200,6 +204,16 @@ pub struct Options {
     /// Length of the gray part's overload run.
     #[arg(long, default_value_t = 10)]
     gray_overload_secs: u64,
+    /// Watchers of the health part's failing service, how long its flapping service flaps,
+    /// how long DNS is asked, and how many instances the DNS answer holds.
+    #[arg(long, default_value_t = 100)]
+    health_watchers: usize,
+    #[arg(long, default_value_t = 60)]
+    health_flap_secs: u64,
+    #[arg(long, default_value_t = 10)]
+    health_dns_secs: u64,
+    #[arg(long, default_value_t = 20)]
+    health_dns_instances: usize,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,
@@ -235,6 +249,8 @@ pub struct Results {
     pub membership: Vec<(String, Vec<membership::Step>)>,
     /// The gray part (beacon).
     pub gray: Option<gray::Gray>,
+    /// The health part (beacon).
+    pub health: Option<health::HealthResults>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -337,6 +353,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     parts::run_scale_others(&b, &mut results).await?;
     parts::run_membership(&b, &mut results).await?;
     parts::run_gray(&b, &mut results).await?;
+    parts::run_health(&b, &mut results).await?;
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -612,3 +612,38 @@ pub(super) async fn run_gray(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
     );
     Ok(())
 }
+
+pub(super) async fn run_health(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Health) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
+    let (programs, opts) = (&b.programs, b.opts);
+    println!(
+        "health: from a failing check to every watcher and the DNS answer, a flapping service, DNS answers"
+    );
+    let sizes = health::HealthSizes {
+        watchers: opts.health_watchers,
+        flap_secs: opts.health_flap_secs,
+        dns_secs: opts.health_dns_secs,
+        dns_instances: opts.health_dns_instances,
+    };
+    let measured = health::run(programs, &sizes, opts.keep)
+        .await
+        .context("health")?;
+    for d in &measured.drops {
+        println!(
+            "  threshold {}: last of {} watchers {:.0} ms, DNS {:.0} ms",
+            d.threshold, d.watchers, d.last_watcher_ms, d.dns_ms
+        );
+    }
+    println!(
+        "  flapping: {:.0} check changes/min, {:.1} published/min",
+        measured.flap.check_changes_per_min, measured.flap.published_per_min
+    );
+    println!(
+        "  DNS: {:.0} answers/s, {:.0} per beacon core-second",
+        measured.dns.per_sec, measured.dns.per_core_sec
+    );
+    results.health = Some(measured);
+    Ok(())
+}

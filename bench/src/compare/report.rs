@@ -44,6 +44,7 @@ pub fn markdown(r: &Results) -> String {
     reads_table(r, &mut out);
     watch_table(r, &mut out);
     gray_table(r, &mut out);
+    health_table(r, &mut out);
     scale_table(r, &mut out);
     renewal_rate_table(r, &mut out);
     membership_table(r, &mut out);
@@ -1007,6 +1008,64 @@ fn membership_table(r: &Results, out: &mut String) {
             .unwrap();
         }
     }
+}
+
+/// The health part: from a failing check to discovery, a flapping service, DNS.
+fn health_table(r: &Results, out: &mut String) {
+    let Some(h) = &r.health else {
+        return;
+    };
+    writeln!(
+        out,
+        "\nDiscovery that tells the truth (beacon, one member; see docs/registry.md, *Health and drain* and *DNS*):\n"
+    )
+    .unwrap();
+    writeln!(out, "| case | measure | value |").unwrap();
+    writeln!(out, "|---|---|---|").unwrap();
+    for d in &h.drops {
+        let case = format!(
+            "a check fails (every {} ms, reported after {} rounds)",
+            d.interval_ms, d.threshold
+        );
+        writeln!(
+            out,
+            "| {case} | to the last of {} watchers | {:.0} ms |",
+            d.watchers, d.last_watcher_ms
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | to the DNS answer without it | {:.0} ms |",
+            d.dns_ms
+        )
+        .unwrap();
+    }
+    let f = &h.flap;
+    writeln!(
+        out,
+        "| a check flipping every round for {} s | changes its check made, per minute | {:.0} |",
+        f.secs, f.check_changes_per_min
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| a check flipping every round for {} s | changes watchers were told of, per minute | {:.1} |",
+        f.secs, f.published_per_min
+    )
+    .unwrap();
+    let d = &h.dns;
+    writeln!(
+        out,
+        "| DNS, {} instances, {} UDP askers | answers per second | {:.0} |",
+        d.instances, d.askers, d.per_sec
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| DNS, {} instances, {} UDP askers | answers per beacon core-second | {:.0} |",
+        d.instances, d.askers, d.per_core_sec
+    )
+    .unwrap();
 }
 
 /// The gray part: each measure beside its target, and whether it was met.
