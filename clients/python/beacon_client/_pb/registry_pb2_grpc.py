@@ -56,15 +56,15 @@ class RegistryStub:
                 request_serializer=registry__pb2.FreeIdRequest.SerializeToString,
                 response_deserializer=registry__pb2.FreeIdReply.FromString,
                 _registered_method=True)
-        self.Nodes = channel.unary_unary(
-                '/beacon.v1.registry.Registry/Nodes',
-                request_serializer=registry__pb2.NodesRequest.SerializeToString,
-                response_deserializer=registry__pb2.NodesReply.FromString,
-                _registered_method=True)
         self.SetHealth = channel.unary_unary(
                 '/beacon.v1.registry.Registry/SetHealth',
                 request_serializer=registry__pb2.SetHealthRequest.SerializeToString,
                 response_deserializer=registry__pb2.SetHealthReply.FromString,
+                _registered_method=True)
+        self.Nodes = channel.unary_unary(
+                '/beacon.v1.registry.Registry/Nodes',
+                request_serializer=registry__pb2.NodesRequest.SerializeToString,
+                response_deserializer=registry__pb2.NodesReply.FromString,
                 _registered_method=True)
         self.Ids = channel.unary_unary(
                 '/beacon.v1.registry.Registry/Ids',
@@ -117,15 +117,15 @@ class RegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Nodes(self, request, context):
-        """cmd 303: registered services, of one type, address or node ID.
+    def SetHealth(self, request, context):
+        """cmd 119: set a registration's health or drain it (role admin).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def SetHealth(self, request, context):
-        """cmd 119: set a registration's health or drain it (role admin).
+    def Nodes(self, request, context):
+        """cmd 303: registered services, of one type, address or node ID.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,15 +175,15 @@ def add_RegistryServicer_to_server(servicer, server):
                     request_deserializer=registry__pb2.FreeIdRequest.FromString,
                     response_serializer=registry__pb2.FreeIdReply.SerializeToString,
             ),
-            'Nodes': grpc.unary_unary_rpc_method_handler(
-                    servicer.Nodes,
-                    request_deserializer=registry__pb2.NodesRequest.FromString,
-                    response_serializer=registry__pb2.NodesReply.SerializeToString,
-            ),
             'SetHealth': grpc.unary_unary_rpc_method_handler(
                     servicer.SetHealth,
                     request_deserializer=registry__pb2.SetHealthRequest.FromString,
                     response_serializer=registry__pb2.SetHealthReply.SerializeToString,
+            ),
+            'Nodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.Nodes,
+                    request_deserializer=registry__pb2.NodesRequest.FromString,
+                    response_serializer=registry__pb2.NodesReply.SerializeToString,
             ),
             'Ids': grpc.unary_unary_rpc_method_handler(
                     servicer.Ids,
@@ -322,33 +322,6 @@ class Registry:
             _registered_method=True)
 
     @staticmethod
-    def Nodes(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/beacon.v1.registry.Registry/Nodes',
-            registry__pb2.NodesRequest.SerializeToString,
-            registry__pb2.NodesReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def SetHealth(request,
             target,
             options=(),
@@ -365,6 +338,33 @@ class Registry:
             '/beacon.v1.registry.Registry/SetHealth',
             registry__pb2.SetHealthRequest.SerializeToString,
             registry__pb2.SetHealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Nodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.registry.Registry/Nodes',
+            registry__pb2.NodesRequest.SerializeToString,
+            registry__pb2.NodesReply.FromString,
             options,
             channel_credentials,
             insecure,
