@@ -1077,6 +1077,17 @@ async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_
     .await
     .unwrap();
     assert_eq!(watch.nodes().count(), 2);
+    // A watcher of every registration, whatever its health, beside it: the same change is
+    // an update to it and a removal to the other.
+    let mut every = Watch::start_with(
+        beacons.clone(),
+        vec!["HEALTH".into()],
+        HealthFilter::Any,
+        opts(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     let next = async |watch: &mut Watch| {
         tokio::time::timeout(Duration::from_secs(5), watch.next())
             .await
@@ -1092,6 +1103,10 @@ async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_
     };
     assert_eq!(gone.node_id, db.node_id());
     assert_eq!(status_of(&gone), (2, false, "database unreachable"));
+    let WatchEvent::Updated(seen) = next(&mut every).await else {
+        panic!("a watcher of every health hears an update")
+    };
+    assert_eq!((seen.node_id, status_of(&seen).0), (db.node_id(), 2));
     let all = addrs(&c);
     eventually(Duration::from_secs(10), || level(&all))
         .await

@@ -618,7 +618,9 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     }
     let health = filter_of("health", req.health).map_err(bad_value)?;
     let types: BTreeSet<String> = req.node_types.into_iter().collect();
-    let kind = handle::kind_of(&types);
+    // Watchers of the same types and the same health share each notice's bytes; another
+    // health filter is told other things of the same change.
+    let kind = handle::kind_of(&(&types, health));
     let follows = move |r: &NodeRecord| {
         (types.is_empty() || types.contains(r.node_type.as_str())) && health.admits(r.health())
     };

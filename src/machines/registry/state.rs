@@ -222,7 +222,7 @@ impl Health {
 }
 
 /// Which registrations a listing or a watch gives, by health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum HealthFilter {
     /// Every registration, whatever its health (and quarantined IDs, in listings).
     #[default]
