@@ -1333,4 +1333,43 @@ async fn checks_beside_the_service_report_its_health_once_it_held_for_the_thresh
     .expect("the failed connection is reported");
     assert!(note.contains(&format!("tcp {db_addr}")), "{note}");
     assert!(reg.is_live());
+
+    // A note longer than a beacon takes is cut by the client (a refused report would not
+    // renew the lease); an operator's is refused, naming the limit.
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let long = pb::registry::SetHealthRequest {
+        node_id: reg.node_id(),
+        note: "x".repeat(300),
+        ..Default::default()
+    };
+    let e = leader
+        .call::<_, pb::registry::SetHealthReply>(RegistryCmd::SetHealth, &long, "long note")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("over the limit of 256 bytes"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_note_from_a_service_is_cut_and_its_lease_holds() {
+    use beacon::machines::registry::Status;
+    let c = start(1, r#"{"lease_ms": 3000}"#).await;
+    let mut o = RegisterOptions::new("NOTED", service(1));
+    o.connect = opts();
+    let reg = Registration::register(beacon_list(&c), o).await.unwrap();
+    reg.set_health(Status::Warning, "é".repeat(600));
+    let at = c.beacons[0].addr;
+    let note = eventually(Duration::from_secs(10), || async {
+        let listed = health_at(at, "NOTED").await;
+        let (status, _, note) = status_of(&listed[&reg.node_id()]);
+        (status == 1).then(|| note.to_owned())
+    })
+    .await
+    .expect("the warning is published");
+    assert_eq!(
+        note,
+        "é".repeat(128),
+        "cut at 256 bytes, on a character's edge"
+    );
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(reg.is_live(), "reports went on renewing the lease");
 }

@@ -161,7 +161,11 @@ class Registration:
         with self._lock:
             health = self._health
         if health is not None:
-            report.health, report.health_note = health
+            # Cut to what a beacon takes (256 bytes): a report refused for its note would
+            # not renew the lease.
+            status, note = health
+            report.health = status
+            report.health_note = note.encode()[:256].decode(errors="ignore")
         if self._snowflake:
             # Two report intervals ahead: generation stops on its own within two missed
             # reports, well inside the lease.

@@ -13,8 +13,8 @@ use super::service::{
     Request, Response, SetHealth, Target, Unregister, count_nodes, counts_by_type, first_nodes,
 };
 use super::state::{
-    Change, FencingToken, HealthFilter, InvalidRequest, NodeId, NodeRecord, Registry, check_clock,
-    check_metadata, check_type, parse_service_addr,
+    Change, FencingToken, HealthFilter, InvalidRequest, MAX_NOTE_BYTES, NodeId, NodeRecord,
+    Registry, check_clock, check_metadata, check_type, parse_service_addr,
 };
 use super::wire::{
     RegistryCmd, RegistryErrorCode, filter_of, hello_part, hello_range, record_to_pb, status_of,
@@ -264,9 +264,6 @@ async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdRepl
         other => Err(unexpected(other)),
     }
 }
-
-/// The longest health note, in bytes.
-pub const MAX_NOTE_BYTES: usize = 256;
 
 /// Refuses a note over [`MAX_NOTE_BYTES`].
 fn check_note(field: &'static str, note: &str) -> Result<(), Reject> {

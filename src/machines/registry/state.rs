@@ -142,6 +142,9 @@ impl NodeRecord {
     }
 }
 
+/// The longest note a health carries, in bytes (the clients cut a check's longer words).
+pub const MAX_NOTE_BYTES: usize = 256;
+
 /// How a registration's service does, as its reports (or an operator) say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord, Hash)]
 pub enum Status {

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Watch;
-use crate::machines::registry::state::Status;
+use crate::machines::registry::state::{MAX_NOTE_BYTES, Status};
 use crate::machines::registry::wire::{RegistryCmd as Cmd, RegistryErrorCode, status_to_pb};
 use crate::net::{ClientError, Cluster, ConnectOptions};
 use crate::pb::registry as pb;
@@ -394,6 +394,19 @@ impl Registration {
     }
 }
 
+/// A note cut to what a beacon takes ([`MAX_NOTE_BYTES`]), at a character's edge: a report
+/// the beacon refused for its note would not renew the lease.
+fn clip_note(mut note: String) -> String {
+    if note.len() > MAX_NOTE_BYTES {
+        let mut end = MAX_NOTE_BYTES;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    note
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         self.clock.stop();
@@ -487,7 +500,7 @@ impl Keepalive {
             index: self.token.1,
             clock_ms,
             health: health.as_ref().map(|(s, _)| status_to_pb(*s).into()),
-            health_note: health.map(|(_, note)| note).unwrap_or_default(),
+            health_note: health.map(|(_, note)| clip_note(note)).unwrap_or_default(),
         }
     }
 
