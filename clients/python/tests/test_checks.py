@@ -125,3 +125,21 @@ def test_a_service_whose_checks_fail_leaves_discovery_and_comes_back(cluster):
     watch.close()
     reg.close()
     listener.close()
+
+
+def test_a_long_note_is_cut_to_what_a_beacon_takes_and_the_lease_holds(cluster):
+    client = cluster.client()
+    reg = client.register("NOTED", "10.0.8.2:9000")
+    reg.set_health("warning", "é" * 600)
+
+    def published():
+        [node] = client.nodes("NOTED")
+        return node if node.status == "warning" else None
+
+    deadline = time.monotonic() + 10
+    while (node := published()) is None:
+        assert time.monotonic() < deadline, "the warning is published"
+        time.sleep(0.05)
+    assert node.health.note == "é" * 128, "cut at 256 bytes, on a character's edge"
+    assert reg.holds()
+    reg.close()
