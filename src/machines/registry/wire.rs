@@ -393,7 +393,7 @@ mod tests {
             position: Position { index: 5, term: 1 },
             state: RegistrySnapshot {
                 last_node_id: 2,
-                nodes: vec![record(2).into()],
+                nodes: vec![healthy(2).into()],
                 quarantined: vec![(record(1).into(), 500)],
                 clocks: vec![(1, 1_700_000_000_123)],
             },
@@ -414,7 +414,7 @@ mod tests {
             entries: vec![
                 entry(6, Command::Register(record(3).into())),
                 entry(7, Command::Expire(1)),
-                entry(8, Command::Update(record(3).into())),
+                entry(8, Command::Update(healthy(3).into())),
                 entry(9, Command::Unregister(2)),
             ],
         });
@@ -431,6 +431,16 @@ mod tests {
         assert_eq!(message_from_pb::<Registry>(decoded).unwrap(), m);
         let s = snapshot_bytes::<Registry>(&snapshot);
         assert_eq!(snapshot_from_bytes::<Registry>(&s).unwrap(), snapshot);
+    }
+
+    /// `record(id)` drained and critical, with a note: health rides in entries and snapshots.
+    fn healthy(id: u32) -> NodeRecord {
+        record(id).with_health(Health {
+            status: super::super::state::Status::Critical,
+            draining: true,
+            note: "disk full".into(),
+            since_ms: 1_700_000_000_500,
+        })
     }
 
     #[test]
@@ -450,6 +460,13 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "NodeInfo.addr `nowhere` is not an ip:port address"
+        );
+        // A status this beacon does not know (a newer peer's) is refused, naming it.
+        let mut info = record_to_pb(&healthy(1));
+        info.health.as_mut().unwrap().status = 9;
+        assert_eq!(
+            record_from_pb(info).unwrap_err().to_string(),
+            "NodeInfo.health.status: 9 is not a health status (0 passing, 1 warning, 2 critical)"
         );
     }
 }
