@@ -257,15 +257,20 @@ pub async fn check_completed(
             "task {name}: completed under {token:?}, an attempt no worker ran to its end"
         );
     }
-    let mut accepted: BTreeMap<&str, usize> = BTreeMap::new();
-    for (name, _) in &log.accepted {
-        *accepted.entry(name).or_default() += 1;
+    let mut accepted: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for (name, token) in &log.accepted {
+        accepted.entry(name).or_default().push(*token);
     }
-    for (name, n) in &accepted {
+    for (name, tokens) in &accepted {
         let submits = log.submits.get(*name).copied().unwrap_or(0);
+        let runs: Vec<_> = log.ran.iter().filter(|r| r.task == *name).collect();
         assert!(
-            *n <= submits,
-            "task {name}: {n} accepted completions from {submits} submits"
+            tokens.len() <= submits,
+            "task {name}: {} accepted completions from {submits} submits, of attempts {tokens:?}; its runs (worker, token, finished): {:?}",
+            tokens.len(),
+            runs.iter()
+                .map(|r| (r.worker, r.token, r.finished))
+                .collect::<Vec<_>>()
         );
     }
     format!(
