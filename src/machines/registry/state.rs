@@ -210,18 +210,6 @@ impl Health {
     pub fn serving(&self) -> bool {
         self.status != Status::Critical && !self.draining
     }
-
-    /// `passing`, `warning (note)`, `critical, draining (note)`.
-    pub fn describe(&self) -> String {
-        let mut s = self.status.name().to_owned();
-        if self.draining {
-            s.push_str(", draining");
-        }
-        if !self.note.is_empty() {
-            s.push_str(&format!(" ({})", self.note));
-        }
-        s
-    }
 }
 
 /// Which registrations a listing or a watch gives, by health.
