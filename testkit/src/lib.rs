@@ -86,8 +86,26 @@ fn free_listeners(n: usize) -> Vec<TcpListener> {
     }
 }
 
-/// `n` listeners on free ports of `low..high`, each with its port + 88 free too.
+/// Every port this process has handed out from [`port_range`]: a port is free only until its
+/// test's beacon binds it, so without this record two tests running side by side in one test
+/// binary (`cargo test`'s threads) could draw the same port a moment apart, and one cluster's
+/// beacon then dialled the other's ("wrong cluster").
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Whether `port` or its admin port (+ 88) is a port, or the admin port of a port, already
+/// handed out by this process.
+fn handed_out(handed: &std::collections::BTreeSet<u16>, port: u16) -> bool {
+    [Some(port), port.checked_sub(88), port.checked_add(88)]
+        .into_iter()
+        .flatten()
+        .any(|p| handed.contains(&p))
+}
+
+/// `n` listeners on free ports of `low..high`, each with its port + 88 free too, none handed
+/// out before by this process.
 fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, String> {
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     static DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -112,6 +130,14 @@ fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, S
         if taken(port.wrapping_sub(88)) || taken(port + 88) {
             continue;
         }
+        // A narrow range used up by a long test binary: the earliest tests' clusters are
+        // gone by now, so their ports may be drawn again.
+        if handed_out(&handed, port) {
+            if handed.len() * 3 < usize::from(high - low) / 2 {
+                continue;
+            }
+            handed.clear();
+        }
         let Ok(l) = TcpListener::bind(("127.0.0.1", port)) else {
             continue;
         };
@@ -125,6 +151,7 @@ fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, S
             "{PORTS_VAR}: no {n} free ports in {low}-{high} after {tries} tries"
         ));
     }
+    handed.extend(sorted_ports(&listeners));
     Ok(listeners)
 }
 
