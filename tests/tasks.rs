@@ -97,6 +97,34 @@ async fn every_task_completes_once_across_killed_workers_and_leaders() {
     assert_eq!(again.state, "pending");
     admin.cancel_task("work", "dup").await.unwrap();
 
+    // A submit retried with its ID (its answer lost in a failover) finds the task it made
+    // finished, and is answered with it as it is; a new submit of the name runs it again.
+    let retried = SubmitOptions {
+        submit_id: 0x5eed,
+        ..later.clone()
+    };
+    let made = admin
+        .submit_task("work", "once", b"a", &retried)
+        .await
+        .unwrap();
+    admin.cancel_task("work", "once").await.unwrap();
+    let retry = admin
+        .submit_task("work", "once", b"a", &retried)
+        .await
+        .unwrap();
+    assert_eq!(
+        (retry.state.as_str(), retry.seq, retry.submit_id),
+        ("cancelled", made.seq, 0x5eed),
+        "{retry:?}"
+    );
+    let anew = admin
+        .submit_task("work", "once", b"a", &later)
+        .await
+        .unwrap();
+    assert_eq!(anew.state, "pending", "{anew:?}");
+    assert!(anew.seq > made.seq && anew.submit_id != 0, "{anew:?}");
+    admin.cancel_task("work", "once").await.unwrap();
+
     let logs = tempfile::tempdir().unwrap();
     let mut workers: Vec<Process> = (0..WORKERS)
         .map(|i| worker(&nebcli, logs.path(), &beacons[i % 3], i, 0))

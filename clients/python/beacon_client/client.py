@@ -365,11 +365,18 @@ class Client:
             name=name, timeout_ms=attempt_timeout_ms, max_attempts=max_attempts)).queue
 
     def submit(self, queue: str, name: str, payload: bytes = b"", *, priority: int = 0,
-               delay_ms: int = 0, attempt_timeout_ms: int = 0, max_attempts: int = 0):
-        """Submits a task; a task of that name pending or running is returned instead."""
+               delay_ms: int = 0, attempt_timeout_ms: int = 0, max_attempts: int = 0,
+               submit_id: int = 0):
+        """Submits a task; a task of that name pending or running is returned instead.
+
+        The call retries a submit whose answer a failover lost, with the same `submit_id`
+        (a fresh random one when 0): a task it made that finished meanwhile is returned as
+        it is, not run again. Pass your own to make a submit your process may repeat (after
+        a restart) count once."""
         return self.call("tasks", "Submit", tasks_pb2.Submit(
             queue=queue, name=name, payload=payload, priority=priority, delay_ms=delay_ms,
-            timeout_ms=attempt_timeout_ms, max_attempts=max_attempts)).task
+            timeout_ms=attempt_timeout_ms, max_attempts=max_attempts,
+            submit_id=submit_id or random.getrandbits(64) or 1)).task
 
     def task(self, queue: str, name: str):
         return self.call("tasks", "Get", tasks_pb2.GetTask(queue=queue, name=name)).task

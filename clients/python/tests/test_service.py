@@ -232,6 +232,18 @@ def test_a_worker_runs_every_task_once_and_results_come_back(cluster):
     assert failed.state == "failed" and "cannot read it" in failed.error
     assert sorted(ran) == sorted([f"img-{i}" for i in range(40)] + ["img-bad"])
     until(lambda: worker.completed == 40, what="40 accepted results")
+
+    # A submit repeated with its ID (as a retry after a lost answer is) returns the task it
+    # made, finished, and runs nothing; a new submit of the name runs it again.
+    first = client.submit("thumbs", "img-once", b"once", submit_id=77)
+    assert first.submit_id == 77
+    assert client.wait("thumbs", "img-once", timeout=20).state == "completed"
+    again = client.submit("thumbs", "img-once", b"once", submit_id=77)
+    assert (again.state, again.seq) == ("completed", first.seq)
+    anew = client.submit("thumbs", "img-once", b"once")
+    assert anew.seq > first.seq and anew.submit_id not in (0, 77)
+    assert client.wait("thumbs", "img-once", timeout=20).seq == anew.seq
+    until(lambda: ran.count("img-once") == 2, what="the new submit's run")
     worker.stop()
     reg.close()
 

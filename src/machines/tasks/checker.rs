@@ -153,6 +153,7 @@ where
                         timeout_ms: None,
                         max_attempts: None,
                         delay_ms: if cx.chance(0.2) { cx.below(1_000) } else { 0 },
+                        submit_id: 0,
                         wall_ms: now,
                     }
                 };

@@ -80,6 +80,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
                 timeout_ms: (req.timeout_ms > 0).then_some(req.timeout_ms),
                 max_attempts: (req.max_attempts > 0).then_some(req.max_attempts),
                 delay_ms: req.delay_ms,
+                submit_id: req.submit_id,
                 wall_ms: wall_ms(),
             };
             reply(frame, &task_reply(submit(ctx, request).await?, true)?)

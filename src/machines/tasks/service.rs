@@ -81,6 +81,8 @@ pub enum Request {
         max_attempts: Option<u32>,
         /// Not started before `wall_ms + delay_ms`.
         delay_ms: u64,
+        /// The client's ID for this submit, kept across its retries (0: none).
+        submit_id: u64,
         wall_ms: u64,
     },
     /// A live registration serves these queues, up to `capacity` tasks at once.
@@ -450,6 +452,7 @@ impl TaskService {
         timeout_ms: Option<u64>,
         max_attempts: Option<u32>,
         delay_ms: u64,
+        submit_id: u64,
         wall_ms: u64,
     ) -> Outcome<Response, TaskError, Waiting> {
         refuse!(check_name("queue", &queue));
@@ -466,8 +469,11 @@ impl TaskService {
             return Outcome::Now(Err(TaskError::UnknownQueue(queue)));
         };
         let existing = q.get(&name);
-        if existing.is_some_and(|t| !t.state.is_finished()) {
+        let retried = |t: &Task| submit_id != 0 && t.submit_id == submit_id;
+        if existing.is_some_and(|t| !t.state.is_finished() || retried(t)) {
             // The same task is never pending or running twice: the one there is the answer.
+            // Nor is a finished one run again by the retry of the submit that made it (its
+            // answer lost in a failover): the same submit ID is answered with it as it is.
             return committed(leader, task_now(leader, &queue, &name));
         }
         if existing.is_none() && state.len() >= self.limits.max_tasks {
@@ -486,6 +492,7 @@ impl TaskService {
             priority,
             submitted_ms: wall_ms,
             seq: leader.next_index(),
+            submit_id,
             not_before_ms: if delay_ms > 0 { wall_ms + delay_ms } else { 0 },
             attempt: 0,
             state: TaskState::Pending,
@@ -890,6 +897,7 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
                 timeout_ms,
                 max_attempts,
                 delay_ms,
+                submit_id,
                 wall_ms,
             } => self.submit(
                 leader,
@@ -900,6 +908,7 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
                 timeout_ms,
                 max_attempts,
                 delay_ms,
+                submit_id,
                 wall_ms,
             ),
             Request::Serve {

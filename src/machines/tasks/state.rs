@@ -87,6 +87,9 @@ pub struct Task {
     pub submitted_ms: u64,
     /// Submission order: the log index of the submit.
     pub seq: u64,
+    /// The client's ID for the submit (0: none): its retry is answered with this task even
+    /// once it has finished, where a new submit of a finished name runs it again.
+    pub submit_id: u64,
     /// Not started before this wall-clock time (a delayed task, or a retry's backoff).
     pub not_before_ms: u64,
     /// Attempts begun.
@@ -694,6 +697,7 @@ mod tests {
             max_attempts: 3,
             submitted_ms: 0,
             seq,
+            submit_id: 0,
             not_before_ms: 0,
             attempt: 0,
             state: TaskState::Pending,

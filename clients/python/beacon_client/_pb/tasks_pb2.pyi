@@ -152,7 +152,7 @@ class RunInfo(_message.Message):
     def __init__(self, worker: _Optional[_Union[WorkerRef, _Mapping]] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., started_ms: _Optional[int] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("queue", "name", "payload", "priority", "timeout_ms", "max_attempts", "submitted_ms", "seq", "not_before_ms", "attempt", "state", "run", "result", "error", "finished_ms", "has_ended", "ended_term", "ended_index")
+    __slots__ = ("queue", "name", "payload", "priority", "timeout_ms", "max_attempts", "submitted_ms", "seq", "not_before_ms", "attempt", "state", "run", "result", "error", "finished_ms", "has_ended", "ended_term", "ended_index", "submit_id")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +171,7 @@ class TaskInfo(_message.Message):
     HAS_ENDED_FIELD_NUMBER: _ClassVar[int]
     ENDED_TERM_FIELD_NUMBER: _ClassVar[int]
     ENDED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_ID_FIELD_NUMBER: _ClassVar[int]
     queue: str
     name: str
     payload: bytes
@@ -189,7 +190,8 @@ class TaskInfo(_message.Message):
     has_ended: bool
     ended_term: int
     ended_index: int
-    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., submitted_ms: _Optional[int] = ..., seq: _Optional[int] = ..., not_before_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., run: _Optional[_Union[RunInfo, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., has_ended: _Optional[bool] = ..., ended_term: _Optional[int] = ..., ended_index: _Optional[int] = ...) -> None: ...
+    submit_id: int
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., submitted_ms: _Optional[int] = ..., seq: _Optional[int] = ..., not_before_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., state: _Optional[str] = ..., run: _Optional[_Union[RunInfo, _Mapping]] = ..., result: _Optional[bytes] = ..., error: _Optional[str] = ..., finished_ms: _Optional[int] = ..., has_ended: _Optional[bool] = ..., ended_term: _Optional[int] = ..., ended_index: _Optional[int] = ..., submit_id: _Optional[int] = ...) -> None: ...
 
 class CreateQueue(_message.Message):
     __slots__ = ("name", "timeout_ms", "max_attempts")
@@ -214,7 +216,7 @@ class QueueReply(_message.Message):
     def __init__(self, queue: _Optional[_Union[QueueInfo, _Mapping]] = ...) -> None: ...
 
 class Submit(_message.Message):
-    __slots__ = ("queue", "name", "payload", "priority", "timeout_ms", "max_attempts", "delay_ms")
+    __slots__ = ("queue", "name", "payload", "priority", "timeout_ms", "max_attempts", "delay_ms", "submit_id")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -222,6 +224,7 @@ class Submit(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_ID_FIELD_NUMBER: _ClassVar[int]
     queue: str
     name: str
     payload: bytes
@@ -229,7 +232,8 @@ class Submit(_message.Message):
     timeout_ms: int
     max_attempts: int
     delay_ms: int
-    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+    submit_id: int
+    def __init__(self, queue: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[bytes] = ..., priority: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., max_attempts: _Optional[int] = ..., delay_ms: _Optional[int] = ..., submit_id: _Optional[int] = ...) -> None: ...
 
 class TaskReply(_message.Message):
     __slots__ = ("task",)

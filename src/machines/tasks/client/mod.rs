@@ -24,6 +24,21 @@ pub struct SubmitOptions {
     pub max_attempts: u32,
     /// Not started before this long after the submit.
     pub delay_ms: u64,
+    /// This submit's ID, the same on each retry (0: a fresh one for each call). A call
+    /// retries a submit whose answer a failover lost: with the same ID, a task that ran and
+    /// finished meanwhile is answered as it is rather than run again. Give one of your own
+    /// to make a submit that your process may repeat (after a restart) count once.
+    pub submit_id: u64,
+}
+
+/// A random submit ID, never 0, for a call that was given none.
+fn fresh_submit_id() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    RandomState::new()
+        .hash_one((std::time::SystemTime::now(), std::process::id(), call))
+        .max(1)
 }
 
 /// The attempt of a running task, as its fencing token: what a worker's reports name.
@@ -116,7 +131,8 @@ impl Cluster {
     }
 
     /// Submits a task; a task of that name pending or running is returned instead of a
-    /// second one.
+    /// second one, and so is the task this submit made (by its ID) when a retry finds it
+    /// finished.
     pub async fn submit_task(
         &mut self,
         queue: &str,
@@ -132,6 +148,10 @@ impl Cluster {
             timeout_ms: options.timeout_ms,
             max_attempts: options.max_attempts,
             delay_ms: options.delay_ms,
+            submit_id: match options.submit_id {
+                0 => fresh_submit_id(),
+                id => id,
+            },
         };
         let reply: pb::TaskReply = self.call(Cmd::Submit, &req, "the task submit").await?;
         Ok(reply.task.unwrap_or_default())
