@@ -773,11 +773,17 @@ impl Election {
     }
 
     /// The highest term announced by an online beacon that follows us or no one: a term we
-    /// must lead above for it to take our entries.
+    /// must lead above for it to take our entries. A learner's counts too: one that took a
+    /// later term (from a voter a change it has not caught up with removed) ignores our
+    /// log, and so would never learn of the change.
     fn unfollowed_term(&self) -> u64 {
-        self.other_voters()
-            .filter(|(_, e)| {
-                e.alive() && !e.claims() && (e.leader.is_none() || e.leader == Some(self.me))
+        self.entries
+            .iter()
+            .filter(|(a, e)| {
+                **a != self.me
+                    && e.alive()
+                    && !e.claims()
+                    && (e.leader.is_none() || e.leader == Some(self.me))
             })
             .map(|(_, e)| e.term)
             .max()
@@ -824,7 +830,15 @@ impl Election {
             .expect("a voter takes terms") as u64;
         // Inputs are bounded (`bounds::MAX_TERM`), so this cannot wrap; saturating all the
         // same, so that a bug elsewhere cannot wrap a term to 0.
-        let above = self.max_seen.max(self.max_heard).saturating_add(1);
+        let above = self
+            .max_seen
+            .max(self.max_heard)
+            .max(if self.is_leader {
+                self.unfollowed_term()
+            } else {
+                0
+            })
+            .saturating_add(1);
         if !self.deal {
             return above;
         }
@@ -1811,6 +1825,13 @@ mod tests {
         send(&mut a, 210, D, qhb(false, 1, None, &all, &all));
         tick(&mut a, 300);
         assert_eq!((a.is_leader(), a.term()), (true, 4));
+        // And for a learner that took a later term and follows no one (it followed a voter
+        // that a change it has not caught up with removed): it takes no log of ours until
+        // we lead above its term, and so would never learn of the change.
+        send(&mut a, 310, D, qhb(false, 8, None, &all, &all));
+        tick(&mut a, 400);
+        assert!(a.is_leader());
+        assert!(a.term() > 8, "term {}", a.term());
         // A voter that does not see A (a cut) is not held by a promise: no new term.
         let mut a = quorum(A, &all);
         send(&mut a, 0, B, qhb(false, 0, None, &all, &all));
