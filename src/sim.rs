@@ -208,11 +208,20 @@ impl<S: Machine, V: Service<S>, F: Fault<S, V>> Service<S> for Broken<V, F> {
     type Error = V::Error;
     type Waiting = V::Waiting;
 
-    fn lead(&mut self, state: &S, now: Millis) {
-        self.service.lead(state, now)
+    fn lead(&mut self, state: &S, now: Millis, renewals: crate::consensus::Knowledge) {
+        self.service.lead(state, now, renewals)
     }
     fn step_down(&mut self) {
         self.service.step_down()
+    }
+    fn hear_renewals(&mut self, keys: &[u64], now: Millis) {
+        self.service.hear_renewals(keys, now)
+    }
+    fn install_renewals(&mut self, table: &crate::consensus::RenewalTable, now: Millis) {
+        self.service.install_renewals(table, now)
+    }
+    fn renewal_table(&self, state: &S, now: Millis) -> crate::consensus::RenewalTable {
+        self.service.renewal_table(state, now)
     }
     fn request(
         &mut self,

@@ -1373,3 +1373,89 @@ async fn a_long_note_from_a_service_is_cut_and_its_lease_holds() {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     assert!(reg.is_live(), "reports went on renewing the lease");
 }
+
+/// A service killed at once (its reports stop) is gone a lease after its last acknowledged
+/// report, while the leader is killed every half lease: each new leader keeps the lease's
+/// remaining time, where it used to start it afresh and so kept the dead service listed as
+/// long as leaders kept changing. A service that goes on reporting keeps its registration
+/// through every change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_service_is_gone_a_lease_after_its_last_report_while_leaders_die() {
+    const LEASE_MS: u64 = 4_000;
+    let mut c = start(5, &format!(r#"{{"lease_ms": {LEASE_MS}}}"#)).await;
+    let all = addrs(&c);
+    let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(20));
+    let mut options = RegisterOptions::new("LOGIC", service(2));
+    options.connect = opts();
+    options.retry_for = Duration::from_secs(20);
+    let alive = Registration::register(beacon_list(&c), options)
+        .await
+        .unwrap();
+    // The dead one registers and reports; its last report is answered, then nothing.
+    let dead = register(&mut leader, "LOGIC", 1).await;
+    let sent = std::time::Instant::now();
+    let _: pb::registry::NodeReportReply = leader
+        .call(
+            RegistryCmd::NodeReport,
+            &support::report_of(&dead),
+            "report",
+        )
+        .await
+        .unwrap();
+    // Live (an expired registration stays listed, offline, while its ID is in quarantine).
+    let listed = |reply: &pb::registry::NodesReply, id: u32| {
+        reply
+            .nodes
+            .iter()
+            .any(|e| e.is_online && e.node.as_ref().is_some_and(|n| n.node_id == id))
+    };
+    // The leader dies a quarter lease and three quarters of a lease after the last report
+    // (every half lease); each comes back a moment later.
+    let mut kills = Vec::new();
+    let mut gone_after = None;
+    let limit = Duration::from_millis(3 * LEASE_MS);
+    while sent.elapsed() < limit && gone_after.is_none() {
+        let due = LEASE_MS / 4 + LEASE_MS / 2 * kills.len() as u64;
+        if kills.len() < 2
+            && sent.elapsed() >= Duration::from_millis(due)
+            && let Some(l) = agreed_leader(&all).await
+        {
+            let i = all.iter().position(|a| a.to_string() == l).unwrap();
+            c.beacons[i].kill();
+            kills.push((i, std::time::Instant::now()));
+        }
+        for (i, at) in &kills {
+            if at.elapsed() > Duration::from_millis(300) && !c.beacons[*i].is_running() {
+                c.beacons[*i].restart();
+            }
+        }
+        if let Some(l) = agreed_leader(&all).await
+            && let Some(reply) = nodes(l.parse().unwrap()).await
+            && !listed(&reply, dead.node_id)
+        {
+            gone_after = Some(sent.elapsed());
+            assert!(
+                listed(&reply, alive.node_id()),
+                "the service that reports is listed\n{}",
+                c.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(kills.len(), 2, "two leaders killed\n{}", c.logs());
+    let gone = gone_after.unwrap_or_else(|| panic!("never gone\n{}", c.logs()));
+    // The bound is a lease and two ticks; the rest is this test's polling on a shared
+    // machine. A new leader that started the lease afresh would have kept it past
+    // 3 / 4 + 1 lease.
+    let bound = Duration::from_millis(LEASE_MS + 2 * TICK_MS + 400);
+    assert!(
+        gone <= bound,
+        "gone {gone:?} after its last report, over {bound:?}\n{}",
+        c.logs()
+    );
+    assert!(
+        gone >= Duration::from_millis(LEASE_MS),
+        "gone {gone:?} after its last report: before its lease ran out"
+    );
+    assert!(alive.is_live(), "the reporting service kept its lease");
+}

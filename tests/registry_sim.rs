@@ -454,3 +454,100 @@ fn a_follower_points_at_the_leader() {
         other => panic!("a follower refuses with the leader's address, got {other:?}"),
     }
 }
+
+/// A scripted service's report renewing `record`'s lease, sent to the settled leader; its
+/// answer, within `ms`.
+fn renew(sim: &mut Sim, record: &beacon::machines::registry::NodeRecord, ms: Millis) -> bool {
+    let to = sim.core.settled_leader();
+    let Some(to) = to else {
+        return false;
+    };
+    let report =
+        beacon::machines::registry::checker::renewal(record.node_id, record.addr, record.token());
+    let t = sim.core.scripted_request(to, req(report), Some(1));
+    matches!(
+        sim.answer(t, ms),
+        Ok(machines::Response::Registry(Response::Reported { .. }))
+    )
+}
+
+/// Whether the settled leader (if any) holds `record`'s registration.
+fn listed(sim: &Sim, record: &beacon::machines::registry::NodeRecord) -> Option<bool> {
+    let leader = sim.core.settled_leader()?;
+    let state = sim.core.nodes[&leader].state();
+    Some(
+        state
+            .registry
+            .get(record.node_id)
+            .is_some_and(|r| r.token() == record.token()),
+    )
+}
+
+/// A new leader keeps each lease's remaining time: a service that stopped reporting is
+/// gone a lease after its last confirmed report (and a tick or two), however many leaders
+/// follow one another meanwhile, while a service that goes on reporting keeps its
+/// registration through every change. Before, each new leader started every lease afresh,
+/// and leaders changing every half lease kept the dead one listed for as long as they did.
+#[test]
+fn a_dead_service_is_gone_a_lease_after_its_last_report_across_leader_changes() {
+    let mut sim = scripted(5, IdRange { first: 1, last: 12 }, 500);
+    sim.run_for(1_000);
+    let register = |sim: &mut Sim, port| {
+        let addr = SocketAddr::from(([10, 0, 0, 1], port));
+        let to = sim.core.leader();
+        let t = sim
+            .core
+            .scripted_request(to, req(register_request(addr, 0)), Some(1));
+        match registered(&sim.answer(t, 1_000)) {
+            Some(Response::Registered { record, .. }) => record,
+            other => panic!("the service registers: {other:?}"),
+        }
+    };
+    let dead = register(&mut sim, 1);
+    let alive = register(&mut sim, 2);
+    // Both report for a while; then `dead` stops, its last report confirmed at `last`.
+    for _ in 0..4 {
+        sim.run_for(LEASE / 4);
+        assert!(renew(&mut sim, &dead, 1_000) && renew(&mut sim, &alive, 1_000));
+    }
+    let sent = sim.core.now;
+    assert!(renew(&mut sim, &dead, 1_000), "its last report");
+    // Three leaders in turn, each crashed a quarter lease after the last took over (and
+    // started again a little later); `alive` reports every quarter lease throughout.
+    let bound = sent + LEASE + 2 * beacon_testkit::sim::cluster::TICK;
+    let mut changes: u64 = 0;
+    let mut next_report = sim.core.now + LEASE / 4;
+    let mut gone_at = None;
+    while sim.core.now < sent + 3 * LEASE {
+        if changes < 3
+            && let Some(leader) = sim.core.settled_leader()
+            && sim.core.now >= sent + LEASE / 8 + changes * LEASE / 4
+        {
+            sim.core.crash(leader, "(scripted)").expect("crash");
+            sim.run_for(LEASE / 10);
+            sim.core.restart(leader).expect("restart");
+            changes += 1;
+        }
+        if sim.core.now >= next_report && renew(&mut sim, &alive, 50) {
+            next_report = sim.core.now + LEASE / 4;
+        }
+        if gone_at.is_none() && listed(&sim, &dead) == Some(false) {
+            gone_at = Some(sim.core.now);
+        }
+        assert_ne!(
+            listed(&sim, &alive),
+            Some(false),
+            "a service that reports keeps its registration through every leader change (at {} ms)",
+            sim.core.now
+        );
+        sim.run_for(10);
+    }
+    assert_eq!(changes, 3, "three leader changes within the lease");
+    let gone_at = gone_at.expect("the dead service is gone");
+    assert!(
+        gone_at <= bound,
+        "gone {} ms after its last report, over the lease ({LEASE} ms) and two ticks",
+        gone_at - sent
+    );
+    assert!(gone_at >= sent + LEASE, "gone before its lease ran out");
+}

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::fmt::Debug;
 
 use super::log::{Entry, Log, Payload};
+use super::renewals::{Knowledge, Notes, RenewalTable};
 use crate::time::Millis;
 
 /// A replicated state: deterministic, so that every beacon applying the same commands in the
@@ -96,10 +97,21 @@ pub trait Service<S: Machine> {
     type Waiting: Clone + Debug + Send + 'static;
 
     /// This beacon starts serving as leader, with `state` as it is (just elected, or just
-    /// taken over a majority's state): whatever only a leader keeps starts afresh.
-    fn lead(&mut self, state: &S, now: Millis);
-    /// This beacon no longer leads.
+    /// taken over a majority's state): whatever only a leader keeps starts afresh, but
+    /// the renewals it heard as a follower ([`Service::hear_renewals`]) when `renewals` is
+    /// [`Knowledge::Complete`]: every renewal any leader answered is among them.
+    fn lead(&mut self, state: &S, now: Millis, renewals: Knowledge);
+    /// This beacon no longer leads (what it renewed stays what it heard).
     fn step_down(&mut self);
+    /// A follower: its leader renewed `keys` (see [`Leader::renewed`]); heard at `now`.
+    fn hear_renewals(&mut self, _keys: &[u64], _now: Millis) {}
+    /// A follower: its leader's whole table of last renewals, as of `now`, replacing what
+    /// it heard before.
+    fn install_renewals(&mut self, _table: &RenewalTable, _now: Millis) {}
+    /// A leader: every last renewal it knows, for a follower that lacks earlier ones.
+    fn renewal_table(&self, _state: &S, _now: Millis) -> RenewalTable {
+        RenewalTable::default()
+    }
     /// A request, while this leader serves.
     fn request(
         &mut self,
@@ -121,6 +133,7 @@ pub struct Leader<'a, S: Machine> {
     pub(crate) changes: &'a mut VecDeque<(u64, S::Change)>,
     pub(crate) appended: &'a mut bool,
     pub(crate) notices: &'a mut Vec<String>,
+    pub(crate) notes: &'a mut Notes,
     pub(crate) term: u64,
     pub(crate) now: Millis,
     pub(crate) wall_ms: u64,
@@ -157,6 +170,15 @@ impl<S: Machine> Leader<'_, S> {
     /// The leader's term (a command's fencing position is `(term, next_index)`).
     pub fn term(&self) -> u64 {
         self.term
+    }
+
+    /// `key` was renewed on this leader's clock (a lease, by its holder's report): every
+    /// follower hears of it, so that the next leader knows when it was last renewed
+    /// ([`Service::hear_renewals`]). An answer that relies on the renewal waits for a
+    /// confirmation round ([`Outcome::WhenConfirmed`]), which a follower acknowledges only
+    /// holding it.
+    pub fn renewed(&mut self, key: u64) {
+        self.notes.note(key);
     }
 
     /// Something an operator should know about.

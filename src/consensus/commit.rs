@@ -2,7 +2,7 @@
 //! the changes watchers are told about. Its behaviour is in the scenario transcripts
 //! (`scenarios/02_classic_election.txt`, `04_write_committed_by_majority.txt`).
 
-use super::{Machine, Mode, Replica, ReplyError, Service};
+use super::{Machine, Mode, Replica, Service};
 use crate::time::Millis;
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
@@ -94,10 +94,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.release_changes();
         for (token, waiting) in due.waiting {
             let answer = self.service.answer(self.journal.state(), waiting);
-            self.reply(token, answer.map_err(ReplyError::Machine));
+            self.give(token, answer);
         }
         for (token, result) in due.held {
-            self.reply(token, result.map_err(ReplyError::Machine));
+            self.give(token, result);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! What a follower keeps of its leader: the latest confirmation round it saw (to
-//! acknowledge it) and the highest commit index the leader announced (how far behind this
-//! beacon is, for readiness).
+//! acknowledge it), the highest commit index the leader announced (how far behind this
+//! beacon is, for readiness), and how far it has heard its leaders' renewals
+//! ([`super::renewals`]).
 
 /// A confirmation round of a leader's, as a follower last saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +16,7 @@ struct RoundSeen {
 pub(super) struct Following {
     round: RoundSeen,
     leader_commit: u64,
+    pub(super) heard: super::renewals::Heard,
 }
 
 impl Following {

@@ -327,11 +327,13 @@ impl<S: Machine> Journal<S> {
 
     /// The context a leader's service acts through: it appends (and applies) commands to
     /// this journal, listing them in `unsaved` for the store.
+    #[allow(clippy::too_many_arguments)] // each is a part of the replica the service may touch
     pub(super) fn leader<'a>(
         &'a mut self,
         unsaved: &'a mut Vec<Entry<S::Command>>,
         appended: &'a mut bool,
         notices: &'a mut Vec<String>,
+        notes: &'a mut super::renewals::Notes,
         term: u64,
         now: Millis,
         wall_ms: u64,
@@ -343,6 +345,7 @@ impl<S: Machine> Journal<S> {
             changes: &mut self.changes,
             appended,
             notices,
+            notes,
             term,
             now,
             wall_ms,

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use super::app::{Machine, Service};
 use super::confirm::{self, Rounds};
 use super::progress::Followers;
+use super::renewals::Notes;
 use super::takeover::Phase;
 use super::{Token, Transfer};
 
@@ -36,6 +37,11 @@ pub(super) struct Leading<S: Machine, V: Service<S>> {
     pub(super) transfer: Option<Transfer>,
     /// What this step must send even if no entry goes.
     pub(super) news: News,
+    /// The renewals made in this term, for the followers.
+    pub(super) notes: Notes,
+    /// Answers waiting for a majority to hold every renewal noted before them, each with
+    /// the last note it waits for (see [`super::Replica::give`]).
+    pub(super) unheard: VecDeque<(u64, Token, Answer<S, V>)>,
 }
 
 /// What a leader's step must tell its followers.
@@ -60,6 +66,8 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             pending: Pending::default(),
             transfer: None,
             news: News::default(),
+            notes: Notes::new(),
+            unheard: VecDeque::new(),
         }
     }
 

@@ -8,6 +8,7 @@
 use super::election::Heartbeat;
 use super::log::{Entry, Position};
 use super::members::Members;
+use super::renewals::{Horizon, RenewalBatch};
 
 /// Entries following `prev`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,14 @@ pub struct PeerMessage<C, S> {
     /// The sender's voters ([`Members::voters_digest`]; 0 from a beacon that predates
     /// membership changes): its `heartbeat.sees` numbers voters by their places among them.
     pub voters: u64,
+    /// Leader to follower: renewal notes it lacks, or the whole table (see
+    /// [`super::renewals`]); follower to a new leader taking over: notes it lacks.
+    pub renewals: Option<Box<RenewalBatch>>,
+    /// Leader to follower: the horizon its term's notes continue from.
+    pub renewal_base: Option<Horizon>,
+    /// Follower to leader (a promise too): how far it has heard its leaders' renewals
+    /// (term 0: nothing it can vouch for); `None` from a beacon that does not tell.
+    pub heard: Option<Horizon>,
 }
 
 impl<C, S> PeerMessage<C, S> {
@@ -79,6 +88,9 @@ impl<C, S> PeerMessage<C, S> {
             transfer: false,
             members: None,
             voters: 0,
+            renewals: None,
+            renewal_base: None,
+            heard: None,
         }
     }
 

@@ -37,6 +37,7 @@ mod message;
 mod progress;
 mod ready;
 mod reconfigure;
+mod renewals;
 mod replicate;
 #[cfg(test)]
 mod scenario;
@@ -63,6 +64,7 @@ pub use message::{Append, PeerMessage, Snapshot};
 use progress::Followers;
 pub use progress::{FollowerView, Progress};
 pub use ready::{Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
+pub use renewals::{Horizon, Knowledge, RenewalBatch, RenewalTable};
 
 use crate::time::Millis;
 
@@ -637,7 +639,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         };
         self.leading = Some(Leading::new(self.election.term(), phase, followers));
         match self.cfg.mode {
-            Mode::Classic => self.service.lead(self.journal.state(), now),
+            Mode::Classic => self
+                .service
+                .lead(self.journal.state(), now, Knowledge::Incomplete),
             Mode::Quorum => self.try_take_over(now),
         }
     }
@@ -655,6 +659,14 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                     token: t.token,
                     result,
                 });
+            }
+            if !leading.phase.is_collecting() {
+                self.following.heard.led(leading.term, &leading.notes);
+            }
+            for (_, token, _) in &leading.unheard {
+                self.ready
+                    .replies
+                    .push((*token, Err(ConsensusError::LeaderChanged.into())));
             }
             let (answers, changes) = leading.pending.tokens();
             let (confirming, reads) = leading.rounds.tokens();
@@ -896,6 +908,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             &mut self.ready.store.entries,
             &mut leading.news.appended,
             &mut notices,
+            &mut leading.notes,
             self.election.term(),
             now,
             self.intake.wall_ms(now),
@@ -936,17 +949,35 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     ) {
         let commit = self.journal.commit();
         let Some(leading) = self.leading.as_mut().filter(|_| decided > commit) else {
-            self.reply(token, result.map_err(ReplyError::Machine));
+            self.give(token, result);
             return;
         };
         leading.pending.hold(decided, token, result);
+    }
+
+    /// Gives a service's answer once a majority of the voters holds every renewal noted
+    /// before it (quorum mode; at once when it does, as it does in the common case: a
+    /// follower's answer says how far it heard beside how far it stored). The renewals an
+    /// answer may rest on (a report's, a registration's) are then known to every later
+    /// leader that finds its knowledge complete ([`Knowledge::Complete`]).
+    pub(super) fn give(&mut self, token: Token, result: Result<V::Response, V::Error>) {
+        let majority = self.majority();
+        if self.cfg.mode == Mode::Quorum
+            && majority > 1
+            && let Some(l) = self.leading.as_mut()
+            && l.notes.confirmed < l.notes.last()
+        {
+            l.unheard.push_back((l.notes.last(), token, result));
+            return;
+        }
+        self.reply(token, result.map_err(ReplyError::Machine));
     }
 
     /// The answer now if `index` is committed, else the request waits.
     fn when_committed(&mut self, index: u64, token: Token, waiting: V::Waiting) {
         if index <= self.journal.commit() {
             let answer = self.service.answer(self.journal.state(), waiting);
-            self.reply(token, answer.map_err(ReplyError::Machine));
+            self.give(token, answer);
             return;
         }
         let leading = self.leading.as_mut().expect("leader");

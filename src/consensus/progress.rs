@@ -86,6 +86,8 @@ pub(crate) struct Follower {
     pub(crate) kept_up_since: Option<Millis>,
     /// The latest confirmation round of ours it acknowledged.
     pub(crate) acked_beat: u64,
+    /// The renewals it was sent and says it holds.
+    pub(crate) renewals: super::renewals::Sent,
 }
 
 /// A leader's followers, each with what it tracks of it.
@@ -114,6 +116,10 @@ impl Followers {
 
     pub(super) fn get_mut(&mut self, peer: SocketAddr) -> Option<&mut Follower> {
         self.map.get_mut(&peer)
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (SocketAddr, &Follower)> {
+        self.map.iter().map(|(p, f)| (*p, f))
     }
 
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (SocketAddr, &mut Follower)> {
@@ -146,6 +152,7 @@ impl Followers {
             if let Some(m) = f.progress.matched {
                 f.progress.next = m + 1;
             }
+            f.renewals.resend();
         }
     }
 
@@ -208,6 +215,7 @@ impl Follower {
             behind_since: None,
             in_sync: true,
             acked_beat: 0,
+            renewals: super::renewals::Sent::default(),
             kept_up_since: None,
         }
     }

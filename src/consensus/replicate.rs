@@ -43,6 +43,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         msg.beat = self.leading.as_ref().map_or(0, |l| l.rounds.beat());
         msg.ack_beat = self.following.ack_beat(self.election.term());
         msg.voters = self.membership.voters_digest();
+        msg.heard = self.heard();
+        msg.renewal_base = self
+            .leading
+            .as_ref()
+            .filter(|l| !l.taking_over())
+            .and_then(|l| l.notes.base);
         if self.leading.is_some() {
             msg.members = self
                 .journal
@@ -53,8 +59,57 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         msg
     }
 
-    /// The next message for `peer`: a heartbeat, plus (from a leader) what it lacks.
+    /// The next message for `peer`: a heartbeat, plus (from a leader) what it lacks, of
+    /// the log and of the renewals (to a follower's leader taking over: the renewals it
+    /// lacks).
     pub(super) fn message_for(&mut self, peer: SocketAddr, now: Millis) -> Message<S> {
+        let mut msg = self.log_message_for(peer, now);
+        msg.renewals = self.renewals_for(peer, now).map(Box::new);
+        msg
+    }
+
+    /// The renewals `peer` lacks (quorum mode): a leader's notes or table for a voter that
+    /// follows it; a follower's notes for its leader taking over.
+    fn renewals_for(&mut self, peer: SocketAddr, now: Millis) -> Option<super::RenewalBatch> {
+        if self.cfg.mode != super::Mode::Quorum {
+            return None;
+        }
+        let Some(leading) = self.leading.as_mut() else {
+            return (self.election.leader() == Some(peer))
+                .then(|| self.following.heard.for_leader())
+                .flatten();
+        };
+        if leading.taking_over() || !self.election.is_voter(peer) {
+            return None;
+        }
+        let f = leading.followers.get_mut(peer)?;
+        let (service, state) = (&self.service, self.journal.state());
+        leading.notes.batch_for(
+            leading.term,
+            &mut f.renewals,
+            now,
+            self.cfg.patience_ms(),
+            || service.renewal_table(state, now),
+        )
+    }
+
+    /// How far this beacon has heard the renewals (quorum mode): a serving leader, every
+    /// note of its term; term 0 when it holds nothing it can vouch for.
+    pub(super) fn heard(&self) -> Option<super::Horizon> {
+        if self.cfg.mode != super::Mode::Quorum {
+            return None;
+        }
+        Some(match self.leading.as_ref().filter(|l| !l.taking_over()) {
+            Some(l) => super::Horizon {
+                term: l.term,
+                seq: l.notes.last(),
+            },
+            None => self.following.heard.horizon().unwrap_or_default(),
+        })
+    }
+
+    /// [`Replica::message_for`] without the renewals.
+    fn log_message_for(&mut self, peer: SocketAddr, now: Millis) -> Message<S> {
         let mut msg = self.bare_message();
         let resend_after = self.cfg.patience_ms();
         let last = self.journal.last();
@@ -115,7 +170,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 // What it needs was compacted away.
                 f.wants_snapshot = true;
                 f.progress.matched = None;
-                return self.message_for(peer, now);
+                return self.log_message_for(peer, now);
             }
         }
         msg
@@ -130,6 +185,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     ) {
         if let Some(heard) = &msg.members {
             self.hear_members(now, heard);
+        }
+        if msg.heartbeat.is_leader && self.leading.is_none() {
+            // A leader taking over says how far it heard: this beacon's promise (sent as
+            // the election steps below) brings the notes it lacks.
+            self.following.heard.leader_says(msg.heard);
         }
         let mut hb = msg.heartbeat;
         if msg.voters != 0 && msg.voters != self.membership.voters_digest() {
@@ -178,6 +238,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             && msg.heartbeat.leader == Some(self.election.me())
         {
             self.on_ack(from, msg.ack_beat);
+            self.on_heard(from, msg.heard);
         }
         if self.taking_over() {
             self.on_promise(now, from, msg);
@@ -261,7 +322,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Follower: the leader sent us entries or a snapshot.
-    fn on_leader_message(&mut self, now: Millis, from: SocketAddr, msg: Message<S>) {
+    fn on_leader_message(&mut self, now: Millis, from: SocketAddr, mut msg: Message<S>) {
         if msg.heartbeat.term < self.election.max_seen_term() {
             // We promised a newer term: an older leader's entries are not taken.
             return;
@@ -299,9 +360,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.send(from, reply);
             return;
         }
+        let term = msg.heartbeat.term;
+        let gap = self.hear_renewals(now, term, msg.renewal_base, msg.renewals.take());
         // A new confirmation round of our leader's is acknowledged at once (below, with the
         // answer to what it carries, or alone).
-        let term = msg.heartbeat.term;
         let new_beat = self.following.see_round(term, msg.beat);
         let mut reject = false;
         let mut need_snapshot = false;
@@ -390,7 +452,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         self.release_changes();
         self.following.hear_commit(msg.commit);
-        if replicates || new_beat {
+        if replicates || new_beat || gap {
             if new_beat {
                 self.ack_round_early(from);
             }
@@ -398,6 +460,73 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             ack.reject = reject;
             ack.need_snapshot = need_snapshot;
             self.send(from, ack);
+        }
+    }
+
+    /// Leader: follower `from` said how far it has heard the renewals; gives the answers
+    /// that waited for a majority to hold them, and drops the notes every follower holds.
+    pub(super) fn on_heard(&mut self, from: SocketAddr, heard: Option<super::Horizon>) {
+        let majority = self.majority();
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
+        let Some(f) = l.followers.get_mut(from) else {
+            return;
+        };
+        f.renewals.report(heard);
+        let (term, notes) = (l.term, &l.notes);
+        let held = |f: &super::progress::Follower| notes.held_by(term, &f.renewals);
+        let confirmed = l
+            .followers
+            .majority_reached(&self.election, notes.last(), majority, held);
+        let election = &self.election;
+        let lowest = l
+            .followers
+            .iter()
+            .filter(|(p, _)| election.is_voter(*p))
+            .map(|(_, f)| held(f))
+            .min();
+        l.notes.forget_heard(lowest.into_iter());
+        if confirmed <= l.notes.confirmed {
+            return;
+        }
+        l.notes.confirmed = confirmed;
+        let due = l
+            .unheard
+            .iter()
+            .take_while(|(n, _, _)| *n <= confirmed)
+            .count();
+        let due: Vec<_> = l.unheard.drain(..due).collect();
+        for (_, token, result) in due {
+            self.reply(token, result.map_err(super::ReplyError::Machine));
+        }
+    }
+
+    /// Follower: takes what its leader of `term` says of the renewals (see
+    /// [`super::renewals`]) into the service. Returns whether the batch did not continue
+    /// what this beacon holds (its leader, told where it stands, sends the table).
+    fn hear_renewals(
+        &mut self,
+        now: Millis,
+        term: u64,
+        base: Option<super::Horizon>,
+        batch: Option<Box<super::RenewalBatch>>,
+    ) -> bool {
+        let Some(batch) = batch else {
+            self.following.heard.adopt(term, base);
+            return false;
+        };
+        match self.following.heard.take(term, base, *batch) {
+            super::renewals::Take::Keys(keys) => {
+                self.service.hear_renewals(&keys, now);
+                false
+            }
+            super::renewals::Take::Table(table, keys) => {
+                self.service.install_renewals(&table, now);
+                self.service.hear_renewals(&keys, now);
+                false
+            }
+            super::renewals::Take::Gap => true,
         }
     }
 

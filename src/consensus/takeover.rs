@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::log::Position;
+use super::renewals::{Horizon, Knowledge, Take};
 use super::{Event, Machine, Replica, Service};
 use crate::time::Millis;
 
@@ -20,7 +21,8 @@ pub(super) enum Phase {
     /// advanced state among them (by last entry's term, then index) is taken over, fetched
     /// from its holder if it is not ours; only then does the leader serve.
     Collecting {
-        promised: BTreeMap<SocketAddr, Position>,
+        /// Each voter that promised, with its position and how far it heard the renewals.
+        promised: BTreeMap<SocketAddr, (Position, Option<Horizon>)>,
         /// What is being fetched, and from whom.
         fetching: Option<Fetch>,
     },
@@ -67,10 +69,47 @@ impl Phase {
         }
     }
 
-    /// Voter `from` promised our term at `position`.
-    pub(super) fn promise(&mut self, from: SocketAddr, position: Position) {
+    /// Voter `from` promised our term at `position`, having heard the renewals through
+    /// `heard`.
+    pub(super) fn promise(&mut self, from: SocketAddr, position: Position, heard: Option<Horizon>) {
         if let Phase::Collecting { promised, .. } = self {
-            promised.insert(from, position);
+            promised.insert(from, (position, heard));
+        }
+    }
+
+    /// What a leader that heard the renewals through `mine` knows of them, against the
+    /// voters that promised: every renewal a leader answered is held by a majority, one of
+    /// which promised, so a leader that heard at least as far as each of them holds them
+    /// all. One that promised without a horizon (just restarted) may have forgotten some:
+    /// then nothing can be vouched for.
+    /// Also says, for the operator, why.
+    pub(super) fn knowledge(&self, mine: Option<Horizon>) -> (Knowledge, String) {
+        let Phase::Collecting { promised, .. } = self else {
+            return (Knowledge::Incomplete, "not taking over".into());
+        };
+        let Some(mine) = mine else {
+            return (
+                Knowledge::Incomplete,
+                "leases start afresh: this beacon has heard no renewals since it started".into(),
+            );
+        };
+        let ahead = promised.iter().find_map(|(peer, (_, heard))| match heard {
+            Some(h) if h.term > 0 && *h <= mine => None,
+            Some(h) if h.term > 0 => Some(format!("{peer} heard further ({}.{})", h.term, h.seq)),
+            Some(_) => Some(format!("{peer} has heard no renewals since it started")),
+            None => Some(format!(
+                "{peer} does not tell what it heard (an older beacon)"
+            )),
+        });
+        match ahead {
+            None => (
+                Knowledge::Complete,
+                format!(
+                    "leases keep their time (every renewal heard, through {}.{})",
+                    mine.term, mine.seq
+                ),
+            ),
+            Some(why) => (Knowledge::Incomplete, format!("leases start afresh: {why}")),
         }
     }
 
@@ -90,7 +129,7 @@ impl Phase {
         }
         promised
             .iter()
-            .map(|(p, pos)| (*pos, Some(*p)))
+            .map(|(p, (pos, _))| (*pos, Some(*p)))
             .chain(std::iter::once((mine, None)))
             .max_by_key(|(pos, _)| (pos.term, pos.index))
     }
@@ -172,14 +211,19 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         let position = self.journal.last();
         let followers = self.fresh_followers();
+        let heard = self.following.heard.horizon();
         let leading = self.leading.as_mut().expect("leader");
+        let (knowledge, leases) = leading.phase.knowledge(heard);
         leading.phase = Phase::Ready;
         leading.followers = followers;
+        // Followers that heard as far as this leader continue from it; the rest (all of
+        // them, if it starts afresh) are sent its table.
+        leading.notes.base = heard.filter(|_| knowledge == Knowledge::Complete);
         // No lease is judged before a majority confirmed this leadership.
         leading.rounds.confirm_before_judging();
-        self.service.lead(self.journal.state(), now);
+        self.service.lead(self.journal.state(), now, knowledge);
         self.notice(format!(
-            "took over the state of a majority at {position}: serving"
+            "took over the state of a majority at {position}: serving; {leases}"
         ));
         self.append_leader_start();
     }
@@ -190,12 +234,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         &mut self,
         now: Millis,
         from: std::net::SocketAddr,
-        msg: super::Message<S>,
+        mut msg: super::Message<S>,
     ) -> bool {
         let term = self.election.term();
-        let Some(leading) = self.leading.as_mut().filter(|l| l.taking_over()) else {
+        if !self.taking_over() {
             return false;
-        };
+        }
         if msg.heartbeat.term != term || msg.heartbeat.leader != Some(self.election.me()) {
             // No promise of our term to us: it has not heard of our term yet, or follows
             // another beacon in it (two took the same term), or a later one.
@@ -204,7 +248,17 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if !self.election.is_voter(from) {
             return true; // a learner's promise counts for no majority
         }
-        leading.phase.promise(from, msg.position);
+        // The renewals it heard that this leader lacks, sent with its promise.
+        if let Some(batch) = msg.renewals.take() {
+            let own = self.following.heard.horizon();
+            if let Some(term) = own.map(|h| h.term)
+                && let Take::Keys(keys) = self.following.heard.take(term, None, *batch)
+            {
+                self.service.hear_renewals(&keys, now);
+            }
+        }
+        let leading = self.leading.as_mut().expect("taking over");
+        leading.phase.promise(from, msg.position, msg.heard);
         let Some(fetch) = leading.phase.fetching() else {
             self.try_take_over(now);
             return true;
@@ -453,13 +507,13 @@ mod tests {
         let mut phase = super::Phase::collecting();
         let mine = at(5, 2);
         assert_eq!(phase.choose(mine, 2), None, "no promise yet");
-        phase.promise(addr(B), at(5, 2));
+        phase.promise(addr(B), at(5, 2), None);
         assert_eq!(
             phase.choose(mine, 2),
             Some((mine, None)),
             "a tie goes to ours"
         );
-        phase.promise(addr(C), at(4, 3));
+        phase.promise(addr(C), at(4, 3), None);
         assert_eq!(
             phase.choose(mine, 2),
             Some((at(4, 3), Some(addr(C)))),
@@ -488,7 +542,7 @@ mod tests {
         );
         assert!(phase.keep_voters(|p| p == addr(B), 2));
         let mut ready = super::Phase::Ready;
-        ready.promise(addr(B), mine);
+        ready.promise(addr(B), mine, None);
         assert_eq!(
             ready.choose(mine, 1),
             None,

@@ -71,7 +71,7 @@ impl Service<Numbers> for Append {
     type Error = Never;
     type Waiting = u64;
 
-    fn lead(&mut self, _state: &Numbers, _now: Millis) {}
+    fn lead(&mut self, _state: &Numbers, _now: Millis, _renewals: super::Knowledge) {}
     fn step_down(&mut self) {}
     fn request(
         &mut self,

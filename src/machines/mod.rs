@@ -446,12 +446,45 @@ macro_rules! compose {
             type Error = Error;
             type Waiting = Waiting;
 
-            fn lead(&mut self, state: &State, now: $crate::time::Millis) {
-                $( $crate::consensus::Service::<State>::lead(&mut self.$field, state, now); )+
+            fn lead(
+                &mut self,
+                state: &State,
+                now: $crate::time::Millis,
+                renewals: $crate::consensus::Knowledge,
+            ) {
+                $( $crate::consensus::Service::<State>::lead(&mut self.$field, state, now, renewals); )+
             }
 
             fn step_down(&mut self) {
                 $( $crate::consensus::Service::<State>::step_down(&mut self.$field); )+
+            }
+
+            // Renewal keys are one space for the beacon: only the registry (node IDs) makes
+            // any, and each part hears all of them.
+            fn hear_renewals(&mut self, keys: &[u64], now: $crate::time::Millis) {
+                $( $crate::consensus::Service::<State>::hear_renewals(&mut self.$field, keys, now); )+
+            }
+
+            fn install_renewals(
+                &mut self,
+                table: &$crate::consensus::RenewalTable,
+                now: $crate::time::Millis,
+            ) {
+                $( $crate::consensus::Service::<State>::install_renewals(&mut self.$field, table, now); )+
+            }
+
+            fn renewal_table(
+                &self,
+                state: &State,
+                now: $crate::time::Millis,
+            ) -> $crate::consensus::RenewalTable {
+                let mut table = $crate::consensus::RenewalTable::default();
+                $(
+                    let part = $crate::consensus::Service::<State>::renewal_table(&self.$field, state, now);
+                    table.ages.extend(part.ages);
+                    table.rest_age = table.rest_age.max(part.rest_age);
+                )+
+                table
             }
 
             fn request(

@@ -72,6 +72,12 @@ pub(crate) struct View {
     released: watch::Sender<Released>,
 }
 
+/// What the replica's clock reads when the process starts, rather than 0: a leader's table
+/// of renewals dates each lease by its age, and a beacon that just restarted must be able
+/// to place a renewal made before it started (a lease's age is at most a lease, far below
+/// a day). Uptime is the clock less this.
+pub(crate) const CLOCK_ORIGIN_MS: Millis = 86_400_000;
+
 impl View {
     pub(crate) fn new(replica: Replica, configured: Allowlist) -> Arc<View> {
         let released = watch::Sender::new(Released {
@@ -99,9 +105,9 @@ impl View {
         })
     }
 
-    /// The replica's clock: milliseconds since the driver started.
+    /// The replica's clock: milliseconds since the driver started, from [`CLOCK_ORIGIN_MS`].
     pub(crate) fn now(&self) -> Millis {
-        self.started.elapsed().as_millis() as Millis
+        CLOCK_ORIGIN_MS + self.started.elapsed().as_millis() as Millis
     }
 
     /// The replica to read. Hold it only while reading: the driver waits for it.

@@ -12,7 +12,8 @@ use prost::Message as _;
 use super::WireError;
 use crate::consensus::election::Heartbeat;
 use crate::consensus::{
-    Append, Entry, Machine, Members, Message, Payload, PeerMessage, Position, Snapshot,
+    Append, Entry, Horizon, Machine, Members, Message, Payload, PeerMessage, Position,
+    RenewalBatch, RenewalTable, Snapshot,
 };
 use crate::pb;
 
@@ -194,8 +195,24 @@ pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
         members: m.members.as_deref().map(|(_, ms)| members_to_pb(ms)),
         members_index: m.members.as_deref().map_or(0, |(i, _)| *i),
         voters_digest: m.voters,
+        renewal_base_term: m.renewal_base.map_or(0, |h| h.term),
+        renewal_base_seq: m.renewal_base.map_or(0, |h| h.seq),
+        heard_term: m.heard.map_or(0, |h| h.term),
+        heard_seq: m.heard.map_or(0, |h| h.seq),
+        tells_heard: m.heard.is_some(),
         ..Default::default()
     };
+    if let Some(batch) = &m.renewals {
+        e.has_renewals = true;
+        e.renewals_after = batch.after;
+        e.renewal_keys = batch.keys.clone();
+        e.renewal_table = batch.table.as_ref().map(|t| pb::RenewalTable {
+            keys: t.ages.iter().map(|(k, _)| *k).collect(),
+            ages_ms: t.ages.iter().map(|(_, a)| *a).collect(),
+            has_rest: t.rest_age.is_some(),
+            rest_age_ms: t.rest_age.unwrap_or(0),
+        });
+    }
     if let Some(append) = &m.append {
         e.prev_index = append.prev.index;
         e.prev_term = append.prev.term;
@@ -241,6 +258,11 @@ fn annotate<S: MachineWire>(m: &Message<S>, state: &S, buf: &mut Vec<u8>) {
     state.annotate(&commands, buf);
 }
 
+/// A horizon on the wire (term 0: none).
+fn horizon(term: u64, seq: u64) -> Option<Horizon> {
+    (term > 0).then_some(Horizon { term, seq })
+}
+
 /// Decodes a peer message. An append is present when the sender gave a previous position or
 /// entries (an empty append at a nonzero position asks the receiver where it stands).
 pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, WireError> {
@@ -282,6 +304,34 @@ pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, Wi
     m.ack_beat = e.ack_beat;
     m.transfer = e.transfer;
     m.voters = e.voters_digest;
+    m.renewal_base = horizon(e.renewal_base_term, e.renewal_base_seq);
+    m.heard = e.tells_heard.then_some(Horizon {
+        term: e.heard_term,
+        seq: e.heard_seq,
+    });
+    if e.has_renewals {
+        let table = e
+            .renewal_table
+            .map(|t| {
+                if t.keys.len() != t.ages_ms.len() {
+                    return Err(WireError::Invalid(format!(
+                        "Election.renewal_table: {} keys but {} ages",
+                        t.keys.len(),
+                        t.ages_ms.len()
+                    )));
+                }
+                Ok(RenewalTable {
+                    ages: t.keys.into_iter().zip(t.ages_ms).collect(),
+                    rest_age: t.has_rest.then_some(t.rest_age_ms),
+                })
+            })
+            .transpose()?;
+        m.renewals = Some(Box::new(RenewalBatch {
+            after: e.renewals_after,
+            keys: e.renewal_keys,
+            table,
+        }));
+    }
     m.members = e
         .members
         .as_ref()

@@ -46,7 +46,13 @@ impl<S: Part<Counter>> Service<S> for CounterService {
     type Error = CounterError;
     type Waiting = Waiting;
 
-    fn lead(&mut self, _state: &S, _now: beacon::time::Millis) {}
+    fn lead(
+        &mut self,
+        _state: &S,
+        _now: beacon::time::Millis,
+        _renewals: beacon::consensus::Knowledge,
+    ) {
+    }
 
     fn step_down(&mut self) {}
 

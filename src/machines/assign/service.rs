@@ -751,7 +751,7 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     type Waiting = Waiting;
 
     /// A new leader starts the delay windows afresh (waiting longer, never less).
-    fn lead(&mut self, _state: &S, _now: Millis) {
+    fn lead(&mut self, _state: &S, _now: Millis, _renewals: crate::consensus::Knowledge) {
         self.moving.clear();
         self.waiting_since.clear();
     }

@@ -193,7 +193,13 @@ impl<S: Part<ConfigStore>> Service<S> for ConfigService {
     type Error = ConfigError;
     type Waiting = Waiting;
 
-    fn lead(&mut self, _state: &S, _now: crate::time::Millis) {}
+    fn lead(
+        &mut self,
+        _state: &S,
+        _now: crate::time::Millis,
+        _renewals: crate::consensus::Knowledge,
+    ) {
+    }
 
     fn step_down(&mut self) {}
 

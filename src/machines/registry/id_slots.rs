@@ -77,6 +77,15 @@ impl<T> IdSlots<T> {
         Some(value)
     }
 
+    /// Every ID with its value, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (NodeId, &T)> {
+        self.pages.iter().flat_map(|(page, p)| {
+            p.slots.iter().enumerate().filter_map(move |(slot, v)| {
+                v.as_ref().map(|v| (page * PAGE as u32 + slot as u32, v))
+            })
+        })
+    }
+
     #[cfg(test)]
     fn pages(&self) -> usize {
         self.pages.len()

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use super::id_slots::{IdHasher, IdSlots};
 use super::state::NodeId;
 use super::wire::LoadStats;
+use crate::consensus::RenewalTable;
 use crate::time::Millis;
 
 /// What a service's last report said of its load: its own and each worker's.
@@ -127,6 +128,58 @@ impl Leases {
                 ..Cohort::default()
             },
             ..Leases::default()
+        }
+    }
+
+    /// A new leader's leases from what it heard as a follower: each renewal it heard of
+    /// keeps its time; every other live registration (one it heard nothing of) gets a fresh
+    /// lease at `now`, as with [`Leases::fresh`].
+    pub(super) fn known(self, now: Millis) -> Leases {
+        Leases {
+            cohort: Cohort {
+                lease: Some(Lease::fresh(now)),
+                ..Cohort::default()
+            },
+            ..self
+        }
+    }
+
+    /// A follower's leases from its leader's table, received at `now`: each renewed as
+    /// long before `now` as the table says.
+    pub(super) fn from_table(table: &RenewalTable, now: Millis) -> Leases {
+        let mut leases = Leases {
+            cohort: Cohort {
+                lease: table
+                    .rest_age
+                    .map(|age| Lease::fresh(now.saturating_sub(age))),
+                ..Cohort::default()
+            },
+            ..Leases::default()
+        };
+        for (key, age) in &table.ages {
+            if let Ok(id) = NodeId::try_from(*key) {
+                leases.renew(id, now.saturating_sub(*age));
+            }
+        }
+        leases
+    }
+
+    /// Every lease of a registration `live` says is live, as a table of ages at `now`.
+    pub(super) fn table(&self, now: Millis, live: impl Fn(NodeId) -> bool) -> RenewalTable {
+        let mut ages: Vec<(u64, u64)> = self
+            .by_id
+            .iter()
+            .filter(|(id, _)| live(*id))
+            .map(|(id, held)| (u64::from(id), now.saturating_sub(held.lease.last_seen)))
+            .collect();
+        ages.sort_unstable();
+        RenewalTable {
+            ages,
+            rest_age: self
+                .cohort
+                .lease
+                .as_ref()
+                .map(|l| now.saturating_sub(l.last_seen)),
         }
     }
 
@@ -275,6 +328,48 @@ mod tests {
         // What the leader holds per registration stays this small (a million of them at
         // scale), an empty slot no larger.
         assert!(std::mem::size_of::<Option<Held>>() <= 24);
+    }
+
+    #[test]
+    fn a_new_leader_keeps_the_renewals_it_heard_and_a_fresh_lease_for_the_rest() {
+        // As a follower: 1 and 2 renewed (heard at 100 and 400), 9 renewed and then its
+        // registration ended.
+        let mut heard = Leases::default();
+        heard.renew(1, 100);
+        heard.renew(2, 400);
+        heard.renew(9, 300);
+        let live: BTreeSet<NodeId> = [1, 2, 3].into();
+        // It leads at 500: 3, heard of by no renewal, gets a lease from now.
+        let mut leases = heard.known(500);
+        assert_eq!(leases.get(1).map(|l| l.last_seen), Some(100));
+        assert_eq!(leases.get(3).map(|l| l.last_seen), Some(500));
+        assert_eq!(
+            expire(&mut leases, &live, 1_100, 1_000),
+            Vec::<NodeId>::new()
+        );
+        assert_eq!(expire(&mut leases, &live, 1_101, 1_000), vec![1]);
+        // 9 comes up too, as a lease of no live registration: the service filters it out.
+        assert_eq!(expire(&mut leases, &live, 1_401, 1_000), vec![2, 9]);
+        assert_eq!(expire(&mut leases, &live, 1_501, 1_000), vec![3]);
+    }
+
+    #[test]
+    fn a_table_carries_each_lease_by_its_age_and_the_fresh_ones_as_one() {
+        let mut leases = Leases::fresh(1_000);
+        leases.renew(4, 1_200);
+        leases.renew(8, 1_500);
+        leases.renew(6, 1_300);
+        let table = leases.table(1_600, |id| id != 8);
+        assert_eq!(table.ages, vec![(4, 400), (6, 300)], "8 ended: left out");
+        assert_eq!(table.rest_age, Some(600));
+        // A follower that gets it at its 50_000 holds the same leases on its clock.
+        let there = Leases::from_table(&table, 50_000);
+        assert_eq!(there.get(4).map(|l| l.last_seen), Some(49_600));
+        assert_eq!(
+            there.get(7).map(|l| l.last_seen),
+            Some(49_400),
+            "the fresh ones"
+        );
     }
 
     #[test]

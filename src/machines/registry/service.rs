@@ -26,7 +26,7 @@ use super::state::{
     Registry, Status,
 };
 use super::wire::LoadStats;
-use crate::consensus::{Leader, Outcome, Service};
+use crate::consensus::{Knowledge, Leader, Outcome, RenewalTable, Service};
 use crate::machines::Part;
 use crate::time::Millis;
 
@@ -294,9 +294,10 @@ impl RegistryService {
             .unwrap_or_default()
     }
 
-    /// Renews a lease.
-    fn touch(&mut self, id: NodeId, now: Millis) {
-        self.leases.renew(id, now);
+    /// Renews a lease, and tells the followers ([`Leader::renewed`]).
+    fn touch<S: Part<Registry>>(&mut self, leader: &mut Leader<'_, S>, id: NodeId) {
+        self.leases.renew(id, leader.now());
+        leader.renewed(u64::from(id));
     }
 
     fn register<S: Part<Registry>>(
@@ -304,7 +305,6 @@ impl RegistryService {
         leader: &mut Leader<'_, S>,
         req: RegisterRequest,
     ) -> Outcome<Response, RegistryError, Waiting> {
-        let now = leader.now();
         let registry = leader.state().part();
         if let Some(existing) = registry.by_addr(req.addr).cloned() {
             if existing.node_type != req.node_type {
@@ -317,7 +317,7 @@ impl RegistryService {
             if let Err(e) = req.caller.may_act_on(&existing) {
                 return Outcome::Now(Err(e));
             }
-            self.touch(existing.node_id, now);
+            self.touch(leader, existing.node_id);
             let same = existing.access_addr == req.access_addr
                 && existing.worker_num == req.worker_num
                 && existing.metadata == req.metadata;
@@ -369,7 +369,7 @@ impl RegistryService {
         let Some(index) = leader.append(S::wrap(Command::Register(Arc::new(record)))) else {
             return Outcome::Now(Err(RegistryError::EndedBeforeCommit { node_id: id }));
         };
-        self.touch(id, now);
+        self.touch(leader, id);
         Outcome::WhenCommitted {
             index,
             waiting: Waiting::Registered(id, None),
@@ -503,6 +503,7 @@ impl RegistryService {
                 ms,
             }
         });
+        leader.renewed(u64::from(report.node_id));
         let mut last = None;
         for command in changed.into_iter().chain(clock) {
             match leader.append(S::wrap(command)) {
@@ -597,16 +598,36 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     type Error = RegistryError;
     type Waiting = Waiting;
 
-    /// Every live registration gets a fresh lease: its holder may have been reporting to
+    /// Each live registration keeps the lease it had, from the last renewal this beacon
+    /// heard of as a follower, when it heard every renewal a leader answered; otherwise
+    /// (and any it heard nothing of) a fresh lease: its holder may have been reporting to
     /// the old leader a moment ago.
-    fn lead(&mut self, _state: &S, now: Millis) {
-        self.leases = Leases::fresh(now);
+    fn lead(&mut self, _state: &S, now: Millis, renewals: Knowledge) {
+        self.leases = match renewals {
+            Knowledge::Complete => std::mem::take(&mut self.leases).known(now),
+            Knowledge::Incomplete => Leases::fresh(now),
+        };
         self.damping.clear();
     }
 
+    /// The leases stay, as what this beacon knows of the renewals when it follows.
     fn step_down(&mut self) {
-        self.leases = Leases::default();
         self.damping.clear();
+    }
+
+    fn hear_renewals(&mut self, keys: &[u64], now: Millis) {
+        for id in keys.iter().filter_map(|k| NodeId::try_from(*k).ok()) {
+            self.leases.renew(id, now);
+        }
+    }
+
+    fn install_renewals(&mut self, table: &RenewalTable, now: Millis) {
+        self.leases = Leases::from_table(table, now);
+    }
+
+    fn renewal_table(&self, state: &S, now: Millis) -> RenewalTable {
+        let registry: &Registry = state.part();
+        self.leases.table(now, |id| registry.get(id).is_some())
     }
 
     fn request(
@@ -631,6 +652,11 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
         let expired = self
             .leases
             .expire(now, lease_ms, |from| registry.ids_from(from));
+        // A lease heard of as a follower may be of a registration that ended since.
+        let expired: Vec<NodeId> = expired
+            .into_iter()
+            .filter(|id| registry.get(*id).is_some())
+            .collect();
         for id in expired {
             leader.notice(format!(
                 "node {id} missed its lease of {lease_ms} ms: registration ended, ID in quarantine"

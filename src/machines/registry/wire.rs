@@ -422,6 +422,18 @@ mod tests {
         m.need_snapshot = true;
         m.beat = 7;
         m.ack_beat = 3;
+        // The renewals: a batch with the table, the base, and how far the sender heard
+        // (term 0: nothing it can vouch for, told apart from a beacon that tells nothing).
+        m.renewals = Some(Box::new(crate::consensus::RenewalBatch {
+            after: 4,
+            keys: vec![3, 1, 3],
+            table: Some(crate::consensus::RenewalTable {
+                ages: vec![(1, 20), (3, 0)],
+                rest_age: Some(700),
+            }),
+        }));
+        m.renewal_base = Some(crate::consensus::Horizon { term: 2, seq: 11 });
+        m.heard = Some(crate::consensus::Horizon::default());
         let bytes = message_bytes::<Registry>(&m, &registry);
         let seed = pb::RegistryHeartbeat::decode(&bytes[..]).unwrap();
         assert_eq!(seed.added_node_id, vec![3]);

@@ -294,7 +294,7 @@ impl<S: Part<Sequences>> Service<S> for SequenceService {
     type Error = SequenceError;
     type Waiting = Waiting;
 
-    fn lead(&mut self, _state: &S, _now: Millis) {}
+    fn lead(&mut self, _state: &S, _now: Millis, _renewals: crate::consensus::Knowledge) {}
 
     fn step_down(&mut self) {}
 

@@ -860,7 +860,7 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
     type Waiting = Waiting;
 
     /// A new leader gives every running attempt a full timeout afresh.
-    fn lead(&mut self, _state: &S, _now: Millis) {
+    fn lead(&mut self, _state: &S, _now: Millis, _renewals: crate::consensus::Knowledge) {
         self.deadlines.clear();
     }
 

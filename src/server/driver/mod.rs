@@ -32,7 +32,7 @@ use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
 use crate::machines::handle::{Ask, Committed, DriverHandle, StartPoint, Subscriber, Subscription};
-use crate::machines::view::View;
+use crate::machines::view::{CLOCK_ORIGIN_MS, View};
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
 use crate::storage::{self, Storage, carry_out};
@@ -332,6 +332,7 @@ impl Driver {
                 greeting,
             } => {
                 self.count_received(from, &msg);
+                let msg = *msg;
                 self.step(if greeting {
                     consensus::Input::Greeting { from, msg }
                 } else {
@@ -601,7 +602,8 @@ impl Driver {
         m.pending.set(self.waiting.len() as i64);
         m.log_entries.set(self.storage.logged() as i64);
         m.snapshot_bytes.set(self.storage.snapshot_size() as i64);
-        m.uptime.set(now as f64 / 1e3);
+        m.uptime
+            .set(now.saturating_sub(CLOCK_ORIGIN_MS) as f64 / 1e3);
         m.watch_history.set(self.history.len() as i64);
         m.watch_history_bytes.set(self.history.bytes() as i64);
         m.watch_oldest.set(self.history.first() as i64);
@@ -709,7 +711,7 @@ pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::Bea
         term: election.term(),
         leader: election.leader().map(|l| l.to_string()),
         tick_ms: config.tick_ms,
-        uptime_ms: now,
+        uptime_ms: now.saturating_sub(CLOCK_ORIGIN_MS),
         beacons: election
             .view(now)
             .into_iter()

@@ -19,7 +19,8 @@ use crate::pb;
 pub(crate) enum PeerEvent {
     Peer {
         from: SocketAddr,
-        msg: Message<State>,
+        /// Boxed: a message is several times the size of the other events.
+        msg: Box<Message<State>>,
         greeting: bool,
     },
     PeerConnected {
@@ -117,7 +118,7 @@ impl PeerHandle {
             .tx
             .send(PeerEvent::Peer {
                 from,
-                msg,
+                msg: Box::new(msg),
                 greeting,
             })
             .await;

@@ -150,7 +150,8 @@ enum Delivery<S: consensus::Machine, V: Service<S>> {
         from: SocketAddr,
         to: SocketAddr,
         lives: (u32, u32),
-        msg: Message<S>,
+        /// Boxed: a message is several times the size of the other deliveries.
+        msg: Box<Message<S>>,
         greeting: bool,
     },
     /// A client's request.
@@ -385,6 +386,7 @@ where
                             core.check_heard_commit(to, from, commit)?;
                         }
                     }
+                    let msg = *msg;
                     let input = if greeting {
                         Input::Greeting { from, msg }
                     } else {
@@ -715,7 +717,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                     from,
                     to,
                     lives,
-                    msg: msg.clone(),
+                    msg: Box::new(msg.clone()),
                     greeting,
                 },
             );
