@@ -11,6 +11,10 @@
 //!   (the leader holds it critical while it flaps; key `health_damping`).
 //! * **DNS.** Instances of one type served by DNS: answers per second from a few UDP
 //!   askers, and per second of the beacon's CPU.
+//! * **Leases across leader changes.** Five beacons; a service reports once and dies, and
+//!   the leader is killed (and started again) N times within its lease: the time from its
+//!   last answered report until the leader lists it gone, against the bound of a lease and
+//!   two ticks (a new leader used to start every lease afresh).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +39,21 @@ pub struct HealthSizes {
     pub flap_secs: u64,
     pub dns_secs: u64,
     pub dns_instances: usize,
+    pub lease_ms: u64,
+    pub leader_changes: usize,
+}
+
+/// A dead service while leaders die.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeaseRun {
+    pub beacons: usize,
+    pub lease_ms: u64,
+    pub tick_ms: u64,
+    pub leader_changes: usize,
+    /// From its last answered report to the leader listing it gone.
+    pub gone_after_ms: f64,
+    /// A lease and two ticks.
+    pub bound_ms: u64,
 }
 
 /// From a check failing to every watcher and the DNS answer leaving the service out.
@@ -74,6 +93,7 @@ pub struct HealthResults {
     pub drops: Vec<DropRun>,
     pub flap: FlapRun,
     pub dns: DnsRun,
+    pub lease: LeaseRun,
 }
 
 const INTERVAL: Duration = Duration::from_millis(100);
@@ -138,11 +158,129 @@ pub async fn run(
     if keep {
         println!("  kept: {}", cluster.dir.path().display());
         std::mem::forget(cluster);
+    } else {
+        drop(cluster);
     }
+    let lease = lease_run(programs, sizes.lease_ms, sizes.leader_changes, keep).await?;
     Ok(HealthResults {
         drops,
         flap,
         dns: dns_run,
+        lease,
+    })
+}
+
+/// Whether the agreed leader of `cluster` lists `id` live, or `None` while no leader is
+/// agreed on (a member is down or restarting).
+async fn lists(cluster: &Cluster, id: u32) -> Option<bool> {
+    let leader = cluster.leader().await?;
+    let mut client = beacon::client::Client::connect(
+        &cluster.members[leader].client.to_string(),
+        &ConnectOptions::default(),
+    )
+    .await
+    .ok()?;
+    let reply = client.nodes("DEAD", "").await.ok()?;
+    Some(
+        reply
+            .nodes
+            .iter()
+            .any(|e| e.is_online && e.node.as_ref().is_some_and(|n| n.node_id == id)),
+    )
+}
+
+async fn lease_run(
+    programs: &Programs,
+    lease_ms: u64,
+    changes: usize,
+    keep: bool,
+) -> anyhow::Result<LeaseRun> {
+    const TICK_MS: u64 = 100;
+    let setup = BeaconSetup {
+        tick_ms: TICK_MS,
+        config: serde_json::json!({"lease_ms": lease_ms}),
+    };
+    let mut cluster = Cluster::start_beacon(programs, 5, &setup);
+    cluster.ready(Duration::from_secs(60)).await?;
+    let beacons: Vec<String> = cluster
+        .members
+        .iter()
+        .map(|m| m.client.to_string())
+        .collect();
+    let mut leader = beacon::client::Cluster::new(
+        beacons.clone(),
+        ConnectOptions::default(),
+        Duration::from_secs(20),
+    );
+    let registered: beacon::pb::registry::RegisterReply = leader
+        .call(
+            beacon::machines::registry::RegistryCmd::Register,
+            &beacon::pb::registry::RegisterRequest {
+                node_type: "DEAD".into(),
+                addr: service_addr(3_000).to_string(),
+                worker_num: 1,
+                ..Default::default()
+            },
+            "the registration",
+        )
+        .await?;
+    let node = registered.node.context("the registration's node")?;
+    let report = beacon::pb::registry::NodeReport {
+        node_id: node.node_id,
+        addr: node.addr.clone(),
+        term: node.term,
+        index: node.index,
+        ..Default::default()
+    };
+    let sent = Instant::now();
+    let _: beacon::pb::registry::NodeReportReply = leader
+        .call(
+            beacon::machines::registry::RegistryCmd::NodeReport,
+            &report,
+            "the last report",
+        )
+        .await?;
+    // The leader dies every `lease / (changes + 1)`, from half that on; each comes back
+    // 300 ms later.
+    let every = lease_ms / (changes as u64 + 1);
+    let mut killed: Vec<(usize, Instant)> = Vec::new();
+    let deadline = sent + Duration::from_millis(4 * lease_ms);
+    let gone = loop {
+        if Instant::now() > deadline {
+            return Err(anyhow!(
+                "a dead service still listed {} ms after its last report",
+                4 * lease_ms
+            ));
+        }
+        let due = Duration::from_millis(every / 2 + every * killed.len() as u64);
+        if killed.len() < changes
+            && sent.elapsed() >= due
+            && let Some(l) = cluster.leader().await
+        {
+            cluster.members[l].kill();
+            killed.push((l, Instant::now()));
+        }
+        for (i, at) in &killed {
+            if at.elapsed() >= Duration::from_millis(300) && !cluster.members[*i].is_running() {
+                cluster.members[*i].restart();
+            }
+        }
+        if lists(&cluster, node.node_id).await == Some(false) {
+            break sent.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    if keep {
+        println!("  kept: {}", cluster.dir.path().display());
+        std::mem::forget(cluster);
+    }
+    Ok(LeaseRun {
+        beacons: 5,
+        lease_ms,
+        tick_ms: TICK_MS,
+        leader_changes: killed.len(),
+        gone_after_ms: gone.as_secs_f64() * 1000.0,
+        bound_ms: lease_ms + 2 * TICK_MS,
     })
 }
 

@@ -214,6 +214,11 @@ pub struct Options {
     health_dns_secs: u64,
     #[arg(long, default_value_t = 20)]
     health_dns_instances: usize,
+    /// The lease of the health part's dead-service run, and how many leaders die within it.
+    #[arg(long, default_value_t = 6_000)]
+    health_lease_ms: u64,
+    #[arg(long, default_value_t = 5)]
+    health_leader_changes: usize,
     /// Where the results table goes (JSON beside it, same name with .json).
     #[arg(long, default_value = "bench/results.md")]
     out: PathBuf,

@@ -619,13 +619,15 @@ pub(super) async fn run_health(b: &Bench<'_>, results: &mut Results) -> anyhow::
     }
     let (programs, opts) = (&b.programs, b.opts);
     println!(
-        "health: from a failing check to every watcher and the DNS answer, a flapping service, DNS answers"
+        "health: from a failing check to every watcher and the DNS answer, a flapping service, DNS answers, a dead service across leader changes"
     );
     let sizes = health::HealthSizes {
         watchers: opts.health_watchers,
         flap_secs: opts.health_flap_secs,
         dns_secs: opts.health_dns_secs,
         dns_instances: opts.health_dns_instances,
+        lease_ms: opts.health_lease_ms,
+        leader_changes: opts.health_leader_changes,
     };
     let measured = health::run(programs, &sizes, opts.keep)
         .await
@@ -643,6 +645,11 @@ pub(super) async fn run_health(b: &Bench<'_>, results: &mut Results) -> anyhow::
     println!(
         "  DNS: {:.0} answers/s, {:.0} per beacon core-second",
         measured.dns.per_sec, measured.dns.per_core_sec
+    );
+    let l = &measured.lease;
+    println!(
+        "  a dead service across {} leader changes: gone {:.0} ms after its last report (lease {} ms, bound {} ms)",
+        l.leader_changes, l.gone_after_ms, l.lease_ms, l.bound_ms
     );
     results.health = Some(measured);
     Ok(())

@@ -1010,7 +1010,8 @@ fn membership_table(r: &Results, out: &mut String) {
     }
 }
 
-/// The health part: from a failing check to discovery, a flapping service, DNS.
+/// The health part: from a failing check to discovery, a flapping service, DNS, a dead
+/// service across leader changes.
 fn health_table(r: &Results, out: &mut String) {
     let Some(h) = &r.health else {
         return;
@@ -1064,6 +1065,13 @@ fn health_table(r: &Results, out: &mut String) {
         out,
         "| DNS, {} instances, {} UDP askers | answers per beacon core-second | {:.0} |",
         d.instances, d.askers, d.per_core_sec
+    )
+    .unwrap();
+    let l = &h.lease;
+    writeln!(
+        out,
+        "| a dead service, {} beacons, {} leader changes within its {} ms lease | from its last report to gone (bound: lease + 2 ticks, {} ms) | {:.0} ms |",
+        l.beacons, l.leader_changes, l.lease_ms, l.bound_ms, l.gone_after_ms
     )
     .unwrap();
 }
