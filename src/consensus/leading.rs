@@ -42,6 +42,9 @@ pub(super) struct Leading<S: Machine, V: Service<S>> {
     /// Answers waiting for a majority to hold every renewal noted before them, each with
     /// the last note it waits for (see [`super::Replica::give`]).
     pub(super) unheard: VecDeque<(u64, Token, Answer<S, V>)>,
+    /// The last note made when each request still unanswered was decided: its answer waits
+    /// for those, not for notes made while it waited for its round or commit.
+    pub(super) noted: std::collections::HashMap<Token, u64>,
 }
 
 /// What a leader's step must tell its followers.
@@ -68,6 +71,7 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             news: News::default(),
             notes: Notes::new(),
             unheard: VecDeque::new(),
+            noted: std::collections::HashMap::new(),
         }
     }
 

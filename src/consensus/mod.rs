@@ -888,6 +888,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if let Some(l) = self.leading.as_mut() {
             l.followers.resend_unacknowledged();
         }
+        // A lone leader (no follower reports) keeps no notes either.
+        self.forget_heard_notes();
         let actions = self.election.tick(now);
         self.on_election(now, actions);
         self.promote_kept_up(now);
@@ -926,8 +928,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         let outcome = self.with_leader(now, |service, leader| service.request(leader, request));
-        // What the answer was decided on: the state through the last entry appended.
+        // What the answer was decided on: the state through the last entry appended, and the
+        // renewals through the last note.
         let decided = self.journal.last().index;
+        if let Some(l) = self.leading.as_mut() {
+            l.noted.insert(token, l.notes.last());
+        }
         match outcome {
             Outcome::Now(result) => self.answer_from_state(decided, token, result),
             Outcome::WhenCommitted { index, waiting } => self.when_committed(index, token, waiting),
@@ -956,19 +962,21 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Gives a service's answer once a majority of the voters holds every renewal noted
-    /// before it (quorum mode; at once when it does, as it does in the common case: a
-    /// follower's answer says how far it heard beside how far it stored). The renewals an
+    /// when it was decided (quorum mode; at once when it does, as it does in the common
+    /// case: a follower's answer says how far it heard beside how far it stored, and the
+    /// round or commit it waited for came in the same answers). The renewals an
     /// answer may rest on (a report's, a registration's) are then known to every later
     /// leader that finds its knowledge complete ([`Knowledge::Complete`]).
     pub(super) fn give(&mut self, token: Token, result: Result<V::Response, V::Error>) {
         let majority = self.majority();
-        if self.cfg.mode == Mode::Quorum
-            && majority > 1
-            && let Some(l) = self.leading.as_mut()
-            && l.notes.confirmed < l.notes.last()
-        {
-            l.unheard.push_back((l.notes.last(), token, result));
-            return;
+        if let Some(l) = self.leading.as_mut() {
+            let needed = l.noted.remove(&token).unwrap_or(l.notes.last());
+            if self.cfg.mode == Mode::Quorum && majority > 1 && l.notes.confirmed < needed {
+                // In order of the notes each waits for: they are given in that order.
+                let at = l.unheard.partition_point(|(n, _, _)| *n <= needed);
+                l.unheard.insert(at, (needed, token, result));
+                return;
+            }
         }
         self.reply(token, result.map_err(ReplyError::Machine));
     }

@@ -407,6 +407,9 @@ mod tests {
             None,
             "and is sent none"
         );
+        // A leader with no other voter keeps none.
+        n.forget_heard(std::iter::empty());
+        assert!(n.kept.is_empty() && n.first == n.last + 1);
     }
 
     #[test]

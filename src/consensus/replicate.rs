@@ -479,14 +479,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let confirmed = l
             .followers
             .majority_reached(&self.election, notes.last(), majority, held);
-        let election = &self.election;
-        let lowest = l
-            .followers
-            .iter()
-            .filter(|(p, _)| election.is_voter(*p))
-            .map(|(_, f)| held(f))
-            .min();
-        l.notes.forget_heard(lowest.into_iter());
+        self.forget_heard_notes();
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
         if confirmed <= l.notes.confirmed {
             return;
         }
@@ -500,6 +496,21 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         for (_, token, result) in due {
             self.reply(token, result.map_err(super::ReplyError::Machine));
         }
+    }
+
+    /// Leader: drops the notes every voter holds (all of them when it has no other voter).
+    pub(super) fn forget_heard_notes(&mut self) {
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
+        let (term, notes, election) = (l.term, &l.notes, &self.election);
+        let lowest = l
+            .followers
+            .iter()
+            .filter(|(p, _)| election.is_voter(*p))
+            .map(|(_, f)| notes.held_by(term, &f.renewals))
+            .min();
+        l.notes.forget_heard(lowest.into_iter());
     }
 
     /// Follower: takes what its leader of `term` says of the renewals (see

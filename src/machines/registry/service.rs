@@ -261,8 +261,11 @@ pub enum Waiting {
 #[derive(Debug, Clone)]
 pub struct RegistryService {
     cfg: RegistryConfig,
-    /// Leases of live registrations; empty unless this beacon leads.
+    /// Leases of live registrations while this beacon leads; on a follower, the renewals
+    /// it heard of from its leader (what it keeps if it leads next).
     leases: Leases,
+    /// Whether this beacon leads: what a follower heard is no lease of its own to show.
+    leading: bool,
     /// Each reporting service's recent status changes; empty unless this beacon leads.
     damping: Damping,
 }
@@ -273,6 +276,7 @@ impl RegistryService {
             damping: Damping::new(cfg.damping),
             cfg,
             leases: Leases::default(),
+            leading: false,
         }
     }
 
@@ -282,7 +286,7 @@ impl RegistryService {
 
     /// The lease of node `id`, while this beacon leads.
     pub fn lease(&self, id: NodeId) -> Option<&Lease> {
-        self.leases.get(id)
+        self.leases.get(id).filter(|_| self.leading)
     }
 
     /// Node types `node_type` subscribes to.
@@ -607,11 +611,13 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
             Knowledge::Complete => std::mem::take(&mut self.leases).known(now),
             Knowledge::Incomplete => Leases::fresh(now),
         };
+        self.leading = true;
         self.damping.clear();
     }
 
     /// The leases stay, as what this beacon knows of the renewals when it follows.
     fn step_down(&mut self) {
+        self.leading = false;
         self.damping.clear();
     }
 
