@@ -55,6 +55,11 @@ pub struct RenewalBatch {
 }
 
 impl RenewalBatch {
+    /// Whether it brings anything (notes or the table), not only where the notes stand.
+    pub fn brings_news(&self) -> bool {
+        !self.keys.is_empty() || self.table.is_some()
+    }
+
     /// The last note this batch brings.
     pub fn through(&self) -> u64 {
         self.after + self.keys.len() as u64
@@ -92,6 +97,8 @@ pub(crate) struct Notes {
     pub(super) base: Option<Horizon>,
     /// The last note a majority of the voters holds (this leader with them).
     pub(super) confirmed: u64,
+    /// The last note sent out (or due in the messages of the step that made it).
+    flushed: u64,
 }
 
 /// What a leader tracks of one follower's renewals.
@@ -130,6 +137,16 @@ impl Notes {
         self.last
     }
 
+    /// Whether notes were made since the followers were last sent what they lack.
+    pub(super) fn unflushed(&self) -> bool {
+        self.flushed < self.last
+    }
+
+    /// The followers were sent what they lack.
+    pub(super) fn flushed(&mut self) {
+        self.flushed = self.last;
+    }
+
     /// Where a follower that heard through `h` continues in `term`: after note `n` of it
     /// (`None`: it cannot continue, it needs the table).
     fn continues(&self, term: u64, h: Horizon) -> Option<u64> {
@@ -160,11 +177,12 @@ impl Notes {
             (Some(r), through) => self.continues(term, r).map(|n| through.unwrap_or(n)),
         };
         if let Some(from) = from.filter(|f| f + 1 >= self.first || *f >= self.last) {
-            let skip = (from + 1 - self.first.min(from + 1)) as usize;
+            let skip = ((from + 1 - self.first.min(from + 1)) as usize).min(self.kept.len());
+            // `range`, not `iter().skip()`: a follower that keeps up needs the newest few of
+            // perhaps a million notes kept for one that is down.
             let keys: Vec<u64> = self
                 .kept
-                .iter()
-                .skip(skip)
+                .range(skip..)
                 .take(MAX_PER_MESSAGE)
                 .copied()
                 .collect();
@@ -337,13 +355,12 @@ impl Heard {
         if mine.term != theirs.term || mine.seq <= theirs.seq || theirs.seq + 1 < self.tail_first {
             return None;
         }
-        let skip = (theirs.seq + 1 - self.tail_first) as usize;
+        let skip = ((theirs.seq + 1 - self.tail_first) as usize).min(self.tail.len());
         Some(RenewalBatch {
             after: theirs.seq,
             keys: self
                 .tail
-                .iter()
-                .skip(skip)
+                .range(skip..)
                 .take(MAX_PER_MESSAGE)
                 .copied()
                 .collect(),
