@@ -75,6 +75,11 @@ impl<R> Rounds<R> {
         self.wanted = true;
     }
 
+    /// A round is wanted (answers wait for what one carries).
+    pub(super) fn want(&mut self) {
+        self.wanted = true;
+    }
+
     /// The latest round started, which every message to a follower carries.
     pub(super) fn beat(&self) -> u64 {
         self.beat

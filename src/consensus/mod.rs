@@ -975,6 +975,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 // In order of the notes each waits for: they are given in that order.
                 let at = l.unheard.partition_point(|(n, _, _)| *n <= needed);
                 l.unheard.insert(at, (needed, token, result));
+                // A confirmation round carries the notes, and a follower answers it at once
+                // saying how far it heard: an answer that waited for no round of its own (a
+                // registration answered again) gets one rather than the next heartbeats.
+                l.rounds.want();
                 return;
             }
         }

@@ -55,11 +55,6 @@ pub struct RenewalBatch {
 }
 
 impl RenewalBatch {
-    /// Whether it brings anything (notes or the table), not only where the notes stand.
-    pub fn brings_news(&self) -> bool {
-        !self.keys.is_empty() || self.table.is_some()
-    }
-
     /// The last note this batch brings.
     pub fn through(&self) -> u64 {
         self.after + self.keys.len() as u64
@@ -97,8 +92,6 @@ pub(crate) struct Notes {
     pub(super) base: Option<Horizon>,
     /// The last note a majority of the voters holds (this leader with them).
     pub(super) confirmed: u64,
-    /// The last note sent out (or due in the messages of the step that made it).
-    flushed: u64,
 }
 
 /// What a leader tracks of one follower's renewals.
@@ -135,16 +128,6 @@ impl Notes {
     /// The number of the last note made.
     pub(super) fn last(&self) -> u64 {
         self.last
-    }
-
-    /// Whether notes were made since the followers were last sent what they lack.
-    pub(super) fn unflushed(&self) -> bool {
-        self.flushed < self.last
-    }
-
-    /// The followers were sent what they lack.
-    pub(super) fn flushed(&mut self) {
-        self.flushed = self.last;
     }
 
     /// Where a follower that heard through `h` continues in `term`: after note `n` of it

@@ -12,30 +12,23 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Sends newly appended entries, and a newly started confirmation round, to every
     /// follower at once.
     pub(super) fn flush(&mut self, now: Millis) {
-        let Some((appended, beat_due, committed, noted)) = self.leading.as_ref().map(|l| {
-            (
-                l.news.appended,
-                l.rounds.due,
-                l.news.committed,
-                l.notes.unflushed(),
-            )
-        }) else {
+        let Some((appended, beat_due, committed)) = self
+            .leading
+            .as_ref()
+            .map(|l| (l.news.appended, l.rounds.due, l.news.committed))
+        else {
             return;
         };
-        if !appended && !beat_due && !committed && !noted {
+        if !appended && !beat_due && !committed {
             return;
         }
         for peer in self.peers() {
             let msg = self.message_for(peer, now);
-            // New renewals go at once too: an answer that rests on one (a registration
-            // answered again) waits for a majority to hold it.
-            let renews = msg.renewals.as_ref().is_some_and(|b| b.brings_news());
-            if msg.replicates() || beat_due || committed || renews {
+            if msg.replicates() || beat_due || committed {
                 self.send(peer, msg);
             }
         }
         let leading = self.leading.as_mut().expect("leader");
-        leading.notes.flushed();
         leading.news.appended = false;
         leading.rounds.due = false;
         leading.news.committed = false;
@@ -368,11 +361,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         let term = msg.heartbeat.term;
-        let renews = msg.renewals.as_ref().is_some_and(|b| b.brings_news());
-        // Answered at once when it brought renewals: the leader holds answers until a
-        // majority has said it holds them.
-        let say_heard =
-            self.hear_renewals(now, term, msg.renewal_base, msg.renewals.take()) || renews;
+        let say_heard = self.hear_renewals(now, term, msg.renewal_base, msg.renewals.take());
         // A new confirmation round of our leader's is acknowledged at once (below, with the
         // answer to what it carries, or alone).
         let new_beat = self.following.see_round(term, msg.beat);

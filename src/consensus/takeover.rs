@@ -204,6 +204,21 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             ));
             return;
         }
+        // A voter's promise that came in while it fetched may hold a more advanced state
+        // than the one taken over (the majority it chose by was one of the membership
+        // before): that state may hold entries a leader committed, so it is taken over too.
+        let mine = self.journal.last();
+        let leading = self.leading.as_mut().expect("leader");
+        leading.phase.set_fetch(None);
+        if let Some((best, Some(holder))) = leading.phase.choose(mine, majority)
+            && (best.term, best.index) > (mine.term, mine.index)
+        {
+            self.notice(format!(
+                "taking over: {holder} promised a more advanced state ({best}) than the one taken over ({mine})"
+            ));
+            self.try_take_over(now);
+            return;
+        }
         // It decides on the state of its whole log.
         if let Err(misfit) = self.journal.catch_up(now) {
             self.halt(misfit, "taking the lead");
