@@ -54,12 +54,7 @@ pub struct RenewalBatch {
     pub table: Option<RenewalTable>,
 }
 
-impl RenewalBatch {
-    /// The last note this batch brings.
-    pub fn through(&self) -> u64 {
-        self.after + self.keys.len() as u64
-    }
-}
+impl RenewalBatch {}
 
 /// What a new leader knows of the renewals made before its term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -487,13 +487,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return;
         }
         l.notes.confirmed = confirmed;
-        let due = l
-            .unheard
-            .iter()
-            .take_while(|(n, _, _)| *n <= confirmed)
-            .count();
-        let due: Vec<_> = l.unheard.drain(..due).collect();
-        for (_, token, result) in due {
+        for (token, result) in super::confirm::take_due(&mut l.unheard, confirmed) {
             self.reply(token, result.map_err(super::ReplyError::Machine));
         }
     }
