@@ -718,3 +718,131 @@ async fn a_critical_worker_gets_no_new_work_and_a_drained_one_hands_its_work_off
     assert!(a.is_live() && sick.is_live(), "nobody lost a lease");
     assert_eq!(a.node_id(), a_id);
 }
+
+/// Waits (bounded) for the next slot event on `a`, answering resource revocations on the way.
+async fn slot_event(a: &mut Assignments) -> AssignmentEvent {
+    loop {
+        match event(a).await {
+            AssignmentEvent::Revoking(r) => {
+                a.release(&r.name).await.unwrap();
+            }
+            e @ (AssignmentEvent::SlotGranted(_)
+            | AssignmentEvent::SlotRevoking(_)
+            | AssignmentEvent::SlotGone(_)) => return e,
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_slot_holder_hands_its_slot_to_a_standby_and_drain_wait_returns_when_it_holds_nothing()
+ {
+    let ports = free_ports(1);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-drain-slot",
+        r#"{"lease_ms": 2000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+    leader.create_slots("robots", "ROBOT", 1).await.unwrap();
+    let a = robot(&beacons, 1).await;
+    let mut mine = Assignments::start(&a).await.unwrap();
+    assert!(
+        matches!(slot_event(&mut mine).await, AssignmentEvent::SlotGranted(s) if s.slot == 0),
+        "the first robot holds the one slot"
+    );
+    leader
+        .add_resource("site-0", "ROBOT", 1, BTreeMap::new())
+        .await
+        .unwrap();
+    until(&mut c, "site-0 on the slot holder", |rs| {
+        rs.iter()
+            .any(|r| r.holder.as_ref().is_some_and(|h| h.node_id == a.node_id()))
+    })
+    .await;
+    let b = robot(&beacons, 2).await;
+    assert_eq!(
+        slots(&mut c, "robots").await,
+        (vec![Some(a.node_id())], vec![b.node_id()])
+    );
+
+    // The operator drains a and waits: nebcli says what a still holds until nothing is left.
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let a_id = a.node_id().to_string();
+    let mut wait = std::process::Command::new(&nebcli)
+        .args(["-s", &beacons[0], "node", "drain", &a_id])
+        .args(["--note", "kernel upgrade", "--wait", "--wait-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // a follows its assignments as a service would: asked to let its slot and its resource
+    // go, it does, and nebcli returns once it holds nothing.
+    let deadline = Instant::now() + Duration::from_secs(25);
+    let mut handed = None;
+    let status = loop {
+        if let Some(status) = wait.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nebcli node drain --wait returns"
+        );
+        match tokio::time::timeout(Duration::from_millis(100), mine.next()).await {
+            Ok(Ok(AssignmentEvent::Revoking(r))) => {
+                mine.release(&r.name).await.unwrap();
+            }
+            Ok(Ok(AssignmentEvent::SlotRevoking(s))) => {
+                assert_eq!((s.group.as_str(), s.slot), ("robots", 0));
+                handed = Some(mine.release_slot("robots", 0).await.unwrap());
+            }
+            Ok(Ok(_)) | Err(_) => {}
+            Ok(Err(e)) => panic!("the watch goes on: {e}"),
+        }
+    };
+    let group = handed.expect("the drained holder was asked to let its slot go");
+    let next = group.slots[0].holder.as_ref().expect("a standby took it");
+    assert_eq!(next.node_id, b.node_id(), "the standby holds the slot now");
+    assert!(!group.slots[0].revoking);
+    let out = wait.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("draining"), "the drain is confirmed: {text}");
+    assert!(text.contains("holds nothing: drained"), "{text}");
+    until(&mut c, "site-0 and nothing else on b", |rs| {
+        rs.iter()
+            .all(|r| r.holder.as_ref().is_some_and(|h| h.node_id == b.node_id()))
+    })
+    .await;
+    assert_eq!(slots(&mut c, "robots").await.0, vec![Some(b.node_id())]);
+    assert!(a.is_live(), "a keeps its lease and its node ID");
+
+    // b drains too, but nobody in rotation can take its slot: it keeps it, and the wait
+    // ends unfinished (exit 3) saying what is left.
+    let out = std::process::Command::new(&nebcli)
+        .args(["-s", &beacons[0], "node", "drain", &b.node_id().to_string()])
+        .args(["--wait", "--wait-ms", "1500"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{text}{err}");
+    assert!(err.contains("slot robots/0"), "{err}");
+    assert_eq!(slots(&mut c, "robots").await.0, vec![Some(b.node_id())]);
+
+    // Undrained, a is a standby again; bad uses of --wait are refused before anything is sent.
+    let out = std::process::Command::new(&nebcli)
+        .args(["-s", &beacons[0], "node", "undrain", &a_id, "--wait"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--wait is for `node drain`"));
+}

@@ -2,9 +2,9 @@
 //! stored through the real storage code, under drawn faults (loss, delay, one-way cuts,
 //! splits, rings, bridges, crashes with torn writes, pauses), with workers registering,
 //! reporting, dying and coming back, and an admin adding, deleting and rebalancing
-//! resources and a slot group. The invariants are the checker's
-//! (`machines/assign/checker.rs`): a resource or a slot changes holder only once its
-//! previous holder's registration has ended (or, for a resource, it was being revoked),
+//! resources and a slot group, draining workers and letting their revoked slots go. The
+//! invariants are the checker's (`machines/assign/checker.rs`): a resource or a slot changes
+//! holder only once its previous holder's registration has ended or it was being revoked,
 //! fencing tokens of successive holders and slot versions rise, and no service holds two
 //! slots of a group.
 //!
@@ -45,16 +45,21 @@ fn one_owner_at_a_time_and_rising_tokens_under_seeded_faults() {
                 sim.workload.admin_writes,
                 sim.core.stats.snapshots,
                 sim.workload.slot_moves,
+                sim.workload.drains,
+                sim.workload.slot_releases,
             ]
         },
     );
     let sum = totals.sums;
     println!(
-        "{} seeds: {} resource and {} slot holder changes seen, {} registrations, {} admin writes, {} snapshots",
-        totals.seeds, sum[0], sum[4], sum[1], sum[2], sum[3]
+        "{} seeds: {} resource and {} slot holder changes seen, {} registrations, {} admin writes, {} snapshots, {} drains, {} revoked slots let go",
+        totals.seeds, sum[0], sum[4], sum[1], sum[2], sum[3], sum[5], sum[6]
     );
     if totals.seeds > 1 {
-        assert!(sum[0] > 0 && sum[1] > 0 && sum[2] > 0 && sum[3] > 0 && sum[4] > 0);
+        assert!(
+            sum.iter().all(|&n| n > 0),
+            "every kind of event happened: {sum:?}"
+        );
     }
 }
 

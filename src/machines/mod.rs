@@ -20,7 +20,7 @@
 //! | core | 1-14, 113-114, 301-302 | 1-2, 8 | 1-2 | 1, 5-21 | 1-5, 8-11 | 1-11, 16-18, 20-21 |
 //! | registry | 101-118, 303-308 | 3-7 | 3-5 | 2-4 | 6-7 | 12-15, 19, 22 |
 //! | sequence | 401-412 | 20-23 | 20 | - | - | 30-34 |
-//! | assign | 501-524 | 30-36 | 30-31 | - | - | 40-47 |
+//! | assign | 501-526 | 30-37 | 30-31 | - | - | 40-48 |
 //! | tasks | 601-632 | 40-48 | 40-42 | - | - | 50-57 |
 //! | configs | 701-709 | 50 | 50 | - | - | 60-62 |
 //! | (next) | 801-899 | 60-69 | 60-69 | 50-59 | 20-29 | 70-79 |
@@ -194,6 +194,12 @@ pub trait Served: Configurable {
     /// knows the name: DNS is an edge that answers from the replica and names no machine.
     fn dns(&self, _labels: &[String]) -> Option<Vec<DnsInstance>> {
         None
+    }
+    /// What registration `node` (its node ID and fencing token) holds in this state, one
+    /// line per thing (`resource site-1`, `slot robots/0`, `task q/k`): a drain is done
+    /// when no machine names anything.
+    fn held_by(&self, _node: (u32, crate::machines::registry::FencingToken)) -> Vec<String> {
+        Vec::new()
     }
     /// The cluster's replicated allowlist ([`crate::allow`]), when this machine keeps it
     /// and it is set: it then replaces each beacon's configured `ip_allow`.
@@ -663,6 +669,16 @@ macro_rules! compose {
                 let mut services = Vec::new();
                 $( services.extend(<$M as $crate::machines::Served>::grpc()); )+
                 services
+            }
+
+            /// What registration `node` holds, in every machine.
+            pub fn held_by(
+                state: &State,
+                node: (u32, $crate::machines::registry::FencingToken),
+            ) -> Vec<String> {
+                let mut held = Vec::new();
+                $( held.extend(<$M as $crate::machines::Served>::held_by(&state.$field, node)); )+
+                held
             }
 
             /// The instances DNS name `labels` stands for: the first machine's that knows it.

@@ -14,8 +14,9 @@ from ._pb import assign_pb2
 @dataclass
 class Event:
     """`kind` is `added` / `removed` (a resource: start it / stop it), `slot_granted` /
-    `slot_gone` (a slot), or `lost` (the registration's lease is lost: stop everything);
-    `item` is the ResourceInfo or SlotHeld."""
+    `slot_gone` (a slot), `slot_revoking` (this service is draining and a standby waits for
+    the slot: stop what it runs, then `release_slot(group)`), or `lost` (the registration's
+    lease is lost: stop everything); `item` is the ResourceInfo or SlotHeld."""
 
     kind: str
     item: object = None
@@ -51,6 +52,30 @@ class Assignments(Resuming):
             return
         self.client.call("assignments", "Release", assign_pb2.Release(
             name=name, term=held.holder.term, index=held.holder.index))
+
+    def release_slot(self, group: str) -> None:
+        """Lets this service's slot of `group` go (after a `slot_revoking` event, or of its
+        own accord): it goes at once to the oldest standby in rotation, with the resources
+        bound to it."""
+        with self._lock:
+            held = self.slots.get(group)
+        if held is None:
+            return
+        self.client.call("assignments", "ReleaseSlot", assign_pb2.ReleaseSlot(
+            group=group, slot=held.slot, term=held.term, index=held.index))
+        with self._lock:
+            if self.slots.get(group) is held:
+                del self.slots[group]
+        self._emit("slot_gone", held)
+
+    def _slot_events(self, was, now) -> list:
+        """The events of slot `now` held, where `was` was held before (or None)."""
+        if was is None or (was.slot, was.term, was.index) != (now.slot, now.term, now.index):
+            gone = [] if was is None else [("slot_gone", was)]
+            return gone + [("slot_granted", now)] + ([("slot_revoking", now)] if now.revoking else [])
+        if now.revoking and not was.revoking:
+            return [("slot_revoking", now)]
+        return []
 
     def _emit(self, kind: str, item=None) -> None:
         if self.on_change is not None:
@@ -95,17 +120,18 @@ class Assignments(Resuming):
             if name not in now_r:
                 self._emit("removed", r)
         for group, s in old_s.items():
-            if group not in now_s or now_s[group].slot != s.slot:
+            if group not in now_s:
                 self._emit("slot_gone", s)
         for group, s in now_s.items():
-            if group not in old_s or old_s[group].slot != s.slot:
-                self._emit("slot_granted", s)
+            for kind, item in self._slot_events(old_s.get(group), s):
+                self._emit(kind, item)
         for name, r in now_r.items():
             if name not in old_r:
                 self._emit("added", r)
 
     def _notice(self, notice) -> None:
         with self._lock:
+            before = dict(self.slots)
             for s in notice.slots_gone:
                 self.slots.pop(s.group, None)
             for s in notice.slots_held:
@@ -117,7 +143,8 @@ class Assignments(Resuming):
         for s in notice.slots_gone:
             self._emit("slot_gone", s)
         for s in notice.slots_held:
-            self._emit("slot_granted", s)
+            for kind, item in self._slot_events(before.get(s.group), s):
+                self._emit(kind, item)
         for r in notice.gone:
             self._emit("removed", r)
         for r in notice.held:

@@ -300,6 +300,13 @@ class Client:
         """Puts a drained registration back into rotation (role admin)."""
         return self.set_health(node_id, draining=False)
 
+    def holds(self, node_id: int) -> list:
+        """What registration `node_id` still holds, one line per thing (`resource site-1`,
+        `slot robots/0`, `task q/t1`); empty when nothing, or when no live registration has
+        that ID. A drain is done when it is empty."""
+        return list(self.call("registry", "Holds",
+                              registry_pb2.HoldsRequest(node_id=node_id)).holds)
+
     # -- config documents ----------------------------------------------------------------
 
     def config_get(self, key: str, *, prefix: bool = False) -> list:

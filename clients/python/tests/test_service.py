@@ -209,6 +209,32 @@ def test_a_slot_goes_to_the_standby_when_its_holder_ends(cluster):
     b.close()
 
 
+def test_a_drained_slot_holder_lets_its_slot_go_to_the_standby(cluster):
+    client = cluster.client()
+    client.call("assignments", "CreateGroup", assign_pb2.CreateGroup(name="arms", node_type="ARM", count=1))
+    events_a: queue.Queue = queue.Queue()
+    a = client.register("ARM", "10.0.4.1:9000")
+    held_a = client.assignments(a, on_change=events_a.put)
+    until(lambda: held_a.slots.get("arms"), what="the slot to go to the first")
+    b = client.register("ARM", "10.0.4.2:9000")
+    held_b = client.assignments(b)
+    assert client.holds(a.node_id) == ["slot arms/0"]
+    # The operator drains the holder: it is asked to let the slot go, and does.
+    client.drain(a.node_id, note="maintenance")
+    told = []
+    until(lambda: told.extend(drain(events_a)) or "slot_revoking" in {e.kind for e in told},
+          what="the drained holder to be asked for its slot")
+    held_a.release_slot("arms")
+    until(lambda: held_b.slots.get("arms"), what="the slot to go to the standby")
+    assert client.holds(a.node_id) == [], "nothing is left on the drained one"
+    assert client.holds(b.node_id) == ["slot arms/0"]
+    assert not a.lost.is_set(), "the drained one keeps its lease"
+    held_a.close()
+    held_b.close()
+    a.close()
+    b.close()
+
+
 def test_a_worker_runs_every_task_once_and_results_come_back(cluster):
     client = cluster.client()
     client.create_queue("thumbs", attempt_timeout_ms=5000)

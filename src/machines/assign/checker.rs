@@ -2,30 +2,32 @@
 //!
 //! Workers register (the registry's requests), report to keep their leases, now and then die
 //! (stop reporting) and come back as new registrations; an admin adds resources of random
-//! weights, deletes and re-adds some, and asks for rebalances. Checked on every replica
+//! weights, deletes and re-adds some, asks for rebalances, drains a worker now and then
+//! (and lets the slot it is asked to give up go, as its holder would). Checked on every replica
 //! after every step, in its committed states (a replica's state may also hold entries a
 //! later leader overwrites; its committed states are prefixes of one history):
 //!
-//! * a resource changes holder only once its previous holder's registration has ended in
-//!   that replica's state, or its holder was revoking it (one owner at a time);
+//! * a resource or a slot changes holder only once its previous holder's registration has
+//!   ended in that replica's state, or its holder was revoking it (one owner at a time);
 //! * fencing tokens of successive holders of a resource rise;
 //! * a resource bound to a slot is held by that slot's holder, or by nobody: never by
 //!   another slot's holder or a standby;
 //! * once healed and quiet, every beacon holds the same assignments, and no resource is held
 //!   by a registration that has ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 
 use super::service::{
     AssignError, AssignService, Request as AssignRequest, Response as AssignResponse,
 };
-use super::state::{Assignments, Resource};
+use super::state::{Assignments, Resource, SlotName};
 use crate::consensus::{Reply, ReplyError, Service, Token};
 use crate::machines::registry::{
     FencingToken, NodeId, Registry, RegistryService,
     lives::{Lives, Turn},
+    service::{Request as RegistryRequest, SetHealth},
 };
 use crate::machines::{Part, Routes};
 use crate::sim::{Checked, Committed, Context, InFlight, View, Workload};
@@ -42,10 +44,15 @@ enum Sent {
     Report,
     Admin,
     CreateGroup,
+    /// A drain or undrain of a worker (which may have ended meanwhile).
+    Drain,
+    /// A revoked slot let go (by then it may have moved on).
+    ReleaseSlot,
 }
 
-/// A slot as a replica showed it: its holder's registration, and its version.
-type SlotSeen = (Option<(NodeId, FencingToken)>, u64);
+/// A slot as a replica showed it: its holder's registration, its version, and the grant's
+/// token.
+type SlotSeen = (Option<(NodeId, FencingToken)>, u64, Option<FencingToken>);
 
 /// What one replica showed: per resource, and per slot of group `g`.
 #[derive(Debug, Default)]
@@ -75,6 +82,15 @@ pub struct Clients<X = AssignService> {
     seen: Committed<Shown>,
     /// Group `g` was created (acknowledged): resources may be bound to its slots.
     group_made: bool,
+    /// Live workers a replica showed, for the admin to drain.
+    workers: Vec<NodeId>,
+    /// Slots the leader showed being revoked, with their grant: let go by the admin.
+    revoked: BTreeMap<u32, FencingToken>,
+    /// Every (slot, grant) any replica showed being revoked, committed or not: a slot may
+    /// leave a live holder only after the leader asked it to let go.
+    asked: BTreeSet<(u32, FencingToken)>,
+    pub drains: u64,
+    pub slot_releases: u64,
     pub moves: u64,
     pub slot_moves: u64,
     pub registrations: u64,
@@ -90,6 +106,11 @@ impl<X> Clients<X> {
             in_flight: InFlight::default(),
             seen: Committed::default(),
             group_made: false,
+            workers: Vec::new(),
+            revoked: BTreeMap::new(),
+            asked: BTreeSet::new(),
+            drains: 0,
+            slot_releases: 0,
             moves: 0,
             slot_moves: 0,
             registrations: 0,
@@ -128,7 +149,30 @@ where
                 let i = cx.below(RESOURCES as u64);
                 let name = format!("r{i}");
                 let mut sent = Sent::Admin;
-                let request = if cx.chance(0.05) {
+                let revoked = self.revoked.pop_first();
+                let request = if let Some((slot, token)) = revoked {
+                    sent = Sent::ReleaseSlot;
+                    AssignRequest::ReleaseSlot {
+                        slot: SlotName {
+                            group: "g".into(),
+                            slot,
+                        },
+                        token,
+                        wall_ms: now,
+                    }
+                } else if !self.workers.is_empty() && cx.chance(0.03) {
+                    let node_id = self.workers[cx.below(self.workers.len() as u64) as usize];
+                    let request = RegistryRequest::SetHealth(SetHealth {
+                        node_id,
+                        status: None,
+                        draining: Some(cx.chance(0.6)),
+                        note: String::new(),
+                        wall_ms: now,
+                    });
+                    let request = <V as Routes<S, RegistryService>>::request(request);
+                    self.in_flight.send(cx, client, request, Sent::Drain, 300);
+                    continue;
+                } else if cx.chance(0.05) {
                     sent = Sent::CreateGroup;
                     AssignRequest::CreateGroup {
                         name: "g".into(),
@@ -215,6 +259,9 @@ where
                     self.lives.lost(client, now);
                 }
             }
+            // The worker may have ended, the slot moved on: neither is a failure.
+            Sent::Drain => self.drains += u64::from(reply.is_ok()),
+            Sent::ReleaseSlot => self.slot_releases += u64::from(reply.is_ok()),
             Sent::Admin | Sent::CreateGroup => match reply {
                 Ok(_) => {
                     self.admin_writes += 1;
@@ -234,12 +281,32 @@ where
 
     fn check(&mut self, _now: Millis, replicas: &[View<'_, S, V>]) -> Checked {
         for v in replicas {
-            let Some(shown) = self.seen.of(v) else {
-                continue;
-            };
             let state = v.replica.state();
             let registry: &Registry = state.part();
             let assignments: &Assignments = state.part();
+            if v.replica.is_leader() {
+                self.workers = registry
+                    .nodes()
+                    .filter(|n| n.node_type == "WORKER")
+                    .map(|n| n.node_id)
+                    .collect();
+            }
+            for (i, s) in assignments
+                .group("g")
+                .iter()
+                .flat_map(|g| g.slots.iter().enumerate())
+            {
+                if let Some(h) = s.holder.as_ref().filter(|_| s.revoking) {
+                    self.asked.insert((i as u32, h.token));
+                    // As a holder hears of it: from the leader.
+                    if v.replica.is_leader() {
+                        self.revoked.insert(i as u32, h.token);
+                    }
+                }
+            }
+            let Some(shown) = self.seen.of(v) else {
+                continue;
+            };
             if let Some(g) = assignments.group("g") {
                 let now: Vec<SlotSeen> = g
                     .slots
@@ -248,11 +315,12 @@ where
                         (
                             s.holder.as_ref().map(|h| (h.node_id, h.registration)),
                             s.version,
+                            s.holder.as_ref().map(|h| h.token),
                         )
                     })
                     .collect();
-                for (i, (holder, _)) in now.iter().enumerate() {
-                    if holder.is_some() && now[..i].iter().any(|(other, _)| other == holder) {
+                for (i, (holder, _, _)) in now.iter().enumerate() {
+                    if holder.is_some() && now[..i].iter().any(|(other, _, _)| other == holder) {
                         return Err(format!(
                             "{}: registration {holder:?} holds two slots of group g",
                             v.addr
@@ -262,7 +330,7 @@ where
                 if let Some(before) = &shown.slots
                     && before.len() == now.len()
                 {
-                    for (i, ((old, old_version), (new, version))) in
+                    for (i, ((old, old_version, grant), (new, version, _))) in
                         before.iter().zip(&now).enumerate()
                     {
                         if version < old_version {
@@ -276,10 +344,11 @@ where
                         }
                         if old != new
                             && let Some(old) = old
+                            && !grant.is_some_and(|g| self.asked.contains(&(i as u32, g)))
                             && live(registry, *old)
                         {
                             return Err(format!(
-                                "{}: slot {i} of g moved from node {} to {new:?} while its registration is live",
+                                "{}: slot {i} of g moved from node {} to {new:?} while its registration is live and had not been asked to let it go",
                                 v.addr, old.0
                             ));
                         }
@@ -316,7 +385,9 @@ where
                     .filter(|b| b.created_ms == r.created_ms)
                 {
                     let moved = before.registration != current.registration;
+                    // A bound resource moves with its slot, checked as the slot above.
                     if moved
+                        && r.slot.is_none()
                         && let Some(old) = before.registration
                         && !before.revoking
                         && live(registry, old)
@@ -388,6 +459,8 @@ where
         vec![
             ("moves", self.moves),
             ("slot_moves", self.slot_moves),
+            ("drains", self.drains),
+            ("slot_releases", self.slot_releases),
             ("registrations", self.registrations),
             ("admin_writes", self.admin_writes),
         ]

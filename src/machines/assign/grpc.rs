@@ -18,6 +18,7 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("Groups", C::Groups as u32),
         Method::unary("Claim", C::Claim as u32),
         Method::unary("Reassign", C::Reassign as u32),
+        Method::unary("ReleaseSlot", C::ReleaseSlot as u32),
     ],
     errors: &E::GRPC,
 };

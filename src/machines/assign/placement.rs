@@ -246,18 +246,7 @@ pub fn slot_grants(
             .as_ref()
             .is_some_and(|h| candidates.iter().any(|c| c.is(h)))
     };
-    let mut standbys: Vec<&Candidate> = candidates
-        .iter()
-        .filter(|c| c.node_type == group.node_type && c.serving)
-        .filter(|c| {
-            !group
-                .slots
-                .iter()
-                .any(|s| s.holder.as_ref().is_some_and(|h| c.is(h)))
-        })
-        .collect();
-    standbys.sort_by_key(|c| (c.registration, c.node_id));
-    let mut standbys = standbys.into_iter();
+    let mut standbys = standbys(group, candidates).into_iter();
     let mut grants = Vec::new();
     for (i, slot) in group.slots.iter().enumerate() {
         if live_holder(slot) {
@@ -270,6 +259,51 @@ pub fn slot_grants(
         }
     }
     grants
+}
+
+/// The services in rotation of `group`'s type that hold none of its slots, oldest
+/// registration first: the order they get freed slots in.
+fn standbys<'a>(
+    group: &super::state::SlotGroup,
+    candidates: &'a [Candidate],
+) -> Vec<&'a Candidate> {
+    let mut standbys: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| c.node_type == group.node_type && c.serving)
+        .filter(|c| {
+            !group
+                .slots
+                .iter()
+                .any(|s| s.holder.as_ref().is_some_and(|h| c.is(h)))
+        })
+        .collect();
+    standbys.sort_by_key(|c| (c.registration, c.node_id));
+    standbys
+}
+
+/// The slots of `group` to revoke because their holder is draining: as many as there are
+/// standbys left to take them (a slot already being revoked has one meant for it), so a
+/// drained holder keeps a slot nobody else could run.
+pub fn slot_drains(group: &super::state::SlotGroup, candidates: &[Candidate]) -> Vec<u32> {
+    let holder_of = |s: &super::state::Slot| {
+        s.holder
+            .as_ref()
+            .and_then(|h| candidates.iter().find(|c| c.is(h)))
+    };
+    let already = group
+        .slots
+        .iter()
+        .filter(|s| s.revoking && holder_of(s).is_some())
+        .count();
+    let free = standbys(group, candidates).len().saturating_sub(already);
+    group
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.revoking && holder_of(s).is_some_and(|c| c.draining))
+        .map(|(i, _)| i as u32)
+        .take(free)
+        .collect()
 }
 
 #[cfg(test)]
@@ -459,6 +493,52 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(slot_grants(&group, &two), vec![(1, None)]);
+    }
+
+    #[test]
+    fn a_draining_holder_gives_up_its_slot_only_to_a_standby_in_rotation() {
+        use crate::machines::assign::state::{Slot, SlotGroup};
+        let mut four: Vec<Candidate> = (1..=4).map(|i| candidate(i, "ROBOT", &[])).collect();
+        let held_by = |c: &Candidate| Slot {
+            holder: Some(Holder {
+                node_id: c.node_id,
+                addr: c.addr,
+                registration: c.registration,
+                token: FencingToken { term: 1, index: 10 },
+                since_ms: 0,
+            }),
+            version: 1,
+            revoking: false,
+        };
+        // 1 and 2 hold the two slots; 3 and 4 stand by.
+        let mut group = SlotGroup {
+            name: "g".into(),
+            node_type: "ROBOT".into(),
+            slots: vec![held_by(&four[0]), held_by(&four[1])],
+            created_ms: 0,
+        };
+        assert!(slot_drains(&group, &four).is_empty(), "nobody drains");
+        for c in &mut four[..2] {
+            c.draining = true;
+            c.serving = false;
+        }
+        assert_eq!(slot_drains(&group, &four), vec![0, 1]);
+        // One standby is critical: only one slot can go.
+        four[3].serving = false;
+        assert_eq!(slot_drains(&group, &four), vec![0]);
+        // That one is being revoked, and the only standby is meant for it.
+        group.slots[0].revoking = true;
+        assert!(slot_drains(&group, &four).is_empty());
+        // The released slot goes to the standby; the other holder still drains, and no
+        // standby is left for it: it keeps its slot.
+        let grants = slot_grants(
+            &SlotGroup {
+                slots: vec![Slot::default(), group.slots[1].clone()],
+                ..group.clone()
+            },
+            &four[1..],
+        );
+        assert_eq!(grants, vec![(0, Some(3))]);
     }
 
     #[test]

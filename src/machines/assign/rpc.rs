@@ -2,7 +2,7 @@
 //! list (`show resources`).
 
 use super::service::{AssignError, AssignService, Request, Response};
-use super::state::{Assignments, Change, Resource, SlotGroup};
+use super::state::{Assignments, Change, Resource, SlotGroup, SlotName};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
 use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
@@ -27,7 +27,9 @@ impl crate::machines::Commands for AssignCmd {
             | AssignCmd::DeleteGroup
             | AssignCmd::Reassign
             | AssignCmd::Notice => Role::Admin,
-            AssignCmd::Release | AssignCmd::Watch | AssignCmd::Claim => Role::Service,
+            AssignCmd::Release | AssignCmd::ReleaseSlot | AssignCmd::Watch | AssignCmd::Claim => {
+                Role::Service
+            }
             AssignCmd::List | AssignCmd::Groups => Role::Read,
         }
     }
@@ -84,6 +86,23 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
                 wall_ms: wall_ms(),
             };
             reply(frame, &resource_reply(submit(ctx, request).await?)?)
+        }
+        AssignCmd::ReleaseSlot => {
+            let req: pb::ReleaseSlot = frame.decode()?;
+            let slot = SlotName {
+                group: req.group,
+                slot: req.slot,
+            };
+            check_slot_holder(ctx, &slot).await?;
+            let request = Request::ReleaseSlot {
+                slot,
+                token: FencingToken {
+                    term: req.term,
+                    index: req.index,
+                },
+                wall_ms: wall_ms(),
+            };
+            reply(frame, &group_reply(submit(ctx, request).await?)?)
         }
         AssignCmd::List => reply(frame, &list(ctx, frame.decode()?).await?),
         AssignCmd::Watch => watch(frame, ctx).await,
@@ -176,6 +195,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                     version: s.version,
                     term: h.token.term,
                     index: h.token.index,
+                    revoking: s.revoking,
                 })
             })
             .collect()
@@ -223,8 +243,10 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                                     notice.slots_gone.push(s.clone());
                                 }
                             }
+                            // Newly held, or still held and now being revoked.
                             for s in &held {
-                                if !before.iter().any(|b| b.slot == s.slot) {
+                                let was = before.iter().find(|b| b.slot == s.slot);
+                                if was.is_none_or(|b| s.revoking && !b.revoking) {
                                     notice.slots_held.push(s.clone());
                                 }
                             }
@@ -256,17 +278,33 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
 
 /// A `service` identity releases only what its own registrations hold.
 async fn check_holder(ctx: &Ctx<'_>, name: &str) -> Result<(), Reject> {
+    let name = name.to_owned();
+    check_holder_of(ctx, move |a| a.get(&name).and_then(|r| r.holder.as_ref())).await
+}
+
+/// A `service` identity releases only the slots its own registrations hold.
+async fn check_slot_holder(ctx: &Ctx<'_>, slot: &SlotName) -> Result<(), Reject> {
+    let (group, number) = (slot.group.clone(), slot.slot as usize);
+    check_holder_of(ctx, move |a| {
+        a.group(&group)
+            .and_then(|g| g.slots.get(number))
+            .and_then(|s| s.holder.as_ref())
+    })
+    .await
+}
+
+/// Refuses a `service` identity that is not the holder `find` names (none: nothing to check).
+async fn check_holder_of(
+    ctx: &Ctx<'_>,
+    find: impl for<'a> FnOnce(&'a Assignments) -> Option<&'a super::state::Holder> + Send + 'static,
+) -> Result<(), Reject> {
     if ctx.identity.is_none() {
         return Ok(());
     }
-    let name = name.to_owned();
     let holder = ctx
         .driver
         .read(move |replica, _| {
-            let resources = <State as Part<Assignments>>::part(replica.state());
-            resources
-                .get(&name)
-                .and_then(|r| r.holder.as_ref())
+            find(<State as Part<Assignments>>::part(replica.state()))
                 .map(|h| (h.node_id, h.registration))
         })
         .await?;
@@ -292,6 +330,7 @@ fn reject(e: AssignError) -> Reject {
         AssignError::Conflict { .. } => AssignErrorCode::ResourceConflict.into(),
         AssignError::Unknown(_) => AssignErrorCode::UnknownResource.into(),
         AssignError::NotHolder { .. } => AssignErrorCode::NotResourceHolder.into(),
+        AssignError::NotSlotHolder { .. } => AssignErrorCode::NotSlotHolder.into(),
         AssignError::TooMany { .. } => AssignErrorCode::TooManyResources.into(),
         AssignError::UnknownGroup(_) | AssignError::NoSlot { .. } => {
             AssignErrorCode::UnknownGroup.into()
@@ -408,6 +447,10 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
 
 impl crate::machines::Served for super::Assignments {
     type Cmd = AssignCmd;
+
+    fn held_by(&self, node: (u32, FencingToken)) -> Vec<String> {
+        Assignments::held_by(self, node)
+    }
 
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::placement::{self, Candidate};
 use super::state::{
     Assignments, Command, Grant, Holder, InvalidResource, Placement, Resource, Slot, SlotGroup,
-    check_label, check_name,
+    SlotName, check_label, check_name,
 };
 use crate::consensus::{Leader, Outcome, Service};
 use crate::machines::Part;
@@ -85,6 +85,12 @@ pub enum Request {
     /// The holder of `name` (its assignment named by `token`) lets it go.
     Release {
         name: String,
+        token: FencingToken,
+        wall_ms: u64,
+    },
+    /// The holder of `slot` (its grant named by `token`) lets it go.
+    ReleaseSlot {
+        slot: SlotName,
         token: FencingToken,
         wall_ms: u64,
     },
@@ -173,6 +179,15 @@ pub enum AssignError {
         name: String,
         group: String,
         slot: u32,
+    },
+    #[error(
+        "slot {slot} of `{group}` is not held under the grant {named} (its holder now: {holder}); nothing was changed"
+    )]
+    NotSlotHolder {
+        group: String,
+        slot: u32,
+        named: FencingToken,
+        holder: String,
     },
 }
 
@@ -729,6 +744,71 @@ impl AssignService {
     }
 }
 
+/// The holder of `slot`, its grant named by `token`, lets it go: it goes at once to the
+/// oldest standby in rotation other than that holder (or to nobody), with the resources
+/// bound to it, and any other free slot of the group is granted in the same entry.
+fn release_slot<S: Part<Registry> + Part<Assignments>>(
+    leader: &mut Leader<'_, S>,
+    slot: SlotName,
+    token: FencingToken,
+    wall_ms: u64,
+) -> Outcome<Response, AssignError, Waiting> {
+    if let Err(e) = check_name(&slot.group) {
+        return Outcome::Now(Err(e.into()));
+    }
+    let Some(group) = resources(leader.state()).group(&slot.group) else {
+        return Outcome::Now(Err(AssignError::UnknownGroup(slot.group)));
+    };
+    let Some(current) = group.slots.get(slot.slot as usize) else {
+        return Outcome::Now(Err(AssignError::NoSlot {
+            count: group.slots.len(),
+            group: slot.group,
+            slot: slot.slot,
+        }));
+    };
+    let Some(releasing) = current.holder.as_ref().filter(|h| h.token == token) else {
+        let holder = current.holder.as_ref().map_or("nobody".to_owned(), |h| {
+            format!("node {} with grant {}", h.node_id, h.token)
+        });
+        return Outcome::Now(Err(AssignError::NotSlotHolder {
+            group: slot.group,
+            slot: slot.slot,
+            named: token,
+            holder,
+        }));
+    };
+    let others: Vec<Candidate> = candidates(leader.state())
+        .into_iter()
+        .filter(|c| !c.is(releasing))
+        .collect();
+    let mut freed = group.clone();
+    freed.slots[slot.slot as usize].holder = None;
+    let next = FencingToken {
+        term: leader.term(),
+        index: leader.next_index(),
+    };
+    let mut grants: Vec<Grant> = placement::slot_grants(&freed, &others)
+        .into_iter()
+        .map(|(number, to)| Grant {
+            group: slot.group.clone(),
+            slot: number,
+            to: to.and_then(|node| holder_on(&others, node, next, wall_ms)),
+        })
+        .collect();
+    if !grants.iter().any(|g| g.slot == slot.slot) {
+        grants.push(Grant {
+            group: slot.group.clone(),
+            slot: slot.slot,
+            to: None,
+        });
+    }
+    write(
+        leader,
+        Command::Grant(grants),
+        Waiting::Group(slot.group, None),
+    )
+}
+
 /// Appends `command`; answered with `waiting` once committed.
 fn write<S: Part<Assignments>>(
     leader: &mut Leader<'_, S>,
@@ -851,6 +931,11 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
                 token,
                 wall_ms,
             } => self.release(leader, name, token, wall_ms),
+            Request::ReleaseSlot {
+                slot,
+                token,
+                wall_ms,
+            } => release_slot(leader, slot, token, wall_ms),
         }
     }
 
@@ -878,6 +963,27 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
             .collect();
         if !grants.is_empty() {
             leader.append(<S as Part<Assignments>>::wrap(Command::Grant(grants)));
+        }
+        // Slots of draining holders are revoked, as many as standbys can take.
+        let revokes: Vec<SlotName> = resources(leader.state())
+            .groups()
+            .flat_map(|g| {
+                placement::slot_drains(g, &candidates)
+                    .into_iter()
+                    .map(|slot| SlotName {
+                        group: g.name.clone(),
+                        slot,
+                    })
+            })
+            .collect();
+        if !revokes.is_empty() {
+            leader.notice(format!(
+                "{} slots of draining services revoked, to go to standbys once let go",
+                revokes.len()
+            ));
+            leader.append(<S as Part<Assignments>>::wrap(Command::RevokeSlots(
+                revokes,
+            )));
         }
         let assignments = resources(leader.state());
         let moves = placement::orphans(assignments, &candidates);

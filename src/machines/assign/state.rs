@@ -11,7 +11,9 @@
 //! resource is first marked `revoking` (the holder still owns it and is told to let it go),
 //! and only once the holder acknowledges the release, or its registration ends, is it
 //! assigned to the next holder. So at every point of the committed state a resource has at
-//! most one owner, and the next one starts only after the previous one stopped.
+//! most one owner, and the next one starts only after the previous one stopped. A slot whose
+//! holder is drained moves the same way: marked `revoking`, then granted on once its holder
+//! releases it or its registration ends.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -61,6 +63,8 @@ pub struct Resource {
 pub struct Slot {
     pub holder: Option<Holder>,
     pub version: u64,
+    /// The holder is draining and has been asked to let it go; it owns it until it does.
+    pub revoking: bool,
 }
 
 /// M slots for services of one node type; services beyond M stand by in registration order.
@@ -78,6 +82,13 @@ pub struct Grant {
     pub group: String,
     pub slot: u32,
     pub to: Option<Holder>,
+}
+
+/// One slot of a group, by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotName {
+    pub group: String,
+    pub slot: u32,
 }
 
 /// One change of holder: `to` (or nobody) from the entry at `token`.
@@ -100,6 +111,8 @@ pub enum Command {
     DeleteGroup(String),
     /// Slots change holder, and the resources bound to them move along, in one entry.
     Grant(Vec<Grant>),
+    /// The holders of these slots are asked to let them go (they are draining).
+    RevokeSlots(Vec<SlotName>),
 }
 
 /// What a command changed, for watchers: each resource whose holder changed, as it is now.
@@ -307,6 +320,7 @@ impl Assignments {
                     let slot = &mut group.slots[g.slot as usize];
                     slot.holder = g.to.clone();
                     slot.version += 1;
+                    slot.revoking = false;
                     // The resources bound to the slot move with it.
                     for r in self.resources.values_mut() {
                         if r.slot.as_ref() == Some(&(g.group.clone(), g.slot)) {
@@ -329,7 +343,67 @@ impl Assignments {
                 }
                 Ok(Some(changes))
             }
+            Command::RevokeSlots(slots) => {
+                for s in slots {
+                    self.slot(s)?;
+                }
+                let mut changes: Vec<Change> = Vec::new();
+                for s in slots {
+                    let group = self.groups.get_mut(&s.group).expect("checked above");
+                    let before = group.clone();
+                    let slot = &mut group.slots[s.slot as usize];
+                    if slot.holder.is_none() || slot.revoking {
+                        continue;
+                    }
+                    slot.revoking = true;
+                    let now = Some(group.clone());
+                    match changes.iter_mut().find_map(|c| match c {
+                        Change::Group { name, now, .. } if *name == s.group => Some(now),
+                        _ => None,
+                    }) {
+                        // A second slot of a group already changed by this command.
+                        Some(seen) => *seen = now,
+                        None => changes.push(Change::Group {
+                            name: s.group.clone(),
+                            before: Some(before),
+                            now,
+                        }),
+                    }
+                }
+                Ok(Some(changes))
+            }
         }
+    }
+
+    /// Slot `s`, or why a command naming it does not fit.
+    fn slot(&self, s: &SlotName) -> Result<&Slot, ApplyError> {
+        let group = self
+            .groups
+            .get(&s.group)
+            .ok_or_else(|| ApplyError::UnknownGroup(s.group.clone()))?;
+        group.slots.get(s.slot as usize).ok_or(ApplyError::NoSlot {
+            group: s.group.clone(),
+            slot: s.slot,
+        })
+    }
+
+    /// What registration `node` holds: its resources and its slots, one line each
+    /// (`resource site-1`, `slot robots/0`).
+    pub fn held_by(&self, node: (NodeId, FencingToken)) -> Vec<String> {
+        let is = |h: &Holder| (h.node_id, h.registration) == node;
+        let resources = self
+            .resources
+            .values()
+            .filter(|r| r.slot.is_none() && r.holder.as_ref().is_some_and(is))
+            .map(|r| format!("resource {}", r.name));
+        let slots = self.groups.values().flat_map(|g| {
+            g.slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.holder.as_ref().is_some_and(is))
+                .map(|(i, _)| format!("slot {}/{i}", g.name))
+        });
+        resources.chain(slots).collect()
     }
 }
 
@@ -484,6 +558,58 @@ mod tests {
         assert_eq!(s.loads(), BTreeMap::from([(2, 2)]));
         s.apply(&Command::Delete("a".into())).unwrap();
         assert!(s.apply(&Command::Delete("a".into())).is_err());
+    }
+
+    #[test]
+    fn a_revoked_slot_stays_its_holders_until_granted_on() {
+        let mut s = Assignments::default();
+        s.apply(&Command::CreateGroup(SlotGroup {
+            name: "g".into(),
+            node_type: "ROBOT".into(),
+            slots: vec![Slot::default(); 2],
+            created_ms: 0,
+        }))
+        .unwrap();
+        s.apply(&Command::Grant(vec![Grant {
+            group: "g".into(),
+            slot: 0,
+            to: Some(holder(1, 5)),
+        }]))
+        .unwrap();
+        let slot = |n| SlotName {
+            group: "g".into(),
+            slot: n,
+        };
+        // Slot 1 has no holder: nothing to revoke there.
+        let changes = s
+            .apply(&Command::RevokeSlots(vec![slot(0), slot(1)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(changes.len(), 1, "one change of the group: {changes:?}");
+        let g = s.group("g").unwrap();
+        assert!(g.slots[0].revoking && !g.slots[1].revoking);
+        assert_eq!(g.slots[0].holder, Some(holder(1, 5)), "still its holder's");
+        assert_eq!(g.slots[0].version, 1, "no change of holder yet");
+        assert_eq!(s.held_by((1, holder(1, 5).registration)), ["slot g/0"]);
+        // Revoked again: no change.
+        let again = s.apply(&Command::RevokeSlots(vec![slot(0)])).unwrap();
+        assert_eq!(again, Some(vec![]));
+        s.apply(&Command::Grant(vec![Grant {
+            group: "g".into(),
+            slot: 0,
+            to: Some(holder(2, 9)),
+        }]))
+        .unwrap();
+        let g = s.group("g").unwrap();
+        assert!(!g.slots[0].revoking, "a new holder starts afresh");
+        assert!(s.held_by((1, holder(1, 5).registration)).is_empty());
+        assert_eq!(
+            s.apply(&Command::RevokeSlots(vec![slot(2)])),
+            Err(ApplyError::NoSlot {
+                group: "g".into(),
+                slot: 2
+            })
+        );
     }
 
     #[test]

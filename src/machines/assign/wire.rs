@@ -7,6 +7,7 @@ use prost::Message as _;
 
 use super::state::{
     AssignSnapshot, Assignments, Command, Grant, Holder, Placement, Resource, Slot, SlotGroup,
+    SlotName,
 };
 use crate::machines::registry::FencingToken;
 use crate::pb::assign as pb;
@@ -42,6 +43,8 @@ codes! {
         Claim = 521,
         /// Move resources waiting out a delay window now (`Reassign` / `RebalanceReply`).
         Reassign = 523,
+        /// A slot's holder lets it go (`ReleaseSlot` / `GroupReply`).
+        ReleaseSlot = 525,
     }
 }
 
@@ -65,6 +68,8 @@ codes! {
         SlotTaken = 46 => "SLOT_TAKEN" Aborted,
         /// Resources are bound to the group: delete or rebind them first.
         GroupInUse = 47 => "GROUP_IN_USE" FailedPrecondition,
+        /// A slot release named a grant that is not the slot's current one.
+        NotSlotHolder = 48 => "NOT_SLOT_HOLDER" FailedPrecondition,
     }
 }
 
@@ -133,6 +138,7 @@ pub fn group_to_pb(g: &SlotGroup) -> pb::SlotGroupInfo {
             .map(|s| pb::SlotInfo {
                 holder: s.holder.as_ref().map(holder_to_pb),
                 version: s.version,
+                revoking: s.revoking,
             })
             .collect(),
         created_ms: g.created_ms,
@@ -150,6 +156,7 @@ pub fn group_from_pb(g: pb::SlotGroupInfo) -> Result<SlotGroup, WireError> {
                 Ok(Slot {
                     holder: s.holder.map(holder_from_pb).transpose()?,
                     version: s.version,
+                    revoking: s.revoking,
                 })
             })
             .collect::<Result<_, WireError>>()?,
@@ -184,6 +191,15 @@ impl MachineWire for Assignments {
                         group: g.group.clone(),
                         slot: g.slot,
                         to: g.to.as_ref().map(holder_to_pb),
+                    })
+                    .collect(),
+            }),
+            Command::RevokeSlots(slots) => C::RevokeSlots(pb::SlotNames {
+                slots: slots
+                    .iter()
+                    .map(|s| pb::SlotName {
+                        group: s.group.clone(),
+                        slot: s.slot,
                     })
                     .collect(),
             }),
@@ -227,6 +243,15 @@ impl MachineWire for Assignments {
                         })
                     })
                     .collect::<Result<_, WireError>>()?,
+            ),
+            C::RevokeSlots(s) => Command::RevokeSlots(
+                s.slots
+                    .into_iter()
+                    .map(|s| SlotName {
+                        group: s.group,
+                        slot: s.slot,
+                    })
+                    .collect(),
             ),
         }))
     }
@@ -291,6 +316,7 @@ mod tests {
                 Slot {
                     holder: Some(holder.clone()),
                     version: 3,
+                    revoking: true,
                 },
                 Slot::default(),
             ],
@@ -316,6 +342,10 @@ mod tests {
                 group: "robots".into(),
                 slot: 1,
                 to: None,
+            }]),
+            Command::RevokeSlots(vec![SlotName {
+                group: "robots".into(),
+                slot: 0,
             }]),
         ] {
             let e = Entry {

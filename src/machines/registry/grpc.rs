@@ -12,6 +12,7 @@ pub(crate) const SERVICE: Service = Service {
         Method::unary("Unregister", C::Unregister as u32),
         Method::unary("FreeId", C::FreeId as u32),
         Method::unary("SetHealth", C::SetHealth as u32),
+        Method::unary("Holds", C::Holds as u32),
         Method::unary("Nodes", C::Nodes as u32),
         Method::unary("Ids", C::Ids as u32),
         Method::unary("Subscriptions", C::Subscriptions as u32),

@@ -39,6 +39,7 @@ impl crate::machines::Commands for RegistryCmd {
             }
             RegistryCmd::FreeId | RegistryCmd::SetHealth => Role::Admin,
             RegistryCmd::Watch
+            | RegistryCmd::Holds
             | RegistryCmd::Nodes
             | RegistryCmd::Ids
             | RegistryCmd::Subscriptions => Role::Read,
@@ -90,6 +91,7 @@ pub(crate) async fn serve(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rejec
         RegistryCmd::Unregister => reply(frame, &unregister(ctx, frame.decode()?).await?),
         RegistryCmd::FreeId => reply(frame, &free_id(ctx, frame.decode()?).await?),
         RegistryCmd::SetHealth => reply(frame, &set_health(ctx, frame.decode()?).await?),
+        RegistryCmd::Holds => reply(frame, &holds(ctx, frame.decode()?).await?),
         RegistryCmd::Nodes => reply(frame, &read_nodes(ctx, frame.decode()?).await?),
         RegistryCmd::Ids => {
             let _req: pb::IdsRequest = frame.decode()?;
@@ -562,6 +564,26 @@ async fn nodes_view(
     v["total"] = serde_json::json!(total);
     v["types"] = serde_json::json!(types);
     Ok(v)
+}
+
+/// What the live registration of a node ID holds, in every machine.
+async fn holds(ctx: &Ctx<'_>, req: pb::HoldsRequest) -> Result<pb::HoldsReply, Reject> {
+    if req.node_id == 0 {
+        return Err(invalid(InvalidRequest::NoTarget));
+    }
+    ctx.read(move |replica, _| {
+        let (registry, _) = parts(replica);
+        let record = registry.get(req.node_id);
+        pb::HoldsReply {
+            holds: record.map_or_else(Vec::new, |r| {
+                crate::machines::Dispatch::held_by(replica.state(), (r.node_id, r.token()))
+            }),
+            node: record.map(record_to_pb),
+            index: replica.applied().index,
+            stale: replica.staleness(),
+        }
+    })
+    .await
 }
 
 async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {

@@ -37,6 +37,8 @@ codes! {
         /// An operator sets a registration's health or drains it (`SetHealthRequest` /
         /// `SetHealthReply`).
         SetHealth = 119,
+        /// What a registration still holds in every machine (`HoldsRequest` / `HoldsReply`).
+        Holds = 121,
         /// Registered services (`NodesRequest` / `NodesReply`).
         Nodes = 303,
         /// The node-ID allocator (`IdsRequest` / `IdsReply`).

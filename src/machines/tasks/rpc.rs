@@ -506,6 +506,13 @@ async fn queues(ctx: &Ctx<'_>, req: pb::QueuesRequest) -> Result<pb::QueuesReply
 impl crate::machines::Served for super::Tasks {
     type Cmd = TasksCmd;
 
+    /// The tasks it runs (a draining worker gets no new one; these finish).
+    fn held_by(&self, node: (u32, crate::machines::registry::FencingToken)) -> Vec<String> {
+        self.running_on(&node)
+            .map(|t| format!("task {}/{}", t.queue, t.name))
+            .collect()
+    }
+
     fn grpc() -> Option<&'static crate::wire::rpc::Service> {
         Some(&super::grpc::SERVICE)
     }

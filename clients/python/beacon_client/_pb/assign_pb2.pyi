@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AssignEntry(_message.Message):
-    __slots__ = ("add", "delete", "place", "revoke", "create_group", "delete_group", "grant")
+    __slots__ = ("add", "delete", "place", "revoke", "create_group", "delete_group", "grant", "revoke_slots")
     ADD_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
     PLACE_FIELD_NUMBER: _ClassVar[int]
@@ -15,6 +15,7 @@ class AssignEntry(_message.Message):
     CREATE_GROUP_FIELD_NUMBER: _ClassVar[int]
     DELETE_GROUP_FIELD_NUMBER: _ClassVar[int]
     GRANT_FIELD_NUMBER: _ClassVar[int]
+    REVOKE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     add: ResourceInfo
     delete: str
     place: Placements
@@ -22,7 +23,22 @@ class AssignEntry(_message.Message):
     create_group: SlotGroupInfo
     delete_group: str
     grant: Grants
-    def __init__(self, add: _Optional[_Union[ResourceInfo, _Mapping]] = ..., delete: _Optional[str] = ..., place: _Optional[_Union[Placements, _Mapping]] = ..., revoke: _Optional[_Union[Names, _Mapping]] = ..., create_group: _Optional[_Union[SlotGroupInfo, _Mapping]] = ..., delete_group: _Optional[str] = ..., grant: _Optional[_Union[Grants, _Mapping]] = ...) -> None: ...
+    revoke_slots: SlotNames
+    def __init__(self, add: _Optional[_Union[ResourceInfo, _Mapping]] = ..., delete: _Optional[str] = ..., place: _Optional[_Union[Placements, _Mapping]] = ..., revoke: _Optional[_Union[Names, _Mapping]] = ..., create_group: _Optional[_Union[SlotGroupInfo, _Mapping]] = ..., delete_group: _Optional[str] = ..., grant: _Optional[_Union[Grants, _Mapping]] = ..., revoke_slots: _Optional[_Union[SlotNames, _Mapping]] = ...) -> None: ...
+
+class SlotNames(_message.Message):
+    __slots__ = ("slots",)
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    slots: _containers.RepeatedCompositeFieldContainer[SlotName]
+    def __init__(self, slots: _Optional[_Iterable[_Union[SlotName, _Mapping]]] = ...) -> None: ...
+
+class SlotName(_message.Message):
+    __slots__ = ("group", "slot")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    slot: int
+    def __init__(self, group: _Optional[str] = ..., slot: _Optional[int] = ...) -> None: ...
 
 class Grants(_message.Message):
     __slots__ = ("grants",)
@@ -53,12 +69,14 @@ class SlotGroupInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., node_type: _Optional[str] = ..., slots: _Optional[_Iterable[_Union[SlotInfo, _Mapping]]] = ..., created_ms: _Optional[int] = ...) -> None: ...
 
 class SlotInfo(_message.Message):
-    __slots__ = ("holder", "version")
+    __slots__ = ("holder", "version", "revoking")
     HOLDER_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    REVOKING_FIELD_NUMBER: _ClassVar[int]
     holder: HolderInfo
     version: int
-    def __init__(self, holder: _Optional[_Union[HolderInfo, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+    revoking: bool
+    def __init__(self, holder: _Optional[_Union[HolderInfo, _Mapping]] = ..., version: _Optional[int] = ..., revoking: _Optional[bool] = ...) -> None: ...
 
 class Placements(_message.Message):
     __slots__ = ("placements",)
@@ -230,6 +248,18 @@ class Release(_message.Message):
     index: int
     def __init__(self, name: _Optional[str] = ..., term: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
 
+class ReleaseSlot(_message.Message):
+    __slots__ = ("group", "slot", "term", "index")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    slot: int
+    term: int
+    index: int
+    def __init__(self, group: _Optional[str] = ..., slot: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+
 class WatchAssignments(_message.Message):
     __slots__ = ("node_id", "term", "index", "start_index")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -255,18 +285,20 @@ class WatchAssignmentsReply(_message.Message):
     def __init__(self, index: _Optional[int] = ..., held: _Optional[_Iterable[_Union[ResourceInfo, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotHeld, _Mapping]]] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class SlotHeld(_message.Message):
-    __slots__ = ("group", "slot", "version", "term", "index")
+    __slots__ = ("group", "slot", "version", "term", "index", "revoking")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
+    REVOKING_FIELD_NUMBER: _ClassVar[int]
     group: str
     slot: int
     version: int
     term: int
     index: int
-    def __init__(self, group: _Optional[str] = ..., slot: _Optional[int] = ..., version: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ...) -> None: ...
+    revoking: bool
+    def __init__(self, group: _Optional[str] = ..., slot: _Optional[int] = ..., version: _Optional[int] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., revoking: _Optional[bool] = ...) -> None: ...
 
 class AssignmentNotice(_message.Message):
     __slots__ = ("index", "held", "gone", "slots_held", "slots_gone")

@@ -90,6 +90,11 @@ class AssignmentsStub:
                 request_serializer=assign__pb2.Reassign.SerializeToString,
                 response_deserializer=assign__pb2.RebalanceReply.FromString,
                 _registered_method=True)
+        self.ReleaseSlot = channel.unary_unary(
+                '/beacon.v1.assign.Assignments/ReleaseSlot',
+                request_serializer=assign__pb2.ReleaseSlot.SerializeToString,
+                response_deserializer=assign__pb2.GroupReply.FromString,
+                _registered_method=True)
 
 
 class AssignmentsServicer:
@@ -173,6 +178,13 @@ class AssignmentsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseSlot(self, request, context):
+        """cmd 525: a slot's holder lets it go, naming its grant's token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AssignmentsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -230,6 +242,11 @@ def add_AssignmentsServicer_to_server(servicer, server):
                     servicer.Reassign,
                     request_deserializer=assign__pb2.Reassign.FromString,
                     response_serializer=assign__pb2.RebalanceReply.SerializeToString,
+            ),
+            'ReleaseSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseSlot,
+                    request_deserializer=assign__pb2.ReleaseSlot.FromString,
+                    response_serializer=assign__pb2.GroupReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -530,6 +547,33 @@ class Assignments:
             '/beacon.v1.assign.Assignments/Reassign',
             assign__pb2.Reassign.SerializeToString,
             assign__pb2.RebalanceReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.assign.Assignments/ReleaseSlot',
+            assign__pb2.ReleaseSlot.SerializeToString,
+            assign__pb2.GroupReply.FromString,
             options,
             channel_credentials,
             insecure,

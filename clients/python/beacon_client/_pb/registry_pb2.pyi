@@ -385,6 +385,24 @@ class IdsReply(_message.Message):
     stale: str
     def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ..., last_node_id: _Optional[int] = ..., in_use: _Optional[int] = ..., quarantined: _Optional[_Iterable[int]] = ..., index: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
 
+class HoldsRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class HoldsReply(_message.Message):
+    __slots__ = ("node", "holds", "index", "stale")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    node: NodeInfo
+    holds: _containers.RepeatedScalarFieldContainer[str]
+    index: int
+    stale: str
+    def __init__(self, node: _Optional[_Union[NodeInfo, _Mapping]] = ..., holds: _Optional[_Iterable[str]] = ..., index: _Optional[int] = ..., stale: _Optional[str] = ...) -> None: ...
+
 class SubscriptionsRequest(_message.Message):
     __slots__ = ("node_type",)
     NODE_TYPE_FIELD_NUMBER: _ClassVar[int]

@@ -61,6 +61,11 @@ class RegistryStub:
                 request_serializer=registry__pb2.SetHealthRequest.SerializeToString,
                 response_deserializer=registry__pb2.SetHealthReply.FromString,
                 _registered_method=True)
+        self.Holds = channel.unary_unary(
+                '/beacon.v1.registry.Registry/Holds',
+                request_serializer=registry__pb2.HoldsRequest.SerializeToString,
+                response_deserializer=registry__pb2.HoldsReply.FromString,
+                _registered_method=True)
         self.Nodes = channel.unary_unary(
                 '/beacon.v1.registry.Registry/Nodes',
                 request_serializer=registry__pb2.NodesRequest.SerializeToString,
@@ -124,6 +129,13 @@ class RegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Holds(self, request, context):
+        """cmd 121: what a registration still holds (resources, slots, running tasks).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Nodes(self, request, context):
         """cmd 303: registered services, of one type, address or node ID.
         """
@@ -179,6 +191,11 @@ def add_RegistryServicer_to_server(servicer, server):
                     servicer.SetHealth,
                     request_deserializer=registry__pb2.SetHealthRequest.FromString,
                     response_serializer=registry__pb2.SetHealthReply.SerializeToString,
+            ),
+            'Holds': grpc.unary_unary_rpc_method_handler(
+                    servicer.Holds,
+                    request_deserializer=registry__pb2.HoldsRequest.FromString,
+                    response_serializer=registry__pb2.HoldsReply.SerializeToString,
             ),
             'Nodes': grpc.unary_unary_rpc_method_handler(
                     servicer.Nodes,
@@ -338,6 +355,33 @@ class Registry:
             '/beacon.v1.registry.Registry/SetHealth',
             registry__pb2.SetHealthRequest.SerializeToString,
             registry__pb2.SetHealthReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Holds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/beacon.v1.registry.Registry/Holds',
+            registry__pb2.HoldsRequest.SerializeToString,
+            registry__pb2.HoldsReply.FromString,
             options,
             channel_credentials,
             insecure,

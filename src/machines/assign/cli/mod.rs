@@ -151,10 +151,14 @@ impl crate::cli::follow::Followed for AssignmentWatch {
             .gone
             .iter()
             .map(|r| event_line("gone", at, json, serde_json::json!(r), resource_text(r)));
-        let granted = n
-            .slots_held
-            .iter()
-            .map(|s| event_line("granted", at, json, serde_json::json!(s), slot_text(s)));
+        let granted = n.slots_held.iter().map(|s| {
+            let event = if s.revoking {
+                "slot_revoking"
+            } else {
+                "granted"
+            };
+            event_line(event, at, json, serde_json::json!(s), slot_text(s))
+        });
         let lost = n
             .slots_gone
             .iter()
@@ -340,6 +344,7 @@ fn slots_table(reply: &pb::GroupsReply) -> String {
                 since,
                 token,
                 slot.version.to_string(),
+                yes_no(slot.revoking),
                 or_dash(&standbys.join(",")),
             ]);
         }
@@ -355,6 +360,7 @@ fn slots_table(reply: &pb::GroupsReply) -> String {
             "since_ms",
             "token",
             "version",
+            "revoking",
             "standbys",
         ],
         &rows,
@@ -457,7 +463,7 @@ impl Commands for Command {
         ),
         (
             "show slots [GROUP] [--limit N] [--from GROUP]",
-            "slot groups: group, node_type, slot, holder, address, since_ms, token, version, standbys (oldest first)",
+            "slot groups: group, node_type, slot, holder, address, since_ms, token, version, revoking (its holder drains and was asked to let it go), standbys (oldest first)",
         ),
         (
             "slots create GROUP --type T --count M",
@@ -473,7 +479,7 @@ impl Commands for Command {
         ),
         (
             "watch assignments NODE_ID [--from INDEX]",
-            "what the registration holding NODE_ID holds (`present`), then each change as a line with its log index (`held`, `revoking`, `gone`, `granted`, `slot_gone`; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each once; `--from` lists nothing and starts at that log index",
+            "what the registration holding NODE_ID holds (`present`), then each change as a line with its log index (`held`, `revoking`, `gone`, `granted`, `slot_revoking`, `slot_gone`; JSON lines with -w json) until Ctrl-C or SIGTERM; follows leader changes, each once; `--from` lists nothing and starts at that log index",
         ),
         (
             "resource rebalance [TYPE]",

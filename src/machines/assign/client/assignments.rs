@@ -29,6 +29,9 @@ pub enum AssignmentEvent {
     Removed(pb::ResourceInfo),
     /// A slot is this service's (it was standing by, or claimed it): run what the slot runs.
     SlotGranted(pb::SlotHeld),
+    /// Let the slot go: this service is draining and a standby is waiting for it; stop
+    /// what the slot runs, then call [`Assignments::release_slot`].
+    SlotRevoking(pb::SlotHeld),
     /// A slot is no longer this service's.
     SlotGone(pb::SlotHeld),
     /// The lease is lost: stop running all of these, and give up these slots; the watch ends.
@@ -221,6 +224,28 @@ impl Assignments {
         Ok(next)
     }
 
+    /// Lets slot `slot` of `group` go (after a `SlotRevoking`, or of the service's own
+    /// accord): it goes at once to the oldest standby in rotation, with the resources bound
+    /// to it. Returns the group as it is then.
+    pub async fn release_slot(
+        &mut self,
+        group: &str,
+        slot: u32,
+    ) -> Result<pb::SlotGroupInfo, ClientError> {
+        let Some(held) = self.slots.get(&(group.to_owned(), slot)) else {
+            return Err(ClientError::Ended {
+                what: "the slot release",
+                why: format!("slot {group}/{slot} is not held by this service"),
+            });
+        };
+        let (term, index) = (held.term, held.index);
+        let now = self.cluster.release_slot(group, slot, term, index).await?;
+        if let Some(s) = self.slots.remove(&(group.to_owned(), slot)) {
+            self.pending.push_back(AssignmentEvent::SlotGone(s));
+        }
+        Ok(now)
+    }
+
     /// The lease is lost: everything held is lost with it.
     fn lose_lease(&mut self) {
         let why = self
@@ -292,13 +317,31 @@ impl Assignments {
             }
         }
         for s in notice.slots_held {
-            if self
-                .slots
-                .insert((s.group.clone(), s.slot), s.clone())
-                .is_none()
-            {
-                self.pending.push_back(AssignmentEvent::SlotGranted(s));
+            self.slot_event(s);
+        }
+    }
+
+    /// A slot held as of now: granted, or now being revoked.
+    fn slot_event(&mut self, s: pb::SlotHeld) {
+        let event = match self.slots.get(&(s.group.clone(), s.slot)) {
+            None => Some(AssignmentEvent::SlotGranted(s.clone())),
+            Some(old) if (old.term, old.index) != (s.term, s.index) => {
+                // Held again under a new grant: the old one ended.
+                self.pending
+                    .push_back(AssignmentEvent::SlotGone(old.clone()));
+                Some(AssignmentEvent::SlotGranted(s.clone()))
             }
+            Some(old) if s.revoking && !old.revoking => {
+                Some(AssignmentEvent::SlotRevoking(s.clone()))
+            }
+            Some(_) => None,
+        };
+        // Granted while already being revoked: told both.
+        let revoking = s.revoking && matches!(event, Some(AssignmentEvent::SlotGranted(_)));
+        self.slots.insert((s.group.clone(), s.slot), s.clone());
+        self.pending.extend(event);
+        if revoking {
+            self.pending.push_back(AssignmentEvent::SlotRevoking(s));
         }
     }
 
@@ -309,19 +352,19 @@ impl Assignments {
             .into_iter()
             .map(|s| ((s.group.clone(), s.slot), s))
             .collect();
-        let before = std::mem::take(&mut self.slots);
-        for (key, old) in &before {
-            if !slots.contains_key(key) {
-                self.pending
-                    .push_back(AssignmentEvent::SlotGone(old.clone()));
+        let gone: Vec<(String, u32)> = self
+            .slots
+            .keys()
+            .filter(|key| !slots.contains_key(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(old) = self.slots.remove(&key) {
+                self.pending.push_back(AssignmentEvent::SlotGone(old));
             }
         }
-        for (key, s) in slots {
-            if !before.contains_key(&key) {
-                self.pending
-                    .push_back(AssignmentEvent::SlotGranted(s.clone()));
-            }
-            self.slots.insert(key, s);
+        for s in slots.into_values() {
+            self.slot_event(s);
         }
         let fresh: BTreeMap<String, pb::ResourceInfo> = fresh
             .held

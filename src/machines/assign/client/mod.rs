@@ -148,6 +148,28 @@ impl Cluster {
         Ok(reply.group.unwrap_or_default())
     }
 
+    /// The holder of slot `slot` of `group`, whose grant has fencing token `(term, index)`,
+    /// lets it go; returns the group with the slot's next holder (the oldest standby in
+    /// rotation, or nobody).
+    pub async fn release_slot(
+        &mut self,
+        group: &str,
+        slot: u32,
+        term: u64,
+        index: u64,
+    ) -> Result<pb::SlotGroupInfo, ClientError> {
+        let req = pb::ReleaseSlot {
+            group: group.to_owned(),
+            slot,
+            term,
+            index,
+        };
+        let reply: pb::GroupReply = self
+            .call(Cmd::ReleaseSlot, &req, "the slot release")
+            .await?;
+        Ok(reply.group.unwrap_or_default())
+    }
+
     /// Deletes a resource (idempotent); returns it as it was, if it existed.
     pub async fn delete_resource(
         &mut self,

@@ -49,6 +49,8 @@ pub enum Command {
         status: Option<Status>,
         draining: Option<bool>,
         note: String,
+        /// `node drain --wait`: then wait, at most this long, until it holds nothing.
+        wait: Option<std::time::Duration>,
     },
     /// `ids free ID`: ends a quarantine early.
     FreeId(u32),
@@ -168,7 +170,7 @@ fn health_filter(cmd: &str, value: &str) -> Result<HealthFilter, UsageError> {
 
 /// `node health ID STATUS [--note T]`, `node drain ID [--note T]`, `node undrain ID`.
 fn parse_node(words: &[&str]) -> Result<Command, UsageError> {
-    const USAGE: &str = "usage: `node health ID|IP:PORT passing|warning|critical [--note TEXT]`, `node drain ID|IP:PORT [--note TEXT]` or `node undrain ID|IP:PORT`";
+    const USAGE: &str = "usage: `node health ID|IP:PORT passing|warning|critical [--note TEXT]`, `node drain ID|IP:PORT [--note TEXT] [--wait [--wait-ms MS]]` or `node undrain ID|IP:PORT`";
     let (verb, rest) = match words {
         [verb, rest @ ..] => (verb.to_ascii_lowercase(), rest),
         [] => return Err(usage(USAGE)),
@@ -200,9 +202,24 @@ fn parse_node(words: &[&str]) -> Result<Command, UsageError> {
         (_, rest) => (None, rest),
     };
     let mut note = String::new();
-    for (flag, value) in flags(&format!("node {verb}"), rest)? {
+    // --wait takes no value: taken out before the flag pairs.
+    let mut wait = rest
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case("--wait"))
+        .then_some(DRAIN_WAIT);
+    let rest: Vec<&str> = rest
+        .iter()
+        .copied()
+        .filter(|a| !a.eq_ignore_ascii_case("--wait"))
+        .collect();
+    for (flag, value) in flags(&format!("node {verb}"), &rest)? {
         match flag.as_str() {
             "note" => note = value.to_owned(),
+            "wait-ms" if wait.is_some() => {
+                let ms: u64 = crate::cli::number(&format!("node {verb}"), "wait-ms", value)?;
+                wait = Some(std::time::Duration::from_millis(ms));
+            }
+            "wait-ms" => return Err(usage("`--wait-ms` bounds `--wait`: give both")),
             other => {
                 return Err(usage(format!(
                     "`node {verb}`: unknown flag --{other}; {USAGE}"
@@ -217,12 +234,86 @@ fn parse_node(words: &[&str]) -> Result<Command, UsageError> {
         "undrain" => return Err(usage("`node undrain` takes no note")),
         _ => return Err(usage(USAGE)),
     };
+    if wait.is_some() && verb != "drain" {
+        return Err(usage(format!(
+            "`node {verb}`: --wait is for `node drain` (it waits until nothing is left on it)"
+        )));
+    }
     Ok(Command::SetHealth {
         target,
         status,
         draining,
         note,
+        wait,
     })
+}
+
+/// How long `node drain --wait` waits by default: a service gets time to stop its work.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `node drain --wait`: asks what the registration still holds until it holds nothing, the
+/// registration ends, or `limit` runs out (exit 3, with what is left). Each change of what
+/// it holds is a line as it comes.
+async fn wait_drained(
+    session: &mut Session,
+    node_id: u32,
+    limit: std::time::Duration,
+) -> Result<String, Failure> {
+    use std::io::Write as _;
+    let start = std::time::Instant::now();
+    let mut last: Option<Vec<String>> = None;
+    loop {
+        let req = pb::registry::HoldsRequest { node_id };
+        let reply: pb::registry::HoldsReply = session
+            .cluster()
+            .call(RegistryCmd::Holds, &req, "the holdings read")
+            .await?;
+        let elapsed = start.elapsed().as_millis();
+        let done = match &reply.node {
+            None => Some(format!(
+                "node_id {node_id}: no live registration: nothing is left on it ({elapsed} ms)"
+            )),
+            Some(_) if reply.holds.is_empty() => Some(format!(
+                "node_id {node_id} holds nothing: drained ({elapsed} ms)"
+            )),
+            Some(_) => None,
+        };
+        if let Some(line) = done {
+            return Ok(if session.json {
+                cli::json(&serde_json::json!({
+                    "node_id": node_id,
+                    "drained": true,
+                    "live": reply.node.is_some(),
+                    "waited_ms": elapsed as u64,
+                }))
+            } else {
+                format!("{line}\n")
+            });
+        }
+        let holds = reply.holds.join(", ");
+        if start.elapsed() >= limit {
+            let why = format!(
+                "node_id {node_id} still holds {holds} after {} ms (--wait-ms); the drain goes on: a resource or slot moves once a service in rotation can take it and its holder lets it go, and a running task finishes",
+                limit.as_millis()
+            );
+            let out = if session.json {
+                cli::json(&serde_json::json!({
+                    "node_id": node_id,
+                    "drained": false,
+                    "holds": reply.holds,
+                }))
+            } else {
+                format!("node_id {node_id} still holds: {holds}\n")
+            };
+            return Err(Failure::Unfinished { out, why });
+        }
+        if !session.json && last.as_ref() != Some(&reply.holds) {
+            println!("node_id {node_id} still holds: {holds}");
+            let _ = std::io::stdout().flush();
+        }
+        last = Some(reply.holds);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 fn parse_unregister(args: &[&str]) -> Result<Command, UsageError> {
@@ -503,8 +594,8 @@ impl Commands for Command {
             "set a registration's health (role admin): discovery leaves a critical one out and work stops going to it; the service's own reports set it too, the latest wins",
         ),
         (
-            "node drain ID|IP:PORT [--note TEXT]",
-            "take a registration out of rotation for maintenance (role admin): it keeps its ID and its lease, discovery leaves it out, and it gets no new work",
+            "node drain ID|IP:PORT [--note TEXT] [--wait [--wait-ms MS]]",
+            "take a registration out of rotation for maintenance (role admin): it keeps its ID and its lease, discovery leaves it out, it gets no new work, and its resources and slots go to others once it lets them go; --wait then prints what it still holds until nothing is left (exit 3 after --wait-ms, 300000 by default)",
         ),
         (
             "node undrain ID|IP:PORT",
@@ -627,6 +718,7 @@ impl Commands for Command {
                 status,
                 draining,
                 note,
+                wait,
             } => {
                 let node_id = match target.parse::<u32>() {
                     Ok(id) => id,
@@ -654,7 +746,7 @@ impl Commands for Command {
                     .call(RegistryCmd::SetHealth, &req, "the health change")
                     .await?;
                 let node = reply.node.unwrap_or_default();
-                if session.json {
+                let set = if session.json {
                     cli::json(&render::node_json(&node))
                 } else {
                     format!(
@@ -664,6 +756,17 @@ impl Commands for Command {
                         node.addr,
                         render::health(&node)
                     )
+                };
+                match wait {
+                    None => set,
+                    Some(limit) => {
+                        if !session.json {
+                            use std::io::Write as _;
+                            print!("{set}");
+                            let _ = std::io::stdout().flush();
+                        }
+                        wait_drained(session, node_id, *limit).await?
+                    }
                 }
             }
             Command::FreeId(id) => {
