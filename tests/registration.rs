@@ -1349,6 +1349,52 @@ async fn checks_beside_the_service_report_its_health_once_it_held_for_the_thresh
     assert!(e.to_string().contains("over the limit of 256 bytes"), "{e}");
 }
 
+/// The built-in gRPC check asks a real gRPC server (a beacon's own `grpc.health.v1.Health`):
+/// passing while it serves, critical with the status it gives once it cannot (its majority
+/// is gone), for a service it does not know, and for a port where nothing listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grpc_check_reports_what_a_grpc_health_service_answers() {
+    use beacon::machines::registry::Status;
+    use beacon::machines::registry::client::Check;
+    let mut c = start(3, r#"{"lease_ms": 3000}"#).await;
+    let at = c.beacons[0].addr;
+    let grpc = |service: &str| Check::Grpc {
+        addr: at,
+        service: service.into(),
+        timeout: Duration::from_secs(2),
+    };
+    eventually(Duration::from_secs(10), || async {
+        (grpc("").run().await == (Status::Passing, String::new())).then_some(())
+    })
+    .await
+    .expect("SERVING once it follows a leader with a majority");
+    assert_eq!(
+        grpc("beacon.v1.registry.Registry").run().await.0,
+        Status::Passing
+    );
+    let (status, note) = grpc("no.such.Service").run().await;
+    assert_eq!(status, Status::Critical);
+    assert!(note.contains("NotFound"), "{note}");
+    let nobody = Check::Grpc {
+        addr: addr(free_ports(1)[0]),
+        service: String::new(),
+        timeout: Duration::from_secs(2),
+    };
+    let (status, note) = nobody.run().await;
+    assert_eq!(status, Status::Critical);
+    assert!(note.starts_with("grpc 127.0.0.1:"), "{note}");
+    // The other two beacons go: this one cannot answer writes, and says so.
+    c.beacons[1].kill();
+    c.beacons[2].kill();
+    let note = eventually(Duration::from_secs(15), || async {
+        let (status, note) = grpc("").run().await;
+        (status == Status::Critical).then_some(note)
+    })
+    .await
+    .expect("NOT_SERVING once the majority is gone");
+    assert!(note.contains("NOT_SERVING"), "{note}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_note_from_a_service_is_cut_and_its_lease_holds() {
     use beacon::machines::registry::Status;

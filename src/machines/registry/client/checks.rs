@@ -36,6 +36,16 @@ pub enum Check {
         path: String,
         timeout: Duration,
     },
+    /// The standard gRPC health check (`grpc.health.v1.Health/Check`) of `service` (`""`:
+    /// the whole server) at `addr`, plaintext HTTP/2: `SERVING` is passing; any other
+    /// status, a refused call, or no answer within `timeout` is critical. With the
+    /// `grpc-check` feature (on in `beacon`, asked for in `beacon-client`).
+    #[cfg(feature = "grpc-check")]
+    Grpc {
+        addr: SocketAddr,
+        service: String,
+        timeout: Duration,
+    },
     /// The service's own check, named `name` in the notes.
     Callback { name: String, check: CheckFn },
 }
@@ -52,6 +62,10 @@ impl Check {
         match self {
             Check::Tcp { addr, .. } => format!("tcp {addr}"),
             Check::Http { addr, path, .. } => format!("http {addr}{path}"),
+            #[cfg(feature = "grpc-check")]
+            Check::Grpc { addr, service, .. } if service.is_empty() => format!("grpc {addr}"),
+            #[cfg(feature = "grpc-check")]
+            Check::Grpc { addr, service, .. } => format!("grpc {addr} {service}"),
             Check::Callback { name, .. } => name.clone(),
         }
     }
@@ -77,9 +91,54 @@ impl Check {
                 Ok(Err(e)) => (Status::Critical, format!("{}: {e}", self.name())),
                 Err(_) => (Status::Critical, format!("{}: no answer", self.name())),
             },
+            #[cfg(feature = "grpc-check")]
+            Check::Grpc {
+                addr,
+                service,
+                timeout,
+            } => {
+                match tokio::time::timeout(*timeout, grpc_status(*addr, service, *timeout)).await {
+                    Ok(Ok(status)) if status == "SERVING" => (Status::Passing, String::new()),
+                    Ok(Ok(status)) => (Status::Critical, format!("{}: {status}", self.name())),
+                    Ok(Err(e)) => (Status::Critical, format!("{}: {e}", self.name())),
+                    Err(_) => (Status::Critical, format!("{}: no answer", self.name())),
+                }
+            }
             Check::Callback { check, .. } => check().await,
         }
     }
+}
+
+/// The serving status `grpc.health.v1.Health/Check` of `service` at `addr` answers
+/// (`SERVING`, `NOT_SERVING`, ...), or why there is none.
+#[cfg(feature = "grpc-check")]
+async fn grpc_status(addr: SocketAddr, service: &str, timeout: Duration) -> Result<String, String> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    // The whole chain of causes: a transport error says only "transport error" itself.
+    let causes = |e: &dyn std::error::Error| {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    };
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| causes(&e))?
+        .connect_timeout(timeout)
+        .connect()
+        .await
+        .map_err(|e| causes(&e))?;
+    let reply = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.to_owned(),
+        })
+        .await
+        .map_err(|s| format!("{:?}: {}", s.code(), s.message()))?;
+    Ok(reply.into_inner().status().as_str_name().to_owned())
 }
 
 /// The status code of `GET path` at `addr`: the first line of the answer is all a check
