@@ -45,6 +45,10 @@ pub struct Config {
     /// reads, and send writes on to the leader) but never lead and count for no majority;
     /// sorted.
     pub learners: Vec<SocketAddr>,
+    /// The log index of the change of membership `beacons` and `learners` are: 0 for a new
+    /// cluster's lists; what the cluster answered `--join` (the change that added this
+    /// beacon), recorded in the data directory's identity. Not a key of the file.
+    pub members_index: u64,
     /// Heartbeat / check interval.
     pub tick_ms: u64,
     /// Where this beacon keeps its state.
@@ -1049,6 +1053,7 @@ impl RawConfig {
             node,
             beacons: beacons.into_iter().collect(),
             learners: learners.into_iter().collect(),
+            members_index: 0,
             tick_ms,
             data_dir,
             admin,

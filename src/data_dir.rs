@@ -35,6 +35,10 @@ pub struct Identity {
     /// learners were recorded (the configured ones were the first then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learners: Option<Vec<String>>,
+    /// The log index of the change that first membership is: for a beacon that joined, the
+    /// change that added it (no older change replaces it); absent for a new cluster's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members_index: Option<u64>,
     /// What each machine records of its settings, by key (`id_range`).
     #[serde(flatten)]
     pub machines: std::collections::BTreeMap<String, serde_json::Value>,
@@ -49,6 +53,7 @@ pub fn identity_of(config: &crate::config::Config) -> Identity {
         mode: config.mode.to_string(),
         beacons: config.beacon_names(),
         learners: Some(config.learners.iter().map(|l| l.to_string()).collect()),
+        members_index: (config.members_index > 0).then_some(config.members_index),
     }
 }
 
@@ -105,6 +110,7 @@ impl Identity {
                 .learners
                 .clone()
                 .or_else(|| configured.learners.clone()),
+            members_index: self.members_index,
             ..configured.clone()
         }
     }
@@ -298,6 +304,7 @@ mod tests {
                 "127.0.0.1:3".into(),
             ],
             learners: Some(Vec::new()),
+            members_index: None,
         }
     }
 

@@ -45,6 +45,24 @@ async fn the_default_lone_beacon_grows_by_join_without_a_restart() {
         support::lists_service(c, "10.0.0.5:8080").await,
         "the registration made alone is not on the joined beacon"
     );
+    // Each joiner recorded the log index of the change that added it: no older membership
+    // (one a removed beacon still tells of) replaces the one it joined with, after a restart
+    // too. The first beacon's membership is a new cluster's: none recorded.
+    let mut recorded = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let identity = entry.unwrap().path().join("identity.json");
+        if let Ok(text) = std::fs::read_to_string(&identity) {
+            let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            recorded.push(json["members_index"].as_u64());
+        }
+    }
+    recorded.sort();
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert_eq!(recorded[0], None, "{recorded:?}");
+    assert!(
+        recorded[1].is_some_and(|i| i > 0) && recorded[1] != recorded[2],
+        "two joiners, each added by its own change: {recorded:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,7 @@ fn config_in(
         me: addr(me),
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
         learners: Vec::new(),
+        members_index: 0,
         tick_ms: TICK,
         log_keep,
         stored,

@@ -3,6 +3,8 @@
 //!
 //! The membership in effect is the log's last change, else the configured one; a change a
 //! leader told of (committed, while this log lacks it) wins until the log catches up. The
+//! configured membership has an index too (a joiner's: the change that added it), and no
+//! change older than it replaces it. The
 //! election is given that membership plus, as learners, the beacons a change not yet
 //! committed removed: they still get the log, to learn of their removal, and the voters
 //! among them may still lead (the change may never commit).
@@ -43,8 +45,10 @@ pub(super) struct Synced {
 /// The membership in effect and what the election was last given.
 #[derive(Debug)]
 pub(super) struct Membership {
-    /// The membership the configuration names (a new cluster's).
+    /// The membership the configuration names (a new cluster's, or a joiner's).
     configured: Members,
+    /// The log index of the change `configured` is (0: a new cluster's first membership).
+    configured_index: u64,
     members: Members,
     electorate: Electorate,
     /// [`Members::voters_digest`] of the electorate's voters, sent with every message.
@@ -57,10 +61,12 @@ pub(super) struct Membership {
 }
 
 impl Membership {
-    /// Starting from `members` (a stored one, else `configured`).
-    pub(super) fn new(members: Members, configured: Members) -> Self {
+    /// Starting from `members` (a stored one, else `configured`, the change at
+    /// `configured_index`).
+    pub(super) fn new(members: Members, configured: Members, configured_index: u64) -> Self {
         Membership {
             configured,
+            configured_index,
             voters_digest: members.voters_digest(),
             electorate: Electorate {
                 members: members.clone(),
@@ -90,14 +96,25 @@ impl Membership {
     /// never changed; a change a leader told us of while our log lacks it counts).
     pub(super) fn index<C: Clone>(&self, log: &Log<C>) -> u64 {
         let logged = log.change_at(u64::MAX).map_or(0, |(i, _)| i);
-        self.heard.as_ref().map_or(logged, |(i, _)| *i).max(logged)
+        self.heard
+            .as_ref()
+            .map_or(logged, |(i, _)| *i)
+            .max(logged)
+            .max(self.configured_index)
     }
 
-    /// The membership as of log index `index`, as far as `log` knows it.
+    /// The membership as of log index `index`, as far as `log` knows it: the configured
+    /// one where the log holds no change, or only changes older than it.
     pub(super) fn at<C: Clone>(&self, log: &Log<C>, index: u64) -> Members {
-        log.members_at(index)
-            .cloned()
+        self.logged(log, index)
+            .map(|(_, m)| m.clone())
             .unwrap_or_else(|| self.configured.clone())
+    }
+
+    /// The log's change in effect at `index`, unless it is older than the configured one.
+    fn logged<'a, C: Clone>(&self, log: &'a Log<C>, index: u64) -> Option<(u64, &'a Members)> {
+        log.change_at(index)
+            .filter(|(i, _)| *i >= self.configured_index)
     }
 
     /// A leader told us its latest committed change: taken when it is later than what
@@ -129,7 +146,7 @@ impl Membership {
             return None;
         }
         self.synced = Some(key);
-        let logged = log.change_at(u64::MAX).map(|(i, m)| (i, m.clone()));
+        let logged = self.logged(log, u64::MAX).map(|(i, m)| (i, m.clone()));
         let logged_index = logged.as_ref().map_or(0, |(i, _)| *i);
         if self.heard.as_ref().is_some_and(|(i, _)| *i <= logged_index) {
             self.heard = None; // the log has caught up with it
@@ -203,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_removal_not_yet_committed_keeps_the_removed_voter_as_a_learner() {
-        let mut m = Membership::new(three(), three());
+        let mut m = Membership::new(three(), three(), 0);
         let mut log = Log::new(100);
         assert!(m.sync(&log, 0, addr(1)).is_some(), "the first sync looks");
         assert!(m.sync(&log, 0, addr(1)).is_none(), "nothing changed since");
@@ -225,9 +242,47 @@ mod tests {
         assert_eq!(m.index(&log), at);
     }
 
+    /// A joiner at an address that was a voter before (another machine, removed since)
+    /// starts with the membership that added it, at index 20: a removed leader still
+    /// telling of the change at 5 (where that address votes), or the older changes at the
+    /// start of the log it fetches, do not make it a voter of that membership again.
+    #[test]
+    fn a_joiner_takes_no_membership_older_than_the_one_that_added_it() {
+        let old = Members::new([addr(1), addr(2), addr(3), addr(4)], []);
+        let joined = Members::new([addr(1), addr(2)], [addr(4)]);
+        let mut m = Membership::new(joined.clone(), joined.clone(), 20);
+        let mut log = Log::new(100);
+        m.sync(&log, 0, addr(4));
+        assert_eq!(m.index(&log), 20);
+        assert!(!m.hear(&log, &(5, old.clone())), "older than its own");
+        assert_eq!(m.members(), &joined);
+        // The log it fetches starts with the older change; its own is still the one.
+        for _ in 0..4 {
+            log.append(Entry {
+                index: log.last().index + 1,
+                term: 1,
+                payload: Payload::Command(0),
+            });
+        }
+        change(&mut log, old.clone());
+        m.sync(&log, 5, addr(4));
+        assert_eq!(m.members(), &joined, "a change at 5 is older than 20");
+        assert!(!m.electorate().members.voters.contains(&addr(4)));
+        assert!(
+            m.electorate().former_voters.is_empty(),
+            "no stale voter leads"
+        );
+        assert_eq!(m.at(&log, 5), joined);
+        // A later committed change (its promotion) is taken, heard or logged.
+        let promoted = Members::new([addr(1), addr(2), addr(4)], []);
+        assert!(m.hear(&log, &(25, promoted.clone())));
+        m.sync(&log, 5, addr(4));
+        assert_eq!(m.members(), &promoted);
+    }
+
     #[test]
     fn a_change_a_leader_told_of_holds_until_the_log_catches_up() {
-        let mut m = Membership::new(three(), three());
+        let mut m = Membership::new(three(), three(), 0);
         let mut log = Log::new(100);
         m.sync(&log, 0, addr(1));
         let four = Members::new([addr(1), addr(2), addr(3), addr(4)], []);

@@ -145,6 +145,12 @@ pub struct Config {
     /// Learners: beacons that follow the leader and receive the log (and may serve reads),
     /// but never lead and count for no majority. Disjoint from `beacons`.
     pub learners: Vec<SocketAddr>,
+    /// The log index of the change of membership `beacons` and `learners` are: 0 for a new
+    /// cluster's first membership; for a beacon that joined, the change that added it. A
+    /// change older than it (a removed leader still telling of its own, or the start of the
+    /// log this beacon fetches) never replaces it: its address may have voted in that older
+    /// membership as another machine, and this one must not vote in its place.
+    pub members_index: u64,
     pub tick_ms: u64,
     /// Log entries kept for followers that fall behind; older ones cost a snapshot.
     pub log_keep: usize,
@@ -323,6 +329,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         .with_quorum(cfg.mode == Mode::Quorum)
         .with_promise(cfg.stored)
         .with_dealing(cfg.deal_terms);
+        let r_members_index = cfg.members_index;
         let mut r = Replica {
             journal: Journal::new(cfg.log_keep, state),
             election,
@@ -330,7 +337,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             leading: None,
             following: Following::default(),
             intake: Intake::default(),
-            membership: Membership::new(members, configured),
+            membership: Membership::new(members, configured, r_members_index),
             ready: Ready::default(),
             cfg,
         };

@@ -131,6 +131,7 @@ pub fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
         mode,
         beacons: beacons.iter().map(|p| addr(*p)).collect(),
         learners: Vec::new(),
+        members_index: 0,
         tick_ms: 100,
         log_keep: 100,
         stored: super::Promise::default(),

@@ -81,7 +81,10 @@ pub async fn join(
         learner: false,
     };
     let members = match member::change(&opts, seeds, &req).await {
-        Ok(changed) => changed.reply.members.unwrap_or_default(),
+        Ok(changed) => {
+            config.members_index = changed.reply.index;
+            changed.reply.members.unwrap_or_default()
+        }
         Err(ClientError::Refused { ref msg, .. }) if msg.contains("already a member") => {
             info!("--join: {me} is a member already: starting with the cluster's membership");
             current_members(&opts, seeds).await?

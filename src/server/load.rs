@@ -77,6 +77,7 @@ pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> c
         mode: config.mode,
         beacons: config.beacons.clone(),
         learners: config.learners.clone(),
+        members_index: config.members_index,
         tick_ms: config.tick_ms,
         log_keep: config.log_keep,
         stored,
@@ -209,6 +210,10 @@ pub(crate) fn load(config: &Config, options: StartOptions) -> Result<Loaded, Loa
     let mut consensus = consensus_config(config, stored);
     consensus.beacons = first.voters.iter().copied().collect();
     consensus.learners = first.learners.iter().copied().collect();
+    consensus.members_index = match &recorded {
+        Some(r) => r.members_index.unwrap_or(0),
+        None => config.members_index,
+    };
     let (core, restore_notices) = Replica::restore(
         consensus,
         State::configured(&config.machines),

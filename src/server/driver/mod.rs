@@ -842,6 +842,7 @@ mod view_tests {
             mode: Mode::Classic,
             beacons: vec![config.node],
             learners: Vec::new(),
+            members_index: 0,
             tick_ms: config.tick_ms,
             log_keep: config.log_keep,
             stored: consensus::Promise::default(),

@@ -209,7 +209,8 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     started: BTreeSet<SocketAddr>,
     /// Spares added: the membership each was given to start with (as `beacon --join`
     /// hands it the membership of the beacon it asked).
-    joined: BTreeMap<SocketAddr, consensus::Members>,
+    /// with the log index of the change that added it.
+    joined: BTreeMap<SocketAddr, (consensus::Members, u64)>,
     /// Draws the operator's membership changes, apart from the others.
     operator: Rng,
     pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
@@ -290,6 +291,7 @@ where
             mode: setup.mode,
             beacons: voters.clone(),
             learners,
+            members_index: 0,
             tick_ms: TICK,
             log_keep: setup.log_keep,
             stored: consensus::Promise::default(),
@@ -838,9 +840,10 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             stored: restored.promise,
             ..self.config.clone()
         };
-        if let Some(m) = self.joined.get(&at) {
+        if let Some((m, index)) = self.joined.get(&at) {
             config.beacons = m.voters.iter().copied().collect();
             config.learners = m.learners.iter().copied().collect();
+            config.members_index = *index;
         }
         let (state, service) = (self.fresh)();
         let (node, notices) = Replica::restore(
@@ -1482,7 +1485,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             self.told_through.remove(&node);
             let mut joining = members.clone();
             joining.learners.insert(node);
-            self.joined.insert(node, joining);
+            let index = self.nodes[&leader].members_index();
+            self.joined.insert(node, (joining, index));
             self.started.insert(node);
             self.restart(node)?;
         }
