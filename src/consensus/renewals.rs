@@ -198,13 +198,14 @@ impl Notes {
     }
 
     /// The last note follower `sent` holds for certain (0 when unknown or when it needs
-    /// the table). A beacon that predates renewals counts as holding every one: it keeps
-    /// none, but its promise says nothing either, so a new leader it promised to vouches for
-    /// nothing and starts every lease afresh; it must not hold answers back during an
-    /// upgrade.
+    /// the table). A beacon that predates renewals counts as holding every note made so
+    /// far: it keeps none, but its promise says nothing either, so a new leader it promised
+    /// to vouches for nothing and starts every lease afresh; it must not hold answers back
+    /// during an upgrade. Only the notes made so far: once it is upgraded and says what it
+    /// holds, the notes after count as it says, in the same term.
     pub(super) fn held_by(&self, term: u64, sent: &Sent) -> u64 {
         if sent.silent {
-            return u64::MAX;
+            return self.last;
         }
         sent.reported
             .and_then(|r| self.continues(term, r))
@@ -396,12 +397,19 @@ mod tests {
         let mut old = Sent::default();
         assert_eq!(n.held_by(3, &old), 0, "unheard yet");
         old.report(None);
-        assert_eq!(n.held_by(3, &old), u64::MAX);
+        assert_eq!(n.held_by(3, &old), n.last(), "every note made so far");
         assert_eq!(
             n.batch_for(3, &mut old, 0, 100, table),
             None,
             "and is sent none"
         );
+        // Upgraded, it says what it holds: a note made since counts as it says.
+        let mut upgraded = old;
+        let last = n.last();
+        upgraded.report(Some(Horizon { term: 3, seq: last }));
+        assert_eq!(n.held_by(3, &upgraded), last);
+        n.note(77);
+        assert_eq!(n.held_by(3, &upgraded), last, "not the one made since");
         // A leader with no other voter keeps none.
         n.forget_heard(std::iter::empty());
         assert!(n.kept.is_empty() && n.first == n.last + 1);
