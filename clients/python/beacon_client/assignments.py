@@ -64,9 +64,12 @@ class Assignments(Resuming):
         self.client.call("assignments", "ReleaseSlot", assign_pb2.ReleaseSlot(
             group=group, slot=held.slot, term=held.term, index=held.index))
         with self._lock:
-            if self.slots.get(group) is held:
+            # The watch may have told it gone already.
+            ours = self.slots.get(group) is held
+            if ours:
                 del self.slots[group]
-        self._emit("slot_gone", held)
+        if ours:
+            self._emit("slot_gone", held)
 
     def _slot_events(self, was, now) -> list:
         """The events of slot `now` held, where `was` was held before (or None)."""
@@ -141,7 +144,9 @@ class Assignments(Resuming):
             for r in notice.held:
                 self.resources[r.name] = r
         for s in notice.slots_gone:
-            self._emit("slot_gone", s)
+            # A slot let go with `release_slot` was told gone then.
+            if s.group in before:
+                self._emit("slot_gone", s)
         for s in notice.slots_held:
             for kind, item in self._slot_events(before.get(s.group), s):
                 self._emit(kind, item)

@@ -226,6 +226,9 @@ def test_a_drained_slot_holder_lets_its_slot_go_to_the_standby(cluster):
           what="the drained holder to be asked for its slot")
     held_a.release_slot("arms")
     until(lambda: held_b.slots.get("arms"), what="the slot to go to the standby")
+    time.sleep(0.3)
+    told.extend(drain(events_a))
+    assert [e.kind for e in told].count("slot_gone") == 1, [e.kind for e in told]
     assert client.holds(a.node_id) == [], "nothing is left on the drained one"
     assert client.holds(b.node_id) == ["slot arms/0"]
     assert not a.lost.is_set(), "the drained one keeps its lease"
