@@ -63,7 +63,7 @@ pub use members::{Change, Members, MembersError};
 pub use message::{Append, PeerMessage, Snapshot};
 use progress::Followers;
 pub use progress::{FollowerView, Progress};
-pub use ready::{Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
+pub use ready::{Changed, Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
 pub use renewals::{Horizon, Knowledge, RenewalBatch, RenewalTable};
 
 use crate::time::Millis;

@@ -95,8 +95,15 @@ pub enum Event {
     /// membership it made, once committed, or why it was not made.
     MembersChanged {
         token: Token,
-        result: Result<super::Members, super::ChangeError>,
+        result: Result<Changed, super::ChangeError>,
     },
+}
+
+/// A change of membership made: the log index of its entry, and the membership it made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub index: u64,
+    pub members: super::Members,
 }
 
 /// What one or more steps ask for. Merge the steps of a batch with [`Ready::merge`] to store

@@ -76,7 +76,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             let members = self.members_at(index);
             self.ready.events.push(Event::MembersChanged {
                 token,
-                result: Ok(members),
+                result: Ok(super::Changed { index, members }),
             });
         }
     }
@@ -198,7 +198,9 @@ mod tests {
 
     fn answer(events: &[Event], token: Token) -> Option<Result<Members, ChangeError>> {
         events.iter().find_map(|e| match e {
-            Event::MembersChanged { token: t, result } if *t == token => Some(result.clone()),
+            Event::MembersChanged { token: t, result } if *t == token => {
+                Some(result.clone().map(|c| c.members))
+            }
             _ => None,
         })
     }

@@ -698,7 +698,7 @@ fn event_line(event: &Event) -> Option<String> {
             Err(e) => format!("read index refused: {e}"),
         },
         Event::MembersChanged { result, .. } => match result {
-            Ok(m) => format!("members now {}", members(m)),
+            Ok(c) => format!("members now {}", members(&c.members)),
             Err(e) => format!("members not changed: {e}"),
         },
     })

@@ -100,7 +100,7 @@ pub(crate) enum Ask {
     /// A change of membership ([`crate::consensus::Input::ChangeMembers`]).
     ChangeMembers {
         change: crate::consensus::Change,
-        reply: oneshot::Sender<Result<crate::consensus::Members, crate::consensus::ChangeError>>,
+        reply: oneshot::Sender<Result<crate::consensus::Changed, crate::consensus::ChangeError>>,
     },
     /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]), for
     /// this beacon's reads or for a follower's (`asker`).
@@ -171,7 +171,7 @@ impl DriverHandle {
     pub(crate) async fn change_members(
         &self,
         change: crate::consensus::Change,
-    ) -> Result<Result<crate::consensus::Members, crate::consensus::ChangeError>, Reject> {
+    ) -> Result<Result<crate::consensus::Changed, crate::consensus::ChangeError>, Reject> {
         self.ask(|reply| Ask::ChangeMembers { change, reply }).await
     }
 

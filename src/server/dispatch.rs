@@ -354,17 +354,15 @@ async fn change_members(
         ));
     }
     match shared.driver.change_members(change).await? {
-        Ok(members) => {
-            let index = shared.driver.read(|core, _| core.members_index()).await?;
-            reply(
-                frame,
-                &pb::ChangeMembersReply {
-                    members: Some(crate::wire::envelope::members_to_pb(&members)),
-                    index,
-                    leader: shared.config.node.to_string(),
-                },
-            )
-        }
+        // The index of the change's own entry: what a joiner records as the membership's.
+        Ok(changed) => reply(
+            frame,
+            &pb::ChangeMembersReply {
+                members: Some(crate::wire::envelope::members_to_pb(&changed.members)),
+                index: changed.index,
+                leader: shared.config.node.to_string(),
+            },
+        ),
         Err(ChangeError::Consensus(e)) => Err(e.into()),
         Err(e @ (ChangeError::InProgress(_) | ChangeError::NotYet)) => {
             Err(Reject::new(ErrorCode::Unavailable, e.to_string()))

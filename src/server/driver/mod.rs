@@ -43,7 +43,7 @@ use crate::wire::envelope::{
 
 type Input = InputOf<State, Services>;
 
-type MembersChanged = Result<consensus::Members, consensus::ChangeError>;
+type MembersChanged = Result<consensus::Changed, consensus::ChangeError>;
 
 /// Starts a link task to a peer and returns its queue.
 pub(crate) type LinkOpener = Box<dyn Fn(SocketAddr) -> mpsc::Sender<Outgoing> + Send>;
@@ -651,7 +651,10 @@ impl Driver {
             }
             consensus::Event::MembersChanged { token, result } => {
                 match &result {
-                    Ok(members) => info!("membership change committed: {members}"),
+                    Ok(c) => info!(
+                        index = c.index,
+                        "membership change committed: {}", c.members
+                    ),
                     Err(e) => warn!("membership change not made: {e}"),
                 }
                 if let Some(waiting) = self.member_changes.remove(&token) {
