@@ -352,16 +352,8 @@ impl Assignments {
             .into_iter()
             .map(|s| ((s.group.clone(), s.slot), s))
             .collect();
-        let gone: Vec<(String, u32)> = self
-            .slots
-            .keys()
-            .filter(|key| !slots.contains_key(*key))
-            .cloned()
-            .collect();
-        for key in gone {
-            if let Some(old) = self.slots.remove(&key) {
-                self.pending.push_back(AssignmentEvent::SlotGone(old));
-            }
+        for old in take_missing(&mut self.slots, &slots) {
+            self.pending.push_back(AssignmentEvent::SlotGone(old));
         }
         for s in slots.into_values() {
             self.slot_event(s);
@@ -371,19 +363,21 @@ impl Assignments {
             .into_iter()
             .map(|r| (r.name.clone(), r))
             .collect();
-        let gone: Vec<String> = self
-            .held
-            .keys()
-            .filter(|name| !fresh.contains_key(*name))
-            .cloned()
-            .collect();
-        for name in gone {
-            if let Some(old) = self.held.remove(&name) {
-                self.pending.push_back(AssignmentEvent::Removed(old));
-            }
+        for old in take_missing(&mut self.held, &fresh) {
+            self.pending.push_back(AssignmentEvent::Removed(old));
         }
         for r in fresh.into_values() {
             self.held_event(r);
         }
     }
+}
+
+/// Takes out of `held` what `now` no longer has, in key order.
+fn take_missing<K: Ord + Clone, V, W>(held: &mut BTreeMap<K, V>, now: &BTreeMap<K, W>) -> Vec<V> {
+    let gone: Vec<K> = held
+        .keys()
+        .filter(|k| !now.contains_key(*k))
+        .cloned()
+        .collect();
+    gone.iter().filter_map(|k| held.remove(k)).collect()
 }
