@@ -62,9 +62,9 @@ fn start(n: usize) -> (Cluster, Mesh, Vec<SocketAddr>) {
 }
 
 async fn leader_of(addrs: &[SocketAddr], c: &Cluster) -> usize {
-    let leader = eventually(Duration::from_secs(15), || agreed_leader(addrs))
+    let leader = eventually(Duration::from_secs(15), || settled_leader(addrs))
         .await
-        .unwrap_or_else(|| panic!("no agreed leader\n{}", c.logs()));
+        .unwrap_or_else(|| panic!("no settled leader\n{}", c.logs()));
     addrs.iter().position(|a| a.to_string() == leader).unwrap()
 }
 

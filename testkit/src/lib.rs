@@ -695,6 +695,25 @@ pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> 
     agreed
 }
 
+/// The leader all of `addrs` agree on once every view also shows every beacon following it:
+/// each follower's word that it follows the leader has reached the others. Until then a
+/// follower that loses the leader may count another as free to follow it and take over (the
+/// fast failover), so a test that cuts a link right after an election waits for this.
+pub async fn settled_leader(addrs: &[SocketAddr]) -> Option<String> {
+    let leader = agreed_leader(addrs).await?;
+    for a in addrs {
+        let s = status(*a).await?;
+        if !s
+            .beacons
+            .iter()
+            .all(|b| b.follows.as_deref() == Some(leader.as_str()))
+        {
+            return None;
+        }
+    }
+    Some(leader)
+}
+
 /// Waits (up to 30 s) until every beacon of `up` follows one leader whose membership is
 /// exactly `voters`, with no learner; false if it never is.
 pub async fn voters_settle(up: &[SocketAddr], voters: &[SocketAddr]) -> bool {
