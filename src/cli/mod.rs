@@ -23,6 +23,13 @@ pub trait Commands: Sized {
     fn parse(head: &[&str], words: &[&str]) -> Option<Result<Self, UsageError>>;
     /// Runs the command; returns what to print.
     fn run(&self, session: &mut Session) -> impl Future<Output = Result<String, Failure>>;
+
+    /// `line` parsed as nebcli's shell parses it, for a set's tests (it must be one of the
+    /// set's commands).
+    #[cfg(test)]
+    fn parse_line(line: &str) -> Result<Self, UsageError> {
+        parse_line(line)
+    }
 }
 
 /// Exit status of a command whose output pipe closed (128 + SIGPIPE), as a shell reports

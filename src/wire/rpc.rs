@@ -102,6 +102,51 @@ impl Service {
     }
 }
 
+/// Declares a gRPC service: its full name, the enums of its commands and error codes, and
+/// its methods by kind. A method is named after its command unless written `Method =
+/// Command`; a `mux` method lists the commands its requests carry, the starting one first.
+///
+/// ```ignore
+/// pub(crate) const SERVICE: Service = service! {
+///     "beacon.v1.registry.Registry", RegistryCmd, RegistryErrorCode;
+///     unary: Register, Nodes;
+///     each: KeepAlive = NodeReport;
+/// };
+/// ```
+macro_rules! service {
+    (@cmd $cmd:ident $method:ident) => { $cmd::$method as u32 };
+    (@cmd $cmd:ident $method:ident = $target:ident) => { $cmd::$target as u32 };
+    (
+        $name:literal, $cmd:ident, $err:ident;
+        $( unary: $( $unary:ident $(= $unary_cmd:ident)? ),+ ; )?
+        $( stream: $( $stream:ident $(= $stream_cmd:ident)? ),+ ; )?
+        $( each: $( $each:ident $(= $each_cmd:ident)? ),+ ; )?
+        $( mux: $mux:ident = [ $( $muxed:ident ),+ ] ; )?
+    ) => {{
+        use $crate::wire::rpc::{Method, service};
+        $crate::wire::rpc::Service {
+            name: $name,
+            methods: &[
+                $( $( Method::unary(
+                    stringify!($unary),
+                    service!(@cmd $cmd $unary $(= $unary_cmd)?),
+                ), )+ )?
+                $( $( Method::stream(
+                    stringify!($stream),
+                    service!(@cmd $cmd $stream $(= $stream_cmd)?),
+                ), )+ )?
+                $( $( Method::each(
+                    stringify!($each),
+                    service!(@cmd $cmd $each $(= $each_cmd)?),
+                ), )+ )?
+                $( Method::mux(stringify!($mux), &[ $( $cmd::$muxed as u32 ),+ ]), )?
+            ],
+            errors: &$err::GRPC,
+        }
+    }};
+}
+pub(crate) use service;
+
 /// `body` as field `field` of a message: what a stream event is.
 pub fn wrap(field: u32, body: &[u8]) -> bytes::Bytes {
     let mut out = Vec::with_capacity(body.len() + 11);

@@ -199,6 +199,8 @@ pub(super) async fn report_health(shared: Arc<Shared>) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use prost::Message;
     use prost_types::FileDescriptorSet;
 
@@ -239,9 +241,15 @@ mod tests {
                     .into_iter()
                     .find(|d| d.name == full)
                     .unwrap_or_else(|| panic!("{full} is in proto/ but no machine serves it"));
-                let names: Vec<&str> = s.method.iter().map(|m| m.name()).collect();
-                let served: Vec<&str> = declared.methods.iter().map(|m| m.name).collect();
+                // The same names; the declarations list them by kind, proto/ as it reads.
+                let names: BTreeSet<&str> = s.method.iter().map(|m| m.name()).collect();
+                let served: BTreeSet<&str> = declared.methods.iter().map(|m| m.name).collect();
                 assert_eq!(names, served, "{full}: the methods differ");
+                assert_eq!(
+                    served.len(),
+                    declared.methods.len(),
+                    "{full}: a method twice"
+                );
                 for m in &s.method {
                     let kind = declared.method(m.name()).unwrap().kind;
                     let what = format!("{full}/{}", m.name());
