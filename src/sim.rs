@@ -57,7 +57,7 @@ impl<T> InFlight<T> {
     }
 
     /// Sends `request` from `client`, sent for `what`; the client waits for its answer
-    /// `wait_ms` at most. Whether it went (no beacon runs: it did not).
+    /// `wait_ms` at most. Its token, if it went (no beacon runs: it did not).
     pub fn send<R>(
         &mut self,
         cx: &mut dyn Context<R>,
@@ -65,13 +65,11 @@ impl<T> InFlight<T> {
         request: R,
         what: T,
         wait_ms: u64,
-    ) -> bool {
-        let Some(token) = cx.send(client, request) else {
-            return false;
-        };
+    ) -> Option<Token> {
+        let token = cx.send(client, request)?;
         self.pending.insert(token, (client, what));
         self.busy.insert(client, cx.now() + wait_ms);
-        true
+        Some(token)
     }
 
     /// The answer to `token` came: its client and what it was sent for (`None`: another
@@ -121,6 +119,17 @@ impl<T: Default> Committed<T> {
     }
 }
 
+/// An answer to one of a workload's requests: who gave it and in which term, and which
+/// client had sent the request, for what.
+pub struct Answer<S: Machine, V: Service<S>, T> {
+    pub from: SocketAddr,
+    pub term: u64,
+    pub token: Token,
+    pub client: usize,
+    pub sent: T,
+    pub reply: Reply<S, V>,
+}
+
 /// One running replica, as a workload checks it.
 pub struct View<'a, S: Machine, V: Service<S>> {
     pub addr: SocketAddr,
@@ -140,17 +149,42 @@ pub enum Probe {
 
 /// A machine's clients and invariants, for the simulations.
 pub trait Workload<S: Machine, V: Service<S>> {
+    /// What a client sent a request for, kept with it until its answer comes.
+    type Sent;
+    /// The requests its clients wait on: sent with [`InFlight::send`], each answer is given
+    /// to [`Workload::answered`] with what it was sent for.
+    fn in_flight(&mut self) -> &mut InFlight<Self::Sent>;
     /// The clients act at `cx.now()`: start requests, retry them, give up.
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked;
-    /// Beacon `from`, in `term`, answered a client's request `token`.
+    /// A beacon answered one of the clients' requests.
     fn answered(
+        &mut self,
+        cx: &mut dyn Context<V::Request>,
+        a: Answer<S, V, Self::Sent>,
+    ) -> Checked;
+    /// Beacon `from`, in `term`, answered request `token`: to [`Workload::answered`] if it is
+    /// one the clients wait on (not one answered already).
+    fn deliver(
         &mut self,
         cx: &mut dyn Context<V::Request>,
         from: SocketAddr,
         term: u64,
         token: Token,
         reply: Reply<S, V>,
-    ) -> Checked;
+    ) -> Checked {
+        let Some((client, sent)) = self.in_flight().answered(token) else {
+            return Ok(());
+        };
+        let answer = Answer {
+            from,
+            term,
+            token,
+            client,
+            sent,
+            reply,
+        };
+        self.answered(cx, answer)
+    }
     /// The invariants over every running replica, after every step.
     fn check(&mut self, now: Millis, replicas: &[View<'_, S, V>]) -> Checked;
     /// A request the one settled leader must serve once the faults heal.

@@ -5,11 +5,10 @@
 //! holds every value acknowledged in its term or before.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
-use beacon::consensus::{Reply, ReplyError, Token};
+use beacon::consensus::{Reply, ReplyError};
 use beacon::machines::{Part, Routes};
-use beacon::sim::{Checked, Context, InFlight, View, Workload};
+use beacon::sim::{Answer, Checked, Context, InFlight, View, Workload};
 use beacon::time::Millis;
 
 use super::service::{CounterService, Request, Response};
@@ -17,7 +16,7 @@ use super::state::Counter;
 
 /// A client's request in flight, and the highest value acknowledged when it was sent.
 #[derive(Debug, Clone, Copy)]
-struct Pending {
+pub struct Pending {
     read: bool,
     floor: u64,
 }
@@ -59,6 +58,12 @@ where
     S: Part<Counter>,
     V: Routes<S, CounterService>,
 {
+    type Sent = Pending;
+
+    fn in_flight(&mut self) -> &mut InFlight<Pending> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
@@ -76,17 +81,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        cx: &mut dyn Context<V::Request>,
-        from: SocketAddr,
-        term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some((_, p)) = self.in_flight.answered(token) else {
-            return Ok(());
-        };
+    fn answered(&mut self, cx: &mut dyn Context<V::Request>, a: Answer<S, V, Pending>) -> Checked {
+        let (from, term, p, reply) = (a.from, a.term, a.sent, a.reply);
         let Some(v) = value::<S, V>(&reply) else {
             if let Err(ReplyError::Machine(e)) = &reply {
                 return Err(format!("{from} refused a counter request: {e:?}"));

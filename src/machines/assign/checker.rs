@@ -23,14 +23,14 @@ use super::service::{
     AssignError, AssignService, Request as AssignRequest, Response as AssignResponse,
 };
 use super::state::{Assignments, Resource, SlotName};
-use crate::consensus::{Reply, ReplyError, Service, Token};
+use crate::consensus::{ReplyError, Service};
 use crate::machines::registry::{
     FencingToken, NodeId, Registry, RegistryService,
     lives::{Lives, Turn},
     service::{Request as RegistryRequest, SetHealth},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Committed, Context, InFlight, View, Workload};
+use crate::sim::{Answer, Checked, Committed, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Resources the admin keeps.
@@ -38,8 +38,9 @@ const RESOURCES: usize = 8;
 /// Client index of the admin; workers are the others.
 const ADMIN: usize = 0;
 
+/// What a client sent a request for.
 #[derive(Debug, Clone)]
-enum Sent {
+pub enum Sent {
     Register(SocketAddr),
     Report,
     Admin,
@@ -139,6 +140,12 @@ where
     X: Service<S, Request = AssignRequest, Response = AssignResponse, Error = AssignError>,
     V: Routes<S, RegistryService> + Routes<S, X>,
 {
+    type Sent = Sent;
+
+    fn in_flight(&mut self) -> &mut InFlight<Sent> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
@@ -231,17 +238,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        cx: &mut dyn Context<V::Request>,
-        _from: SocketAddr,
-        _term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some((client, sent)) = self.in_flight.answered(token) else {
-            return Ok(());
-        };
+    fn answered(&mut self, cx: &mut dyn Context<V::Request>, a: Answer<S, V, Sent>) -> Checked {
+        let (client, sent, reply) = (a.client, a.sent, a.reply);
         let now = cx.now();
         match sent {
             Sent::Register(addr) => {

@@ -18,9 +18,9 @@ use std::net::SocketAddr;
 
 use super::service::{ConfigError, ConfigService, Request, Response};
 use super::state::{ConfigStore, Op};
-use crate::consensus::{Reply, ReplyError, Service, Token};
+use crate::consensus::{ReplyError, Service};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, InFlight, View, Workload};
+use crate::sim::{Answer, Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// The effective configuration of the service of type `node_type` at `addr`, as `store`
@@ -41,8 +41,9 @@ fn effective_of(store: &ConfigStore, node_type: &str, addr: &str) -> super::clie
 /// The counters the clients increment.
 pub const KEYS: [&str; 2] = ["cluster/counter-a", "type/LOGIC/counter-b"];
 
+/// What a client sent a request for.
 #[derive(Debug, Clone)]
-enum Sent {
+pub enum Sent {
     Read(&'static str),
     /// An increment of the key to this value.
     Write(&'static str, u64),
@@ -136,6 +137,12 @@ where
     X: Service<S, Request = Request, Response = Response, Error = ConfigError>,
     V: Routes<S, X>,
 {
+    type Sent = Sent;
+
+    fn in_flight(&mut self) -> &mut InFlight<Sent> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
@@ -174,17 +181,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        _cx: &mut dyn Context<V::Request>,
-        from: SocketAddr,
-        term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some((client, sent)) = self.in_flight.answered(token) else {
-            return Ok(());
-        };
+    fn answered(&mut self, _cx: &mut dyn Context<V::Request>, a: Answer<S, V, Sent>) -> Checked {
+        let (from, term, client, sent, reply) = (a.from, a.term, a.client, a.sent, a.reply);
         let reply = match reply {
             Ok(r) => <V as Routes<S, X>>::response(r)
                 .ok_or("a config request got another machine's answer")?,

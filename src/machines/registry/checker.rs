@@ -15,7 +15,6 @@
 //!
 //! and once the faults heal, every beacon holds every believed registration it committed.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::service::{RegisterRequest, RegistryError, Report, Request, Response, Unregister};
@@ -24,7 +23,7 @@ use super::wire::LoadStats;
 use super::{RegistryService, Target};
 use crate::consensus::{Reply, ReplyError, Token};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, Probe, View, Workload};
+use crate::sim::{Answer, Checked, Context, InFlight, Probe, View, Workload};
 use crate::time::Millis;
 
 /// The clients' timing.
@@ -95,9 +94,9 @@ enum Kind {
     Unregister { token: FencingToken },
 }
 
+/// What a client sent a request for, and when.
 #[derive(Debug, Clone, Copy)]
-struct Pending {
-    client: usize,
+pub struct Pending {
     kind: Kind,
     sent_at: Millis,
 }
@@ -121,7 +120,7 @@ pub struct Counters {
 pub struct Clients {
     timing: Timing,
     clients: Vec<Client>,
-    pending: BTreeMap<Token, Pending>,
+    in_flight: InFlight<Pending>,
     pub counters: Counters,
 }
 
@@ -185,7 +184,7 @@ impl Clients {
                     registrations: 0,
                 })
                 .collect(),
-            pending: BTreeMap::new(),
+            in_flight: InFlight::default(),
             counters: Counters::default(),
         }
     }
@@ -233,17 +232,13 @@ impl Clients {
         S: Part<Registry>,
         V: Routes<S, RegistryService>,
     {
-        let token = cx.send(client, <V as Routes<S, RegistryService>>::request(request))?;
-        let sent_at = cx.now();
-        self.pending.insert(
-            token,
-            Pending {
-                client,
-                kind,
-                sent_at,
-            },
-        );
-        Some(token)
+        let request = <V as Routes<S, RegistryService>>::request(request);
+        let pending = Pending {
+            kind,
+            sent_at: cx.now(),
+        };
+        let timeout = self.timing.request_timeout;
+        self.in_flight.send(cx, client, request, pending, timeout)
     }
 
     /// Moves client `i` on as time passes: registrations start, retries fall due, leases
@@ -319,6 +314,12 @@ where
     S: Part<Registry>,
     V: Routes<S, RegistryService>,
 {
+    type Sent = Pending;
+
+    fn in_flight(&mut self) -> &mut InFlight<Pending> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for i in 0..self.clients.len() {
@@ -382,17 +383,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        cx: &mut dyn Context<V::Request>,
-        at: SocketAddr,
-        term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some(p) = self.pending.remove(&token) else {
-            return Ok(()); // not ours
-        };
+    fn answered(&mut self, cx: &mut dyn Context<V::Request>, a: Answer<S, V, Pending>) -> Checked {
+        let (at, term, token, p, reply) = (a.from, a.term, a.token, a.sent, a.reply);
         let result: Result<Response, ReplyError<RegistryError>> = match reply {
             Ok(r) => Ok(V::response(r).ok_or("another machine's answer to a registry request")?),
             Err(ReplyError::Consensus(e)) => Err(ReplyError::Consensus(e)),
@@ -432,7 +424,7 @@ where
                 "{at} acted on registration {acted} for a request that named {mine}"
             ));
         }
-        let client = p.client;
+        let client = a.client;
         let backoff = now + 20;
         let next = match (self.clients[client].phase, p.kind, result) {
             (

@@ -16,16 +16,17 @@ use std::net::SocketAddr;
 
 use super::service::{Request, Response, SequenceError, SequenceService};
 use super::state::{Segment, Sequences};
-use crate::consensus::{Reply, ReplyError, Service, Token};
+use crate::consensus::{ReplyError, Service};
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Context, InFlight, View, Workload};
+use crate::sim::{Answer, Checked, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// The sequences the clients use.
 pub const NAMES: [&str; 2] = ["orders", "invoices"];
 
+/// What a client sent a request for.
 #[derive(Debug, Clone)]
-enum Sent {
+pub enum Sent {
     Create(String),
     Next,
     GiveBack,
@@ -125,6 +126,12 @@ where
     X: Service<S, Request = Request, Response = Response, Error = SequenceError>,
     V: Routes<S, X>,
 {
+    type Sent = Sent;
+
+    fn in_flight(&mut self) -> &mut InFlight<Sent> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
@@ -181,17 +188,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        cx: &mut dyn Context<V::Request>,
-        from: SocketAddr,
-        term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some((client, sent)) = self.in_flight.answered(token) else {
-            return Ok(());
-        };
+    fn answered(&mut self, cx: &mut dyn Context<V::Request>, a: Answer<S, V, Sent>) -> Checked {
+        let (from, term, client, sent, reply) = (a.from, a.term, a.client, a.sent, a.reply);
         let all_created = self.created.len() == NAMES.len();
         let reply = match reply {
             Ok(r) => <V as Routes<S, X>>::response(r)

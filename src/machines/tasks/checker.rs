@@ -23,13 +23,13 @@ use std::net::SocketAddr;
 
 use super::service::{Request as TaskRequest, Response as TaskResponse, TaskError};
 use super::state::{Task, TaskState, Tasks};
-use crate::consensus::{Reply, ReplyError, Service, Token};
+use crate::consensus::{ReplyError, Service};
 use crate::machines::registry::{
     FencingToken, NodeId, Registry, RegistryService,
     lives::{Lives, Turn, Worker},
 };
 use crate::machines::{Part, Routes};
-use crate::sim::{Checked, Committed, Context, InFlight, View, Workload};
+use crate::sim::{Answer, Checked, Committed, Context, InFlight, View, Workload};
 use crate::time::Millis;
 
 /// Task names the submitter uses.
@@ -41,8 +41,9 @@ const QUEUE: &str = "q";
 /// What a replica showed of a task: its submission, running attempt and result.
 type TaskSeen = (u64, Option<FencingToken>, Option<Vec<u8>>);
 
+/// What a client sent a request for.
 #[derive(Debug, Clone)]
-enum Sent {
+pub enum Sent {
     Register(SocketAddr),
     Report,
     Serve,
@@ -118,6 +119,12 @@ where
     X: Service<S, Request = TaskRequest, Response = TaskResponse, Error = TaskError>,
     V: Routes<S, RegistryService> + Routes<S, X>,
 {
+    type Sent = Sent;
+
+    fn in_flight(&mut self) -> &mut InFlight<Sent> {
+        &mut self.in_flight
+    }
+
     fn act(&mut self, cx: &mut dyn Context<V::Request>) -> Checked {
         let now = cx.now();
         for client in 0..self.clients {
@@ -229,17 +236,8 @@ where
         Ok(())
     }
 
-    fn answered(
-        &mut self,
-        cx: &mut dyn Context<V::Request>,
-        _from: SocketAddr,
-        _term: u64,
-        token: Token,
-        reply: Reply<S, V>,
-    ) -> Checked {
-        let Some((client, sent)) = self.in_flight.answered(token) else {
-            return Ok(());
-        };
+    fn answered(&mut self, cx: &mut dyn Context<V::Request>, a: Answer<S, V, Sent>) -> Checked {
+        let (client, sent, reply) = (a.client, a.sent, a.reply);
         let now = cx.now();
         // A refusal of the core (not the leader, leadership lost) says nothing of the
         // request: it may or may not take effect.

@@ -457,7 +457,7 @@ where
                         Ok(_) => core.hints[client] = Some(from),
                         Err(_) => {}
                     }
-                    self.workload.answered(core, from, term, token, reply)?;
+                    self.workload.deliver(core, from, term, token, reply)?;
                 }
             }
         }
