@@ -38,7 +38,7 @@ async fn the_default_lone_beacon_grows_by_join_without_a_restart() {
     support::nebcli_register(&nebcli_bin, a, "LOGIC", "10.0.0.5:8080");
     let seed = a.to_string();
     let second = start(dir.path(), b, &["--join", &seed]);
-    let third = start(dir.path(), c, &["--join", &seed]);
+    let mut third = start(dir.path(), c, &["--join", &seed]);
     let logs = || [&first, &second, &third].map(|b| b.log()).join("\n---\n");
     settled(&[a, b, c], &[a, b, c], &logs).await;
     assert!(
@@ -62,6 +62,31 @@ async fn the_default_lone_beacon_grows_by_join_without_a_restart() {
     assert!(
         recorded[1].is_some_and(|i| i > 0) && recorded[1] != recorded[2],
         "two joiners, each added by its own change: {recorded:?}"
+    );
+
+    // The third loses its data directory and runs `--join` again: the cluster answers that
+    // it is a member already, and it records the index of the membership it starts with.
+    let third_dir = dir.path().join(format!("127.0.0.1_{}", c.port()));
+    let added: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(third_dir.join("identity.json")).unwrap())
+            .unwrap();
+    third.signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    std::fs::remove_dir_all(&third_dir).unwrap();
+    let third = start(dir.path(), c, &["--join", &seed]);
+    let logs = || [&first, &second, &third].map(|b| b.log()).join("\n---\n");
+    settled(&[a, b, c], &[a, b, c], &logs).await;
+    assert!(third.log().contains("is a member already"), "{}", logs());
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(third_dir.join("identity.json")).unwrap())
+            .unwrap();
+    let (added, again) = (
+        added["members_index"].as_u64(),
+        again["members_index"].as_u64(),
+    );
+    assert!(
+        again.is_some_and(|i| Some(i) >= added),
+        "rejoined with members_index {again:?}, added at {added:?}\n{}",
+        logs()
     );
 }
 

@@ -87,7 +87,9 @@ pub async fn join(
         }
         Err(ClientError::Refused { ref msg, .. }) if msg.contains("already a member") => {
             info!("--join: {me} is a member already: starting with the cluster's membership");
-            current_members(&opts, seeds).await?
+            let (members, index) = current_members(&opts, seeds).await?;
+            config.members_index = index;
+            members
         }
         Err(cause) => {
             return Err(JoinError::Refused {
@@ -109,11 +111,12 @@ pub async fn join(
     Ok(config)
 }
 
-/// The membership as the leader of `seeds` shows it.
+/// The membership as the first of `seeds` to answer shows it, and the log index of the
+/// change that made it: no older membership may replace it here.
 async fn current_members(
     opts: &ConnectOptions,
     seeds: &[String],
-) -> Result<pb::Members, JoinError> {
+) -> Result<(pb::Members, u64), JoinError> {
     let mut last = None;
     for seed in seeds {
         match crate::net::Client::connect(seed, opts).await {
@@ -127,11 +130,12 @@ async fn current_members(
                             .map(|b| b.node.clone())
                             .collect()
                     };
-                    return Ok(pb::Members {
+                    let members = pb::Members {
                         voters: of("voter"),
                         learners: of("learner"),
                         promoting: Vec::new(),
-                    });
+                    };
+                    return Ok((members, status.members_index));
                 }
                 Err(e) => last = Some(e),
             },
