@@ -12,7 +12,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use beacon::client::{ConnectOptions, RegisterOptions, Registration, Watch, WatchEvent};
+use beacon::client::{
+    Cluster as Leader, ConnectOptions, RegisterOptions, Registration, Watch, WatchEvent,
+};
+use beacon::machines::registry::RegistryCmd;
+use beacon::net::SUSPECT_FOR;
+use beacon::pb;
 use beacon_testkit::*;
 
 const BEACON: &str = env!("CARGO_BIN_EXE_beacon");
@@ -180,4 +185,58 @@ async fn nebcli_given_a_stopped_beacon_first_goes_on_to_the_next_within_its_time
         c.beacons[stopped].signal(libc::SIGCONT);
         leader_of(&c, &all).await;
     }
+}
+
+/// A leader slow for a moment (stopped for less than its peers take to count it offline) is
+/// left after one attempt, and followed again once the others still name it after a
+/// failover's time: a write waits out the moment, not the whole suspicion
+/// ([`SUSPECT_FOR`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_slow_for_a_moment_is_followed_again_once_the_others_still_name_it() {
+    // Ticks of 500 ms: a stopped leader is offline to its peers only after 1.5 s.
+    let ports = free_ports(3);
+    let c = Cluster::start_with(Path::new(BEACON), &ports, 500, "slow", "{}");
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    let term = status(all[leader]).await.map(|s| s.term);
+    let opts = ConnectOptions {
+        timeout: Duration::from_millis(200),
+        ..ConnectOptions::default()
+    };
+    let beacons = all.iter().map(|a| a.to_string()).collect();
+    let mut client = Leader::new(beacons, opts, Duration::from_secs(20));
+    let register = |n: u8| pb::registry::RegisterRequest {
+        node_type: "LOGIC".into(),
+        addr: format!("10.0.3.{n}:80"),
+        ..Default::default()
+    };
+    client
+        .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &register(1), "register")
+        .await
+        .unwrap_or_else(|e| panic!("a write before the pause: {e}\n{}", c.logs()));
+
+    let second = register(2);
+    c.beacons[leader].pause();
+    let stopped = std::time::Instant::now();
+    let (written, ()) = tokio::join!(
+        client.call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &second, "register"),
+        async {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            c.beacons[leader].signal(libc::SIGCONT);
+        }
+    );
+    let took = stopped.elapsed();
+    written.unwrap_or_else(|e| panic!("the write during the pause: {e}\n{}", c.logs()));
+    assert_eq!(
+        status(all[leader]).await.map(|s| s.term),
+        term,
+        "the leader stayed: it was slow, not replaced\n{}",
+        c.logs()
+    );
+    assert!(
+        took < SUSPECT_FOR - Duration::from_secs(1),
+        "the write waited {took:?} for a leader stopped 600 ms: it was shunned for the whole suspicion\n{}",
+        c.logs()
+    );
+    println!("a leader stopped for 600 ms: the write went through after {took:?}");
 }

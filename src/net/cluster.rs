@@ -8,8 +8,11 @@
 //! A beacon that stopped answering (a hung process: its connections stay open, nothing comes
 //! back) is the expensive case: each attempt at it costs a whole handshake limit or ping
 //! interval. Such a beacon is a *suspect* for [`SUSPECT_FOR`]: it is tried only when every
-//! other beacon was, and a "not the leader" answer naming it is not followed (the others
-//! elect a new leader within a few ticks), so a call spends at most one attempt on it.
+//! other beacon was, and for [`SUSPECT_HINT_GRACE`] a "not the leader" answer naming it is
+//! not followed (the others elect a new leader within a few ticks), so a call spends at most
+//! one attempt on it. The others still naming it after that hear it: it was slow for a
+//! moment (one answer later than the attempt allowed), not hung, and it is followed again
+//! rather than shunned until the suspicion ends.
 
 use std::time::Duration;
 
@@ -29,6 +32,12 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// named leader: longer than an election takes, so the others have moved on by then.
 pub const SUSPECT_FOR: Duration = Duration::from_secs(5);
 
+/// How long a suspect that the others name leader is not followed: longer than a failover
+/// takes at the default tick (a hung leader is offline to its peers after three ticks and
+/// replaced at once). With a much longer `tick_ms`, following it again may cost one more
+/// attempt at a beacon that is hung after all.
+pub const SUSPECT_HINT_GRACE: Duration = Duration::from_secs(1);
+
 /// The leader of a cluster, reached through any of its beacons.
 #[derive(Debug)]
 pub struct Cluster {
@@ -40,7 +49,7 @@ pub struct Cluster {
     /// Where to try next: a leader named by a beacon, else the next beacon of the list.
     hint: Option<String>,
     next: usize,
-    /// Beacons that did not answer in time, and until when they are tried last.
+    /// Beacons that did not answer in time, and when each last did not.
     suspects: std::collections::HashMap<String, Instant>,
 }
 
@@ -59,11 +68,19 @@ impl Cluster {
         }
     }
 
-    /// Whether `addr` did not answer in time lately.
+    /// Whether `addr` did not answer in time lately (within [`SUSPECT_FOR`]).
     fn suspect(&self, addr: &str) -> bool {
         self.suspects
             .get(addr)
-            .is_some_and(|until| Instant::now() < *until)
+            .is_some_and(|since| since.elapsed() < SUSPECT_FOR)
+    }
+
+    /// Whether a leader hint naming `addr` is followed: unless it did not answer in time
+    /// within [`SUSPECT_HINT_GRACE`].
+    fn followed(&self, addr: &str) -> bool {
+        self.suspects
+            .get(addr)
+            .is_none_or(|since| since.elapsed() >= SUSPECT_HINT_GRACE)
     }
 
     /// The beacons suspected now, for a caller that reports where it stands.
@@ -120,7 +137,7 @@ impl Cluster {
     async fn connection(&mut self) -> Result<&mut Client, ClientError> {
         if self.conn.is_none() {
             let addr = match self.hint.take() {
-                Some(h) if !self.suspect(&h) => h,
+                Some(h) if self.followed(&h) => h,
                 _ => self.next_beacon(),
             };
             let client = Client::connect(&addr, &self.opts).await;
@@ -213,7 +230,7 @@ impl Cluster {
                 .or_else(|| silent_addr(&err))
         {
             tracing::debug!(beacon = %addr, "no answer in time: tried last for a while: {err}");
-            self.suspects.insert(addr, Instant::now() + SUSPECT_FOR);
+            self.suspects.insert(addr, Instant::now());
         }
         if !err.leaves_connection_usable() {
             self.conn = None;

@@ -15,7 +15,7 @@
 mod cluster;
 mod resume;
 
-pub use cluster::Cluster;
+pub use cluster::{Cluster, SUSPECT_FOR, SUSPECT_HINT_GRACE};
 pub use resume::{Heard, Listing, Notice, Resuming};
 
 use std::sync::Arc;
