@@ -106,7 +106,7 @@ impl Service {
 /// its methods by kind. A method is named after its command unless written `Method =
 /// Command`; a `mux` method lists the commands its requests carry, the starting one first.
 ///
-/// ```ignore
+/// ```text
 /// pub(crate) const SERVICE: Service = service! {
 ///     "beacon.v1.registry.Registry", RegistryCmd, RegistryErrorCode;
 ///     unary: Register, Nodes;
