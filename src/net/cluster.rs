@@ -28,8 +28,8 @@ use crate::wire::Code;
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(2);
 const MAX_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// How long a beacon that did not answer in time is tried last, and not followed when
-/// named leader: longer than an election takes, so the others have moved on by then.
+/// How long a beacon that did not answer in time is tried last: longer than an election
+/// takes, so the others have moved on by then if it hung.
 pub const SUSPECT_FOR: Duration = Duration::from_secs(5);
 
 /// How long a suspect that the others name leader is not followed: longer than a failover
