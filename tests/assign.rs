@@ -846,3 +846,124 @@ async fn a_drained_slot_holder_hands_its_slot_to_a_standby_and_drain_wait_return
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--wait is for `node drain`"));
 }
+
+/// A child process killed when the test ends, whichever way (a stopped one is not left behind).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A draining slot holder that hangs (SIGSTOP: it never lets its slot go, nor renews) keeps
+/// the slot until its lease lapses; then the standby takes it, never while the hung holder's
+/// registration lives, and `node drain --wait` returns once nothing is left on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_slot_holder_that_hangs_keeps_its_slot_until_its_lease_lapses() {
+    let ports = free_ports(1);
+    let cluster = Cluster::start_with(
+        BEACON.as_ref(),
+        &ports,
+        TICK_MS,
+        "assign-hung-holder",
+        r#"{"lease_ms": 2000}"#,
+    );
+    let beacons: Vec<String> = cluster.beacons.iter().map(|b| b.addr.to_string()).collect();
+    let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
+    let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
+    leader.create_slots("robots", "ROBOT", 1).await.unwrap();
+
+    // The holder is a process of its own: a registration kept alive by nebcli.
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let holder = Killed(
+        std::process::Command::new(&nebcli)
+            .args(["-s", &beacons[0], "register", "--type", "ROBOT"])
+            .args(["--addr", "10.8.3.1:9000", "--keep"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let held = loop {
+        if let [Some(id)] = slots(&mut c, "robots").await.0.as_slice() {
+            break *id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the kept registration holds the slot"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let standby = robot(&beacons, 2).await;
+    assert_eq!(slots(&mut c, "robots").await.1, vec![standby.node_id()]);
+
+    let wait = std::process::Command::new(&nebcli)
+        .args(["-s", &beacons[0], "node", "drain", &held.to_string()])
+        .args(["--wait", "--wait-ms", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let group = c.slot_groups("robots").await.unwrap().groups.remove(0);
+        if group.group.unwrap().slots[0].revoking {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slot is being revoked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unsafe { libc::kill(holder.0.id() as i32, libc::SIGSTOP) };
+    let stopped = Instant::now();
+
+    // Until the standby holds the slot, the hung holder does; once the standby does, the
+    // hung holder's registration has ended.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (holders, _) = slots(&mut c, "robots").await;
+        if holders == [Some(standby.node_id())] {
+            let nodes = c.nodes("", "").await.unwrap();
+            let live: Vec<u32> = nodes
+                .nodes
+                .iter()
+                .filter(|e| e.is_online)
+                .filter_map(|e| e.node.as_ref())
+                .map(|n| n.node_id)
+                .collect();
+            assert!(
+                !live.contains(&held),
+                "the standby holds the slot {:?} after the stop while the hung holder {held} is still registered: {live:?}\n{}",
+                stopped.elapsed(),
+                cluster.logs()
+            );
+            break;
+        }
+        assert_eq!(holders, [Some(held)], "the slot stays with its hung holder");
+        assert!(
+            Instant::now() < deadline,
+            "the slot never moved off the hung holder\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let moved = stopped.elapsed();
+    let out = wait.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("still holds: slot robots/0"), "{text}");
+    assert!(
+        text.contains("no live registration: nothing is left on it"),
+        "{text}"
+    );
+    assert!(standby.is_live());
+    println!(
+        "a hung draining holder's slot moved to the standby {moved:?} after the stop (lease 2 s)"
+    );
+}
