@@ -847,16 +847,6 @@ async fn a_drained_slot_holder_hands_its_slot_to_a_standby_and_drain_wait_return
     assert!(String::from_utf8_lossy(&out.stderr).contains("--wait is for `node drain`"));
 }
 
-/// A child process killed when the test ends, whichever way (a stopped one is not left behind).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A draining slot holder that hangs (SIGSTOP: it never lets its slot go, nor renews) keeps
 /// the slot until its lease lapses; then the standby takes it, never while the hung holder's
 /// registration lives, and `node drain --wait` returns once nothing is left on it.
@@ -875,16 +865,18 @@ async fn a_draining_slot_holder_that_hangs_keeps_its_slot_until_its_lease_lapses
     let mut c = Client::connect(&beacons[0], &opts()).await.unwrap();
     leader.create_slots("robots", "ROBOT", 1).await.unwrap();
 
-    // The holder is a process of its own: a registration kept alive by nebcli.
+    // The holder is a process of its own: a registration kept alive by nebcli (killed when
+    // the test ends, whichever way: a stopped one is not left behind).
     let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
-    let holder = Killed(
-        std::process::Command::new(&nebcli)
-            .args(["-s", &beacons[0], "register", "--type", "ROBOT"])
-            .args(["--addr", "10.8.3.1:9000", "--keep"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
+    let logs = tempfile::tempdir().unwrap();
+    let args = ["-s", &beacons[0], "register", "--type", "ROBOT"]
+        .into_iter()
+        .chain(["--addr", "10.8.3.1:9000", "--keep"]);
+    let holder = Process::start(
+        &nebcli,
+        args.map(String::from).collect(),
+        Vec::new(),
+        logs.path().join("holder.log"),
     );
     let deadline = Instant::now() + Duration::from_secs(10);
     let held = loop {
@@ -916,7 +908,7 @@ async fn a_draining_slot_holder_that_hangs_keeps_its_slot_until_its_lease_lapses
         assert!(Instant::now() < deadline, "the slot is being revoked");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    unsafe { libc::kill(holder.0.id() as i32, libc::SIGSTOP) };
+    holder.pause();
     let stopped = Instant::now();
 
     // Until the standby holds the slot, the hung holder does; once the standby does, the
