@@ -679,6 +679,24 @@ pub async fn agreed_leader(addrs: &[SocketAddr]) -> Option<String> {
 
 /// [`agreed_leader`] asked with `opts`.
 pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> Option<String> {
+    leader_seen(addrs, opts, false).await
+}
+
+/// The leader all of `addrs` agree on once every view also shows every beacon following it:
+/// each follower's word that it follows the leader has reached the others. Until then a
+/// follower that loses the leader may count another as free to follow it and take over (the
+/// fast failover), so a test that cuts a link right after an election waits for this.
+pub async fn settled_leader(addrs: &[SocketAddr]) -> Option<String> {
+    leader_seen(addrs, &ConnectOptions::default(), true).await
+}
+
+/// The leader every one of `addrs` names, claiming in each view; with `followed`, only once
+/// each view shows every beacon following it. One status read per beacon.
+async fn leader_seen(
+    addrs: &[SocketAddr],
+    opts: &ConnectOptions,
+    followed: bool,
+) -> Option<String> {
     let mut agreed: Option<String> = None;
     for a in addrs {
         let s = status_with(*a, opts).await?;
@@ -687,31 +705,16 @@ pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> 
             .beacons
             .iter()
             .any(|b| b.node == leader && b.is_leader && b.is_online);
-        if !claims || agreed.as_ref().is_some_and(|l| *l != leader) {
+        let follow = |b: &pb::BeaconEntry| b.follows.as_deref() == Some(leader.as_str());
+        if !claims
+            || agreed.as_ref().is_some_and(|l| *l != leader)
+            || (followed && !s.beacons.iter().all(follow))
+        {
             return None;
         }
         agreed = Some(leader);
     }
     agreed
-}
-
-/// The leader all of `addrs` agree on once every view also shows every beacon following it:
-/// each follower's word that it follows the leader has reached the others. Until then a
-/// follower that loses the leader may count another as free to follow it and take over (the
-/// fast failover), so a test that cuts a link right after an election waits for this.
-pub async fn settled_leader(addrs: &[SocketAddr]) -> Option<String> {
-    let leader = agreed_leader(addrs).await?;
-    for a in addrs {
-        let s = status(*a).await?;
-        if !s
-            .beacons
-            .iter()
-            .all(|b| b.follows.as_deref() == Some(leader.as_str()))
-        {
-            return None;
-        }
-    }
-    Some(leader)
 }
 
 /// Waits (up to 30 s) until every beacon of `up` follows one leader whose membership is
