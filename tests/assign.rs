@@ -838,13 +838,40 @@ async fn a_drained_slot_holder_hands_its_slot_to_a_standby_and_drain_wait_return
     assert!(err.contains("slot robots/0"), "{err}");
     assert_eq!(slots(&mut c, "robots").await.0, vec![Some(b.node_id())]);
 
-    // Undrained, a is a standby again; bad uses of --wait are refused before anything is sent.
+    // A bad use of --wait is refused before anything is sent.
     let out = std::process::Command::new(&nebcli)
         .args(["-s", &beacons[0], "node", "undrain", &a_id, "--wait"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--wait is for `node drain`"));
+
+    // Undrained, a is a standby in rotation again: b's slot now has someone to take it, so
+    // b is asked to let it go, and a holds it.
+    let out = std::process::Command::new(&nebcli)
+        .args(["-s", &beacons[0], "node", "undrain", &a_id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut theirs = Assignments::start(&b).await.unwrap();
+    let revoked = loop {
+        match slot_event(&mut theirs).await {
+            AssignmentEvent::SlotRevoking(s) => break s,
+            AssignmentEvent::SlotGranted(_) => {}
+            other => panic!("b keeps its slot until it lets it go: {other:?}"),
+        }
+    };
+    assert_eq!((revoked.group.as_str(), revoked.slot), ("robots", 0));
+    let group = theirs.release_slot("robots", 0).await.unwrap();
+    assert_eq!(
+        group.slots[0].holder.as_ref().map(|h| h.node_id),
+        Some(a.node_id()),
+        "the undrained standby holds the slot"
+    );
 }
 
 /// A draining slot holder that hangs (SIGSTOP: it never lets its slot go, nor renews) keeps
