@@ -1420,6 +1420,16 @@ async fn a_long_note_from_a_service_is_cut_and_its_lease_holds() {
     assert!(reg.is_live(), "reports went on renewing the lease");
 }
 
+/// How a test takes its leader away.
+#[derive(Clone, Copy, Debug)]
+enum LeaderFault {
+    /// SIGKILL, and started again 300 ms later.
+    Kill,
+    /// SIGSTOP (hung: its sockets stay open, it answers nothing), and SIGCONT a second later,
+    /// when the others have long chosen another leader.
+    Stop,
+}
+
 /// A service killed at once (its reports stop) is gone a lease after its last acknowledged
 /// report, while the leader is killed every half lease: each new leader keeps the lease's
 /// remaining time, where it used to start it afresh and so kept the dead service listed as
@@ -1427,9 +1437,22 @@ async fn a_long_note_from_a_service_is_cut_and_its_lease_holds() {
 /// through every change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_service_is_gone_a_lease_after_its_last_report_while_leaders_die() {
+    dead_service_gone_while_leaders_go(LeaderFault::Kill).await;
+}
+
+/// The same while each leader hangs instead: the hung leader comes back still holding the
+/// lease times of its term, and neither it nor the leader that replaced it keeps the dead
+/// service past the bound or ends the live one's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_service_is_gone_a_lease_after_its_last_report_while_leaders_hang() {
+    dead_service_gone_while_leaders_go(LeaderFault::Stop).await;
+}
+
+async fn dead_service_gone_while_leaders_go(fault: LeaderFault) {
     const LEASE_MS: u64 = 4_000;
     let mut c = start(5, &format!(r#"{{"lease_ms": {LEASE_MS}}}"#)).await;
     let all = addrs(&c);
+    let first_term = status(all[0]).await.expect("a status").term;
     let mut leader = Leader::new(beacon_list(&c), opts(), Duration::from_secs(20));
     let mut options = RegisterOptions::new("LOGIC", service(2));
     options.connect = opts();
@@ -1455,27 +1478,44 @@ async fn a_dead_service_is_gone_a_lease_after_its_last_report_while_leaders_die(
             .iter()
             .any(|e| e.is_online && e.node.as_ref().is_some_and(|n| n.node_id == id))
     };
-    // The leader dies a quarter lease and three quarters of a lease after the last report
+    // The leader goes a quarter lease and three quarters of a lease after the last report
     // (every half lease); each comes back a moment later.
-    let mut kills = Vec::new();
+    let back_after = match fault {
+        LeaderFault::Kill => Duration::from_millis(300),
+        LeaderFault::Stop => Duration::from_millis(1_000),
+    };
+    let mut faults: Vec<(usize, std::time::Instant, bool)> = Vec::new();
     let mut gone_after = None;
     let limit = Duration::from_millis(3 * LEASE_MS);
     while sent.elapsed() < limit && gone_after.is_none() {
-        let due = LEASE_MS / 4 + LEASE_MS / 2 * kills.len() as u64;
-        if kills.len() < 2
+        // Asked only of the beacons that answer: a hung one would hold every probe up.
+        let up: Vec<SocketAddr> = (0..all.len())
+            .filter(|i| !faults.iter().any(|(f, _, back)| f == i && !back))
+            .map(|i| all[i])
+            .collect();
+        let due = LEASE_MS / 4 + LEASE_MS / 2 * faults.len() as u64;
+        if faults.len() < 2
             && sent.elapsed() >= Duration::from_millis(due)
-            && let Some(l) = agreed_leader(&all).await
+            && let Some(l) = agreed_leader(&up).await
         {
             let i = all.iter().position(|a| a.to_string() == l).unwrap();
-            c.beacons[i].kill();
-            kills.push((i, std::time::Instant::now()));
+            match fault {
+                LeaderFault::Kill => c.beacons[i].kill(),
+                LeaderFault::Stop => c.beacons[i].pause(),
+            }
+            faults.push((i, std::time::Instant::now(), false));
+            continue;
         }
-        for (i, at) in &kills {
-            if at.elapsed() > Duration::from_millis(300) && !c.beacons[*i].is_running() {
-                c.beacons[*i].restart();
+        for (i, at, back) in faults.iter_mut().filter(|(_, _, back)| !back) {
+            if at.elapsed() > back_after {
+                match fault {
+                    LeaderFault::Kill => c.beacons[*i].restart(),
+                    LeaderFault::Stop => c.beacons[*i].signal(libc::SIGCONT),
+                }
+                *back = true;
             }
         }
-        if let Some(l) = agreed_leader(&all).await
+        if let Some(l) = agreed_leader(&up).await
             && let Some(reply) = nodes(l.parse().unwrap()).await
             && !listed(&reply, dead.node_id)
         {
@@ -1488,20 +1528,33 @@ async fn a_dead_service_is_gone_a_lease_after_its_last_report_while_leaders_die(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(kills.len(), 2, "two leaders killed\n{}", c.logs());
+    assert_eq!(faults.len(), 2, "two leaders taken away\n{}", c.logs());
     let gone = gone_after.unwrap_or_else(|| panic!("never gone\n{}", c.logs()));
+    eprintln!("{fault:?}: gone {gone:?} after its last report");
     // The bound is a lease and two ticks; the rest is this test's polling on a shared
     // machine. A new leader that started the lease afresh would have kept it past
     // 3 / 4 + 1 lease.
     let bound = Duration::from_millis(LEASE_MS + 2 * TICK_MS + 400);
     assert!(
         gone <= bound,
-        "gone {gone:?} after its last report, over {bound:?}\n{}",
+        "{fault:?}: gone {gone:?} after its last report, over {bound:?}\n{}",
         c.logs()
     );
     assert!(
         gone >= Duration::from_millis(LEASE_MS),
-        "gone {gone:?} after its last report: before its lease ran out"
+        "{fault:?}: gone {gone:?} after its last report: before its lease ran out"
+    );
+    // Each fault cost its leader the leadership: two elections at least.
+    let terms = eventually(Duration::from_secs(10), || async {
+        let l = agreed_leader(&all).await?;
+        status(l.parse().unwrap()).await.map(|s| s.term)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no leader all agree on\n{}", c.logs()));
+    assert!(
+        terms >= first_term + 2,
+        "{fault:?}: term {first_term} -> {terms}: a fault did not move the leadership\n{}",
+        c.logs()
     );
     assert!(alive.is_live(), "the reporting service kept its lease");
 }
