@@ -77,6 +77,11 @@ fn join_args(dir: &Path, me: SocketAddr, via: &[SocketAddr]) -> Vec<String> {
     ]
 }
 
+/// A beacon at `me` started with `--join` through `via`.
+fn joiner(dir: &Path, me: SocketAddr, via: &[SocketAddr]) -> Beacon {
+    Beacon::start(BEACON.as_ref(), me, dir, join_args(dir, me, via))
+}
+
 /// The voters and learners as `at` sees them, once it knows a leader.
 async fn roles(at: SocketAddr) -> Option<(Vec<String>, Vec<String>, String)> {
     let s = status(at).await?;
@@ -117,6 +122,58 @@ async fn settle(via: &[SocketAddr], voters: &[SocketAddr], logs: &dyn Fn() -> St
     })
     .await;
     found.unwrap_or_else(|| panic!("the cluster did not settle on voters {want:?}\n{}", logs()))
+}
+
+/// Every beacon's log, each under its address.
+fn logs_of(beacons: &BTreeMap<SocketAddr, Beacon>) -> String {
+    beacons
+        .values()
+        .map(|b| format!("--- {}\n{}", b.addr, b.log()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A new cluster of one beacon, settled, at the first of `n` addresses drawn for the test
+/// (the rest are for beacons it starts later): its directory, the addresses, the beacons.
+async fn one_beacon(
+    n: usize,
+) -> (
+    tempfile::TempDir,
+    Vec<SocketAddr>,
+    BTreeMap<SocketAddr, Beacon>,
+) {
+    let ports = free_ports(n);
+    let all: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let keys: serde_json::Map<String, serde_json::Value> = serde_json::from_str(CONFIG).unwrap();
+    let first = Beacon::start(
+        BEACON.as_ref(),
+        all[0],
+        dir.path(),
+        beacon_args(dir.path(), ports[0], &ports[..1], TICK_MS, CLUSTER, keys),
+    );
+    let beacons = BTreeMap::from([(all[0], first)]);
+    settle(&all[..1], &all[..1], &|| logs_of(&beacons)).await;
+    (dir, all, beacons)
+}
+
+/// Asserts that `at` holds every acknowledged registration (address -> node ID).
+async fn assert_holds(at: SocketAddr, acked: &BTreeMap<String, u32>, logs: &dyn Fn() -> String) {
+    let held: BTreeMap<String, u32> = support::nodes(at)
+        .await
+        .unwrap_or_else(|| panic!("{at} lists its nodes"))
+        .nodes
+        .into_iter()
+        .filter_map(|e| e.node.map(|n| (n.addr, n.node_id)))
+        .collect();
+    for (service, id) in acked {
+        assert_eq!(
+            held.get(service),
+            Some(id),
+            "acknowledged {service} -> {id} missing on {at}\n{}",
+            logs()
+        );
+    }
 }
 
 /// A writer that registers services one after another through whichever beacons it is
@@ -190,37 +247,14 @@ impl Load {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     let nebcli = nebcli(BEACON.as_ref());
-    let ports = free_ports(7);
-    let all: Vec<SocketAddr> = ports.iter().map(|p| addr(*p)).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let keys: serde_json::Map<String, serde_json::Value> = serde_json::from_str(CONFIG).unwrap();
-    let first = Beacon::start(
-        BEACON.as_ref(),
-        all[0],
-        dir.path(),
-        beacon_args(dir.path(), ports[0], &ports[..1], TICK_MS, CLUSTER, keys),
-    );
-    let mut beacons: BTreeMap<SocketAddr, Beacon> = BTreeMap::new();
-    beacons.insert(all[0], first);
-    let logs = |beacons: &BTreeMap<SocketAddr, Beacon>| -> String {
-        beacons
-            .values()
-            .map(|b| format!("--- {}\n{}", b.addr, b.log()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    settle(&all[..1], &all[..1], &|| logs(&beacons)).await;
+    let (dir, all, mut beacons) = one_beacon(7).await;
+    let logs = logs_of;
     let load = Load::start(&all[..1]);
 
     // 1 -> 3 -> 5: each joins through the first beacon and is promoted once it kept up.
     for n in 1..5 {
         let me = all[n];
-        let b = Beacon::start(
-            BEACON.as_ref(),
-            me,
-            dir.path(),
-            join_args(dir.path(), me, &all[..1]),
-        );
+        let b = joiner(dir.path(), me, &all[..1]);
         beacons.insert(me, b);
         if n == 2 || n == 4 {
             let leader = settle(&all[..=n], &all[..=n], &|| logs(&beacons)).await;
@@ -259,6 +293,46 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
         .collect();
     load.ask(&three);
     settle(&three, &three, &|| logs(&beacons)).await;
+    // A removed beacon still running hears no leader any more: a write sent to it is sent
+    // on to a member, saying why.
+    let sent_on = eventually(Duration::from_secs(10), || async {
+        let mut c = beacon::client::Client::connect(&gone[0].to_string(), &opts())
+            .await
+            .ok()?;
+        let req = pb::registry::RegisterRequest {
+            node_type: "LOGIC".into(),
+            addr: "10.9.255.1:7000".into(),
+            ..Default::default()
+        };
+        let refused: Result<pb::registry::RegisterReply, _> = c
+            .request(RegistryCmd::Register, &req, "a registration")
+            .await;
+        match refused {
+            Err(beacon::client::ClientError::Refused {
+                code, leader, msg, ..
+            }) if code == beacon::wire::ErrorCode::NotLeader as u32
+                && msg.contains("was removed from the cluster") =>
+            {
+                leader
+            }
+            _ => None,
+        }
+    })
+    .await;
+    let hint: SocketAddr = sent_on
+        .unwrap_or_else(|| {
+            panic!(
+                "the removed {} sends a write on\n{}",
+                gone[0],
+                logs(&beacons)
+            )
+        })
+        .parse()
+        .unwrap();
+    assert!(
+        three.contains(&hint),
+        "sent on to {hint}, a member of {three:?}"
+    );
     for g in &gone {
         beacons.remove(g).unwrap().kill();
     }
@@ -268,12 +342,7 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     beacons.get_mut(&dead).unwrap().kill();
     remove(&nebcli, three[0], dead).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
     let new = all[5];
-    let b = Beacon::start(
-        BEACON.as_ref(),
-        new,
-        dir.path(),
-        join_args(dir.path(), new, &three[..2]),
-    );
+    let b = joiner(dir.path(), new, &three[..2]);
     beacons.insert(new, b);
     let replaced = vec![three[0], three[1], new];
     load.ask(&replaced);
@@ -296,19 +365,104 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     assert!(acked.len() > 50, "the writer got through: {}", acked.len());
 
     // Every acknowledged registration is on the last beacon, with its ID.
-    let held: BTreeMap<String, u32> = support::nodes(last[0])
+    assert_holds(last[0], &acked, &|| logs(&beacons)).await;
+}
+
+/// The operator's answer to a hung voter (SIGSTOP: its sockets stay open, it answers
+/// nothing) is the one to a dead one: remove it and join a replacement, with writes in
+/// flight. Here the hung voter is the leader. When it wakes up it still believes it leads
+/// the old membership; it must not take the cluster back, lose a write, or make the
+/// leadership move again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes() {
+    let nebcli = nebcli(BEACON.as_ref());
+    let (dir, all, mut beacons) = one_beacon(4).await;
+    let logs = logs_of;
+    for &me in &all[1..3] {
+        let b = joiner(dir.path(), me, &all[..1]);
+        beacons.insert(me, b);
+    }
+    let hung: SocketAddr = settle(&all[..3], &all[..3], &|| logs(&beacons))
         .await
-        .expect("the last beacon lists its nodes")
-        .nodes
-        .into_iter()
-        .filter_map(|e| e.node.map(|n| (n.addr, n.node_id)))
-        .collect();
-    for (service, id) in &acked {
-        assert_eq!(
-            held.get(service),
-            Some(id),
-            "acknowledged {service} -> {id} lost\n{}",
-            logs(&beacons)
-        );
+        .parse()
+        .unwrap();
+    let load = Load::start(&all[..3]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The leader hangs; the other two elect one of themselves.
+    beacons[&hung].pause();
+    let others: Vec<SocketAddr> = all[..3].iter().copied().filter(|a| *a != hung).collect();
+    load.ask(&others);
+    let elected = eventually(Duration::from_secs(10), || async {
+        agreed_leader(&others)
+            .await
+            .filter(|l| *l != hung.to_string())
+    })
+    .await;
+    assert!(
+        elected.is_some(),
+        "no leader among {others:?}\n{}",
+        logs(&beacons)
+    );
+
+    // Removed while hung, and replaced by a new machine.
+    remove(&nebcli, others[0], hung).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
+    let new = all[3];
+    let b = joiner(dir.path(), new, &others);
+    beacons.insert(new, b);
+    let replaced = vec![others[0], others[1], new];
+    load.ask(&replaced);
+    let leader = settle(&replaced, &replaced, &|| logs(&beacons)).await;
+    let term = status(leader.parse().unwrap())
+        .await
+        .expect("a status")
+        .term;
+
+    // It wakes up, still holding the old membership and believing it leads.
+    beacons[&hung].signal(libc::SIGCONT);
+    let before = load.acked();
+    // Its links are closed, and each member's handshake tells it why.
+    let told = eventually(Duration::from_secs(10), || async {
+        let log = beacons[&hung].log();
+        others
+            .iter()
+            .all(|o| {
+                log.lines().any(|l| {
+                    l.contains("refused our handshake")
+                        && l.contains(&format!("peer={o}"))
+                        && l.contains(&format!("beacon `{hung}` is no longer a member"))
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        told.is_some(),
+        "the woken beacon is told by each member that it was removed\n{}",
+        logs(&beacons)
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = settle(&replaced, &replaced, &|| logs(&beacons)).await;
+    let now = status(after.parse().unwrap()).await.expect("a status").term;
+    assert_eq!(
+        (after.as_str(), now),
+        (leader.as_str(), term),
+        "the leadership stayed where it was\n{}",
+        logs(&beacons)
+    );
+    assert!(
+        load.acked() > before,
+        "writes went on after it woke\n{}",
+        logs(&beacons)
+    );
+
+    // Every acknowledged registration is on every member, with its ID.
+    let (acked, failed) = load.stop().await;
+    eprintln!(
+        "{} writes acknowledged, {failed} failed or unanswered",
+        acked.len()
+    );
+    for at in &replaced {
+        assert_holds(*at, &acked, &|| logs(&beacons)).await;
     }
 }

@@ -304,14 +304,27 @@ fn no_leader(addr: String) -> ClientError {
 }
 
 /// The leader as the first of `servers` that answers knows it.
+/// The leader, as the first of `servers` that knows one says. A beacon that knows none (an
+/// election under way, or a beacon removed from the cluster, which nobody sends heartbeats
+/// any more) has the voters it lists asked after the servers given.
 async fn find_leader(opts: &ConnectOptions, servers: &[String]) -> Result<String, ClientError> {
     let mut last = None;
-    for server in servers {
-        match Client::connect(server, opts).await {
+    let mut ask: Vec<String> = servers.to_vec();
+    let mut i = 0;
+    while let Some(server) = ask.get(i).cloned() {
+        i += 1;
+        match Client::connect(&server, opts).await {
             Ok(mut c) => match c.beacon_status().await {
                 Ok(status) => match status.leader {
                     Some(leader) => return Ok(leader),
-                    None => last = Some(no_leader(server.clone())),
+                    None => {
+                        last = Some(no_leader(server.clone()));
+                        for b in status.beacons.iter().filter(|b| b.role == "voter") {
+                            if !ask.contains(&b.node) {
+                                ask.push(b.node.clone());
+                            }
+                        }
+                    }
                 },
                 Err(e) => last = Some(e),
             },

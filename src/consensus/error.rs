@@ -27,6 +27,12 @@ pub enum ConsensusError {
     NotReady,
     #[error("this leader is handing its leadership over to {to}; retry in a moment (at {to})")]
     HandingOver { to: SocketAddr },
+    /// This beacon is out of the membership it holds (removed, and still running): it knows
+    /// no leader, so it sends the caller on to a member, which knows one.
+    #[error(
+        "this beacon was removed from the cluster and knows no leader; ask its members, such as {ask}"
+    )]
+    Removed { ask: SocketAddr },
 }
 
 /// Why a leader transfer did not happen.

@@ -385,10 +385,17 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
     /// Why a beacon that does not lead cannot serve: the leader it knows, or, when its
     /// election names itself but it has not started leading yet (its next step does), not
-    /// ready: a caller must never be sent on to this beacon itself.
+    /// ready: a caller must never be sent on to this beacon itself. A beacon removed from the
+    /// cluster hears no leader any more (nobody sends it heartbeats): it sends the caller on
+    /// to a voter of the membership that removed it.
     pub fn not_leader(&self) -> ConsensusError {
+        let members = self.membership.members();
         match self.election.leader() {
             Some(leader) if leader == self.cfg.me => ConsensusError::NotReady,
+            None if !members.contains(self.cfg.me) => match members.voters.iter().next() {
+                Some(&ask) => ConsensusError::Removed { ask },
+                None => ConsensusError::NotLeader { leader: None },
+            },
             leader => ConsensusError::NotLeader { leader },
         }
     }
@@ -722,8 +729,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return Some(ConsensusError::NotReady);
         }
         if self.leading.is_none() {
-            // A beacon on a minority side that knows no leader says why none can lead.
+            // A beacon on a minority side that knows no leader says why none can lead (a
+            // removed one, which no member sends heartbeats, says it was removed).
+            let removed = !self.membership.members().contains(self.cfg.me);
             if self.election.leader().is_none()
+                && !removed
                 && let Some(e) = self.no_quorum()
             {
                 return Some(e);

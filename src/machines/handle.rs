@@ -150,10 +150,36 @@ impl DriverHandle {
         self.ask(|reply| Ask::Transfer { to, reply }).await
     }
 
-    /// Whether `node` is a beacon this one exchanges heartbeats with: a member, or one a
-    /// change not yet committed removed.
-    pub(crate) fn knows_beacon(&self, node: SocketAddr) -> bool {
-        self.view.read().election().peers().any(|p| p == node)
+    /// Why beacon `node` may not exchange heartbeats with this one, if it may not: it is
+    /// neither a member here nor one a change not yet committed removed. `theirs` is the log
+    /// index of the membership it holds (0: its configured one), when it said (a handshake
+    /// says; a heartbeat does not). A beacon whose membership is older than ours was removed
+    /// while it could not hear of it (hung, or cut off), and is told so; any other is told
+    /// how to become a member.
+    pub(crate) fn refuse_non_member(
+        &self,
+        node: SocketAddr,
+        theirs: Option<u64>,
+    ) -> Option<Reject> {
+        let replica = self.view.read();
+        if replica.election().peers().any(|p| p == node) {
+            return None;
+        }
+        let ours = replica.members_index();
+        let msg = if theirs.is_none_or(|theirs| theirs < ours) && ours > 0 {
+            let holds = theirs.map_or(String::new(), |t| {
+                format!(", and it holds the one of index {t}")
+            });
+            format!(
+                "beacon `{node}` is no longer a member of this cluster: the membership of log index {ours} ({}) does not name it{holds}; it was removed, perhaps while it could not hear of it (stopped, hung or cut off): stop it, or to bring it back move its data directory aside and start it with `--join`",
+                replica.members()
+            )
+        } else {
+            format!(
+                "beacon `{node}` is not a member of this cluster (see `nebcli member list`): add it with `nebcli member add {node}` or start it with `--join`; with no membership change made yet, check the `beacon` and `learners` lists agree"
+            )
+        };
+        Some(Reject::close(ErrorCode::UnknownBeacon, msg))
     }
 
     /// Whether this beacon can serve writes now (it leads, sees a majority and has taken
@@ -507,13 +533,18 @@ impl Reject {
 impl From<ConsensusError> for Reject {
     fn from(e: ConsensusError) -> Reject {
         let code = match &e {
-            ConsensusError::NotLeader { .. } => ErrorCode::NotLeader,
+            ConsensusError::NotLeader { .. } | ConsensusError::Removed { .. } => {
+                ErrorCode::NotLeader
+            }
             ConsensusError::LeaderChanged => ErrorCode::LeaderChanged,
             ConsensusError::NoQuorum { .. } => ErrorCode::NoQuorum,
             ConsensusError::NotReady | ConsensusError::HandingOver { .. } => ErrorCode::Unavailable,
         };
+        // A removed beacon's hint is a member, not the leader: a client that follows it
+        // is sent on again from there, as from any follower.
         let leader = match &e {
             ConsensusError::NotLeader { leader } => *leader,
+            ConsensusError::Removed { ask } => Some(*ask),
             _ => None,
         };
         Reject::new(code, e.to_string()).with_leader(leader)

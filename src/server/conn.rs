@@ -395,13 +395,11 @@ fn accept_hello(
                 }
                 Some(_) => return Err(not_proven(node)),
             };
-            if !shared.driver.knows_beacon(node) {
-                return Err(Reject::close(
-                    ErrorCode::UnknownBeacon,
-                    format!(
-                        "beacon `{node}` is not a member of this cluster (see `nebcli member list`): add it with `nebcli member add {node}` or start it with `--join`; with no membership change made yet, check the `beacon` and `learners` lists agree"
-                    ),
-                ));
+            if let Some(refused) = shared
+                .driver
+                .refuse_non_member(node, Some(hello.members_index))
+            {
+                return Err(refused);
             }
             machines::Dispatch::check_hello(&config.machines, node, body)?;
             shared.note_peer_version(node, hello.version);

@@ -154,7 +154,7 @@ codes! {
         MalformedBody = 4 => "MALFORMED_BODY" InvalidArgument,
         /// The peer belongs to another cluster.
         WrongCluster = 5 => "WRONG_CLUSTER" FailedPrecondition,
-        /// A peer announced an identity that is not in this beacon's configured list.
+        /// A peer announced an identity that is not a member of this beacon's cluster (or was removed from it).
         UnknownBeacon = 6 => "UNKNOWN_BEACON" FailedPrecondition,
         /// A request arrived before `Hello`.
         HandshakeRequired = 7 => "HANDSHAKE_REQUIRED" FailedPrecondition,
