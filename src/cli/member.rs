@@ -303,7 +303,6 @@ fn no_leader(addr: String) -> ClientError {
     }
 }
 
-/// The leader as the first of `servers` that answers knows it.
 /// The leader, as the first of `servers` that knows one says. A beacon that knows none (an
 /// election under way, or a beacon removed from the cluster, which nobody sends heartbeats
 /// any more) has the voters it lists asked after the servers given.
