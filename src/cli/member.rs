@@ -317,7 +317,7 @@ async fn find_leader(opts: &ConnectOptions, servers: &[String]) -> Result<String
                 Ok(status) => match status.leader {
                     Some(leader) => return Ok(leader),
                     None => {
-                        last = Some(no_leader(server.clone()));
+                        last = Some(no_leader(server));
                         for b in status.beacons.iter().filter(|b| b.role == "voter") {
                             if !ask.contains(&b.node) {
                                 ask.push(b.node.clone());

@@ -389,13 +389,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// cluster hears no leader any more (nobody sends it heartbeats): it sends the caller on
     /// to a voter of the membership that removed it.
     pub fn not_leader(&self) -> ConsensusError {
-        let members = self.membership.members();
         match self.election.leader() {
             Some(leader) if leader == self.cfg.me => ConsensusError::NotReady,
-            None if !members.contains(self.cfg.me) => match members.voters.iter().next() {
-                Some(&ask) => ConsensusError::Removed { ask },
-                None => ConsensusError::NotLeader { leader: None },
-            },
+            None if self.removed() => self
+                .members()
+                .voters
+                .first()
+                .map_or(ConsensusError::NotLeader { leader: None }, |&ask| {
+                    ConsensusError::Removed { ask }
+                }),
             leader => ConsensusError::NotLeader { leader },
         }
     }
@@ -731,9 +733,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if self.leading.is_none() {
             // A beacon on a minority side that knows no leader says why none can lead (a
             // removed one, which no member sends heartbeats, says it was removed).
-            let removed = !self.membership.members().contains(self.cfg.me);
             if self.election.leader().is_none()
-                && !removed
+                && !self.removed()
                 && let Some(e) = self.no_quorum()
             {
                 return Some(e);

@@ -12,6 +12,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.membership.members()
     }
 
+    /// Whether the membership in effect leaves this beacon out: it was removed, and runs on
+    /// until it is stopped.
+    pub(super) fn removed(&self) -> bool {
+        !self.members().contains(self.cfg.me)
+    }
+
     /// The log index of the change of membership in effect (0: the configured membership,
     /// never changed; a change a leader told us of while our log lacks it counts).
     pub fn members_index(&self) -> u64 {
