@@ -848,15 +848,8 @@ async fn a_drained_slot_holder_hands_its_slot_to_a_standby_and_drain_wait_return
 
     // Undrained, a is a standby in rotation again: b's slot now has someone to take it, so
     // b is asked to let it go, and a holds it.
-    let out = std::process::Command::new(&nebcli)
-        .args(["-s", &beacons[0], "node", "undrain", &a_id])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (undrained, out) = run_nebcli(&nebcli, &["-s", &beacons[0], "node", "undrain", &a_id]);
+    assert!(undrained, "{out}");
     let mut theirs = Assignments::start(&b).await.unwrap();
     let revoked = loop {
         match slot_event(&mut theirs).await {

@@ -248,7 +248,6 @@ impl Load {
 async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     let nebcli = nebcli(BEACON.as_ref());
     let (dir, all, mut beacons) = one_beacon(7).await;
-    let logs = logs_of;
     let load = Load::start(&all[..1]);
 
     // 1 -> 3 -> 5: each joins through the first beacon and is promoted once it kept up.
@@ -257,7 +256,7 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
         let b = joiner(dir.path(), me, &all[..1]);
         beacons.insert(me, b);
         if n == 2 || n == 4 {
-            let leader = settle(&all[..=n], &all[..=n], &|| logs(&beacons)).await;
+            let leader = settle(&all[..=n], &all[..=n], &|| logs_of(&beacons)).await;
             load.ask(&all[..=n]);
             eprintln!(
                 "{} voters, leader {leader}, {} writes acknowledged",
@@ -281,7 +280,8 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
         gone[0] = leader;
     }
     for g in &gone {
-        let out = remove(&nebcli, all[0], *g).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
+        let out =
+            remove(&nebcli, all[0], *g).unwrap_or_else(|e| panic!("{e}\n{}", logs_of(&beacons)));
         if *g == leader {
             assert!(out.contains("handed its leadership"), "{out}");
         }
@@ -292,7 +292,7 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
         .filter(|a| !gone.contains(a))
         .collect();
     load.ask(&three);
-    settle(&three, &three, &|| logs(&beacons)).await;
+    settle(&three, &three, &|| logs_of(&beacons)).await;
     // A removed beacon still running hears no leader any more: a write sent to it is sent
     // on to a member, saying why.
     let sent_on = eventually(Duration::from_secs(10), || async {
@@ -324,7 +324,7 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
             panic!(
                 "the removed {} sends a write on\n{}",
                 gone[0],
-                logs(&beacons)
+                logs_of(&beacons)
             )
         })
         .parse()
@@ -340,22 +340,22 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     // A voter dies (SIGKILL) and a new machine takes its place.
     let dead = three[2];
     beacons.get_mut(&dead).unwrap().kill();
-    remove(&nebcli, three[0], dead).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
+    remove(&nebcli, three[0], dead).unwrap_or_else(|e| panic!("{e}\n{}", logs_of(&beacons)));
     let new = all[5];
     let b = joiner(dir.path(), new, &three[..2]);
     beacons.insert(new, b);
     let replaced = vec![three[0], three[1], new];
     load.ask(&replaced);
-    settle(&replaced, &replaced, &|| logs(&beacons)).await;
+    settle(&replaced, &replaced, &|| logs_of(&beacons)).await;
     beacons.remove(&dead);
 
     // 3 -> 1.
     for g in &replaced[1..] {
-        remove(&nebcli, replaced[0], *g).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
+        remove(&nebcli, replaced[0], *g).unwrap_or_else(|e| panic!("{e}\n{}", logs_of(&beacons)));
     }
     let last = [replaced[0]];
     load.ask(&last);
-    settle(&last, &last, &|| logs(&beacons)).await;
+    settle(&last, &last, &|| logs_of(&beacons)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (acked, failed) = load.stop().await;
     eprintln!(
@@ -365,7 +365,7 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
     assert!(acked.len() > 50, "the writer got through: {}", acked.len());
 
     // Every acknowledged registration is on the last beacon, with its ID.
-    assert_holds(last[0], &acked, &|| logs(&beacons)).await;
+    assert_holds(last[0], &acked, &|| logs_of(&beacons)).await;
 }
 
 /// The operator's answer to a hung voter (SIGSTOP: its sockets stay open, it answers
@@ -377,12 +377,11 @@ async fn one_beacon_grows_to_five_and_back_to_one_under_load_losing_no_write() {
 async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes() {
     let nebcli = nebcli(BEACON.as_ref());
     let (dir, all, mut beacons) = one_beacon(4).await;
-    let logs = logs_of;
     for &me in &all[1..3] {
         let b = joiner(dir.path(), me, &all[..1]);
         beacons.insert(me, b);
     }
-    let hung: SocketAddr = settle(&all[..3], &all[..3], &|| logs(&beacons))
+    let hung: SocketAddr = settle(&all[..3], &all[..3], &|| logs_of(&beacons))
         .await
         .parse()
         .unwrap();
@@ -402,17 +401,17 @@ async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes()
     assert!(
         elected.is_some(),
         "no leader among {others:?}\n{}",
-        logs(&beacons)
+        logs_of(&beacons)
     );
 
     // Removed while hung, and replaced by a new machine.
-    remove(&nebcli, others[0], hung).unwrap_or_else(|e| panic!("{e}\n{}", logs(&beacons)));
+    remove(&nebcli, others[0], hung).unwrap_or_else(|e| panic!("{e}\n{}", logs_of(&beacons)));
     let new = all[3];
     let b = joiner(dir.path(), new, &others);
     beacons.insert(new, b);
     let replaced = vec![others[0], others[1], new];
     load.ask(&replaced);
-    let leader = settle(&replaced, &replaced, &|| logs(&beacons)).await;
+    let leader = settle(&replaced, &replaced, &|| logs_of(&beacons)).await;
     let term = status(leader.parse().unwrap())
         .await
         .expect("a status")
@@ -446,10 +445,10 @@ async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes()
     assert!(
         told.is_some(),
         "the woken beacon is told by each member that it was removed\n{}",
-        logs(&beacons)
+        logs_of(&beacons)
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = settle(&replaced, &replaced, &|| logs(&beacons)).await;
+    let after = settle(&replaced, &replaced, &|| logs_of(&beacons)).await;
     let now = status(after.parse().unwrap()).await.expect("a status").term;
     // It never led again, nor did it make the members elect anew (at most one election's
     // worth, for a busy machine's missed heartbeats).
@@ -457,17 +456,17 @@ async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes()
         led(),
         led_before,
         "the woken beacon led again\n{}",
-        logs(&beacons)
+        logs_of(&beacons)
     );
     assert!(
         now <= term + 1,
         "term {term} -> {now} after it woke (leader {leader} -> {after})\n{}",
-        logs(&beacons)
+        logs_of(&beacons)
     );
     assert!(
         load.acked() > before,
         "writes went on after it woke\n{}",
-        logs(&beacons)
+        logs_of(&beacons)
     );
 
     // Every acknowledged registration is on every member, with its ID.
@@ -477,6 +476,6 @@ async fn a_hung_leader_is_removed_and_replaced_and_harms_nothing_when_it_wakes()
         acked.len()
     );
     for at in &replaced {
-        assert_holds(*at, &acked, &|| logs(&beacons)).await;
+        assert_holds(*at, &acked, &|| logs_of(&beacons)).await;
     }
 }

@@ -1484,13 +1484,19 @@ async fn dead_service_gone_while_leaders_go(fault: LeaderFault) {
         LeaderFault::Kill => Duration::from_millis(300),
         LeaderFault::Stop => Duration::from_millis(1_000),
     };
-    let mut faults: Vec<(usize, std::time::Instant, bool)> = Vec::new();
+    /// A leader taken away: which beacon, when, and whether it is back.
+    struct Taken {
+        beacon: usize,
+        at: std::time::Instant,
+        back: bool,
+    }
+    let mut faults: Vec<Taken> = Vec::new();
     let mut gone_after = None;
     let limit = Duration::from_millis(3 * LEASE_MS);
     while sent.elapsed() < limit && gone_after.is_none() {
         // Asked only of the beacons that answer: a hung one would hold every probe up.
         let up: Vec<SocketAddr> = (0..all.len())
-            .filter(|i| !faults.iter().any(|(f, _, back)| f == i && !back))
+            .filter(|i| !faults.iter().any(|f| f.beacon == *i && !f.back))
             .map(|i| all[i])
             .collect();
         let due = LEASE_MS / 4 + LEASE_MS / 2 * faults.len() as u64;
@@ -1503,16 +1509,20 @@ async fn dead_service_gone_while_leaders_go(fault: LeaderFault) {
                 LeaderFault::Kill => c.beacons[i].kill(),
                 LeaderFault::Stop => c.beacons[i].pause(),
             }
-            faults.push((i, std::time::Instant::now(), false));
+            faults.push(Taken {
+                beacon: i,
+                at: std::time::Instant::now(),
+                back: false,
+            });
             continue;
         }
-        for (i, at, back) in faults.iter_mut().filter(|(_, _, back)| !back) {
-            if at.elapsed() > back_after {
+        for f in faults.iter_mut().filter(|f| !f.back) {
+            if f.at.elapsed() > back_after {
                 match fault {
-                    LeaderFault::Kill => c.beacons[*i].restart(),
-                    LeaderFault::Stop => c.beacons[*i].signal(libc::SIGCONT),
+                    LeaderFault::Kill => c.beacons[f.beacon].restart(),
+                    LeaderFault::Stop => c.beacons[f.beacon].signal(libc::SIGCONT),
                 }
-                *back = true;
+                f.back = true;
             }
         }
         if let Some(l) = agreed_leader(&up).await
