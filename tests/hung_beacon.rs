@@ -6,7 +6,10 @@
 //! is stopped, renews through a stopped follower's absence, and keeps its lease while the
 //! leader it reports to is stopped for three leases; a watch resumes at the next leader.
 //! nebcli, given the stopped beacon first, registers and shows the cluster within its
-//! `--timeout-ms`.
+//! `--timeout-ms`. A client made afresh for each call (nebcli, a probe that rebuilds its
+//! client after a failure) dials the next beacon while the stopped one is silent, so it
+//! never waits out its handshake limit, and what one client learned of the stopped beacon
+//! the whole process knows.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,7 +19,7 @@ use beacon::client::{
     Cluster as Leader, ConnectOptions, RegisterOptions, Registration, Watch, WatchEvent,
 };
 use beacon::machines::registry::RegistryCmd;
-use beacon::net::SUSPECT_FOR;
+use beacon::net::{SUSPECT_FOR, is_suspect};
 use beacon::pb;
 use beacon_testkit::*;
 
@@ -141,6 +144,83 @@ async fn a_stopped_beacon_costs_a_rust_service_neither_its_registration_nor_its_
     reg.unregister().await.expect("unregister");
 }
 
+/// `beacons` with `first` put first.
+fn first_in_list(all: &[SocketAddr], first: usize) -> Vec<String> {
+    let mut list = vec![all[first].to_string()];
+    list.extend(
+        all.iter()
+            .filter(|a| **a != all[first])
+            .map(|a| a.to_string()),
+    );
+    list
+}
+
+/// A client made afresh for each call, with a stopped beacon first in its list, answers
+/// without waiting out the stopped beacon's handshake limit (3 s here, so that a client
+/// that waited it out could not pass): it dials the next beacon after the attempt delay
+/// and takes the first to answer. The attempt it outran goes on in the background, and once
+/// it reaches its limit every client of the process dials the stopped beacon last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_made_afresh_goes_past_a_stopped_first_beacon_without_waiting_it_out() {
+    let c = start();
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    let opts = ConnectOptions {
+        handshake_timeout: Duration::from_secs(3),
+        ..ConnectOptions::default()
+    };
+    for (round, stopped) in [(leader + 1) % 3, leader].into_iter().enumerate() {
+        c.beacons[stopped].pause();
+        let others: Vec<SocketAddr> = all.iter().copied().filter(|a| *a != all[stopped]).collect();
+        leader_of(&c, &others).await;
+        let list = first_in_list(&all, stopped);
+        let mut took = Vec::new();
+        for n in 0..3u8 {
+            let mut fresh = Leader::new(list.clone(), opts.clone(), Duration::from_secs(10));
+            let request = pb::registry::RegisterRequest {
+                node_type: "LOGIC".into(),
+                addr: format!("10.0.4.{}:{}", 10 * round + usize::from(n), 80),
+                ..Default::default()
+            };
+            let started = std::time::Instant::now();
+            fresh
+                .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &request, "register")
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "a fresh client past stopped {}: {e}\n{}",
+                        all[stopped],
+                        c.logs()
+                    )
+                });
+            took.push(started.elapsed());
+        }
+        println!(
+            "stopped {} first: fresh clients answered in {took:?}",
+            all[stopped]
+        );
+        for t in &took {
+            assert!(
+                *t < Duration::from_millis(1_500),
+                "a fresh client took {t:?} past stopped {} (its handshake limit is 3 s): {took:?}\n{}",
+                all[stopped],
+                c.logs()
+            );
+        }
+        let learned = eventually(Duration::from_secs(6), || async {
+            is_suspect(&all[stopped].to_string()).then_some(())
+        })
+        .await;
+        assert!(
+            learned.is_some(),
+            "the process never learned that {} does not answer",
+            all[stopped]
+        );
+        c.beacons[stopped].signal(libc::SIGCONT);
+        leader_of(&c, &all).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nebcli_given_a_stopped_beacon_first_goes_on_to_the_next_within_its_time() {
     let c = start();
@@ -149,14 +229,40 @@ async fn nebcli_given_a_stopped_beacon_first_goes_on_to_the_next_within_its_time
     let leader = leader_of(&c, &all).await;
     for stopped in [(leader + 1) % 3, leader] {
         c.beacons[stopped].pause();
-        let mut list = vec![all[stopped].to_string()];
-        list.extend(
-            all.iter()
-                .filter(|a| **a != all[stopped])
-                .map(|a| a.to_string()),
-        );
-        let servers = list.join(",");
+        // The others lead on (a stopped leader is replaced) before the command is timed.
+        let others: Vec<SocketAddr> = all.iter().copied().filter(|a| *a != all[stopped]).collect();
+        leader_of(&c, &others).await;
+        let servers = first_in_list(&all, stopped).join(",");
         let addr = format!("10.0.1.{}:80", stopped + 1);
+        // Its handshake limit is a second (a quarter of --timeout-ms 8000, at most 1 s):
+        // a nebcli that waited it out at the stopped beacon takes longer than this allows.
+        let started = std::time::Instant::now();
+        let (ok, out) = run_nebcli(
+            &nebcli_bin,
+            &[
+                "-s",
+                &servers,
+                "--timeout-ms",
+                "8000",
+                "register",
+                "--type",
+                "LOGIC",
+                "--addr",
+                &format!("10.0.2.{}:80", stopped + 1),
+            ],
+        );
+        let took = started.elapsed();
+        assert!(
+            ok,
+            "register past stopped {}: {out}\n{}",
+            all[stopped],
+            c.logs()
+        );
+        assert!(
+            took < Duration::from_millis(900),
+            "nebcli took {took:?} past stopped {}, more than the handshake limit it should not wait out",
+            all[stopped]
+        );
         let (ok, out) = run_nebcli(
             &nebcli_bin,
             &[

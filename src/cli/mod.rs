@@ -199,23 +199,17 @@ impl Session {
         }
     }
 
-    /// The connection, opened to the first of the beacons given that answers.
+    /// The connection, opened to the first of the beacons given that answers: the next is
+    /// dialled while the one before is slow to answer, so a hung beacon first in `-s` costs
+    /// a command a tenth of a second, not the handshake limit.
     pub async fn client(&mut self) -> Result<&mut Client, ClientError> {
         if self.client.is_none() {
-            let mut failed = None;
-            for server in self.servers.clone() {
-                match Client::connect(&server, &self.opts).await {
-                    Ok(client) => {
-                        self.server = server;
-                        self.client = Some(client);
-                        break;
-                    }
-                    Err(e) => failed = Some(e),
-                }
-            }
-            if let Some(e) = failed.filter(|_| self.client.is_none()) {
-                return Err(e);
-            }
+            let dialled =
+                crate::net::first_to_answer(&self.servers, &self.opts, self.opts.handshake_timeout)
+                    .await
+                    .map_err(|failed| failed.error)?;
+            self.server = self.servers[dialled.index].clone();
+            self.client = Some(dialled.client);
         }
         Ok(self.client.as_mut().expect("just connected"))
     }

@@ -7,17 +7,23 @@
 //!
 //! A beacon that stopped answering (a hung process: its connections stay open, nothing comes
 //! back) is the expensive case: each attempt at it costs a whole handshake limit or ping
-//! interval. Such a beacon is a *suspect* for [`SUSPECT_FOR`]: it is tried only when every
-//! other beacon was, and for [`SUSPECT_HINT_GRACE`] a "not the leader" answer naming it is
-//! not followed (the others elect a new leader within a few ticks), so a call spends at most
-//! one attempt on it. The others still naming it after that hear it: it was slow for a
-//! moment (one answer later than the attempt allowed), not hung, and it is followed again
-//! rather than shunned until the suspicion ends.
+//! interval. A fresh connection dials the next beacon while the first is slow to answer and
+//! takes the first to answer ([`super::dial`]), so a hung beacon ahead in the list costs it
+//! [`ConnectOptions::attempt_delay`], not a handshake limit. A beacon that did not answer in
+//! time is a *suspect* of the whole process for [`SUSPECT_FOR`](super::SUSPECT_FOR) ([`super::suspects`]): it is
+//! dialled last, and for [`SUSPECT_HINT_GRACE`](super::SUSPECT_HINT_GRACE) a "not the leader" answer naming it is not
+//! followed (the others elect a new leader within a few ticks), so a call spends at most one
+//! attempt on it. The others still naming it after that hear it: it was slow for a moment
+//! (one answer later than the attempt allowed), not hung, and it is followed again rather
+//! than shunned until the suspicion ends. Every attempt is bounded by what is left of the
+//! call's `retry_for`.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::dial::{self, DialFailed, Dialled};
+use super::suspects;
 use super::{Client, ClientError, ConnectOptions};
 use crate::wire::Code;
 
@@ -28,15 +34,9 @@ use crate::wire::Code;
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(2);
 const MAX_RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// How long a beacon that did not answer in time is tried last: longer than an election
-/// takes, so the others have moved on by then if it hung.
-pub const SUSPECT_FOR: Duration = Duration::from_secs(5);
-
-/// How long a suspect that the others name leader is not followed: longer than a failover
-/// takes at the default tick (a hung leader is offline to its peers after three ticks and
-/// replaced at once). With a much longer `tick_ms`, following it again may cost one more
-/// attempt at a beacon that is hung after all.
-pub const SUSPECT_HINT_GRACE: Duration = Duration::from_secs(1);
+/// The least an attempt is allowed, however little of the call's budget is left: enough for
+/// a beacon on the same network to answer.
+const MIN_ATTEMPT: Duration = Duration::from_millis(20);
 
 /// The leader of a cluster, reached through any of its beacons.
 #[derive(Debug)]
@@ -49,8 +49,8 @@ pub struct Cluster {
     /// Where to try next: a leader named by a beacon, else the next beacon of the list.
     hint: Option<String>,
     next: usize,
-    /// Beacons that did not answer in time, and when each last did not.
-    suspects: std::collections::HashMap<String, Instant>,
+    /// How many beacons the last failed dial tried: a round over the list counts them all.
+    swept: usize,
 }
 
 impl Cluster {
@@ -64,47 +64,40 @@ impl Cluster {
             conn: None,
             hint: None,
             next: 0,
-            suspects: Default::default(),
+            swept: 0,
         }
     }
 
-    /// Whether `addr` did not answer in time lately (within [`SUSPECT_FOR`]).
-    fn suspect(&self, addr: &str) -> bool {
-        self.suspects
-            .get(addr)
-            .is_some_and(|since| since.elapsed() < SUSPECT_FOR)
-    }
-
-    /// Whether a leader hint naming `addr` is followed: unless it did not answer in time
-    /// within [`SUSPECT_HINT_GRACE`].
-    fn followed(&self, addr: &str) -> bool {
-        self.suspects
-            .get(addr)
-            .is_none_or(|since| since.elapsed() >= SUSPECT_HINT_GRACE)
-    }
-
-    /// The beacons suspected now, for a caller that reports where it stands.
+    /// The beacons of the list suspected now (by any client of this process), for a caller
+    /// that reports where it stands.
     pub fn suspected(&self) -> Vec<String> {
         let mut all: Vec<String> = self
             .beacons
             .iter()
-            .filter(|b| self.suspect(b))
+            .filter(|b| suspects::is_suspect(b))
             .cloned()
             .collect();
         all.sort();
         all
     }
 
-    /// The next beacon of the list to try: the first one not suspected from where the last
-    /// try left off, else (every one is suspected) simply the next.
-    fn next_beacon(&mut self) -> String {
+    /// The order to dial in: a followed leader hint first, then the list from where the
+    /// last dial left off, the beacons not suspected before those that are.
+    fn candidates(&mut self) -> Vec<String> {
         let n = self.beacons.len();
-        let pick = (0..n)
-            .map(|k| (self.next + k) % n)
-            .find(|&i| !self.suspect(&self.beacons[i]))
-            .unwrap_or(self.next % n);
-        self.next = pick + 1;
-        self.beacons[pick].clone()
+        let rotation = (0..n).map(|k| self.beacons[(self.next + k) % n].clone());
+        let (trusted, suspected): (Vec<String>, Vec<String>) =
+            rotation.partition(|b| !suspects::is_suspect(b));
+        let mut order = Vec::with_capacity(n + 1);
+        if let Some(hint) = self.hint.take().filter(|h| suspects::followed(h)) {
+            order.push(hint);
+        }
+        for b in trusted.into_iter().chain(suspected) {
+            if !order.contains(&b) {
+                order.push(b);
+            }
+        }
+        order
     }
 
     pub fn beacons(&self) -> &[String] {
@@ -133,18 +126,26 @@ impl Cluster {
     }
 
     /// A connection to the leader, as far as anyone knows: the open one, else a fresh one
-    /// to the hinted leader or the next beacon.
-    async fn connection(&mut self) -> Result<&mut Client, ClientError> {
+    /// to the first to answer of the hinted leader and the beacons (see [`Cluster::candidates`]),
+    /// each handshake allowed at most `left`.
+    async fn connection(&mut self, left: Duration) -> Result<&mut Client, ClientError> {
         if self.conn.is_none() {
-            let addr = match self.hint.take() {
-                Some(h) if self.followed(&h) => h,
-                _ => self.next_beacon(),
-            };
-            let client = Client::connect(&addr, &self.opts).await;
-            if client.is_ok() {
-                self.suspects.remove(&addr);
+            let candidates = self.candidates();
+            let limit = self.opts.handshake_timeout.min(left);
+            match dial::first_to_answer(&candidates, &self.opts, limit).await {
+                Ok(Dialled { client, .. }) => {
+                    // The next dial starts after the one that answered, as a round would.
+                    if let Some(i) = self.beacons.iter().position(|b| b == client.addr()) {
+                        self.next = i + 1;
+                    }
+                    self.conn = Some(client);
+                }
+                Err(DialFailed { error, attempted }) => {
+                    self.next = (self.next + attempted) % self.beacons.len().max(1);
+                    self.swept = attempted;
+                    return Err(error);
+                }
             }
-            self.conn = Some(client?);
         }
         Ok(self.conn.as_mut().expect("connected"))
     }
@@ -180,8 +181,13 @@ impl Cluster {
     {
         let mut retry = Retry::new();
         loop {
-            let result = match self.connection().await {
-                Ok(conn) => conn.request_within(cmd, req, what, limit).await,
+            // No attempt outlasts the call: each is bounded by what is left of `retry_for`.
+            let left = self
+                .retry_for
+                .saturating_sub(retry.started.elapsed())
+                .max(MIN_ATTEMPT);
+            let result = match self.connection(left).await {
+                Ok(conn) => conn.request_within(cmd, req, what, limit.min(left)).await,
                 Err(e) => Err(e),
             };
             match result {
@@ -230,7 +236,7 @@ impl Cluster {
                 .or_else(|| silent_addr(&err))
         {
             tracing::debug!(beacon = %addr, "no answer in time: tried last for a while: {err}");
-            self.suspects.insert(addr, Instant::now());
+            suspects::note(&addr);
         }
         if !err.leaves_connection_usable() {
             self.conn = None;
@@ -265,7 +271,8 @@ impl Cluster {
                 last: Box::new(err),
             });
         }
-        retry.tried += 1;
+        // A dial that tried several beacons counts each of them.
+        retry.tried += std::mem::take(&mut self.swept).max(1);
         // One more than the list, so that following a redirect does not count as a round.
         if retry.tried > self.beacons.len() {
             // No leader answered in a whole round: give the election a moment.

@@ -13,10 +13,14 @@
 //! integration tests, and by services.
 
 mod cluster;
+mod dial;
 mod resume;
+mod suspects;
 
-pub use cluster::{Cluster, SUSPECT_FOR, SUSPECT_HINT_GRACE};
+pub use cluster::Cluster;
+pub use dial::{DialFailed, Dialled, first_to_answer};
 pub use resume::{Heard, Listing, Notice, Resuming};
+pub use suspects::{SUSPECT_FOR, SUSPECT_HINT_GRACE, is_suspect};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +40,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// a beacon silent on a request or a stream is probed: a beacon that answers neither within
 /// this is taken for hung (see [`ConnectOptions::ping_interval`]).
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Default delay before a fresh connection also dials the next beacon while the ones before
+/// it have not answered (see [`ConnectOptions::attempt_delay`]): a beacon on the same network
+/// completes a handshake in a few milliseconds, so one silent this long is likely hung, and
+/// a fresh client past a hung first beacon answers within a tenth of a second or so.
+pub const DEFAULT_ATTEMPT_DELAY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -255,6 +265,11 @@ pub struct ConnectOptions {
     /// does not answer its `Hello` (a stopped process whose socket the kernel still
     /// accepts on) is left after this.
     pub handshake_timeout: Duration,
+    /// How long a fresh connection waits for a beacon's handshake before it also dials the
+    /// next beacon, keeping both attempts and taking the first to answer (happy eyeballs,
+    /// RFC 8305, over beacons): a hung first beacon costs a fresh client this, not the
+    /// handshake limit. At most `handshake_timeout` is used.
+    pub attempt_delay: Duration,
     /// While a request or a stream has heard nothing from its beacon for this long, the
     /// client probes the beacon with a fresh handshake (bounded by `handshake_timeout`): a
     /// beacon that answers is slow and kept waiting for; one that does not is hung, and
@@ -340,6 +355,7 @@ impl Default for ConnectOptions {
             cluster: None,
             timeout: DEFAULT_TIMEOUT,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            attempt_delay: DEFAULT_ATTEMPT_DELAY,
             ping_interval: DEFAULT_HANDSHAKE_TIMEOUT,
             max_frame_bytes: crate::wire::frame::DEFAULT_MAX_FRAME,
             tls: None,
@@ -411,7 +427,16 @@ impl Client {
     /// Connects to `addr` (`ip:port` or `host:port`) and performs the client handshake,
     /// within [`ConnectOptions::handshake_timeout`].
     pub async fn connect(addr: &str, opts: &ConnectOptions) -> Result<Client, ClientError> {
-        let limit = opts.handshake_timeout;
+        Client::connect_within(addr, opts, opts.handshake_timeout).await
+    }
+
+    /// [`Client::connect`] with this handshake allowed `limit` (what is left of a call's
+    /// budget, say); the connection's later probes keep the options' handshake limit.
+    pub async fn connect_within(
+        addr: &str,
+        opts: &ConnectOptions,
+        limit: Duration,
+    ) -> Result<Client, ClientError> {
         let timed_out = |what| ClientError::Timeout {
             addr: addr.to_owned(),
             what,
