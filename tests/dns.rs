@@ -167,6 +167,10 @@ async fn every_beacon_answers_dns_from_its_replica_and_health_takes_a_service_ou
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
     let m = udp(follower, "999.node.beacon.", RecordType::A).await;
     assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    // A name outside the zone is not beacon's to deny: REFUSED, never a cached NXDOMAIN.
+    let m = udp(follower, "example.com.", RecordType::A).await;
+    assert_eq!(m.response_code(), ResponseCode::Refused);
+    assert!(!m.authoritative());
     let m = udp(follower, "web.service.beacon.", RecordType::MX).await;
     assert_eq!(
         (m.response_code(), m.answers().len()),

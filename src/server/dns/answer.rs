@@ -37,7 +37,8 @@ pub enum Outcome {
     NxDomain,
     /// Too large for UDP: sent with `TC` and no records.
     Truncated,
-    /// Not a query beacon understands (`FORMERR`, `NOTIMP`).
+    /// Not a query beacon understands (`FORMERR`, `NOTIMP`), or a name outside its zone
+    /// (`REFUSED`).
     Refused,
 }
 
@@ -69,6 +70,13 @@ pub fn labels(name: &Name) -> Option<Vec<String>> {
         .collect();
     let zone = labels.pop()?;
     (zone.eq_ignore_ascii_case(DOMAIN) && !labels.is_empty()).then_some(labels)
+}
+
+/// Whether `name` is beacon's zone or below it, in any case.
+pub fn in_zone(name: &Name) -> bool {
+    name.iter()
+        .next_back()
+        .is_some_and(|zone| zone.eq_ignore_ascii_case(DOMAIN.as_bytes()))
 }
 
 /// The answer to query `request` (the bytes off the wire), with how it went; `None` when
@@ -117,9 +125,25 @@ pub fn answer(
     };
     reply.add_query(question.clone());
     let name = question.name();
-    let Some(instances) = labels(name).and_then(|l| lookup(&l)) else {
-        reply.set_response_code(ResponseCode::NXDomain);
-        return Some((reply.to_vec().ok()?, Outcome::NxDomain));
+    if !in_zone(name) {
+        // Not beacon's to say: REFUSED, as an authoritative server answers for a zone it
+        // does not serve. NXDOMAIN would tell a resolver that forwards more than the zone
+        // that the name does not exist, and it would cache that.
+        reply.set_authoritative(false);
+        return refuse(reply, ResponseCode::Refused);
+    }
+    let below = labels(name);
+    let instances = match below {
+        Some(l) => match lookup(&l) {
+            Some(found) => found,
+            None => {
+                reply.set_response_code(ResponseCode::NXDomain);
+                return Some((reply.to_vec().ok()?, Outcome::NxDomain));
+            }
+        },
+        // The zone's own name exists (everything is below it) and holds no records:
+        // NXDOMAIN there would deny every name of the zone to a resolver (RFC 8020).
+        None => Arc::new(Vec::new()),
     };
     let qtype = question.query_type();
     for i in instances.iter() {
@@ -257,6 +281,29 @@ mod tests {
         assert!(m.answers().is_empty());
         let (m, _) = ask("1.node.beacon.", RecordType::A, Transport::Udp, 1);
         assert_eq!(m.answers()[0].data().to_string(), "10.0.0.1");
+    }
+
+    #[test]
+    fn names_outside_the_zone_are_refused_and_the_zone_itself_exists() {
+        for outside in ["example.com.", "beacon.example.com.", "com.", "."] {
+            let (m, outcome) = ask(outside, RecordType::A, Transport::Udp, 1);
+            assert_eq!(
+                (m.response_code(), outcome),
+                (ResponseCode::Refused, Outcome::Refused),
+                "{outside}"
+            );
+            assert!(!m.authoritative(), "{outside}: not beacon's zone");
+            assert_eq!(m.queries().len(), 1, "{outside}: the question comes back");
+        }
+        for apex in ["beacon.", "BEACON."] {
+            let (m, outcome) = ask(apex, RecordType::A, Transport::Udp, 1);
+            assert_eq!(
+                (m.response_code(), outcome),
+                (ResponseCode::NoError, Outcome::NoData),
+                "{apex}"
+            );
+            assert!(m.authoritative());
+        }
     }
 
     #[test]
