@@ -5,6 +5,8 @@
 mod assignments;
 mod lock;
 
+/// The codes a refusal of this machine carries ([`ClientError::is`]).
+pub use super::wire::AssignErrorCode;
 pub use assignments::{AssignmentEvent, Assignments};
 pub use lock::{Lock, LockOptions, holder as lock_holder, lock_type};
 

@@ -5,6 +5,8 @@
 
 mod watch;
 
+/// The codes a refusal of this machine carries ([`ClientError::is`]).
+pub use super::wire::ConfigErrorCode;
 pub use watch::{ConfigEvent, ConfigWatch, Effective};
 
 use super::wire::ConfigCmd as Cmd;

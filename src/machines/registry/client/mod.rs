@@ -11,6 +11,8 @@ pub mod checks;
 mod registration;
 mod watch;
 
+/// The codes a refusal of this machine carries ([`ClientError::is`]).
+pub use super::wire::RegistryErrorCode;
 pub use checks::Check;
 pub use registration::{ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration};
 pub use watch::{Watch, WatchEvent};

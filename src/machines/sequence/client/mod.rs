@@ -9,6 +9,8 @@
 mod buffer;
 mod snowflake;
 
+/// The codes a refusal of this machine carries ([`ClientError::is`]).
+pub use super::wire::SequenceErrorCode;
 pub use buffer::{Sequence, SequenceClientError, SequenceOptions, SequenceStatus};
 pub use snowflake::{
     Clock, DEFAULT_EPOCH_MS, Decoded, Generator, Layout, LayoutError, Snowflake, SnowflakeError,

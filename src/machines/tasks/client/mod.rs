@@ -5,6 +5,8 @@
 mod tasks;
 pub mod worker;
 
+/// The codes a refusal of this machine carries ([`ClientError::is`]).
+pub use super::wire::TasksErrorCode;
 pub use tasks::{TaskHandle, TaskOutcome, Tasks};
 pub use worker::{TaskFailure, TaskInput, Worker, WorkerEvent, WorkerStats};
 
