@@ -29,6 +29,9 @@ class Resuming:
         self.resyncs = 0
         self._service = service
         self._stop = threading.Event()
+        # Set once the first listing is in, or the watch ended before it (`_ended`).
+        self._listed_once = threading.Event()
+        self._ended: errors.BeaconError | None = None
         self._call = None
         self._thread = threading.Thread(target=self._run, name=f"beacon-{service}-watch",
                                         daemon=True)
@@ -40,6 +43,16 @@ class Resuming:
         self._stop.set()
         if self._call is not None:
             self._call.cancel()
+
+    def wait_listed(self, timeout: float) -> None:
+        """Waits until the first listing is in (what the watch follows is known as of
+        `index`); raises the error that ended the watch before it, or `Unavailable` when no
+        beacon listed it within `timeout`."""
+        if not self._listed_once.wait(timeout):
+            raise errors.Unavailable(
+                f"no beacon answered the watch within {timeout * 1000:.0f} ms")
+        if self._ended is not None:
+            raise self._ended
 
     # What a subclass says.
 
@@ -104,6 +117,8 @@ class Resuming:
                     resume = False
                     continue
                 if not self._failed(err):
+                    self._ended = err
+                    self._listed_once.set()
                     return
             self.client.next_beacon()
             self._stop.wait(pause)
@@ -118,6 +133,7 @@ class Resuming:
             self.resyncs += 1
         self._listed(start, first)
         self.index = start.index
+        self._listed_once.set()
 
 
 class ResumingStream(Resuming):

@@ -30,6 +30,29 @@ T = TypeVar("T")
 # Seconds a beacon that did not answer in time is tried last: longer than an election takes.
 SUSPECT_FOR = 5.0
 
+# What this process learned of beacons that did not answer in time: every Client reads and
+# writes it, so that one made afresh after a failure does not pay again for what another
+# paid to learn. Address -> until when (time.monotonic()) it is tried last.
+_SUSPECTS: dict[str, float] = {}
+_SUSPECTS_LOCK = threading.Lock()
+
+
+def suspected(beacon: str) -> bool:
+    """Whether `beacon` did not answer in time lately (any client of this process saw it)."""
+    with _SUSPECTS_LOCK:
+        return _SUSPECTS.get(beacon, 0.0) > time.monotonic()
+
+
+class _Hung(Exception):
+    """An attempt's beacon went silent and did not answer a fresh connection either."""
+
+    def __init__(self, beacon: str, silent: float, probe: float):
+        super().__init__(
+            f"beacon at {beacon} stopped answering: silent for {silent * 1000:.0f} ms, and a "
+            f"fresh connection got no answer within {probe * 1000:.0f} ms")
+        self.beacon = beacon
+
+
 _STUBS = {
     "cluster": beacon_pb2_grpc.ClusterStub,
     "registry": registry_pb2_grpc.RegistryStub,
@@ -48,11 +71,16 @@ class Client:
     TLS on, with `certificate_chain` and `private_key` for a client certificate. `timeout`
     bounds each attempt at one beacon; `retry_for` how long a call keeps trying other
     beacons while the cluster cannot answer (an election, a lost majority, a beacon that
-    stopped answering). `ping_interval` is how often an idle or waiting connection pings its
-    beacon (HTTP/2 PING): a beacon that does not answer a ping within the same time is taken
-    for hung, its calls fail over to the next beacon, and it is tried last for a while
-    (`SUSPECT_FOR` seconds). A registration's keep-alive moves on sooner, after a quarter of
-    its lease without an answer. `consistency` is how fresh reads
+    stopped answering). Every half `ping_interval` a call waits on a silent beacon, it checks
+    that the beacon still answers a fresh connection (within another half): one that does
+    not is taken for hung, the call moves on to the next beacon at once, and every client of
+    the process tries it last for a while (`SUSPECT_FOR` seconds); a slow one is waited for,
+    up to `timeout`. So a hung beacon costs a call about one `ping_interval` (1 s by
+    default), whatever `timeout` is. A new connection dials the
+    next beacon too when the one before has not answered within `attempt_delay` (0.1 s),
+    and takes the first to answer (happy eyeballs over beacons): a hung first beacon costs a
+    fresh client a tenth of a second. A registration's keep-alive moves on after a quarter
+    of its lease without an answer. `consistency` is how fresh reads
     must be: `"linearizable"` (the default: every write acknowledged before the read is in
     its answer, or the call fails) or `"serializable"` (the called beacon's replica as it
     is, at once; sent as `beacon-consistency` metadata).
@@ -62,7 +90,8 @@ class Client:
                  root_certificates: bytes | None = None,
                  certificate_chain: bytes | None = None, private_key: bytes | None = None,
                  timeout: float = 5.0, retry_for: float = 10.0,
-                 consistency: str = "linearizable", ping_interval: float = 1.0):
+                 consistency: str = "linearizable", ping_interval: float = 1.0,
+                 attempt_delay: float = 0.1):
         if isinstance(beacons, str):
             beacons = [b for b in beacons.split(",") if b]
         if not beacons:
@@ -81,6 +110,7 @@ class Client:
             self._credentials = grpc.ssl_channel_credentials(
                 root_certificates, private_key, certificate_chain)
         self.ping_interval = ping_interval
+        self.attempt_delay = attempt_delay
         ping_ms = max(int(ping_interval * 1000), 50)
         # HTTP/2 PINGs on every connection, with or without calls: a stopped beacon is
         # noticed within two intervals, and its calls fail over instead of waiting out their
@@ -95,13 +125,16 @@ class Client:
             # says nothing) up after a ping interval, not grpc's default 20 s.
             ("grpc.max_reconnect_backoff_ms", 2_000),
             ("grpc.min_reconnect_backoff_ms", ping_ms),
+            # A client's connections are its own: grpc would otherwise share one with every
+            # client of the process dialling the same beacon, and a client made afresh after
+            # a failure would be handed the connection to a hung beacon, still open.
+            ("grpc.use_local_subchannel_pool", 1),
         ]
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._current = 0
-        # Beacons that did not answer in time, and until when (time.monotonic()) they are
-        # tried last.
-        self._suspects: dict[str, float] = {}
+        # When `connect` last stopped watching a channel's state.
+        self._watched_at = 0.0
 
     # -- connections ---------------------------------------------------------------------
 
@@ -131,11 +164,10 @@ class Client:
         """Moves on to the next beacon of the list (after one failed), passing over those
         that lately did not answer in time unless every one did; returns it."""
         with self._lock:
-            now = time.monotonic()
             n = len(self.beacons)
             for step in range(1, n + 1):
                 i = (self._current + step) % n
-                if self._suspects.get(self.beacons[i], 0) <= now:
+                if not suspected(self.beacons[i]):
                     self._current = i
                     break
             else:
@@ -143,11 +175,132 @@ class Client:
             return self.beacons[self._current]
 
     def suspect(self, beacon: str | None = None) -> None:
-        """Notes that `beacon` (by default the one in use) did not answer in time: it is
-        tried last for `SUSPECT_FOR` seconds."""
+        """Notes that `beacon` (by default the one in use) did not answer in time: every
+        client of this process tries it last for `SUSPECT_FOR` seconds."""
         with self._lock:
             beacon = beacon or self.beacons[self._current]
-            self._suspects[beacon] = time.monotonic() + SUSPECT_FOR
+        now = time.monotonic()
+        with _SUSPECTS_LOCK:
+            for b in [b for b, until in _SUSPECTS.items() if until <= now]:
+                del _SUSPECTS[b]
+            _SUSPECTS[beacon] = now + SUSPECT_FOR
+
+    def _dial_order(self) -> list[str]:
+        """The list in order from the beacon in use, those not suspected before those that
+        are."""
+        with self._lock:
+            n = len(self.beacons)
+            order = [self.beacons[(self._current + k) % n] for k in range(n)]
+        return [b for b in order if not suspected(b)] + [b for b in order if suspected(b)]
+
+    def connect(self, limit: float | None = None) -> str | None:
+        """Makes the beacon in use one whose connection is up: the current one if its
+        channel is connected, else the first to connect of it and the next ones, each dialled
+        `attempt_delay` after the one before, or at once after one fails (happy eyeballs over
+        beacons). Waits `limit` at most (the handshake limit, `ping_interval`, by default);
+        returns the beacon, or None when none connected (the call then goes to the current
+        one and fails as it will)."""
+        limit = self.ping_interval if limit is None else limit
+        deadline = time.monotonic() + limit
+        order = self._dial_order()
+        settled = threading.Condition()
+        ready: list[str] = []
+        failed: set[str] = set()
+        watched: list[tuple[grpc.Channel, Callable]] = []
+
+        def watcher(beacon: str):
+            def on_state(state: grpc.ChannelConnectivity) -> None:
+                with settled:
+                    if state == grpc.ChannelConnectivity.READY:
+                        ready.append(beacon)
+                    elif state in (grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                                   grpc.ChannelConnectivity.SHUTDOWN):
+                        failed.add(beacon)
+                    else:
+                        return
+                    settled.notify_all()
+            return on_state
+
+        try:
+            started = 0
+            with settled:
+                while not ready:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        break
+                    if started < len(order):
+                        beacon = order[started]
+                        started += 1
+                        ch = self.channel(beacon)
+                        callback = watcher(beacon)
+                        watched.append((ch, callback))
+                        settled.release()
+                        try:
+                            ch.subscribe(callback, try_to_connect=True)
+                        finally:
+                            settled.acquire()
+                        if ready:
+                            break
+                        # The next beacon after the delay, or at once when every one dialled
+                        # so far has failed.
+                        wait_until = min(deadline, time.monotonic() + self.attempt_delay)
+                        while (not ready and len(failed) < started
+                               and time.monotonic() < wait_until):
+                            settled.wait(wait_until - time.monotonic())
+                        continue
+                    if len(failed) >= started:
+                        break
+                    settled.wait(deadline - now)
+        finally:
+            for ch, callback in watched:
+                ch.unsubscribe(callback)
+            with self._lock:
+                self._watched_at = time.monotonic()
+            # grpc polls a channel for a moment after it is no longer watched, and that poll
+            # fails loudly on a channel freed under it (a client dropped without `close`):
+            # keep the channels for that moment.
+            keep = threading.Timer(0.3, lambda kept=[ch for ch, _ in watched]: kept.clear())
+            keep.daemon = True
+            keep.start()
+        if not ready:
+            return None
+        with self._lock:
+            self._current = self.beacons.index(ready[0]) if ready[0] in self.beacons else self._current
+        return ready[0]
+
+    def answers(self, beacon: str, limit: float) -> bool:
+        """Whether `beacon` answers a health check on a fresh connection (its own, not the
+        shared one in doubt) within `limit`: the liveness probe of a beacon silent on a
+        call. Any answer counts, a refusal too; only silence does not."""
+        if self._credentials is None:
+            ch = grpc.insecure_channel(beacon, options=self._options)
+        else:
+            ch = grpc.secure_channel(beacon, self._credentials, options=self._options)
+        check = ch.unary_unary("/grpc.health.v1.Health/Check")
+        try:
+            check(b"", timeout=limit, metadata=self._metadata, wait_for_ready=True)
+            return True
+        except grpc.RpcError as e:
+            return e.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    grpc.StatusCode.UNAVAILABLE)
+        finally:
+            ch.close()
+
+    def watched(self, future, beacon: str):
+        """The result of call `future` (a grpc future) sent to `beacon`, waited for while the
+        beacon answers: after each half `ping_interval` of silence it is probed with a fresh
+        connection (`answers`, within another half), and a beacon that does not answer ends
+        the wait at once (`_Hung`) instead of at the call's deadline: a hung beacon costs a
+        call about one `ping_interval`."""
+        started = time.monotonic()
+        half = max(self.ping_interval / 2, 0.05)
+        while True:
+            try:
+                return future.result(timeout=half)
+            except grpc.FutureTimeoutError:
+                if not self.answers(beacon, half):
+                    future.cancel()
+                    raise _Hung(beacon, time.monotonic() - started, half) from None
 
     @property
     def current(self) -> str:
@@ -157,9 +310,22 @@ class Client:
 
     def close(self) -> None:
         with self._lock:
-            for ch in self._channels.values():
-                ch.close()
+            channels = list(self._channels.values())
             self._channels.clear()
+            # grpc polls a channel that `connect` watched for a moment after it stops
+            # watching, and that poll fails loudly on a channel closed under it: close
+            # those once it is done.
+            wait = self._watched_at + 0.3 - time.monotonic()
+
+        def close_all() -> None:
+            for ch in channels:
+                ch.close()
+        if wait > 0:
+            timer = threading.Timer(wait, close_all)
+            timer.daemon = True
+            timer.start()
+        else:
+            close_all()
 
     def __enter__(self) -> "Client":
         return self
@@ -172,24 +338,41 @@ class Client:
     def call(self, service: str, method: str, request, *, timeout: float | None = None,
              retry_for: float | None = None):
         """Calls `service.method` with `request`, on the next beacon whenever one cannot
-        answer now, until `retry_for` has passed; raises a typed `BeaconError`."""
-        return self.retrying(
-            lambda stub: getattr(stub, method)(
-                request, timeout=timeout or self.timeout, metadata=self._metadata),
-            service, retry_for)
+        answer now, until `retry_for` has passed; raises a typed `BeaconError`. Each attempt
+        is bounded by `timeout` and by what is left of `retry_for`, and leaves a hung beacon
+        within about one `ping_interval` (see `watched`)."""
+        def attempt(stub, beacon: str, left: float):
+            future = getattr(stub, method).future(
+                request, timeout=min(timeout or self.timeout, max(left, 0.05)),
+                metadata=self._metadata)
+            return self.watched(future, beacon)
+        return self._retrying(attempt, service, retry_for)
 
     def retrying(self, attempt: Callable[[object], T], service: str,
                  retry_for: float | None = None) -> T:
         """Runs `attempt(stub)` with failover, as `call` does."""
+        return self._retrying(lambda stub, _beacon, _left: attempt(stub), service, retry_for)
+
+    def _retrying(self, attempt: Callable[[object, str, float], T], service: str,
+                  retry_for: float | None = None) -> T:
         deadline = time.monotonic() + (self.retry_for if retry_for is None else retry_for)
         pause = 0.01
         # Beacons where nothing listens: known at once, and once every beacon of the list
         # is one, waiting longer helps nobody.
         refused: set[str] = set()
         while True:
+            # A connection up first: past a hung or dead beacon to the first that answers.
+            self.connect(min(self.ping_interval, max(deadline - time.monotonic(), 0.05)))
             beacon = self.current
             try:
-                return attempt(self.stub(service))
+                return attempt(self.stub(service), beacon, deadline - time.monotonic())
+            except _Hung as hung:
+                # Every beacon write is safe to retry; try the next one at once.
+                self.suspect(beacon)
+                if time.monotonic() + pause > deadline:
+                    raise errors.DeadlineExceeded(str(hung), grpc.StatusCode.DEADLINE_EXCEEDED) from None
+                self.next_beacon()
+                continue
             except grpc.RpcError as e:
                 err = errors.from_rpc_error(e)
                 if errors.silent(err):
@@ -349,11 +532,17 @@ class Client:
 
     def service_config(self, node_type: str, addr: str, node_id: int = 0) -> "ConfigWatch":
         """What the service of type `node_type` at `addr` (with node ID `node_id`, when it
-        has one) is configured with: its `effective()` settings (its node ID's over its
+        has one) is configured with, once listed (within `retry_for`): its `effective()` settings (its node ID's over its
         address's over its type's over the cluster's) and `files()`, kept current, and an
         iterator of each change."""
         from .configs import ConfigWatch
-        return ConfigWatch(self, service=(node_type, addr, node_id))
+        watch = ConfigWatch(self, service=(node_type, addr, node_id))
+        try:
+            watch.wait_listed(self.retry_for)
+        except BaseException:
+            watch.close()
+            raise
+        return watch
 
     # -- sequences, slots, tasks ---------------------------------------------------------
 
