@@ -74,6 +74,10 @@ pub fn render(status: &pb::BeaconStatus) -> String {
             &status.version
         }
     ));
+    out.push_str(&format!(
+        "core beat over the last minute: longest gap between steps {} ms (tick {} ms), longest wait for the core {} ms\n",
+        status.step_gap_worst_ms, status.tick_ms, status.queue_wait_worst_ms
+    ));
     out.push_str(&stale_warning(status.stale.as_deref(), None));
     if let Some(why) = &status.cannot_write {
         out.push_str(&format!("writes through this beacon fail now: {why}\n"));
@@ -113,7 +117,7 @@ impl Commands for Endpoint {
         ),
         (
             "endpoint status",
-            "every beacon of the cluster: version, role, leader, term, commit, log, lag, mode",
+            "every beacon of the cluster: version, role, leader, term, commit, log, lag, mode, core beat (longest step gap and wait for the core over the last minute)",
         ),
     ];
     const SUBJECTS: &'static [&'static str] = &[];
@@ -219,11 +223,13 @@ fn render_status(views: &[EndpointView]) -> String {
                 format!("{}@{}", s.index, s.log_term),
                 s.lag.to_string(),
                 s.mode.clone(),
+                format!("{} ms", s.step_gap_worst_ms),
+                format!("{} ms", s.queue_wait_worst_ms),
                 s.cannot_write.clone().unwrap_or_default(),
             ],
             None => {
                 let mut row = vec![v.endpoint.clone()];
-                row.extend(std::iter::repeat_n("-".to_owned(), 9));
+                row.extend(std::iter::repeat_n("-".to_owned(), 11));
                 row.push(v.error.clone().unwrap_or_default());
                 row
             }
@@ -241,6 +247,8 @@ fn render_status(views: &[EndpointView]) -> String {
             "log",
             "lag",
             "mode",
+            "step_gap",
+            "core_wait",
             "error",
         ],
         &rows,

@@ -48,22 +48,45 @@ pub(crate) type Subscriber = Box<dyn FnMut(Committed<'_>) -> bool + Send>;
 pub(crate) enum StartPoint {
     /// From the state as it is now (no index asked).
     Now,
-    /// From log index `from` on: the history replays `count` changes at or after it first.
+    /// From log index `from` on: `count` changes at or after it are owed from the history
+    /// first (handed over as a [`Replay`]).
     Replay { from: u64, count: usize },
     /// The index asked is older than the oldest change kept (`oldest`, which a watch may
     /// start from).
     Compacted { asked: u64, oldest: u64 },
 }
 
-/// A read that may leave a [`Subscriber`] behind, given where in the history it starts.
-pub(crate) type Subscribe =
-    Box<dyn FnOnce(&Replica, Millis, StartPoint) -> Option<Subscriber> + Send>;
+/// Committed changes with their log indexes, in log order, shared.
+pub(crate) type Told<C> = Arc<Vec<(u64, Arc<C>)>>;
+
+/// The changes a resumed watch is owed from the history: a snapshot of the history the
+/// driver makes once per point in the log and shares with every watch that resumes there
+/// (a herd that comes back at once is served one), walked on the watch's own task, never
+/// the core's. `C` is every machine's change in the daemon.
+pub(crate) struct Replay<C> {
+    pub(crate) changes: Told<C>,
+    /// The first of `changes` this watch is owed.
+    pub(crate) start: usize,
+}
+
+impl<C> Replay<C> {
+    /// The changes owed, in log order.
+    pub(crate) fn owed(&self) -> &[(u64, Arc<C>)] {
+        &self.changes[self.start..]
+    }
+}
+
+/// A read that may leave a [`Subscriber`] behind, given where in the history it starts and,
+/// on a resume, what the history owes it.
+pub(crate) type Subscribe = Box<
+    dyn FnOnce(&Replica, Millis, StartPoint, Option<Replay<Change>>) -> Option<Subscriber> + Send,
+>;
 
 /// A subscription as the driver takes it: the read, the log index to resume from (0: from
 /// the state as it is), and who to tell once everything the read saw (the state as of the
 /// last log position) is committed. The driver drops `committed` if this beacon stops
-/// leading first. On a resume the driver tells the subscriber the history's changes from
-/// `from` on before any later one.
+/// leading first. On a resume the driver hands the read the history's changes from `from`
+/// on ([`Replay`]), and tells the subscriber only what commits after them.
 pub(crate) struct Subscription {
     pub(crate) start: Subscribe,
     pub(crate) from: u64,
@@ -110,11 +133,27 @@ pub(crate) enum Ask {
     },
 }
 
+/// An [`Ask`] with when it was queued: the core's beat counts how long each waited before
+/// the core took it (`beacon_request_queue_seconds`).
+pub(crate) struct Asked {
+    pub(crate) at: std::time::Instant,
+    pub(crate) ask: Ask,
+}
+
+impl From<Ask> for Asked {
+    fn from(ask: Ask) -> Asked {
+        Asked {
+            at: std::time::Instant::now(),
+            ask,
+        }
+    }
+}
+
 /// Cheap handle for talking to the driver task. Every call fails with "shutting down" once
 /// the driver has stopped.
 #[derive(Clone)]
 pub(crate) struct DriverHandle {
-    tx: mpsc::Sender<Ask>,
+    tx: mpsc::Sender<Asked>,
     /// The replica, read on the caller's task.
     view: Arc<View>,
     /// The watches of this beacon: their limits, gauges and shared notices.
@@ -123,7 +162,7 @@ pub(crate) struct DriverHandle {
 
 impl DriverHandle {
     pub(crate) fn new(
-        tx: mpsc::Sender<Ask>,
+        tx: mpsc::Sender<Asked>,
         view: Arc<View>,
         watchers: Arc<Watchers>,
     ) -> DriverHandle {
@@ -137,7 +176,10 @@ impl DriverHandle {
 
     async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(event(tx)).await.map_err(|_| shutting_down())?;
+        self.tx
+            .send(event(tx).into())
+            .await
+            .map_err(|_| shutting_down())?;
         rx.await.map_err(|_| shutting_down())
     }
 
@@ -323,7 +365,7 @@ impl DriverHandle {
             .collect();
         // Once the driver has stopped, the event and its repliers are dropped: each answer
         // below then says so.
-        let _ = self.tx.send(Ask::Requests(event)).await;
+        let _ = self.tx.send(Ask::Requests(event).into()).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {
             out.push(match answer.await {
@@ -353,18 +395,20 @@ impl DriverHandle {
     pub(crate) async fn subscribe<T: Send + 'static>(
         &self,
         from: u64,
-        f: impl FnOnce(&Replica, Millis, StartPoint) -> (T, Option<Subscriber>) + Send + 'static,
+        f: impl FnOnce(&Replica, Millis, StartPoint, Option<Replay<Change>>) -> (T, Option<Subscriber>)
+        + Send
+        + 'static,
     ) -> Result<T, Reject> {
         let (committed, barrier) = oneshot::channel();
         let answer = self
             .ask(|tx| {
                 Ask::Subscribe(Subscription {
-                    start: Box::new(move |replica, now, since| {
+                    start: Box::new(move |replica, now, since, replay| {
                         if let Err(e) = replica.ready_to_serve() {
                             let _ = tx.send(Err(e));
                             return None;
                         }
-                        let (answer, subscriber) = f(replica, now, since);
+                        let (answer, subscriber) = f(replica, now, since, replay);
                         let _ = tx.send(Ok(answer));
                         subscriber
                     }),
@@ -712,25 +756,34 @@ where
     };
     let started = ctx
         .driver
-        .subscribe(from, move |replica, _, since| {
-            let (begin, replay) = match since {
-                StartPoint::Now => (FirstAnswer::List(replica.applied().index), 0),
-                StartPoint::Replay { from, count } => (FirstAnswer::Resume(from), count),
+        .subscribe(from, move |replica, _, since, replay| {
+            let begin = match since {
+                StartPoint::Now => FirstAnswer::List(replica.applied().index),
+                StartPoint::Replay { from, .. } => FirstAnswer::Resume(from),
                 StartPoint::Compacted { asked, oldest } => {
                     return (Err(compacted(asked, oldest)), None);
                 }
             };
             let Listed {
                 answer,
-                mut notice,
+                notice,
                 rest,
             } = match start(<State as Part<M>>::part(replica.state()), begin) {
                 Ok(started) => started,
                 Err(e) => return (Err(e), None),
             };
-            // Room for what the history replays on top of the usual limits.
-            let (mut queue, pushes) = watchers.queue(replay);
-            let after = begin.index();
+            // The replay (on this watch's task) and the subscriber (on the core's) both make
+            // notices of changes; each watch has its own notice, taken by turns.
+            let notice = Arc::new(std::sync::Mutex::new(notice));
+            let (mut queue, pushes) = watchers.queue(0);
+            // What the history owes a resume is sent before anything queued: the subscriber
+            // is told only what commits after it.
+            let owed = replay.filter(|r| !r.owed().is_empty());
+            let after = owed
+                .as_ref()
+                .and_then(|r| r.owed().last().map(|(index, _)| *index))
+                .unwrap_or(0)
+                .max(begin.index());
             // Something was pushed since the last progress call: the watcher is not idle.
             let mut busy = false;
             let send = move |queue: &mut Queue, body: Bytes| {
@@ -743,21 +796,43 @@ where
                 queue.push(frame, what) == Pushed::Queued
             };
             let shared = watchers.clone();
+            // A change's notice for this watch, its bytes made once for every watch of its
+            // kind.
+            let noticed = {
+                let (notice, shared) = (notice.clone(), shared.clone());
+                move |index: u64, change: &Change| -> Option<Bytes> {
+                    let make = || {
+                        let mut notice = notice.lock().unwrap_or_else(|e| e.into_inner());
+                        <State as Part<M>>::change(change)
+                            .and_then(|change| (*notice)(index, change))
+                            .map(|body| Bytes::from(prost::Message::encode_to_vec(&body)))
+                    };
+                    match kind {
+                        Some(kind) => shared.shared(pushed, kind, index, make),
+                        None => make(),
+                    }
+                }
+            };
+            let replayed: Option<Box<dyn crate::machines::watchers::Pages>> = owed.map(|owed| {
+                let noticed = noticed.clone();
+                let mut at = 0;
+                Box::new(PagesFn(move || {
+                    let changes = owed.owed();
+                    while let Some((index, change)) = changes.get(at) {
+                        at += 1;
+                        if let Some(body) = noticed(*index, change) {
+                            return Some(body);
+                        }
+                    }
+                    None
+                })) as Box<dyn crate::machines::watchers::Pages>
+            });
             let subscriber: Subscriber = Box::new(move |told| match told {
                 Committed::Change(index, change) => {
                     if index <= after {
                         return !queue.is_closed();
                     }
-                    let mut make = || {
-                        <State as Part<M>>::change(change)
-                            .and_then(|change| notice(index, change))
-                            .map(|body| Bytes::from(prost::Message::encode_to_vec(&body)))
-                    };
-                    let body = match kind {
-                        Some(kind) => shared.shared(pushed, kind, index, make),
-                        None => make(),
-                    };
-                    match body {
+                    match noticed(index, change) {
                         Some(body) => {
                             busy = true;
                             send(&mut queue, body)
@@ -776,19 +851,30 @@ where
                     )
                 }
             });
-            (Ok((answer, pushes, rest)), Some(subscriber))
+            (Ok((answer, pushes, rest, replayed)), Some(subscriber))
         })
         .await?;
-    let (answer, mut pushes, rest) = started?;
+    let (answer, mut pushes, rest, replayed) = started?;
     ended.behind = pushes.behind();
     if let (Some(rest), Some(turn)) = (rest, turn) {
-        pushes.listing_first(rest, pushed, turn);
+        pushes.listing_first(rest, pushed, Some(turn));
+    } else if let Some(replayed) = replayed {
+        pushes.listing_first(replayed, pushed, None);
     }
     Ok(Handled::Stream {
         reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &answer),
         pushes,
         ended,
     })
+}
+
+/// Pages made by a function: the next page, or `None` after the last.
+struct PagesFn<F>(F);
+
+impl<F: FnMut() -> Option<Bytes> + Send> crate::machines::watchers::Pages for PagesFn<F> {
+    fn next_page(&mut self) -> Option<Bytes> {
+        (self.0)()
+    }
 }
 
 /// What a watch's `start` gives: its first answer, what turns each later change into a

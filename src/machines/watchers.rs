@@ -361,7 +361,9 @@ pub struct Pushes {
     watchers: Option<Arc<Watchers>>,
     /// The rest of the first answer, sent before anything queued: its pages, the command
     /// they go out as, and the turn it holds.
-    listing: Option<(Box<dyn Pages>, u32, Turn)>,
+    /// Pages sent before anything queued: a listing (with its turn), or the changes a
+    /// resumed watch is owed from the history (no turn: a resume lists nothing).
+    listing: Option<(Box<dyn Pages>, u32, Option<Turn>)>,
     /// A page was made at the last poll: this one yields first, so that a listing's
     /// encoding takes its turns with the runtime's other tasks (the core's among them).
     made_page: bool,
@@ -385,7 +387,7 @@ impl Pushes {
     }
 
     /// Sends `pages` (as frames of command `cmd`) before anything queued, in `turn`.
-    pub(crate) fn listing_first(&mut self, pages: Box<dyn Pages>, cmd: u32, turn: Turn) {
+    pub(crate) fn listing_first(&mut self, pages: Box<dyn Pages>, cmd: u32, turn: Option<Turn>) {
         self.listing = Some((pages, cmd, turn));
     }
 
@@ -404,11 +406,12 @@ impl Pushes {
             return Poll::Ready(None);
         }
         if let Some((pages, cmd, turn)) = &mut self.listing {
-            let expired = turn
-                .permit
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_none();
+            let expired = turn.as_ref().is_some_and(|turn| {
+                turn.permit
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_none()
+            });
             if expired {
                 // It took longer than its turn allows: the watch ends; its client lists
                 // again later, in another turn.
@@ -554,7 +557,7 @@ mod tests {
         assert!(!waiting.is_finished(), "no turn is free");
         let (mut queue, mut pushes) = watchers.queue(0);
         assert_eq!(queue.push(frame(9), "nodes"), Pushed::Queued);
-        pushes.listing_first(Box::new(Numbered(1..4)), 106, turns.pop().unwrap());
+        pushes.listing_first(Box::new(Numbered(1..4)), 106, turns.pop());
         let mut got = Vec::new();
         for _ in 0..4 {
             got.push(pushes.recv().await.unwrap().body.to_vec());

@@ -7,14 +7,19 @@
 //! its client lists the state again and watches from there (etcd's list-then-watch).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use crate::machines::handle::StartPoint;
+use crate::machines::handle::{Replay, StartPoint, Told};
 
 /// A bounded run of committed changes (`C`: every machine's change, in the daemon),
 /// contiguous from [`History::first`].
 pub(crate) struct History<C> {
     /// Each change with its log index and about how many bytes it holds.
-    changes: VecDeque<(u64, C, usize)>,
+    changes: VecDeque<(u64, Arc<C>, usize)>,
+    /// Every change held, as resumes are handed it: made on the first resume after a
+    /// change is recorded and shared by every resume until the next (a herd that comes back
+    /// at once shares one).
+    snapshot: Option<Told<C>>,
     /// Every committed change at or after this index is held (or still to come).
     first: u64,
     /// Changes kept at most (key `watch.history`).
@@ -32,6 +37,7 @@ impl<C: Clone> History<C> {
     pub(crate) fn new(limit: usize, budget: usize, size: fn(&C) -> usize, last: u64) -> History<C> {
         History {
             changes: VecDeque::new(),
+            snapshot: None,
             first: last + 1,
             limit,
             budget,
@@ -54,6 +60,10 @@ impl<C: Clone> History<C> {
     /// snapshot through that index first, so nothing held or released at or before it is
     /// contiguous with what follows.
     pub(crate) fn record(&mut self, committed: &[(u64, C)], restored: Option<u64>) {
+        if committed.is_empty() && restored.is_none() {
+            return;
+        }
+        self.snapshot = None;
         if let Some(at) = restored {
             // The log itself was reset to `at`: what follows is new, whatever this replica
             // held past it before (entries of a deposed leader's, never told).
@@ -67,7 +77,8 @@ impl<C: Clone> History<C> {
             }
             let bytes = (self.size)(change);
             self.bytes += bytes;
-            self.changes.push_back((*index, change.clone(), bytes));
+            self.changes
+                .push_back((*index, Arc::new(change.clone()), bytes));
         }
         while self.changes.len() > self.limit || self.bytes > self.budget {
             let (index, _, bytes) = self.changes.pop_front().expect("over a limit");
@@ -96,7 +107,24 @@ impl<C: Clone> History<C> {
     /// The changes at or after `from`, in log order.
     pub(crate) fn replay(&self, from: u64) -> impl Iterator<Item = (u64, &C)> {
         let at = self.changes.partition_point(|(i, _, _)| *i < from);
-        self.changes.range(at..).map(|(i, c, _)| (*i, c))
+        self.changes.range(at..).map(|(i, c, _)| (*i, &**c))
+    }
+
+    /// The changes at or after `from`, handed to a resumed watch to walk on its own task:
+    /// a slice of one snapshot shared by every resume until the next change is recorded.
+    pub(crate) fn replay_from(&mut self, from: u64) -> Replay<C> {
+        let changes = &self.changes;
+        let all = self
+            .snapshot
+            .get_or_insert_with(|| {
+                Arc::new(changes.iter().map(|(i, c, _)| (*i, c.clone())).collect())
+            })
+            .clone();
+        let start = all.partition_point(|(i, _)| *i < from);
+        Replay {
+            changes: all,
+            start,
+        }
     }
 
     /// About how many bytes the changes kept hold.
@@ -121,6 +149,33 @@ mod tests {
     /// A history of `limit` changes, each counted as its length in bytes.
     fn history(limit: usize, budget: usize, last: u64) -> History<&'static str> {
         History::new(limit, budget, |c| c.len(), last)
+    }
+
+    #[test]
+    fn resumes_at_one_point_in_the_log_share_one_snapshot_until_the_next_change() {
+        let mut h = history(10, usize::MAX, 10);
+        h.record(&[(11, change()), (12, change()), (13, change())], None);
+        let a = h.replay_from(12);
+        let b = h.replay_from(11);
+        assert!(
+            Arc::ptr_eq(&a.changes, &b.changes),
+            "a herd is served one snapshot"
+        );
+        let owed = |r: &Replay<&str>| r.owed().iter().map(|(i, _)| *i).collect::<Vec<_>>();
+        assert_eq!(owed(&a), vec![12, 13]);
+        assert_eq!(owed(&b), vec![11, 12, 13]);
+        h.record(&[(14, change())], None);
+        let c = h.replay_from(12);
+        assert!(
+            !Arc::ptr_eq(&a.changes, &c.changes),
+            "a new change, a new snapshot"
+        );
+        assert_eq!(owed(&c), vec![12, 13, 14]);
+        assert_eq!(
+            owed(&a),
+            vec![12, 13],
+            "what a resume was handed stays as it was"
+        );
     }
 
     #[test]

@@ -196,6 +196,8 @@ pub(crate) struct Metrics {
     pub(crate) log_entries: Gauge,
     pub(crate) snapshot_bytes: Gauge,
     pub(crate) fsync: Histogram,
+    /// The core's beat: gaps between steps, and requests' waits for the core.
+    pub(crate) beat: std::sync::Arc<super::beat::Beat>,
     pub(crate) request_duration: Family<CommandLabel, Histogram>,
     pub(crate) requests: Family<ResultLabel, Counter>,
     pub(crate) refusals: Family<ReasonLabel, Counter>,
@@ -257,6 +259,7 @@ impl Metrics {
             log_entries: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             fsync: latency_histogram(),
+            beat: Default::default(),
             request_duration: Family::new_with_constructor(latency_histogram),
             requests: Family::default(),
             refusals: Family::default(),
@@ -296,6 +299,18 @@ impl Metrics {
             "build_info",
             "Always 1; the labels say which version runs, in which mode",
             build,
+        );
+        root.register_with_unit(
+            "step_gap",
+            "Time between two steps of the core (a tick when idle; more is the core kept waiting)",
+            Unit::Seconds,
+            m.beat.step_gap.clone(),
+        );
+        root.register_with_unit(
+            "request_queue",
+            "Time a request waited in the queue before the core took it",
+            Unit::Seconds,
+            m.beat.queue_wait.clone(),
         );
         root.register_with_unit(
             "uptime",
@@ -552,6 +567,8 @@ mod tests {
             "beacon_auth_refusals_total{reason=\"unauthenticated\"} 1",
             "beacon_registrations{node_type=\"LOGIC\"} 3.0",
             "# TYPE beacon_disk_wal_fsync_duration_seconds histogram",
+            "# TYPE beacon_step_gap_seconds histogram",
+            "# TYPE beacon_request_queue_seconds histogram",
             "beacon_request_duration_seconds_count{command=\"Register\"} 1",
             "beacon_watchers 0",
             "beacon_watchers_dropped_total 0",

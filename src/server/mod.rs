@@ -4,6 +4,7 @@
 mod admin;
 pub mod admission;
 mod backup;
+mod beat;
 mod conn;
 mod dispatch;
 mod dns;
@@ -241,15 +242,20 @@ impl Server {
         }
 
         {
+            // Opened from the core's thread, run here with every other connection.
             let (shared, tracker) = (shared.clone(), tracker.clone());
+            let edges = tokio::runtime::Handle::current();
             driver.open_links_with(Box::new(move |peer| {
                 let (tx, rx) = mpsc::channel(LINK_QUEUE);
                 let span = error_span!("link", %peer);
-                tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));
+                tracker.spawn_on(peer::run(peer, shared.clone(), rx).instrument(span), &edges);
                 tx
             }));
         }
-        tracker.spawn(driver.run(token.clone()).in_current_span());
+        if let Err(e) = driver.spawn_core(token.clone(), &tracker) {
+            error!("cannot start the core's thread: {e}");
+            token.cancel();
+        }
         tracker.spawn(grpc::report_health(shared.clone()).in_current_span());
         for (peer, rx) in link_rxs {
             let span = error_span!("link", %peer);

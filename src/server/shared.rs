@@ -124,9 +124,14 @@ impl Shared {
         &self,
     ) -> Result<crate::pb::BeaconStatus, crate::machines::handle::Reject> {
         let config = self.config.clone();
-        self.driver
+        let mut status = self
+            .driver
             .read(move |core, now| super::driver::status_of(&config, core, now))
-            .await
+            .await?;
+        let beat = &self.metrics.beat;
+        status.step_gap_worst_ms = beat.worst_step_gap().as_millis() as u64;
+        status.queue_wait_worst_ms = beat.worst_queue_wait().as_millis() as u64;
+        Ok(status)
     }
 
     /// The core's status, with where each beacon's admin API is: what `show beacon` and the

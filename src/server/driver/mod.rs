@@ -1,4 +1,5 @@
-//! The driver task: steps the sans-IO [`Replica`] and owns its [`Storage`], feeds the replica time,
+//! The driver: steps the sans-IO [`Replica`] on a thread of its own ([`Driver::spawn_core`])
+//! and owns its [`Storage`], feeds the replica time,
 //! ticks, peer messages and requests, and carries out what each batch of steps is
 //! [`Ready`](crate::consensus::Ready) for, in the order its receipts allow: the term stored,
 //! then a leader's messages, then the log stored, then everything else.
@@ -31,7 +32,9 @@ use super::metrics::Metrics;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
-use crate::machines::handle::{Ask, Committed, DriverHandle, StartPoint, Subscriber, Subscription};
+use crate::machines::handle::{
+    Ask, Asked, Committed, DriverHandle, StartPoint, Subscriber, Subscription,
+};
 use crate::machines::view::{CLOCK_ORIGIN_MS, View};
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
@@ -99,7 +102,7 @@ pub(crate) struct Driver {
     /// Subscriptions whose first answer waits for this log index to commit (leader only).
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
     /// What request handlers ask.
-    asks: mpsc::Receiver<Ask>,
+    asks: mpsc::Receiver<Asked>,
     /// What peers' links tell.
     peers: mpsc::Receiver<PeerEvent>,
     metrics: Arc<Metrics>,
@@ -108,6 +111,8 @@ pub(crate) struct Driver {
     /// Leader: per follower, the last entry sent while none was outstanding, and when; its
     /// acknowledgement times the replication round trip.
     in_flight: HashMap<SocketAddr, (u64, Instant)>,
+    /// When the core last stepped: the beat counts the gaps.
+    last_step: Option<std::time::Instant>,
 }
 
 impl Driver {
@@ -168,6 +173,7 @@ impl Driver {
             counted,
             metrics,
             in_flight: HashMap::new(),
+            last_step: None,
         };
         let watchers = driver.metrics.watchers.clone();
         let peer_handle = PeerHandle::new(tell, view.clone());
@@ -220,6 +226,34 @@ impl Driver {
     /// The replica, to read (never held across a step).
     fn core(&self) -> RwLockReadGuard<'_, Replica> {
         self.view.read()
+    }
+
+    /// Runs the driver on a thread of its own, with a runtime of its own for its timers
+    /// and channels, until `shutdown`: stepping, storing and carrying out wait for no
+    /// connection, listing page, TLS handshake or gRPC call, whatever the edges' tasks are
+    /// doing on theirs. What it hands the edges and takes from them goes through its bounded
+    /// channels. `tracker` waits for it to end.
+    pub(crate) fn spawn_core(
+        self,
+        shutdown: CancellationToken,
+        tracker: &tokio_util::task::TaskTracker,
+    ) -> std::io::Result<()> {
+        use tracing::Instrument;
+        let span = tracing::Span::current();
+        let (ended, core_ended) = oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("beacon-core".into())
+            .spawn(move || {
+                runtime.block_on(self.run(shutdown).instrument(span));
+                let _ = ended.send(());
+            })?;
+        tracker.spawn(async move {
+            let _ = core_ended.await;
+        });
+        Ok(())
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
@@ -367,7 +401,11 @@ impl Driver {
     }
 
     /// Steps what a request handler asked.
-    fn answer(&mut self, ask: Ask) {
+    fn answer(&mut self, Asked { at, ask }: Asked) {
+        let taken = std::time::Instant::now();
+        self.metrics
+            .beat
+            .taken(taken, taken.saturating_duration_since(at));
         let now = self.now();
         match ask {
             Ask::Metrics(done) => {
@@ -432,21 +470,19 @@ impl Driver {
         } in std::mem::take(&mut self.subscribing)
         {
             let since = self.history.since(from);
-            let started = start(&self.core(), now, since);
-            let Some(mut subscriber) = started else {
+            // A resume is handed what the history holds from its index on, to send from its
+            // own task; the subscriber hears what commits later: nothing in between, since
+            // both are decided here.
+            let replay = match since {
+                StartPoint::Replay { from, .. } => Some(self.history.replay_from(from)),
+                _ => None,
+            };
+            let started = start(&self.core(), now, since, replay);
+            let Some(subscriber) = started else {
                 // Refused, or nothing to follow: no entry to wait for.
                 let _ = committed.send(());
                 continue;
             };
-            // A resume hears what the history holds from its index on, then what commits
-            // later: nothing in between, since both run on this task.
-            if let StartPoint::Replay { from, .. } = since {
-                for (index, change) in self.history.replay(from) {
-                    if !subscriber(Committed::Change(index, change)) {
-                        break;
-                    }
-                }
-            }
             self.subscribers.push(subscriber);
             let index = self.core().applied().index;
             self.commit_waiters.push((index, committed));
@@ -456,6 +492,12 @@ impl Driver {
 
     /// Feeds one input to the core; what it asks for waits for [`Driver::carry_out`].
     fn step(&mut self, input: Input) {
+        let stepped = std::time::Instant::now();
+        if let Some(last) = self.last_step.replace(stepped) {
+            self.metrics
+                .beat
+                .stepped(stepped, stepped.saturating_duration_since(last));
+        }
         let now = self.now();
         let (mut ready, halted) = {
             let mut core = self.view.write();
@@ -747,6 +789,8 @@ pub(crate) fn status_of(config: &Config, core: &Replica, now: Millis) -> pb::Bea
         cannot_write: core.cannot_write(),
         lag: core.lag(),
         members_index: core.members_index(),
+        // The core's beat is the server's to add (`Shared::core_status`).
+        ..Default::default()
     }
 }
 
@@ -837,7 +881,7 @@ mod view_tests {
     fn lone() -> (
         Arc<View>,
         DriverHandle,
-        mpsc::Receiver<crate::machines::handle::Ask>,
+        mpsc::Receiver<crate::machines::handle::Asked>,
     ) {
         let config = Config::load(None, &Overrides::default()).unwrap();
         let core = consensus::Config {

@@ -215,7 +215,7 @@ class BeaconStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BeaconStatus(_message.Message):
-    __slots__ = ("node", "cluster", "term", "leader", "tick_ms", "uptime_ms", "beacons", "mode", "commit", "index", "log_term", "stale", "version", "cannot_write", "lag", "members_index")
+    __slots__ = ("node", "cluster", "term", "leader", "tick_ms", "uptime_ms", "beacons", "mode", "commit", "index", "log_term", "stale", "version", "cannot_write", "lag", "members_index", "step_gap_worst_ms", "queue_wait_worst_ms")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,8 @@ class BeaconStatus(_message.Message):
     CANNOT_WRITE_FIELD_NUMBER: _ClassVar[int]
     LAG_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STEP_GAP_WORST_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAIT_WORST_MS_FIELD_NUMBER: _ClassVar[int]
     node: str
     cluster: str
     term: int
@@ -248,7 +250,9 @@ class BeaconStatus(_message.Message):
     cannot_write: str
     lag: int
     members_index: int
-    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[str] = ..., tick_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., beacons: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., mode: _Optional[str] = ..., commit: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., stale: _Optional[str] = ..., version: _Optional[str] = ..., cannot_write: _Optional[str] = ..., lag: _Optional[int] = ..., members_index: _Optional[int] = ...) -> None: ...
+    step_gap_worst_ms: int
+    queue_wait_worst_ms: int
+    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., term: _Optional[int] = ..., leader: _Optional[str] = ..., tick_ms: _Optional[int] = ..., uptime_ms: _Optional[int] = ..., beacons: _Optional[_Iterable[_Union[BeaconEntry, _Mapping]]] = ..., mode: _Optional[str] = ..., commit: _Optional[int] = ..., index: _Optional[int] = ..., log_term: _Optional[int] = ..., stale: _Optional[str] = ..., version: _Optional[str] = ..., cannot_write: _Optional[str] = ..., lag: _Optional[int] = ..., members_index: _Optional[int] = ..., step_gap_worst_ms: _Optional[int] = ..., queue_wait_worst_ms: _Optional[int] = ...) -> None: ...
 
 class BeaconEntry(_message.Message):
     __slots__ = ("node", "is_leader", "is_online", "term", "last_seen_ms", "is_self", "stored", "follows", "admin", "role", "promoting", "leaving")
