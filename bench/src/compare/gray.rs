@@ -6,6 +6,9 @@
 //!   them) with 3 s leases; a follower, then the leader, is stopped (SIGSTOP) for 10 s each.
 //!   Leases lost (target 0) and the longest time a service went without a confirmed
 //!   renewal (target 2 s).
+//! * **A fresh client past a hung first beacon.** While each of those is stopped, clients
+//!   made afresh with it first in their list (the Rust client, nebcli, the Python client)
+//!   make one write each: the time to its answer (target 250 ms).
 //! * **Watchers.** One beacon; watchers of every node, a tenth of them stalled (they stop
 //!   reading after their first answer, on connections whose receive buffers hold 4 KiB),
 //!   while registrations with 1 KB of metadata arrive: the leader's resident memory above
@@ -103,9 +106,30 @@ pub struct OverloadRun {
 /// Calls the overload generator keeps under way at most.
 pub const GENERATOR_IN_FLIGHT: usize = 4_000;
 
+/// How long clients made afresh, with a stopped beacon first in their list, took to their
+/// first answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstAnswer {
+    /// `follower` or `leader`.
+    pub stopped: String,
+    /// `Rust client`, `nebcli`, `Python client`.
+    pub client: String,
+    /// Each fresh client's time to its answer, in order; empty when not measured.
+    pub samples_ms: Vec<f64>,
+    /// Why not, when not measured.
+    pub not_measured: Option<String>,
+}
+
+/// The first answer's target past a hung first beacon.
+pub const FIRST_ANSWER_TARGET_MS: f64 = 250.0;
+
+/// Fresh clients of each kind per stopped beacon.
+const FRESH_CLIENTS: usize = 5;
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Gray {
     pub hung: Vec<HungRun>,
+    pub first_answers: Vec<FirstAnswer>,
     pub watchers: Option<WatchersRun>,
     pub overload: Option<OverloadRun>,
 }
@@ -118,7 +142,10 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
         config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": sizes.lease_ms}),
     };
     let mut cluster = Cluster::start_beacon(programs, 3, &setup);
-    gray.hung = hung(&mut cluster, sizes).await.context("hung beacons")?;
+    let fresh = FreshClients::find(programs);
+    (gray.hung, gray.first_answers) = hung(&mut cluster, sizes, &fresh)
+        .await
+        .context("hung beacons")?;
     super::keep(cluster, keep);
 
     let lone = BeaconSetup {
@@ -138,8 +165,13 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
 }
 
 /// Registers `n` services through lists rotated over the cluster's beacons, then stops a
-/// follower and the leader in turn while a monitor notes every renewal's confirmation.
-async fn hung(cluster: &mut Cluster, sizes: &GraySizes) -> anyhow::Result<Vec<HungRun>> {
+/// follower and the leader in turn while a monitor notes every renewal's confirmation; while
+/// each is stopped, fresh clients with it first in their list make a write each.
+async fn hung(
+    cluster: &mut Cluster,
+    sizes: &GraySizes,
+    fresh: &FreshClients,
+) -> anyhow::Result<(Vec<HungRun>, Vec<FirstAnswer>)> {
     cluster.ready(Duration::from_secs(60)).await?;
     let all: Vec<String> = cluster
         .members
@@ -167,6 +199,7 @@ async fn hung(cluster: &mut Cluster, sizes: &GraySizes) -> anyhow::Result<Vec<Hu
         sizes.lease_ms / 4
     );
     let mut runs = Vec::new();
+    let mut answers = Vec::new();
     for which in ["follower", "leader"] {
         let leader = cluster.ready(Duration::from_secs(60)).await?;
         let stopped = match which {
@@ -177,7 +210,31 @@ async fn hung(cluster: &mut Cluster, sizes: &GraySizes) -> anyhow::Result<Vec<Hu
         // Half a lease before, the stop, and two leases after it.
         tokio::time::sleep(Duration::from_millis(sizes.lease_ms / 2)).await;
         cluster.members[stopped].pause();
-        tokio::time::sleep(Duration::from_secs(sizes.stop_secs)).await;
+        let paused = Instant::now();
+        // The others elect a new leader within half a second when it was the leader.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut list = vec![all[stopped].clone()];
+        list.extend(all.iter().filter(|a| **a != all[stopped]).cloned());
+        for measured in fresh.measure(&list, which).await {
+            let shown: Vec<String> = measured
+                .samples_ms
+                .iter()
+                .map(|t| format!("{t:.0}"))
+                .collect();
+            println!(
+                "  {which} stopped, listed first: {} answered in {} ms{}",
+                measured.client,
+                shown.join(", "),
+                measured
+                    .not_measured
+                    .as_deref()
+                    .map(|w| format!(" (not measured: {w})"))
+                    .unwrap_or_default()
+            );
+            answers.push(measured);
+        }
+        let stop_for = Duration::from_secs(sizes.stop_secs);
+        tokio::time::sleep(stop_for.saturating_sub(paused.elapsed())).await;
         cluster.members[stopped].resume();
         tokio::time::sleep(Duration::from_millis(2 * sizes.lease_ms)).await;
         stop.store(true, Ordering::Relaxed);
@@ -200,7 +257,123 @@ async fn hung(cluster: &mut Cluster, sizes: &GraySizes) -> anyhow::Result<Vec<Hu
         runs.push(run);
     }
     drop(regs);
-    Ok(runs)
+    Ok((runs, answers))
+}
+
+/// The clients a fresh first answer is measured with: the Rust client in this process,
+/// nebcli beside the beacon binary, and the Python client in the interpreter the tests use
+/// (`BEACON_PYTHON`, else `target/python-venv`, which the Python client's test makes).
+struct FreshClients {
+    nebcli: std::path::PathBuf,
+    python: Result<std::path::PathBuf, String>,
+}
+
+/// The Python side: a fresh `Client` with the list given, one write, its time in ms.
+const PYTHON_FIRST_ANSWER: &str = r#"
+import sys, time
+from beacon_client import Client
+started = time.monotonic()
+with Client(sys.argv[1].split(","), retry_for=10) as client:
+    client.config_put("cluster/gray-first-answer", sys.argv[2])
+print((time.monotonic() - started) * 1000)
+"#;
+
+impl FreshClients {
+    fn find(programs: &Programs) -> FreshClients {
+        let nebcli = programs.beacon.with_file_name("nebcli");
+        let python = std::env::var_os("BEACON_PYTHON")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                let venv = std::path::PathBuf::from("target/python-venv/bin/python");
+                venv.exists().then_some(venv)
+            })
+            .ok_or_else(|| {
+                "no interpreter with the Python client: set BEACON_PYTHON, or run the Python client's tests once (target/python-venv)".to_owned()
+            });
+        FreshClients { nebcli, python }
+    }
+
+    /// One fresh client of each kind after another, [`FRESH_CLIENTS`] times, with `list`
+    /// (its first beacon stopped) as their beacons.
+    async fn measure(&self, list: &[String], stopped: &str) -> Vec<FirstAnswer> {
+        let servers = list.join(",");
+        let mut rust = Vec::new();
+        let mut nebcli = Vec::new();
+        let mut python = Vec::new();
+        let mut failed: [Option<String>; 3] = Default::default();
+        for n in 0..FRESH_CLIENTS {
+            let mut fresh = Leader::new(
+                list.to_vec(),
+                ConnectOptions::default(),
+                Duration::from_secs(10),
+            );
+            let req = pb::registry::RegisterRequest {
+                node_type: "FRESH".into(),
+                addr: format!("10.9.{}.{n}:80", usize::from(stopped == "leader")),
+                ..Default::default()
+            };
+            let started = Instant::now();
+            match fresh
+                .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
+                .await
+            {
+                Ok(_) => rust.push(ms(started.elapsed())),
+                Err(e) => failed[0] = Some(e.to_string()),
+            }
+            let addr = format!("10.9.{}.{}:81", usize::from(stopped == "leader"), n);
+            let started = Instant::now();
+            let out = tokio::process::Command::new(&self.nebcli)
+                .args([
+                    "-s", &servers, "register", "--type", "FRESH", "--addr", &addr,
+                ])
+                .output()
+                .await;
+            match out {
+                Ok(o) if o.status.success() => nebcli.push(ms(started.elapsed())),
+                Ok(o) => failed[1] = Some(String::from_utf8_lossy(&o.stderr).trim().to_owned()),
+                Err(e) => failed[1] = Some(format!("{}: {e}", self.nebcli.display())),
+            }
+            match &self.python {
+                Ok(py) => {
+                    let out = tokio::process::Command::new(py)
+                        .args(["-c", PYTHON_FIRST_ANSWER, &servers, &n.to_string()])
+                        .output()
+                        .await;
+                    match out {
+                        Ok(o) if o.status.success() => {
+                            match String::from_utf8_lossy(&o.stdout).trim().parse::<f64>() {
+                                Ok(t) => python.push(t),
+                                Err(e) => failed[2] = Some(format!("unreadable time: {e}")),
+                            }
+                        }
+                        Ok(o) => {
+                            failed[2] = Some(String::from_utf8_lossy(&o.stderr).trim().to_owned())
+                        }
+                        Err(e) => failed[2] = Some(format!("{}: {e}", py.display())),
+                    }
+                }
+                Err(why) => failed[2] = Some(why.clone()),
+            }
+        }
+        [
+            ("Rust client", rust),
+            ("nebcli", nebcli),
+            ("Python client", python),
+        ]
+        .into_iter()
+        .zip(failed)
+        .map(|((client, samples_ms), failed)| FirstAnswer {
+            stopped: stopped.into(),
+            client: client.into(),
+            samples_ms,
+            not_measured: failed,
+        })
+        .collect()
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// Watches every registration's confirmations every 10 ms until stopped; yields, for each,
