@@ -31,6 +31,7 @@
 //! `tests/counter/` is a small example, composed in `tests/counter_machine.rs`.
 
 pub mod assign;
+pub mod bulk;
 pub mod configs;
 pub mod handle;
 pub mod registry;

@@ -359,11 +359,10 @@ pub struct Pushes {
     backlog: Arc<Backlog>,
     /// `None` for a stream that is no watch (a backup's chunks).
     watchers: Option<Arc<Watchers>>,
-    /// The rest of the first answer, sent before anything queued: its pages, the command
-    /// they go out as, and the turn it holds.
     /// Pages sent before anything queued: a listing (with its turn), or the changes a
-    /// resumed watch is owed from the history (no turn: a resume lists nothing).
-    listing: Option<(Box<dyn Pages>, u32, Option<Turn>)>,
+    /// resumed watch is owed from the history (no turn: a resume lists nothing). They are
+    /// made on the bulk thread ([`super::bulk`]) and come here through a channel of two.
+    listing: Option<(mpsc::Receiver<Bytes>, u32, Option<Turn>)>,
     /// A page was made at the last poll: this one yields first, so that a listing's
     /// encoding takes its turns with the runtime's other tasks (the core's among them).
     made_page: bool,
@@ -386,9 +385,24 @@ impl Pushes {
         self.backlog.behind.clone()
     }
 
-    /// Sends `pages` (as frames of command `cmd`) before anything queued, in `turn`.
-    pub(crate) fn listing_first(&mut self, pages: Box<dyn Pages>, cmd: u32, turn: Option<Turn>) {
-        self.listing = Some((pages, cmd, turn));
+    /// Sends `pages` (as frames of command `cmd`) before anything queued, in `turn`; the
+    /// pages are made on the bulk thread, two ahead at most.
+    pub(crate) fn listing_first(
+        &mut self,
+        mut pages: Box<dyn Pages>,
+        cmd: u32,
+        turn: Option<Turn>,
+    ) {
+        let (tx, rx) = mpsc::channel(2);
+        super::bulk::spawn(async move {
+            // Ends when the pages do, or when the watch no longer wants them.
+            while let Some(page) = pages.next_page() {
+                if tx.send(page).await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.listing = Some((rx, cmd, turn));
     }
 
     /// The next frame, or `None` once the stream has ended.
@@ -423,8 +437,8 @@ impl Pushes {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }
-            match pages.next_page() {
-                Some(body) => {
+            match pages.poll_recv(cx) {
+                Poll::Ready(Some(body)) => {
                     self.made_page = true;
                     return Poll::Ready(Some(Frame {
                         cmd: *cmd,
@@ -433,7 +447,9 @@ impl Pushes {
                         body,
                     }));
                 }
-                None => self.listing = None,
+                Poll::Ready(None) => self.listing = None,
+                // The next page is being made; what is queued waits for the pages.
+                Poll::Pending => return Poll::Pending,
             }
         }
         let polled = self.rx.poll_recv(cx);

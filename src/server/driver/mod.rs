@@ -805,6 +805,8 @@ fn encode_apart(to: SocketAddr, msg: Message<State>, state: &State) -> Body {
     let spawned = std::thread::Builder::new()
         .name("snapshot-encode".into())
         .spawn(move || {
+            // Bulk: it goes after the core, the requests and the heartbeats.
+            crate::machines::bulk::lower_priority();
             let bytes = message_bytes_annotated::<State>(&msg, &annotation);
             let _ = tx.send(bytes.into());
         });
