@@ -4,8 +4,8 @@
 //! coming back at once asks for megabytes of encoding each. Made on the connections' own
 //! tasks, that encoding took the edges' threads from every other request (the writes' p99
 //! during a herd of listings was four times its idle value), and on two cores from the core
-//! too. Made here, on one thread whose priority is lowered (nice 10: about a tenth of a core
-//! while anything else wants the CPU, all of an idle one), it takes what the rest leaves:
+//! too. Made here, on one thread whose priority is lowered (nice 5: about a quarter of a
+//! core while anything else wants it, all of an idle one), it takes what the rest leaves:
 //! renewals, writes and reads go first, bulk after, with a bounded share. A connection
 //! takes the pages from a channel of two and writes them out as before. A snapshot encoded
 //! for a follower runs on a thread of its own at the same priority.
@@ -14,7 +14,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 
 /// The nice value of the bulk thread: below every other thread of the process.
-const BULK_NICE: i32 = 10;
+const BULK_NICE: i32 = 5;
 
 static BULK: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
 

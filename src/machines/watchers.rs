@@ -52,8 +52,10 @@ impl Default for WatchLimits {
 /// against 14 ms idle (bench `gray`, the herd).
 pub const LISTINGS_AT_ONCE: usize = 2;
 
-/// How long one listing may take to be sent: a client that stops reading in the middle is
-/// dropped then, and its turn goes to the next.
+/// How long a listing may go without its client taking a page: a client that stops reading
+/// in the middle is dropped then, and its turn goes to the next. A listing whose pages come
+/// slowly because the bulk thread is kept waiting (the machine is busy with everything
+/// else) keeps its turn while its client takes them: dropping it would only list it again.
 pub const LISTING_TIME: Duration = Duration::from_secs(30);
 
 /// The rest of a watch's first answer, too large for one frame: pages made (encoded) one at
@@ -65,9 +67,18 @@ pub trait Pages: Send {
 }
 
 /// A listing's turn: one of [`LISTINGS_AT_ONCE`], given back when the listing is sent, or
-/// [`LISTING_TIME`] after it began.
+/// once its client took no page for [`LISTING_TIME`].
 pub(crate) struct Turn {
     permit: Arc<Mutex<Option<tokio::sync::OwnedSemaphorePermit>>>,
+    /// When its client last took a page (or the listing began).
+    progress: Arc<Mutex<tokio::time::Instant>>,
+}
+
+impl Turn {
+    /// Its client took a page.
+    fn moved(&self) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+    }
 }
 
 impl Drop for Turn {
@@ -159,14 +170,24 @@ impl Watchers {
             .await
             .expect("the semaphore is never closed");
         let permit = Arc::new(Mutex::new(Some(permit)));
+        let progress = Arc::new(Mutex::new(tokio::time::Instant::now()));
         // A client that stops reading in the middle of its listing gives its turn back
         // after a while all the same.
-        let held = permit.clone();
+        let (held, moved) = (permit.clone(), progress.clone());
         tokio::spawn(async move {
-            tokio::time::sleep(LISTING_TIME).await;
-            held.lock().unwrap_or_else(|e| e.into_inner()).take();
+            loop {
+                let last = *moved.lock().unwrap_or_else(|e| e.into_inner());
+                if last.elapsed() >= LISTING_TIME {
+                    held.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    return;
+                }
+                tokio::time::sleep_until(last + LISTING_TIME).await;
+                if held.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+                    return;
+                }
+            }
         });
-        Turn { permit }
+        Turn { permit, progress }
     }
 
     pub fn limits(&self) -> WatchLimits {
@@ -440,6 +461,9 @@ impl Pushes {
             match pages.poll_recv(cx) {
                 Poll::Ready(Some(body)) => {
                     self.made_page = true;
+                    if let Some(turn) = turn {
+                        turn.moved();
+                    }
                     return Poll::Ready(Some(Frame {
                         cmd: *cmd,
                         seq: 0,
