@@ -167,7 +167,7 @@ fn show_beacon_prints_the_seed_table() {
         ],
         "{stdout}"
     );
-    assert_eq!(lines.len(), 5, "{stdout}");
+    assert_eq!(lines.len(), 6, "{stdout}");
     // Three beacons default to quorum mode; the summary names the answering beacon.
     let summary = stdout.lines().nth(4).unwrap();
     assert!(
@@ -179,6 +179,13 @@ fn show_beacon_prints_the_seed_table() {
                 c.addrs[1],
                 env!("CARGO_PKG_VERSION")
             )),
+        "{stdout}"
+    );
+    // Then the core's beat: its longest step gap is at least a tick's worth of idling.
+    let beat = stdout.lines().nth(5).unwrap();
+    assert!(
+        beat.starts_with("core beat over the last minute: longest gap between steps ")
+            && beat.contains("longest wait for the core "),
         "{stdout}"
     );
     for (i, row) in lines[1..4].iter().enumerate() {

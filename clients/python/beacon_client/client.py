@@ -197,9 +197,9 @@ class Client:
         """Makes the beacon in use one whose connection is up: the current one if its
         channel is connected, else the first to connect of it and the next ones, each dialled
         `attempt_delay` after the one before, or at once after one fails (happy eyeballs over
-        beacons). Waits `limit` at most (the handshake limit, `ping_interval`, by default);
-        returns the beacon, or None when none connected (the call then goes to the current
-        one and fails as it will)."""
+        beacons). Waits `limit` at most (`ping_interval` by default) for one to connect, and
+        no longer once every one dialled has failed; returns the beacon, or None when none
+        connected (the call then goes to the current one and fails as it will)."""
         limit = self.ping_interval if limit is None else limit
         deadline = time.monotonic() + limit
         order = self._dial_order()
@@ -361,8 +361,9 @@ class Client:
         # is one, waiting longer helps nobody.
         refused: set[str] = set()
         while True:
-            # A connection up first: past a hung or dead beacon to the first that answers.
-            self.connect(min(self.ping_interval, max(deadline - time.monotonic(), 0.05)))
+            # A connection up first: past a hung or dead beacon to the first that answers,
+            # however long a busy machine takes to answer (within the attempt's bound).
+            self.connect(min(self.timeout, max(deadline - time.monotonic(), 0.05)))
             beacon = self.current
             try:
                 return attempt(self.stub(service), beacon, deadline - time.monotonic())

@@ -348,7 +348,8 @@ def test_a_stopped_beacon_costs_the_service_nothing(cluster):
             took = time.monotonic() - started
             assert again.holds()
             again.close()
-        assert took < 1.0, f"a fresh client took {took:.2f} s past the stopped first beacon"
+        # It waited neither the call's timeout (5 s) nor a probe of the stopped beacon.
+        assert took < 2.0, f"a fresh client took {took:.2f} s past the stopped first beacon"
         cluster.cont(follower)
     finally:
         for i in range(3):
