@@ -114,12 +114,6 @@ async fn the_quick_start_runs_past_a_stopped_first_beacon() {
         .position(|b| b.addr.to_string() != leader)
         .expect("a follower");
     c.beacons[stopped].pause();
-    let mut list = vec![all[stopped].to_string()];
-    list.extend(
-        all.iter()
-            .filter(|a| **a != all[stopped])
-            .map(|a| a.to_string()),
-    );
-    run_quickstart(&list.join(","), &c);
+    run_quickstart(&listed_first(&all, stopped).join(","), &c);
     c.beacons[stopped].signal(libc::SIGCONT);
 }

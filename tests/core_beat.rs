@@ -25,13 +25,27 @@ const WRITERS: u32 = 4;
 const STEP_GAP_BOUND: Duration = Duration::from_millis(1_000);
 const WRITE_BOUND: Duration = Duration::from_millis(2_000);
 
-fn request(i: u32, metadata: &str) -> pb::registry::RegisterRequest {
-    pb::registry::RegisterRequest {
+/// A client of the beacon at `at` that rides out a busy moment.
+fn client(at: std::net::SocketAddr) -> Leader {
+    Leader::new(
+        vec![at.to_string()],
+        ConnectOptions::default(),
+        Duration::from_secs(30),
+    )
+}
+
+/// Registers service `i` with `metadata`, or panics saying which.
+async fn register(leader: &mut Leader, i: u32, metadata: &str) {
+    let request = pb::registry::RegisterRequest {
         node_type: "LOGIC".into(),
         addr: format!("10.{}.{}.{}:1", i / 65536, (i / 256) % 256, i % 256),
         metadata: metadata.to_owned(),
         ..Default::default()
-    }
+    };
+    leader
+        .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &request, "register")
+        .await
+        .unwrap_or_else(|e| panic!("registration {i}: {e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,24 +96,13 @@ async fn a_herd_of_watchers_resuming_at_once_leaves_the_core_its_beat_and_the_wr
     for _ in 0..WRITERS {
         let (next, metadata) = (next.clone(), metadata.clone());
         loaders.push(tokio::spawn(async move {
-            let mut leader = Leader::new(
-                vec![at.to_string()],
-                ConnectOptions::default(),
-                Duration::from_secs(30),
-            );
+            let mut leader = client(at);
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= REGISTRATIONS {
                     return;
                 }
-                leader
-                    .call::<_, pb::registry::RegisterReply>(
-                        RegistryCmd::Register,
-                        &request(i, &metadata),
-                        "register",
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("registration {i}: {e}"));
+                register(&mut leader, i, &metadata).await;
             }
         }));
     }
@@ -112,23 +115,12 @@ async fn a_herd_of_watchers_resuming_at_once_leaves_the_core_its_beat_and_the_wr
     let writer = tokio::spawn({
         let (stop, metadata) = (stop.clone(), metadata.clone());
         async move {
-            let mut leader = Leader::new(
-                vec![at.to_string()],
-                ConnectOptions::default(),
-                Duration::from_secs(30),
-            );
+            let mut leader = client(at);
             let mut took = Vec::new();
             let mut i = REGISTRATIONS;
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
-                leader
-                    .call::<_, pb::registry::RegisterReply>(
-                        RegistryCmd::Register,
-                        &request(i, &metadata),
-                        "register",
-                    )
-                    .await
-                    .unwrap_or_else(|e| panic!("the writer's registration {i}: {e}"));
+                register(&mut leader, i, &metadata).await;
                 took.push(started.elapsed());
                 i += 1;
                 tokio::time::sleep(Duration::from_millis(20)).await;

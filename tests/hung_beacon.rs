@@ -74,12 +74,7 @@ async fn a_stopped_beacon_costs_a_rust_service_neither_its_registration_nor_its_
 
     // The first beacon of the service's list is stopped before it registers.
     c.beacons[follower].pause();
-    let mut list = vec![all[follower].to_string()];
-    list.extend(
-        all.iter()
-            .filter(|a| **a != all[follower])
-            .map(|a| a.to_string()),
-    );
+    let list = listed_first(&all, follower);
     let reg = Registration::register(
         list.clone(),
         RegisterOptions::new("LOGIC", "10.0.0.5:8080".parse().unwrap()),
@@ -144,17 +139,6 @@ async fn a_stopped_beacon_costs_a_rust_service_neither_its_registration_nor_its_
     reg.unregister().await.expect("unregister");
 }
 
-/// `beacons` with `first` put first.
-fn first_in_list(all: &[SocketAddr], first: usize) -> Vec<String> {
-    let mut list = vec![all[first].to_string()];
-    list.extend(
-        all.iter()
-            .filter(|a| **a != all[first])
-            .map(|a| a.to_string()),
-    );
-    list
-}
-
 /// A client made afresh for each call, with a stopped beacon first in its list, answers
 /// without waiting out the stopped beacon's handshake limit (3 s here, so that a client
 /// that waited it out could not pass): it dials the next beacon after the attempt delay
@@ -173,7 +157,7 @@ async fn a_client_made_afresh_goes_past_a_stopped_first_beacon_without_waiting_i
         c.beacons[stopped].pause();
         let others: Vec<SocketAddr> = all.iter().copied().filter(|a| *a != all[stopped]).collect();
         leader_of(&c, &others).await;
-        let list = first_in_list(&all, stopped);
+        let list = listed_first(&all, stopped);
         let mut took = Vec::new();
         for n in 0..3u8 {
             let mut fresh = Leader::new(list.clone(), opts.clone(), Duration::from_secs(10));
@@ -232,7 +216,7 @@ async fn nebcli_given_a_stopped_beacon_first_goes_on_to_the_next_within_its_time
         // The others lead on (a stopped leader is replaced) before the command is timed.
         let others: Vec<SocketAddr> = all.iter().copied().filter(|a| *a != all[stopped]).collect();
         leader_of(&c, &others).await;
-        let servers = first_in_list(&all, stopped).join(",");
+        let servers = listed_first(&all, stopped).join(",");
         let addr = format!("10.0.1.{}:80", stopped + 1);
         // Its handshake limit is a second (a quarter of --timeout-ms 8000, at most 1 s):
         // a nebcli that waited it out at the stopped beacon takes longer than this allows.

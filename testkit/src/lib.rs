@@ -230,6 +230,18 @@ pub fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// The addresses of `all` as a client's beacon list with `all[first]` first (a stopped
+/// beacon listed first, say), the others in their order.
+pub fn listed_first(all: &[SocketAddr], first: usize) -> Vec<String> {
+    let mut list = vec![all[first].to_string()];
+    list.extend(
+        all.iter()
+            .filter(|a| **a != all[first])
+            .map(|a| a.to_string()),
+    );
+    list
+}
+
 /// A child process whose output goes to a log file, which can be killed, signalled and
 /// started again with the same command line. Killed when dropped.
 pub struct Process {
