@@ -800,14 +800,17 @@ where
             // kind.
             let noticed = {
                 let (notice, shared) = (notice.clone(), shared.clone());
-                move |index: u64, change: &Change| -> Option<Bytes> {
+                move |index: u64, change: &Change, replay: bool| -> Option<Bytes> {
                     let make = || {
                         let mut notice = notice.lock().unwrap_or_else(|e| e.into_inner());
                         <State as Part<M>>::change(change)
                             .and_then(|change| (*notice)(index, change))
                             .map(|body| Bytes::from(prost::Message::encode_to_vec(&body)))
                     };
+                    // Replayed notices in a cache of their own (the bulk thread's), live ones
+                    // in the core's.
                     match kind {
+                        Some(kind) if replay => shared.replayed(pushed, kind, index, make),
                         Some(kind) => shared.shared(pushed, kind, index, make),
                         None => make(),
                     }
@@ -820,7 +823,7 @@ where
                     let changes = owed.owed();
                     while let Some((index, change)) = changes.get(at) {
                         at += 1;
-                        if let Some(body) = noticed(*index, change) {
+                        if let Some(body) = noticed(*index, change, true) {
                             return Some(body);
                         }
                     }
@@ -832,7 +835,7 @@ where
                     if index <= after {
                         return !queue.is_closed();
                     }
-                    match noticed(index, change) {
+                    match noticed(index, change, false) {
                         Some(body) => {
                             busy = true;
                             send(&mut queue, body)

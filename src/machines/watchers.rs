@@ -108,6 +108,10 @@ pub struct Watchers {
     dropped: AtomicU64,
     /// Notices encoded for a kind of watch: (pushed command, kind) -> (log index, body).
     shared: Mutex<HashMap<(u32, u64), SharedNotice>>,
+    /// The same for the history replayed to resumed watches, on the bulk thread: apart, so
+    /// that a replay walking old indexes neither evicts the live notices the core shares nor
+    /// holds the lock the core takes.
+    replayed: Mutex<HashMap<(u32, u64), SharedNotice>>,
     /// Bodies encoded, and bodies handed out again without encoding.
     encoded: AtomicU64,
     reused: AtomicU64,
@@ -154,6 +158,7 @@ impl Watchers {
             deepest: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             shared: Mutex::new(HashMap::new()),
+            replayed: Mutex::new(HashMap::new()),
             encoded: AtomicU64::new(0),
             reused: AtomicU64::new(0),
             drops: Mutex::new(DropLog::default()),
@@ -240,7 +245,30 @@ impl Watchers {
         index: u64,
         make: impl FnOnce() -> Option<Bytes>,
     ) -> Option<Bytes> {
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        self.cached(&self.shared, cmd, kind, index, make)
+    }
+
+    /// [`Watchers::shared`] for a change the history replays to a resumed watch: watches
+    /// resuming at the same point walk it together and share each notice's bytes.
+    pub(crate) fn replayed(
+        &self,
+        cmd: u32,
+        kind: u64,
+        index: u64,
+        make: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        self.cached(&self.replayed, cmd, kind, index, make)
+    }
+
+    fn cached(
+        &self,
+        cache: &Mutex<HashMap<(u32, u64), SharedNotice>>,
+        cmd: u32,
+        kind: u64,
+        index: u64,
+        make: impl FnOnce() -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        let mut shared = cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, body)) = shared.get(&(cmd, kind))
             && *at == index
         {
