@@ -100,14 +100,14 @@ impl<C: Clone> History<C> {
         }
         StartPoint::Replay {
             from,
-            count: self.replay(from).count(),
+            count: self.changes.len() - self.start_of(from),
         }
     }
 
-    /// The changes at or after `from`, in log order.
-    pub(crate) fn replay(&self, from: u64) -> impl Iterator<Item = (u64, &C)> {
-        let at = self.changes.partition_point(|(i, _, _)| *i < from);
-        self.changes.range(at..).map(|(i, c, _)| (*i, &**c))
+    /// The position of the first change at or after `from` (a binary search: a herd's
+    /// resumes each ask it on the core's thread).
+    fn start_of(&self, from: u64) -> usize {
+        self.changes.partition_point(|(i, _, _)| *i < from)
     }
 
     /// The changes at or after `from`, handed to a resumed watch to walk on its own task:
@@ -142,8 +142,8 @@ mod tests {
         "a change"
     }
 
-    fn indexes(h: &History<&str>, from: u64) -> Vec<u64> {
-        h.replay(from).map(|(i, _)| i).collect()
+    fn indexes(h: &mut History<&str>, from: u64) -> Vec<u64> {
+        h.replay_from(from).owed().iter().map(|(i, _)| *i).collect()
     }
 
     /// A history of `limit` changes, each counted as its length in bytes.
@@ -192,11 +192,11 @@ mod tests {
         );
         h.record(&[(12, change()), (14, change())], None);
         assert_eq!(h.since(11), StartPoint::Replay { from: 11, count: 2 });
-        assert_eq!(indexes(&h, 13), vec![14]);
+        assert_eq!(indexes(&mut h, 13), vec![14]);
         assert_eq!(h.since(20), StartPoint::Replay { from: 20, count: 0 });
         // Over the limit the oldest go, and the history starts after them.
         h.record(&[(15, change()), (17, change())], None);
-        assert_eq!(indexes(&h, 0), vec![14, 15, 17]);
+        assert_eq!(indexes(&mut h, 0), vec![14, 15, 17]);
         assert_eq!(h.first(), 13);
         assert!(matches!(
             h.since(12),
@@ -212,7 +212,7 @@ mod tests {
         // A snapshot through 9 replaced the state: changes 4..=9 were never told here.
         h.record(&[(3, change()), (11, change())], Some(9));
         assert_eq!(h.first(), 10);
-        assert_eq!(indexes(&h, 0), vec![11]);
+        assert_eq!(indexes(&mut h, 0), vec![11]);
         assert!(matches!(
             h.since(3),
             StartPoint::Compacted { oldest: 10, .. }
@@ -223,9 +223,12 @@ mod tests {
     fn the_byte_budget_drops_the_oldest_changes_too() {
         let mut h = history(100, 20, 0);
         h.record(&[(1, "0123456789"), (2, "0123456789")], None);
-        assert_eq!((indexes(&h, 0), h.bytes()), (vec![1, 2], 20));
+        assert_eq!((indexes(&mut h, 0), h.bytes()), (vec![1, 2], 20));
         h.record(&[(3, "x")], None);
-        assert_eq!((indexes(&h, 0), h.bytes(), h.first()), (vec![2, 3], 11, 2));
+        assert_eq!(
+            (indexes(&mut h, 0), h.bytes(), h.first()),
+            (vec![2, 3], 11, 2)
+        );
     }
 
     #[test]
