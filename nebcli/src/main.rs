@@ -212,9 +212,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    // A beacon that takes the connection but answers nothing (a stopped process) is left
-    // after a quarter of the command's time, at most a second, so that the next beacon of
-    // `-s` is tried in time.
+    // A beacon that stops answering during a command (a stopped process) is probed every
+    // quarter of the command's time, at most a second, and left when the probe's handshake
+    // gets no answer in as long, so that the next beacon of `-s` is tried in time. The first
+    // dial needs no such limit: it dials the next beacon after 100 ms anyway.
     let timeout = Duration::from_millis(args.timeout_ms);
     let liveness = (timeout / 4).clamp(
         Duration::from_millis(50),

@@ -23,10 +23,18 @@ impl Cluster {
         Cluster::start_with_lease(cluster, None)
     }
 
-    /// Three beacons whose services' leases last `lease_ms` (default if `None`).
+    /// Three beacons whose services' leases last `lease_ms` (default if `None`), the leader
+    /// first in `addrs`. That is the first by address unless another was elected before the
+    /// first was seen online (a loaded host starts them slowly): the leader then stays.
     fn start_with_lease(cluster: &str, lease_ms: Option<u64>) -> Cluster {
-        let c = Cluster::start_first_with(cluster, 3, lease_ms);
-        c.wait_for_leader();
+        let mut c = Cluster::start_first_with(cluster, 3, lease_ms);
+        let leader = c.wait_for_leader();
+        let at = c
+            .addrs
+            .iter()
+            .position(|a| a.to_string() == leader)
+            .expect("the leader is one of the three");
+        c.addrs.swap(0, at);
         c
     }
 
@@ -82,7 +90,7 @@ impl Cluster {
 
     /// Waits until every beacon sees all three online, the same leader, and every row at
     /// the leader's term (followers' heartbeats carry the term one tick after they learn it).
-    fn wait_for_leader(&self) {
+    fn wait_for_leader(&self) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
         let settled = |a: &SocketAddr| {
             let out = nebcli(&["-s", &a.to_string(), "--json", "show", "beacon"], None);
@@ -96,8 +104,10 @@ impl Cluster {
         };
         loop {
             let leaders: Vec<Option<String>> = self.addrs.iter().map(settled).collect();
-            if leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0]) {
-                return;
+            if let Some(leader) = &leaders[0]
+                && leaders.iter().all(|l| l.as_ref() == Some(leader))
+            {
+                return leader.clone();
             }
             assert!(
                 Instant::now() < deadline,
@@ -188,9 +198,12 @@ fn show_beacon_prints_the_seed_table() {
             && beat.contains("longest wait for the core "),
         "{stdout}"
     );
+    let mut sorted = c.addrs.clone();
+    sorted.sort();
     for (i, row) in lines[1..4].iter().enumerate() {
-        assert_eq!(row[0], c.addrs[i].to_string(), "sorted order: {stdout}");
-        assert_eq!(row[1], if i == 0 { "yes" } else { "no" }, "{stdout}");
+        assert_eq!(row[0], sorted[i].to_string(), "sorted order: {stdout}");
+        let leads = sorted[i] == c.addrs[0];
+        assert_eq!(row[1], if leads { "yes" } else { "no" }, "{stdout}");
         assert_eq!(row[2], "yes", "{stdout}");
         assert!(row[3].parse::<u64>().unwrap() >= 1);
         assert!(row[4].parse::<u64>().is_ok(), "{stdout}");
@@ -221,16 +234,23 @@ fn json_output_has_the_same_facts() {
     assert_eq!(v["tick_ms"], 50);
     let rows = v["beacons"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
-    assert_eq!(rows[0]["is_leader"], true);
-    assert_eq!(rows[0]["is_self"], true);
-    assert_eq!(rows[1]["is_online"], true);
-    assert!(rows[1]["last_seen_ms"].as_u64().unwrap() < 5_000);
-    assert!(rows[1]["term"].as_u64().unwrap() >= 1);
+    let me = rows
+        .iter()
+        .find(|r| r["is_self"] == true)
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(me["is_leader"], true, "{v}");
+    let follower = rows
+        .iter()
+        .find(|r| r["is_self"] == false)
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(follower["is_online"], true);
+    assert!(follower["last_seen_ms"].as_u64().unwrap() < 5_000);
+    assert!(follower["term"].as_u64().unwrap() >= 1);
     assert_eq!(v["mode"], "quorum");
     // The leader took over and committed its first entry; it knows what each follower stored.
     assert!(v["commit"].as_u64().unwrap() >= 1, "{v}");
     assert!(v["stale"].is_null(), "{v}");
-    assert_eq!(rows[1]["stored"], v["index"], "{v}");
+    assert_eq!(follower["stored"], v["index"], "{v}");
 }
 
 #[test]

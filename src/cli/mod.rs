@@ -201,13 +201,16 @@ impl Session {
 
     /// The connection, opened to the first of the beacons given that answers: the next is
     /// dialled while the one before is slow to answer, so a hung beacon first in `-s` costs
-    /// a command a tenth of a second, not the handshake limit.
+    /// a command a tenth of a second, not the handshake limit. Each attempt may take the
+    /// command's whole time: the stagger leaves a hung beacon behind, so a short limit
+    /// would only fail the one beacon there is on a loaded host that answers in 100 ms
+    /// rather than 50.
     pub async fn client(&mut self) -> Result<&mut Client, ClientError> {
         if self.client.is_none() {
-            let dialled =
-                crate::net::first_to_answer(&self.servers, &self.opts, self.opts.handshake_timeout)
-                    .await
-                    .map_err(|failed| failed.error)?;
+            let limit = self.opts.timeout.max(self.opts.handshake_timeout);
+            let dialled = crate::net::first_to_answer(&self.servers, &self.opts, limit)
+                .await
+                .map_err(|failed| failed.error)?;
             self.server = self.servers[dialled.index].clone();
             self.client = Some(dialled.client);
         }
