@@ -329,6 +329,11 @@ struct Backlog {
     /// and its client resumes from the last notice it took), so its connection drops it.
     /// Shared with the stream's end, which then says so.
     behind: Arc<std::sync::atomic::AtomicBool>,
+    /// A listing is being sent ahead of what is queued: the notices that arrive meanwhile
+    /// are held to the count limit alone. A herd that resumes at once is listed slowly
+    /// (two listings at a time), and dropping a watcher for what queued behind its own
+    /// listing would only list it again, and again.
+    listing: std::sync::atomic::AtomicBool,
 }
 
 /// The pushing side of one watcher's queue (its subscriber's, on the driver's task).
@@ -358,7 +363,7 @@ impl Queue {
         let len = frame.body.len();
         let limits = self.watchers.limits;
         let held = self.backlog.bytes.load(Ordering::Relaxed);
-        let exempt = self.exempt > 0;
+        let exempt = self.exempt > 0 || self.backlog.listing.load(Ordering::Relaxed);
         if !exempt && held + len > limits.queue_bytes {
             let why = format!(
                 "{} bytes queued, the limit is {}",
@@ -377,7 +382,9 @@ impl Queue {
             .fetch_add(len as i64, Ordering::Relaxed);
         let refused = match self.tx.try_send(frame) {
             Ok(()) => {
-                self.exempt = self.exempt.saturating_sub(1);
+                if self.exempt > 0 {
+                    self.exempt -= 1;
+                }
                 self.watchers.deepest.fetch_max(now, Ordering::Relaxed);
                 return Pushed::Queued;
             }
@@ -452,6 +459,13 @@ impl Pushes {
             }
         });
         self.listing = Some((rx, cmd, turn));
+        self.backlog.listing.store(true, Ordering::Relaxed);
+    }
+
+    /// The listing is sent (or abandoned): what queues from now on is held to every limit.
+    fn listed(&mut self) {
+        self.listing = None;
+        self.backlog.listing.store(false, Ordering::Relaxed);
     }
 
     /// The next frame, or `None` once the stream has ended.
@@ -479,7 +493,7 @@ impl Pushes {
                 // It took longer than its turn allows: the watch ends; its client lists
                 // again later, in another turn.
                 self.backlog.behind.store(true, Ordering::Relaxed);
-                self.listing = None;
+                self.listed();
                 return self.poll_take(cx);
             }
             if std::mem::take(&mut self.made_page) {
@@ -499,7 +513,7 @@ impl Pushes {
                         body,
                     }));
                 }
-                Poll::Ready(None) => self.listing = None,
+                Poll::Ready(None) => self.listed(),
                 // The next page is being made; what is queued waits for the pages.
                 Poll::Pending => return Poll::Pending,
             }
@@ -608,6 +622,38 @@ mod tests {
         fn next_page(&mut self) -> Option<Bytes> {
             self.0.next().map(|i| Bytes::from(vec![i]))
         }
+    }
+
+    #[tokio::test]
+    async fn what_queues_behind_a_listing_is_held_to_the_count_alone() {
+        let watchers = Arc::new(Watchers::new(WatchLimits {
+            queue_bytes: 100,
+            queue_notices: 3,
+        }));
+        let (mut queue, mut pushes) = watchers.queue(0);
+        pushes.listing_first(Box::new(Numbered(1..3)), 106, None);
+        // Past the byte limit while the listing is sent: kept.
+        for _ in 0..3 {
+            assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued);
+        }
+        assert_eq!(
+            queue.push(frame(1), "nodes"),
+            Pushed::Behind,
+            "the count still bounds it"
+        );
+        let (mut queue, mut pushes) = watchers.queue(0);
+        pushes.listing_first(Box::new(Numbered(1..3)), 106, None);
+        assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued);
+        assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued);
+        // The listing's two pages and the first notice: the listing is sent.
+        for _ in 0..3 {
+            pushes.recv().await.unwrap();
+        }
+        assert_eq!(
+            queue.push(frame(90), "nodes"),
+            Pushed::Behind,
+            "listed: the byte limit holds again (90 queued + 90 > 100)"
+        );
     }
 
     #[tokio::test]
