@@ -36,15 +36,28 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let node = shared.config.node.to_string();
-    let file = backup::encode(
-        &Taken {
-            cluster: &shared.config.cluster,
-            node: &node,
-            taken_at_ms,
-            identity: &identity,
-        },
-        &snapshot,
-    );
+    let cluster = shared.config.cluster.clone();
+    // Encoding a large state is bulk work: on the bulk thread, below the core and the
+    // requests (`machines/bulk.rs`), and so are the chunks.
+    let (encoded, file) = tokio::sync::oneshot::channel();
+    let snapshot = std::sync::Arc::new(snapshot);
+    let taking = snapshot.clone();
+    crate::machines::bulk::spawn(async move {
+        let file = backup::encode(
+            &Taken {
+                cluster: &cluster,
+                node: &node,
+                taken_at_ms,
+                identity: &identity,
+            },
+            &taking,
+        );
+        let _ = encoded.send(file);
+    });
+    // Dropped unsent only when the process is on its way out.
+    let file = file
+        .await
+        .map_err(|_| crate::machines::handle::shutting_down())?;
     info!(
         index = snapshot.position.index,
         bytes = file.len(),
@@ -58,7 +71,7 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
     // Room for the chunk's own fields in the frame.
     let chunk = CHUNK.min(shared.config.max_frame_bytes.saturating_sub(64).max(1));
     let (tx, rx) = mpsc::channel(QUEUED);
-    tokio::spawn(async move {
+    crate::machines::bulk::spawn(async move {
         for (i, part) in file.chunks(chunk).enumerate() {
             let body = pb::BackupChunk {
                 offset: (i * chunk) as u64,
