@@ -65,6 +65,9 @@ pub struct HungRun {
     pub longest_gap_ms: f64,
     /// The same, median over the registrations.
     pub median_gap_ms: f64,
+    /// The leader's longest gap between two steps of its core, the worst of the minute
+    /// that ends with the case (the leader after it, where it was stopped).
+    pub step_gap_ms: Option<f64>,
 }
 
 /// Watchers, a tenth stalled, while registrations arrive; then the stalled list again.
@@ -81,8 +84,17 @@ pub struct WatchersRun {
     pub idle_p99_ms: f64,
     pub herd_p99_ms: f64,
     pub herd_writes: usize,
+    /// The same through a new connection for every write.
+    pub idle_fresh_p99_ms: f64,
+    pub herd_fresh_p99_ms: f64,
     /// From the herd's start until every one of it has its listing.
     pub herd_listed_ms: f64,
+    /// Beacons in the cluster (the herd is at the leader).
+    pub beacons: usize,
+    /// Terms the leader's went up by over the herd: each an election.
+    pub leader_changes: u64,
+    /// The leader's longest gap between two steps, the worst of the minute ending with it.
+    pub step_gap_ms: Option<f64>,
 }
 
 /// Ten times the load the cluster takes.
@@ -100,7 +112,13 @@ pub struct OverloadRun {
     /// machine's two cores run the load and the cluster both.
     pub shed: usize,
     pub leader_rss_bytes: u64,
+    /// The leader's RSS after the peak run, before the overload.
+    pub unloaded_rss_bytes: u64,
     pub lost: usize,
+    /// Terms the leader's went up by over the overload: each an election.
+    pub leader_changes: u64,
+    /// The leader's longest gap between two steps, the worst of the minute ending with it.
+    pub step_gap_ms: Option<f64>,
 }
 
 /// Calls the overload generator keeps under way at most.
@@ -131,8 +149,21 @@ pub struct Gray {
     pub hung: Vec<HungRun>,
     pub first_answers: Vec<FirstAnswer>,
     pub watchers: Option<WatchersRun>,
+    /// The same herd at the leader of three beacons.
+    pub watchers_three: Option<WatchersRun>,
     pub overload: Option<OverloadRun>,
 }
+
+/// The longest gap between two steps of the core of the beacon at `at`, the worst of the
+/// last minute, as its status says.
+async fn step_gap_ms(at: SocketAddr, opts: &ConnectOptions) -> Option<f64> {
+    beacon_testkit::status_with(at, opts)
+        .await
+        .map(|s| s.step_gap_worst_ms as f64)
+}
+
+/// The step gap's target: two ticks of the gray part's clusters.
+pub const STEP_GAP_TARGET_MS: f64 = 200.0;
 
 /// Runs the three cases.
 pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::Result<Gray> {
@@ -153,9 +184,14 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
         config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": 3_600_000}),
     };
     gray.watchers = Some(
-        watchers(programs, &lone, sizes, keep)
+        watchers(programs, &lone, sizes, 1, keep)
             .await
             .context("watchers")?,
+    );
+    gray.watchers_three = Some(
+        watchers(programs, &lone, sizes, 3, keep)
+            .await
+            .context("watchers at the leader of three")?,
     );
 
     let cluster = Cluster::start_beacon(programs, 3, &lone);
@@ -241,6 +277,10 @@ async fn hung(
         let mut gaps = gaps.await?;
         gaps.sort_by(f64::total_cmp);
         let lost = regs.iter().filter(|r| !r.is_live()).count();
+        let step_gap = match cluster.leader().await {
+            Some(l) => step_gap_ms(cluster.members[l].client, &cluster.beacon_client).await,
+            None => None,
+        };
         let run = HungRun {
             stopped: which.into(),
             registrations: n,
@@ -249,6 +289,7 @@ async fn hung(
             leases_lost: lost,
             longest_gap_ms: gaps.last().copied().unwrap_or(0.0),
             median_gap_ms: gaps.get(gaps.len() / 2).copied().unwrap_or(0.0),
+            step_gap_ms: step_gap,
         };
         println!(
             "  {which} stopped {} s: {lost} of {n} leases lost; longest time without a confirmed renewal {:.0} ms (median {:.0} ms)",
@@ -490,11 +531,14 @@ async fn register_range(
     Ok(())
 }
 
-/// A writer that registers one service every `every` until stopped; the latencies.
+/// A writer that registers one service every `every` until stopped, through one
+/// connection or (`fresh`) a new one for every write; the latencies, a fresh write's with
+/// its connection's handshake.
 fn paced_writer(
     at: SocketAddr,
     from: usize,
     every: Duration,
+    fresh: bool,
 ) -> (
     Arc<AtomicBool>,
     tokio::task::JoinHandle<anyhow::Result<Vec<Duration>>>,
@@ -518,6 +562,13 @@ fn paced_writer(
                 ..Default::default()
             };
             let t = Instant::now();
+            if fresh {
+                leader = Leader::new(
+                    vec![at.to_string()],
+                    ConnectOptions::default(),
+                    Duration::from_secs(30),
+                );
+            }
             leader
                 .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
                 .await?;
@@ -533,6 +584,7 @@ async fn watchers(
     programs: &Programs,
     setup: &BeaconSetup,
     sizes: &GraySizes,
+    beacons: usize,
     keep: bool,
 ) -> anyhow::Result<WatchersRun> {
     let n = sizes.watch_registrations;
@@ -549,7 +601,7 @@ async fn watchers(
         rss_state as f64 / 1048576.0
     );
 
-    let cluster = Cluster::start_beacon(programs, 1, setup);
+    let cluster = Cluster::start_beacon(programs, beacons, setup);
     let (pid, at) = cluster.leader_process().await?;
     let stalled_n = sizes.watchers / 10;
     let reading_n = sizes.watchers - stalled_n;
@@ -592,13 +644,20 @@ async fn watchers(
 
     // Writes before the herd, then while every stalled watcher lists again at once.
     let every = Duration::from_millis(2);
-    let (stop, idle) = paced_writer(at, 10_000_000, every);
+    let fresh_every = Duration::from_millis(20);
+    let (stop, idle) = paced_writer(at, 10_000_000, every, false);
+    let (stop_fresh, idle_fresh) = paced_writer(at, 15_000_000, fresh_every, true);
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::Relaxed);
+    stop_fresh.store(true, Ordering::Relaxed);
     let mut idle = idle.await??;
     idle.sort_unstable();
+    let mut idle_fresh = idle_fresh.await??;
+    idle_fresh.sort_unstable();
+    let term = cluster.leader_term().await.unwrap_or(0);
     drop(stalled);
-    let (stop, during) = paced_writer(at, 20_000_000, every);
+    let (stop, during) = paced_writer(at, 20_000_000, every, false);
+    let (stop_fresh, during_fresh) = paced_writer(at, 25_000_000, fresh_every, true);
     let t = Instant::now();
     let herd: Vec<_> = (0..stalled_n)
         .map(|_| {
@@ -613,8 +672,17 @@ async fn watchers(
     }
     let herd_listed_ms = t.elapsed().as_secs_f64() * 1000.0;
     stop.store(true, Ordering::Relaxed);
+    stop_fresh.store(true, Ordering::Relaxed);
     let mut during = during.await??;
     during.sort_unstable();
+    let mut during_fresh = during_fresh.await??;
+    during_fresh.sort_unstable();
+    let leader_changes = cluster
+        .leader_term()
+        .await
+        .unwrap_or(term)
+        .saturating_sub(term);
+    let step_gap = step_gap_ms(at, &cluster.beacon_client).await;
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
     for r in readers {
@@ -630,11 +698,21 @@ async fn watchers(
         idle_p99_ms: percentile(&idle, 0.99),
         herd_p99_ms: percentile(&during, 0.99),
         herd_writes: during.len(),
+        idle_fresh_p99_ms: percentile(&idle_fresh, 0.99),
+        herd_fresh_p99_ms: percentile(&during_fresh, 0.99),
         herd_listed_ms,
+        beacons,
+        leader_changes,
+        step_gap_ms: step_gap,
     };
     println!(
-        "  {stalled_n} watchers list {n} registrations again at once: all listed in {herd_listed_ms:.0} ms; writes p99 {:.2} ms ({} writes), idle {:.2} ms",
-        run.herd_p99_ms, run.herd_writes, run.idle_p99_ms
+        "  {stalled_n} watchers list {n} registrations again at once at the leader of {beacons}: all listed in {herd_listed_ms:.0} ms; writes p99 {:.2} ms ({} writes), idle {:.2} ms; through a new connection each {:.2} ms, idle {:.2} ms; {leader_changes} leader changes; longest step gap {:?} ms",
+        run.herd_p99_ms,
+        run.herd_writes,
+        run.idle_p99_ms,
+        run.herd_fresh_p99_ms,
+        run.idle_fresh_p99_ms,
+        run.step_gap_ms
     );
     super::keep(cluster, keep);
     Ok(run)
@@ -682,6 +760,8 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         peak.per_sec, peak.p99_ms
     );
     let offered = peak.per_sec * 10.0;
+    let unloaded_rss = proc::rss_bytes(pid).unwrap_or(0);
+    let term = cluster.leader_term().await.unwrap_or(0);
     let connections = 64;
     let mut channels = Vec::new();
     for _ in 0..connections {
@@ -790,6 +870,15 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         .iter()
         .filter(|i| !listed.contains(&service_addr(**i).to_string()))
         .count();
+    let leader_changes = cluster
+        .leader_term()
+        .await
+        .unwrap_or(term)
+        .saturating_sub(term);
+    let step_gap = match cluster.leader().await {
+        Some(l) => step_gap_ms(cluster.members[l].client, &cluster.beacon_client).await,
+        None => None,
+    };
     let run = OverloadRun {
         peak_per_sec: peak.per_sec,
         peak_p99_ms: peak.p99_ms,
@@ -801,7 +890,10 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         first_failure: first_failure.lock().unwrap().clone(),
         shed,
         leader_rss_bytes: peak_rss.load(Ordering::Relaxed),
+        unloaded_rss_bytes: unloaded_rss,
         lost,
+        leader_changes,
+        step_gap_ms: step_gap,
     };
     println!(
         "  offered {:.0}/s ({:.1}x the peak; {} not sent, the generator holding {GENERATOR_IN_FLIGHT}): goodput {:.0}/s ({:.0}% of the peak), p99 of the admitted {:.2} ms, {} refused BUSY, {} failed ({}), leader RSS {:.1} MiB, {lost} acknowledged and lost",
@@ -815,6 +907,12 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         run.failed,
         run.first_failure.as_deref().unwrap_or("none"),
         run.leader_rss_bytes as f64 / 1048576.0,
+    );
+    println!(
+        "  {} leader changes; longest step gap {:?} ms; leader RSS unloaded {:.1} MiB",
+        run.leader_changes,
+        run.step_gap_ms,
+        run.unloaded_rss_bytes as f64 / 1048576.0
     );
     Ok(run)
 }

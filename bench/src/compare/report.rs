@@ -1113,6 +1113,7 @@ fn gray_table(r: &Results, out: &mut String) {
             met(h.longest_gap_ms <= 2000.0)
         )
         .unwrap();
+        step_gap_row(out, &case, h.step_gap_ms);
     }
     for a in &g.first_answers {
         let case = format!(
@@ -1143,10 +1144,14 @@ fn gray_table(r: &Results, out: &mut String) {
             .unwrap(),
         }
     }
-    if let Some(w) = &g.watchers {
+    for w in g.watchers.iter().chain(&g.watchers_three) {
         let case = format!(
-            "{} watchers of every node ({} stalled), {} registrations with {} B of metadata",
-            w.watchers, w.stalled, w.registrations, w.metadata_bytes
+            "{} watchers of every node ({} stalled) at the leader of {}, {} registrations with {} B of metadata",
+            w.watchers,
+            w.stalled,
+            w.beacons.max(1),
+            w.registrations,
+            w.metadata_bytes
         );
         let above = mib(w.rss_watched_bytes.saturating_sub(w.rss_state_bytes));
         writeln!(
@@ -1169,6 +1174,27 @@ fn gray_table(r: &Results, out: &mut String) {
             met(w.herd_p99_ms <= 2.0 * w.idle_p99_ms)
         )
         .unwrap();
+        writeln!(
+            out,
+            "| the {} stalled list again at once | the same through a new connection for every write, against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
+            w.stalled,
+            w.idle_fresh_p99_ms,
+            w.herd_fresh_p99_ms,
+            2.0 * w.idle_fresh_p99_ms,
+            met(w.herd_fresh_p99_ms <= 2.0 * w.idle_fresh_p99_ms)
+        )
+        .unwrap();
+        if w.beacons > 1 {
+            writeln!(
+                out,
+                "| the {} stalled list again at once | leader changes | {} | 0 | {} |",
+                w.stalled,
+                w.leader_changes,
+                met(w.leader_changes == 0)
+            )
+            .unwrap();
+        }
+        step_gap_row(out, &case, w.step_gap_ms);
     }
     if let Some(o) = &g.overload {
         let case = format!(
@@ -1187,8 +1213,11 @@ fn gray_table(r: &Results, out: &mut String) {
         .unwrap();
         writeln!(
             out,
-            "| {case} | p99 of the calls admitted (the peak's: {:.2} ms) | {:.2} ms | - | - |",
-            o.peak_p99_ms, o.admitted_p99_ms
+            "| {case} | p99 of the calls admitted (the peak's: {:.2} ms) | {:.2} ms | {:.2} ms | {} |",
+            o.peak_p99_ms,
+            o.admitted_p99_ms,
+            5.0 * o.peak_p99_ms,
+            met(o.admitted_p99_ms <= 5.0 * o.peak_p99_ms)
         )
         .unwrap();
         writeln!(
@@ -1204,10 +1233,20 @@ fn gray_table(r: &Results, out: &mut String) {
             o.shed
         )
         .unwrap();
+        let above = mib(o.leader_rss_bytes.saturating_sub(o.unloaded_rss_bytes));
         writeln!(
             out,
-            "| {case} | leader RSS at most | {:.1} MiB | - | - |",
-            mib(o.leader_rss_bytes)
+            "| {case} | leader RSS above its unloaded {:.1} MiB (at most {:.1} MiB) | {above:.1} MiB | 64 MiB | {} |",
+            mib(o.unloaded_rss_bytes),
+            mib(o.leader_rss_bytes),
+            met(above <= 64.0)
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "| {case} | leader changes | {} | 0 | {} |",
+            o.leader_changes,
+            met(o.leader_changes == 0)
         )
         .unwrap();
         writeln!(
@@ -1217,7 +1256,25 @@ fn gray_table(r: &Results, out: &mut String) {
             met(o.lost == 0)
         )
         .unwrap();
+        step_gap_row(out, &case, o.step_gap_ms);
     }
+}
+
+/// The leader's longest step gap in a gray case, against two ticks.
+fn step_gap_row(out: &mut String, case: &str, gap_ms: Option<f64>) {
+    let target = super::gray::STEP_GAP_TARGET_MS;
+    match gap_ms {
+        Some(gap) => writeln!(
+            out,
+            "| {case} | the leader's longest gap between two steps of its core (worst of the minute ending with the case; tick 100 ms) | {gap:.0} ms | {target:.0} ms | {} |",
+            if gap <= target { "yes" } else { "no" }
+        ),
+        None => writeln!(
+            out,
+            "| {case} | the leader's longest gap between two steps of its core | not measured (no leader answered) | {target:.0} ms | - |"
+        ),
+    }
+    .unwrap();
 }
 
 /// The rows side by side, with beacon's ratio to each system (none when no row).
