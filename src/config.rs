@@ -305,6 +305,9 @@ pub struct Limits {
     pub client_in_flight: usize,
     /// Requests a second one client may make (`client_rate`, default 0: no limit).
     pub client_rate: u32,
+    /// The longest new work may wait for the core before it is refused `BUSY`
+    /// (`queue_delay_ms`, default 5; 0: no limit but the counts).
+    pub queue_delay_ms: u64,
 }
 
 impl Default for Limits {
@@ -313,6 +316,7 @@ impl Default for Limits {
             max_pending: 10_000,
             client_in_flight: 1_000,
             client_rate: 0,
+            queue_delay_ms: 5,
         }
     }
 }
@@ -324,6 +328,7 @@ struct RawLimits {
     max_pending: usize,
     client_in_flight: usize,
     client_rate: u32,
+    queue_delay_ms: u64,
 }
 
 impl Default for RawLimits {
@@ -333,6 +338,7 @@ impl Default for RawLimits {
             max_pending: d.max_pending,
             client_in_flight: d.client_in_flight,
             client_rate: d.client_rate,
+            queue_delay_ms: d.queue_delay_ms,
         }
     }
 }
@@ -360,6 +366,13 @@ impl RawLimits {
                 self.client_rate,
                 0,
                 100_000_000,
+            )?,
+            queue_delay_ms: check.range(
+                "limits.queue_delay_ms",
+                None,
+                self.queue_delay_ms,
+                0,
+                60_000,
             )?,
         })
     }
@@ -684,6 +697,7 @@ impl Config {
                 "max_pending": self.limits.max_pending,
                 "client_in_flight": self.limits.client_in_flight,
                 "client_rate": self.limits.client_rate,
+                "queue_delay_ms": self.limits.queue_delay_ms,
             },
             "dial": self.dial.iter().map(|(b, via)| (b.to_string(), json!(via.to_string())))
                 .collect::<serde_json::Map<_, _>>(),

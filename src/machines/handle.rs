@@ -133,6 +133,27 @@ pub(crate) enum Ask {
     },
 }
 
+impl Ask {
+    /// Whether it keeps what exists going (renewals batched from a connection, a read's
+    /// point in the log, the status a scrape reads, a leadership or membership change):
+    /// the core takes these before new work, on a channel of their own.
+    fn keeps(&self) -> bool {
+        !matches!(self, Ask::Request { .. } | Ask::Subscribe(_))
+    }
+}
+
+/// Whether new work may join the core's queue now: admission by the wait it would meet
+/// (`server/admission/pace.rs`), asked of each write at the door of the queue, where
+/// reads, which never wait there, are not held to it.
+pub(crate) type Gate = Arc<dyn Fn() -> Result<(), Reject> + Send + Sync>;
+
+/// The two channels to the core: what keeps things going, taken first, and new work.
+#[derive(Clone)]
+pub(crate) struct AskSenders {
+    pub(crate) keep: mpsc::Sender<Asked>,
+    pub(crate) new: mpsc::Sender<Asked>,
+}
+
 /// An [`Ask`] with when it was queued: the core's beat counts how long each waited before
 /// the core took it (`beacon_request_queue_seconds`).
 pub(crate) struct Asked {
@@ -153,7 +174,9 @@ impl From<Ask> for Asked {
 /// the driver has stopped.
 #[derive(Clone)]
 pub(crate) struct DriverHandle {
-    tx: mpsc::Sender<Asked>,
+    tx: AskSenders,
+    /// Asked before a write joins the core's queue.
+    gate: Gate,
     /// The replica, read on the caller's task.
     view: Arc<View>,
     /// The watches of this beacon: their limits, gauges and shared notices.
@@ -162,11 +185,22 @@ pub(crate) struct DriverHandle {
 
 impl DriverHandle {
     pub(crate) fn new(
-        tx: mpsc::Sender<Asked>,
+        tx: AskSenders,
+        gate: Gate,
         view: Arc<View>,
         watchers: Arc<Watchers>,
     ) -> DriverHandle {
-        DriverHandle { tx, view, watchers }
+        DriverHandle {
+            tx,
+            gate,
+            view,
+            watchers,
+        }
+    }
+
+    /// Whether new work may join the core's queue now ([`Gate`]).
+    pub(crate) fn may_queue(&self) -> Result<(), Reject> {
+        (self.gate)()
     }
 
     /// The watches of this beacon.
@@ -176,8 +210,14 @@ impl DriverHandle {
 
     async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(event(tx).into())
+        let ask = event(tx);
+        let channel = if ask.keeps() {
+            &self.tx.keep
+        } else {
+            &self.tx.new
+        };
+        channel
+            .send(ask.into())
             .await
             .map_err(|_| shutting_down())?;
         rx.await.map_err(|_| shutting_down())
@@ -365,7 +405,7 @@ impl DriverHandle {
             .collect();
         // Once the driver has stopped, the event and its repliers are dropped: each answer
         // below then says so.
-        let _ = self.tx.send(Ask::Requests(event).into()).await;
+        let _ = self.tx.keep.send(Ask::Requests(event).into()).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {
             out.push(match answer.await {
@@ -468,6 +508,9 @@ pub struct Ctx<'a> {
     pub(crate) consistency: Consistency,
     /// What a linearizable read waits for.
     pub(crate) linearize: &'a dyn Linearize,
+    /// Whether the request is new work (not a renewal, not a status read): its writes pass
+    /// the core's gate ([`DriverHandle::may_queue`]).
+    pub(crate) new_work: bool,
 }
 
 impl Ctx<'_> {
@@ -616,6 +659,9 @@ where
     V: Service<State>,
     Services: Routes<State, V>,
 {
+    if ctx.new_work {
+        ctx.driver.may_queue()?;
+    }
     ctx.driver.submit::<V>(request).await?.map_err(reject)
 }
 

@@ -7,8 +7,10 @@
 //! `beacon_request_queue_seconds`) and the worst of the last minute in `show beacon` and
 //! `endpoint status`, where an operator looks first.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use super::admission::pace::Pace;
 
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
@@ -74,6 +76,8 @@ pub(crate) struct Beat {
     pub(crate) queue_wait: Histogram,
     step_gap_worst: WorstOfMinute,
     queue_wait_worst: WorstOfMinute,
+    /// What admission reads of the waits and the core's cost.
+    pace: Arc<Pace>,
 }
 
 /// 100 µs to about 13 s, doubling.
@@ -81,18 +85,18 @@ fn histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
-impl Default for Beat {
-    fn default() -> Self {
+impl Beat {
+    /// A beat that keeps `pace` (admission's) up to date.
+    pub(crate) fn new(pace: Arc<Pace>) -> Beat {
         Beat {
             step_gap: histogram(),
             queue_wait: histogram(),
             step_gap_worst: WorstOfMinute::default(),
             queue_wait_worst: WorstOfMinute::default(),
+            pace,
         }
     }
-}
 
-impl Beat {
     /// The core stepped at `now`, `gap` after its step before.
     pub(crate) fn stepped(&self, now: Instant, gap: Duration) {
         self.step_gap.observe(gap.as_secs_f64());
@@ -103,6 +107,30 @@ impl Beat {
     pub(crate) fn taken(&self, now: Instant, wait: Duration) {
         self.queue_wait.observe(wait.as_secs_f64());
         self.queue_wait_worst.note(now, wait);
+        self.pace.taken(now, wait);
+    }
+
+    /// The gate a write passes before it joins the core's queue: refused `BUSY` once the
+    /// wait it would meet passes `limits.queue_delay_ms` ([`Pace::admit_new`]).
+    pub(crate) fn gate(&self) -> crate::machines::handle::Gate {
+        let pace = self.pace.clone();
+        Arc::new(move || {
+            pace.admit_new(Instant::now()).map_err(|slow| {
+                // Twice the wait: by then the queue that refused it has drained.
+                let wait = (slow.wait.as_millis() as u64)
+                    .saturating_mul(2)
+                    .clamp(5, 1_000);
+                crate::machines::handle::Reject::busy(
+                    format!("busy: {}; renewals go on; retry in {wait} ms", slow.why),
+                    wait,
+                )
+            })
+        })
+    }
+
+    /// The core finished a turn: `asks` asks handled in `busy`, `queued` still waiting.
+    pub(crate) fn turned(&self, asks: usize, busy: Duration, queued: usize) {
+        self.pace.turned(asks, busy, queued);
     }
 
     /// The longest gap between two steps within the last minute.

@@ -218,7 +218,11 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
         )),
         None => match machines::Dispatch::serve(
             frame,
-            &shared.ctx(identity, Consistency::of_flags(frame.flags)),
+            &shared.ctx(
+                identity,
+                Consistency::of_flags(frame.flags),
+                class_of(frame.cmd) == Class::New,
+            ),
         )
         .await
         {
@@ -267,7 +271,11 @@ pub(super) async fn dispatch_batch(
         Ok(ticket) => ticket,
         Err(busy) => return frames.iter().map(|_| Err(busy.clone())).collect(),
     };
-    let ctx = shared.ctx(identity, Consistency::of_flags(first.flags));
+    let ctx = shared.ctx(
+        identity,
+        Consistency::of_flags(first.flags),
+        class_of(first.cmd) == Class::New,
+    );
     match machines::Dispatch::serve_batch(frames, &ctx).await {
         Some(handled) => handled,
         None => {

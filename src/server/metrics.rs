@@ -259,7 +259,7 @@ impl Metrics {
             log_entries: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             fsync: latency_histogram(),
-            beat: Default::default(),
+            beat: std::sync::Arc::new(super::beat::Beat::new(admission.pace())),
             request_duration: Family::new_with_constructor(latency_histogram),
             requests: Family::default(),
             refusals: Family::default(),

@@ -156,11 +156,13 @@ impl Shared {
     }
 
     /// What request handlers have at hand, for a request from `identity` whose reads are
-    /// `consistency`.
+    /// `consistency`; `new_work`: it is not a renewal or a status read, and its writes pass
+    /// the core's gate.
     pub(crate) fn ctx<'a>(
         &'a self,
         identity: Option<&'a crate::auth::Identity>,
         consistency: Consistency,
+        new_work: bool,
     ) -> Ctx<'a> {
         Ctx {
             node: self.config.node,
@@ -170,6 +172,7 @@ impl Shared {
             identity,
             consistency,
             linearize: self,
+            new_work,
         }
     }
 

@@ -100,7 +100,7 @@ async fn answer(
             }
         },
     };
-    let ctx = state.shared.ctx(caller.0.as_ref(), consistency);
+    let ctx = state.shared.ctx(caller.0.as_ref(), consistency, true);
     let params = params.into_iter().collect();
     match (view.answer)(&ctx, &params).await {
         Ok(v) => Json(v).into_response(),

@@ -4,9 +4,10 @@
 //! [`Ready`](crate::consensus::Ready) for, in the order its receipts allow: the term stored,
 //! then a leader's messages, then the log stored, then everything else.
 //!
-//! Everything that changes the replicated state goes through this one task, on one of two
-//! channels (peers' traffic, `peers.rs`, and request handlers' asks, `machines/handle.rs`),
-//! taken by turns, each in the order it arrived. Reads do not: the replica sits in a
+//! Everything that changes the replicated state goes through this one task, on one of three
+//! channels (peers' traffic, `peers.rs`; and request handlers' asks, `machines/handle.rs`,
+//! in two classes: what keeps things going, renewals and status, and new work), taken by
+//! turns, each in the order it arrived, what keeps things going before new work. Reads do not: the replica sits in a
 //! [`View`], which the driver write-locks only while it steps, and a read runs on the task
 //! that asked, its answer waiting for what the driver releases after each carry-out.
 
@@ -33,7 +34,7 @@ use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
 use crate::machines::handle::{
-    Ask, Asked, Committed, DriverHandle, StartPoint, Subscriber, Subscription,
+    Ask, AskSenders, Asked, Committed, DriverHandle, StartPoint, Subscriber, Subscription,
 };
 use crate::machines::view::{CLOCK_ORIGIN_MS, View};
 use crate::machines::{Change, Replica, Services, State};
@@ -53,6 +54,10 @@ pub(crate) type LinkOpener = Box<dyn Fn(SocketAddr) -> mpsc::Sender<Outgoing> + 
 
 /// Most events handled before their log changes are stored together (one fsync).
 const BATCH: usize = 256;
+
+/// Asks that keep things going (renewals, status) taken for each ask of new work while
+/// both are queued.
+const KEEPS_PER_ROUND: usize = 8;
 
 pub(crate) struct Driver {
     config: Arc<Config>,
@@ -103,6 +108,9 @@ pub(crate) struct Driver {
     commit_waiters: Vec<(u64, oneshot::Sender<()>)>,
     /// What request handlers ask.
     asks: mpsc::Receiver<Asked>,
+    /// What keeps things going (renewals, reads' points in the log, status), taken before
+    /// `asks`: overload of new work delays no renewal.
+    keeps: mpsc::Receiver<Asked>,
     /// What peers' links tell.
     peers: mpsc::Receiver<PeerEvent>,
     metrics: Arc<Metrics>,
@@ -113,6 +121,9 @@ pub(crate) struct Driver {
     in_flight: HashMap<SocketAddr, (u64, Instant)>,
     /// When the core last stepped: the beat counts the gaps.
     last_step: Option<std::time::Instant>,
+    /// Asks handled in this turn of the loop, and when the first was taken: admission
+    /// learns what one costs the core.
+    turn: Option<(usize, std::time::Instant)>,
 }
 
 impl Driver {
@@ -144,6 +155,7 @@ impl Driver {
             election: greeting,
         });
         let (ask, asks) = mpsc::channel(4096);
+        let (keep, keeps) = mpsc::channel(4096);
         let (tell, peers) = mpsc::channel(4096);
         let view = View::new(core, config.ip_allow.clone());
         let driver = Driver {
@@ -169,17 +181,20 @@ impl Driver {
             history,
             commit_waiters: Vec::new(),
             asks,
+            keeps,
             peers,
             counted,
             metrics,
             in_flight: HashMap::new(),
             last_step: None,
+            turn: None,
         };
         let watchers = driver.metrics.watchers.clone();
+        let gate = driver.metrics.beat.gate();
         let peer_handle = PeerHandle::new(tell, view.clone());
         (
             driver,
-            DriverHandle::new(ask, view, watchers),
+            DriverHandle::new(AskSenders { keep, new: ask }, gate, view, watchers),
             peer_handle,
             current_rx,
         )
@@ -311,6 +326,13 @@ impl Driver {
                     }
                     None => break,
                 },
+                ask = self.keeps.recv() => match ask {
+                    Some(ask) => {
+                        self.answer(ask);
+                        self.handle_queued(BATCH - 1);
+                    }
+                    None => break,
+                },
                 ask = self.asks.recv() => match ask {
                     Some(ask) => {
                         self.answer(ask);
@@ -324,6 +346,15 @@ impl Driver {
             if self.failed.is_none() {
                 self.carry_out();
             }
+            // What the turn cost, by ask, and what is left queued: new work is admitted
+            // by the wait it would meet (`server/admission/pace.rs`).
+            let (asks, busy) = match self.turn.take() {
+                Some((asks, first)) => (asks, first.elapsed()),
+                None => (0, std::time::Duration::ZERO),
+            };
+            self.metrics
+                .beat
+                .turned(asks, busy, self.asks.len() + self.keeps.len());
             if let Some(why) = self.failed.take() {
                 error!("stopping: {why}");
                 shutdown.cancel();
@@ -344,6 +375,18 @@ impl Driver {
             if let Ok(event) = self.peers.try_recv() {
                 self.heard(event);
                 handled += 1;
+            }
+            // What keeps things going before new work: up to eight of it to one of new
+            // work (new work is slowed by a flood of renewals, not starved), and a peer's
+            // message each round whatever else is queued.
+            let mut kept = 0;
+            while handled < most
+                && kept < KEEPS_PER_ROUND
+                && let Ok(ask) = self.keeps.try_recv()
+            {
+                self.answer(ask);
+                handled += 1;
+                kept += 1;
             }
             if handled < most
                 && let Ok(ask) = self.asks.try_recv()
@@ -406,6 +449,7 @@ impl Driver {
         self.metrics
             .beat
             .taken(taken, taken.saturating_duration_since(at));
+        self.turn.get_or_insert((0, taken)).0 += 1;
         let now = self.now();
         match ask {
             Ask::Metrics(done) => {
@@ -906,7 +950,14 @@ mod view_tests {
         let view = View::new(replica, config.ip_allow.clone());
         let (tx, rx) = mpsc::channel(1);
         let watchers = Arc::new(crate::machines::watchers::Watchers::new(Default::default()));
-        (view.clone(), DriverHandle::new(tx, view, watchers), rx)
+        let (keep, _) = mpsc::channel(1);
+        let senders = crate::machines::handle::AskSenders { keep, new: tx };
+        let gate: crate::machines::handle::Gate = Arc::new(|| Ok(()));
+        (
+            view.clone(),
+            DriverHandle::new(senders, gate, view, watchers),
+            rx,
+        )
     }
 
     // Two threads: the read below blocks its thread until the test lets go of the lock.
