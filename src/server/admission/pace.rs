@@ -61,7 +61,13 @@ pub(crate) struct Pace {
 struct Window {
     start: Instant,
     shortest: Option<Duration>,
+    /// Asks taken in it.
+    taken: usize,
 }
+
+/// The fewest asks a window must have taken for its shortest wait to be a standing queue:
+/// a few asks behind one slow turn (a beacon's first fsyncs) are no queue of work.
+const STANDING_ASKS: usize = 8;
 
 /// Why new work waits: what a `BUSY` says, and how long to wait before retrying.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +87,7 @@ impl Pace {
             window: Mutex::new(Window {
                 start: now,
                 shortest: None,
+                taken: 0,
             }),
             standing_ns: AtomicU64::new(0),
             judged_ns: AtomicU64::new(0),
@@ -93,8 +100,14 @@ impl Pace {
     pub(crate) fn taken(&self, now: Instant, wait: Duration) {
         let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
         window.shortest = Some(window.shortest.map_or(wait, |s| s.min(wait)));
+        window.taken += 1;
         if now.saturating_duration_since(window.start) >= INTERVAL {
-            let shortest = window.shortest.take().unwrap_or_default();
+            let shortest = match window.taken >= STANDING_ASKS {
+                true => window.shortest.take().unwrap_or_default(),
+                false => Duration::ZERO,
+            };
+            window.shortest = None;
+            window.taken = 0;
             self.standing_ns
                 .store(shortest.as_nanos() as u64, Ordering::Relaxed);
             self.judged_ns.store(
@@ -234,6 +247,12 @@ mod tests {
         pace.taken(t0 + 10 * MS, Duration::ZERO);
         pace.taken(t0 + 110 * MS, 50 * MS);
         assert!(pace.admit_new(t0 + 111 * MS).is_ok(), "a burst drained");
+        // Three asks that waited long: too few to be a queue of work.
+        pace.taken(t0 + 120 * MS, 30 * MS);
+        pace.taken(t0 + 130 * MS, 30 * MS);
+        pace.taken(t0 + 220 * MS, 30 * MS);
+        assert!(pace.admit_new(t0 + 221 * MS).is_ok(), "three asks");
+        let t0 = t0 + 110 * MS;
         // Every ask of a window waited 8 ms or more: a standing queue.
         for k in 0..10u32 {
             pace.taken(t0 + 120 * MS + k * 10 * MS, 8 * MS + k * MS);
