@@ -65,8 +65,8 @@ pub struct HungRun {
     pub longest_gap_ms: f64,
     /// The same, median over the registrations.
     pub median_gap_ms: f64,
-    /// The leader's longest gap between two steps of its core, the worst of the minute
-    /// that ends with the case (the leader after it, where it was stopped).
+    /// The longest gap between two steps of the cores of the beacons that were not
+    /// stopped, the worst of the minute that ends with the case.
     pub step_gap_ms: Option<f64>,
 }
 
@@ -117,6 +117,9 @@ pub struct OverloadRun {
     pub lost: usize,
     /// Terms the leader's went up by over the overload: each an election.
     pub leader_changes: u64,
+    /// The longest an ask waited for the leader's core, the worst of the minute ending
+    /// with the overload: what admission by delay bounds.
+    pub core_wait_ms: Option<f64>,
     /// The leader's longest gap between two steps, the worst of the minute ending with it.
     pub step_gap_ms: Option<f64>,
 }
@@ -277,10 +280,16 @@ async fn hung(
         let mut gaps = gaps.await?;
         gaps.sort_by(f64::total_cmp);
         let lost = regs.iter().filter(|r| !r.is_live()).count();
-        let step_gap = match cluster.leader().await {
-            Some(l) => step_gap_ms(cluster.members[l].client, &cluster.beacon_client).await,
-            None => None,
-        };
+        // The beacons that ran through it, the leader that served among them: the stopped
+        // one's own gap is its stop.
+        let mut step_gap = None::<f64>;
+        for (i, m) in cluster.members.iter().enumerate() {
+            if i != stopped
+                && let Some(gap) = step_gap_ms(m.client, &cluster.beacon_client).await
+            {
+                step_gap = Some(step_gap.map_or(gap, |g| g.max(gap)));
+            }
+        }
         let run = HungRun {
             stopped: which.into(),
             registrations: n,
@@ -875,10 +884,14 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         .await
         .unwrap_or(term)
         .saturating_sub(term);
-    let step_gap = match cluster.leader().await {
-        Some(l) => step_gap_ms(cluster.members[l].client, &cluster.beacon_client).await,
+    let status = match cluster.leader().await {
+        Some(l) => {
+            beacon_testkit::status_with(cluster.members[l].client, &cluster.beacon_client).await
+        }
         None => None,
     };
+    let step_gap = status.as_ref().map(|s| s.step_gap_worst_ms as f64);
+    let core_wait = status.as_ref().map(|s| s.queue_wait_worst_ms as f64);
     let run = OverloadRun {
         peak_per_sec: peak.per_sec,
         peak_p99_ms: peak.p99_ms,
@@ -893,6 +906,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         unloaded_rss_bytes: unloaded_rss,
         lost,
         leader_changes,
+        core_wait_ms: core_wait,
         step_gap_ms: step_gap,
     };
     println!(
@@ -909,9 +923,10 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         run.leader_rss_bytes as f64 / 1048576.0,
     );
     println!(
-        "  {} leader changes; longest step gap {:?} ms; leader RSS unloaded {:.1} MiB",
+        "  {} leader changes; longest step gap {:?} ms; longest wait for the core {:?} ms; leader RSS unloaded {:.1} MiB",
         run.leader_changes,
         run.step_gap_ms,
+        run.core_wait_ms,
         run.unloaded_rss_bytes as f64 / 1048576.0
     );
     Ok(run)
