@@ -208,15 +208,19 @@ impl DriverHandle {
         self.watchers.clone()
     }
 
-    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
-        let (tx, rx) = oneshot::channel();
-        let ask = event(tx);
-        let channel = if ask.keeps() {
+    /// The channel `ask` reaches the core on: what keeps things going, or new work.
+    fn channel(&self, ask: &Ask) -> &mpsc::Sender<Asked> {
+        if ask.keeps() {
             &self.tx.keep
         } else {
             &self.tx.new
-        };
-        channel
+        }
+    }
+
+    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
+        let (tx, rx) = oneshot::channel();
+        let ask = event(tx);
+        self.channel(&ask)
             .send(ask.into())
             .await
             .map_err(|_| shutting_down())?;
@@ -405,7 +409,8 @@ impl DriverHandle {
             .collect();
         // Once the driver has stopped, the event and its repliers are dropped: each answer
         // below then says so.
-        let _ = self.tx.keep.send(Ask::Requests(event).into()).await;
+        let ask = Ask::Requests(event);
+        let _ = self.channel(&ask).send(ask.into()).await;
         let mut out = Vec::with_capacity(answers.len());
         for answer in answers {
             out.push(match answer.await {

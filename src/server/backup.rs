@@ -39,9 +39,8 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
     let cluster = shared.config.cluster.clone();
     // Encoding a large state is bulk work: on the bulk thread, below the core and the
     // requests (`machines/bulk.rs`), and so are the chunks.
+    let position = snapshot.position;
     let (encoded, file) = tokio::sync::oneshot::channel();
-    let snapshot = std::sync::Arc::new(snapshot);
-    let taking = snapshot.clone();
     crate::machines::bulk::spawn(async move {
         let file = backup::encode(
             &Taken {
@@ -50,7 +49,7 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
                 taken_at_ms,
                 identity: &identity,
             },
-            &taking,
+            &snapshot,
         );
         let _ = encoded.send(file);
     });
@@ -59,13 +58,13 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
         .await
         .map_err(|_| crate::machines::handle::shutting_down())?;
     info!(
-        index = snapshot.position.index,
+        index = position.index,
         bytes = file.len(),
         "backup taken for a client"
     );
     let start = pb::BackupStart {
-        index: snapshot.position.index,
-        term: snapshot.position.term,
+        index: position.index,
+        term: position.term,
         size: file.len() as u64,
     };
     // Room for the chunk's own fields in the frame.

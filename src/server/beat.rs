@@ -110,24 +110,6 @@ impl Beat {
         self.pace.taken(now, wait);
     }
 
-    /// The gate a write passes before it joins the core's queue: refused `BUSY` once the
-    /// wait it would meet passes `limits.queue_delay_ms` ([`Pace::admit_new`]).
-    pub(crate) fn gate(&self) -> crate::machines::handle::Gate {
-        let pace = self.pace.clone();
-        Arc::new(move || {
-            pace.admit_new(Instant::now()).map_err(|slow| {
-                // Twice the wait: by then the queue that refused it has drained.
-                let wait = (slow.wait.as_millis() as u64)
-                    .saturating_mul(2)
-                    .clamp(5, 1_000);
-                crate::machines::handle::Reject::busy(
-                    format!("busy: {}; renewals go on; retry in {wait} ms", slow.why),
-                    wait,
-                )
-            })
-        })
-    }
-
     /// The core finished a turn: `asks` asks handled in `busy`, `queued` still waiting.
     pub(crate) fn turned(&self, asks: usize, busy: Duration, queued: usize) {
         self.pace.turned(asks, busy, queued);

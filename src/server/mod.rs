@@ -210,8 +210,13 @@ impl Server {
             admission.clone(),
         ));
         metrics.is_learner.set(i64::from(config.is_learner()));
-        let (mut driver, handle, peers, current) =
-            Driver::new(config.clone(), loaded, links, metrics.clone());
+        let (mut driver, handle, peers, current) = Driver::new(
+            config.clone(),
+            loaded,
+            links,
+            metrics.clone(),
+            admission.gate(),
+        );
         let peer_up = link_rxs
             .iter()
             .map(|(peer, _)| (*peer, Arc::new(Notify::new())))

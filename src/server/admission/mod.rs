@@ -127,7 +127,22 @@ impl Admission {
 
     /// Requests refused since start, writes refused for the wait at the core's door with them.
     pub(crate) fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed) + self.pace.refused()
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The gate a write of new work passes before it joins the core's queue
+    /// ([`crate::machines::handle::DriverHandle::may_queue`]): refused `BUSY`, and counted
+    /// with every other refusal, once the wait it would meet passes
+    /// `limits.queue_delay_ms` ([`pace::Pace::admit_new`]).
+    pub(crate) fn gate(self: &Arc<Self>) -> crate::machines::handle::Gate {
+        let admission = self.clone();
+        Arc::new(move || {
+            admission.pace.admit_new(Instant::now()).map_err(|slow| {
+                // Twice the wait: by then the queue that refused it has drained.
+                let wait = (slow.wait.as_millis() as u64).saturating_mul(2);
+                admission.busy(format!("{}; renewals go on", slow.why), wait)
+            })
+        })
     }
 
     /// The share of the client `key` names ([`super::dispatch::client_key`]): the same for

@@ -53,8 +53,6 @@ pub(crate) struct Pace {
     /// When the last whole window ended, in nanoseconds after `born`.
     judged_ns: AtomicU64,
     born: Instant,
-    /// Writes refused for the wait since start.
-    refused: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -92,7 +90,6 @@ impl Pace {
             standing_ns: AtomicU64::new(0),
             judged_ns: AtomicU64::new(0),
             born: now,
-            refused: AtomicU64::new(0),
         }
     }
 
@@ -152,22 +149,9 @@ impl Pace {
         self.cost() * ahead.min(u32::MAX as usize) as u32
     }
 
-    /// Writes refused for the wait since start.
-    pub(crate) fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
-    }
-
     /// Whether new work may be admitted at `now`: `Err` says why not and for how long. An
     /// admitted request is counted towards the wait ahead of the next.
     pub(crate) fn admit_new(&self, now: Instant) -> Result<(), TooSlow> {
-        let judged = self.judge(now);
-        if judged.is_err() {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        judged
-    }
-
-    fn judge(&self, now: Instant) -> Result<(), TooSlow> {
         if self.target.is_zero() {
             return Ok(());
         }

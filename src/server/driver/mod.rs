@@ -127,12 +127,14 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// Creates the driver and its handle, around the state loaded at start.
+    /// Creates the driver and its handle, around the state loaded at start; `gate` is what
+    /// a write of new work passes before it joins the core's queue (admission's).
     pub(crate) fn new(
         config: Arc<Config>,
         loaded: Loaded,
         links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
         metrics: Arc<Metrics>,
+        gate: crate::machines::handle::Gate,
     ) -> (Driver, DriverHandle, PeerHandle, watch::Receiver<Greeting>) {
         let Loaded {
             data_dir,
@@ -190,7 +192,6 @@ impl Driver {
             turn: None,
         };
         let watchers = driver.metrics.watchers.clone();
-        let gate = driver.metrics.beat.gate();
         let peer_handle = PeerHandle::new(tell, view.clone());
         (
             driver,
