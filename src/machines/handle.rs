@@ -1,13 +1,12 @@
-//! What every request handler (the core's, and each machine's in its `rpc.rs`) shares: its
-//! handle on the driver (what it may ask of the core), the answer a handler gives, and the
-//! refusal it sends instead. Peer traffic reaches the driver on a channel of its own,
-//! beside the driver (`server/driver/peers.rs`).
+//! What every request handler (the core's, and each machine's in its `rpc.rs`) shares: what
+//! it may ask of the core ([`Core`], which the driver's handle in `server/driver/handle.rs`
+//! implements, and what is built on it in [`CoreExt`]), the answer a handler gives, and the
+//! refusal it sends instead.
 //!
-//! A handler changes the replicated state only through the driver's channel of asks: it
-//! submits a request to its machine's service (answered once the core allows) or subscribes
-//! to committed changes. It reads the state on its own task, from the driver's
-//! `View` (`machines/view.rs`): a read never waits behind the writes queued for
-//! the driver.
+//! A handler changes the replicated state only through the core: it submits a request to
+//! its machine's service (answered once the core allows) or subscribes to committed
+//! changes. It reads the state on its own task, from the driver's `View`
+//! (`machines/view.rs`): a read never waits behind the writes queued for the driver.
 
 // The machines' handlers are compiled in every build, the daemon that calls them only with
 // the `server` feature: without it (`beacon-client`) part of this module has no caller.
@@ -18,13 +17,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
 
 use crate::consensus::{ConsensusError, Machine, Reply, ReplyError, Service};
 use crate::machines::view::{ReadError, View};
 pub use crate::machines::watchers::Pushes;
 use crate::machines::watchers::{Pushed, Queue, Watchers};
-use crate::machines::{Change, Part, Replica, Routes, Sections, Services, State};
+use crate::machines::{Change, Part, Replica, Request, Routes, Sections, Services, State};
 use crate::pb;
 use crate::time::Millis;
 use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame, FrameError, response_code};
@@ -96,250 +96,82 @@ pub(crate) struct Subscription {
 /// How long a subscription's first answer waits for the entries it reflects to commit.
 const COMMIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What a request handler (the core's, or a machine's) asks of the driver, over the one
-/// channel all of them share. Peer traffic has a channel of its own
-/// (`server/driver/peers.rs`).
-pub(crate) enum Ask {
-    /// Set the state gauges of the metrics now (a scrape is about to read them).
-    Metrics(oneshot::Sender<()>),
-    Request {
-        request: crate::machines::Request,
-        reply: oneshot::Sender<Reply<State, Services>>,
-    },
-    /// Requests that arrived together (node reports queued back to back on one
-    /// connection), stepped one by one in this order: one trip through the channel for all.
-    Requests(
-        Vec<(
-            crate::machines::Request,
-            oneshot::Sender<Reply<State, Services>>,
-        )>,
-    ),
-    Subscribe(Subscription),
-    /// A leader transfer ([`crate::consensus::Input::Transfer`]).
-    Transfer {
-        to: Option<SocketAddr>,
-        reply: oneshot::Sender<Result<SocketAddr, crate::consensus::TransferError>>,
-    },
-    /// A change of membership ([`crate::consensus::Input::ChangeMembers`]).
-    ChangeMembers {
-        change: crate::consensus::Change,
-        reply: oneshot::Sender<Result<crate::consensus::Changed, crate::consensus::ChangeError>>,
-    },
-    /// A linearizable read's point in the log ([`crate::consensus::Input::ReadIndex`]), for
-    /// this beacon's reads or for a follower's (`asker`).
-    ReadIndex {
-        asker: Option<crate::consensus::Asker>,
-        reply: oneshot::Sender<Result<u64, ConsensusError>>,
-    },
-}
+/// A request's answer from the core, or why the core gave none.
+pub(crate) type Answer = Result<Reply<State, Services>, Reject>;
 
-impl Ask {
-    /// Whether it keeps what exists going (renewals batched from a connection, a read's
-    /// point in the log, the status a scrape reads, a leadership or membership change):
-    /// the core takes these before new work, on a channel of their own.
-    fn keeps(&self) -> bool {
-        !matches!(self, Ask::Request { .. } | Ask::Subscribe(_))
-    }
-}
-
-/// Whether new work may join the core's queue now: admission by the wait it would meet
-/// (`server/admission/pace.rs`), asked of each write at the door of the queue, where
-/// reads, which never wait there, are not held to it.
-pub(crate) type Gate = Arc<dyn Fn() -> Result<(), Reject> + Send + Sync>;
-
-/// The two channels to the core: what keeps things going, taken first, and new work.
-#[derive(Clone)]
-pub(crate) struct AskSenders {
-    pub(crate) keep: mpsc::Sender<Asked>,
-    pub(crate) new: mpsc::Sender<Asked>,
-}
-
-/// An [`Ask`] with when it was queued: the core's beat counts how long each waited before
-/// the core took it (`beacon_request_queue_seconds`).
-pub(crate) struct Asked {
-    pub(crate) at: std::time::Instant,
-    pub(crate) ask: Ask,
-}
-
-impl From<Ask> for Asked {
-    fn from(ask: Ask) -> Asked {
-        Asked {
-            at: std::time::Instant::now(),
-            ask,
-        }
-    }
-}
-
-/// Cheap handle for talking to the driver task. Every call fails with "shutting down" once
-/// the driver has stopped.
-#[derive(Clone)]
-pub(crate) struct DriverHandle {
-    tx: AskSenders,
-    /// Asked before a write joins the core's queue.
-    gate: Gate,
+/// What a request handler may ask of the core. The driver's handle
+/// (`server/driver/handle.rs`) is the one implementation: the machines name the core
+/// through this trait, not the daemon that steps it, which they are compiled without in
+/// `beacon-client`. Each method is one trip to the core or a look at its [`View`]; what a
+/// handler builds from them (a typed submit, a linearizable read, a watch's start) is in
+/// [`CoreExt`], the same for every implementation.
+pub(crate) trait Core: Send + Sync {
     /// The replica, read on the caller's task.
-    view: Arc<View>,
+    fn view(&self) -> &View;
+
     /// The watches of this beacon: their limits, gauges and shared notices.
-    watchers: Arc<Watchers>,
+    fn watchers(&self) -> &Arc<Watchers>;
+
+    /// Whether new work may join the core's queue now (admission by the wait it would
+    /// meet, `server/admission/pace.rs`), asked of each write at the door of the queue.
+    fn may_queue(&self) -> Result<(), Reject>;
+
+    /// Steps `request` through the core; answers once the core allows (a write once
+    /// committed).
+    fn request(&self, request: Request) -> BoxFuture<'_, Answer>;
+
+    /// Steps `requests` through the core in this order, in one trip, and answers each in
+    /// the same order.
+    fn requests(&self, requests: Vec<Request>) -> BoxFuture<'_, Vec<Answer>>;
+
+    /// Hands `subscription` to the core, which runs its read between two steps; the read
+    /// itself answers the caller.
+    fn start(&self, subscription: Subscription) -> BoxFuture<'_, Result<(), Reject>>;
+
+    /// This beacon's answer to a linearizable read wanting its point in the log: the
+    /// leader's commit index once a majority confirmed its leadership (see
+    /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower. `asker`: the
+    /// follower that asks for its own reads, and in which term it follows this beacon.
+    fn read_index(
+        &self,
+        asker: Option<crate::consensus::Asker>,
+    ) -> BoxFuture<'_, Result<u64, Reject>>;
 }
 
-impl DriverHandle {
-    pub(crate) fn new(
-        tx: AskSenders,
-        gate: Gate,
-        view: Arc<View>,
-        watchers: Arc<Watchers>,
-    ) -> DriverHandle {
-        DriverHandle {
-            tx,
-            gate,
-            view,
-            watchers,
-        }
-    }
-
-    /// Whether new work may join the core's queue now ([`Gate`]).
-    pub(crate) fn may_queue(&self) -> Result<(), Reject> {
-        (self.gate)()
-    }
-
-    /// The watches of this beacon.
-    pub(crate) fn watchers(&self) -> Arc<Watchers> {
-        self.watchers.clone()
-    }
-
-    /// The channel `ask` reaches the core on: what keeps things going, or new work.
-    fn channel(&self, ask: &Ask) -> &mpsc::Sender<Asked> {
-        if ask.keeps() {
-            &self.tx.keep
-        } else {
-            &self.tx.new
-        }
-    }
-
-    async fn ask<T>(&self, event: impl FnOnce(oneshot::Sender<T>) -> Ask) -> Result<T, Reject> {
-        let (tx, rx) = oneshot::channel();
-        let ask = event(tx);
-        self.channel(&ask)
-            .send(ask.into())
-            .await
-            .map_err(|_| shutting_down())?;
-        rx.await.map_err(|_| shutting_down())
-    }
-
-    /// Hands the leadership to `to` (or the beacon furthest along); answers with the beacon
-    /// that leads once it has taken over.
-    pub(crate) async fn transfer(
-        &self,
-        to: Option<SocketAddr>,
-    ) -> Result<Result<SocketAddr, crate::consensus::TransferError>, Reject> {
-        self.ask(|reply| Ask::Transfer { to, reply }).await
-    }
-
-    /// Why beacon `node` may not exchange heartbeats with this one, if it may not: it is
-    /// neither a member here nor one a change not yet committed removed. `theirs` is the log
-    /// index of the membership it holds (0: its configured one), when it said (a handshake
-    /// says; a heartbeat does not). A beacon whose membership is older than ours was removed
-    /// while it could not hear of it (hung, or cut off), and is told so; any other is told
-    /// how to become a member.
-    pub(crate) fn refuse_non_member(
-        &self,
-        node: SocketAddr,
-        theirs: Option<u64>,
-    ) -> Option<Reject> {
-        let replica = self.view.read();
-        if replica.election().peers().any(|p| p == node) {
-            return None;
-        }
-        let ours = replica.members_index();
-        let msg = if theirs.is_none_or(|theirs| theirs < ours) && ours > 0 {
-            let holds = theirs.map_or(String::new(), |t| {
-                format!(", and it holds the one of index {t}")
-            });
-            format!(
-                "beacon `{node}` is no longer a member of this cluster: the membership of log index {ours} ({}) does not name it{holds}; it was removed, perhaps while it could not hear of it (stopped, hung or cut off): stop it, or to bring it back move its data directory aside and start it with `--join`",
-                replica.members()
-            )
-        } else {
-            format!(
-                "beacon `{node}` is not a member of this cluster (see `nebcli member list`): add it with `nebcli member add {node}` or start it with `--join`; with no membership change made yet, check the `beacon` and `learners` lists agree"
-            )
-        };
-        Some(Reject::close(ErrorCode::UnknownBeacon, msg))
-    }
-
-    /// Whether this beacon can serve writes now (it leads, sees a majority and has taken
-    /// over its state).
-    pub(crate) fn serving(&self) -> bool {
-        self.view.read().ready_to_serve().is_ok()
-    }
-
-    /// The log index of the membership in effect here (0: the configured one).
-    pub(crate) fn members_index(&self) -> u64 {
-        self.view.read().members_index()
-    }
-
-    /// Changes the membership by one beacon (at the leader); answered once committed.
-    pub(crate) async fn change_members(
-        &self,
-        change: crate::consensus::Change,
-    ) -> Result<Result<crate::consensus::Changed, crate::consensus::ChangeError>, Reject> {
-        self.ask(|reply| Ask::ChangeMembers { change, reply }).await
-    }
-
+/// What a handler builds from the core's methods ([`Core`]), for the driver's handle and
+/// for `dyn Core` alike.
+pub(crate) trait CoreExt: Core {
     /// Refuses `ip` (a client's, or the address a service registers) unless it is a
     /// beacon's or the allowlist admits it (see [`crate::allow`]: the cluster's list, else
     /// this beacon's `ip_allow`); `what` says which it is.
-    pub(crate) fn admit(&self, ip: std::net::IpAddr, what: &str) -> Result<(), Reject> {
-        if self.view.admits(ip) {
+    fn admit(&self, ip: std::net::IpAddr, what: &str) -> Result<(), Reject> {
+        let view = self.view();
+        if view.admits(ip) {
             return Ok(());
         }
         Err(Reject::new(
             ErrorCode::PermissionDenied,
             format!(
                 "{what} {ip} is not in the cluster's allowlist ({}); an admin adds it with `nebcli set ip_white ...` (key `ip_allow` until one is set)",
-                self.view.allowlist()
+                view.allowlist()
             ),
         ))
     }
 
-    /// The leader this beacon follows and the term in which it does, now (`None` while it
-    /// leads, or knows no leader).
-    pub(crate) fn follows(&self) -> Option<(SocketAddr, u64)> {
-        let replica = self.view.read();
-        let election = replica.election();
-        election.followed().map(|leader| (leader, election.term()))
-    }
-
-    /// This beacon's answer to a linearizable read wanting its point in the log: the
-    /// leader's commit index once a majority confirmed its leadership (see
-    /// [`crate::consensus::Input::ReadIndex`]); `NOT_LEADER` on a follower. `asker`: the
-    /// follower that asks for its own reads, and in which term it follows this beacon.
-    pub(crate) async fn read_index(
-        &self,
-        asker: Option<crate::consensus::Asker>,
-    ) -> Result<u64, Reject> {
-        // A follower's request that confirms the leadership by itself is answered here,
-        // between the driver's steps, not behind the writes queued for it.
-        if let Some(index) = asker.and_then(|a| self.view.read().read_index_confirmed(a)) {
-            return Ok(index);
-        }
-        Ok(self.ask(|reply| Ask::ReadIndex { asker, reply }).await??)
-    }
-
     /// Runs `f` once this replica has applied the log through `index` (a read index), and
     /// answers once every entry it saw is committed.
-    pub(crate) async fn read_after<T: Send + 'static>(
+    async fn read_after<T: Send + 'static>(
         &self,
         index: u64,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
-        self.view.applied(index).await?;
+        let view = self.view();
+        view.applied(index).await?;
         let (answer, at) = {
-            let replica = self.view.read();
-            (f(&replica, self.view.now()), replica.applied())
+            let replica = view.read();
+            (f(&replica, view.now()), replica.applied())
         };
-        self.view.committed(at).await?;
+        view.committed(at).await?;
         Ok(answer)
     }
 
@@ -348,49 +180,44 @@ impl DriverHandle {
     /// majority to confirm, in a round started after the read and in the same term, that
     /// this beacon still leads (no other leader can have acknowledged a write before the
     /// read), and for every entry the read saw to be committed.
-    pub(crate) async fn leader_read<T: Send + 'static>(
+    async fn leader_read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
+        let view = self.view();
         let (answer, at, term) = {
-            let replica = self.view.read();
+            let replica = view.read();
             if !replica.is_leader() {
                 return Err(replica.not_leader().into());
             }
             replica.ready_to_serve()?;
-            let answer = f(&replica, self.view.now());
+            let answer = f(&replica, view.now());
             (answer, replica.applied(), replica.election().term())
         };
         self.read_index(None).await?;
-        if self.view.read().election().term() != term {
+        if view.read().election().term() != term {
             return Err(ConsensusError::LeaderChanged.into());
         }
-        self.view.committed(at).await?;
+        view.committed(at).await?;
         Ok(answer)
-    }
-
-    /// Brings the metrics' state gauges up to date.
-    pub(crate) async fn refresh_metrics(&self) -> Result<(), Reject> {
-        self.ask(Ask::Metrics).await
     }
 
     /// Submits a request to service `V`; the answer comes once the core allows it (a write
     /// once committed). The outer error is the core's (or a shutdown), the inner `V`'s own.
-    pub(crate) async fn submit<V>(
-        &self,
-        request: V::Request,
-    ) -> Result<Result<V::Response, V::Error>, Reject>
+    async fn submit<V>(&self, request: V::Request) -> Result<Result<V::Response, V::Error>, Reject>
     where
         V: Service<State>,
         Services: Routes<State, V>,
     {
-        let request = <Services as Routes<State, V>>::request(request);
-        routed::<V>(self.ask(|reply| Ask::Request { request, reply }).await?)
+        routed::<V>(
+            self.request(<Services as Routes<State, V>>::request(request))
+                .await?,
+        )
     }
 
-    /// Submits `requests` to service `V` together, in this order (one event for all), and
-    /// answers each as [`DriverHandle::submit`] would, in the same order.
-    pub(crate) async fn submit_each<V>(
+    /// Submits `requests` to service `V` together, in this order (one trip for all), and
+    /// answers each as [`CoreExt::submit`] would, in the same order.
+    async fn submit_each<V>(
         &self,
         requests: Vec<V::Request>,
     ) -> Vec<Result<Result<V::Response, V::Error>, Reject>>
@@ -398,37 +225,26 @@ impl DriverHandle {
         V: Service<State>,
         Services: Routes<State, V>,
     {
-        let mut answers = Vec::with_capacity(requests.len());
-        let event = requests
+        let requests = requests
             .into_iter()
-            .map(|request| {
-                let (tx, rx) = oneshot::channel();
-                answers.push(rx);
-                (<Services as Routes<State, V>>::request(request), tx)
-            })
+            .map(<Services as Routes<State, V>>::request)
             .collect();
-        // Once the driver has stopped, the event and its repliers are dropped: each answer
-        // below then says so.
-        let ask = Ask::Requests(event);
-        let _ = self.channel(&ask).send(ask.into()).await;
-        let mut out = Vec::with_capacity(answers.len());
-        for answer in answers {
-            out.push(match answer.await {
-                Ok(reply) => routed::<V>(reply),
-                Err(_) => Err(shutting_down()),
-            });
-        }
-        out
+        self.requests(requests)
+            .await
+            .into_iter()
+            .map(|answer| routed::<V>(answer?))
+            .collect()
     }
 
     /// Runs `f` on this beacon's replica as it is now (a serializable read), on the
     /// caller's task.
-    pub(crate) async fn read<T: Send + 'static>(
+    async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
-        let replica = self.view.read();
-        Ok(f(&replica, self.view.now()))
+        let view = self.view();
+        let replica = view.read();
+        Ok(f(&replica, view.now()))
     }
 
     /// Runs `f` on the replica between steps, when this beacon can serve (it leads and, in
@@ -437,7 +253,7 @@ impl DriverHandle {
     /// everything `f` saw is committed: a first answer never shows a write that a later
     /// leader could lose, and a leader still collecting a majority's state (which it then
     /// takes over whole, telling no subscriber) is never subscribed to.
-    pub(crate) async fn subscribe<T: Send + 'static>(
+    async fn subscribe<T: Send + 'static>(
         &self,
         from: u64,
         f: impl FnOnce(&Replica, Millis, StartPoint, Option<Replay<Change>>) -> (T, Option<Subscriber>)
@@ -445,23 +261,22 @@ impl DriverHandle {
         + 'static,
     ) -> Result<T, Reject> {
         let (committed, barrier) = oneshot::channel();
-        let answer = self
-            .ask(|tx| {
-                Ask::Subscribe(Subscription {
-                    start: Box::new(move |replica, now, since, replay| {
-                        if let Err(e) = replica.ready_to_serve() {
-                            let _ = tx.send(Err(e));
-                            return None;
-                        }
-                        let (answer, subscriber) = f(replica, now, since, replay);
-                        let _ = tx.send(Ok(answer));
-                        subscriber
-                    }),
-                    from,
-                    committed,
-                })
-            })
-            .await??;
+        let (tx, answer) = oneshot::channel();
+        self.start(Subscription {
+            start: Box::new(move |replica, now, since, replay| {
+                if let Err(e) = replica.ready_to_serve() {
+                    let _ = tx.send(Err(e));
+                    return None;
+                }
+                let (answer, subscriber) = f(replica, now, since, replay);
+                let _ = tx.send(Ok(answer));
+                subscriber
+            }),
+            from,
+            committed,
+        })
+        .await?;
+        let answer = answer.await.map_err(|_| shutting_down())??;
         match tokio::time::timeout(COMMIT_WAIT, barrier).await {
             Ok(Ok(())) => Ok(answer),
             Ok(Err(_)) => Err(ConsensusError::LeaderChanged.into()),
@@ -469,6 +284,8 @@ impl DriverHandle {
         }
     }
 }
+
+impl<C: Core + ?Sized> CoreExt for C {}
 
 impl From<ReadError> for Reject {
     fn from(e: ReadError) -> Reject {
@@ -506,7 +323,7 @@ pub struct Ctx<'a> {
     pub(crate) beacons: &'a [String],
     /// Every machine's section of the configuration.
     pub(crate) sections: &'a Sections,
-    pub(crate) driver: &'a DriverHandle,
+    pub(crate) driver: &'a dyn Core,
     /// Who sent the request, when this beacon requires authentication (key `auth`).
     pub(crate) identity: Option<&'a crate::auth::Identity>,
     /// How fresh the request's reads must be.
@@ -514,7 +331,7 @@ pub struct Ctx<'a> {
     /// What a linearizable read waits for.
     pub(crate) linearize: &'a dyn Linearize,
     /// Whether the request is new work (not a renewal, not a status read): its writes pass
-    /// the core's gate ([`DriverHandle::may_queue`]).
+    /// the core's gate ([`Core::may_queue`]).
     pub(crate) new_work: bool,
 }
 
@@ -670,7 +487,7 @@ where
     ctx.driver.submit::<V>(request).await?.map_err(reject)
 }
 
-/// Submits `requests` to service `V` together ([`DriverHandle::submit_each`]) and returns
+/// Submits `requests` to service `V` together ([`CoreExt::submit_each`]) and returns
 /// each answer in order, `V`'s refusals made replies through `reject`.
 pub(crate) async fn submit_each<V>(
     ctx: &Ctx<'_>,
@@ -798,7 +615,7 @@ where
 {
     let pushed = pushed.code();
     let mut ended = StreamEnd::new(ended);
-    let watchers = ctx.driver.watchers();
+    let watchers = ctx.driver.watchers().clone();
     // A listing large enough to go in pages waits for its turn (a herd lists a few at a
     // time); a resume lists nothing and waits for none.
     let turn = match from {

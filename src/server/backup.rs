@@ -10,7 +10,7 @@ use tracing::info;
 use super::shared::Shared;
 use crate::backup::{self, Taken};
 use crate::data_dir::identity_of;
-use crate::machines::handle::{Handled, Reject, StreamEnd};
+use crate::machines::handle::{CoreExt, Handled, Reject, StreamEnd};
 use crate::pb;
 use crate::wire::{Cmd, FLAG_ONEWAY, Frame, response_code};
 

@@ -20,7 +20,7 @@ use super::driver::{ConnId, next_conn_id};
 use super::framed::{Conn, next_frame, refused_connection, reply_error};
 use super::refusals::Said;
 use super::shared::Shared;
-use crate::machines::handle::{Handled, Reject};
+use crate::machines::handle::{CoreExt, Handled, Reject};
 use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};

@@ -13,7 +13,7 @@ use super::admission::{Class, ClientShare, Ticket};
 use super::shared::Shared;
 use crate::auth::{Identity, Role};
 use crate::machines;
-use crate::machines::handle::{Consistency, Handled, Reject, reply};
+use crate::machines::handle::{Consistency, Core, CoreExt, Handled, Reject, reply};
 use crate::pb;
 use crate::wire::{Cmd, ErrorCode, Frame};
 

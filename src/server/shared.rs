@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::{Greeting, PeerHandle};
 use crate::config::Config;
-use crate::machines::handle::{Consistency, Ctx, DriverHandle, Linearize, Reject};
+use crate::machines::handle::{Consistency, Core, CoreExt, Ctx, Linearize, Reject};
+use crate::server::driver::DriverHandle;
 use crate::transport::tls::{self, Reloading, TlsError};
 use crate::wire::{Cmd, Code, ErrorCode};
 

@@ -5,7 +5,9 @@ use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup, SlotName};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
-use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
+use crate::machines::handle::{
+    self, CoreExt, Ctx, FirstAnswer, Handled, Reject, reply, unexpected,
+};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;

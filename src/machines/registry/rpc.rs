@@ -20,7 +20,9 @@ use super::wire::{
     RegistryCmd, RegistryErrorCode, filter_of, hello_part, hello_range, record_to_pb, status_of,
 };
 use crate::auth::Role;
-use crate::machines::handle::{self, Ctx, FirstAnswer, Handled, Reject, reply, unexpected};
+use crate::machines::handle::{
+    self, CoreExt, Ctx, FirstAnswer, Handled, Reject, reply, unexpected,
+};
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::time::wall_ms;

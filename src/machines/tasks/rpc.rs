@@ -5,7 +5,7 @@ use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
 use crate::auth::Role;
-use crate::machines::handle::{self, Ctx, Handled, Reject, reply, unexpected};
+use crate::machines::handle::{self, CoreExt, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::tasks as pb;

@@ -35,6 +35,11 @@ pub use crate::config::Limits;
 use crate::machines::handle::Reject;
 use crate::wire::ErrorCode;
 
+/// Whether new work may join the core's queue now: admission by the wait it would meet
+/// (`pace.rs`), asked of each write at the door of the queue, where reads, which never
+/// wait there, are not held to it. The driver's handle holds it (`server/driver/handle.rs`).
+pub(crate) type Gate = Arc<dyn Fn() -> Result<(), Reject> + Send + Sync>;
+
 /// How urgent a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Class {
@@ -131,10 +136,10 @@ impl Admission {
     }
 
     /// The gate a write of new work passes before it joins the core's queue
-    /// ([`crate::machines::handle::DriverHandle::may_queue`]): refused `BUSY`, and counted
+    /// ([`crate::machines::handle::Core::may_queue`]): refused `BUSY`, and counted
     /// with every other refusal, once the wait it would meet passes
     /// `limits.queue_delay_ms` ([`pace::Pace::admit_new`]).
-    pub(crate) fn gate(self: &Arc<Self>) -> crate::machines::handle::Gate {
+    pub(crate) fn gate(self: &Arc<Self>) -> Gate {
         let admission = self.clone();
         Arc::new(move || {
             admission.pace.admit_new(Instant::now()).map_err(|slow| {

@@ -24,6 +24,7 @@ use tracing::{Instrument, debug, error_span, info, warn};
 use self::answer::{Instance, Transport};
 use super::shared::Shared;
 use crate::machines::Dispatch;
+use crate::machines::handle::CoreExt;
 
 /// The largest query taken over UDP (a query is a name and a few bytes).
 const UDP_BUFFER: usize = 4096;

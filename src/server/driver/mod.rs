@@ -5,14 +5,16 @@
 //! then a leader's messages, then the log stored, then everything else.
 //!
 //! Everything that changes the replicated state goes through this one task, on one of three
-//! channels (peers' traffic, `peers.rs`; and request handlers' asks, `machines/handle.rs`,
+//! channels (peers' traffic, `peers.rs`; and request handlers' asks, `handle.rs`,
 //! in two classes: what keeps things going, renewals and status, and new work), taken by
 //! turns, each in the order it arrived, what keeps things going before new work. Reads do not: the replica sits in a
 //! [`View`], which the driver write-locks only while it steps, and a read runs on the task
 //! that asked, its answer waiting for what the driver releases after each carry-out.
 
+mod handle;
 mod peers;
 
+pub(crate) use handle::{Ask, AskSenders, Asked, DriverHandle};
 use peers::PeerEvent;
 pub(crate) use peers::{Body, ConnId, Greeting, Outgoing, PeerHandle, next_conn_id};
 
@@ -33,9 +35,7 @@ use super::metrics::Metrics;
 use crate::config::Config;
 use crate::consensus::{self, InputOf, Message, Ready, Reply, Token};
 use crate::data_dir::DataDir;
-use crate::machines::handle::{
-    Ask, AskSenders, Asked, Committed, DriverHandle, StartPoint, Subscriber, Subscription,
-};
+use crate::machines::handle::{Committed, StartPoint, Subscriber, Subscription};
 use crate::machines::view::{CLOCK_ORIGIN_MS, View};
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
@@ -134,7 +134,7 @@ impl Driver {
         loaded: Loaded,
         links: HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
         metrics: Arc<Metrics>,
-        gate: crate::machines::handle::Gate,
+        gate: crate::server::admission::Gate,
     ) -> (Driver, DriverHandle, PeerHandle, watch::Receiver<Greeting>) {
         let Loaded {
             data_dir,
@@ -917,19 +917,17 @@ mod view_tests {
 
     use std::sync::Arc;
 
+    use super::{AskSenders, Asked, DriverHandle};
     use crate::config::{Config, Overrides};
     use crate::consensus::{self, Mode};
-    use crate::machines::handle::DriverHandle;
+    use crate::machines::handle::CoreExt;
     use crate::machines::view::{ReadError, View};
     use crate::machines::{Configured, Replica, Services, State};
+    use crate::server::admission::Gate;
 
     /// A lone beacon's replica in a view, and a handle whose driver never runs: whatever
     /// is answered below is answered without it.
-    fn lone() -> (
-        Arc<View>,
-        DriverHandle,
-        mpsc::Receiver<crate::machines::handle::Asked>,
-    ) {
+    fn lone() -> (Arc<View>, DriverHandle, mpsc::Receiver<Asked>) {
         let config = Config::load(None, &Overrides::default()).unwrap();
         let core = consensus::Config {
             me: config.node,
@@ -952,8 +950,8 @@ mod view_tests {
         let (tx, rx) = mpsc::channel(1);
         let watchers = Arc::new(crate::machines::watchers::Watchers::new(Default::default()));
         let (keep, _) = mpsc::channel(1);
-        let senders = crate::machines::handle::AskSenders { keep, new: tx };
-        let gate: crate::machines::handle::Gate = Arc::new(|| Ok(()));
+        let senders = AskSenders { keep, new: tx };
+        let gate: Gate = Arc::new(|| Ok(()));
         (
             view.clone(),
             DriverHandle::new(senders, gate, view, watchers),

@@ -1,6 +1,6 @@
 //! The driver's channel for peer traffic: what a peer's link hands the driver (its
 //! messages, and its connections coming and going) on a channel of its own, apart from the
-//! requests of clients (`machines/handle.rs`'s `Ask`), and what the driver hands each link
+//! requests of clients (`handle.rs`'s `Ask`), and what the driver hands each link
 //! back (its messages, encoded, and our state for handshakes).
 
 use std::net::SocketAddr;

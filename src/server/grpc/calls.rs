@@ -19,7 +19,7 @@ use super::super::relay;
 use super::super::shared::Shared;
 use super::status;
 use crate::auth::Identity;
-use crate::machines::handle::{Handled, Reject};
+use crate::machines::handle::{CoreExt, Handled, Reject};
 use crate::pb;
 use crate::wire::rpc::{NOTICE, START, wrap};
 use crate::wire::{ErrorCode, Frame};
