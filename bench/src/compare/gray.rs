@@ -15,7 +15,13 @@
 //!   what the same registrations cost with no watcher (target 64 MB). Then the stalled ones
 //!   all list again at once (they were dropped, and away longer than the history covers)
 //!   while a writer registers on: the writes' p99 during the herd against before it (target
-//!   2x).
+//!   2x), through one connection and through a new connection for every write.
+//! * **A herd that resumes.** Watchers of every node, all stalled, while registrations with
+//!   1 KB of metadata arrive, each then kept alive by its service's reports at the default
+//!   lease; then all read on at once, a watcher the beacon dropped resuming from the index
+//!   after the last notice it read (the history is sized to hold the registrations, so that
+//!   they resume rather than list). At one beacon and at the leader of three: the writes'
+//!   p99 against idle, leader changes (target 0) and leases lost (target 0).
 //! * **Overload.** Three beacons; the allocation rate the cluster sustains with 16 closed-
 //!   loop clients, then ten times that rate offered open-loop over many connections: the
 //!   goodput (target 90 % of the peak), the p99 of the calls admitted, the refusals, the
@@ -49,7 +55,23 @@ pub struct GraySizes {
     pub stop_secs: u64,
     pub watchers: usize,
     pub watch_registrations: usize,
+    /// The herd that resumes: watchers, all stalled, and the registrations they miss.
+    pub resume_watchers: usize,
+    pub resume_registrations: usize,
     pub overload_secs: u64,
+}
+
+/// How a herd comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Herd {
+    /// A tenth of the watchers stall and are dropped; they come back as new watches, each
+    /// listing every registration again.
+    Relist,
+    /// Every watcher stalls while the registrations arrive, then all read on at once: a
+    /// watcher the beacon dropped resumes from the index after the last notice it read (as
+    /// the clients do), or lists again if the history no longer reaches back to it.
+    Resume,
 }
 
 /// A beacon stopped while services renew through the cluster.
@@ -68,11 +90,14 @@ pub struct HungRun {
     /// The longest gap between two steps of the cores of the beacons that were not
     /// stopped, the worst of the minute that ends with the case.
     pub step_gap_ms: Option<f64>,
+    /// The p99 of their step gaps over the case, the highest of theirs.
+    pub step_gap_p99_ms: Option<f64>,
 }
 
-/// Watchers, a tenth stalled, while registrations arrive; then the stalled list again.
+/// Watchers, some stalled, while registrations arrive; then the stalled come back at once.
 #[derive(Debug, Clone, Serialize)]
 pub struct WatchersRun {
+    pub herd: Herd,
     pub watchers: usize,
     pub stalled: usize,
     pub registrations: usize,
@@ -87,14 +112,24 @@ pub struct WatchersRun {
     /// The same through a new connection for every write.
     pub idle_fresh_p99_ms: f64,
     pub herd_fresh_p99_ms: f64,
-    /// From the herd's start until every one of it has its listing.
+    /// From the herd's start until every one of it has its listing (relist), or has read
+    /// through the last registration (resume).
     pub herd_listed_ms: f64,
+    /// Resume: the watchers the beacon had dropped, which resumed from their index, and
+    /// those of them refused `COMPACTED`, which listed again.
+    pub resumed: usize,
+    pub relisted: usize,
+    /// Registrations, kept alive by their services' reports through the run, whose lease
+    /// lapsed (`None`: the case's leases are an hour, and not renewed).
+    pub leases_lost: Option<usize>,
     /// Beacons in the cluster (the herd is at the leader).
     pub beacons: usize,
     /// Terms the leader's went up by over the herd: each an election.
     pub leader_changes: u64,
     /// The leader's longest gap between two steps, the worst of the minute ending with it.
     pub step_gap_ms: Option<f64>,
+    /// The p99 of the leader's step gaps over the case.
+    pub step_gap_p99_ms: Option<f64>,
 }
 
 /// Ten times the load the cluster takes.
@@ -122,6 +157,8 @@ pub struct OverloadRun {
     pub core_wait_ms: Option<f64>,
     /// The leader's longest gap between two steps, the worst of the minute ending with it.
     pub step_gap_ms: Option<f64>,
+    /// The p99 of the leader's step gaps over the overload.
+    pub step_gap_p99_ms: Option<f64>,
 }
 
 /// Calls the overload generator keeps under way at most.
@@ -152,8 +189,8 @@ pub struct Gray {
     pub hung: Vec<HungRun>,
     pub first_answers: Vec<FirstAnswer>,
     pub watchers: Option<WatchersRun>,
-    /// The same herd at the leader of three beacons.
-    pub watchers_three: Option<WatchersRun>,
+    /// The herd that resumes, at one beacon and at the leader of three.
+    pub resume: Vec<WatchersRun>,
     pub overload: Option<OverloadRun>,
 }
 
@@ -163,6 +200,15 @@ async fn step_gap_ms(at: SocketAddr, opts: &ConnectOptions) -> Option<f64> {
     beacon_testkit::status_with(at, opts)
         .await
         .map(|s| s.step_gap_worst_ms as f64)
+}
+
+/// Every member's step gaps, as its `/metrics` counts them now.
+async fn scrape_all(cluster: &Cluster) -> Vec<Option<Gaps>> {
+    let mut all = Vec::new();
+    for m in &cluster.members {
+        all.push(Gaps::scrape(m.admin).await);
+    }
+    all
 }
 
 /// The step gap's target: two ticks of the gray part's clusters.
@@ -187,15 +233,26 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
         config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": 3_600_000}),
     };
     gray.watchers = Some(
-        watchers(programs, &lone, sizes, 1, keep)
+        watchers(programs, &lone, sizes, Herd::Relist, 1, keep)
             .await
             .context("watchers")?,
     );
-    gray.watchers_three = Some(
-        watchers(programs, &lone, sizes, 3, keep)
-            .await
-            .context("watchers at the leader of three")?,
-    );
+    // The resuming herd's registrations are kept alive by reports, at the default lease.
+    let renewed = BeaconSetup {
+        tick_ms: 100,
+        config: serde_json::json!({
+            "id_range": [1, 4_000_000],
+            "lease_ms": RESUME_LEASE_MS,
+            "watch": {"history": 4 * sizes.resume_registrations.max(10_000)},
+        }),
+    };
+    for beacons in [1, 3] {
+        gray.resume.push(
+            watchers(programs, &renewed, sizes, Herd::Resume, beacons, keep)
+                .await
+                .with_context(|| format!("a resuming herd at the leader of {beacons}"))?,
+        );
+    }
 
     let cluster = Cluster::start_beacon(programs, 3, &lone);
     gray.overload = Some(overload(&cluster, sizes).await.context("overload")?);
@@ -247,6 +304,7 @@ async fn hung(
             _ => (leader + 1) % cluster.members.len(),
         };
         let (stop, gaps) = monitor(regs.clone());
+        let gaps_before = scrape_all(cluster).await;
         // Half a lease before, the stop, and two leases after it.
         tokio::time::sleep(Duration::from_millis(sizes.lease_ms / 2)).await;
         cluster.members[stopped].pause();
@@ -286,11 +344,19 @@ async fn hung(
         // next case.
         stopped_so_far.push(stopped);
         let mut step_gap = None::<f64>;
+        let mut step_gap_p99 = None::<f64>;
+        let gaps_after = scrape_all(cluster).await;
         for (i, m) in cluster.members.iter().enumerate() {
-            if !stopped_so_far.contains(&i)
-                && let Some(gap) = step_gap_ms(m.client, &cluster.beacon_client).await
-            {
+            if stopped_so_far.contains(&i) {
+                continue;
+            }
+            if let Some(gap) = step_gap_ms(m.client, &cluster.beacon_client).await {
                 step_gap = Some(step_gap.map_or(gap, |g| g.max(gap)));
+            }
+            if let (Some(after), Some(before)) = (&gaps_after[i], &gaps_before[i])
+                && let Some(p99) = after.quantile_since(before, 0.99)
+            {
+                step_gap_p99 = Some(step_gap_p99.map_or(p99, |g| g.max(p99)));
             }
         }
         let run = HungRun {
@@ -302,6 +368,7 @@ async fn hung(
             longest_gap_ms: gaps.last().copied().unwrap_or(0.0),
             median_gap_ms: gaps.get(gaps.len() / 2).copied().unwrap_or(0.0),
             step_gap_ms: step_gap,
+            step_gap_p99_ms: step_gap_p99,
         };
         println!(
             "  {which} stopped {} s: {lost} of {n} leases lost; longest time without a confirmed renewal {:.0} ms (median {:.0} ms)",
@@ -456,10 +523,12 @@ fn monitor(regs: Arc<Vec<Registration>>) -> (Arc<AtomicBool>, tokio::task::JoinH
     (stop, task)
 }
 
-/// A watch of every node over a raw connection: `buffer`, the receive buffer asked for.
+/// A watch of every node over a raw connection: `buffer`, the receive buffer asked for;
+/// `start_index`, the log index to resume from (0: list).
 async fn raw_watch(
     at: SocketAddr,
     buffer: Option<u32>,
+    start_index: u64,
 ) -> anyhow::Result<Framed<tokio::net::TcpStream, FrameCodec>> {
     let socket = tokio::net::TcpSocket::new_v4()?;
     if let Some(b) = buffer {
@@ -476,18 +545,28 @@ async fn raw_watch(
         .await?;
     let ack = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
     anyhow::ensure!(!ack.is_error(), "handshake refused");
-    conn.send(Frame::new(
-        RegistryCmd::Watch.code(),
-        2,
-        0,
-        &pb::registry::WatchRequest::default(),
-    ))
-    .await?;
+    send_watch(&mut conn, 2, start_index).await?;
     Ok(conn)
 }
 
-/// Reads a raw watch's first answer and its pages; returns when the listing is whole.
-async fn read_listing(conn: &mut Framed<tokio::net::TcpStream, FrameCodec>) -> anyhow::Result<()> {
+/// Asks for a watch of every node on `conn`, from `start_index` (0: list).
+async fn send_watch(
+    conn: &mut Framed<tokio::net::TcpStream, FrameCodec>,
+    seq: u32,
+    start_index: u64,
+) -> anyhow::Result<()> {
+    let request = pb::registry::WatchRequest {
+        start_index,
+        ..Default::default()
+    };
+    conn.send(Frame::new(RegistryCmd::Watch.code(), seq, 0, &request))
+        .await?;
+    Ok(())
+}
+
+/// Reads a raw watch's first answer and its pages; returns the log index the listing is
+/// as of, once it is whole.
+async fn read_listing(conn: &mut Framed<tokio::net::TcpStream, FrameCodec>) -> anyhow::Result<u64> {
     let first = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
     anyhow::ensure!(!first.is_error(), "watch refused");
     let reply: pb::registry::WatchReply = first.decode()?;
@@ -499,31 +578,38 @@ async fn read_listing(conn: &mut Framed<tokio::net::TcpStream, FrameCodec>) -> a
         // herd runs on the cores it measures, and its own decoding is not the beacon's cost.
         more = page.body.ends_with(&[0x30, 0x01]);
     }
-    Ok(())
+    Ok(reply.index)
 }
 
-/// Registers `from..to` through `writers` connections, `metadata` on each.
+/// A client of the beacon at `at` alone, calls retried for up to 30 s.
+fn leader_at(at: SocketAddr) -> Leader {
+    Leader::new(
+        vec![at.to_string()],
+        ConnectOptions::default(),
+        Duration::from_secs(30),
+    )
+}
+
+/// Registers `from..to` through `writers` connections, `metadata` on each; gives the report
+/// that renews each.
 async fn register_range(
     at: SocketAddr,
     from: usize,
     to: usize,
     metadata: &str,
     writers: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<pb::registry::NodeReport>> {
     let next = Arc::new(AtomicUsize::new(from));
     let mut tasks = Vec::new();
     for _ in 0..writers {
         let (next, metadata) = (next.clone(), metadata.to_owned());
         tasks.push(tokio::spawn(async move {
-            let mut leader = Leader::new(
-                vec![at.to_string()],
-                ConnectOptions::default(),
-                Duration::from_secs(30),
-            );
+            let mut leader = leader_at(at);
+            let mut reports = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= to {
-                    return anyhow::Ok(());
+                    return anyhow::Ok(reports);
                 }
                 let req = pb::registry::RegisterRequest {
                     node_type: "WATCHED".into(),
@@ -531,16 +617,25 @@ async fn register_range(
                     metadata: metadata.clone(),
                     ..Default::default()
                 };
-                leader
+                let reply = leader
                     .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
                     .await?;
+                let node = reply.node.unwrap_or_default();
+                reports.push(pb::registry::NodeReport {
+                    node_id: node.node_id,
+                    addr: node.addr,
+                    term: node.term,
+                    index: node.index,
+                    ..Default::default()
+                });
             }
         }));
     }
+    let mut reports = Vec::new();
     for t in tasks {
-        t.await??;
+        reports.extend(t.await??);
     }
-    Ok(())
+    Ok(reports)
 }
 
 /// A writer that registers one service every `every` until stopped, through one
@@ -558,11 +653,7 @@ fn paced_writer(
     let stop = Arc::new(AtomicBool::new(false));
     let done = stop.clone();
     let task = tokio::spawn(async move {
-        let mut leader = Leader::new(
-            vec![at.to_string()],
-            ConnectOptions::default(),
-            Duration::from_secs(30),
-        );
+        let mut leader = leader_at(at);
         let mut took = Vec::new();
         let mut i = from;
         let mut tick = tokio::time::interval(every);
@@ -575,11 +666,7 @@ fn paced_writer(
             };
             let t = Instant::now();
             if fresh {
-                leader = Leader::new(
-                    vec![at.to_string()],
-                    ConnectOptions::default(),
-                    Duration::from_secs(30),
-                );
+                leader = leader_at(at);
             }
             leader
                 .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
@@ -592,14 +679,32 @@ fn paced_writer(
     (stop, task)
 }
 
+/// The lease of the resuming herd's registrations (beacon's default), renewed by reports
+/// every quarter of it.
+pub const RESUME_LEASE_MS: u64 = 10_000;
+
+/// Stalled watchers and their herd: `herd` says how many stall and how they come back.
 async fn watchers(
     programs: &Programs,
     setup: &BeaconSetup,
     sizes: &GraySizes,
+    herd: Herd,
     beacons: usize,
     keep: bool,
 ) -> anyhow::Result<WatchersRun> {
-    let n = sizes.watch_registrations;
+    let (watchers_n, n, stalled_n) = match herd {
+        Herd::Relist => (
+            sizes.watchers,
+            sizes.watch_registrations,
+            sizes.watchers / 10,
+        ),
+        Herd::Resume => (
+            sizes.resume_watchers,
+            sizes.resume_registrations,
+            sizes.resume_watchers,
+        ),
+    };
+    let renewing = herd == Herd::Resume;
     let metadata = format!("{{\"pad\": \"{}\"}}", "m".repeat(1000));
     // What the registrations cost with nobody watching.
     let control = Cluster::start_beacon(programs, 1, setup);
@@ -615,21 +720,22 @@ async fn watchers(
 
     let cluster = Cluster::start_beacon(programs, beacons, setup);
     let (pid, at) = cluster.leader_process().await?;
-    let stalled_n = sizes.watchers / 10;
-    let reading_n = sizes.watchers - stalled_n;
+    let admin = cluster.admin_of(at);
+    let gaps_before = Gaps::scrape(admin).await;
+    let reading_n = watchers_n - stalled_n;
     // Readers read every frame (without decoding notices: the beacon's cost is what counts).
     let mut readers = Vec::new();
     for _ in 0..reading_n {
-        let mut conn = raw_watch(at, None).await?;
+        let mut conn = raw_watch(at, None, 0).await?;
         readers.push(tokio::spawn(async move {
             while let Some(Ok(_)) = conn.next().await {}
         }));
     }
     let mut stalled = Vec::new();
     for _ in 0..stalled_n {
-        let mut conn = raw_watch(at, Some(4096)).await?;
-        read_listing(&mut conn).await?;
-        stalled.push(conn);
+        let mut conn = raw_watch(at, Some(4096), 0).await?;
+        let index = read_listing(&mut conn).await?;
+        stalled.push((conn, index));
     }
     let peak = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -644,17 +750,19 @@ async fn watchers(
             }
         })
     };
-    register_range(at, 0, n, &metadata, 16).await?;
+    let reports = register_range(at, 0, n, &metadata, 16).await?;
+    // The services report as beacon's clients do, each every quarter of its lease, from
+    // now until the end of the case.
+    let renewer = renewing.then(|| renew(at, reports, RESUME_LEASE_MS / 4));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_watched = peak.load(Ordering::Relaxed);
     println!(
-        "  {} watchers ({stalled_n} stalled) while they arrive: leader RSS at most {:.1} MiB, {:.1} MiB above the registrations' own",
-        sizes.watchers,
+        "  {watchers_n} watchers ({stalled_n} stalled) while they arrive: leader RSS at most {:.1} MiB, {:.1} MiB above the registrations' own",
         rss_watched as f64 / 1048576.0,
         rss_watched.saturating_sub(rss_state) as f64 / 1048576.0
     );
 
-    // Writes before the herd, then while every stalled watcher lists again at once.
+    // Writes before the herd, then while the stalled watchers come back at once.
     let every = Duration::from_millis(2);
     let fresh_every = Duration::from_millis(20);
     let (stop, idle) = paced_writer(at, 10_000_000, every, false);
@@ -667,20 +775,37 @@ async fn watchers(
     let mut idle_fresh = idle_fresh.await??;
     idle_fresh.sort_unstable();
     let term = cluster.leader_term().await.unwrap_or(0);
-    drop(stalled);
+    // What a resuming watcher must read through: everything committed so far.
+    let through = match beacon_testkit::status_with(at, &cluster.beacon_client).await {
+        Some(s) => s.commit,
+        None => anyhow::bail!("the leader at {at} did not answer its status"),
+    };
     let (stop, during) = paced_writer(at, 20_000_000, every, false);
     let (stop_fresh, during_fresh) = paced_writer(at, 25_000_000, fresh_every, true);
     let t = Instant::now();
-    let herd: Vec<_> = (0..stalled_n)
-        .map(|_| {
-            tokio::spawn(async move {
-                let mut conn = raw_watch(at, None).await?;
-                read_listing(&mut conn).await
-            })
-        })
-        .collect();
-    for h in herd {
-        h.await??;
+    let came_back: Vec<_> = match herd {
+        Herd::Relist => {
+            drop(stalled);
+            (0..stalled_n)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        let mut conn = raw_watch(at, None, 0).await?;
+                        read_listing(&mut conn).await?;
+                        anyhow::Ok(Caught::default())
+                    })
+                })
+                .collect()
+        }
+        Herd::Resume => stalled
+            .into_iter()
+            .map(|(conn, index)| tokio::spawn(catch_up(at, conn, index, through)))
+            .collect(),
+    };
+    let mut caught = Caught::default();
+    for h in came_back {
+        let c = h.await??;
+        caught.resumed += c.resumed;
+        caught.relisted += c.relisted;
     }
     let herd_listed_ms = t.elapsed().as_secs_f64() * 1000.0;
     stop.store(true, Ordering::Relaxed);
@@ -695,13 +820,28 @@ async fn watchers(
         .unwrap_or(term)
         .saturating_sub(term);
     let step_gap = step_gap_ms(at, &cluster.beacon_client).await;
+    let step_gap_p99 = match (Gaps::scrape(admin).await, &gaps_before) {
+        (Some(after), Some(before)) => after.quantile_since(before, 0.99),
+        _ => None,
+    };
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
     for r in readers {
         r.abort();
     }
+    let leases_lost = match renewer {
+        Some((stop, task)) => {
+            stop.store(true, Ordering::Relaxed);
+            task.await??;
+            // A registration whose lease lapsed is gone from the registry.
+            let listed = listed(at, "WATCHED").await?;
+            Some(n.saturating_sub(listed.len()))
+        }
+        None => None,
+    };
     let run = WatchersRun {
-        watchers: sizes.watchers,
+        herd,
+        watchers: watchers_n,
         stalled: stalled_n,
         registrations: n,
         metadata_bytes: 1000,
@@ -713,21 +853,161 @@ async fn watchers(
         idle_fresh_p99_ms: percentile(&idle_fresh, 0.99),
         herd_fresh_p99_ms: percentile(&during_fresh, 0.99),
         herd_listed_ms,
+        resumed: caught.resumed,
+        relisted: caught.relisted,
+        leases_lost,
         beacons,
         leader_changes,
         step_gap_ms: step_gap,
+        step_gap_p99_ms: step_gap_p99,
+    };
+    let came = match herd {
+        Herd::Relist => format!("{stalled_n} watchers list {n} registrations again at once"),
+        Herd::Resume => format!(
+            "{stalled_n} watchers read on at once ({} had been dropped and resumed, {} of them listing again)",
+            run.resumed, run.relisted
+        ),
     };
     println!(
-        "  {stalled_n} watchers list {n} registrations again at once at the leader of {beacons}: all listed in {herd_listed_ms:.0} ms; writes p99 {:.2} ms ({} writes), idle {:.2} ms; through a new connection each {:.2} ms, idle {:.2} ms; {leader_changes} leader changes; longest step gap {:?} ms",
+        "  {came} at the leader of {beacons}: all through in {herd_listed_ms:.0} ms; writes p99 {:.2} ms ({} writes), idle {:.2} ms; through a new connection each {:.2} ms, idle {:.2} ms; {leader_changes} leader changes; longest step gap {:?} ms (p99 {:?} ms); leases lost {:?}",
         run.herd_p99_ms,
         run.herd_writes,
         run.idle_p99_ms,
         run.herd_fresh_p99_ms,
         run.idle_fresh_p99_ms,
-        run.step_gap_ms
+        run.step_gap_ms,
+        run.step_gap_p99_ms,
+        run.leases_lost,
     );
     super::keep(cluster, keep);
     Ok(run)
+}
+
+/// What a watcher of a resuming herd went through.
+#[derive(Debug, Default)]
+struct Caught {
+    /// Dropped by the beacon, and resumed from its index.
+    resumed: usize,
+    /// Of those, refused `COMPACTED` and listed again.
+    relisted: usize,
+}
+
+/// A stalled watcher reads on until it has read through log index `through`: a notice's
+/// index is read off its first field (`index`, field 1), not by decoding it. Dropped, it
+/// resumes on the same connection from the index after the last notice it read, as the
+/// clients do, or lists again if that is compacted.
+async fn catch_up(
+    at: SocketAddr,
+    mut conn: Framed<tokio::net::TcpStream, FrameCodec>,
+    mut last: u64,
+    through: u64,
+) -> anyhow::Result<Caught> {
+    let mut caught = Caught::default();
+    let mut seq = 2;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while last < through {
+        let frame = tokio::time::timeout_at(deadline.into(), conn.next())
+            .await
+            .map_err(|_| anyhow!("a resuming watcher at {at} did not reach index {through} (at {last}) within 300 s"))?;
+        let frame = match frame {
+            Some(Ok(frame)) if !frame.is_error() => frame,
+            Some(Ok(_)) => {
+                // Dropped (it fell behind): resume from the next index.
+                caught.resumed += 1;
+                seq += 1;
+                send_watch(&mut conn, seq, last + 1).await?;
+                let first = conn.next().await.ok_or_else(|| anyhow!("closed"))??;
+                if first.is_error() {
+                    caught.relisted += 1;
+                    seq += 1;
+                    send_watch(&mut conn, seq, 0).await?;
+                    last = read_listing(&mut conn).await?;
+                }
+                continue;
+            }
+            Some(Err(e)) => return Err(e.into()),
+            None => anyhow::bail!("the beacon at {at} closed a resuming watcher's connection"),
+        };
+        if let Some(index) = notice_index(&frame.body) {
+            last = last.max(index);
+        }
+    }
+    Ok(caught)
+}
+
+/// A notice's log index, its first field when set (`index`, field 1, a varint).
+fn notice_index(body: &[u8]) -> Option<u64> {
+    let mut rest = body.strip_prefix(&[0x08])?;
+    prost::encoding::decode_varint(&mut rest).ok()
+}
+
+/// Registrations of `node_type` listed at `at`, by address.
+async fn listed(at: SocketAddr, node_type: &str) -> anyhow::Result<HashSet<String>> {
+    let mut listed = HashSet::new();
+    let mut client =
+        beacon::client::Client::connect(&at.to_string(), &ConnectOptions::default()).await?;
+    let mut from = 0;
+    loop {
+        let page = client
+            .nodes_matching(&pb::registry::NodesRequest {
+                node_type: node_type.into(),
+                limit: 10_000,
+                from_node_id: from,
+                ..Default::default()
+            })
+            .await?;
+        for e in &page.nodes {
+            if let Some(n) = &e.node {
+                listed.insert(n.addr.clone());
+            }
+        }
+        if page.next_node_id == 0 {
+            return Ok(listed);
+        }
+        from = page.next_node_id;
+    }
+}
+
+/// Sends each of `reports` every `every_ms` until stopped, through 16
+/// connections to `at`: a report refused (its lease lapsed) is an error.
+fn renew(
+    at: SocketAddr,
+    reports: Vec<pb::registry::NodeReport>,
+    every_ms: u64,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let task = tokio::spawn(async move {
+        let reports = Arc::new(reports);
+        let connections = 16;
+        let mut tasks = Vec::new();
+        for c in 0..connections {
+            let (reports, done) = (reports.clone(), done.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut leader = leader_at(at);
+                let mut tick = tokio::time::interval(Duration::from_millis(every_ms));
+                while !done.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    for report in reports.iter().skip(c).step_by(connections) {
+                        leader
+                            .call::<_, pb::registry::NodeReportReply>(
+                                RegistryCmd::NodeReport,
+                                report,
+                                "report",
+                            )
+                            .await
+                            .with_context(|| format!("renew node {}", report.node_id))?;
+                    }
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        Ok(())
+    });
+    (stop, task)
 }
 
 /// One registration over gRPC (each call a new registration): `Ok(Some(took))` answered
@@ -772,6 +1052,8 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         peak.per_sec, peak.p99_ms
     );
     let offered = peak.per_sec * 10.0;
+    let admin = cluster.admin_of(at);
+    let gaps_before = Gaps::scrape(admin).await;
     let unloaded_rss = proc::rss_bytes(pid).unwrap_or(0);
     let term = cluster.leader_term().await.unwrap_or(0);
     let connections = 64;
@@ -855,29 +1137,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
     admitted.sort_unstable();
     // Every acknowledged registration is there.
     let acked = std::mem::take(&mut *acked.lock().unwrap());
-    let mut listed = HashSet::new();
-    let mut client =
-        beacon::client::Client::connect(&at.to_string(), &ConnectOptions::default()).await?;
-    let mut from = 0;
-    loop {
-        let page = client
-            .nodes_matching(&pb::registry::NodesRequest {
-                node_type: "OVERLOAD".into(),
-                limit: 10_000,
-                from_node_id: from,
-                ..Default::default()
-            })
-            .await?;
-        for e in &page.nodes {
-            if let Some(n) = &e.node {
-                listed.insert(n.addr.clone());
-            }
-        }
-        if page.next_node_id == 0 {
-            break;
-        }
-        from = page.next_node_id;
-    }
+    let listed = listed(at, "OVERLOAD").await?;
     let lost = acked
         .iter()
         .filter(|i| !listed.contains(&service_addr(**i).to_string()))
@@ -894,6 +1154,10 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         None => None,
     };
     let step_gap = status.as_ref().map(|s| s.step_gap_worst_ms as f64);
+    let step_gap_p99 = match (Gaps::scrape(admin).await, &gaps_before) {
+        (Some(after), Some(before)) => after.quantile_since(before, 0.99),
+        _ => None,
+    };
     let core_wait = status.as_ref().map(|s| s.queue_wait_worst_ms as f64);
     let run = OverloadRun {
         peak_per_sec: peak.per_sec,
@@ -911,6 +1175,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         leader_changes,
         core_wait_ms: core_wait,
         step_gap_ms: step_gap,
+        step_gap_p99_ms: step_gap_p99,
     };
     println!(
         "  offered {:.0}/s ({:.1}x the peak; {} not sent, the generator holding {GENERATOR_IN_FLIGHT}): goodput {:.0}/s ({:.0}% of the peak), p99 of the admitted {:.2} ms, {} refused BUSY, {} failed ({}), leader RSS {:.1} MiB, {lost} acknowledged and lost",
@@ -926,11 +1191,118 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         run.leader_rss_bytes as f64 / 1048576.0,
     );
     println!(
-        "  {} leader changes; longest step gap {:?} ms; longest wait for the core {:?} ms; leader RSS unloaded {:.1} MiB",
+        "  {} leader changes; longest step gap {:?} ms (p99 {:?} ms); longest wait for the core {:?} ms; leader RSS unloaded {:.1} MiB",
         run.leader_changes,
         run.step_gap_ms,
+        run.step_gap_p99_ms,
         run.core_wait_ms,
         run.unloaded_rss_bytes as f64 / 1048576.0
     );
     Ok(run)
+}
+
+/// A beacon's step gaps as its `/metrics` counts them: each bucket's bound in seconds with
+/// the steps whose gap was at most that, cumulative, as Prometheus histograms are.
+#[derive(Debug, Clone, Default)]
+pub struct Gaps(Vec<(f64, u64)>);
+
+impl Gaps {
+    /// Reads `beacon_step_gap_seconds` off the admin API at `admin` (`None`: no answer).
+    async fn scrape(admin: Option<SocketAddr>) -> Option<Gaps> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(admin?),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: beacon\r\n\r\n")
+            .await
+            .ok()?;
+        let mut text = String::new();
+        tokio::time::timeout(Duration::from_secs(5), conn.read_to_string(&mut text))
+            .await
+            .ok()?
+            .ok()?;
+        Some(Gaps::parse(&text))
+    }
+
+    fn parse(text: &str) -> Gaps {
+        let buckets = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("beacon_step_gap_seconds_bucket{le=\""))
+            .filter_map(|rest| {
+                let (le, count) = rest.split_once("\"} ")?;
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().ok()?
+                };
+                Some((le, count.trim().parse().ok()?))
+            })
+            .collect();
+        Gaps(buckets)
+    }
+
+    /// The `q` quantile, in ms, of the gaps counted since `before`, interpolated within its
+    /// bucket as Prometheus's `histogram_quantile` does (`None`: no step counted).
+    fn quantile_since(&self, before: &Gaps, q: f64) -> Option<f64> {
+        let counts: Vec<(f64, u64)> = self
+            .0
+            .iter()
+            .map(|&(le, n)| {
+                let was = before
+                    .0
+                    .iter()
+                    .find(|(b, _)| *b == le)
+                    .map_or(0, |(_, n)| *n);
+                (le, n.saturating_sub(was))
+            })
+            .collect();
+        let total = counts.last()?.1;
+        if total == 0 {
+            return None;
+        }
+        let rank = q * total as f64;
+        let mut lower = (0.0, 0u64);
+        for &(le, n) in &counts {
+            if n as f64 >= rank {
+                if le.is_infinite() {
+                    return Some(lower.0 * 1000.0);
+                }
+                let within = (n - lower.1) as f64;
+                let at = if within > 0.0 {
+                    (rank - lower.1 as f64) / within
+                } else {
+                    1.0
+                };
+                return Some((lower.0 + (le - lower.0) * at) * 1000.0);
+            }
+            lower = (le, n);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gaps;
+
+    #[test]
+    fn step_gap_quantile_interpolates_within_its_bucket_since_the_first_scrape() {
+        let before = Gaps::parse(
+            "beacon_step_gap_seconds_bucket{le=\"0.05\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.1\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.2\"} 10\nbeacon_step_gap_seconds_bucket{le=\"+Inf\"} 10\n",
+        );
+        let after = Gaps::parse(
+            "# TYPE beacon_step_gap_seconds histogram\nbeacon_step_gap_seconds_bucket{le=\"0.05\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.1\"} 60\nbeacon_step_gap_seconds_bucket{le=\"0.2\"} 110\nbeacon_step_gap_seconds_bucket{le=\"+Inf\"} 110\n",
+        );
+        // 100 gaps since: 50 in (50, 100] ms and 50 in (100, 200] ms; the 99th is 49/50 of
+        // the way through the second.
+        let p99 = after.quantile_since(&before, 0.99).unwrap();
+        assert!((p99 - 198.0).abs() < 1e-6, "{p99}");
+        let p50 = after.quantile_since(&before, 0.5).unwrap();
+        assert!((p50 - 100.0).abs() < 1e-6, "{p50}");
+        assert_eq!(before.quantile_since(&before, 0.99), None);
+    }
 }

@@ -201,6 +201,12 @@ pub struct Options {
     gray_watchers: usize,
     #[arg(long, default_value_t = 20_000)]
     gray_watch_registrations: usize,
+    /// Watchers of the gray part's resuming herd (all stalled), and the registrations with
+    /// 1 KB of metadata they miss before they all read on at once.
+    #[arg(long, default_value_t = 200)]
+    gray_resume_watchers: usize,
+    #[arg(long, default_value_t = 10_000)]
+    gray_resume_registrations: usize,
     /// Length of the gray part's overload run.
     #[arg(long, default_value_t = 10)]
     gray_overload_secs: u64,

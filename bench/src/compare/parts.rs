@@ -603,6 +603,8 @@ pub(super) async fn run_gray(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
         stop_secs: opts.gray_stop_secs,
         watchers: opts.gray_watchers,
         watch_registrations: opts.gray_watch_registrations,
+        resume_watchers: opts.gray_resume_watchers,
+        resume_registrations: opts.gray_resume_registrations,
         overload_secs: opts.gray_overload_secs,
     };
     results.gray = Some(

@@ -1113,7 +1113,13 @@ fn gray_table(r: &Results, out: &mut String) {
             met(h.longest_gap_ms <= 2000.0)
         )
         .unwrap();
-        step_gap_row(out, &case, "the running beacons'", h.step_gap_ms);
+        step_gap_row(
+            out,
+            &case,
+            "the running beacons'",
+            h.step_gap_ms,
+            h.step_gap_p99_ms,
+        );
     }
     for a in &g.first_answers {
         let case = format!(
@@ -1144,14 +1150,21 @@ fn gray_table(r: &Results, out: &mut String) {
             .unwrap(),
         }
     }
-    for w in g.watchers.iter().chain(&g.watchers_three) {
+    for w in g.watchers.iter().chain(&g.resume) {
         let case = format!(
-            "{} watchers of every node ({} stalled) at the leader of {}, {} registrations with {} B of metadata",
+            "{} watchers of every node ({} stalled) at the leader of {}, {} registrations with {} B of metadata{}",
             w.watchers,
             w.stalled,
             w.beacons.max(1),
             w.registrations,
-            w.metadata_bytes
+            w.metadata_bytes,
+            match w.leases_lost {
+                Some(_) => format!(
+                    ", each kept alive by reports at a {} ms lease",
+                    super::gray::RESUME_LEASE_MS
+                ),
+                None => String::new(),
+            }
         );
         let above = mib(w.rss_watched_bytes.saturating_sub(w.rss_state_bytes));
         writeln!(
@@ -1162,10 +1175,16 @@ fn gray_table(r: &Results, out: &mut String) {
             met(above <= 64.0)
         )
         .unwrap();
+        let herd = match w.herd {
+            super::gray::Herd::Relist => format!("the {} stalled list again at once", w.stalled),
+            super::gray::Herd::Resume => format!(
+                "the {} stalled read on at once ({} dropped and resumed from their index, {} of them listing again)",
+                w.stalled, w.resumed, w.relisted
+            ),
+        };
         writeln!(
             out,
-            "| the {} stalled list again at once (all listed in {:.0} ms) | write p99 during the herd ({} writes) against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
-            w.stalled,
+            "| {herd} (all through in {:.0} ms) | write p99 during the herd ({} writes) against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
             w.herd_listed_ms,
             w.herd_writes,
             w.idle_p99_ms,
@@ -1176,8 +1195,7 @@ fn gray_table(r: &Results, out: &mut String) {
         .unwrap();
         writeln!(
             out,
-            "| the {} stalled list again at once | the same through a new connection for every write, against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
-            w.stalled,
+            "| {herd} | the same through a new connection for every write, against idle ({:.2} ms) | {:.2} ms | {:.2} ms | {} |",
             w.idle_fresh_p99_ms,
             w.herd_fresh_p99_ms,
             2.0 * w.idle_fresh_p99_ms,
@@ -1187,14 +1205,21 @@ fn gray_table(r: &Results, out: &mut String) {
         if w.beacons > 1 {
             writeln!(
                 out,
-                "| the {} stalled list again at once | leader changes | {} | 0 | {} |",
-                w.stalled,
+                "| {herd} | leader changes | {} | 0 | {} |",
                 w.leader_changes,
                 met(w.leader_changes == 0)
             )
             .unwrap();
         }
-        step_gap_row(out, &case, "the leader's", w.step_gap_ms);
+        if let Some(lost) = w.leases_lost {
+            writeln!(
+                out,
+                "| {herd} | leases lost | {lost} | 0 | {} |",
+                met(lost == 0)
+            )
+            .unwrap();
+        }
+        step_gap_row(out, &case, "the leader's", w.step_gap_ms, w.step_gap_p99_ms);
     }
     if let Some(o) = &g.overload {
         let case = format!(
@@ -1263,22 +1288,41 @@ fn gray_table(r: &Results, out: &mut String) {
             )
             .unwrap();
         }
-        step_gap_row(out, &case, "the leader's", o.step_gap_ms);
+        step_gap_row(out, &case, "the leader's", o.step_gap_ms, o.step_gap_p99_ms);
     }
 }
 
 /// The longest step gap of `whose` cores in a gray case, against two ticks.
-fn step_gap_row(out: &mut String, case: &str, whose: &str, gap_ms: Option<f64>) {
+fn step_gap_row(
+    out: &mut String,
+    case: &str,
+    whose: &str,
+    gap_ms: Option<f64>,
+    p99_ms: Option<f64>,
+) {
     let target = super::gray::STEP_GAP_TARGET_MS;
+    let met = |v: f64| if v <= target { "yes" } else { "no" };
     match gap_ms {
         Some(gap) => writeln!(
             out,
             "| {case} | {whose} longest gap between two steps of the core (worst of the minute ending with the case; tick 100 ms) | {gap:.0} ms | {target:.0} ms | {} |",
-            if gap <= target { "yes" } else { "no" }
+            met(gap)
         ),
         None => writeln!(
             out,
             "| {case} | {whose} longest gap between two steps of the core | not measured (no beacon answered) | {target:.0} ms | - |"
+        ),
+    }
+    .unwrap();
+    match p99_ms {
+        Some(p99) => writeln!(
+            out,
+            "| {case} | {whose} p99 gap between two steps of the core over the case (`beacon_step_gap_seconds`, interpolated within its bucket) | {p99:.0} ms | {target:.0} ms | {} |",
+            met(p99)
+        ),
+        None => writeln!(
+            out,
+            "| {case} | {whose} p99 gap between two steps of the core | not measured (no metrics scraped) | {target:.0} ms | - |"
         ),
     }
     .unwrap();

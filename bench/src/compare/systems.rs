@@ -49,6 +49,8 @@ impl fmt::Display for Kind {
 pub struct Member {
     /// Where clients connect.
     pub client: SocketAddr,
+    /// A beacon's admin HTTP API (its `/metrics`), where it serves one.
+    pub admin: Option<SocketAddr>,
     process: Process,
 }
 
@@ -72,6 +74,7 @@ impl Member {
         let level = std::env::var("BEACON_BENCH_LOG").unwrap_or_else(|_| "warn".into());
         Member {
             client,
+            admin: None,
             process: Process::start(&program, args, vec![("RUST_LOG".into(), level)], log),
         }
     }
@@ -190,6 +193,14 @@ pub struct BeaconSetup {
 }
 
 impl Cluster {
+    /// The admin API of the member clients reach at `client`, if it serves one.
+    pub fn admin_of(&self, client: SocketAddr) -> Option<SocketAddr> {
+        self.members
+            .iter()
+            .find(|m| m.client == client)
+            .and_then(|m| m.admin)
+    }
+
     pub fn start_beacon(programs: &Programs, n: usize, setup: &BeaconSetup) -> Cluster {
         Cluster::start_beacon_on(programs, n, setup, None)
     }
@@ -243,7 +254,7 @@ impl Cluster {
         beacon_client: ConnectOptions,
         net: Option<Net>,
     ) -> Cluster {
-        let ports = free_ports(n);
+        let ports = free_ports(2 * n);
         let addrs: Vec<SocketAddr> = (0..n)
             .map(|i| SocketAddr::new(host(net.as_ref(), i), ports[i]))
             .collect();
@@ -253,8 +264,13 @@ impl Cluster {
             .map(|(i, a)| {
                 let keys = setup.config.as_object().cloned().unwrap_or_default();
                 let mut args = beacon_args_at(dir.path(), *a, &addrs, setup.tick_ms, "bench", keys);
-                args.extend(["--admin".into(), "off".into()]);
-                let m = Member::start(
+                // The admin API (for `/metrics`) on loopback; none for beacons in namespaces.
+                let admin = net
+                    .is_none()
+                    .then(|| SocketAddr::from(([127, 0, 0, 1], ports[n + i])));
+                let admin_flag = admin.map_or("off".to_owned(), |a| a.to_string());
+                args.extend(["--admin".into(), admin_flag]);
+                let mut m = Member::start(
                     net.as_ref(),
                     i,
                     &programs.beacon,
@@ -262,6 +278,7 @@ impl Cluster {
                     *a,
                     dir.path().join(format!("beacon-{i}.log")),
                 );
+                m.admin = admin;
                 // In sorted order, each listening before the next starts (the demo's start).
                 wait_listening(*a);
                 m
