@@ -598,18 +598,18 @@ async fn register_range(
     to: usize,
     metadata: &str,
     writers: usize,
-) -> anyhow::Result<Vec<pb::registry::NodeReport>> {
+    reports: Option<Reports>,
+) -> anyhow::Result<()> {
     let next = Arc::new(AtomicUsize::new(from));
     let mut tasks = Vec::new();
     for _ in 0..writers {
-        let (next, metadata) = (next.clone(), metadata.to_owned());
+        let (next, metadata, reports) = (next.clone(), metadata.to_owned(), reports.clone());
         tasks.push(tokio::spawn(async move {
             let mut leader = leader_at(at);
-            let mut reports = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= to {
-                    return anyhow::Ok(reports);
+                    return anyhow::Ok(());
                 }
                 let req = pb::registry::RegisterRequest {
                     node_type: "WATCHED".into(),
@@ -620,22 +620,23 @@ async fn register_range(
                 let reply = leader
                     .call::<_, pb::registry::RegisterReply>(RegistryCmd::Register, &req, "register")
                     .await?;
-                let node = reply.node.unwrap_or_default();
-                reports.push(pb::registry::NodeReport {
-                    node_id: node.node_id,
-                    addr: node.addr,
-                    term: node.term,
-                    index: node.index,
-                    ..Default::default()
-                });
+                if let Some(reports) = &reports {
+                    let node = reply.node.unwrap_or_default();
+                    reports.lock().unwrap().push(pb::registry::NodeReport {
+                        node_id: node.node_id,
+                        addr: node.addr,
+                        term: node.term,
+                        index: node.index,
+                        ..Default::default()
+                    });
+                }
             }
         }));
     }
-    let mut reports = Vec::new();
     for t in tasks {
-        reports.extend(t.await??);
+        t.await??;
     }
-    Ok(reports)
+    Ok(())
 }
 
 /// A writer that registers one service every `every` until stopped, through one
@@ -709,7 +710,7 @@ async fn watchers(
     // What the registrations cost with nobody watching.
     let control = Cluster::start_beacon(programs, 1, setup);
     let (pid, at) = control.leader_process().await?;
-    register_range(at, 0, n, &metadata, 16).await?;
+    register_range(at, 0, n, &metadata, 16, None).await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_state = proc::rss_bytes(pid).context("RSS")?;
     super::keep(control, keep);
@@ -750,10 +751,11 @@ async fn watchers(
             }
         })
     };
-    let reports = register_range(at, 0, n, &metadata, 16).await?;
     // The services report as beacon's clients do, each every quarter of its lease, from
-    // now until the end of the case.
-    let renewer = renewing.then(|| renew(at, reports, RESUME_LEASE_MS / 4));
+    // its registration until the end of the case.
+    let reports: Reports = Default::default();
+    let renewer = renewing.then(|| renew(at, reports.clone(), RESUME_LEASE_MS / 4));
+    register_range(at, 0, n, &metadata, 16, renewing.then_some(reports)).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_watched = peak.load(Ordering::Relaxed);
     println!(
@@ -832,10 +834,11 @@ async fn watchers(
     let leases_lost = match renewer {
         Some((stop, task)) => {
             stop.store(true, Ordering::Relaxed);
-            task.await??;
-            // A registration whose lease lapsed is gone from the registry.
+            let refused = task.await??;
+            // A registration whose lease lapsed is gone from the registry, and its report
+            // was refused.
             let listed = listed(at, "WATCHED").await?;
-            Some(n.saturating_sub(listed.len()))
+            Some(n.saturating_sub(listed.len()).max(refused))
         }
         None => None,
     };
@@ -941,7 +944,8 @@ fn notice_index(body: &[u8]) -> Option<u64> {
     prost::encoding::decode_varint(&mut rest).ok()
 }
 
-/// Registrations of `node_type` listed at `at`, by address.
+/// Registrations of `node_type` listed at `at`, by address, a thousand to a page (with
+/// 1 KB of metadata each, ten thousand would pass the frame limit).
 async fn listed(at: SocketAddr, node_type: &str) -> anyhow::Result<HashSet<String>> {
     let mut listed = HashSet::new();
     let mut client =
@@ -951,7 +955,7 @@ async fn listed(at: SocketAddr, node_type: &str) -> anyhow::Result<HashSet<Strin
         let page = client
             .nodes_matching(&pb::registry::NodesRequest {
                 node_type: node_type.into(),
-                limit: 10_000,
+                limit: 1_000,
                 from_node_id: from,
                 ..Default::default()
             })
@@ -968,17 +972,23 @@ async fn listed(at: SocketAddr, node_type: &str) -> anyhow::Result<HashSet<Strin
     }
 }
 
-/// Sends each of `reports` every `every_ms` until stopped, through 16
-/// connections to `at`: a report refused (its lease lapsed) is an error.
+/// The reports that keep registrations alive, added to as each registration is made.
+type Reports = Arc<std::sync::Mutex<Vec<pb::registry::NodeReport>>>;
+
+/// Sends each of `reports` (those made so far, each time round) every `every_ms` until
+/// stopped, through 16 connections to `at`; gives how many were refused because their
+/// lease had lapsed (each stops being renewed then).
 fn renew(
     at: SocketAddr,
-    reports: Vec<pb::registry::NodeReport>,
+    reports: Reports,
     every_ms: u64,
-) -> (Arc<AtomicBool>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+) -> (
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<anyhow::Result<usize>>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let done = stop.clone();
     let task = tokio::spawn(async move {
-        let reports = Arc::new(reports);
         let connections = 16;
         let mut tasks = Vec::new();
         for c in 0..connections {
@@ -986,26 +996,43 @@ fn renew(
             tasks.push(tokio::spawn(async move {
                 let mut leader = leader_at(at);
                 let mut tick = tokio::time::interval(Duration::from_millis(every_ms));
+                let mut lapsed = HashSet::new();
                 while !done.load(Ordering::Relaxed) {
                     tick.tick().await;
-                    for report in reports.iter().skip(c).step_by(connections) {
-                        leader
+                    let mine: Vec<pb::registry::NodeReport> = {
+                        let all = reports.lock().unwrap();
+                        all.iter().skip(c).step_by(connections).cloned().collect()
+                    };
+                    for report in &mine {
+                        if lapsed.contains(&report.node_id) {
+                            continue;
+                        }
+                        let answer = leader
                             .call::<_, pb::registry::NodeReportReply>(
                                 RegistryCmd::NodeReport,
                                 report,
                                 "report",
                             )
-                            .await
-                            .with_context(|| format!("renew node {}", report.node_id))?;
+                            .await;
+                        if let Err(e) = answer {
+                            let why = format!("{e:#}");
+                            anyhow::ensure!(
+                                why.contains("holds no lease"),
+                                "renew node {}: {why}",
+                                report.node_id
+                            );
+                            lapsed.insert(report.node_id);
+                        }
                     }
                 }
-                anyhow::Ok(())
+                anyhow::Ok(lapsed.len())
             }));
         }
+        let mut lapsed = 0;
         for t in tasks {
-            t.await??;
+            lapsed += t.await??;
         }
-        Ok(())
+        Ok(lapsed)
     });
     (stop, task)
 }
