@@ -85,14 +85,14 @@ fn histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 18))
 }
 
-/// The step gap's buckets: doubling below 50 ms, then close together around the ticks an
-/// idle core steps on (a tick is 100 ms by default, and a gap a little past it is not one
-/// of two ticks), then doubling to 13 s.
+/// The step gap's buckets: doubling from 100 µs to 51.2 ms, then close together around the
+/// ticks an idle core steps on (a tick is 100 ms by default, and a gap a little past it is
+/// not one of two ticks), then doubling to about 13 s.
 fn step_gap_histogram() -> Histogram {
     let fine = [
         0.075, 0.1, 0.11, 0.125, 0.15, 0.175, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
     ];
-    let below = exponential_buckets(0.0001, 2.0, 10).filter(|b| *b < 0.075);
+    let below = exponential_buckets(0.0001, 2.0, 10);
     let above = exponential_buckets(1.6384, 2.0, 4);
     Histogram::new(below.chain(fine).chain(above))
 }

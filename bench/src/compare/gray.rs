@@ -822,10 +822,7 @@ async fn watchers(
         .unwrap_or(term)
         .saturating_sub(term);
     let step_gap = step_gap_ms(at, &cluster.beacon_client).await;
-    let step_gap_p99 = match (Gaps::scrape(admin).await, &gaps_before) {
-        (Some(after), Some(before)) => after.quantile_since(before, 0.99),
-        _ => None,
-    };
+    let step_gap_p99 = Gaps::p99_since(admin, gaps_before.as_ref()).await;
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
     for r in readers {
@@ -1181,10 +1178,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         None => None,
     };
     let step_gap = status.as_ref().map(|s| s.step_gap_worst_ms as f64);
-    let step_gap_p99 = match (Gaps::scrape(admin).await, &gaps_before) {
-        (Some(after), Some(before)) => after.quantile_since(before, 0.99),
-        _ => None,
-    };
+    let step_gap_p99 = Gaps::p99_since(admin, gaps_before.as_ref()).await;
     let core_wait = status.as_ref().map(|s| s.queue_wait_worst_ms as f64);
     let run = OverloadRun {
         peak_per_sec: peak.per_sec,
@@ -1253,6 +1247,12 @@ impl Gaps {
             .ok()?
             .ok()?;
         Some(Gaps::parse(&text))
+    }
+
+    /// The p99, in ms, of the gaps the beacon whose admin API is at `admin` counted since
+    /// `before` (`None`: no scrape then or now, or no step since).
+    async fn p99_since(admin: Option<SocketAddr>, before: Option<&Gaps>) -> Option<f64> {
+        Gaps::scrape(admin).await?.quantile_since(before?, 0.99)
     }
 
     fn parse(text: &str) -> Gaps {
