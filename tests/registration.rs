@@ -764,6 +764,103 @@ async fn a_watch_resumes_from_a_kept_index_is_refused_compacted_before_it_and_he
     assert!(progress.index >= last, "{} < {last}", progress.index);
 }
 
+/// A watch that resumes far behind (a herd coming back after a stall) is owed a replay
+/// longer than its live queue could hold while the replay is sent: it is replayed with no
+/// live queue behind it, then subscribed again from after the replay, so it is never
+/// dropped for what committed meanwhile, and hears every change once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_replay_with_writes_behind_it_is_sent_whole_and_the_watch_goes_on_live() {
+    const REPLAYED: usize = 1_200;
+    const MEANWHILE: usize = 100;
+    // A live queue of 16 notices: the writes made while the replay is read would overflow it.
+    let c = start(
+        1,
+        r#"{"lease_ms": 600000, "max_metadata_bytes": 16384, "id_range": [1, 100000],
+            "watch": {"queue_notices": 16}}"#,
+    )
+    .await;
+    let at = c.beacons[0].addr.to_string();
+    let big = format!(r#"{{"pad": "{}"}}"#, "x".repeat(8 << 10));
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut loaders = Vec::new();
+    for _ in 0..4 {
+        let (next, at, big) = (next.clone(), at.clone(), big.clone());
+        loaders.push(tokio::spawn(async move {
+            let mut leader = Leader::new(vec![at], opts(), Duration::from_secs(10));
+            let mut made = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= REPLAYED {
+                    return made;
+                }
+                let request = pb::registry::RegisterRequest {
+                    metadata: big.clone(),
+                    ..register_req("LOGIC", service(i))
+                };
+                let reply: pb::registry::RegisterReply = leader
+                    .call(RegistryCmd::Register, &request, "register")
+                    .await
+                    .unwrap_or_else(|e| panic!("registration {i}: {e}"));
+                made.push(reply.node.expect("the reply carries the node"));
+            }
+        }));
+    }
+    let mut made = Vec::new();
+    for l in loaders {
+        made.extend(l.await.expect("a loader"));
+    }
+    let from = made.iter().map(|n| n.index).min().expect("registrations");
+
+    let mut watch = Client::connect(&at, &opts()).await.unwrap();
+    watch.watch_from(&["LOGIC".to_owned()], from).await.unwrap();
+    let writer = tokio::spawn({
+        let at = at.clone();
+        async move {
+            let mut leader = Leader::new(vec![at], opts(), Duration::from_secs(10));
+            let mut made = Vec::new();
+            for i in REPLAYED..REPLAYED + MEANWHILE {
+                made.push(register(&mut leader, "LOGIC", i).await);
+            }
+            made
+        }
+    });
+    // Read slowly at first: the writes commit while the replay is still being sent.
+    let mut heard: Vec<(u64, u32)> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while heard.len() < REPLAYED + MEANWHILE {
+        let notice = tokio::time::timeout_at(deadline, watch.next_notice())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} of {} changes heard in 60 s",
+                    heard.len(),
+                    REPLAYED + MEANWHILE
+                )
+            })
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the watch ended after {} of {} changes: {e}\n{}",
+                    heard.len(),
+                    REPLAYED + MEANWHILE,
+                    c.logs()
+                )
+            });
+        heard.extend(notice.add_nodes.iter().map(|n| (n.index, n.node_id)));
+        if heard.len() < REPLAYED / 2 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    made.extend(writer.await.expect("the writer"));
+    let indexes: Vec<u64> = heard.iter().map(|(i, _)| *i).collect();
+    assert!(
+        indexes.windows(2).all(|w| w[0] < w[1]),
+        "every change once, in log order"
+    );
+    let heard: BTreeSet<u32> = heard.iter().map(|(_, id)| *id).collect();
+    let made: BTreeSet<u32> = made.iter().map(|n| n.node_id).collect();
+    assert_eq!(heard, made, "every registration heard");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_is_told_about_the_types_its_type_subscribes_to() {
     let c = start(

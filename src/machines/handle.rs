@@ -16,18 +16,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::consensus::{ConsensusError, Machine, Reply, ReplyError, Service};
+use crate::consensus::{ConsensusError, Reply, ReplyError, Service};
 use crate::machines::view::{ReadError, View};
 pub use crate::machines::watchers::Pushes;
-use crate::machines::watchers::{Pushed, Queue, Watchers};
-use crate::machines::{Change, Part, Replica, Request, Routes, Sections, Services, State};
+use crate::machines::watchers::Watchers;
+use crate::machines::{Change, Replica, Request, Routes, Sections, Services, State};
 use crate::pb;
 use crate::time::Millis;
-use crate::wire::{Code, ErrorCode, FLAG_ONEWAY, Frame, FrameError, response_code};
+use crate::wire::{ErrorCode, Frame, FrameError, response_code};
 
 /// What a [`Subscriber`] is told.
 pub(crate) enum Committed<'a> {
@@ -136,6 +135,10 @@ pub(crate) trait Core: Send + Sync {
         &self,
         asker: Option<crate::consensus::Asker>,
     ) -> BoxFuture<'_, Result<u64, Reject>>;
+
+    /// A handle of its own, for work that outlives the request (a watch that subscribes
+    /// again once its replay is sent, `machines/follow.rs`).
+    fn owned(&self) -> Arc<dyn Core>;
 }
 
 /// What a handler builds from the core's methods ([`Core`]), for the driver's handle and
@@ -535,6 +538,16 @@ impl StreamEnd {
         }
     }
 
+    /// The end of a watch: `leading` says it stopped with this beacon's leadership.
+    pub(crate) fn watching(leading: &'static str) -> StreamEnd {
+        StreamEnd::new(leading)
+    }
+
+    /// Set by the watch's queue once its watcher fell behind and was dropped.
+    pub(crate) fn behind(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.behind.clone()
+    }
+
     /// The end of a stream of known length (a backup): the client stops reading before it.
     pub(crate) fn finished(why: &'static str) -> StreamEnd {
         StreamEnd {
@@ -554,234 +567,6 @@ impl StreamEnd {
             (self.code, self.leading)
         }
     }
-}
-
-/// Where a watch's first answer stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FirstAnswer {
-    /// List the state as of this log position; notices follow from after it.
-    List(u64),
-    /// Resumed at this log index: list nothing, the changes from it on follow (the
-    /// answer's index is the one before it, where the watcher stands).
-    Resume(u64),
-}
-
-impl FirstAnswer {
-    /// The log position the first answer stands at.
-    pub(crate) fn index(self) -> u64 {
-        match self {
-            FirstAnswer::List(at) => at,
-            FirstAnswer::Resume(from) => from.saturating_sub(1),
-        }
-    }
-
-    pub(crate) fn resumed(self) -> bool {
-        matches!(self, FirstAnswer::Resume(_))
-    }
-}
-
-/// Follows machine `M`'s committed changes for one watcher (leader only). `from` is the log
-/// index to resume at (0: from the state as it is): `start` reads `M` and gives the first
-/// answer (a listing as of the last log position, or nothing on a resume) and a `notice`
-/// that turns each later change of `M` into the frame body pushed (or nothing, when the
-/// change does not concern this watcher; `what` names it in a warning). A listing holds
-/// every change up to its position and a resume gets every change from its index, so none
-/// is missed or told twice. While idle the watcher gets `progress(commit)`, an empty
-/// notice with the index the log is committed through. The stream ends with `ended` when
-/// this beacon stops leading; a resume from before the oldest change kept is refused
-/// `COMPACTED`.
-///
-/// `kind`: watchers of the same kind (the same filter) get the same notice for a change, so
-/// its bytes are made once and shared by all of them ([`kind_of`]); `None` for a watch of
-/// its own (a holder's assignments).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn follow<M, A, N, F>(
-    frame: &Frame,
-    ctx: &Ctx<'_>,
-    pushed: impl Code,
-    what: &'static str,
-    ended: &'static str,
-    from: u64,
-    kind: Option<u64>,
-    start: impl FnOnce(&M, FirstAnswer) -> Result<Listed<A, F>, Reject> + Send + 'static,
-    progress: fn(u64) -> N,
-) -> Result<Handled, Reject>
-where
-    M: Machine,
-    State: Part<M>,
-    A: prost::Message + Send + 'static,
-    N: prost::Message + 'static,
-    F: FnMut(u64, &M::Change) -> Option<N> + Send + 'static,
-{
-    let pushed = pushed.code();
-    let mut ended = StreamEnd::new(ended);
-    let watchers = ctx.driver.watchers().clone();
-    // A listing large enough to go in pages waits for its turn (a herd lists a few at a
-    // time); a resume lists nothing and waits for none.
-    let turn = match from {
-        0 => Some(watchers.listing_turn().await),
-        _ => None,
-    };
-    let started = ctx
-        .driver
-        .subscribe(from, move |replica, _, since, replay| {
-            let begin = match since {
-                StartPoint::Now => FirstAnswer::List(replica.applied().index),
-                StartPoint::Replay { from, .. } => FirstAnswer::Resume(from),
-                StartPoint::Compacted { asked, oldest } => {
-                    return (Err(compacted(asked, oldest)), None);
-                }
-            };
-            let Listed {
-                answer,
-                notice,
-                rest,
-            } = match start(<State as Part<M>>::part(replica.state()), begin) {
-                Ok(started) => started,
-                Err(e) => return (Err(e), None),
-            };
-            // The replay (on this watch's task) and the subscriber (on the core's) both make
-            // notices of changes; each watch has its own notice, taken by turns.
-            let notice = Arc::new(std::sync::Mutex::new(notice));
-            let (mut queue, pushes) = watchers.queue(0);
-            // What the history owes a resume is sent before anything queued: the subscriber
-            // is told only what commits after it.
-            let owed = replay.filter(|r| !r.owed().is_empty());
-            let after = owed
-                .as_ref()
-                .and_then(|r| r.owed().last().map(|(index, _)| *index))
-                .unwrap_or(0)
-                .max(begin.index());
-            // Something was pushed since the last progress call: the watcher is not idle.
-            let mut busy = false;
-            let send = move |queue: &mut Queue, body: Bytes| {
-                let frame = Frame {
-                    cmd: pushed,
-                    seq: 0,
-                    flags: FLAG_ONEWAY,
-                    body,
-                };
-                queue.push(frame, what) == Pushed::Queued
-            };
-            let shared = watchers.clone();
-            // A change's notice for this watch, its bytes made once for every watch of its
-            // kind.
-            let noticed = {
-                let (notice, shared) = (notice.clone(), shared.clone());
-                move |index: u64, change: &Change, replay: bool| -> Option<Bytes> {
-                    let make = || {
-                        let mut notice = notice.lock().unwrap_or_else(|e| e.into_inner());
-                        <State as Part<M>>::change(change)
-                            .and_then(|change| (*notice)(index, change))
-                            .map(|body| Bytes::from(prost::Message::encode_to_vec(&body)))
-                    };
-                    // Replayed notices in a cache of their own (the bulk thread's), live ones
-                    // in the core's.
-                    match kind {
-                        Some(kind) if replay => shared.replayed(pushed, kind, index, make),
-                        Some(kind) => shared.shared(pushed, kind, index, make),
-                        None => make(),
-                    }
-                }
-            };
-            let replayed: Option<Box<dyn crate::machines::watchers::Pages>> = owed.map(|owed| {
-                let noticed = noticed.clone();
-                let mut at = 0;
-                Box::new(PagesFn(move || {
-                    let changes = owed.owed();
-                    while let Some((index, change)) = changes.get(at) {
-                        at += 1;
-                        if let Some(body) = noticed(*index, change, true) {
-                            return Some(body);
-                        }
-                    }
-                    None
-                })) as Box<dyn crate::machines::watchers::Pages>
-            });
-            let subscriber: Subscriber = Box::new(move |told| match told {
-                Committed::Change(index, change) => {
-                    if index <= after {
-                        return !queue.is_closed();
-                    }
-                    match noticed(index, change, false) {
-                        Some(body) => {
-                            busy = true;
-                            send(&mut queue, body)
-                        }
-                        None => !queue.is_closed(),
-                    }
-                }
-                Committed::Progress(commit) => {
-                    if std::mem::take(&mut busy) {
-                        return !queue.is_closed();
-                    }
-                    let body = progress(commit.max(after));
-                    send(
-                        &mut queue,
-                        Bytes::from(prost::Message::encode_to_vec(&body)),
-                    )
-                }
-            });
-            (Ok((answer, pushes, rest, replayed)), Some(subscriber))
-        })
-        .await?;
-    let (answer, mut pushes, rest, replayed) = started?;
-    ended.behind = pushes.behind();
-    if let (Some(rest), Some(turn)) = (rest, turn) {
-        pushes.listing_first(rest, pushed, Some(turn));
-    } else if let Some(replayed) = replayed {
-        pushes.listing_first(replayed, pushed, None);
-    }
-    Ok(Handled::Stream {
-        reply: Frame::new(response_code(frame.cmd), frame.seq, 0, &answer),
-        pushes,
-        ended,
-    })
-}
-
-/// Pages made by a function: the next page, or `None` after the last.
-struct PagesFn<F>(F);
-
-impl<F: FnMut() -> Option<Bytes> + Send> crate::machines::watchers::Pages for PagesFn<F> {
-    fn next_page(&mut self) -> Option<Bytes> {
-        (self.0)()
-    }
-}
-
-/// What a watch's `start` gives: its first answer, what turns each later change into a
-/// notice, and the rest of its listing when the first answer holds only a page of it.
-pub(crate) struct Listed<A, F> {
-    pub(crate) answer: A,
-    pub(crate) notice: F,
-    pub(crate) rest: Option<Box<dyn crate::machines::watchers::Pages>>,
-}
-
-impl<A, F> Listed<A, F> {
-    /// A first answer that holds the whole listing.
-    pub(crate) fn whole(answer: A, notice: F) -> Listed<A, F> {
-        Listed {
-            answer,
-            notice,
-            rest: None,
-        }
-    }
-}
-
-/// The kind of a watch whose notices depend on `filter` alone (the node types, the
-/// prefixes followed): watches of one kind share their notices' bytes.
-pub(crate) fn kind_of(filter: &impl std::hash::Hash) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(filter)
-}
-
-/// The refusal of a resume from before the oldest change kept.
-fn compacted(asked: u64, oldest: u64) -> Reject {
-    Reject::new(
-        ErrorCode::Compacted,
-        format!(
-            "log index {asked} is compacted: the oldest index a watch can resume from is {oldest} (key `watch.history`); list again and watch from there"
-        ),
-    )
 }
 
 /// What a handler made of a request.

@@ -33,6 +33,7 @@
 pub mod assign;
 pub mod bulk;
 pub mod configs;
+pub(crate) mod follow;
 pub mod handle;
 pub mod registry;
 pub mod sequence;

@@ -212,17 +212,23 @@ impl Watchers {
     }
 
     /// A new watcher's queue: what its subscriber pushes into and its connection takes
-    /// from. `replay`: notices the history replays first, queued on top of the limits.
-    pub(crate) fn queue(self: &Arc<Self>, replay: usize) -> (Queue, Pushes) {
-        let (tx, rx) = mpsc::channel(self.limits.queue_notices + replay);
-        let backlog = Arc::new(Backlog::default());
+    /// from. `behind` is set once it falls behind; a watch that subscribes again (after a
+    /// long replay, `machines/follow.rs`) passes each of its queues the same.
+    pub(crate) fn queue(
+        self: &Arc<Self>,
+        behind: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (Queue, Pushes) {
+        let (tx, rx) = mpsc::channel(self.limits.queue_notices);
+        let backlog = Arc::new(Backlog {
+            behind,
+            ..Backlog::default()
+        });
         self.open.fetch_add(1, Ordering::Relaxed);
         (
             Queue {
                 tx,
                 backlog: backlog.clone(),
                 watchers: self.clone(),
-                exempt: replay,
             },
             Pushes {
                 rx,
@@ -230,6 +236,7 @@ impl Watchers {
                 watchers: Some(self.clone()),
                 listing: None,
                 made_page: false,
+                then: None,
             },
         )
     }
@@ -341,9 +348,6 @@ pub(crate) struct Queue {
     tx: mpsc::Sender<Frame>,
     backlog: Arc<Backlog>,
     watchers: Arc<Watchers>,
-    /// Notices still to push that the history replays (not held to the byte limit: the
-    /// watcher asked for them).
-    exempt: usize,
 }
 
 /// What a push did.
@@ -363,7 +367,7 @@ impl Queue {
         let len = frame.body.len();
         let limits = self.watchers.limits;
         let held = self.backlog.bytes.load(Ordering::Relaxed);
-        let exempt = self.exempt > 0 || self.backlog.listing.load(Ordering::Relaxed);
+        let exempt = self.backlog.listing.load(Ordering::Relaxed);
         if !exempt && held + len > limits.queue_bytes {
             let why = format!(
                 "{} bytes queued, the limit is {}",
@@ -382,9 +386,6 @@ impl Queue {
             .fetch_add(len as i64, Ordering::Relaxed);
         let refused = match self.tx.try_send(frame) {
             Ok(()) => {
-                if self.exempt > 0 {
-                    self.exempt -= 1;
-                }
                 self.watchers.deepest.fetch_max(now, Ordering::Relaxed);
                 return Pushed::Queued;
             }
@@ -422,6 +423,10 @@ pub struct Pushes {
     /// A page was made at the last poll: this one yields first, so that a listing's
     /// encoding takes its turns with the runtime's other tasks (the core's among them).
     made_page: bool,
+    /// What follows once everything here is taken and nothing more can come: the frames of
+    /// the same watch subscribed again (after a long replay sent with no live queue behind
+    /// it, `machines/follow.rs`), or nothing, and the stream ends.
+    then: Option<futures_util::future::BoxFuture<'static, Option<Pushes>>>,
 }
 
 impl Pushes {
@@ -433,12 +438,8 @@ impl Pushes {
             watchers: None,
             listing: None,
             made_page: false,
+            then: None,
         }
-    }
-
-    /// Set once the watcher fell behind and was dropped.
-    pub(crate) fn behind(&self) -> Arc<std::sync::atomic::AtomicBool> {
-        self.backlog.behind.clone()
     }
 
     /// Sends `pages` (as frames of command `cmd`) before anything queued, in `turn`; the
@@ -460,6 +461,11 @@ impl Pushes {
         });
         self.listing = Some((rx, cmd, turn));
         self.backlog.listing.store(true, Ordering::Relaxed);
+    }
+
+    /// Goes on with the frames `next` gives once these are all taken.
+    pub(crate) fn then(&mut self, next: futures_util::future::BoxFuture<'static, Option<Pushes>>) {
+        self.then = Some(next);
     }
 
     /// The listing is sent (or abandoned): what queues from now on is held to every limit.
@@ -519,8 +525,25 @@ impl Pushes {
             }
         }
         let polled = self.rx.poll_recv(cx);
-        if let Poll::Ready(Some(frame)) = &polled {
-            self.taken(frame.body.len());
+        match &polled {
+            Poll::Ready(Some(frame)) => self.taken(frame.body.len()),
+            Poll::Ready(None) => {
+                if let Some(then) = &mut self.then {
+                    return match then.as_mut().poll(cx) {
+                        Poll::Ready(Some(next)) => {
+                            // This queue's count and gauges go with it (its drop).
+                            *self = next;
+                            self.poll_take(cx)
+                        }
+                        Poll::Ready(None) => {
+                            self.then = None;
+                            Poll::Ready(None)
+                        }
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+            Poll::Pending => {}
         }
         polled
     }
@@ -570,7 +593,7 @@ mod tests {
             queue_bytes: 1000,
             queue_notices: 100,
         }));
-        let (mut queue, mut pushes) = watchers.queue(0);
+        let (mut queue, mut pushes) = watchers.queue(Default::default());
         for _ in 0..4 {
             assert_eq!(queue.push(frame(250), "nodes"), Pushed::Queued);
         }
@@ -596,17 +619,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_replay_is_queued_past_the_byte_limit_and_the_count_still_bounds() {
+    async fn a_watcher_is_bounded_in_notices() {
         let watchers = Arc::new(Watchers::new(WatchLimits {
             queue_bytes: 100,
             queue_notices: 2,
         }));
-        let (mut queue, _pushes) = watchers.queue(3);
-        for _ in 0..3 {
-            assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued, "replayed");
-        }
-        assert_eq!(queue.push(frame(1), "nodes"), Pushed::Behind, "live again");
-        let (mut queue, _pushes) = watchers.queue(0);
+        let (mut queue, _pushes) = watchers.queue(Default::default());
         assert_eq!(queue.push(frame(1), "nodes"), Pushed::Queued);
         assert_eq!(queue.push(frame(1), "nodes"), Pushed::Queued);
         assert_eq!(
@@ -630,7 +648,7 @@ mod tests {
             queue_bytes: 100,
             queue_notices: 3,
         }));
-        let (mut queue, mut pushes) = watchers.queue(0);
+        let (mut queue, mut pushes) = watchers.queue(Default::default());
         pushes.listing_first(Box::new(Numbered(1..3)), 106, None);
         // Past the byte limit while the listing is sent: kept.
         for _ in 0..3 {
@@ -641,7 +659,7 @@ mod tests {
             Pushed::Behind,
             "the count still bounds it"
         );
-        let (mut queue, mut pushes) = watchers.queue(0);
+        let (mut queue, mut pushes) = watchers.queue(Default::default());
         pushes.listing_first(Box::new(Numbered(1..3)), 106, None);
         assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued);
         assert_eq!(queue.push(frame(90), "nodes"), Pushed::Queued);
@@ -669,7 +687,7 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "no turn is free");
-        let (mut queue, mut pushes) = watchers.queue(0);
+        let (mut queue, mut pushes) = watchers.queue(Default::default());
         assert_eq!(queue.push(frame(9), "nodes"), Pushed::Queued);
         pushes.listing_first(Box::new(Numbered(1..4)), 106, turns.pop());
         let mut got = Vec::new();

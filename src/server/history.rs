@@ -16,10 +16,11 @@ use crate::machines::handle::{Replay, StartPoint, Told};
 pub(crate) struct History<C> {
     /// Each change with its log index and about how many bytes it holds.
     changes: VecDeque<(u64, Arc<C>, usize)>,
-    /// Every change held, as resumes are handed it: made on the first resume after a
-    /// change is recorded and shared by every resume until the next (a herd that comes back
-    /// at once shares one).
-    snapshot: Option<Told<C>>,
+    /// The changes held from an index on (the earliest a resume asked), as resumes are
+    /// handed them: made on the first resume after a change is recorded and shared by every
+    /// resume from that index or later until the next (a herd that comes back at once
+    /// shares one).
+    snapshot: Option<(u64, Told<C>)>,
     /// Every committed change at or after this index is held (or still to come).
     first: u64,
     /// Changes kept at most (key `watch.history`).
@@ -112,14 +113,21 @@ impl<C: Clone> History<C> {
 
     /// The changes at or after `from`, handed to a resumed watch to walk on its own task:
     /// a slice of one snapshot shared by every resume until the next change is recorded.
+    /// The snapshot holds the changes from the earliest index asked since then, not the
+    /// whole history: a watch that caught up and subscribes again from near the end (see
+    /// `machines/handle.rs`, `follow`) costs the core's thread what it is owed, not what
+    /// the history holds.
     pub(crate) fn replay_from(&mut self, from: u64) -> Replay<C> {
-        let changes = &self.changes;
-        let all = self
+        let covers = self
             .snapshot
-            .get_or_insert_with(|| {
-                Arc::new(changes.iter().map(|(i, c, _)| (*i, c.clone())).collect())
-            })
-            .clone();
+            .as_ref()
+            .is_some_and(|(made, _)| *made <= from);
+        if !covers {
+            let at = self.start_of(from);
+            let held = self.changes.range(at..).map(|(i, c, _)| (*i, c.clone()));
+            self.snapshot = Some((from, Arc::new(held.collect())));
+        }
+        let all = self.snapshot.as_ref().expect("made above").1.clone();
         let start = all.partition_point(|(i, _)| *i < from);
         Replay {
             changes: all,
@@ -155,8 +163,8 @@ mod tests {
     fn resumes_at_one_point_in_the_log_share_one_snapshot_until_the_next_change() {
         let mut h = history(10, usize::MAX, 10);
         h.record(&[(11, change()), (12, change()), (13, change())], None);
-        let a = h.replay_from(12);
         let b = h.replay_from(11);
+        let a = h.replay_from(12);
         assert!(
             Arc::ptr_eq(&a.changes, &b.changes),
             "a herd is served one snapshot"

@@ -5,9 +5,8 @@ use super::service::{AssignError, AssignService, Request, Response};
 use super::state::{Assignments, Change, Resource, SlotGroup, SlotName};
 use super::wire::{AssignCmd, AssignErrorCode, group_to_pb, resource_to_pb};
 use crate::auth::Role;
-use crate::machines::handle::{
-    self, CoreExt, Ctx, FirstAnswer, Handled, Reject, reply, unexpected,
-};
+use crate::machines::follow::{self, FirstAnswer};
+use crate::machines::handle::{self, CoreExt, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
 use crate::pb::assign as pb;
@@ -202,7 +201,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             })
             .collect()
     };
-    handle::follow(
+    follow::follow(
         frame,
         ctx,
         AssignCmd::Notice,
@@ -268,7 +267,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 slots,
                 resumed: start.resumed(),
             };
-            Ok(handle::Listed::whole(answer, notice))
+            Ok(follow::Listed::whole(answer, notice))
         },
         |index| pb::AssignmentNotice {
             index,

@@ -7,6 +7,7 @@ use super::wire::{
     ConfigCmd, ConfigErrorCode, document_to_pb, get_reply_json, op_from_pb, past_to_pb,
 };
 use crate::auth::Role;
+use crate::machines::follow;
 use crate::machines::handle::{self, Ctx, Handled, Reject, reply};
 use crate::machines::{Part, State};
 use crate::pb::configs as pb;
@@ -158,8 +159,8 @@ fn invalid(why: impl Into<String>) -> Reject {
 async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::WatchRequest = frame.decode()?;
     let watched = Watched::of(&req)?;
-    let kind = handle::kind_of(&watched.0);
-    handle::follow(
+    let kind = follow::kind_of(&watched.0);
+    follow::follow(
         frame,
         ctx,
         ConfigCmd::Notice,
@@ -169,12 +170,12 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
         Some(kind),
         move |store: &ConfigStore, start| {
             let documents = match start {
-                handle::FirstAnswer::List(_) => store
+                follow::FirstAnswer::List(_) => store
                     .with_prefix("")
                     .filter(|d| watched.follows(&d.key))
                     .map(|d| document_to_pb(d, false))
                     .collect(),
-                handle::FirstAnswer::Resume(_) => Vec::new(),
+                follow::FirstAnswer::Resume(_) => Vec::new(),
             };
             let answer = pb::WatchReply {
                 documents,
@@ -197,7 +198,7 @@ async fn watch(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                 }
                 (!notice.put.is_empty() || !notice.deleted.is_empty()).then_some(notice)
             };
-            Ok(handle::Listed::whole(answer, notice))
+            Ok(follow::Listed::whole(answer, notice))
         },
         |index| pb::ConfigNotice {
             index,

@@ -20,9 +20,8 @@ use super::wire::{
     RegistryCmd, RegistryErrorCode, filter_of, hello_part, hello_range, record_to_pb, status_of,
 };
 use crate::auth::Role;
-use crate::machines::handle::{
-    self, CoreExt, Ctx, FirstAnswer, Handled, Reject, reply, unexpected,
-};
+use crate::machines::follow::{self, FirstAnswer};
+use crate::machines::handle::{self, CoreExt, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::{Part, Replica, Routes, Services, State};
 use crate::pb::registry as pb;
 use crate::time::wall_ms;
@@ -641,11 +640,11 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let types: BTreeSet<String> = req.node_types.into_iter().collect();
     // Watchers of the same types and the same health share each notice's bytes; another
     // health filter is told other things of the same change.
-    let kind = handle::kind_of(&(&types, health));
+    let kind = follow::kind_of(&(&types, health));
     let follows = move |r: &NodeRecord| {
         (types.is_empty() || types.contains(r.node_type.as_str())) && health.admits(r.health())
     };
-    handle::follow(
+    follow::follow(
         frame,
         ctx,
         RegistryCmd::NodeNotice,
@@ -679,7 +678,7 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 resumed: start.resumed(),
                 more: rest.is_some(),
             };
-            Ok(handle::Listed {
+            Ok(follow::Listed {
                 answer,
                 notice,
                 rest,

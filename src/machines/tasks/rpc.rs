@@ -5,6 +5,7 @@ use super::service::{Request, Response, TaskError, TaskService};
 use super::state::{Change, Task, TaskState, Tasks, WorkerId};
 use super::wire::{TasksCmd, TasksErrorCode, queue_to_pb, task_to_pb};
 use crate::auth::Role;
+use crate::machines::follow;
 use crate::machines::handle::{self, CoreExt, Ctx, Handled, Reject, reply, unexpected};
 use crate::machines::registry::{self, FencingToken, Registry};
 use crate::machines::{Part, State};
@@ -186,7 +187,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
         Response::Served => {}
         other => return Err(unexpected(other)),
     }
-    handle::follow(
+    follow::follow(
         frame,
         ctx,
         TasksCmd::WorkNotice,
@@ -227,7 +228,7 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
                 index: start.index(),
                 running,
             };
-            Ok(handle::Listed::whole(answer, notice))
+            Ok(follow::Listed::whole(answer, notice))
         },
         |index| pb::WorkNotice {
             index,
@@ -242,14 +243,14 @@ async fn work(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
 async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
     let req: pb::WatchQueue = frame.decode()?;
     super::state::check_name("queue", &req.queue).map_err(invalid)?;
-    handle::follow(
+    follow::follow(
         frame,
         ctx,
         TasksCmd::QueueNotice,
         "a queue's finished tasks",
         "this beacon stopped leading: watch again at the leader",
         req.start_index,
-        Some(handle::kind_of(&req.queue)),
+        Some(follow::kind_of(&req.queue)),
         move |tasks: &Tasks, start| {
             let Some(q) = tasks.queue(&req.queue) else {
                 return Err(reject(TaskError::UnknownQueue(req.queue.clone())));
@@ -280,7 +281,7 @@ async fn watch_queue_stream(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Rej
                     .collect();
                 (!finished.is_empty()).then_some(pb::QueueNotice { index, finished })
             };
-            Ok(handle::Listed::whole(answer, notice))
+            Ok(follow::Listed::whole(answer, notice))
         },
         |index| pb::QueueNotice {
             index,

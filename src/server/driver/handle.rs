@@ -207,6 +207,10 @@ impl DriverHandle {
 }
 
 impl Core for DriverHandle {
+    fn owned(&self) -> Arc<dyn Core> {
+        Arc::new(self.clone())
+    }
+
     fn view(&self) -> &View {
         &self.view
     }
