@@ -91,6 +91,13 @@ pub const QUORUM_GRACE_TICKS: u32 = 3;
 /// Ticks after the leader's connection dropped during which heartbeats may elect us (the
 /// alive window: the others have long said by then whether they lost it too).
 const FAILOVER_TICKS: u32 = 3;
+/// Ticks after a stop (two ticks or more without a step) during which this beacon elects
+/// no one, itself least of all: what queued up for it while it was stopped arrives first and
+/// says how the cluster stood then (it may have elected another and gone on, or removed this
+/// beacon), and what was sent after its buffers filled is lost. The tick it wakes on, one for
+/// that queue to drain, the alive window (three ticks) for what it said to age out, and one
+/// to spare: past them, every peer it sees spoke since it woke.
+pub const WOKEN_TICKS: u32 = 6;
 
 /// The election part of a heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +275,9 @@ pub struct Election {
     /// Set by the first tick, or once we followed a leader (we then know the cluster's state
     /// first hand); before, we never elect ourselves.
     informed: bool,
+    /// Ticks left after a stop during which we elect ourselves on nothing we hear (see
+    /// [`WOKEN_TICKS`]).
+    woken: u32,
     /// Quorum mode: the eligibility, pre-vote and check-quorum rules apply.
     quorum: bool,
     /// Ticks since we took our current term as leader.
@@ -360,6 +370,7 @@ impl Election {
             is_leader: false,
             leader: None,
             informed: false,
+            woken: 0,
             quorum: false,
             led_ticks: 0,
             reported: Promise::default(),
@@ -585,6 +596,7 @@ impl Election {
     /// The periodic check (NebulaBeacon's `CheckLeader`), then this tick's heartbeat.
     pub fn tick(&mut self, _now: Millis) -> Vec<Action> {
         self.informed = true;
+        self.woken = self.woken.saturating_sub(1);
         let before = self.heartbeat();
         let mut actions = self.check(Check::Tick);
         // Check-quorum counts the ticks of a leadership from the first one after it began.
@@ -605,7 +617,13 @@ impl Election {
     /// missing all that time count as missing. A leader that thereby sees fewer than a
     /// majority following it (quorum mode) steps down now, before it acts on anything that
     /// queued up meanwhile: the others may well have elected someone else.
+    ///
+    /// After a stop of two ticks or more, it elects itself on nothing it hears for
+    /// [`WOKEN_TICKS`]: the heartbeats that queued up meanwhile are stale.
     pub fn catch_up(&mut self, missed: u32) -> Vec<Action> {
+        if missed >= 2 {
+            self.woken = WOKEN_TICKS;
+        }
         let before = self.heartbeat();
         for _ in 0..missed.min(3) {
             self.shift_masks();
@@ -957,6 +975,7 @@ impl Election {
             Some((c, _)) if c == self.me => {
                 if !self.is_leader
                     && informed
+                    && self.woken == 0
                     && may_elect
                     && (!self.quorum || self.available() >= self.majority())
                 {

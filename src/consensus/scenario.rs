@@ -20,6 +20,9 @@
 //!   is in flight (at most 50 rounds). `drop`: the messages in flight are lost.
 //! * `cut A B` (both ways), `cut A->B` (one way), `isolate A`, `heal`: messages over a cut
 //!   link are lost when delivered.
+//! * `full B->A [C->A]`: the link's buffers are full (its receiver stopped reading): what is
+//!   in flight on it still arrives, what is sent on it from now on is lost (shown as
+//!   `lost (full)`), until `heal`.
 //! * `stop A` / `resume A`: a hung process. It takes no step; what is sent to it waits
 //!   (as in its socket's buffer) and arrives when it resumes.
 //! * `crash A`: the process dies; its peers are told its connections closed, and what is
@@ -115,6 +118,8 @@ struct Scenario {
     /// Messages in flight, in the order sent.
     flight: VecDeque<(Name, Name, Message<Numbers>)>,
     cut: BTreeSet<(Name, Name)>,
+    /// Links whose buffers are full: what is sent on them is lost at once.
+    full: BTreeSet<(Name, Name)>,
     next_token: u64,
     /// What each request was, to name its answer.
     asked: BTreeMap<u64, String>,
@@ -186,7 +191,16 @@ impl Scenario {
                     self.cut.insert((b, a));
                 }
             }
-            "heal" => self.cut.clear(),
+            "full" => {
+                for link in args {
+                    let (a, b) = link.split_once("->").ok_or("full B->A C->A")?;
+                    self.full.insert((letter(a)?, letter(b)?));
+                }
+            }
+            "heal" => {
+                self.cut.clear();
+                self.full.clear();
+            }
             "stop" => {
                 let a = self.known(one(args)?)?;
                 self.beacons.get_mut(&a).unwrap().run = Run::Stopped;
@@ -540,6 +554,10 @@ impl Scenario {
             .collect();
         for (to, msg) in sent {
             let dest = name_of(to);
+            if self.full.contains(&(at, dest)) {
+                writeln!(out, "{at}->{dest} lost (full)").unwrap();
+                continue;
+            }
             writeln!(out, "{at}->{dest} {}", message(&msg, &voters)).unwrap();
             self.flight.push_back((at, dest, msg));
         }
