@@ -7,23 +7,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs `cmd`, failing the test with its output if it fails.
-pub fn run(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+#[path = "command.rs"]
+mod command;
+pub use command::{root, run};
 
 /// The interpreter with the package and its test dependencies installed.
 pub fn python() -> PathBuf {

@@ -1,0 +1,23 @@
+//! What the tests that drive another language's toolchain share: the repository's root,
+//! and a command run to success or the test failed with its output.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `cmd`, failing the test with its output if it fails.
+pub fn run(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({})\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
