@@ -396,6 +396,16 @@ func (c *Client) watched(ctx context.Context, at string, attempt func(ctx contex
 // (0: Config.RetryFor) has passed or ctx ends. Each attempt is bounded by Timeout and by
 // what is left, and leaves a hung beacon within about one PingInterval.
 func (c *Client) do(ctx context.Context, retryFor time.Duration, attempt func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	return c.retry(ctx, retryFor, true, attempt)
+}
+
+// doStream runs a stream that lasts until it has what it waits for (within ctx), with
+// failover as do has it but no bound on an attempt, nor on the time spent retrying.
+func (c *Client) doStream(ctx context.Context, attempt func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	return c.retry(ctx, time.Duration(1<<62), false, attempt)
+}
+
+func (c *Client) retry(ctx context.Context, retryFor time.Duration, bounded bool, attempt func(ctx context.Context, conn *grpc.ClientConn) error) error {
 	if retryFor <= 0 {
 		retryFor = c.cfg.RetryFor
 	}
@@ -410,12 +420,16 @@ func (c *Client) do(ctx context.Context, retryFor time.Duration, attempt func(ct
 		if err != nil {
 			return err
 		}
-		bound := max(min(c.cfg.Timeout, left), 50*time.Millisecond)
-		err = c.watched(ctx, at, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(c.outgoing(ctx), bound)
-			defer cancel()
-			return attempt(ctx, conn)
-		})
+		if bounded {
+			bound := max(min(c.cfg.Timeout, left), 50*time.Millisecond)
+			err = c.watched(ctx, at, func(ctx context.Context) error {
+				ctx, cancel := context.WithTimeout(c.outgoing(ctx), bound)
+				defer cancel()
+				return attempt(ctx, conn)
+			})
+		} else {
+			err = attempt(c.outgoing(ctx), conn)
+		}
 		if err == nil {
 			return nil
 		}

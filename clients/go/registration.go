@@ -142,6 +142,7 @@ func (c *Client) Register(ctx context.Context, nodeType, addr string, opts Regis
 	run, stop := context.WithCancel(context.Background())
 	r.stop = stop
 	go r.keepAlive(run)
+	go r.watchdog(run)
 	return r, nil
 }
 
@@ -256,6 +257,23 @@ func (r *Registration) report() *registrypb.NodeReport {
 		rep.ClockMs = uint64(time.Now().UnixMilli()) + uint64(2*r.interval()/time.Millisecond)
 	}
 	return rep
+}
+
+// watchdog loses the lease the moment no beacon has confirmed it for a whole lease, however
+// long the keep-alive waits on a beacon that does not answer (a connection still being made
+// to a stopped one, say), and ends the keep-alive then.
+func (r *Registration) watchdog(ctx context.Context) {
+	for {
+		left := time.Until(r.ConfirmedUntil())
+		if left <= 0 {
+			r.lose(fmt.Sprintf("no beacon confirmed the lease for a whole lease (%d ms)", r.Lease.Milliseconds()))
+			r.stop()
+			return
+		}
+		if sleep(ctx, left) != nil {
+			return
+		}
+	}
 }
 
 // interval between reports: a quarter of the lease.

@@ -21,6 +21,8 @@ type resuming[E any] struct {
 	c      *Client
 	events chan E
 	follow func(ctx context.Context, conn *grpc.ClientConn, start uint64, relist bool) error
+	// ends says which errors end the watch (by default: those not worth retrying).
+	ends func(err error) bool
 
 	mu sync.Mutex
 	// began: a first answer came (later streams resume); answered: on this stream.
@@ -38,7 +40,11 @@ type resuming[E any] struct {
 
 func newResuming[E any](c *Client) *resuming[E] {
 	return &resuming[E]{
-		c:      c,
+		c: c,
+		ends: func(err error) bool {
+			var typed *Error
+			return errors.As(err, &typed) && !typed.retryable() && !typed.silent()
+		},
 		events: make(chan E, 1024),
 		listed: make(chan struct{}),
 		done:   make(chan struct{}),
@@ -108,13 +114,12 @@ func (w *resuming[E]) run(ctx context.Context) {
 			continue
 		}
 		var typed *Error
-		if errors.As(err, &typed) {
-			if typed.silent() {
-				w.c.suspect(at)
-			} else if !typed.retryable() {
-				w.end(err)
-				return
-			}
+		if errors.As(err, &typed) && typed.silent() {
+			w.c.suspect(at)
+		}
+		if w.ends(err) {
+			w.end(err)
+			return
 		}
 		w.c.next()
 		if sleep(ctx, pause) != nil {

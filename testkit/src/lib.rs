@@ -184,6 +184,14 @@ fn sorted_ports(listeners: &[TcpListener]) -> Vec<u16> {
 /// build scripts that watch them (ring's does) would see them changed and rebuild, and with
 /// them everything above, about 40 s, and the next `cargo test` the same back.
 pub fn nebcli(beacon: &Path) -> PathBuf {
+    cargo_build(&["--workspace", "--tests"], "nebcli");
+    beacon.with_file_name("nebcli")
+}
+
+/// Runs `cargo build -q ARGS` (for a binary a test runs: nebcli, an example) with what
+/// cargo set for the test itself removed, so that the build is the workspace's own and
+/// finds what the test build made; `what` names it when the build fails.
+pub fn cargo_build(args: &[&str], what: &str) {
     let set_for_tests = |k: &str| {
         k == "OUT_DIR"
             || k == "CARGO_MANIFEST_DIR"
@@ -201,14 +209,16 @@ pub fn nebcli(beacon: &Path) -> PathBuf {
         }
     }
     let status = cargo
-        .args(["build", "-q", "--workspace", "--tests"])
+        .arg("build")
+        .arg("-q")
+        .args(args)
         .status()
         .expect("run cargo");
     assert!(
         status.success(),
-        "cargo build --workspace --tests (for nebcli)"
+        "cargo build {} (for {what})",
+        args.join(" ")
     );
-    beacon.with_file_name("nebcli")
 }
 
 /// Runs `nebcli` with `args`: whether it exited 0, and what it printed (stdout, then
