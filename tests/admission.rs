@@ -156,7 +156,8 @@ async fn over_its_share_a_grpc_client_is_told_busy_at_once_with_when_to_retry() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_overload_new_work_is_refused_and_a_live_service_keeps_its_lease() {
-    // Sixteen connections, each with sixteen calls always under way, for five leases.
+    // Sixteen connections, each with sixteen calls always under way, for two and a half
+    // leases.
     overloaded_for(
         serde_json::json!({"max_pending": 320}),
         Duration::from_secs(5),
@@ -164,11 +165,12 @@ async fn under_overload_new_work_is_refused_and_a_live_service_keeps_its_lease()
     .await;
 }
 
-/// A lone beacon with `limits` and a service with a 1 s lease, under [`Load`] of 16
+/// A lone beacon with `limits` and a service with a 2 s lease, under [`Load`] of 16
 /// connections of 16 calls for `time`: the lease holds, some calls go through and some
-/// are refused `BUSY` (and counted so); the first refusal's message.
+/// are refused `BUSY` (and counted so); the first refusal's message. (A 1 s lease lapsed,
+/// now and then, on a debug build whose edges the load keeps busy on a shared machine.)
 async fn overloaded_for(limits: serde_json::Value, time: Duration) -> String {
-    let (c, admin) = lone(limits, 1_000);
+    let (c, admin) = lone(limits, 2_000);
     let at = c.beacons[0].addr;
     eventually(Duration::from_secs(10), || status(at))
         .await

@@ -259,7 +259,8 @@ func TestALeaseAndAWatchHoldThroughALeaderKill(t *testing.T) {
 }
 
 func TestAStoppedBeaconCostsTheServiceNothing(t *testing.T) {
-	c := startCluster(t, 3, map[string]any{"lease_ms": 2000, "id_reuse_delay_ms": 3000})
+	// Leases of 3 s: an election on a loaded machine fits in one with room to spare.
+	c := startCluster(t, 3, map[string]any{"lease_ms": 3000, "id_reuse_delay_ms": 3000})
 	leader := c.leader()
 	follower := (leader + 1) % 3
 	cl := c.client(t, c.addrs[follower])

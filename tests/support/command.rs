@@ -1,5 +1,7 @@
 //! What the tests that drive another language's toolchain share: the repository's root,
-//! and a command run to success or the test failed with its output.
+//! and a command run to success or the test failed with its output. Each test binary that
+//! includes it uses a part of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -20,4 +22,14 @@ pub fn run(cmd: &mut Command, what: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Holds a lock on `target/NAME.lock` while it lives: tests that build in the same place
+/// (a Maven project, a Go binary) take turns.
+pub fn locked(name: &str) -> std::fs::File {
+    let target = root().join("target");
+    std::fs::create_dir_all(&target).expect("make target/");
+    let lock = std::fs::File::create(target.join(format!("{name}.lock"))).expect("a lock file");
+    lock.lock().expect("take the build lock");
+    lock
 }

@@ -9,7 +9,9 @@ use std::process::Command;
 
 #[path = "command.rs"]
 mod command;
-pub use command::{root, run};
+// What a test that includes this file uses of the shared part.
+#[allow(unused_imports)]
+pub use command::{locked, root, run};
 
 /// The interpreter with the package and its test dependencies installed.
 pub fn python() -> PathBuf {
