@@ -124,11 +124,17 @@ async fn a_lone_classic_beacon_switches_to_quorum_on_restart_and_says_how_when_a
     let before = lone.log().len();
     let mut lone = start(dir.path(), a, &[]);
     wait_listening(a);
+    // The notice may be written a moment after the listener opens.
+    let noticed = eventually(Duration::from_secs(10), || {
+        let said = lone.log()[before..].to_string();
+        async move {
+            said.contains("a lone beacon switches mode safely")
+                .then_some(())
+        }
+    })
+    .await;
     let said = lone.log()[before..].to_string();
-    assert!(
-        said.contains("a lone beacon switches mode safely"),
-        "no notice of the switch:\n{said}"
-    );
+    assert!(noticed.is_some(), "no notice of the switch:\n{said}");
     let s = status(a).await.expect("status");
     assert_eq!(s.mode, "quorum");
     let second = start(dir.path(), b, &["--join", &seed]);

@@ -170,3 +170,41 @@ func TestAWorkerRunsEveryTaskOnceAndResultsComeBack(t *testing.T) {
 		t.Fatal("waited for a task that is not there")
 	}
 }
+
+func TestALockGoesToTheNextContenderWithAHigherToken(t *testing.T) {
+	c := startCluster(t, 1, map[string]any{"lease_ms": 2000})
+	cl := c.client(t)
+	ctx := within(t, 30*time.Second)
+	first, err := cl.AcquireLock(ctx, "nightly-report", "10.0.6.1:9000", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		lock *Lock
+		err  error
+	}
+	second := make(chan got, 1)
+	go func() {
+		l, err := cl.AcquireLock(ctx, "nightly-report", "10.0.6.2:9000", "")
+		second <- got{l, err}
+	}()
+	select {
+	case g := <-second:
+		t.Fatalf("a second contender got the lock while the first held it: %+v", g)
+	case <-time.After(700 * time.Millisecond):
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := <-second
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	defer g.lock.Release(ctx)
+	if !first.Token.Less(g.lock.Token) {
+		t.Fatalf("the next holder's token %v is not above the first's %v", g.lock.Token, first.Token)
+	}
+	if _, err := cl.AcquireLock(ctx, "not a name", "10.0.6.3:9000", ""); err == nil {
+		t.Fatal("a lock name with spaces")
+	}
+}

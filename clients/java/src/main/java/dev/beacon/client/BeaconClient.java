@@ -541,6 +541,36 @@ public final class BeaconClient implements AutoCloseable {
     return new Sequence(this, name, 0, 0.2, Duration.ofSeconds(3));
   }
 
+  // -- work assignment --------------------------------------------------------------------
+
+  /** What {@code registration} holds, resources and slots, kept up to date (see {@link Assignments}). */
+  public Assignments assignments(Registration registration) {
+    Assignments a = new Assignments(this, registration);
+    a.begin(retryFor);
+    return a;
+  }
+
+  /** Makes a group of {@code count} slots held by services of {@code nodeType}. */
+  public void createSlotGroup(String name, String nodeType, int count) {
+    beacon.v1.assign.Assign.CreateGroup req =
+        beacon.v1.assign.Assign.CreateGroup.newBuilder().setName(name).setNodeType(nodeType).setCount(count).build();
+    call((ch, o) -> beacon.v1.assign.AssignmentsGrpc.newFutureStub(ch).withDeadline(o.getDeadline()).createGroup(req));
+  }
+
+  /** Adds a resource bound to slot {@code slot} of group {@code group}. */
+  public void addSlotResource(String name, String group, int slot) {
+    beacon.v1.assign.Assign.AddResource req =
+        beacon.v1.assign.Assign.AddResource.newBuilder().setName(name).setSlotGroup(group).setSlot(slot).build();
+    call((ch, o) -> beacon.v1.assign.AssignmentsGrpc.newFutureStub(ch).withDeadline(o.getDeadline()).add(req));
+  }
+
+  // -- task queues ------------------------------------------------------------------------
+
+  /** Task queues: submit, wait for an outcome, and workers. */
+  public Tasks tasks() {
+    return new Tasks(this);
+  }
+
   // -- config documents -------------------------------------------------------------------
 
   /** The document {@code key}, or with {@code prefix} every document under it. */
