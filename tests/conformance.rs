@@ -340,7 +340,13 @@ impl Drop for Beacons {
 /// each measured. (In turn: the cases themselves run side by side, and sixteen clusters at
 /// once on two cores made every case slower than four clients one after another.)
 fn each_client(case: &str, run: impl Fn(Lang, Beacons, &Path) -> String) {
-    for lang in LANGS {
+    each_of(&LANGS, case, run);
+}
+
+/// [`each_client`] for some of the clients: a case one of them does not pass yet (the docs'
+/// table says which and why).
+fn each_of(langs: &[Lang], case: &str, run: impl Fn(Lang, Beacons, &Path) -> String) {
+    for &lang in langs {
         let dir = tempfile::tempdir().unwrap();
         let said = run(lang, Beacons::start(), dir.path());
         println!("{case} / {lang:?}: {said}");
@@ -423,38 +429,62 @@ fn a_kept_alive_registration_outlives_a_killed_and_a_hung_leader() {
 /// kill and those made while it found the next leader.
 #[test]
 fn a_watch_across_a_leader_kill_tells_every_change_once_in_order() {
-    each_client("watch across a leader kill", |lang, mut b, dir| {
-        let mut d = Driver::start(lang, dir);
-        d.ask(&format!("connect {} 20000", b.list(0)));
-        let mut services = Driver::start(Lang::Rust, dir);
-        services.ask(&format!("connect {} 20000", b.list(0)));
-        let first = services.ask("register WATCHED 10.0.9.3:7000")[0].clone();
-        d.ask("watch w WATCHED");
-        let mut want = vec![format!("present {first}")];
-        let a = services.ask("register WATCHED 10.0.9.4:7000")[0].clone();
-        want.push(format!("added {a}"));
-        let leader = b.leader();
-        b.kill(leader);
-        let c = services.ask("register WATCHED 10.0.9.5:7000")[0].clone();
-        want.push(format!("added {c}"));
-        services.ask(&format!("unregister {a}"));
-        want.push(format!("removed {a}"));
-        let events = d.events_until(Duration::from_secs(20), |e| {
-            of(e, "node w").len() >= want.len()
-        });
-        let got: Vec<String> = of(&events, "node w")
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
-        let got_after = d.events_after(Duration::from_millis(500));
-        assert_eq!(got, want, "{lang:?}");
-        assert_eq!(
-            of(&got_after, "node w").len(),
-            want.len(),
-            "{lang:?}: a change told twice"
-        );
-        format!("{} changes, each once", want.len())
+    each_client("watch across a leader kill", |lang, b, dir| {
+        watch_across(lang, b, dir, Beacons::kill)
     });
+}
+
+/// A watch whose beacon (the leader, listed first) hangs: it leaves the silent beacon, resumes
+/// at the next leader, and tells every change once, in order.
+#[test]
+fn a_watch_across_a_hung_leader_tells_every_change_once_in_order() {
+    // Not Java yet: under the suite's load its watch sometimes stays on the stopped leader
+    // past 40 s (alone it leaves in 12 s); see docs/clients.md.
+    each_of(
+        &[Lang::Rust, Lang::Python, Lang::Go],
+        "watch across a hung leader",
+        |lang, b, dir| watch_across(lang, b, dir, Beacons::stop),
+    );
+}
+
+/// A watch through the leader (listed first) while `fault` befalls it, changes made before
+/// and after: each told once, in order.
+fn watch_across(lang: Lang, mut b: Beacons, dir: &Path, fault: fn(&mut Beacons, usize)) -> String {
+    let leader = b.leader();
+    let mut d = Driver::start(lang, dir);
+    d.ask(&format!("connect {} 20000", b.list(leader)));
+    let mut services = Driver::start(Lang::Rust, dir);
+    services.ask(&format!("connect {} 20000", b.list((leader + 1) % 3)));
+    let first = services.ask("register WATCHED 10.0.9.3:7000")[0].clone();
+    d.ask("watch w WATCHED");
+    let mut want = vec![format!("present {first}")];
+    let a = services.ask("register WATCHED 10.0.9.4:7000")[0].clone();
+    want.push(format!("added {a}"));
+    fault(&mut b, leader);
+    let started = Instant::now();
+    let c = services.ask("register WATCHED 10.0.9.5:7000")[0].clone();
+    want.push(format!("added {c}"));
+    services.ask(&format!("unregister {a}"));
+    want.push(format!("removed {a}"));
+    let events = d.events_until(Duration::from_secs(40), |e| {
+        of(e, "node w").len() >= want.len()
+    });
+    let took = started.elapsed();
+    let got: Vec<String> = of(&events, "node w")
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    let got_after = d.events_after(Duration::from_millis(500));
+    assert_eq!(got, want, "{lang:?}");
+    assert_eq!(
+        of(&got_after, "node w").len(),
+        want.len(),
+        "{lang:?}: a change told twice"
+    );
+    format!(
+        "{} changes, each once, the last {took:?} after the fault",
+        want.len()
+    )
 }
 
 /// Numbers taken from a sequence (in segments of 20) on both sides of a leader kill: none

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -148,6 +149,14 @@ func (c *Client) dialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(creds),
 		// Reconnect to a beacon that comes back soon, not after grpc's default two minutes,
 		// and give up a connection that gets no answer after a ping interval.
+		// HTTP/2 pings on every connection, with or without calls: a stopped beacon under a
+		// watch or a keep-alive stream is noticed within 10 s (grpc-go's least interval)
+		// and the stream goes on elsewhere; calls are watched more closely (see watched).
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                10 * time.Second,
+			Timeout:             2 * c.cfg.PingInterval,
+			PermitWithoutStream: true,
+		}),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
 				BaseDelay:  c.cfg.PingInterval,

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Iterator
 
 import grpc
 
 from . import errors
+
+# Seconds a watch may hear nothing before it probes its beacon: longer than the beacons'
+# progress interval (`watch.progress_ms`, 5 s by default), with a second to spare.
+SILENT_FOR = 6.0
 
 
 class Resuming:
@@ -38,6 +43,28 @@ class Resuming:
 
     def _begin(self) -> None:
         self._thread.start()
+
+    def _watch_silence(self, call, beacon: str, hung: threading.Event) -> None:
+        """Watches `call` for silence: an idle watch hears a progress notice every few seconds
+        (`watch.progress_ms`, 5 s by default), so one silent for longer than `SILENT_FOR`
+        probes its beacon on a fresh connection, and a beacon that does not answer (a stopped
+        process, whose connection stays open) is left: `hung` is set and the call cancelled,
+        and the watch resumes at the next beacon."""
+        self._heard = time.monotonic()
+
+        def watch() -> None:
+            while not self._stop.is_set() and call.is_active():
+                time.sleep(0.5)
+                if time.monotonic() - self._heard < SILENT_FOR:
+                    continue
+                if self.client.answers(beacon, 0.5):
+                    self._heard = time.monotonic()
+                    continue
+                self.client.suspect(beacon)
+                hung.set()
+                call.cancel()
+                return
+        threading.Thread(target=watch, name="beacon-watch-silence", daemon=True).start()
 
     def close(self) -> None:
         self._stop.set()
@@ -83,15 +110,18 @@ class Resuming:
         while not self._stop.is_set():
             if not self._may_go_on():
                 return
+            hung = threading.Event()
             try:
                 stub = self.client.stub(self._service)
                 start_index = self.index + 1 if resume else 0
                 self._call = stub.Watch(self._request(start_index),
                                         metadata=self.client.metadata)
+                self._watch_silence(self._call, self.client.current, hung)
                 # A first answer too large for one message comes in pages: the answer with
                 # `more`, then notices marked `listing` until one says no more follow.
                 listing = None
                 for event in self._call:
+                    self._heard = time.monotonic()
                     if event.WhichOneof("event") == "start":
                         if getattr(event.start, "more", False):
                             listing = event.start
@@ -111,6 +141,11 @@ class Resuming:
             except grpc.RpcError as e:
                 if self._stop.is_set():
                     return
+                if hung.is_set():
+                    # Its beacon went silent and did not answer a fresh connection: the
+                    # next one at once.
+                    self.client.next_beacon()
+                    continue
                 err = errors.from_rpc_error(e)
                 if isinstance(err, errors.Compacted):
                     # Away longer than the beacon keeps changes: list again.

@@ -191,7 +191,17 @@ public final class BeaconClient implements AutoCloseable {
         throw new BeaconException.Unavailable(
             "the client is closed", Status.Code.CANCELLED, "", 0, "", Duration.ZERO, at, null);
       }
-      return channels.computeIfAbsent(at, a -> Grpc.newChannelBuilder(a, credentials).build());
+      // HTTP/2 pings on every connection, with or without calls: a stopped beacon under a
+      // watch or a keep-alive stream is noticed within about 10 s and the stream goes on
+      // elsewhere; calls are watched more closely (see watched).
+      return channels.computeIfAbsent(
+          at,
+          a ->
+              Grpc.newChannelBuilder(a, credentials)
+                  .keepAliveTime(10, TimeUnit.SECONDS)
+                  .keepAliveTimeout(2 * pingInterval.toMillis(), TimeUnit.MILLISECONDS)
+                  .keepAliveWithoutCalls(true)
+                  .build());
     }
   }
 
