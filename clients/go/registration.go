@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 
 	"example.invalid/beacon/clients/go/pb/registrypb"
 )
@@ -344,14 +343,9 @@ func (r *Registration) stream(ctx context.Context, at string, attempt time.Durat
 	var mu sync.Mutex
 	var sent []time.Time
 	// The sender: a report every interval (at once on a health change), each watched for
-	// its answer.
+	// its answer. (A lease no beacon confirmed is the watchdog's to lose.)
 	go func() {
 		for {
-			if time.Now().After(r.ConfirmedUntil()) {
-				r.lose(fmt.Sprintf("no beacon confirmed the lease for a whole lease (%d ms)", r.Lease.Milliseconds()))
-				cancel(ErrLeaseLost)
-				return
-			}
 			mu.Lock()
 			sent = append(sent, time.Now())
 			mu.Unlock()
@@ -392,9 +386,6 @@ func (r *Registration) stream(ctx context.Context, at string, attempt time.Durat
 		reply, err := s.Recv()
 		if err != nil {
 			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-				if errors.Is(cause, ErrLeaseLost) {
-					return answered, &Error{Status: codes.FailedPrecondition, Reason: "NO_LEASE", Message: r.LostReason()}
-				}
 				return answered, cause
 			}
 			return answered, errorOf(err, at)

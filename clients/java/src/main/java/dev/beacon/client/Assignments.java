@@ -41,6 +41,8 @@ public final class Assignments extends Resuming<Assignments.Event> {
   Assignments(BeaconClient client, Registration reg) {
     super(client, "assignments");
     this.reg = reg;
+    // A lost lease ends the stream at once: the leader's notices say only what moved.
+    reg.lost().whenComplete((why, e) -> cancelStream());
   }
 
   @Override
@@ -60,27 +62,21 @@ public final class Assignments extends Resuming<Assignments.Event> {
             .setIndex(reg.fencingToken().index())
             .setStartIndex(start)
             .build();
-    io.grpc.Context.CancellableContext ctx = io.grpc.Context.current().withCancellation();
-    // A lost lease ends the stream at once: the leader's notices say only what moved.
-    reg.lost().whenComplete((why, e) -> ctx.cancel(null));
     try {
-      ctx.run(
-          () -> {
-            Iterator<AssignmentEvent> it = AssignmentsGrpc.newBlockingStub(channel).watch(req);
-            while (it.hasNext()) {
-              AssignmentEvent ev = it.next();
-              if (ev.hasStart()) {
-                first(start, relist);
-                try {
-                  listed(ev.getStart(), start);
-                } finally {
-                  isListed();
-                }
-              } else {
-                notice(ev.getNotice());
-              }
-            }
-          });
+      Iterator<AssignmentEvent> it = AssignmentsGrpc.newBlockingStub(channel).watch(req);
+      while (it.hasNext()) {
+        AssignmentEvent ev = it.next();
+        if (ev.hasStart()) {
+          first(start, relist);
+          try {
+            listed(ev.getStart(), start);
+          } finally {
+            isListed();
+          }
+        } else {
+          notice(ev.getNotice());
+        }
+      }
     } catch (RuntimeException e) {
       if (reg.lost().isDone()) {
         lose();

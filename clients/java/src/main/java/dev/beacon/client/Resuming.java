@@ -85,6 +85,14 @@ public abstract class Resuming<E> implements AutoCloseable {
     }
   }
 
+  /** Ends the stream under way (the watch goes on, or ends, as its error says). */
+  void cancelStream() {
+    Context.CancellableContext s = stream;
+    if (s != null) {
+      s.cancel(null);
+    }
+  }
+
   void isListed() {
     listed.countDown();
   }
