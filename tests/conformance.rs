@@ -132,6 +132,9 @@ fn newer_than_sources(built: &Path, sources: &[&Path]) -> bool {
 struct Driver {
     lang: Lang,
     child: Child,
+    /// Where the driver's stderr (its client's logs) goes: printed when a case fails, since
+    /// the case's folder goes with it.
+    log_path: PathBuf,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
     events: Vec<String>,
@@ -142,7 +145,8 @@ type Answer = Result<Vec<String>, (String, String)>;
 
 impl Driver {
     fn start(lang: Lang, dir: &Path) -> Driver {
-        let log = std::fs::File::create(dir.join(format!("{lang:?}-driver.log"))).unwrap();
+        let log_path = dir.join(format!("{lang:?}-driver.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
         let mut child = driver_command(lang)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -162,6 +166,7 @@ impl Driver {
         });
         Driver {
             lang,
+            log_path,
             child,
             stdin,
             lines,
@@ -235,14 +240,30 @@ impl Drop for Driver {
     fn drop(&mut self) {
         let _ = writeln!(self.stdin, "quit");
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.show_log();
+    }
+}
+
+impl Driver {
+    /// Prints the driver's log when its case failed (or when `BEACON_DRIVER_LOGS` is set).
+    fn show_log(&self) {
+        if std::thread::panicking() || std::env::var_os("BEACON_DRIVER_LOGS").is_some() {
+            let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(200).collect();
+            eprintln!(
+                "--- the {:?} driver's log (last {} lines) ---",
+                self.lang,
+                tail.len()
+            );
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
