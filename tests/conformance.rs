@@ -459,13 +459,9 @@ fn a_watch_across_a_leader_kill_tells_every_change_once_in_order() {
 /// at the next leader, and tells every change once, in order.
 #[test]
 fn a_watch_across_a_hung_leader_tells_every_change_once_in_order() {
-    // Not Java yet: under the suite's load its watch sometimes stays on the stopped leader
-    // past 40 s (alone it leaves in 12 s); see docs/clients.md.
-    each_of(
-        &[Lang::Rust, Lang::Python, Lang::Go],
-        "watch across a hung leader",
-        |lang, b, dir| watch_across(lang, b, dir, Beacons::stop),
-    );
+    each_client("watch across a hung leader", |lang, b, dir| {
+        watch_across(lang, b, dir, Beacons::stop)
+    });
 }
 
 /// A watch through the leader (listed first) while `fault` befalls it, changes made before

@@ -3,14 +3,25 @@ package beacon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"google.golang.org/grpc"
 )
 
 // ErrClosed: the handle was closed.
 var ErrClosed = errors.New("beacon: closed")
+
+// silentFor is how long a watch may hear nothing before it probes its beacon: an idle watch
+// hears a progress notice every few seconds (the beacons' watch.progress_ms, 5 s by
+// default), so a second more of silence is a beacon worth asking about. A stopped process
+// keeps its connection open and its HTTP/2 pings unanswered; grpc-go pings no oftener than
+// every 10 s, so the probe leaves it sooner.
+var silentFor = 6 * time.Second
 
 // resuming runs a watch's server stream (a listing, then notices) on a goroutine, resumed
 // across leader changes from the log index after the last one heard: every change is told
@@ -33,6 +44,9 @@ type resuming[E any] struct {
 	err             error
 	listed          chan struct{}
 	once            sync.Once
+
+	// heard is when the stream under way last brought anything (UnixNano).
+	heard atomic.Int64
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -68,8 +82,38 @@ func (w *resuming[E]) tell(ctx context.Context, e E) error {
 	}
 }
 
-// at moves the watch's log position (a notice's index, a listing's).
+// watchSilence probes the stream's beacon at on a fresh connection once the stream has been
+// silent for silentFor, and leaves a beacon that does not answer (a stopped process): hung
+// is set, the stream cut and the watch resumes at the next beacon. It ends with the stream.
+func (w *resuming[E]) watchSilence(stream context.Context, at string, cut context.CancelFunc, hung *atomic.Bool) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stream.Done():
+			return
+		case <-tick.C:
+		}
+		if time.Since(time.Unix(0, w.heard.Load())) < silentFor {
+			continue
+		}
+		if w.c.answers(stream, at, 500*time.Millisecond) {
+			w.heard.Store(time.Now().UnixNano())
+			continue
+		}
+		if stream.Err() != nil {
+			return
+		}
+		w.c.log.Warn("watch leaves a silent beacon", "beacon", at, "silent_for", silentFor)
+		hung.Store(true)
+		cut()
+		return
+	}
+}
+
+// at moves the watch's log position (a notice's index, a listing's): the stream is heard.
 func (w *resuming[E]) at(index uint64) {
+	w.heard.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	w.index = max(w.index, index)
 	w.mu.Unlock()
@@ -98,9 +142,18 @@ func (w *resuming[E]) run(ctx context.Context) {
 			start = w.index + 1
 		}
 		w.mu.Unlock()
-		err = errorOf(w.follow(w.c.outgoing(ctx), conn, start, relist), at)
+		stream, cut := context.WithCancel(ctx)
+		var hung atomic.Bool
+		w.heard.Store(time.Now().UnixNano())
+		go w.watchSilence(stream, at, cut, &hung)
+		err = errorOf(w.follow(w.c.outgoing(stream), conn, start, relist), at)
+		cut()
 		if ctx.Err() != nil {
 			return
+		}
+		if hung.Load() {
+			err = &Error{Status: codes.DeadlineExceeded, Beacon: at, Message: fmt.Sprintf(
+				"beacon at %s went silent on the watch for over %v and did not answer a fresh connection", at, silentFor)}
 		}
 		w.mu.Lock()
 		if w.answered {
@@ -132,6 +185,7 @@ func (w *resuming[E]) run(ctx context.Context) {
 // first notes a stream's first answer: a resume from start (> 0), or a listing (again,
 // when relist).
 func (w *resuming[E]) first(start uint64, relist bool) {
+	w.heard.Store(time.Now().UnixNano())
 	w.mu.Lock()
 	switch {
 	case start > 0:

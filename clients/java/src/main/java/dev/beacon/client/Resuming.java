@@ -20,10 +20,20 @@ public abstract class Resuming<E> implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Resuming.class);
   private static final Object END = new Object();
 
+  /**
+   * How long a watch may hear nothing before it probes its beacon: an idle watch hears a
+   * progress notice every few seconds (the beacons' {@code watch.progress_ms}, 5 s by
+   * default), so a second more of silence is a beacon worth asking about. A stopped process
+   * keeps its connection open and its HTTP/2 pings unanswered; grpc-java pings no oftener
+   * than every 10 s, so the probe leaves it sooner.
+   */
+  static final Duration SILENT_FOR = Duration.ofSeconds(6);
+
   final BeaconClient client;
   private final LinkedBlockingQueue<Object> events = new LinkedBlockingQueue<>();
   private final CountDownLatch listed = new CountDownLatch(1);
   private final Thread thread;
+  private final Thread silence;
   private final Object lock = new Object();
   private long index;
   private int resumes;
@@ -33,11 +43,18 @@ public abstract class Resuming<E> implements AutoCloseable {
   private volatile BeaconException ended;
   private volatile boolean closing;
   private volatile Context.CancellableContext stream;
+  /** The beacon of the stream under way, and when it last brought anything (nanoTime). */
+  private volatile String streamAt;
+  private volatile long heard;
+  /** Set when the silence probe cut the stream under way. */
+  private volatile boolean hung;
 
   Resuming(BeaconClient client, String name) {
     this.client = client;
     this.thread = new Thread(this::run, "beacon-" + name + "-watch");
     thread.setDaemon(true);
+    this.silence = new Thread(this::watchSilence, "beacon-" + name + "-watch-silence");
+    silence.setDaemon(true);
   }
 
   /**
@@ -54,6 +71,7 @@ public abstract class Resuming<E> implements AutoCloseable {
   /** Starts the watch and waits for its first listing; the error that refused it. */
   void begin(Duration limit) {
     thread.start();
+    silence.start();
     try {
       if (!listed.await(limit.toMillis(), TimeUnit.MILLISECONDS)) {
         close();
@@ -74,6 +92,7 @@ public abstract class Resuming<E> implements AutoCloseable {
 
   /** A stream's first answer: a resume from {@code start} (over 0), or a listing. */
   void first(long start, boolean relist) {
+    heard = System.nanoTime();
     synchronized (lock) {
       if (start > 0) {
         resumes++;
@@ -97,7 +116,9 @@ public abstract class Resuming<E> implements AutoCloseable {
     listed.countDown();
   }
 
+  /** Moves the watch's log position (a notice's index, a listing's): the stream is heard. */
   void at(long i) {
+    heard = System.nanoTime();
     synchronized (lock) {
       index = Math.max(index, i);
     }
@@ -123,6 +144,9 @@ public abstract class Resuming<E> implements AutoCloseable {
           start = began && !relist ? index + 1 : 0;
         }
         Context.CancellableContext ctx = Context.current().withCancellation();
+        hung = false;
+        heard = System.nanoTime();
+        streamAt = at;
         stream = ctx;
         BeaconException err;
         try {
@@ -133,10 +157,18 @@ public abstract class Resuming<E> implements AutoCloseable {
         } catch (RuntimeException e) {
           err = BeaconException.of(e, at);
         } finally {
+          stream = null;
           ctx.cancel(null);
         }
         if (closing) {
           return;
+        }
+        if (hung) {
+          err =
+              new BeaconException.DeadlineExceeded(
+                  "beacon at " + at + " went silent on the watch for over " + SILENT_FOR.toMillis()
+                      + " ms and did not answer a fresh connection",
+                  io.grpc.Status.Code.DEADLINE_EXCEEDED, "", 0, "", Duration.ZERO, at, null);
         }
         synchronized (lock) {
           if (answered) {
@@ -166,6 +198,37 @@ public abstract class Resuming<E> implements AutoCloseable {
     } finally {
       listed.countDown();
       events.add(END);
+    }
+  }
+
+  /**
+   * Probes the beacon of the stream under way on a fresh connection once the stream has been
+   * silent for {@link #SILENT_FOR}, and leaves one that does not answer (a stopped process):
+   * the stream is cut and the watch resumes at the next beacon.
+   */
+  private void watchSilence() {
+    try {
+      while (!closing) {
+        Thread.sleep(500);
+        Context.CancellableContext s = stream;
+        String at = streamAt;
+        if (s == null || System.nanoTime() - heard < SILENT_FOR.toNanos()) {
+          continue;
+        }
+        if (client.answers(at, Duration.ofMillis(500))) {
+          heard = System.nanoTime();
+          continue;
+        }
+        if (s != stream) {
+          continue;
+        }
+        log.warn("watch leaves beacon at {}: silent for over {} ms", at, SILENT_FOR.toMillis());
+        client.suspect(at);
+        hung = true;
+        s.cancel(null);
+      }
+    } catch (InterruptedException e) {
+      // Closed.
     }
   }
 
@@ -221,8 +284,10 @@ public abstract class Resuming<E> implements AutoCloseable {
       s.cancel(null);
     }
     thread.interrupt();
+    silence.interrupt();
     try {
       thread.join(5000);
+      silence.join(5000);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
