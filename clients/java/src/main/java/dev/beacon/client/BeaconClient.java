@@ -574,6 +574,15 @@ public final class BeaconClient implements AutoCloseable {
     call((ch, o) -> beacon.v1.assign.AssignmentsGrpc.newFutureStub(ch).withDeadline(o.getDeadline()).add(req));
   }
 
+  /**
+   * Waits (at most {@code limit}) until lock {@code name} is this contender's (see {@link
+   * Lock}); {@code addr} is the contender's own address, {@code metadata} what others see of
+   * it. Close the lock to release it.
+   */
+  public Lock lock(String name, String addr, String metadata, Duration limit) {
+    return Lock.acquire(this, name, addr, metadata, limit);
+  }
+
   // -- task queues ------------------------------------------------------------------------
 
   /** Task queues: submit, wait for an outcome, and workers. */

@@ -72,6 +72,38 @@ class WorkTest {
 
   @Test
   @Timeout(value = 90, unit = TimeUnit.SECONDS)
+  void aLockHasOneHolderAtATimeWithRisingTokens() throws Exception {
+    try (Beacons b = new Beacons(3, LEASES);
+        BeaconClient client = b.client(0);
+        BeaconClient other = b.client(1)) {
+      Lock first = client.lock("ledger", "10.0.4.1:9000", "{\"who\":\"first\"}", Duration.ofSeconds(10));
+      assertEquals("lock.ledger", first.registration().nodeType());
+      BeaconException.DeadlineExceeded waited =
+          assertThrows(
+              BeaconException.DeadlineExceeded.class,
+              () -> other.lock("ledger", "10.0.4.2:9000", "{\"who\":\"second\"}", Duration.ofSeconds(1)));
+      assertTrue(waited.getMessage().contains("another contender holds it"), waited.getMessage());
+      var next = java.util.concurrent.CompletableFuture.supplyAsync(
+          () -> other.lock("ledger", "10.0.4.2:9000", "{\"who\":\"second\"}", Duration.ofSeconds(20)));
+      Thread.sleep(500);
+      assertTrue(!next.isDone(), "the second waits while the first holds the lock");
+      b.kill(b.leader());
+      first.close();
+      assertEquals("the lock was released", first.lost().get(5, TimeUnit.SECONDS));
+      try (Lock second = next.get(30, TimeUnit.SECONDS)) {
+        assertTrue(first.token().compareTo(second.token()) < 0, first.token() + " then " + second.token());
+        assertTrue(!second.lost().isDone());
+      }
+      assertThrows(IllegalArgumentException.class, () -> client.lock("no spaces", "10.0.4.1:9000", "", Duration.ofSeconds(1)));
+      client.createSlotGroup("robots", "ROBOT", 2);
+      IllegalStateException taken =
+          assertThrows(IllegalStateException.class, () -> client.lock("robots", "10.0.4.1:9000", "", Duration.ofSeconds(1)));
+      assertTrue(taken.getMessage().contains("it is not lock `robots`"), taken.getMessage());
+    }
+  }
+
+  @Test
+  @Timeout(value = 90, unit = TimeUnit.SECONDS)
   void aWorkerRunsEveryTaskOnceAndResultsComeBack() throws Exception {
     try (Beacons b = new Beacons(3, LEASES);
         BeaconClient client = b.client(0)) {
