@@ -244,6 +244,31 @@ impl Driver {
                 self.cluster()?.config_write(vec![], vec![op]).await?;
                 Ok(String::new())
             }
+            "bench" => {
+                let what = match arg(1) {
+                    "alloc" => Bench::Alloc,
+                    "renew" => Bench::Renew,
+                    other => return Err(usage(&format!("bench alloc|renew, not `{other}`"))),
+                };
+                let secs: u64 = arg(2)
+                    .parse()
+                    .map_err(|_| usage("bench WHAT SECONDS CALLERS"))?;
+                let callers: usize = arg(3)
+                    .parse()
+                    .map_err(|_| usage("bench WHAT SECONDS CALLERS"))?;
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+                let runs: Vec<_> = (0..callers)
+                    .map(|c| tokio::spawn(bench_caller(what, self.beacons.clone(), c, deadline)))
+                    .collect();
+                let mut took = Vec::new();
+                let mut errors = 0;
+                for run in runs {
+                    let (t, e) = run.await.map_err(|e| usage(&e.to_string()))?;
+                    took.extend(t);
+                    errors += e;
+                }
+                Ok(bench_summary(took, errors))
+            }
             other => Err(usage(&format!("unknown command `{other}`"))),
         }
     }
@@ -259,6 +284,103 @@ impl Driver {
             let _ = seq.close().await;
         }
     }
+}
+
+/// What a `bench` command measures.
+#[derive(Clone, Copy)]
+enum Bench {
+    /// Node IDs allocated: `Register` calls through the client's call path.
+    Alloc,
+    /// Lease renewals: one registration's reports, back to back.
+    Renew,
+}
+
+/// One caller of a `bench` command until `deadline`: the native protocol has one request
+/// under way per connection, so each caller has a `Cluster` (a connection) of its own.
+/// The time each call took, in microseconds, and how many failed.
+async fn bench_caller(
+    what: Bench,
+    beacons: Vec<String>,
+    caller: usize,
+    deadline: tokio::time::Instant,
+) -> (Vec<u64>, usize) {
+    use beacon::machines::registry::RegistryCmd;
+    use beacon::pb::registry as pb;
+    let mut cluster = Cluster::new(beacons, ConnectOptions::default(), Duration::from_secs(10));
+    let mut took = Vec::new();
+    let mut errors = 0;
+    let register = |n: usize| pb::RegisterRequest {
+        node_type: "BENCH".into(),
+        addr: bench_addr(caller, n),
+        ..Default::default()
+    };
+    let mut report = None;
+    if let Bench::Renew = what {
+        let reply: Result<pb::RegisterReply, _> = cluster
+            .call(
+                RegistryCmd::Register,
+                &register(usize::MAX >> 40),
+                "the registration",
+            )
+            .await;
+        let Ok(node) = reply.map(|r| r.node.unwrap_or_default()) else {
+            return (took, 1);
+        };
+        report = Some(pb::NodeReport {
+            node_id: node.node_id,
+            addr: node.addr,
+            term: node.term,
+            index: node.index,
+            ..Default::default()
+        });
+    }
+    let mut n = 0;
+    while tokio::time::Instant::now() < deadline {
+        let started = std::time::Instant::now();
+        let done = match &report {
+            None => cluster
+                .call::<_, pb::RegisterReply>(
+                    RegistryCmd::Register,
+                    &register(n),
+                    "the registration",
+                )
+                .await
+                .map(drop),
+            Some(r) => cluster
+                .call::<_, pb::NodeReportReply>(RegistryCmd::NodeReport, r, "the node report")
+                .await
+                .map(drop),
+        };
+        match done {
+            Ok(()) => took.push(started.elapsed().as_micros() as u64),
+            Err(_) => errors += 1,
+        }
+        n += 1;
+    }
+    (took, errors)
+}
+
+/// The address of a `bench` command's registration `n` of `caller`: distinct for each pair
+/// (and from the cases' addresses, under 10.0).
+fn bench_addr(caller: usize, n: usize) -> String {
+    format!(
+        "10.{}.{}.{}:{}",
+        100 + caller % 150,
+        (n / 60_000) / 256 % 256,
+        (n / 60_000) % 256,
+        1024 + n % 60_000
+    )
+}
+
+/// A `bench` command's answer: `DONE ERRORS P50_US P99_US`.
+fn bench_summary(mut took: Vec<u64>, errors: usize) -> String {
+    took.sort_unstable();
+    let at = |q: f64| {
+        took.get(((took.len() as f64 * q) as usize).min(took.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    format!("{} {errors} {} {}", took.len(), at(0.5), at(0.99))
 }
 
 #[tokio::main]

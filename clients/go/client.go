@@ -404,6 +404,15 @@ func (c *Client) watched(ctx context.Context, at string, attempt func(ctx contex
 // cannot answer now, after BUSY's retry-after (with jitter) on the same one, until retryFor
 // (0: Config.RetryFor) has passed or ctx ends. Each attempt is bounded by Timeout and by
 // what is left, and leaves a hung beacon within about one PingInterval.
+// Do runs f with the client's failover, as the client's own calls do: on the next beacon
+// whenever one cannot answer now, after BUSY's retry-after (with jitter) on the same one,
+// until RetryFor has passed, each attempt bounded by Timeout. It is for what the client
+// has no method of its own for: f calls beacon's API on conn through the generated stubs
+// (the pb packages) and returns the call's error.
+func (c *Client) Do(ctx context.Context, f func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	return c.do(ctx, 0, f)
+}
+
 func (c *Client) do(ctx context.Context, retryFor time.Duration, attempt func(ctx context.Context, conn *grpc.ClientConn) error) error {
 	return c.retry(ctx, retryFor, true, attempt)
 }

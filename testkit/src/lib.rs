@@ -3,6 +3,7 @@
 //! Callers pass the path of the `beacon` binary (integration tests have it as
 //! `env!("CARGO_BIN_EXE_beacon")`).
 
+pub mod drivers;
 pub mod linearizability;
 pub mod proxy;
 

@@ -11,6 +11,7 @@
 
 mod alloc;
 mod assign;
+mod client_libs;
 mod clients;
 mod etcd_lease;
 mod failover;
@@ -83,6 +84,9 @@ pub enum Part {
     /// Discovery that tells the truth (beacon): from a failing check to every watcher and
     /// the DNS answer, a flapping service's published changes, DNS answers per core-second.
     Health,
+    /// beacon's client libraries side by side (Rust, Python, Go, Java): allocations and
+    /// renewals per second through each at each client count.
+    ClientLibs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -262,6 +266,8 @@ pub struct Results {
     pub gray: Option<gray::Gray>,
     /// The health part (beacon).
     pub health: Option<health::HealthResults>,
+    /// The client libraries part, per library.
+    pub client_libs: Vec<client_libs::Library>,
     pub cpu_limit: f64,
     pub alloc_secs: u64,
     pub window_secs: u64,
@@ -365,6 +371,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     parts::run_membership(&b, &mut results).await?;
     parts::run_gray(&b, &mut results).await?;
     parts::run_health(&b, &mut results).await?;
+    parts::run_client_libs(&b, &mut results).await?;
     let table = report::markdown(&results);
     println!("\n{table}");
     if let Some(dir) = opts.out.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -656,3 +656,40 @@ pub(super) async fn run_health(b: &Bench<'_>, results: &mut Results) -> anyhow::
     results.health = Some(measured);
     Ok(())
 }
+
+pub(super) async fn run_client_libs(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::ClientLibs) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
+    let (programs, opts) = (&b.programs, b.opts);
+    println!(
+        "client libraries: allocations and renewals per second through each, {} s per measure",
+        opts.alloc_secs
+    );
+    let cluster = start(programs, Kind::Beacon);
+    let leader = cluster.ready(Duration::from_secs(60)).await?;
+    let mut order = vec![leader];
+    order.extend((0..MEMBERS).filter(|&i| i != leader));
+    let endpoints = cluster.endpoints(&order);
+    let logs = tempfile::tempdir()?;
+    let root = client_libs::root();
+    for name in client_libs::LIBRARIES {
+        let (root, endpoints, clients, logs) = (
+            root.clone(),
+            endpoints.clone(),
+            opts.clients.clone(),
+            logs.path().to_owned(),
+        );
+        let secs = opts.alloc_secs;
+        let lib = tokio::task::spawn_blocking(move || {
+            client_libs::run(&root, name, &endpoints, &clients, secs, &logs)
+        })
+        .await?;
+        results.client_libs.push(lib);
+    }
+    if opts.keep {
+        println!("  driver logs kept in {}", logs.keep().display());
+    }
+    keep(cluster, opts.keep);
+    Ok(())
+}

@@ -45,6 +45,7 @@ pub fn markdown(r: &Results) -> String {
     watch_table(r, &mut out);
     gray_table(r, &mut out);
     health_table(r, &mut out);
+    client_libs_table(r, &mut out);
     scale_table(r, &mut out);
     renewal_rate_table(r, &mut out);
     membership_table(r, &mut out);
@@ -1351,5 +1352,54 @@ fn comparison_table(rows: &[Row], out: &mut String) {
             ratio(row.beacon, row.zookeeper),
         )
         .unwrap();
+    }
+}
+
+/// The client libraries part: allocations and renewals per second through each library at
+/// each caller count, and each beside the Rust client's.
+fn client_libs_table(r: &Results, out: &mut String) {
+    if r.client_libs.is_empty() {
+        return;
+    }
+    writeln!(
+        out,
+        "\nbeacon's client libraries (3 beacons, quorum mode, the leader listed first; each \
+         measure {} s; allocations: `Register` through the client's call path; renewals: one \
+         registration per caller, reported back to back; the gRPC clients share one client \
+         among their callers, the Rust client has a connection per caller):\n",
+        r.alloc_secs
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| library | callers | allocations/s | p99 | vs Rust | renewals/s | p99 | vs Rust | errors |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+    let rust = r.client_libs.iter().find(|l| l.name == "Rust");
+    let of = |points: &[super::client_libs::Point], c: usize| {
+        points.iter().find(|p| p.callers == c).map(|p| p.per_sec)
+    };
+    for lib in &r.client_libs {
+        if let Some(why) = &lib.skipped {
+            writeln!(out, "| {} | | not measured: {why} | | | | | | |", lib.name).unwrap();
+            continue;
+        }
+        for (a, n) in lib.alloc.iter().zip(&lib.renew) {
+            writeln!(
+                out,
+                "| {} | {} | {:.0} | {:.2} ms | {} | {:.0} | {:.2} ms | {} | {} |",
+                lib.name,
+                a.callers,
+                a.per_sec,
+                a.p99_ms,
+                ratio(Some(a.per_sec), rust.and_then(|r| of(&r.alloc, a.callers))),
+                n.per_sec,
+                n.p99_ms,
+                ratio(Some(n.per_sec), rust.and_then(|r| of(&r.renew, n.callers))),
+                a.errors + n.errors,
+            )
+            .unwrap();
+        }
     }
 }

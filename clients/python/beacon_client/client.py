@@ -135,6 +135,9 @@ class Client:
         self._current = 0
         # When `connect` last stopped watching a channel's state.
         self._watched_at = 0.0
+        # The beacon that last answered a call, and when: while it answered within a ping
+        # interval, a call goes straight to it (see `_retrying`).
+        self._answered: tuple[str, float] = ("", 0.0)
 
     # -- connections ---------------------------------------------------------------------
 
@@ -362,11 +365,18 @@ class Client:
         refused: set[str] = set()
         while True:
             # A connection up first: past a hung or dead beacon to the first that answers,
-            # however long a busy machine takes to answer (within the attempt's bound).
-            self.connect(min(self.timeout, max(deadline - time.monotonic(), 0.05)))
+            # however long a busy machine takes to answer (within the attempt's bound). A
+            # beacon that answered a call within the last ping interval is taken as up (a
+            # call that finds it down is retried like any other): watching a channel's state
+            # costs grpc a thread, which doubled what a call costs.
+            by, at = self._answered
+            if by != self.current or time.monotonic() - at > self.ping_interval:
+                self.connect(min(self.timeout, max(deadline - time.monotonic(), 0.05)))
             beacon = self.current
             try:
-                return attempt(self.stub(service), beacon, deadline - time.monotonic())
+                answer = attempt(self.stub(service), beacon, deadline - time.monotonic())
+                self._answered = (beacon, time.monotonic())
+                return answer
             except _Hung as hung:
                 # Every beacon write is safe to retry; try the next one at once.
                 self.suspect(beacon)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import beacon_client as bc
+from beacon_client._pb import registry_pb2
 
 _out = threading.Lock()
 
@@ -114,6 +116,10 @@ class Driver:
         if cmd == "put_large":
             self.client.config_put(arg(0), b"\0" * int(arg(1)))
             return ""
+        if cmd == "bench":
+            if arg(0) not in ("alloc", "renew"):
+                raise ValueError(f"bench alloc|renew, not {arg(0)!r}")
+            return bench(self.client, arg(0), float(arg(1)), int(arg(2)))
         if cmd == "quit":
             for w in self.watches:
                 w.close()
@@ -124,6 +130,76 @@ class Driver:
             self.client.close()
             raise EOFError
         raise ValueError(f"unknown command {cmd!r}")
+
+
+def bench_addr(caller: int, n: int) -> str:
+    """The address of a `bench` command's registration `n` of `caller`: distinct for each
+    pair (and from the cases' addresses, under 10.0)."""
+    hi = n // 60_000
+    return f"10.{100 + caller % 150}.{hi // 256 % 256}.{hi % 256}:{1024 + n % 60_000}"
+
+
+def bench(client: bc.Client, what: str, secs: float, callers: int) -> str:
+    """`callers` threads sharing the client for `secs`: `alloc` allocates node IDs
+    (`Register` through the client's call path, with its failover and back-off), `renew`
+    renews one registration each with reports back to back on a `KeepAlive` stream of its
+    own. Answers `DONE ERRORS P50_US P99_US`."""
+    deadline = time.monotonic() + secs
+    took: list[int] = []
+    errors = [0]
+    lock = threading.Lock()
+
+    def alloc(caller: int) -> None:
+        n, mine, failed = 0, [], 0
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            try:
+                client.call("registry", "Register", registry_pb2.RegisterRequest(
+                    node_type="BENCH", addr=bench_addr(caller, n)))
+                mine.append(int((time.perf_counter() - started) * 1e6))
+            except bc.BeaconError:
+                failed += 1
+            n += 1
+        with lock:
+            took.extend(mine)
+            errors[0] += failed
+
+    def renew(caller: int) -> None:
+        mine = []
+        try:
+            node = client.call("registry", "Register", registry_pb2.RegisterRequest(
+                node_type="BENCH", addr=bench_addr(caller, 1 << 24))).node
+            report = registry_pb2.NodeReport(node_id=node.node_id, addr=node.addr,
+                                             term=node.term, index=node.index)
+            answered = threading.Semaphore(0)
+            sent = [0.0]
+
+            def reports():
+                while time.monotonic() < deadline:
+                    sent[0] = time.perf_counter()
+                    yield report
+                    answered.acquire()
+
+            for _ in client.stub("registry").KeepAlive(reports(), metadata=client.metadata):
+                mine.append(int((time.perf_counter() - sent[0]) * 1e6))
+                answered.release()
+        except Exception:  # noqa: BLE001  a broken stream is one error; the figures say it
+            with lock:
+                errors[0] += 1
+        with lock:
+            took.extend(mine)
+
+    threads = [threading.Thread(target=alloc if what == "alloc" else renew, args=(c,))
+               for c in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took.sort()
+
+    def at(q: float) -> int:
+        return took[min(int(len(took) * q), len(took) - 1)] if took else 0
+    return f"{len(took)} {errors[0]} {at(0.5)} {at(0.99)}"
 
 
 def main() -> None:

@@ -15,12 +15,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	beacon "example.invalid/beacon/clients/go"
+	"example.invalid/beacon/clients/go/pb/registrypb"
+	"google.golang.org/grpc"
 )
 
 type driver struct {
@@ -176,6 +179,11 @@ func (d *driver) run(words []string) (string, error) {
 	case "put_large":
 		_, err := d.client.ConfigPut(ctx, arg(1), make([]byte, num(2)), beacon.PutOptions{})
 		return "", err
+	case "bench":
+		if arg(1) != "alloc" && arg(1) != "renew" {
+			return "", fmt.Errorf("bench alloc|renew, not %q", arg(1))
+		}
+		return bench(ctx, d.client, arg(1), time.Duration(num(2))*time.Second, int(num(3))), nil
 	case "quit":
 		for _, stop := range d.watches {
 			stop()
@@ -192,6 +200,104 @@ func (d *driver) run(words []string) (string, error) {
 		return "", io.EOF
 	}
 	return "", fmt.Errorf("unknown command %q", words[0])
+}
+
+// benchAddr is the address of a bench command's registration n of caller: distinct for each
+// pair (and from the cases' addresses, under 10.0).
+func benchAddr(caller, n int) string {
+	hi := n / 60_000
+	return fmt.Sprintf("10.%d.%d.%d:%d", 100+caller%150, hi/256%256, hi%256, 1024+n%60_000)
+}
+
+// bench runs callers goroutines sharing the client for d: alloc allocates node IDs
+// (Register through the client's failover and back-off), renew renews one registration each
+// with reports back to back on a KeepAlive stream of its own. It answers
+// `DONE ERRORS P50_US P99_US`.
+func bench(ctx context.Context, c *beacon.Client, what string, d time.Duration, callers int) string {
+	deadline := time.Now().Add(d)
+	var mu sync.Mutex
+	var took []int64
+	errs := 0
+	register := func(ctx context.Context, caller, n int) (*registrypb.NodeInfo, error) {
+		var node *registrypb.NodeInfo
+		err := c.Do(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+			reply, err := registrypb.NewRegistryClient(conn).Register(ctx, &registrypb.RegisterRequest{
+				NodeType: "BENCH", Addr: benchAddr(caller, n)})
+			node = reply.GetNode()
+			return err
+		})
+		return node, err
+	}
+	alloc := func(caller int) ([]int64, int) {
+		var mine []int64
+		failed := 0
+		for n := 0; time.Now().Before(deadline); n++ {
+			started := time.Now()
+			if _, err := register(ctx, caller, n); err != nil {
+				failed++
+				continue
+			}
+			mine = append(mine, time.Since(started).Microseconds())
+		}
+		return mine, failed
+	}
+	renew := func(caller int) ([]int64, int) {
+		var mine []int64
+		node, err := register(ctx, caller, 1<<24)
+		if err != nil {
+			return nil, 1
+		}
+		report := &registrypb.NodeReport{NodeId: node.GetNodeId(), Addr: node.GetAddr(), Term: node.GetTerm(), Index: node.GetIndex()}
+		err = c.Do(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+			// The stream outlives an attempt's bound: a context of its own until the deadline.
+			ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			defer cancel()
+			stream, err := registrypb.NewRegistryClient(conn).KeepAlive(ctx)
+			if err != nil {
+				return err
+			}
+			for time.Now().Before(deadline) {
+				started := time.Now()
+				if err := stream.Send(report); err != nil {
+					return err
+				}
+				if _, err := stream.Recv(); err != nil {
+					return err
+				}
+				mine = append(mine, time.Since(started).Microseconds())
+			}
+			return nil
+		})
+		if err != nil {
+			return mine, 1
+		}
+		return mine, 0
+	}
+	var wg sync.WaitGroup
+	for caller := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run := alloc
+			if what == "renew" {
+				run = renew
+			}
+			mine, failed := run(caller)
+			mu.Lock()
+			took = append(took, mine...)
+			errs += failed
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.Sort(took)
+	at := func(q float64) int64 {
+		if len(took) == 0 {
+			return 0
+		}
+		return took[min(int(float64(len(took))*q), len(took)-1)]
+	}
+	return fmt.Sprintf("%d %d %d %d", len(took), errs, at(0.5), at(0.99))
 }
 
 func main() {

@@ -14,16 +14,20 @@ import beacon.v1.registry.RegistryOuterClass.RegisterReply;
 import beacon.v1.registry.RegistryOuterClass.RegisterRequest;
 import beacon.v1.sequence.SequencesGrpc;
 import com.google.common.util.concurrent.ListenableFuture;
+import com.google.common.util.concurrent.MoreExecutors;
 import com.google.protobuf.ByteString;
 import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
 import io.grpc.ClientInterceptors;
 import io.grpc.ConnectivityState;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.health.v1.HealthCheckRequest;
@@ -210,6 +214,25 @@ public final class BeaconClient implements AutoCloseable {
     return ClientInterceptors.intercept(managed(at), MetadataUtils.newAttachHeadersInterceptor(headers));
   }
 
+  /**
+   * Runs a call's callbacks on the transport's thread. A unary call's callback only completes
+   * its future, which the calling thread waits on: without this, each answer went through
+   * the channel's executor, one more thread handoff per call.
+   */
+  private static final ClientInterceptor DIRECT =
+      new ClientInterceptor() {
+        @Override
+        public <Q, R> ClientCall<Q, R> interceptCall(
+            MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+          return next.newCall(method, options.withExecutor(MoreExecutors.directExecutor()));
+        }
+      };
+
+  /** {@link #channel} for unary calls, whose callbacks only complete a future. */
+  private Channel unaryChannel(String at) {
+    return ClientInterceptors.intercept(channel(at), DIRECT);
+  }
+
   ExecutorService executor() {
     return executor;
   }
@@ -375,7 +398,7 @@ public final class BeaconClient implements AutoCloseable {
       CallOptions options = CallOptions.DEFAULT.withDeadlineAfter(bound, TimeUnit.MILLISECONDS);
       BeaconException err;
       try {
-        return watched(at, attempt.start(channel(at), options));
+        return watched(at, attempt.start(unaryChannel(at), options));
       } catch (Hung hung) {
         suspect(at);
         if (System.nanoTime() + pause * 1_000_000 > deadline) {

@@ -159,8 +159,121 @@ public final class ConformanceDriver {
         client.configPut(arg.apply(1), new byte[Integer.parseInt(arg.apply(2))], null);
         return "";
       }
+      case "bench" -> {
+        if (!arg.apply(1).equals("alloc") && !arg.apply(1).equals("renew")) {
+          throw new IllegalArgumentException("bench alloc|renew, not `" + arg.apply(1) + "`");
+        }
+        return bench(
+            arg.apply(1), Duration.ofSeconds(Long.parseLong(arg.apply(2))), Integer.parseInt(arg.apply(3)));
+      }
       default -> throw new IllegalArgumentException("unknown command `" + cmd + "`");
     }
+  }
+
+  /** The address of a bench command's registration {@code n} of {@code caller}: distinct for each pair. */
+  private static String benchAddr(int caller, long n) {
+    long hi = n / 60_000;
+    return "10." + (100 + caller % 150) + "." + (hi / 256 % 256) + "." + (hi % 256) + ":" + (1024 + n % 60_000);
+  }
+
+  private beacon.v1.registry.RegistryOuterClass.NodeInfo benchRegister(int caller, long n) {
+    var req =
+        beacon.v1.registry.RegistryOuterClass.RegisterRequest.newBuilder()
+            .setNodeType("BENCH")
+            .setAddr(benchAddr(caller, n))
+            .build();
+    return client
+        .call((ch, o) -> beacon.v1.registry.RegistryGrpc.newFutureStub(ch).withDeadline(o.getDeadline()).register(req))
+        .getNode();
+  }
+
+  /**
+   * {@code callers} threads sharing the client for {@code d}: {@code alloc} allocates node IDs
+   * ({@code Register} through the client's failover and back-off), {@code renew} renews one
+   * registration each with reports back to back on a {@code KeepAlive} stream of its own.
+   * Answers {@code DONE ERRORS P50_US P99_US}.
+   */
+  private String bench(String what, Duration d, int callers) throws InterruptedException {
+    long deadline = System.nanoTime() + d.toNanos();
+    List<Long> took = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicInteger errors = new java.util.concurrent.atomic.AtomicInteger();
+    List<Thread> threads = new ArrayList<>();
+    for (int c = 0; c < callers; c++) {
+      int caller = c;
+      Runnable alloc =
+          () -> {
+            List<Long> mine = new ArrayList<>();
+            for (long n = 0; System.nanoTime() < deadline; n++) {
+              long started = System.nanoTime();
+              try {
+                benchRegister(caller, n);
+                mine.add((System.nanoTime() - started) / 1000);
+              } catch (BeaconException e) {
+                errors.incrementAndGet();
+              }
+            }
+            took.addAll(mine);
+          };
+      Runnable renew =
+          () -> {
+            List<Long> mine = new ArrayList<>();
+            try {
+              var node = benchRegister(caller, 1L << 24);
+              var report =
+                  beacon.v1.registry.RegistryOuterClass.NodeReport.newBuilder()
+                      .setNodeId(node.getNodeId())
+                      .setAddr(node.getAddr())
+                      .setTerm(node.getTerm())
+                      .setIndex(node.getIndex())
+                      .build();
+              java.util.concurrent.LinkedBlockingQueue<Object> replies = new java.util.concurrent.LinkedBlockingQueue<>();
+              var stream =
+                  beacon.v1.registry.RegistryGrpc.newStub(client.channel(client.current()))
+                      .keepAlive(
+                          new io.grpc.stub.StreamObserver<>() {
+                            @Override
+                            public void onNext(beacon.v1.registry.RegistryOuterClass.NodeReportReply r) {
+                              replies.add(r);
+                            }
+
+                            @Override
+                            public void onError(Throwable t) {
+                              replies.add(t);
+                            }
+
+                            @Override
+                            public void onCompleted() {
+                              replies.add(new IllegalStateException("the stream ended"));
+                            }
+                          });
+              while (System.nanoTime() < deadline) {
+                long started = System.nanoTime();
+                stream.onNext(report);
+                Object r = replies.poll(10, java.util.concurrent.TimeUnit.SECONDS);
+                if (!(r instanceof beacon.v1.registry.RegistryOuterClass.NodeReportReply)) {
+                  errors.incrementAndGet();
+                  break;
+                }
+                mine.add((System.nanoTime() - started) / 1000);
+              }
+              stream.onCompleted();
+            } catch (RuntimeException | InterruptedException e) {
+              errors.incrementAndGet();
+            }
+            took.addAll(mine);
+          };
+      Thread t = new Thread(what.equals("alloc") ? alloc : renew, "bench-" + c);
+      threads.add(t);
+      t.start();
+    }
+    for (Thread t : threads) {
+      t.join();
+    }
+    List<Long> sorted = new ArrayList<>(took);
+    java.util.Collections.sort(sorted);
+    java.util.function.DoubleFunction<Long> at =
+        q -> sorted.isEmpty() ? 0L : sorted.get(Math.min((int) (sorted.size() * q), sorted.size() - 1));
+    return sorted.size() + " " + errors.get() + " " + at.apply(0.5) + " " + at.apply(0.99);
   }
 
   private void quit() {
