@@ -58,11 +58,7 @@ fn driver_command(lang: Lang) -> Command {
             let _built = python_env::locked("go-driver");
             let out: PathBuf = root.join("target/go-bin/conformance-driver");
             python_env::run(
-                Command::new("go")
-                    .args(["build", "-o"])
-                    .arg(&out)
-                    .arg("./cmd/conformance-driver")
-                    .current_dir(root.join("clients/go")),
+                &mut drivers::go_build(&root.join("clients/go"), &out),
                 "go build ./cmd/conformance-driver",
             );
             Command::new(out)
@@ -80,30 +76,11 @@ fn driver_command(lang: Lang) -> Command {
                 ],
             ) {
                 python_env::run(
-                    Command::new("mvn")
-                        .args([
-                            "-q",
-                            "-B",
-                            "-DskipTests",
-                            "test-compile",
-                            "dependency:build-classpath",
-                            "-Dmdep.outputFile=target/classpath.txt",
-                        ])
-                        .current_dir(&project),
+                    &mut drivers::java_build(&project),
                     "mvn test-compile in clients/java",
                 );
             }
-            let deps = std::fs::read_to_string(project.join("target/classpath.txt"))
-                .expect("the Java driver's classpath");
-            let classpath = format!(
-                "{}:{}:{}",
-                project.join("target/classes").display(),
-                project.join("target/test-classes").display(),
-                deps.trim()
-            );
-            let mut cmd = Command::new("java");
-            cmd.args(["-cp", &classpath, "dev.beacon.client.ConformanceDriver"]);
-            cmd
+            drivers::java_driver(&project).expect("the Java driver's classpath")
         }
     }
 }
@@ -630,5 +607,60 @@ fn the_docs_table_names_every_case() {
             docs.contains(case),
             "docs/clients.md does not name the case `{case}`"
         );
+    }
+}
+
+/// Each client's README states its allocations and renewals per second at each caller count
+/// as `bench/run --only client-libs` measured them (bench/results-clients.json), beside the
+/// Rust client's: the figures a user reads are the benchmark's, and move with it.
+#[test]
+fn each_client_readme_states_its_figures_from_the_bench() {
+    let root = python_env::root();
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("bench/results-clients.json"))
+            .expect("bench/results-clients.json (bench/run --only client-libs --out bench/results-clients.md)"),
+    )
+    .unwrap();
+    let libs = results["client_libs"].as_array().expect("client_libs");
+    let lib = |name: &str| {
+        libs.iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("no figures for the {name} client"))
+    };
+    // `| callers | allocations/s | renewals/s |`, then the Rust client's beside the others.
+    let rows = |l: &serde_json::Value| -> Vec<(u64, String)> {
+        let of = |what: &str, i: usize| l[what][i]["per_sec"].as_f64().unwrap_or(-1.0);
+        (0..l["alloc"].as_array().map_or(0, Vec::len))
+            .map(|i| {
+                let callers = l["alloc"][i]["callers"].as_u64().unwrap();
+                (
+                    callers,
+                    format!("{:.0} | {:.0}", of("alloc", i), of("renew", i)),
+                )
+            })
+            .collect()
+    };
+    let rust = rows(lib("Rust"));
+    assert_eq!(rust.len(), 3, "1, 16 and 64 callers: {rust:?}");
+    for (name, readme) in [
+        ("Rust", "client/README.md"),
+        ("Python", "clients/python/README.md"),
+        ("Go", "clients/go/README.md"),
+        ("Java", "clients/java/README.md"),
+    ] {
+        let text = std::fs::read_to_string(root.join(readme)).unwrap();
+        let l = lib(name);
+        assert!(l["skipped"].is_null(), "{name}: {}", l["skipped"]);
+        for ((callers, own), (_, beside)) in rows(l).iter().zip(&rust) {
+            let row = if name == "Rust" {
+                format!("| {callers} | {own} |")
+            } else {
+                format!("| {callers} | {own} | {beside} |")
+            };
+            assert!(
+                text.contains(&row),
+                "{readme} does not state `{row}` (bench/results-clients.json)"
+            );
+        }
     }
 }
