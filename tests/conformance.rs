@@ -247,6 +247,8 @@ impl Driver {
 /// Three beacons, and which of them a case stopped or killed.
 struct Beacons {
     cluster: Cluster,
+    /// Each beacon's admin API (metrics).
+    admin: Vec<std::net::SocketAddr>,
     down: Vec<bool>,
     /// For the test kit's status reads.
     rt: tokio::runtime::Runtime,
@@ -254,19 +256,39 @@ struct Beacons {
 
 impl Beacons {
     fn start() -> Beacons {
-        let ports = free_ports(3);
-        let cluster = Cluster::start_with(Path::new(BEACON), &ports, TICK_MS, "conf", CONFIG);
+        Beacons::start_with(serde_json::json!({}))
+    }
+
+    /// Three beacons with the suite's lease and `keys` besides (`limits`, say).
+    fn start_with(keys: serde_json::Value) -> Beacons {
+        let mut config: serde_json::Value = serde_json::from_str(CONFIG).unwrap();
+        for (k, v) in keys.as_object().expect("config keys") {
+            config[k] = v.clone();
+        }
+        let (cluster, admin) = cluster_with_admin(Path::new(BEACON), 3, TICK_MS, "conf", config);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a runtime");
         let b = Beacons {
             cluster,
+            admin,
             down: vec![false; 3],
             rt,
         };
         b.leader();
         b
+    }
+
+    /// The `BUSY` refusals all three beacons made so far.
+    fn busy_refusals(&self) -> f64 {
+        self.admin
+            .iter()
+            .map(|a| {
+                let (_, text) = http_get(*a, "/metrics").expect("metrics");
+                metric(&text, "beacon_requests_busy_total").unwrap_or(0.0)
+            })
+            .sum()
     }
 
     fn addrs(&self) -> Vec<std::net::SocketAddr> {
@@ -344,9 +366,19 @@ fn each_client(case: &str, run: impl Fn(Lang, Beacons, &Path) -> String) {
 /// [`each_client`] for some of the clients: a case one of them does not pass yet (the docs'
 /// table says which and why).
 fn each_of(langs: &[Lang], case: &str, run: impl Fn(Lang, Beacons, &Path) -> String) {
+    each_on(langs, Beacons::start, case, run);
+}
+
+/// [`each_of`] on clusters that `start` makes.
+fn each_on(
+    langs: &[Lang],
+    start: impl Fn() -> Beacons,
+    case: &str,
+    run: impl Fn(Lang, Beacons, &Path) -> String,
+) {
     for &lang in langs {
         let dir = tempfile::tempdir().unwrap();
-        let said = run(lang, Beacons::start(), dir.path());
+        let said = run(lang, start(), dir.path());
         println!("{case} / {lang:?}: {said}");
     }
 }
@@ -479,6 +511,36 @@ fn watch_across(lang: Lang, mut b: Beacons, dir: &Path, fault: fn(&mut Beacons, 
         "{} changes, each once, the last {took:?} after the fault",
         want.len()
     )
+}
+
+/// A client over its share (`limits.client_rate`: 20 calls a second per connection) is
+/// refused `BUSY` with when to come back: it waits as told, with jitter, and every call of a
+/// burst gets through, the beacons refusing a few times per call and not in a storm (a
+/// client that retried at once would be refused thousands of times a second).
+#[test]
+fn a_busy_beacon_is_waited_out_as_told_and_every_call_gets_through() {
+    let limited = || Beacons::start_with(serde_json::json!({"limits": {"client_rate": 20}}));
+    each_on(&LANGS, limited, "busy beacon", |lang, b, dir| {
+        let mut d = Driver::start(lang, dir);
+        d.ask(&format!("connect {} 30000", b.list(b.leader())));
+        let before = b.busy_refusals();
+        let started = Instant::now();
+        let answer = d.ask("bench alloc 3 8");
+        let took = started.elapsed().as_secs_f64();
+        let refused = b.busy_refusals() - before;
+        let done: f64 = answer[0].parse().unwrap();
+        assert_eq!(answer[1], "0", "{lang:?}: calls failed: {answer:?}");
+        assert!(done >= 20.0, "{lang:?}: {done} calls in {took:.1} s");
+        assert!(
+            refused >= 1.0,
+            "{lang:?}: no call was refused: the case tested nothing"
+        );
+        assert!(
+            refused <= 20.0 * done,
+            "{lang:?}: {refused} refusals for {done} calls in {took:.1} s: a retry storm"
+        );
+        format!("{done} calls in {took:.1} s, {refused} refusals")
+    });
 }
 
 /// Numbers taken from a sequence (in segments of 20) on both sides of a leader kill: none
