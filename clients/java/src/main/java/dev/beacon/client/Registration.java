@@ -57,6 +57,9 @@ public final class Registration implements AutoCloseable {
   private long confirmedUntilNanos;
   private long reservedMs;
   private NodeReport health;
+  /** Wakes the keep-alive thread: a health change to report at once, or its stream ended. */
+  private final java.util.concurrent.Semaphore wake = new java.util.concurrent.Semaphore(0);
+  private volatile boolean kicked;
   private final Thread keeper;
   private final List<Checker> checkers = new ArrayList<>();
   private volatile boolean stopping;
@@ -132,7 +135,7 @@ public final class Registration implements AutoCloseable {
 
   /**
    * Sets the health every report carries from now on ({@code PASSING}, {@code WARNING},
-   * {@code CRITICAL}), with why, and reports it at the next report.
+   * {@code CRITICAL}), with why, and reports a change at once.
    */
   public void setHealth(Health status, String note) {
     byte[] bytes = note.getBytes(StandardCharsets.UTF_8);
@@ -144,8 +147,16 @@ public final class Registration implements AutoCloseable {
       }
       note = cut;
     }
+    NodeReport now = NodeReport.newBuilder().setHealth(status.wire()).setHealthNote(note).build();
+    boolean changed;
     synchronized (lock) {
-      health = NodeReport.newBuilder().setHealth(status.wire()).setHealthNote(note).build();
+      changed = !now.equals(health);
+      health = now;
+    }
+    if (changed) {
+      // A change is reported at once, not at the next report: discovery hears of it sooner.
+      kicked = true;
+      wake.release();
     }
   }
 
@@ -259,11 +270,13 @@ public final class Registration implements AutoCloseable {
               o.unanswered = true;
             }
             ended.countDown();
+            wake.release();
           }
 
           @Override
           public void onCompleted() {
             ended.countDown();
+            wake.release();
           }
         };
     try {
@@ -296,7 +309,11 @@ public final class Registration implements AutoCloseable {
           if (untilLost <= 0) {
             break;
           }
-          ended.await(Math.min(Math.max(attempt / 4, 5), TimeUnit.NANOSECONDS.toMillis(untilLost) + 1), TimeUnit.MILLISECONDS);
+          wake.tryAcquire(Math.min(Math.max(attempt / 4, 5), TimeUnit.NANOSECONDS.toMillis(untilLost) + 1), TimeUnit.MILLISECONDS);
+          if (kicked) {
+            kicked = false;
+            break;
+          }
         }
       }
       return o;

@@ -35,6 +35,27 @@ class ClientTest {
 
   @Test
   @Timeout(value = 60, unit = TimeUnit.SECONDS)
+  void aHealthChangeIsReportedAtOnceNotAtTheNextReport() throws Exception {
+    // A lease of a minute: the next report is twenty seconds away.
+    try (Beacons b = new Beacons(1, Map.of("lease_ms", 60000));
+        BeaconClient client = b.client(0);
+        Watch w = client.watch(List.of("HEALTHY"), HealthFilter.FILTER_SERVING);
+        Registration reg = client.register("HEALTHY", "10.0.1.9:8080", BeaconClient.RegisterOptions.defaults())) {
+      assertEquals(Watch.Kind.ADDED, next(w, Duration.ofSeconds(5)).kind());
+      long started = System.nanoTime();
+      reg.setHealth(Registration.Health.CRITICAL, "database unreachable");
+      Watch.Event gone = next(w, Duration.ofSeconds(10));
+      long tookMs = (System.nanoTime() - started) / 1_000_000;
+      assertEquals(Watch.Kind.REMOVED, gone.kind());
+      assertEquals("database unreachable", gone.node().getHealth().getNote());
+      assertTrue(tookMs < 10_000, "told in " + tookMs + " ms");
+      reg.setHealth(Registration.Health.PASSING, "");
+      assertEquals(Watch.Kind.ADDED, next(w, Duration.ofSeconds(10)).kind());
+    }
+  }
+
+  @Test
+  @Timeout(value = 60, unit = TimeUnit.SECONDS)
   void aLoneBeaconRegistersDiscoversNumbersAndConfigures() throws Exception {
     try (Beacons b = new Beacons(1, Map.of("lease_ms", 2000));
         BeaconClient client = b.client(0)) {
