@@ -118,21 +118,26 @@ fn build(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
 fn driver_command(root: &Path, name: &str) -> anyhow::Result<Command> {
     Ok(match name {
         "Rust" => {
+            // The bench's own profile: release for figures, debug in the CI's smoke run
+            // (a release build there would take minutes).
+            let (profile, flag) = if cfg!(debug_assertions) {
+                ("debug", None)
+            } else {
+                ("release", Some("--release"))
+            };
             build(
                 Command::new("cargo")
-                    .args([
-                        "build",
-                        "--release",
-                        "-q",
-                        "-p",
-                        "beacon-client",
-                        "--example",
-                        "conformance_driver",
-                    ])
+                    .args(["build", "-q", "-p", "beacon-client", "--example"])
+                    .arg("conformance_driver")
+                    .args(flag)
                     .current_dir(root),
                 "cargo build --example conformance_driver",
             )?;
-            Command::new(root.join("target/release/examples/conformance_driver"))
+            Command::new(
+                root.join("target")
+                    .join(profile)
+                    .join("examples/conformance_driver"),
+            )
         }
         "Python" => {
             // The tests' environment when it is there; else one of the bench's own.
