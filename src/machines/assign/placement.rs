@@ -10,7 +10,7 @@
 //!   narrowing the spread, until the spread is within a bound or a limit of moves is reached
 //!   (so a join does not move everything at once).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use super::state::{Assignments, Holder, Resource};
@@ -74,19 +74,35 @@ pub fn eligible(r: &Resource, c: &Candidate) -> bool {
     c.node_type == r.node_type && r.labels.iter().all(|(k, v)| c.labels.get(k) == Some(v))
 }
 
-/// Whether `r`'s holder is one of the live `candidates`.
-pub fn held_live(r: &Resource, candidates: &[Candidate]) -> bool {
-    r.holder
-        .as_ref()
-        .is_some_and(|h| candidates.iter().any(|c| c.is(h)))
+/// The live candidates by node ID, so that whether a holder is live takes one lookup: the
+/// leader's tick asks it of every resource, and a scan of the candidates for each made a
+/// tick cost resources x services (10,000 resources on 100 services held the leader at
+/// 6.5% of a core while nothing changed). Only looked up, never iterated: no order to keep.
+pub struct Live<'a>(HashMap<NodeId, &'a Candidate>);
+
+impl<'a> Live<'a> {
+    pub fn of(candidates: &'a [Candidate]) -> Live<'a> {
+        Live(candidates.iter().map(|c| (c.node_id, c)).collect())
+    }
+
+    /// The live candidate that is holder `h` (the same registration, not only the same ID).
+    pub fn holding(&self, h: &Holder) -> Option<&'a Candidate> {
+        self.0.get(&h.node_id).copied().filter(|c| c.is(h))
+    }
+}
+
+/// Whether `r`'s holder is one of the `live` candidates.
+pub fn held_live(r: &Resource, live: &Live<'_>) -> bool {
+    r.holder.as_ref().is_some_and(|h| live.holding(h).is_some())
 }
 
 /// Each candidate's load: the weight of what it holds.
 fn loads(state: &Assignments, candidates: &[Candidate]) -> BTreeMap<NodeId, u64> {
+    let live = Live::of(candidates);
     let mut loads: BTreeMap<NodeId, u64> = candidates.iter().map(|c| (c.node_id, 0)).collect();
     for r in state.iter() {
         if let Some(h) = &r.holder
-            && candidates.iter().any(|c| c.is(h))
+            && live.holding(h).is_some()
         {
             *loads.entry(h.node_id).or_default() += u64::from(r.weight);
         }
@@ -110,11 +126,16 @@ fn least_loaded<'a>(
 /// eligible candidate, `None` when none is eligible (and its holder is gone). Resources
 /// that are already unassigned with no eligible candidate are left out (nothing changes).
 pub fn orphans(state: &Assignments, candidates: &[Candidate]) -> Vec<(String, Option<NodeId>)> {
-    let mut loads = loads(state, candidates);
+    let live = Live::of(candidates);
     let mut orphans: Vec<&Resource> = state
         .iter()
-        .filter(|r| r.slot.is_none() && !held_live(r, candidates))
+        .filter(|r| r.slot.is_none() && !held_live(r, &live))
         .collect();
+    if orphans.is_empty() {
+        // The tick's usual case: no loads to weigh.
+        return Vec::new();
+    }
+    let mut loads = loads(state, candidates);
     // Heaviest first: the least-load rule balances best when the large pieces go first.
     orphans.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     let mut placed = Vec::new();
@@ -140,13 +161,14 @@ pub fn drains(
     limit: usize,
 ) -> Vec<(String, NodeId)> {
     let mut loads = loads(state, candidates);
+    let live = Live::of(candidates);
     let mut moves = Vec::new();
     for r in state.iter().filter(|r| !r.revoking && r.slot.is_none()) {
         if moves.len() >= limit {
             break;
         }
         let Some(h) = &r.holder else { continue };
-        if !candidates.iter().any(|c| c.draining && c.is(h)) {
+        if !live.holding(h).is_some_and(|c| c.draining) {
             continue;
         }
         if let Some(to) = least_loaded(r, candidates, &loads) {
@@ -181,14 +203,12 @@ pub fn rebalance(
     types.sort_unstable();
     types.dedup();
     let mut loads = loads(state, candidates);
+    let live = Live::of(candidates);
     let mut holder: BTreeMap<&str, NodeId> = state
         .iter()
         .filter_map(|r| {
             let h = r.holder.as_ref()?;
-            candidates
-                .iter()
-                .any(|c| c.is(h))
-                .then_some((r.name.as_str(), h.node_id))
+            live.holding(h).map(|_| (r.name.as_str(), h.node_id))
         })
         .collect();
     let mut moves = Vec::new();
