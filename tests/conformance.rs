@@ -64,56 +64,9 @@ fn driver_command(lang: Lang) -> Command {
             Command::new(out)
         }
         Lang::Java => {
-            let project = root.join("clients/java");
-            // Written after each build: Maven leaves classpath.txt alone when it is the same,
-            // so its own time says nothing of the sources.
-            let stamp = project.join("target/conformance-driver.stamp");
-            let sources = [
-                project.join("pom.xml"),
-                project.join("src"),
-                root.join("proto"),
-            ];
-            let fresh = || {
-                newer_than_sources(
-                    &stamp,
-                    &sources.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
-                )
-            };
-            // Fresh: no lock, so that no case waits for the library's own tests (which
-            // hold it for their whole `mvn test`, and compile nothing anew once built).
-            if !fresh() {
-                let _built = python_env::locked("clients-java");
-                if !fresh() {
-                    python_env::run(
-                        &mut drivers::java_build(&project),
-                        "mvn test-compile in clients/java",
-                    );
-                    std::fs::write(&stamp, "").expect("the Java driver's stamp");
-                }
-            }
-            drivers::java_driver(&project).expect("the Java driver's classpath")
+            drivers::java_driver(&python_env::built_java()).expect("the Java driver's classpath")
         }
     }
-}
-
-/// Whether `built` exists and is newer than every file of `sources` (files or folders, walked
-/// whole): Maven takes seconds to find a project up to date, and each case asks.
-fn newer_than_sources(built: &Path, sources: &[&Path]) -> bool {
-    fn newest(p: &Path) -> std::time::SystemTime {
-        let meta = std::fs::metadata(p).and_then(|m| m.modified());
-        let own = meta.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
-        match std::fs::read_dir(p) {
-            Ok(entries) => entries
-                .flatten()
-                .map(|e| newest(&e.path()))
-                .fold(own, std::cmp::max),
-            Err(_) => own,
-        }
-    }
-    let Ok(made) = std::fs::metadata(built).and_then(|m| m.modified()) else {
-        return false;
-    };
-    sources.iter().all(|s| newest(s) < made)
 }
 
 /// A running driver: its answers in order, its events kept apart as they come.

@@ -3,7 +3,7 @@
 //! includes it uses a part of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn root() -> PathBuf {
@@ -32,4 +32,57 @@ pub fn locked(name: &str) -> std::fs::File {
     let lock = std::fs::File::create(target.join(format!("{name}.lock"))).expect("a lock file");
     lock.lock().expect("take the build lock");
     lock
+}
+
+/// Whether `built` exists and is newer than every file of `sources` (files or folders, walked
+/// whole): Maven takes seconds to find a project up to date, and each case asks.
+pub fn newer_than_sources(built: &Path, sources: &[&Path]) -> bool {
+    fn newest(p: &Path) -> std::time::SystemTime {
+        let meta = std::fs::metadata(p).and_then(|m| m.modified());
+        let own = meta.unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        match std::fs::read_dir(p) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| newest(&e.path()))
+                .fold(own, std::cmp::max),
+            Err(_) => own,
+        }
+    }
+    let Ok(made) = std::fs::metadata(built).and_then(|m| m.modified()) else {
+        return false;
+    };
+    sources.iter().all(|s| newest(s) < made)
+}
+
+/// Compiles the Java library and its tests (`clients/java`, with the driver's classpath in
+/// `target/classpath.txt`) unless a build since its sources last changed left its stamp:
+/// Maven leaves an unchanged classpath.txt alone, so its own time says nothing. Fresh, it
+/// takes no lock, so that nothing waits for another test's build meanwhile; a build holds
+/// the lock only while Maven compiles.
+pub fn built_java() -> PathBuf {
+    let root = root();
+    let project = root.join("clients/java");
+    let stamp = project.join("target/built.stamp");
+    let sources = [
+        project.join("pom.xml"),
+        project.join("src"),
+        root.join("proto"),
+    ];
+    let fresh = || {
+        newer_than_sources(
+            &stamp,
+            &sources.iter().map(PathBuf::as_path).collect::<Vec<_>>(),
+        )
+    };
+    if !fresh() {
+        let _built = locked("clients-java");
+        if !fresh() {
+            run(
+                &mut beacon_testkit::drivers::java_build(&project),
+                "mvn test-compile in clients/java",
+            );
+            std::fs::write(&stamp, "").expect("the Java build's stamp");
+        }
+    }
+    project
 }

@@ -11,7 +11,7 @@ use std::process::Command;
 mod command;
 // What a test that includes this file uses of the shared part.
 #[allow(unused_imports)]
-pub use command::{locked, root, run};
+pub use command::{built_java, locked, root, run};
 
 /// The interpreter with the package and its test dependencies installed.
 pub fn python() -> PathBuf {
