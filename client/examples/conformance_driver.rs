@@ -319,7 +319,7 @@ async fn bench_caller(
         let reply: Result<pb::RegisterReply, _> = cluster
             .call(
                 RegistryCmd::Register,
-                &register(usize::MAX >> 40),
+                &register(1 << 24),
                 "the registration",
             )
             .await;
