@@ -1,11 +1,12 @@
 //! One conformance suite for every client: the cases that make a coordinator client
-//! trustworthy, written once and run against the Rust client, the Python package and the Go
-//! module, each through a small driver program of its own (commands in on stdin, answers and
-//! events out on stdout, one per line: `docs/clients.md` has the protocol and the table of
-//! cases against clients). A client that behaves differently fails the same case.
+//! trustworthy, written once and run against the Rust client, the Python package, the Go
+//! module and the Java library, each through a small driver program of its own (commands in
+//! on stdin, answers and events out on stdout, one per line: `docs/clients.md` has the
+//! protocol and the table of cases against clients). A client that behaves differently fails
+//! the same case.
 //!
-//! Each case starts real beacons, then runs every client's driver against them in turn,
-//! each on a cluster of its own, with real faults: a beacon stopped (SIGSTOP) or killed.
+//! Each case starts real beacons, then runs every client's driver against them at once, each
+//! on a cluster of its own, with real faults: a beacon stopped (SIGSTOP) or killed.
 //! Bounds on time are loose (a shared machine), far below what a client that waited on a
 //! hung beacon would take; the figures themselves are printed.
 
@@ -43,8 +44,11 @@ fn driver_command(lang: Lang) -> Command {
     let root = python_env::root();
     match lang {
         Lang::Rust => {
+            // As the test build resolves features (`--workspace --tests`), so that this finds
+            // the driver it already compiled: `-p beacon-client` alone rebuilt tokio, tonic
+            // and beacon in another feature set, two minutes of a loaded CI host.
             cargo_build(
-                &["-p", "beacon-client", "--example", "conformance_driver"],
+                &["--workspace", "--tests", "--example", "conformance_driver"],
                 "the Rust conformance driver",
             );
             Command::new(Path::new(BEACON).with_file_name("examples/conformance_driver"))

@@ -118,26 +118,23 @@ fn build(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
 fn driver_command(root: &Path, name: &str) -> anyhow::Result<Command> {
     Ok(match name {
         "Rust" => {
-            // The bench's own profile: release for figures, debug in the CI's smoke run
-            // (a release build there would take minutes).
-            let (profile, flag) = if cfg!(debug_assertions) {
-                ("debug", None)
-            } else {
-                ("release", Some("--release"))
-            };
+            // The bench's own profile and target directory: release for figures, debug in
+            // the CI's smoke run (a release build there would take minutes).
+            let release = (!cfg!(debug_assertions)).then_some("--release");
+            // The arguments `bench/run` builds with, so that this finds the driver built:
+            // `-p beacon-client` alone, or the example without the bins, resolves tokio, tonic
+            // and beacon in another feature set and builds them all again (90 s in debug).
             build(
                 Command::new("cargo")
-                    .args(["build", "-q", "-p", "beacon-client", "--example"])
-                    .arg("conformance_driver")
-                    .args(flag)
+                    .args(["build", "-q", "--workspace", "--bins"])
+                    .args(["--features", "beacon-bench/peers"])
+                    .args(["--example", "conformance_driver"])
+                    .args(release)
                     .current_dir(root),
                 "cargo build --example conformance_driver",
             )?;
-            Command::new(
-                root.join("target")
-                    .join(profile)
-                    .join("examples/conformance_driver"),
-            )
+            let bench = std::env::current_exe().context("cannot locate this program")?;
+            Command::new(bench.with_file_name("examples").join("conformance_driver"))
         }
         "Python" => {
             // The tests' environment when it is there; else one of the bench's own.
