@@ -209,10 +209,15 @@ pub fn cargo_build(args: &[&str], what: &str) {
             cargo.env_remove(k);
         }
     }
+    // The features of the build this test is part of (the README's test command turns the
+    // benchmark's `peers` on): other features would resolve the shared dependencies
+    // differently and rebuild them, and the next test run would rebuild them back.
+    let peers = cfg!(feature = "peers").then_some(["--features", "beacon-bench/peers"]);
     let status = cargo
         .arg("build")
         .arg("-q")
         .args(args)
+        .args(peers.iter().flatten())
         .status()
         .expect("run cargo");
     assert!(
