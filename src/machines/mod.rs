@@ -28,7 +28,8 @@
 //! Adding a machine: its folder, its proto file in `proto/` (compiled and placed in
 //! [`crate::pb`] by `build.rs` without a line), one line in the list below, and one in
 //! nebcli's command table (`nebcli/src/commands.rs`). `tests/tidy.rs` keeps it so.
-//! `tests/counter/` is a small example, composed in `tests/counter_machine.rs`.
+//! `sims/tests/sims/counter/` is a small example, composed in
+//! `sims/tests/sims/counter_machine.rs`.
 
 pub mod assign;
 pub mod bulk;

@@ -629,7 +629,7 @@ where
     pub fn report(&self, why: &str, test: &str) -> String {
         let c = &self.core;
         format!(
-            "seed {} failed at {} ms: {why}\nfaults: {:?}\nbeacons: {}\nlast events:\n{}\nreplay: BEACON_SIM_SEED={} cargo test --test {test}",
+            "seed {} failed at {} ms: {why}\nfaults: {:?}\nbeacons: {}\nlast events:\n{}\nreplay: BEACON_SIM_SEED={} cargo test -p beacon-sims --test sims {test}::",
             c.seed,
             c.now,
             c.faults,

@@ -98,7 +98,7 @@ pub fn run_seeds<T: Send>(
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
                 Err(format!(
-                    "seed {seed} panicked: {what}\nreplay: BEACON_SIM_SEED={seed} cargo test --test {test}"
+                    "seed {seed} panicked: {what}\nreplay: BEACON_SIM_SEED={seed} cargo test -p beacon-sims --test sims {test}::"
                 ))
             })
     };

@@ -32,7 +32,7 @@ const LEASE: u64 = 1_000;
 
 type Sim = sim::Sim<State, Services, Clients>;
 
-mod support;
+use super::support;
 
 fn fresh(range: IdRange, reuse_delay: Millis) -> impl Fn() -> (State, Services) + 'static {
     move || support::simulated(range, reuse_delay, LEASE)

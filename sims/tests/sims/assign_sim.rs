@@ -17,7 +17,7 @@ use beacon::machines::{Services, State};
 use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Setup};
 
-mod support;
+use super::support;
 
 fn fresh() -> (State, Services) {
     let (state, mut services) = support::simulated(IdRange { first: 1, last: 16 }, 1_000, 1_000);

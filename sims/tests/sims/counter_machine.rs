@@ -1,8 +1,9 @@
-//! A new machine takes its folder and one line: the replicated counter of `tests/counter/`
-//! is composed with the node-ID registry below, stored through the real storage code, and
-//! run through the simulation harness under the same faults as the registry, with its own
+//! A new machine takes its folder and one line: the replicated counter of `counter/` (beside
+//! this file) is composed with the node-ID registry below, stored through the real storage
+//! code, and run through the simulation harness under the same faults as the registry, with its own
 //! invariants. Nothing in the consensus core, the storage or the harness names it.
 
+#[path = "counter/mod.rs"]
 mod counter;
 
 use beacon::machines::registry::{IdRange, Registry, RegistryService};
@@ -14,7 +15,7 @@ beacon::compose! {
     counter: Counter => counter::Counter, counter::CounterService;
 }
 
-mod support;
+use super::support;
 
 fn fresh() -> (State, Services) {
     let (registry, service) =

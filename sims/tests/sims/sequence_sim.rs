@@ -15,7 +15,7 @@ use beacon::machines::{Part, Services, State};
 use beacon_testkit::rng::SimRng as Rng;
 use beacon_testkit::sim::{self, Setup};
 
-mod support;
+use super::support;
 
 fn registry_parts() -> (Registry, RegistryService) {
     support::simulated_registry(IdRange { first: 1, last: 8 }, 1_000, 1_000)

@@ -14,7 +14,7 @@
 //! * after the network heals and faults stop, exactly one leader agreed by every live beacon
 //!   within `CONVERGE_ROUNDS`, and it stays leader while nothing fails.
 //!
-//! A failure prints its seed; `BEACON_SIM_SEED=<seed> cargo test --test election_sim` replays
+//! A failure prints its seed; `BEACON_SIM_SEED=<seed> cargo test -p beacon-sims --test sims election_sim::` replays
 //! it alone, and `BEACON_SIM_SEEDS=<n>` runs more seeds.
 
 use std::collections::BTreeMap;
@@ -337,7 +337,7 @@ fn run_seed(seed: u64, n: usize, phases: usize) -> Result<Stats, String> {
         let tail: Vec<&str> = sim.log.lines().rev().take(60).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         format!(
-            "seed {seed} ({n} beacons), round {}: {msg}\nstate:\n{}recent events:\n{}\nreplay: BEACON_SIM_SEED={seed} cargo test --test election_sim",
+            "seed {seed} ({n} beacons), round {}: {msg}\nstate:\n{}recent events:\n{}\nreplay: BEACON_SIM_SEED={seed} cargo test -p beacon-sims --test sims election_sim::",
             sim.round,
             sim.describe(),
             tail.join("\n")
