@@ -63,7 +63,8 @@ pub fn range_of(value: &str) -> Result<(u16, u16), String> {
 
 /// `n` distinct loopback ports that were free a moment ago, ascending (so index order is the
 /// election's sorted order), drawn at random from [`port_range`], each with the port 88
-/// above it (a beacon's default admin port) free too.
+/// above it (a beacon's default admin port) free too, both reserved against every other
+/// test process of the machine ([`reserve`]).
 pub fn free_ports(n: usize) -> Vec<u16> {
     sorted_ports(&free_listeners(n))
 }
@@ -145,6 +146,9 @@ fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, S
         if TcpListener::bind(("127.0.0.1", port + 88)).is_err() {
             continue;
         }
+        if !reserve(port) || !reserve(port + 88) {
+            continue;
+        }
         listeners.push(l);
     }
     if listeners.len() < n {
@@ -154,6 +158,47 @@ fn listeners_in(n: usize, (low, high): (u16, u16)) -> Result<Vec<TcpListener>, S
     }
     handed.extend(sorted_ports(&listeners));
     Ok(listeners)
+}
+
+/// The ports this process holds a reservation of: the lock of each port's file, held until
+/// the process ends (the kernel lets it go then, however the process ends).
+static RESERVED: std::sync::Mutex<std::collections::BTreeMap<u16, std::fs::File>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Reserves `port` against every other test process of this machine: a port checked free is
+/// free only until its beacon binds it, and a beacon's admin port (+ 88) is checked but not
+/// bound until the beacon starts, so two test processes side by side (nextest runs each test
+/// in a process of its own) could draw one port a moment apart, and one beacon then failed
+/// to bind it. A port is reserved by an exclusive lock on a file named after it in the
+/// temporary directory; false when another process holds it. A port this process reserved
+/// before is its own to hand out again.
+fn reserve(port: u16) -> bool {
+    let mut reserved = RESERVED.lock().unwrap_or_else(|e| e.into_inner());
+    if reserved.contains_key(&port) {
+        return true;
+    }
+    let dir = std::env::temp_dir().join("beacon-test-ports");
+    let _ = std::fs::create_dir_all(&dir);
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(port.to_string()))
+    {
+        Ok(file) => file,
+        // No place for the files (a read-only temporary directory): the check alone, as
+        // before.
+        Err(_) => return true,
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            reserved.insert(port, file);
+            true
+        }
+        Err(std::fs::TryLockError::WouldBlock) => false,
+        // Locks not supported where the files are: the check alone.
+        Err(std::fs::TryLockError::Error(_)) => true,
+    }
 }
 
 /// `n` listeners on ports the kernel picks (from its ephemeral range), when no range below
@@ -842,6 +887,32 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_another_process_reserved_is_not_handed_out() {
+        // A port no test draws (below every range), so that nothing else locks its file.
+        let port = 1_100 + (std::process::id() % 800) as u16;
+        let path = std::env::temp_dir()
+            .join("beacon-test-ports")
+            .join(port.to_string());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // Another process's reservation: a lock through another open file, which conflicts
+        // with this process's as another process's does.
+        let other = std::fs::File::create(&path).unwrap();
+        other.lock().unwrap();
+        assert!(!reserve(port), "reserved elsewhere: not handed out");
+        drop(other);
+        assert!(reserve(port), "let go: this process reserves it");
+        assert!(
+            reserve(port),
+            "its own reservation is its own to hand out again"
+        );
+        let third = std::fs::File::open(&path).unwrap();
+        assert!(
+            matches!(third.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+            "held for as long as this process runs"
+        );
+    }
 
     #[test]
     fn a_port_range_is_read_and_kept_to() {
