@@ -569,6 +569,11 @@ pub(super) async fn run_scale_others(b: &Bench<'_>, results: &mut Results) -> an
             let now = cluster.leader_term().await;
             keep(cluster, opts.keep);
             let moved = term.is_some() && now != term;
+            if moved && attempt == RATE_ATTEMPTS {
+                println!(
+                    "  {kind}: the leadership moved during the last measure too; its figure spans more than one leader"
+                );
+            }
             if moved && attempt < RATE_ATTEMPTS {
                 println!(
                     "  {kind}: the leadership moved during the measure (term {} -> {}{}); measured again on a fresh cluster",
