@@ -130,8 +130,11 @@ async fn every_task_completes_once_across_killed_workers_and_leaders() {
         .map(|i| worker(&nebcli, logs.path(), &beacons[i % 3], i, 0))
         .collect();
 
-    // Four submitters, each awaiting its tasks' results.
+    // Four submitters, each awaiting its tasks' results, all by one deadline: a result
+    // that never comes fails the test within it (each awaited in turn with a limit of its
+    // own, a lost delivery would cost that limit once per task left).
     let tasks = Arc::new(Tasks::new(beacons.clone(), opts(), Duration::from_secs(20)));
+    let results_by = Instant::now() + Duration::from_secs(300);
     let mut submitters = Vec::new();
     for s in 0..4 {
         let tasks = tasks.clone();
@@ -147,7 +150,8 @@ async fn every_task_completes_once_across_killed_workers_and_leaders() {
             }
             let mut outcomes = Vec::new();
             for (name, handle) in handles {
-                let outcome = handle.result_within(Duration::from_secs(120)).await;
+                let left = results_by.saturating_duration_since(Instant::now());
+                let outcome = handle.result_within(left).await;
                 outcomes.push((name, outcome));
             }
             outcomes
@@ -199,12 +203,35 @@ async fn every_task_completes_once_across_killed_workers_and_leaders() {
         "{TASKS} tasks through {WORKERS} workers, {killed_workers} workers and 2 leaders killed: {:?}",
         started.elapsed()
     );
-    for (name, outcome) in &outcomes {
-        match outcome {
-            Ok(TaskOutcome::Completed(result)) => {
-                assert_eq!(result, name.as_bytes(), "task {name}'s result")
+    let unfinished: Vec<&String> = outcomes
+        .iter()
+        .filter(|(_, o)| !matches!(o, Ok(TaskOutcome::Completed(_))))
+        .map(|(name, _)| name)
+        .collect();
+    if !unfinished.is_empty() {
+        // What the beacons hold of the first few, to tell a task stuck in the cluster from
+        // a result the submitter's watch never delivered.
+        let mut held = String::new();
+        for name in unfinished.iter().take(5) {
+            for b in &beacons {
+                let got = match Client::connect(b, &opts()).await {
+                    Ok(mut c) => format!("{:?}", c.task("work", name).await),
+                    Err(e) => format!("{e}"),
+                };
+                held += &format!("{name} at {b}: {got}\n");
             }
-            other => panic!("task {name}: {other:?}\n{}", c.logs()),
+        }
+        panic!(
+            "{} of {TASKS} tasks without a completed outcome, first {}: {:?}\n{held}{}",
+            unfinished.len(),
+            unfinished[0],
+            outcomes[unfinished[0]],
+            c.logs()
+        );
+    }
+    for (name, outcome) in &outcomes {
+        if let Ok(TaskOutcome::Completed(result)) = outcome {
+            assert_eq!(result, name.as_bytes(), "task {name}'s result")
         }
     }
     assert_eq!(outcomes.len(), TASKS);
@@ -349,6 +376,16 @@ fn run_nebcli(nebcli: &Path, args: &[&str], limit: Duration) -> (Option<i32>, St
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
 
+/// One beacon configured by `config`, its address, and a client of it that made queue
+/// `jobs` (attempts time out after 5 s; `attempts` before the dead letters).
+async fn one_beacon_with_jobs(config: &str, attempts: u32) -> (Cluster, String, Leader) {
+    let c = Cluster::start_with(BEACON.as_ref(), &free_ports(1), 100, CLUSTER, config);
+    let s = c.beacons[0].addr.to_string();
+    let mut admin = Leader::new(vec![s.clone()], opts(), Duration::from_secs(10));
+    admin.create_queue("jobs", 5_000, attempts).await.unwrap();
+    (c, s, admin)
+}
+
 /// Workers serving `queue`, as the leader counts them.
 async fn workers_of(c: &mut Client, queue: &str) -> u32 {
     let reply = c.queues().await.unwrap();
@@ -366,16 +403,7 @@ async fn workers_of(c: &mut Client, queue: &str) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_commands_are_safe_in_scripts() {
     let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
-    let c = Cluster::start_with(
-        BEACON.as_ref(),
-        &free_ports(1),
-        100,
-        CLUSTER,
-        r#"{"lease_ms": 30000}"#,
-    );
-    let s = c.beacons[0].addr.to_string();
-    let mut admin = Leader::new(vec![s.clone()], opts(), Duration::from_secs(10));
-    admin.create_queue("jobs", 5_000, 1).await.unwrap();
+    let (_cluster, s, mut admin) = one_beacon_with_jobs(r#"{"lease_ms": 30000}"#, 1).await;
 
     // No worker: said at once, and the wait ends with --timeout-ms, exit 3.
     let started = Instant::now();
@@ -469,5 +497,65 @@ async fn task_commands_are_safe_in_scripts() {
         workers_of(&mut client, "jobs").await,
         0,
         "a worker stopped by SIGTERM is gone at once, not after its lease"
+    );
+}
+
+/// A worker that loses its lease (SIGSTOPped past it, as a paused VM or a starved machine
+/// is) registers again and serves on: its old attempts went back to pending at the leader,
+/// and a task submitted after it wakes completes. A worker that exits instead leaves every
+/// pending task waiting for a worker that never comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_its_lease_registers_again_and_serves_on() {
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let (_cluster, s, _admin) = one_beacon_with_jobs(r#"{"lease_ms": 1000}"#, 5).await;
+    let logs = tempfile::tempdir().unwrap();
+    let worker = Process::start(
+        &nebcli,
+        ["-s", &s, "task", "work", "jobs"]
+            .map(String::from)
+            .to_vec(),
+        Vec::new(),
+        logs.path().join("worker.log"),
+    );
+    let mut client = Client::connect(&s, &opts()).await.unwrap();
+    logged(&worker, "serves jobs", 1).await;
+    let first = workers_of(&mut client, "jobs").await;
+    assert_eq!(first, 1);
+
+    // Stopped three leases long: the leader ends the registration.
+    worker.pause();
+    let ended = eventually(Duration::from_secs(10), || async {
+        let mut c = Client::connect(&s, &opts()).await.ok()?;
+        let w = c.queues().await.ok()?.queues.into_iter().next()?.workers;
+        (w == 0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    worker.signal(libc::SIGCONT);
+    assert!(ended.is_some(), "the registration outlived its lease");
+
+    logged(&worker, "registering again", 1).await;
+    logged(&worker, "serves jobs", 2).await;
+    let tasks = Tasks::new(vec![s.clone()], opts(), Duration::from_secs(10));
+    let handle = tasks.submit("jobs", "after", b"woke").await.unwrap();
+    let outcome = handle.result_within(Duration::from_secs(20)).await;
+    assert_eq!(
+        outcome.unwrap(),
+        TaskOutcome::Completed(b"woke".to_vec()),
+        "{}",
+        worker.log()
+    );
+}
+
+/// Waits (bounded) until `process` has logged `what` `times` times.
+async fn logged(process: &Process, what: &str, times: usize) {
+    let found = eventually(Duration::from_secs(20), || async {
+        (process.log().matches(what).count() >= times).then_some(())
+    })
+    .await;
+    assert!(
+        found.is_some(),
+        "`{what}` not logged {times} times:\n{}",
+        process.log()
     );
 }

@@ -594,6 +594,14 @@ fn ended_how(outcome: &TaskOutcome, t: &pb::TaskInfo) -> String {
     }
 }
 
+/// A pause before registering again after a lost lease, so that a cluster that keeps
+/// ending the registration (a machine too starved to renew) is not asked in a tight loop.
+const REGISTER_AGAIN_AFTER: Duration = Duration::from_millis(500);
+
+/// Serves `queues` until a signal: a lost lease (the process was paused, or the cluster
+/// could not hear its renewals) ends that registration's attempts, which go back to pending
+/// at the leader, and the worker registers again and serves on as a new registration, as a
+/// supervisor restarting it would. Any other stop ends the command with its reason.
 async fn work(
     session: &Session,
     queues: &[String],
@@ -608,49 +616,76 @@ async fn work(
     // Installed before the first line, and made once: a signal that arrives right after the
     // first line, or between two turns of the loop, is not lost (see cli::stop_signal).
     let stop = crate::cli::stop_signal();
-    let registration = Registration::register(session.servers.clone(), options).await?;
-    let mut worker = Worker::start(&registration, queues.to_vec(), capacity, move |input| {
-        let exec = exec.clone();
-        async move {
-            if sleep_ms > 0 {
-                tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
-            }
-            match exec {
-                Some(exec) => run_exec(exec, input).await,
-                None => Ok(input.payload),
-            }
-        }
-    })
-    .await?;
-    crate::cli::emit(&format!(
-        "node {} serves {} (up to {capacity} at once); Ctrl-C or SIGTERM to stop\n",
-        registration.node_id(),
-        queues.join(",")
-    ));
-    let mut events = worker.events();
     tokio::pin!(stop);
-    let why = loop {
+    let mut first = true;
+    loop {
+        let registration = tokio::select! {
+            registered = Registration::register(session.servers.clone(), options.clone()) => registered?,
+            signal = &mut stop => return Ok(format!("{signal}: stopped\n")),
+        };
+        let exec = exec.clone();
+        let mut worker = Worker::start(&registration, queues.to_vec(), capacity, move |input| {
+            let exec = exec.clone();
+            async move {
+                if sleep_ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+                }
+                match exec {
+                    Some(exec) => run_exec(exec, input).await,
+                    None => Ok(input.payload),
+                }
+            }
+        })
+        .await?;
+        crate::cli::emit(&format!(
+            "node {} serves {} (up to {capacity} at once){}\n",
+            registration.node_id(),
+            queues.join(","),
+            if first {
+                "; Ctrl-C or SIGTERM to stop"
+            } else {
+                ""
+            }
+        ));
+        first = false;
+        let mut events = worker.events();
+        let why = loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let line = match event {
+                        Ok(WorkerEvent::Completed(t)) => format!("completed {} {} attempt {} token {}.{}", t.queue, t.name, t.attempt, t.token.0, t.token.1),
+                        Ok(WorkerEvent::Failed(t, e)) => format!("failed {} {} attempt {}: {e}", t.queue, t.name, t.attempt),
+                        Ok(WorkerEvent::Lost(t)) => format!("lost {} {} token {}.{}: taken away, stopped", t.queue, t.name, t.token.0, t.token.1),
+                        Ok(WorkerEvent::Refused(t, e)) => format!("refused {} {} token {}.{}: {e}", t.queue, t.name, t.token.0, t.token.1),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => format!("({n} events not shown)"),
+                        Err(_) => continue,
+                    };
+                    crate::cli::emit(&format!("{line}\n"));
+                }
+                why = worker.stopped() => break why,
+                signal = &mut stop => {
+                    drop(worker);
+                    registration.unregister().await?;
+                    return Ok(format!("{signal}: stopped; unregistered: running tasks went back to pending\n"));
+                }
+            }
+        };
+        // A worker stream refused because the registration ended stops the worker before
+        // the keepalive hears of it: the lease's loss is waited for a lease period.
+        let lease = Duration::from_millis(registration.reply().lease_ms);
+        let Ok(lost) = tokio::time::timeout(lease, registration.lost()).await else {
+            return Err(Failure::Check(format!("the worker stopped: {why}")));
+        };
+        crate::cli::emit(&format!(
+            "node {}: {lost}; its running tasks were stopped (they go back to pending); registering again\n",
+            registration.node_id()
+        ));
+        drop(worker);
         tokio::select! {
-            event = events.recv() => {
-                let line = match event {
-                    Ok(WorkerEvent::Completed(t)) => format!("completed {} {} attempt {} token {}.{}", t.queue, t.name, t.attempt, t.token.0, t.token.1),
-                    Ok(WorkerEvent::Failed(t, e)) => format!("failed {} {} attempt {}: {e}", t.queue, t.name, t.attempt),
-                    Ok(WorkerEvent::Lost(t)) => format!("lost {} {} token {}.{}: taken away, stopped", t.queue, t.name, t.token.0, t.token.1),
-                    Ok(WorkerEvent::Refused(t, e)) => format!("refused {} {} token {}.{}: {e}", t.queue, t.name, t.token.0, t.token.1),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => format!("({n} events not shown)"),
-                    Err(_) => continue,
-                };
-                crate::cli::emit(&format!("{line}\n"));
-            }
-            why = worker.stopped() => break why,
-            signal = &mut stop => {
-                drop(worker);
-                registration.unregister().await?;
-                return Ok(format!("{signal}: stopped; unregistered: running tasks went back to pending\n"));
-            }
+            _ = tokio::time::sleep(REGISTER_AGAIN_AFTER) => {}
+            signal = &mut stop => return Ok(format!("{signal}: stopped\n")),
         }
-    };
-    Err(Failure::Check(format!("the worker stopped: {why}")))
+    }
 }
 
 impl Commands for Command {
@@ -697,7 +732,7 @@ impl Commands for Command {
         ),
         (
             "task work QUEUE[,QUEUE...] [--capacity N] [--exec CMD] [--sleep-ms N]",
-            "serve queues as a worker: run CMD through sh with the payload on stdin (stdout is the result), or echo the payload; prints each outcome",
+            "serve queues as a worker: run CMD through sh with the payload on stdin (stdout is the result), or echo the payload; prints each outcome; registers again when its lease is lost",
         ),
     ];
     const SUBJECTS: &'static [&'static str] = &["queues", "tasks"];
