@@ -517,12 +517,15 @@ async fn a_worker_that_lost_its_lease_registers_again_and_serves_on() {
         Vec::new(),
         logs.path().join("worker.log"),
     );
-    let mut client = Client::connect(&s, &opts()).await.unwrap();
     logged(&worker, "serves jobs", 1).await;
-    let first = workers_of(&mut client, "jobs").await;
-    assert_eq!(first, 1);
+    let serving = eventually(Duration::from_secs(10), || async {
+        let mut c = Client::connect(&s, &opts()).await.ok()?;
+        (workers_of(&mut c, "jobs").await == 1).then_some(())
+    })
+    .await;
+    assert!(serving.is_some(), "{}", worker.log());
 
-    // Stopped three leases long: the leader ends the registration.
+    // Stopped past its lease, until the leader has ended the registration, and a lease more.
     worker.pause();
     let ended = eventually(Duration::from_secs(10), || async {
         let mut c = Client::connect(&s, &opts()).await.ok()?;
