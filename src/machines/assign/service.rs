@@ -215,6 +215,15 @@ pub struct AssignService {
     waiting_since: BTreeMap<String, Millis>,
     /// Node types whose waiting resources move at the next tick (`None`: every type).
     reassign_now: Option<Option<String>>,
+    /// The log position (term, last index) at which the last tick found nothing to do
+    /// with nothing of its own pending. The leader's state reflects every entry through
+    /// its last index, and the tick reads nothing else but the pending moves and waits
+    /// above and the clock (for those waits alone): while the position stays and nothing
+    /// is pending, the next tick would find nothing either, and is skipped. A tick walks
+    /// every resource several times over (10,000 resources on 100 workers held the leader
+    /// at 11 % of a core while nothing changed); renewals are no log entries, so a
+    /// cluster at rest stays at one position.
+    quiet_at: Option<(u64, u64)>,
 }
 
 /// The live registrations, as candidates.
@@ -279,13 +288,91 @@ fn holder_on(
 }
 
 impl AssignService {
+    /// The tick's work, done (see [`AssignService::quiet_at`] for when it is not).
+    fn tick_now<S: Part<Registry> + Part<Assignments>>(&mut self, leader: &mut Leader<'_, S>) {
+        let candidates = tick_candidates(leader.state());
+        let wall_ms = leader.wall_ms();
+        // Slots whose holder ended go to the oldest standbys, with their resources.
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let grants: Vec<Grant> = resources(leader.state())
+            .groups()
+            .flat_map(|g| {
+                placement::slot_grants(g, &candidates)
+                    .into_iter()
+                    .map(|(slot, to)| Grant {
+                        group: g.name.clone(),
+                        slot,
+                        to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
+                    })
+            })
+            .collect();
+        if !grants.is_empty() {
+            leader.append(<S as Part<Assignments>>::wrap(Command::Grant(grants)));
+        }
+        // Slots of draining holders are revoked, as many as standbys can take.
+        let revokes: Vec<SlotName> = resources(leader.state())
+            .groups()
+            .flat_map(|g| {
+                placement::slot_drains(g, &candidates)
+                    .into_iter()
+                    .map(|slot| SlotName {
+                        group: g.name.clone(),
+                        slot,
+                    })
+            })
+            .collect();
+        if !revokes.is_empty() {
+            leader.notice(format!(
+                "{} slots of draining services revoked, to go to standbys once let go",
+                revokes.len()
+            ));
+            leader.append(<S as Part<Assignments>>::wrap(Command::RevokeSlots(
+                revokes,
+            )));
+        }
+        let assignments = resources(leader.state());
+        let moves = placement::orphans(assignments, &candidates);
+        let moves = self.due(assignments, &candidates, moves, leader.now());
+        if moves.is_empty() {
+            if !self.drain(leader, &candidates) {
+                self.auto_rebalance(leader, &candidates);
+            }
+            return;
+        }
+        let token = FencingToken {
+            term: leader.term(),
+            index: leader.next_index(),
+        };
+        let placements = moves
+            .into_iter()
+            .map(|(name, to)| {
+                self.moving.remove(&name);
+                Placement {
+                    to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
+                    name,
+                }
+            })
+            .collect();
+        leader.append(<S as Part<Assignments>>::wrap(Command::Place(placements)));
+    }
+
     pub fn new(limits: AssignLimits) -> AssignService {
         AssignService {
             limits,
             moving: BTreeMap::new(),
             waiting_since: BTreeMap::new(),
             reassign_now: None,
+            quiet_at: None,
         }
+    }
+
+    /// Nothing pending of this service's own: no move awaiting its release, no resource
+    /// waiting out a delay, no reassignment asked for.
+    fn nothing_pending(&self) -> bool {
+        self.moving.is_empty() && self.waiting_since.is_empty() && self.reassign_now.is_none()
     }
 
     pub fn limits(&self) -> &AssignLimits {
@@ -834,11 +921,13 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     fn lead(&mut self, _state: &S, _now: Millis, _renewals: crate::consensus::Knowledge) {
         self.moving.clear();
         self.waiting_since.clear();
+        self.quiet_at = None;
     }
 
     fn step_down(&mut self) {
         self.moving.clear();
         self.waiting_since.clear();
+        self.quiet_at = None;
     }
 
     fn request(
@@ -942,73 +1031,15 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
     /// Resources whose holder's registration has ended (this very tick, or by an unregister
     /// since the last) go to the least loaded eligible live services, all in one command.
     fn tick(&mut self, leader: &mut Leader<'_, S>) {
-        let candidates = tick_candidates(leader.state());
-        let wall_ms = leader.wall_ms();
-        // Slots whose holder ended go to the oldest standbys, with their resources.
-        let token = FencingToken {
-            term: leader.term(),
-            index: leader.next_index(),
-        };
-        let grants: Vec<Grant> = resources(leader.state())
-            .groups()
-            .flat_map(|g| {
-                placement::slot_grants(g, &candidates)
-                    .into_iter()
-                    .map(|(slot, to)| Grant {
-                        group: g.name.clone(),
-                        slot,
-                        to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
-                    })
-            })
-            .collect();
-        if !grants.is_empty() {
-            leader.append(<S as Part<Assignments>>::wrap(Command::Grant(grants)));
-        }
-        // Slots of draining holders are revoked, as many as standbys can take.
-        let revokes: Vec<SlotName> = resources(leader.state())
-            .groups()
-            .flat_map(|g| {
-                placement::slot_drains(g, &candidates)
-                    .into_iter()
-                    .map(|slot| SlotName {
-                        group: g.name.clone(),
-                        slot,
-                    })
-            })
-            .collect();
-        if !revokes.is_empty() {
-            leader.notice(format!(
-                "{} slots of draining services revoked, to go to standbys once let go",
-                revokes.len()
-            ));
-            leader.append(<S as Part<Assignments>>::wrap(Command::RevokeSlots(
-                revokes,
-            )));
-        }
-        let assignments = resources(leader.state());
-        let moves = placement::orphans(assignments, &candidates);
-        let moves = self.due(assignments, &candidates, moves, leader.now());
-        if moves.is_empty() {
-            if !self.drain(leader, &candidates) {
-                self.auto_rebalance(leader, &candidates);
-            }
+        let at = (leader.term(), leader.last_index());
+        if self.quiet_at == Some(at) && self.nothing_pending() {
             return;
         }
-        let token = FencingToken {
-            term: leader.term(),
-            index: leader.next_index(),
-        };
-        let placements = moves
-            .into_iter()
-            .map(|(name, to)| {
-                self.moving.remove(&name);
-                Placement {
-                    to: to.and_then(|node| holder_on(&candidates, node, token, wall_ms)),
-                    name,
-                }
-            })
-            .collect();
-        leader.append(<S as Part<Assignments>>::wrap(Command::Place(placements)));
+        self.quiet_at = None;
+        self.tick_now(leader);
+        if leader.last_index() == at.1 && self.nothing_pending() {
+            self.quiet_at = Some(at);
+        }
     }
 
     fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, AssignError> {
