@@ -97,7 +97,7 @@ pub fn held_live(r: &Resource, live: &Live<'_>) -> bool {
 }
 
 /// Each candidate's load: the weight of what it holds.
-fn loads(state: &Assignments, candidates: &[Candidate]) -> BTreeMap<NodeId, u64> {
+pub fn loads(state: &Assignments, candidates: &[Candidate]) -> BTreeMap<NodeId, u64> {
     let live = Live::of(candidates);
     let mut loads: BTreeMap<NodeId, u64> = candidates.iter().map(|c| (c.node_id, 0)).collect();
     for r in state.iter() {
@@ -181,7 +181,16 @@ pub fn drains(
 
 /// The node ID a new resource goes to: the least-loaded eligible candidate.
 pub fn place_new(state: &Assignments, r: &Resource, candidates: &[Candidate]) -> Option<NodeId> {
-    least_loaded(r, candidates, &loads(state, candidates)).map(|c| c.node_id)
+    least_loaded_id(r, candidates, &loads(state, candidates))
+}
+
+/// [`place_new`] with the candidates' loads known ([`loads`]).
+pub fn least_loaded_id(
+    r: &Resource,
+    candidates: &[Candidate],
+    loads: &BTreeMap<NodeId, u64>,
+) -> Option<NodeId> {
+    least_loaded(r, candidates, loads).map(|c| c.node_id)
 }
 
 /// Moves (resource, to) that narrow the spread of load among the candidates of `node_type`
