@@ -673,7 +673,11 @@ async fn work(
         // A worker stream refused because the registration ended stops the worker before
         // the keepalive hears of it: the lease's loss is waited for a lease period.
         let lease = Duration::from_millis(registration.reply().lease_ms);
-        let Ok(lost) = tokio::time::timeout(lease, registration.lost()).await else {
+        let lost = tokio::select! {
+            lost = tokio::time::timeout(lease, registration.lost()) => lost,
+            signal = &mut stop => return Ok(format!("{signal}: stopped\n")),
+        };
+        let Ok(lost) = lost else {
             return Err(Failure::Check(format!("the worker stopped: {why}")));
         };
         crate::cli::emit(&format!(
