@@ -386,6 +386,19 @@ async fn one_beacon_with_jobs(config: &str, attempts: u32) -> (Cluster, String, 
     (c, s, admin)
 }
 
+/// Waits (bounded by 10 s) until the leader counts `n` workers serving `queue`; whether
+/// it did.
+async fn workers_become(c: &mut Client, queue: &str, n: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while workers_of(c, queue).await != n {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
 /// Workers serving `queue`, as the leader counts them.
 async fn workers_of(c: &mut Client, queue: &str) -> u32 {
     let reply = c.queues().await.unwrap();
@@ -452,11 +465,11 @@ async fn task_commands_are_safe_in_scripts() {
         logs.path().join("failing.log"),
     );
     let mut client = Client::connect(&s, &opts()).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while workers_of(&mut client, "jobs").await != 1 {
-        assert!(Instant::now() < deadline, "{}", failing.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        workers_become(&mut client, "jobs", 1).await,
+        "{}",
+        failing.log()
+    );
     let (code, out, err) = run_nebcli(
         &nebcli,
         &[
@@ -518,24 +531,19 @@ async fn a_worker_that_lost_its_lease_registers_again_and_serves_on() {
         logs.path().join("worker.log"),
     );
     logged(&worker, "serves jobs", 1).await;
-    let serving = eventually(Duration::from_secs(10), || async {
-        let mut c = Client::connect(&s, &opts()).await.ok()?;
-        (workers_of(&mut c, "jobs").await == 1).then_some(())
-    })
-    .await;
-    assert!(serving.is_some(), "{}", worker.log());
+    let mut client = Client::connect(&s, &opts()).await.unwrap();
+    assert!(
+        workers_become(&mut client, "jobs", 1).await,
+        "{}",
+        worker.log()
+    );
 
     // Stopped past its lease, until the leader has ended the registration, and a lease more.
     worker.pause();
-    let ended = eventually(Duration::from_secs(10), || async {
-        let mut c = Client::connect(&s, &opts()).await.ok()?;
-        let w = c.queues().await.ok()?.queues.into_iter().next()?.workers;
-        (w == 0).then_some(())
-    })
-    .await;
+    let ended = workers_become(&mut client, "jobs", 0).await;
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     worker.signal(libc::SIGCONT);
-    assert!(ended.is_some(), "the registration outlived its lease");
+    assert!(ended, "the registration outlived its lease");
 
     logged(&worker, "registering again", 1).await;
     logged(&worker, "serves jobs", 2).await;
