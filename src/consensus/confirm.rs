@@ -144,16 +144,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     pub(super) fn when_confirmed(
         &mut self,
         token: Token,
-        (decided, response): (u64, Result<V::Response, V::Error>),
+        (decided, note, response): super::leading::Decided<S, V>,
     ) {
         if self.cfg.mode != Mode::Quorum {
-            self.answer_from_state(decided, token, response);
+            self.answer_from_state(decided, note, token, response);
             return;
         }
         let rounds = &mut self.leading.as_mut().expect("leader").rounds;
         rounds
             .waiting
-            .push_back((rounds.beat + 1, token, (decided, response)));
+            .push_back((rounds.beat + 1, token, (decided, note, response)));
         rounds.wanted = true;
     }
 
@@ -207,8 +207,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         l.rounds.confirmed = confirmed;
         let answers = take_due(&mut l.rounds.waiting, confirmed);
         let reads = take_due(&mut l.rounds.reads, confirmed);
-        for (token, (decided, response)) in answers {
-            self.answer_from_state(decided, token, response);
+        for (token, (decided, note, response)) in answers {
+            self.answer_from_state(decided, note, token, response);
         }
         for (token, index) in reads {
             self.read_indexed(token, Ok(index));

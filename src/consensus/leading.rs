@@ -16,8 +16,9 @@ use super::{Token, Transfer};
 /// A service's answer to a request.
 pub(super) type Answer<S, V> = Result<<V as Service<S>>::Response, <V as Service<S>>::Error>;
 
-/// An answer, with the last index of the state it was decided on.
-pub(super) type Decided<S, V> = (u64, Answer<S, V>);
+/// An answer, with the last index of the state it was decided on and the last renewal
+/// noted then (see [`super::Replica::give`]).
+pub(super) type Decided<S, V> = (u64, u64, Answer<S, V>);
 
 /// State only the leader has.
 pub(super) struct Leading<S: Machine, V: Service<S>> {
@@ -44,7 +45,7 @@ pub(super) struct Leading<S: Machine, V: Service<S>> {
     pub(super) unheard: VecDeque<(u64, Token, Answer<S, V>)>,
     /// The last note made when each request still unanswered was decided: its answer waits
     /// for those, not for notes made while it waited for its round or commit.
-    pub(super) noted: std::collections::HashMap<Token, u64>,
+    pub(super) noted: hashbrown::HashMap<Token, u64>,
 }
 
 /// What a leader's step must tell its followers.
@@ -71,7 +72,7 @@ impl<S: Machine, V: Service<S>> Leading<S, V> {
             news: News::default(),
             notes: Notes::new(),
             unheard: VecDeque::new(),
-            noted: std::collections::HashMap::new(),
+            noted: hashbrown::HashMap::new(),
         }
     }
 
@@ -145,6 +146,10 @@ impl<S: Machine, V: Service<S>> Pending<S, V> {
 
     /// The changes of membership `commit` covers, taken: each its index and whom to answer.
     pub(super) fn changes_due(&mut self, commit: u64) -> Vec<(u64, Option<Token>)> {
+        // Asked after every step, and nearly always with nothing to take.
+        if self.changing.iter().all(|(i, _)| *i > commit) {
+            return Vec::new();
+        }
         let (done, waiting) = self.changing.drain(..).partition(|(i, _)| *i <= commit);
         self.changing = waiting;
         done
