@@ -87,8 +87,10 @@ pub(crate) struct Driver {
     /// its handshake answer), and a stale connection closing while a newer one is open means
     /// nothing.
     conns: HashMap<SocketAddr, BTreeSet<ConnId>>,
-    /// Requests waiting for their answer.
-    waiting: HashMap<Token, oneshot::Sender<Reply<State, Services>>>,
+    /// Requests waiting for their answer: one insert and one removal per request, so
+    /// hashed by foldhash (hashbrown's default), not SipHash, which a token needs no
+    /// defence from.
+    waiting: hashbrown::HashMap<Token, oneshot::Sender<Reply<State, Services>>>,
     /// Leader transfers waiting for their answer.
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
     /// Changes of membership waiting for their answer.
@@ -172,7 +174,7 @@ impl Driver {
             current,
             round: 0,
             conns: HashMap::new(),
-            waiting: HashMap::new(),
+            waiting: hashbrown::HashMap::new(),
             transfers: HashMap::new(),
             member_changes: HashMap::new(),
             reads: HashMap::new(),
