@@ -38,12 +38,13 @@ pub(super) fn record(
     if let Err(reject) = result {
         count_refusal(shared, reject.code);
     }
-    let command = machines::Dispatch::name(cmd)
-        .or_else(|| Cmd::from_code(cmd).map(|c| format!("{c:?}")))
-        .unwrap_or_else(|| "unknown".into());
-    shared
-        .metrics
-        .request(&command, &result_code(result), started.elapsed());
+    let code = result.as_ref().err().map(|reject| reject.code);
+    shared.metrics.request(cmd, code, started.elapsed(), || {
+        let command = machines::Dispatch::name(cmd)
+            .or_else(|| Cmd::from_code(cmd).map(|c| format!("{c:?}")))
+            .unwrap_or_else(|| "unknown".into());
+        (command, result_code(result))
+    });
 }
 
 /// Counts a refusal of credentials or permissions in the metrics.

@@ -176,6 +176,12 @@ impl prometheus_client::collector::Collector for WatchCollector {
     }
 }
 
+/// A request's command and, when refused, its error code.
+type RequestKey = (u32, Option<u32>);
+
+/// A request's duration histogram and its result's counter.
+type RequestMetrics = (Histogram, Counter);
+
 /// Every metric of one beacon. Cheap to clone handles are kept by whoever updates them.
 pub(crate) struct Metrics {
     registry: Registry,
@@ -200,6 +206,11 @@ pub(crate) struct Metrics {
     pub(crate) beat: std::sync::Arc<super::beat::Beat>,
     pub(crate) request_duration: Family<CommandLabel, Histogram>,
     pub(crate) requests: Family<ResultLabel, Counter>,
+    /// The two metrics of each (command, result code) met so far, by their numbers: a
+    /// request's record is then two atomic updates, where looking them up by their labels
+    /// formatted the names, copied them four times and hashed them under two locks (a tenth
+    /// of the connections' time at 400,000 renewals a second).
+    by_request: parking_lot::RwLock<std::collections::HashMap<RequestKey, RequestMetrics>>,
     pub(crate) refusals: Family<ReasonLabel, Counter>,
     pub(crate) connections_refused: Family<ReasonLabel, Counter>,
     /// DNS queries by how they were answered.
@@ -262,6 +273,7 @@ impl Metrics {
             beat: std::sync::Arc::new(super::beat::Beat::new(admission.pace())),
             request_duration: Family::new_with_constructor(latency_histogram),
             requests: Family::default(),
+            by_request: Default::default(),
             refusals: Family::default(),
             connections_refused: Family::default(),
             dns_queries: Family::default(),
@@ -489,19 +501,37 @@ impl Metrics {
         out
     }
 
-    /// Records one answered request.
-    pub(crate) fn request(&self, command: &str, code: &str, took: Duration) {
-        self.request_duration
-            .get_or_create(&CommandLabel {
-                command: command.to_owned(),
-            })
-            .observe(took.as_secs_f64());
-        self.requests
-            .get_or_create(&ResultLabel {
-                command: command.to_owned(),
-                code: code.to_owned(),
-            })
-            .inc();
+    /// Records one answered request: command `cmd`, refused with error code `code` or not
+    /// (`None`), labelled by `names` (the command's name and the result's) when this pair is
+    /// met for the first time.
+    pub(crate) fn request(
+        &self,
+        cmd: u32,
+        code: Option<u32>,
+        took: Duration,
+        names: impl FnOnce() -> (String, String),
+    ) {
+        let known = self.by_request.read().get(&(cmd, code)).cloned();
+        let (duration, count) = known.unwrap_or_else(|| {
+            let (command, result) = names();
+            let handles = (
+                self.request_duration
+                    .get_or_create(&CommandLabel {
+                        command: command.clone(),
+                    })
+                    .clone(),
+                self.requests
+                    .get_or_create(&ResultLabel {
+                        command,
+                        code: result,
+                    })
+                    .clone(),
+            );
+            self.by_request.write().insert((cmd, code), handles.clone());
+            handles
+        });
+        duration.observe(took.as_secs_f64());
+        count.inc();
     }
 
     /// Records one notice pushed to a watcher (frame `cmd`).
@@ -542,16 +572,22 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    #[test]
-    fn names_follow_the_conventions() {
-        let m = Metrics::new(
+    fn metrics() -> Metrics {
+        Metrics::new(
             "1.2.3",
             "quorum",
             Default::default(),
             super::super::admission::Admission::new(Default::default()),
-        );
+        )
+    }
+
+    #[test]
+    fn names_follow_the_conventions() {
+        let m = metrics();
         m.leader_changes.inc();
-        m.request("Register", "OK", Duration::from_millis(2));
+        m.request(1, None, Duration::from_millis(2), || {
+            ("Register".into(), "OK".into())
+        });
         m.refused("unauthenticated");
         m.machines.set(vec![crate::machines::GaugeSample {
             name: "registrations",
@@ -573,6 +609,29 @@ mod tests {
             "beacon_watchers 0",
             "beacon_watchers_dropped_total 0",
             "# TYPE beacon_watch_backlog_bytes gauge",
+        ] {
+            assert!(text.contains(line), "no `{line}` in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_requests_metrics_are_found_by_its_numbers_once_named() {
+        let m = metrics();
+        let named = std::cell::Cell::new(0);
+        let name = |result: &str| {
+            named.set(named.get() + 1);
+            ("Report".to_owned(), result.to_owned())
+        };
+        for _ in 0..3 {
+            m.request(101, None, Duration::from_millis(1), || name("OK"));
+        }
+        m.request(101, Some(9), Duration::from_millis(1), || name("NotLeader"));
+        assert_eq!(named.get(), 2, "each pair is named once");
+        let text = m.encode();
+        for line in [
+            "beacon_requests_total{command=\"Report\",code=\"OK\"} 3",
+            "beacon_requests_total{command=\"Report\",code=\"NotLeader\"} 1",
+            "beacon_request_duration_seconds_count{command=\"Report\"} 4",
         ] {
             assert!(text.contains(line), "no `{line}` in:\n{text}");
         }
