@@ -243,6 +243,40 @@ mod tests {
         read(n.step(now, Input::ReadIndex { token, asker }))
     }
 
+    /// Requests stepped together get the answers, in the order, that they get stepped one
+    /// by one: a write, a count that saw it, another write, all once a follower holds them
+    /// (the count, which waited for its round too, after the writes).
+    #[test]
+    fn requests_stepped_together_are_answered_as_one_by_one() {
+        let run = |together: bool| {
+            let mut a = quorum_leader();
+            let requests = vec![
+                (1, Request::Add(7)),
+                (2, Request::Count),
+                (3, Request::Add(8)),
+            ];
+            let mut steps = Vec::new();
+            if together {
+                steps.push(a.step(300, Input::Requests { requests }));
+            } else {
+                for (token, request) in requests {
+                    steps.push(a.step(300, Input::Request { token, request }));
+                }
+            }
+            let (last, beat) = (a.position(), a.leading.as_ref().unwrap().rounds.beat());
+            let entries: usize = steps.iter().map(|s| s.store.entries.len()).sum();
+            steps.push(hear(&mut a, 302, B, follower(A, 1, last, beat)));
+            let replies: Vec<_> = steps.into_iter().flat_map(|s| s.replies).collect();
+            (entries, last, replies)
+        };
+        let (entries, last, replies) = run(true);
+        assert_eq!(entries, 2);
+        let mut tokens: Vec<Token> = replies.iter().map(|(t, _)| *t).collect();
+        tokens.sort();
+        assert_eq!(tokens, vec![1, 2, 3], "{replies:?}");
+        assert_eq!(run(false), (entries, last, replies));
+    }
+
     #[test]
     fn a_read_on_the_leaders_word_waits_for_a_majority_to_confirm_a_later_round() {
         let mut a = quorum_leader();

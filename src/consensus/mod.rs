@@ -209,6 +209,12 @@ pub enum Input<C, S, R> {
         token: Token,
         request: R,
     },
+    /// Requests that arrived together (a client's renewals written back to back), each
+    /// answered by its token as if stepped one after the other: the step's own work (the
+    /// commit, the round, the messages to the followers) is done once for all of them.
+    Requests {
+        requests: Vec<(Token, R)>,
+    },
     /// Hand the leadership to `to` (or, with `None`, to the online beacon furthest along):
     /// for maintenance, without an election gap. The leader stops taking writes, waits
     /// until the target holds every entry, tells it to take over (it leads at once in a
@@ -540,6 +546,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.forget_follower(peer);
             }
             Input::Request { token, request } => self.on_request(now, token, request),
+            Input::Requests { requests } => {
+                for (token, request) in requests {
+                    self.on_request(now, token, request);
+                }
+            }
             Input::Transfer { token, to } => self.on_transfer(now, token, to),
             Input::ReadIndex { token, asker } => self.on_read_index(token, asker),
             Input::ChangeMembers { token, change } => self.on_change_members(now, token, change),

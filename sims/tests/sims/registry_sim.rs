@@ -119,6 +119,7 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.handed_over += s.handed_over;
         total.0.rogues += s.rogues;
         total.0.merged += s.merged;
+        total.0.batched += s.batched;
         total.0.reads += s.reads;
         total.0.reads_given += s.reads_given;
         total.0.reads_asked += s.reads_asked;
@@ -155,6 +156,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.merged > 0,
             "steps were batched, as the driver batches them: {s:?}"
+        );
+        assert!(
+            s.batched > 0,
+            "requests were stepped together, as the driver steps a batch: {s:?}"
         );
         assert!(
             s.transfers > 0 && s.handed_over > 0,

@@ -460,10 +460,18 @@ impl Driver {
                 let _ = done.send(());
             }
             Ask::Request { request, reply } => self.request(request, reply),
+            // One step for the batch: the core's bookkeeping after a step (the commit, the
+            // round, the followers' messages) and the merge of its outputs are paid once.
             Ask::Requests(requests) => {
-                for (request, reply) in requests {
-                    self.request(request, reply);
-                }
+                let requests = requests
+                    .into_iter()
+                    .map(|(request, reply)| {
+                        let token = self.take_token();
+                        self.waiting.insert(token, reply);
+                        (token, request)
+                    })
+                    .collect();
+                self.step(consensus::Input::Requests { requests });
             }
             Ask::Transfer { to, reply } => {
                 let token = self.take_token();

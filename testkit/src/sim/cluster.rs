@@ -124,6 +124,9 @@ pub struct Stats {
     pub rogues: u64,
     /// Steps whose outputs joined another step's in one batch (one store for both).
     pub merged: u64,
+    /// Requests due together at one beacon stepped as one input, as the daemon steps a
+    /// client's renewals written back to back (`Input::Requests`).
+    pub batched: u64,
     pub handed_over: u64,
     /// Terms claimed by two beacons (terms not dealt by place, `Faults::undealt_terms`):
     /// one of them at most may serve.
@@ -213,6 +216,8 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     joined: BTreeMap<SocketAddr, (consensus::Members, u64)>,
     /// Draws the operator's membership changes, apart from the others.
     operator: Rng,
+    /// Draws which requests due together are stepped as one, apart from the others.
+    batcher: Rng,
     pub nodes: BTreeMap<SocketAddr, Replica<S, V>>,
     disks: BTreeMap<SocketAddr, Disk<S>>,
     /// The last commit index of each leader found stored on a majority.
@@ -336,6 +341,7 @@ where
             started: members.iter().copied().collect(),
             joined: BTreeMap::new(),
             operator: Rng::new(seed ^ 0x3E3B),
+            batcher: Rng::new(seed ^ 0xBA7C),
         };
         for b in core.beacons.clone() {
             core.life.insert(b, 0);
@@ -365,7 +371,8 @@ where
         let due = core.mail.due(core.now, |d| {
             d.reader().is_none_or(|r| !paused.contains_key(&r))
         });
-        for d in due {
+        let mut due = due.into_iter().peekable();
+        while let Some(d) = due.next() {
             match d {
                 Delivery::Peer {
                     from,
@@ -402,8 +409,26 @@ where
                     token,
                     request,
                 } => {
-                    if core.current(to, life) {
+                    if !core.current(to, life) {
+                        continue;
+                    }
+                    // As the daemon does with a client's requests written back to back:
+                    // those due next at the same beacon are, half the time, one input.
+                    let mut requests = vec![(token, request)];
+                    if core.batcher.below(2) == 0 {
+                        while let Some(Delivery::Request { to: t, life: l, .. }) = due.peek()
+                            && (*t, *l) == (to, life)
+                            && let Some(Delivery::Request { token, request, .. }) = due.next()
+                        {
+                            requests.push((token, request));
+                        }
+                    }
+                    if requests.len() == 1 {
+                        let (token, request) = requests.pop().expect("one");
                         core.feed(to, Input::Request { token, request })?;
+                    } else {
+                        core.stats.batched += 1;
+                        core.feed(to, Input::Requests { requests })?;
                     }
                 }
                 Delivery::ReadIndex {
