@@ -144,7 +144,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     pub(super) fn when_confirmed(
         &mut self,
         token: Token,
-        (decided, note, response): super::leading::Decided<S, V>,
+        (decided, note, response): (u64, u64, Result<V::Response, V::Error>),
     ) {
         if self.cfg.mode != Mode::Quorum {
             self.answer_from_state(decided, note, token, response);
