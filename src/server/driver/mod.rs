@@ -465,11 +465,7 @@ impl Driver {
             Ask::Requests(requests) => {
                 let requests = requests
                     .into_iter()
-                    .map(|(request, reply)| {
-                        let token = self.take_token();
-                        self.waiting.insert(token, reply);
-                        (token, request)
-                    })
+                    .map(|(request, reply)| (self.awaiting(reply), request))
                     .collect();
                 self.step(consensus::Input::Requests { requests });
             }
@@ -499,9 +495,15 @@ impl Driver {
         request: crate::machines::Request,
         reply: oneshot::Sender<Reply<State, Services>>,
     ) {
+        let token = self.awaiting(reply);
+        self.step(consensus::Input::Request { token, request });
+    }
+
+    /// A fresh token for a request whose answer goes to `reply`.
+    fn awaiting(&mut self, reply: oneshot::Sender<Reply<State, Services>>) -> Token {
         let token = self.take_token();
         self.waiting.insert(token, reply);
-        self.step(consensus::Input::Request { token, request });
+        token
     }
 
     /// A fresh token for an input whose answer the core gives back by it.
