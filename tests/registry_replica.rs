@@ -170,7 +170,7 @@ struct Queue<'a> {
     queue: &'a mut VecDeque<(SocketAddr, SocketAddr, Message<State>)>,
 }
 
-impl Outbox<State, Memory> for Queue<'_> {
+impl Outbox<State, Services, Memory> for Queue<'_> {
     fn send(&mut self, to: SocketAddr, msg: Message<State>) {
         self.queue.push_back((self.from, to, msg));
     }

@@ -3,7 +3,8 @@
 //! A [`Ready`] says what to store (a promised term, a snapshot, entries), which messages may
 //! leave before that store is durable (a leader's entries: they count only once a follower
 //! acknowledges them, and the leader's own answer waits below), and what may happen only
-//! after it (a follower's acknowledgements, answers to requests, committed changes). The
+//! after it (a follower's acknowledgements, committed changes, and answers to requests
+//! unless they rest only on entries stored before: [`Ready::answers_now`]). The
 //! order is in the types: the early messages are handed out against a [`TermStored`]
 //! receipt, everything else against a [`Stored`] one, and only the storage issues receipts.
 //! No driver or simulation can reorder them wrongly.
@@ -179,6 +180,33 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
         std::mem::take(&mut self.early)
     }
 
+    /// Whether every answer rests on entries already durable: the commit index stops
+    /// before the first entry this store appends, and no snapshot or rewrite replaces what
+    /// is stored. A leader with other voters commits an entry only once a follower
+    /// acknowledged it, which the follower could do only after this leader's early message
+    /// of an earlier carry-out, whose store is done; a read's answer, or a write's, then
+    /// waits for nothing this store holds. A leader that is its own majority (or, in
+    /// classic mode, has no follower in sync) commits what it appends here: its answers
+    /// wait for the store.
+    pub fn answers_rest_on_durable(&self) -> bool {
+        !self.rewrite
+            && self.store.snapshot.is_none()
+            && self
+                .store
+                .entries
+                .first()
+                .is_none_or(|first| self.store.commit < first.index)
+    }
+
+    /// The answers, once the term is stored and before the store, when they rest on
+    /// nothing it holds ([`Ready::answers_rest_on_durable`]): a linearizable read or a
+    /// write answered in a batch that also appends other writers' entries does not wait
+    /// for their fsync. `None` when they must wait for [`Ready::release`].
+    pub fn answers_now(&mut self, _stored: &TermStored) -> Option<Vec<(Token, Reply<S, V>)>> {
+        self.answers_rest_on_durable()
+            .then(|| std::mem::take(&mut self.replies))
+    }
+
     /// The rest, once the store is durable.
     pub fn release(self, _stored: Stored) -> Released<S, V> {
         let mut send = self.early;
@@ -209,5 +237,54 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
         self.replies.extend(later.replies);
         self.committed.extend(later.committed);
         self.events.extend(later.events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scenario::{elected_leader, quorum_leader};
+    use super::super::testing::*;
+    use super::super::{Input, Token};
+    use super::TermStored;
+
+    fn tokens(replies: &[(Token, super::Reply<Numbers, Append>)]) -> Vec<Token> {
+        replies.iter().map(|(t, _)| *t).collect()
+    }
+
+    fn add(n: &mut Node, now: u64, token: Token, value: u64) -> Step {
+        n.step(
+            now,
+            Input::Request {
+                token,
+                request: Request::Add(value),
+            },
+        )
+    }
+
+    /// A write a follower acknowledged is answered before the store of the batch that
+    /// appends the next write: it rests on an earlier store. A lone leader commits what it
+    /// appends, so its answer waits for the store that holds it.
+    #[test]
+    fn answers_leave_before_a_store_only_when_they_rest_on_nothing_in_it() {
+        let mut a = quorum_leader();
+        add(&mut a, 300, 1, 7);
+        let (last, beat) = (a.position(), a.leading.as_ref().unwrap().rounds.beat());
+        let mut batch = hear(&mut a, 302, B, follower(A, 1, last, beat));
+        batch.merge(add(&mut a, 302, 2, 8));
+        assert_eq!(batch.store.entries.len(), 1, "the second write is stored");
+        assert_eq!(batch.store.commit, last.index, "the first is committed");
+        assert!(batch.answers_rest_on_durable());
+        let early = batch
+            .answers_now(&TermStored::issue())
+            .expect("answered early");
+        assert_eq!(tokens(&early), vec![1]);
+        assert!(batch.replies.is_empty(), "nothing left for after the store");
+
+        let mut lone = elected_leader(1);
+        let mut step = add(&mut lone, 300, 3, 9);
+        assert_eq!(step.store.commit, step.store.entries[0].index);
+        assert!(!step.answers_rest_on_durable());
+        assert!(step.answers_now(&TermStored::issue()).is_none());
+        assert_eq!(tokens(&step.replies), vec![3], "answered after the store");
     }
 }

@@ -6,21 +6,29 @@
 //! once (they count only once a follower acknowledges them); the entries (or a snapshot) are
 //! stored, or the whole log rewritten where a tail was cut off; the log is compacted into a
 //! snapshot once it holds more than is worth keeping; and only then is the rest released (a
-//! follower's acknowledgements, answers, committed changes). A driver may merge the
+//! follower's acknowledgements, committed changes, and the answers, unless they rest on
+//! nothing this store holds: those leave before it). A driver may merge the
 //! [`Ready`]s of several steps first ([`Ready::merge`]) to store them with one fsync.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::{Backend, Storage, StorageError};
-use crate::consensus::{Machine, Message, Ready, Released, Replica, Service, Store};
+use crate::consensus::{Machine, Message, Ready, Released, Replica, Reply, Service, Store, Token};
 use crate::time::Millis;
 use crate::wire::MachineWire;
 
 /// Where a carry-out's messages go, and what a driver wants to know along the way.
-pub trait Outbox<S: Machine, B> {
+pub trait Outbox<S: Machine, V: Service<S>, B> {
     /// A message to a peer, leaving now.
     fn send(&mut self, to: SocketAddr, msg: Message<S>);
+
+    /// Answers that rest on nothing the store holds ([`Ready::answers_now`]), before the
+    /// store: an outbox that can give them now does and returns none; what it returns is
+    /// released with the rest after the store (by default, all of them).
+    fn answer_early(&mut self, replies: Vec<(Token, Reply<S, V>)>) -> Vec<(Token, Reply<S, V>)> {
+        replies
+    }
 
     /// Just before the store (the early messages have left): `false` stops the carry-out
     /// here, as a crash would (a simulation tears the write first, through `storage`).
@@ -43,7 +51,7 @@ pub fn carry_out<S, V, B>(
     replica: &Replica<S, V>,
     storage: &mut Storage<S, B>,
     now: Millis,
-    out: &mut impl Outbox<S, B>,
+    out: &mut impl Outbox<S, V, B>,
 ) -> Result<Option<Released<S, V>>, StorageError>
 where
     S: Machine + MachineWire,
@@ -59,6 +67,10 @@ where
     for (to, msg) in ready.send_now(&term_stored) {
         out.send(to, msg);
     }
+    let held = match ready.answers_now(&term_stored) {
+        Some(replies) => out.answer_early(replies),
+        None => Vec::new(),
+    };
     if !out.before_store(storage, ready.store()) {
         return Ok(None);
     }
@@ -83,12 +95,16 @@ where
     let released = ready.release(stored);
     let Released {
         send,
-        replies,
+        mut replies,
         committed,
         restored,
     } = released;
     for (to, msg) in send {
         out.send(to, msg);
+    }
+    if !held.is_empty() {
+        // Held back by the outbox: given in the order they were made, before the later.
+        replies.splice(0..0, held);
     }
     Ok(Some(Released {
         send: Vec::new(),

@@ -120,6 +120,8 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.rogues += s.rogues;
         total.0.merged += s.merged;
         total.0.batched += s.batched;
+        total.0.answered_early += s.answered_early;
+        total.0.answered_then_crashed += s.answered_then_crashed;
         total.0.reads += s.reads;
         total.0.reads_given += s.reads_given;
         total.0.reads_asked += s.reads_asked;
@@ -160,6 +162,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.batched > 0,
             "requests were stepped together, as the driver steps a batch: {s:?}"
+        );
+        assert!(
+            s.answered_early > seeds && s.answered_then_crashed > 0,
+            "answers left before their batch's store, some before a crash in it: {s:?}"
         );
         assert!(
             s.transfers > 0 && s.handed_over > 0,

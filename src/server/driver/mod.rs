@@ -90,7 +90,7 @@ pub(crate) struct Driver {
     /// Requests waiting for their answer: one insert and one removal per request, so
     /// hashed by foldhash (hashbrown's default), not SipHash, which a token needs no
     /// defence from.
-    waiting: hashbrown::HashMap<Token, oneshot::Sender<Reply<State, Services>>>,
+    waiting: Waiting,
     /// Leader transfers waiting for their answer.
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
     /// Changes of membership waiting for their answer.
@@ -584,9 +584,11 @@ impl Driver {
         let mut out = Links {
             links: &self.links,
             in_flight: &mut self.in_flight,
+            waiting: &mut self.waiting,
             metrics: &self.metrics,
             round: self.round,
-            state: core.state(),
+            view: &view,
+            replica: &core,
         };
         let released = match carry_out(ready, &core, &mut self.storage, now, &mut out) {
             Ok(Some(released)) => released,
@@ -597,12 +599,7 @@ impl Driver {
             }
         };
         for (token, reply) in released.replies {
-            if matches!(reply, Err(consensus::ReplyError::Consensus(_))) {
-                self.metrics.failed.inc();
-            }
-            if let Some(waiting) = self.waiting.remove(&token) {
-                let _ = waiting.send(reply);
-            }
+            give(&mut self.waiting, &self.metrics, token, reply);
         }
         // Everything stored: reads waiting for their entries may answer.
         view.release(&core);
@@ -878,12 +875,40 @@ fn encode_apart(to: SocketAddr, msg: Message<State>, state: &State) -> Body {
 struct Links<'a> {
     links: &'a HashMap<SocketAddr, mpsc::Sender<Outgoing>>,
     in_flight: &'a mut HashMap<SocketAddr, (u64, Instant)>,
+    waiting: &'a mut Waiting,
     metrics: &'a Metrics,
     round: u64,
-    state: &'a State,
+    view: &'a View,
+    replica: &'a Replica,
 }
 
-impl storage::Outbox<State, storage::Files> for Links<'_> {
+/// Requests stepped, waiting for their answers, by token.
+type Waiting = hashbrown::HashMap<Token, oneshot::Sender<Reply<State, Services>>>;
+
+/// Gives `reply` to the request that waits for it (counting a consensus failure).
+fn give(waiting: &mut Waiting, metrics: &Metrics, token: Token, reply: Reply<State, Services>) {
+    if matches!(reply, Err(consensus::ReplyError::Consensus(_))) {
+        metrics.failed.inc();
+    }
+    if let Some(waiting) = waiting.remove(&token) {
+        let _ = waiting.send(reply);
+    }
+}
+
+impl storage::Outbox<State, Services, storage::Files> for Links<'_> {
+    /// The answers leave before the store's fsync, and readers waiting for the commit
+    /// index as of this batch may answer: all of it rests on entries stored before.
+    fn answer_early(
+        &mut self,
+        replies: Vec<(Token, Reply<State, Services>)>,
+    ) -> Vec<(Token, Reply<State, Services>)> {
+        for (token, reply) in replies {
+            give(self.waiting, self.metrics, token, reply);
+        }
+        self.view.release(self.replica);
+        Vec::new()
+    }
+
     fn send(&mut self, to: SocketAddr, msg: Message<State>) {
         let Some(link) = self.links.get(&to) else {
             return;
@@ -895,9 +920,9 @@ impl storage::Outbox<State, storage::Files> for Links<'_> {
         }
         let body = if msg.snapshot.is_some() {
             self.metrics.snapshots_sent.inc();
-            encode_apart(to, msg, self.state)
+            encode_apart(to, msg, self.replica.state())
         } else {
-            Body::Ready(message_bytes::<State>(&msg, self.state).into())
+            Body::Ready(message_bytes::<State>(&msg, self.replica.state()).into())
         };
         if link
             .try_send(Outgoing {

@@ -127,6 +127,11 @@ pub struct Stats {
     /// Requests due together at one beacon stepped as one input, as the daemon steps a
     /// client's renewals written back to back (`Input::Requests`).
     pub batched: u64,
+    /// Answers given before their batch's store (they rested on nothing it held), each
+    /// batch's commit checked stored on a majority, the leader included, beforehand.
+    pub answered_early: u64,
+    /// Batches whose answers left before a store the beacon then crashed in.
+    pub answered_then_crashed: u64,
     pub handed_over: u64,
     /// Terms claimed by two beacons (terms not dealt by place, `Faults::undealt_terms`):
     /// one of them at most may serve.
@@ -1096,11 +1101,17 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let Some(ready) = self.batch.remove(&at) else {
             return Ok(());
         };
+        // Answers that leave before the store rest on what a majority has stored already,
+        // this leader included: checked against the disks before this store.
+        if ready.answers_rest_on_durable() {
+            self.check_commit_durable(at, true)?;
+        }
         let (Some(node), Some(disk)) = (self.nodes.get(&at), self.disks.get_mut(&at)) else {
             return Ok(());
         };
         let mut out = SimOutbox {
             sent: Vec::new(),
+            answered: Vec::new(),
             rng: &mut self.rng,
             crash_mid_store: self.faults.crash_mid_store,
             crashed: false,
@@ -1124,6 +1135,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         }
         let SimOutbox {
             sent,
+            answered,
             crashed,
             torn,
             compacted,
@@ -1131,6 +1143,15 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         } = out;
         for (to, msg) in sent {
             self.send_peer(at, to, msg, false);
+        }
+        if !answered.is_empty() {
+            self.stats.answered_early += answered.len() as u64;
+            if crashed {
+                self.stats.answered_then_crashed += 1;
+            }
+        }
+        for (token, reply) in answered {
+            self.send_reply(at, token, reply);
         }
         if compacted {
             self.stats.snapshots += 1;
@@ -1690,8 +1711,10 @@ fn majority(voters: &BTreeSet<SocketAddr>) -> usize {
 
 /// Where a simulated beacon's carry-out sends (queued, then put on the network in order),
 /// and the crash that may strike between its early messages and its store.
-struct SimOutbox<'a, S: consensus::Machine> {
+struct SimOutbox<'a, S: consensus::Machine, V: Service<S>> {
     sent: Vec<(SocketAddr, Message<S>)>,
+    /// Answers given before the store: they are out even if the beacon then crashes.
+    answered: Vec<(Token, Reply<S, V>)>,
     rng: &'a mut Rng,
     crash_mid_store: f64,
     crashed: bool,
@@ -1699,9 +1722,16 @@ struct SimOutbox<'a, S: consensus::Machine> {
     compacted: bool,
 }
 
-impl<S: consensus::Machine + MachineWire> Outbox<S, Memory> for SimOutbox<'_, S> {
+impl<S: consensus::Machine + MachineWire, V: Service<S>> Outbox<S, V, Memory>
+    for SimOutbox<'_, S, V>
+{
     fn send(&mut self, to: SocketAddr, msg: Message<S>) {
         self.sent.push((to, msg));
+    }
+
+    fn answer_early(&mut self, replies: Vec<(Token, Reply<S, V>)>) -> Vec<(Token, Reply<S, V>)> {
+        self.answered.extend(replies);
+        Vec::new()
     }
 
     /// A leader killed between sending its entries and storing them: the write is torn
