@@ -213,7 +213,7 @@ mod tests {
         log.append(Entry {
             index,
             term: 1,
-            payload: Payload::Members(members),
+            payload: Payload::Members(Box::new(members)),
         });
         index
     }

@@ -91,7 +91,7 @@ pub fn stored_members<C, S>(
         .iter()
         .rev()
         .find_map(|e| match &e.payload {
-            Payload::Members(m) => Some(m.clone()),
+            Payload::Members(m) => Some(Members::clone(m)),
             _ => None,
         })
         .or_else(|| snapshot.and_then(|s| s.members.clone()))

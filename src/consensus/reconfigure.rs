@@ -133,7 +133,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let entry = Entry {
             index: self.journal.last().index + 1,
             term: self.election.term(),
-            payload: Payload::Members(next),
+            payload: Payload::Members(Box::new(next)),
         };
         let index = entry.index;
         self.append_core(entry);

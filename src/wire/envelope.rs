@@ -79,7 +79,7 @@ pub fn stored_entry_from_bytes<S: MachineWire>(
     let payload = if head.leader_start {
         Payload::LeaderStart
     } else if let Some(m) = &head.members {
-        Payload::Members(members_from_pb(m)?)
+        Payload::Members(Box::new(members_from_pb(m)?))
     } else {
         let command =
             S::decode_command(bytes)?.ok_or(WireError::NoCommand { index: head.index })?;
