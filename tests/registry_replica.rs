@@ -952,7 +952,7 @@ fn a_service_identity_acts_only_on_its_own_registrations() {
     let t = net.request(A, as_caller(register_req(1, "LOGIC"), service("billing")));
     let record = net.registered(t).clone();
     assert_eq!(
-        record.owner, "billing",
+        &*record.owner, "billing",
         "the identity is recorded with the registration"
     );
     let token = record.token();

@@ -72,14 +72,14 @@ fn both_machines_parts_survive_the_storage_round_trip() {
     let mut disk = sim::Disk::<State>::default();
     disk.open().unwrap();
     let record = NodeRecord {
-        owner: String::new(),
+        owner: "".into(),
         health: None,
         node_id: 3,
         node_type: "LOGIC".into(),
         addr: SocketAddr::from(([10, 0, 0, 1], 1)),
         access_addr: None,
         worker_num: 1,
-        metadata: String::new(),
+        metadata: "".into(),
         registered_ms: 0,
         term: 1,
         index: 1,

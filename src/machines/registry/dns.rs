@@ -55,11 +55,11 @@ mod tests {
             addr: format!("10.0.0.{id}:80{id:02}").parse().unwrap(),
             access_addr: None,
             worker_num: 0,
-            metadata: String::new(),
+            metadata: "".into(),
             registered_ms: 0,
             term: 1,
             index: u64::from(id),
-            owner: String::new(),
+            owner: "".into(),
             health: None,
         }
         .with_health(health)

@@ -83,11 +83,11 @@ mod tests {
             addr: format!("10.0.{}.{}:1", id / 256, id % 256).parse().unwrap(),
             access_addr: None,
             worker_num: 0,
-            metadata: "x".repeat(metadata_bytes),
+            metadata: "x".repeat(metadata_bytes).into(),
             registered_ms: 0,
             term: 1,
             index: u64::from(id),
-            owner: String::new(),
+            owner: "".into(),
             health: None,
         })
     }

@@ -67,10 +67,10 @@ pub struct Caller {
 impl Caller {
     /// Refuses a restricted caller acting on another's registration.
     pub fn may_act_on(&self, record: &NodeRecord) -> Result<(), RegistryError> {
-        if self.restricted && record.owner != self.name {
+        if self.restricted && *record.owner != *self.name {
             return Err(RegistryError::NotOwner {
                 node_id: record.node_id,
-                owner: record.owner.clone(),
+                owner: record.owner.to_string(),
                 caller: self.name.clone(),
             });
         }
@@ -322,9 +322,9 @@ impl RegistryService {
                 return Outcome::Now(Err(e));
             }
             self.touch(leader, existing.node_id);
-            let same = existing.access_addr == req.access_addr
+            let same = existing.access_addr.as_deref() == req.access_addr.as_ref()
                 && existing.worker_num == req.worker_num
-                && existing.metadata == req.metadata;
+                && *existing.metadata == *req.metadata;
             if same {
                 // Registering again while live returns the same ID, once everything that
                 // made the record what it is now is committed.
@@ -336,9 +336,9 @@ impl RegistryService {
             // New details, same registration: the fencing token stays.
             let previous = existing.clone();
             let updated = NodeRecord {
-                access_addr: req.access_addr,
+                access_addr: req.access_addr.map(Box::new),
                 worker_num: req.worker_num,
-                metadata: req.metadata,
+                metadata: req.metadata.into(),
                 ..existing
             };
             let id = updated.node_id;
@@ -361,13 +361,13 @@ impl RegistryService {
             node_id: id,
             node_type: req.node_type.into(),
             addr: req.addr,
-            access_addr: req.access_addr,
+            access_addr: req.access_addr.map(Box::new),
             worker_num: req.worker_num,
-            metadata: req.metadata,
+            metadata: req.metadata.into(),
             registered_ms: req.wall_ms,
             term: leader.term(),
             index: leader.next_index(),
-            owner: req.caller.name,
+            owner: req.caller.name.into(),
             health: None,
         };
         let Some(index) = leader.append(S::wrap(Command::Register(Arc::new(record)))) else {

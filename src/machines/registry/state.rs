@@ -102,10 +102,12 @@ pub struct NodeRecord {
     /// `LOGIC` took 32 bytes more per registration, a million times over.
     pub node_type: CompactString,
     pub addr: SocketAddr,
-    pub access_addr: Option<SocketAddr>,
+    /// Boxed: most registrations have none, and an address inline is 32 bytes.
+    pub access_addr: Option<Box<SocketAddr>>,
     pub worker_num: u32,
-    /// JSON text, or empty.
-    pub metadata: String,
+    /// JSON text, or empty (no allocation). A boxed `str`, not a `String`: a record never
+    /// grows its metadata in place, and the capacity's 8 bytes came a million times over.
+    pub metadata: Box<str>,
     /// Wall-clock time of the registration (ms since the Unix epoch), stamped by the leader.
     pub registered_ms: u64,
     /// Fencing token: the log position of the command that created it (see
@@ -113,7 +115,7 @@ pub struct NodeRecord {
     pub term: u64,
     pub index: u64,
     /// The identity that registered it (empty when no authentication was required).
-    pub owner: String,
+    pub owner: Box<str>,
     /// Its health when anyone said anything of it; `None` is passing, not draining, no note
     /// (boxed: most registrations never say, and a million records carry one pointer each).
     pub health: Option<Box<Health>>,
@@ -815,13 +817,13 @@ mod tests {
     fn record(id: NodeId, port: u16) -> NodeRecord {
         NodeRecord {
             health: None,
-            owner: String::new(),
+            owner: "".into(),
             node_id: id,
             node_type: "LOGIC".into(),
             addr: SocketAddr::from(([10, 0, 0, 1], port)),
             access_addr: None,
             worker_num: 0,
-            metadata: String::new(),
+            metadata: "".into(),
             registered_ms: 0,
             term: 1,
             index: u64::from(id),

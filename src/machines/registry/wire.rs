@@ -88,13 +88,17 @@ pub fn record_to_pb(r: &NodeRecord) -> pb::NodeInfo {
         node_id: r.node_id,
         node_type: r.node_type.to_string(),
         addr: r.addr.to_string(),
-        access_addr: r.access_addr.map(|a| a.to_string()).unwrap_or_default(),
+        access_addr: r
+            .access_addr
+            .as_ref()
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
         worker_num: r.worker_num,
-        metadata: r.metadata.clone(),
+        metadata: r.metadata.to_string(),
         registered_ms: r.registered_ms,
         term: r.term,
         index: r.index,
-        owner: r.owner.clone(),
+        owner: r.owner.to_string(),
         health: r.health.as_deref().map(health_to_pb),
     }
 }
@@ -170,7 +174,7 @@ pub fn filter_to_pb(filter: HealthFilter) -> pb::HealthFilter {
 pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
     let access_addr = match n.access_addr.as_str() {
         "" => None,
-        a => Some(parse_addr("NodeInfo.access_addr", a)?),
+        a => Some(Box::new(parse_addr("NodeInfo.access_addr", a)?)),
     };
     Ok(NodeRecord {
         node_id: n.node_id,
@@ -178,11 +182,11 @@ pub fn record_from_pb(n: pb::NodeInfo) -> Result<NodeRecord, WireError> {
         node_type: n.node_type.into(),
         access_addr,
         worker_num: n.worker_num,
-        metadata: n.metadata,
+        metadata: n.metadata.into(),
         registered_ms: n.registered_ms,
         term: n.term,
         index: n.index,
-        owner: n.owner,
+        owner: n.owner.into(),
         health: match n.health {
             None => None,
             Some(h) => Some(Box::new(Health {
@@ -313,12 +317,12 @@ mod tests {
 
     fn record(id: u32) -> NodeRecord {
         NodeRecord {
-            owner: String::new(),
+            owner: "".into(),
             health: None,
             node_id: id,
             node_type: "LOGIC".into(),
             addr: SocketAddr::from(([10, 0, 0, 1], 9000 + id as u16)),
-            access_addr: Some(SocketAddr::from(([1, 2, 3, 4], 80))),
+            access_addr: Some(Box::new(SocketAddr::from(([1, 2, 3, 4], 80)))),
             worker_num: 4,
             metadata: r#"{"zone":"a"}"#.into(),
             registered_ms: 1_700_000_000_000,
