@@ -19,6 +19,7 @@ use std::sync::Arc;
 use compact_str::CompactString;
 
 use super::addr_index::AddrIndex;
+use super::id_slots::IdMap;
 
 use crate::consensus::Machine;
 use crate::time::Millis;
@@ -350,7 +351,7 @@ pub struct Registry {
     /// Shared with the log entry that registered (or last updated) each: the log keeps
     /// about as many entries as the state has records, and a record held twice cost as
     /// much again as the registry itself.
-    nodes: BTreeMap<NodeId, Arc<NodeRecord>>,
+    nodes: IdMap<Arc<NodeRecord>>,
     /// Live registrations by address.
     by_addr: AddrIndex,
     quarantine: BTreeMap<NodeId, Tombstone>,
@@ -373,7 +374,7 @@ impl Registry {
             replaying: false,
             reuse_delay,
             last_node_id: 0,
-            nodes: BTreeMap::new(),
+            nodes: IdMap::default(),
             by_addr: AddrIndex::default(),
             quarantine: BTreeMap::new(),
             quarantine_by_addr: HashMap::new(),
@@ -407,7 +408,7 @@ impl Registry {
     /// The IDs of the live registrations from `from` on, in order, read without touching
     /// the records.
     pub fn ids_from(&self, from: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes.range(from..).map(|(id, _)| *id)
+        self.nodes.range_from(from).map(|(id, _)| id)
     }
 
     /// Live registrations, by ID.
@@ -422,7 +423,7 @@ impl Registry {
 
     /// Live registrations from ID `from` on, by ID: found in the map, not by walking to it.
     pub fn nodes_from(&self, from: NodeId) -> impl Iterator<Item = &NodeRecord> {
-        self.nodes.range(from..).map(|(_, r)| &**r)
+        self.nodes.range_from(from).map(|(_, r)| &**r)
     }
 
     pub fn len(&self) -> usize {
@@ -434,17 +435,17 @@ impl Registry {
     }
 
     pub fn get(&self, id: NodeId) -> Option<&NodeRecord> {
-        self.nodes.get(&id).map(|r| &**r)
+        self.nodes.get(id).map(|r| &**r)
     }
 
     /// Whether registration `token` of `id` is live (a later registration of the same ID is
     /// someone else).
     pub fn is_live(&self, id: NodeId, token: FencingToken) -> bool {
-        self.nodes.get(&id).is_some_and(|n| n.token() == token)
+        self.nodes.get(id).is_some_and(|n| n.token() == token)
     }
 
     fn address_of(&self, id: NodeId) -> Option<SocketAddr> {
-        self.nodes.get(&id).map(|r| r.addr)
+        self.nodes.get(id).map(|r| r.addr)
     }
 
     /// The live registration at `addr`.
@@ -518,7 +519,7 @@ impl Registry {
         let mut id = self.last_node_id;
         for _ in 0..self.range.len() {
             id = self.range.after(id);
-            if !self.nodes.contains_key(&id) && !self.quarantine.contains_key(&id) {
+            if !self.nodes.contains_key(id) && !self.quarantine.contains_key(&id) {
                 return Ok(id);
             }
         }
@@ -538,7 +539,7 @@ impl Registry {
                 if !self.replaying && !self.range.contains(id) {
                     return Err(ApplyError::OutOfRange(id));
                 }
-                if self.nodes.contains_key(&id) {
+                if self.nodes.contains_key(id) {
                     return Err(ApplyError::IdInUse(id));
                 }
                 if self
@@ -558,7 +559,7 @@ impl Registry {
             }
             Command::Update(record) => {
                 let id = record.node_id;
-                let was = match self.nodes.get(&id) {
+                let was = match self.nodes.get(id) {
                     Some(old) if old.addr == record.addr => old.clone(),
                     Some(_) => return Err(ApplyError::AddrInUse(record.addr)),
                     None => return Err(ApplyError::UnknownNode(id)),
@@ -599,7 +600,7 @@ impl Registry {
     }
 
     fn remove(&mut self, id: NodeId) -> Result<Arc<NodeRecord>, ApplyError> {
-        let record = self.nodes.remove(&id).ok_or(ApplyError::UnknownNode(id))?;
+        let record = self.nodes.remove(id).ok_or(ApplyError::UnknownNode(id))?;
         self.by_addr.remove(record.addr, id);
         Ok(record)
     }
@@ -621,8 +622,8 @@ impl Registry {
     /// Replaces the state with `snapshot`, taken on another beacon.
     pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
         self.last_node_id = snapshot.last_node_id;
+        self.by_addr = AddrIndex::of(snapshot.nodes.iter().map(|r| (r.addr, r.node_id)));
         self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
-        self.by_addr = AddrIndex::of(self.nodes.values().map(|r| (r.addr, r.node_id)));
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
         self.quarantine_due.clear();
@@ -646,8 +647,7 @@ impl Registry {
     pub fn outside(&self, range: IdRange) -> Vec<NodeId> {
         self.nodes
             .keys()
-            .chain(self.quarantine.keys())
-            .copied()
+            .chain(self.quarantine.keys().copied())
             .filter(|id| !range.contains(*id))
             .collect()
     }
