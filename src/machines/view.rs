@@ -9,7 +9,8 @@
 //!
 //! What a read may answer with is not what the replica holds but what is *released*: the
 //! driver publishes, after each carry-out, the commit index as of that carry-out, when
-//! everything it stored is on disk. A read's answer waits until every entry it saw is
+//! everything it stored is on disk (or before the batch's store, when that commit index
+//! stops before the batch's first entry: everything it names was stored before). A read's answer waits until every entry it saw is
 //! committed by that measure (the same rule as a write's answer: nothing that depends on an
 //! entry leaves this beacon before the entry is stored on a majority). A follower in quorum
 //! mode also publishes the commit index its leader tells it as soon as it hears it: the

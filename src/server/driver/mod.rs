@@ -573,7 +573,8 @@ impl Driver {
     /// Stores the batch, then carries out what it released (see [`carry_out`], the one
     /// carry-out the simulation runs too): nothing that depends on an entry (an
     /// acknowledgement to the leader, a reply to a service) leaves this beacon before the
-    /// entry is on disk.
+    /// entry is on disk. Replies that rest only on entries earlier batches stored leave
+    /// before this batch's fsync ([`Links::answer_early`]).
     fn carry_out(&mut self) {
         self.round += 1;
         let ready = std::mem::take(&mut self.pending);
