@@ -238,28 +238,32 @@ impl MachineWire for Registry {
         }))
     }
 
+    /// `pb::RegistrySnapshot`, field by field as prost writes it, each record encoded as
+    /// it is walked: collected whole first, the records' messages (with a copy of every
+    /// string) held 187 bytes a registration at once beside the state, on every compaction
+    /// and catch-up, two gigabytes at ten million.
     fn encode_snapshot(s: &RegistrySnapshot, buf: &mut Vec<u8>) {
-        pb::RegistrySnapshot {
-            last_node_id: s.last_node_id,
-            nodes: s.nodes.iter().map(|r| record_to_pb(r)).collect(),
-            quarantined: s
-                .quarantined
-                .iter()
-                .map(|(r, remaining)| pb::Tombstone {
-                    node: Some(record_to_pb(r)),
-                    remaining_ms: *remaining,
-                })
-                .collect(),
-            clocks: s
-                .clocks
-                .iter()
-                .map(|(node_id, ms)| pb::ClockMark {
-                    node_id: *node_id,
-                    ms: *ms,
-                })
-                .collect(),
+        use prost::encoding::{message, uint32};
+        if s.last_node_id != 0 {
+            uint32::encode(3, &s.last_node_id, buf);
         }
-        .encode_raw(buf);
+        for r in &s.nodes {
+            message::encode(4, &record_to_pb(r), buf);
+        }
+        for (r, remaining) in &s.quarantined {
+            let tombstone = pb::Tombstone {
+                node: Some(record_to_pb(r)),
+                remaining_ms: *remaining,
+            };
+            message::encode(5, &tombstone, buf);
+        }
+        for (node_id, ms) in &s.clocks {
+            let mark = pb::ClockMark {
+                node_id: *node_id,
+                ms: *ms,
+            };
+            message::encode(6, &mark, buf);
+        }
     }
 
     fn decode_snapshot(bytes: &[u8]) -> Result<RegistrySnapshot, WireError> {
@@ -314,6 +318,53 @@ mod tests {
         entry_bytes, entry_from_bytes, message_bytes, message_from_pb, snapshot_bytes,
         snapshot_from_bytes,
     };
+
+    /// The snapshot written record by record is byte for byte what prost writes for the
+    /// whole message, and reads back the same.
+    #[test]
+    fn a_snapshot_encoded_as_walked_is_the_whole_messages_bytes() {
+        let quarantined = {
+            let mut r = record(9);
+            r.owner = "billing".into();
+            vec![(Arc::new(r), 1_500)]
+        };
+        for last_node_id in [0, 12] {
+            let s = RegistrySnapshot {
+                last_node_id,
+                nodes: (1..=3).map(|id| Arc::new(record(id))).collect(),
+                quarantined: quarantined.clone(),
+                clocks: vec![(3, 1_700_000_000_123), (9, 5)],
+            };
+            let whole = pb::RegistrySnapshot {
+                last_node_id: s.last_node_id,
+                nodes: s.nodes.iter().map(|r| record_to_pb(r)).collect(),
+                quarantined: s
+                    .quarantined
+                    .iter()
+                    .map(|(r, remaining)| pb::Tombstone {
+                        node: Some(record_to_pb(r)),
+                        remaining_ms: *remaining,
+                    })
+                    .collect(),
+                clocks: s
+                    .clocks
+                    .iter()
+                    .map(|(node_id, ms)| pb::ClockMark {
+                        node_id: *node_id,
+                        ms: *ms,
+                    })
+                    .collect(),
+            }
+            .encode_to_vec();
+            let mut walked = Vec::new();
+            <Registry as MachineWire>::encode_snapshot(&s, &mut walked);
+            assert_eq!(walked, whole);
+            assert_eq!(
+                <Registry as MachineWire>::decode_snapshot(&walked).unwrap(),
+                s
+            );
+        }
+    }
 
     fn record(id: u32) -> NodeRecord {
         NodeRecord {
