@@ -38,6 +38,13 @@ impl<T> Page<T> {
         }
     }
 
+    /// Takes the value of `slot`, counting it gone.
+    fn take(&mut self, slot: usize) -> Option<T> {
+        let value = self.slots[slot].take()?;
+        self.used -= 1;
+        Some(value)
+    }
+
     /// Every ID of page `page` with its value, in order.
     fn iter(&self, page: u32) -> impl Iterator<Item = (NodeId, &T)> {
         self.slots
@@ -83,8 +90,7 @@ impl<T> IdSlots<T> {
     pub(super) fn remove(&mut self, id: NodeId) -> Option<T> {
         let (index, slot) = at(id);
         let page = self.pages.get_mut(&index)?;
-        let value = page.slots[slot].take()?;
-        page.used -= 1;
+        let value = page.take(slot)?;
         if page.used == 0 {
             self.pages.remove(&index);
         }
@@ -147,8 +153,7 @@ impl<T> IdMap<T> {
     pub(super) fn remove(&mut self, id: NodeId) -> Option<T> {
         let (index, slot) = at(id);
         let page = self.pages.get_mut(&index)?;
-        let value = page.slots[slot].take()?;
-        page.used -= 1;
+        let value = page.take(slot)?;
         self.len -= 1;
         if page.used == 0 {
             self.pages.remove(&index);
@@ -221,6 +226,18 @@ impl Hasher for IdHasher {
     }
 }
 
+/// Draws below `n` from a xorshift sequence started at `seed`: the random schedules the
+/// tests of these maps and of the leases run against plain maps.
+#[cfg(test)]
+pub(super) fn draws(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,13 +271,7 @@ mod tests {
     /// values, the same order from any ID, the same count.
     #[test]
     fn an_id_map_holds_and_walks_what_an_ordered_map_would() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut rand = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rand = draws(0x2545_F491_4F6C_DD1Du64);
         let mut ids: IdMap<u32> = IdMap::default();
         let mut map: std::collections::BTreeMap<NodeId, u32> = Default::default();
         for step in 0..50_000u32 {
@@ -293,13 +304,7 @@ mod tests {
     /// Against a map, over a random schedule of inserts and removals.
     #[test]
     fn it_holds_what_a_map_would() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rand = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rand = draws(0x9E37_79B9_7F4A_7C15u64);
         let mut slots: IdSlots<u32> = IdSlots::default();
         let mut map: std::collections::BTreeMap<NodeId, u32> = Default::default();
         for step in 0..50_000u32 {

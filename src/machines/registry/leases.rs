@@ -460,13 +460,7 @@ mod tests {
     /// ticks.
     #[test]
     fn it_expires_what_a_scan_of_every_lease_would() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut rand = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rand = super::super::id_slots::draws(0x2545_F491_4F6C_DD1D);
         let lease_ms = 300;
         // A leader that took over 40 live registrations: they share one lease from 0.
         let mut leases = Leases::fresh(0);
