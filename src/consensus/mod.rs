@@ -64,7 +64,7 @@ pub use message::{Append, PeerMessage, Snapshot};
 use progress::Followers;
 pub use progress::{FollowerView, Progress};
 pub use ready::{Changed, Event, Message, Ready, Released, Reply, Store, Stored, TermStored};
-pub use renewals::{Horizon, Knowledge, RenewalBatch, RenewalTable};
+pub use renewals::{Bridge, Horizon, Knowledge, RenewalBatch, RenewalTable};
 
 use crate::time::Millis;
 

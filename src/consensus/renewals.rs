@@ -15,7 +15,11 @@
 //! least the highest, it holds every renewal any leader answered, and its service keeps their
 //! times ([`Knowledge::Complete`]); otherwise it starts every lease afresh as before
 //! ([`Knowledge::Incomplete`]). Its followers continue from its own horizon (the *base*):
-//! one that has heard at least as far holds at least what the leader held, and the rest are
+//! one that has heard at least as far holds at least what the leader held. One that heard
+//! the base's term but fewer of its notes (the old leader's last notes reached the new leader
+//! and not it) is sent the notes it lacks from the new leader's own [`Heard`] tail (a
+//! *bridge*), once: a few keys where the table holds every lease (a million ages, and the
+//! first write of the term waiting on it). The rest, and one the bridge did not reach, are
 //! sent the table.
 
 use std::collections::VecDeque;
@@ -52,9 +56,19 @@ pub struct RenewalBatch {
     pub keys: Vec<u64>,
     /// The whole table as of note `after`, replacing what the follower knew.
     pub table: Option<RenewalTable>,
+    /// The notes of the base's term (see [`Notes::base`]) the follower lacks to reach the
+    /// base, before the keys (which then start at note 0 of this term).
+    pub bridge: Option<Bridge>,
 }
 
-impl RenewalBatch {}
+/// Notes `after + 1` through the base of the term a leader's continues from, as the leader
+/// heard them from its own leader: a follower that heard that term through `after` or
+/// beyond takes them and continues in the new term.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bridge {
+    pub after: u64,
+    pub keys: Vec<u64>,
+}
 
 /// What a new leader knows of the renewals made before its term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,8 +112,12 @@ pub(crate) struct Sent {
     silent: bool,
     /// Notes sent to it through this one (`None`: nothing since it was last reset).
     through: Option<u64>,
-    /// When it was last sent the table.
-    table_at: Option<Millis>,
+    /// When it was last sent the table or a bridge: what it says until its answer to
+    /// either arrives was said before, and does not count for this long.
+    rescued_at: Option<Millis>,
+    /// It was sent a bridge in this term (at most once: one that could not take it, or
+    /// never got it, is sent the table).
+    bridged: bool,
 }
 
 impl Notes {
@@ -138,14 +156,16 @@ impl Notes {
     }
 
     /// What the next message to a follower carries, given what it was sent and said: the
-    /// notes it lacks, or the table (made by `table` as of now) when it cannot continue
-    /// from what it holds, at most once per `patience` ms.
+    /// notes it lacks; when it cannot continue from what it holds, a bridge from what this
+    /// leader `heard` before its term (once), or else the table (made by `table` as of now),
+    /// at most once per `patience` ms.
     pub(super) fn batch_for(
         &self,
         term: u64,
         sent: &mut Sent,
         now: Millis,
         patience: Millis,
+        heard: &Heard,
         table: impl FnOnce() -> RenewalTable,
     ) -> Option<RenewalBatch> {
         let from = match (sent.reported, sent.through) {
@@ -169,22 +189,43 @@ impl Notes {
                 after: from,
                 keys,
                 table: None,
+                bridge: None,
             });
         }
         if sent
-            .table_at
+            .rescued_at
             .is_some_and(|at| now.saturating_sub(at) < patience)
         {
             return None;
         }
-        // What it says it holds (said before this table reaches it) no longer counts.
-        sent.table_at = Some(now);
+        // What it says it holds (said before this bridge or table reaches it) no longer
+        // counts.
+        sent.rescued_at = Some(now);
+        let behind = sent.reported.take();
+        if !sent.bridged
+            && self.first <= 1
+            && let (Some(behind), Some(base)) = (behind, self.base)
+            && let Some(lacks) = heard.bridge(behind, base)
+        {
+            sent.bridged = true;
+            let keys: Vec<u64> = self.kept.iter().take(MAX_PER_MESSAGE).copied().collect();
+            sent.through = Some(keys.len() as u64);
+            return Some(RenewalBatch {
+                after: 0,
+                keys,
+                table: None,
+                bridge: Some(Bridge {
+                    after: behind.seq,
+                    keys: lacks,
+                }),
+            });
+        }
         sent.through = Some(self.last);
-        sent.reported = None;
         Some(RenewalBatch {
             after: self.last,
             keys: Vec::new(),
             table: Some(table()),
+            bridge: None,
         })
     }
 
@@ -300,16 +341,66 @@ impl Heard {
             self.extend(&batch.keys);
             return Take::Table(table, batch.keys);
         }
+        let mut keys = match (batch.bridge, base) {
+            (Some(bridge), Some(base)) => self.cross(bridge, base),
+            _ => Vec::new(),
+        };
         self.adopt(term, base);
         match self.horizon {
             Some(h) if h.term == term && batch.after <= h.seq => {
                 let new = (h.seq - batch.after) as usize;
-                let keys: Vec<u64> = batch.keys.into_iter().skip(new).collect();
-                self.extend(&keys);
+                let continued: Vec<u64> = batch.keys.into_iter().skip(new).collect();
+                self.extend(&continued);
+                keys.extend(continued);
                 Take::Keys(keys)
             }
+            // What it crossed it holds (its horizon says so), and hears.
+            _ if !keys.is_empty() => Take::Keys(keys),
             _ => Take::Gap,
         }
+    }
+
+    /// Takes the notes of `bridge` it lacks, when they take its horizon to `base`: the
+    /// keys it heard (none if the bridge does not start within what it holds of the base's
+    /// term, or does not end at the base).
+    fn cross(&mut self, bridge: Bridge, base: Horizon) -> Vec<u64> {
+        let Some(h) = self.horizon else {
+            return Vec::new();
+        };
+        if h.term != base.term
+            || h.seq >= base.seq
+            || bridge.after > h.seq
+            || bridge.after + bridge.keys.len() as u64 != base.seq
+        {
+            return Vec::new();
+        }
+        let keys: Vec<u64> = bridge
+            .keys
+            .into_iter()
+            .skip((h.seq - bridge.after) as usize)
+            .collect();
+        self.extend(&keys);
+        keys
+    }
+
+    /// A leader whose term continues from `base` (its own horizon when its term began):
+    /// the notes of the base's term a follower that heard through `behind` lacks to reach
+    /// it, if it still holds them all.
+    fn bridge(&self, behind: Horizon, base: Horizon) -> Option<Vec<u64>> {
+        if self.horizon != Some(base)
+            || behind.term != base.term
+            || behind.seq >= base.seq
+            || behind.seq + 1 < self.tail_first
+        {
+            return None;
+        }
+        let skip = (behind.seq + 1 - self.tail_first) as usize;
+        let keys: Vec<u64> = self
+            .tail
+            .range(skip.min(self.tail.len())..)
+            .copied()
+            .collect();
+        (keys.len() as u64 == base.seq - behind.seq).then_some(keys)
     }
 
     /// This beacon led in `term` and made `notes`: it has heard every one of them.
@@ -344,6 +435,7 @@ impl Heard {
                 .copied()
                 .collect(),
             table: None,
+            bridge: None,
         })
     }
 }
@@ -372,16 +464,24 @@ mod tests {
         let mut n = notes(&[5, 6, 7]);
         n.base = Some(Horizon { term: 2, seq: 10 });
         let mut sent = Sent::default();
-        assert_eq!(n.batch_for(3, &mut sent, 0, 100, table), None, "unheard");
+        assert_eq!(
+            n.batch_for(3, &mut sent, 0, 100, &Heard::default(), table),
+            None,
+            "unheard"
+        );
         // It heard term 2 through the base: it continues from note 0 of term 3.
         sent.report(Some(Horizon { term: 2, seq: 12 }));
-        let b = n.batch_for(3, &mut sent, 0, 100, table).unwrap();
+        let b = n
+            .batch_for(3, &mut sent, 0, 100, &Heard::default(), table)
+            .unwrap();
         assert_eq!(
             (b.after, b.keys.clone(), b.table.is_none()),
             (0, vec![5, 6, 7], true)
         );
         n.note(8);
-        let b = n.batch_for(3, &mut sent, 1, 100, table).unwrap();
+        let b = n
+            .batch_for(3, &mut sent, 1, 100, &Heard::default(), table)
+            .unwrap();
         assert_eq!((b.after, b.keys), (3, vec![8]));
         // Once every follower heard them, the notes go.
         assert_eq!(
@@ -399,7 +499,7 @@ mod tests {
         old.report(None);
         assert_eq!(n.held_by(3, &old), n.last(), "every note made so far");
         assert_eq!(
-            n.batch_for(3, &mut old, 0, 100, table),
+            n.batch_for(3, &mut old, 0, 100, &Heard::default(), table),
             None,
             "and is sent none"
         );
@@ -421,18 +521,25 @@ mod tests {
         n.base = Some(Horizon { term: 2, seq: 10 });
         let mut sent = Sent::default();
         sent.report(Some(Horizon { term: 2, seq: 9 }));
-        let b = n.batch_for(3, &mut sent, 0, 100, table).unwrap();
+        let b = n
+            .batch_for(3, &mut sent, 0, 100, &Heard::default(), table)
+            .unwrap();
         assert_eq!((b.after, b.table), (2, Some(table())));
         // What comes next continues from the table.
         n.note(7);
-        let b = n.batch_for(3, &mut sent, 10, 100, table).unwrap();
+        let b = n
+            .batch_for(3, &mut sent, 10, 100, &Heard::default(), table)
+            .unwrap();
         assert_eq!((b.after, b.keys, b.table), (2, vec![7], None));
         // It still says it lacks them (said before the table reached it): not again
         // before the patience is out.
         sent.report(Some(Horizon { term: 2, seq: 9 }));
-        assert_eq!(n.batch_for(3, &mut sent, 50, 100, table), None);
+        assert_eq!(
+            n.batch_for(3, &mut sent, 50, 100, &Heard::default(), table),
+            None
+        );
         assert!(
-            n.batch_for(3, &mut sent, 100, 100, table)
+            n.batch_for(3, &mut sent, 100, 100, &Heard::default(), table)
                 .unwrap()
                 .table
                 .is_some()
@@ -442,7 +549,7 @@ mod tests {
         let mut sent = Sent::default();
         sent.report(Some(Horizon { term: 2, seq: 99 }));
         assert!(
-            n.batch_for(3, &mut sent, 0, 100, table)
+            n.batch_for(3, &mut sent, 0, 100, &Heard::default(), table)
                 .unwrap()
                 .table
                 .is_some()
@@ -453,7 +560,7 @@ mod tests {
         let mut sent = Sent::default();
         sent.report(Some(Horizon { term: 3, seq: 2 }));
         assert!(
-            n.batch_for(3, &mut sent, 0, 100, table)
+            n.batch_for(3, &mut sent, 0, 100, &Heard::default(), table)
                 .unwrap()
                 .table
                 .is_some()
@@ -466,6 +573,7 @@ mod tests {
             after,
             keys: keys.to_vec(),
             table: None,
+            bridge: None,
         };
         let h = |term, seq| Some(Horizon { term, seq });
         let mut heard = Heard::default();
@@ -479,6 +587,7 @@ mod tests {
             after: 1,
             keys: vec![4],
             table: Some(table()),
+            bridge: None,
         };
         assert_eq!(heard.take(3, None, t), Take::Table(table(), vec![4]));
         assert_eq!(heard.horizon(), h(3, 2));
@@ -515,5 +624,101 @@ mod tests {
             None,
             "another term's notes do not continue it"
         );
+    }
+
+    #[test]
+    fn a_follower_that_heard_fewer_of_the_base_term_is_bridged_once_then_sent_the_table() {
+        let h = |term, seq| Horizon { term, seq };
+        // The new leader heard term 2 through note 6 (its last four notes in its tail)...
+        let mut leader_heard = Heard::default();
+        leader_heard.led(2, &notes(&[10, 11, 12, 13, 14, 15]));
+        let base = h(2, 6);
+        let mut n = notes(&[20, 21]);
+        n.base = Some(base);
+        // ... and a follower through note 3 only.
+        let mut follower = Heard::default();
+        follower.led(2, &notes(&[10, 11, 12]));
+        let mut sent = Sent::default();
+        sent.report(follower.horizon());
+        let b = n
+            .batch_for(3, &mut sent, 0, 100, &leader_heard, table)
+            .unwrap();
+        assert_eq!(b.table, None, "no table");
+        assert_eq!(
+            b.bridge,
+            Some(Bridge {
+                after: 3,
+                keys: vec![13, 14, 15]
+            })
+        );
+        assert_eq!((b.after, b.keys.clone()), (0, vec![20, 21]));
+        // It takes the notes it lacked, then this term's, and stands where the leader does.
+        assert_eq!(
+            follower.take(3, Some(base), b.clone()),
+            Take::Keys(vec![13, 14, 15, 20, 21])
+        );
+        assert_eq!(follower.horizon(), Some(h(3, 2)));
+        // Taken twice (sent again), nothing is heard twice.
+        assert_eq!(follower.take(3, Some(base), b.clone()), Take::Keys(vec![]));
+        // What it said before the bridge reached it does not count until the patience is
+        // out; what it says after, does.
+        sent.report(Some(h(2, 3)));
+        assert_eq!(
+            n.batch_for(3, &mut sent, 50, 100, &leader_heard, table),
+            None
+        );
+        sent.report(follower.horizon());
+        n.note(22);
+        let b = n
+            .batch_for(3, &mut sent, 60, 100, &leader_heard, table)
+            .unwrap();
+        assert_eq!((b.after, b.keys, b.bridge), (2, vec![22], None));
+        // A follower the bridge did not reach (or that ignored it) is sent the table.
+        let mut lost = Sent::default();
+        lost.report(Some(h(2, 3)));
+        let b = n
+            .batch_for(3, &mut lost, 0, 100, &leader_heard, table)
+            .unwrap();
+        assert!(b.bridge.is_some());
+        lost.report(Some(h(2, 3)));
+        assert_eq!(
+            n.batch_for(3, &mut lost, 99, 100, &leader_heard, table),
+            None
+        );
+        let b = n
+            .batch_for(3, &mut lost, 100, 100, &leader_heard, table)
+            .unwrap();
+        assert_eq!((b.table, b.bridge), (Some(table()), None));
+        // No bridge from notes the leader no longer holds, from another term, or to a
+        // follower whose horizon it does not end at.
+        let mut short = Heard::default();
+        short.led(2, &notes(&[10, 11, 12, 13, 14, 15]));
+        short.tail.pop_front();
+        short.tail_first += 1;
+        assert_eq!(short.bridge(h(2, 0), base), None);
+        assert_eq!(short.bridge(h(2, 1), base), Some(vec![11, 12, 13, 14, 15]));
+        assert_eq!(leader_heard.bridge(h(1, 3), base), None);
+        assert_eq!(leader_heard.bridge(h(2, 6), base), None, "it lacks nothing");
+        let mut other = Heard::default();
+        other.led(2, &notes(&[10]));
+        let wrong = Bridge {
+            after: 1,
+            keys: vec![11, 12],
+        };
+        assert_eq!(
+            other.take(
+                3,
+                Some(base),
+                RenewalBatch {
+                    after: 0,
+                    keys: vec![20],
+                    table: None,
+                    bridge: Some(wrong),
+                }
+            ),
+            Take::Gap,
+            "a bridge that does not reach the base is not taken"
+        );
+        assert_eq!(other.horizon(), Some(h(2, 1)));
     }
 }

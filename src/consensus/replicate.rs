@@ -83,14 +83,33 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return None;
         }
         let f = leading.followers.get_mut(peer)?;
+        let said = f.renewals.reported;
         let (service, state) = (&self.service, self.journal.state());
-        leading.notes.batch_for(
+        let batch = leading.notes.batch_for(
             leading.term,
             &mut f.renewals,
             now,
             self.cfg.patience_ms(),
+            &self.following.heard,
             || service.renewal_table(state, now),
-        )
+        )?;
+        // Rare (a beacon that joins, restarts or fell behind) and, for a table, as large as
+        // the state: said, so that a slow first write of a term can be traced to it.
+        let heard = said.map_or("nothing yet".to_owned(), |h| {
+            format!("{}.{}", h.term, h.seq)
+        });
+        if let Some(table) = &batch.table {
+            self.notice(format!(
+                "sending {peer} the whole renewal table ({} leases): it heard through {heard}",
+                table.ages.len()
+            ));
+        } else if let Some(bridge) = &batch.bridge {
+            self.notice(format!(
+                "sending {peer} the {} renewals it lacks of the term before (it heard through {heard})",
+                bridge.keys.len()
+            ));
+        }
+        Some(batch)
     }
 
     /// How far this beacon has heard the renewals (quorum mode): a serving leader, every

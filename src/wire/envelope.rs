@@ -12,7 +12,7 @@ use prost::Message as _;
 use super::WireError;
 use crate::consensus::election::Heartbeat;
 use crate::consensus::{
-    Append, Entry, Horizon, Machine, Members, Message, Payload, PeerMessage, Position,
+    Append, Bridge, Entry, Horizon, Machine, Members, Message, Payload, PeerMessage, Position,
     RenewalBatch, RenewalTable, Snapshot,
 };
 use crate::pb;
@@ -212,6 +212,11 @@ pub fn message_to_pb<S: MachineWire>(m: &Message<S>) -> pb::Election {
             has_rest: t.rest_age.is_some(),
             rest_age_ms: t.rest_age.unwrap_or(0),
         });
+        if let Some(bridge) = &batch.bridge {
+            e.has_renewal_bridge = true;
+            e.renewal_bridge_after = bridge.after;
+            e.renewal_bridge_keys = bridge.keys.clone();
+        }
     }
     if let Some(append) = &m.append {
         e.prev_index = append.prev.index;
@@ -330,6 +335,10 @@ pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, Wi
             after: e.renewals_after,
             keys: e.renewal_keys,
             table,
+            bridge: e.has_renewal_bridge.then_some(Bridge {
+                after: e.renewal_bridge_after,
+                keys: e.renewal_bridge_keys,
+            }),
         }));
     }
     m.members = e

@@ -122,6 +122,8 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.batched += s.batched;
         total.0.answered_early += s.answered_early;
         total.0.answered_then_crashed += s.answered_then_crashed;
+        total.0.renewal_bridges += s.renewal_bridges;
+        total.0.renewal_tables += s.renewal_tables;
         total.0.reads += s.reads;
         total.0.reads_given += s.reads_given;
         total.0.reads_asked += s.reads_asked;
@@ -166,6 +168,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.answered_early > seeds && s.answered_then_crashed > 0,
             "answers left before their batch's store, some before a crash in it: {s:?}"
+        );
+        assert!(
+            s.renewal_bridges > 0 && s.renewal_tables > 0,
+            "followers behind a new leader's base were bridged, others sent the table: {s:?}"
         );
         assert!(
             s.transfers > 0 && s.handed_over > 0,
@@ -482,6 +488,19 @@ fn renew(sim: &mut Sim, record: &beacon::machines::registry::NodeRecord, ms: Mil
     )
 }
 
+/// A scripted service at port `port` of 10.0.0.1 registers at the leader.
+fn register(sim: &mut Sim, port: u16) -> beacon::machines::registry::NodeRecord {
+    let addr = SocketAddr::from(([10, 0, 0, 1], port));
+    let to = sim.core.leader();
+    let t = sim
+        .core
+        .scripted_request(to, req(register_request(addr, 0)), Some(1));
+    match registered(&sim.answer(t, 1_000)) {
+        Some(Response::Registered { record, .. }) => record,
+        other => panic!("the service registers: {other:?}"),
+    }
+}
+
 /// Whether the settled leader (if any) holds `record`'s registration.
 fn listed(sim: &Sim, record: &beacon::machines::registry::NodeRecord) -> Option<bool> {
     let leader = sim.core.settled_leader()?;
@@ -503,17 +522,6 @@ fn listed(sim: &Sim, record: &beacon::machines::registry::NodeRecord) -> Option<
 fn a_dead_service_is_gone_a_lease_after_its_last_report_across_leader_changes() {
     let mut sim = scripted(5, IdRange { first: 1, last: 12 }, 500);
     sim.run_for(1_000);
-    let register = |sim: &mut Sim, port| {
-        let addr = SocketAddr::from(([10, 0, 0, 1], port));
-        let to = sim.core.leader();
-        let t = sim
-            .core
-            .scripted_request(to, req(register_request(addr, 0)), Some(1));
-        match registered(&sim.answer(t, 1_000)) {
-            Some(Response::Registered { record, .. }) => record,
-            other => panic!("the service registers: {other:?}"),
-        }
-    };
     let dead = register(&mut sim, 1);
     let alive = register(&mut sim, 2);
     // Both report for a while; then `dead` stops, its last report confirmed at `last`.
@@ -561,4 +569,66 @@ fn a_dead_service_is_gone_a_lease_after_its_last_report_across_leader_changes() 
         gone_at - sent
     );
     assert!(gone_at >= sent + LEASE, "gone before its lease ran out");
+}
+
+/// A follower that missed its leader's last renewals, when a beacon that heard them leads
+/// next, is sent them (a bridge from the new leader's own notes of the term before, not the
+/// whole table); leading in turn, it keeps the lease as long as the service was told. A
+/// follower that took the bridge without hearing its renewals would hold the lease from the
+/// report before, and drop the service a quarter lease early.
+#[test]
+fn a_follower_bridged_to_a_new_leader_keeps_the_renewals_it_missed() {
+    let mut sim = scripted(5, IdRange { first: 1, last: 12 }, 500);
+    sim.run_for(1_000);
+    let b: Vec<SocketAddr> = (0..5).map(beacon_addr).collect();
+    assert_eq!(sim.core.leader(), b[0]);
+    let service = register(&mut sim, 1);
+    for _ in 0..2 {
+        sim.run_for(LEASE / 4);
+        assert!(renew(&mut sim, &service, 1_000));
+    }
+    sim.run_for(LEASE / 4);
+    // Its last report: the leader's note of it never reaches b2.
+    sim.core.cut(&[(b[0], b[2])], false).expect("cut");
+    let sent = sim.core.now;
+    assert!(renew(&mut sim, &service, 50), "its last report");
+    sim.core.crash(b[0], "(scripted)").expect("crash");
+    sim.core.heal();
+    let bridges = sim.core.stats.renewal_bridges;
+    // Serving as leader: the other members' views include the crashed ones, so the
+    // simulation's settled leader (every member following it) is none.
+    let serving = |sim: &mut Sim, leader: SocketAddr| {
+        for _ in 0..100 {
+            if sim.core.nodes[&leader].is_leader() && sim.core.nodes[&leader].has_taken_over() {
+                return;
+            }
+            sim.run_for(10);
+        }
+        panic!("{leader} leads within a second: {}", sim.core.dump());
+    };
+    serving(&mut sim, b[1]);
+    sim.run_for(50);
+    assert!(
+        sim.core.stats.renewal_bridges > bridges,
+        "b2 was bridged to b1's term"
+    );
+    sim.core.crash(b[1], "(scripted)").expect("crash");
+    serving(&mut sim, b[2]);
+    let listed_at_b2 = |sim: &Sim| {
+        sim.core.nodes[&b[2]]
+            .state()
+            .registry
+            .get(service.node_id)
+            .is_some_and(|r| r.token() == service.token())
+    };
+    while sim.core.now < sent + LEASE {
+        assert!(
+            listed_at_b2(&sim),
+            "gone {} ms after its last report, within its lease ({LEASE} ms)",
+            sim.core.now - sent
+        );
+        sim.run_for(10);
+    }
+    sim.run_for(3 * beacon_testkit::sim::cluster::TICK);
+    assert!(!listed_at_b2(&sim), "gone after its lease");
 }

@@ -488,6 +488,10 @@ mod tests {
                 ages: vec![(1, 20), (3, 0)],
                 rest_age: Some(700),
             }),
+            bridge: Some(crate::consensus::Bridge {
+                after: 8,
+                keys: vec![5, 6, 5],
+            }),
         }));
         m.renewal_base = Some(crate::consensus::Horizon { term: 2, seq: 11 });
         m.heard = Some(crate::consensus::Horizon::default());

@@ -132,6 +132,10 @@ pub struct Stats {
     pub answered_early: u64,
     /// Batches whose answers left before a store the beacon then crashed in.
     pub answered_then_crashed: u64,
+    /// Renewal batches delivered that bridged a follower behind its new leader's base (the
+    /// notes it lacked of the term before), and those that carried the whole table.
+    pub renewal_bridges: u64,
+    pub renewal_tables: u64,
     pub handed_over: u64,
     /// Terms claimed by two beacons (terms not dealt by place, `Faults::undealt_terms`):
     /// one of them at most may serve.
@@ -401,6 +405,10 @@ where
                         }
                     }
                     let msg = *msg;
+                    if let Some(batch) = &msg.renewals {
+                        core.stats.renewal_bridges += u64::from(batch.bridge.is_some());
+                        core.stats.renewal_tables += u64::from(batch.table.is_some());
+                    }
                     let input = if greeting {
                         Input::Greeting { from, msg }
                     } else {
