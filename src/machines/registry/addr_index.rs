@@ -31,9 +31,9 @@ fn spread(bits: u32) -> u64 {
 
 impl AddrIndex {
     /// The index of every `(address, ID)` of `live`.
-    pub(super) fn of(live: impl ExactSizeIterator<Item = (SocketAddr, NodeId)>) -> AddrIndex {
+    pub(super) fn of(len: usize, live: impl Iterator<Item = (SocketAddr, NodeId)>) -> AddrIndex {
         let mut index = AddrIndex::default();
-        index.ids.reserve(live.len(), |(_, bits)| spread(*bits));
+        index.ids.reserve(len, |(_, bits)| spread(*bits));
         for (addr, id) in live {
             index.insert(addr, id);
         }
@@ -120,7 +120,7 @@ mod tests {
         assert_eq!(index.get(gone, lookup(&live)), None);
         assert_eq!(index.len(), 4_999);
         // Rebuilt from the registrations alone, it answers the same.
-        let rebuilt = AddrIndex::of(live.iter().map(|(id, addr)| (*addr, *id)));
+        let rebuilt = AddrIndex::of(live.len(), live.iter().map(|(id, addr)| (*addr, *id)));
         assert_eq!(rebuilt.len(), 4_999);
         for (id, addr) in &live {
             assert_eq!(rebuilt.get(*addr, lookup(&live)), Some(*id));

@@ -31,6 +31,7 @@ pub use client::{
     ClockShare, LeaseLost, REPORTS_PER_LEASE, RegisterOptions, Registration, Watch, WatchEvent,
 };
 pub use config::RegistrySettings;
+pub use id_slots::IdMap;
 pub use service::{
     Caller, Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError,
     RegistryService, Report, Request, Response, Target, Unregister,

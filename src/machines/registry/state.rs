@@ -331,8 +331,9 @@ pub struct Exhausted {
 pub struct RegistrySnapshot {
     pub last_node_id: NodeId,
     /// Shared with the state it was taken of: taking a snapshot (on the core thread, to
-    /// compact the log or catch a follower up) copies pointers, not a million records.
-    pub nodes: Vec<Arc<NodeRecord>>,
+    /// compact the log or catch a follower up) copies a pointer per page of IDs, not ten
+    /// million records or pointers (see [`IdMap`]).
+    pub nodes: IdMap<Arc<NodeRecord>>,
     /// Quarantined records with the time left in quarantine.
     pub quarantined: Vec<(Arc<NodeRecord>, Millis)>,
     /// Snowflake clock marks by node ID.
@@ -609,7 +610,7 @@ impl Registry {
     pub fn snapshot(&self, now: Millis) -> RegistrySnapshot {
         RegistrySnapshot {
             last_node_id: self.last_node_id,
-            nodes: self.nodes.values().cloned().collect(),
+            nodes: self.nodes.clone(),
             quarantined: self
                 .quarantine
                 .values()
@@ -622,8 +623,11 @@ impl Registry {
     /// Replaces the state with `snapshot`, taken on another beacon.
     pub fn restore(&mut self, snapshot: RegistrySnapshot, now: Millis) {
         self.last_node_id = snapshot.last_node_id;
-        self.by_addr = AddrIndex::of(snapshot.nodes.iter().map(|r| (r.addr, r.node_id)));
-        self.nodes = snapshot.nodes.into_iter().map(|r| (r.node_id, r)).collect();
+        self.by_addr = AddrIndex::of(
+            snapshot.nodes.len(),
+            snapshot.nodes.values().map(|r| (r.addr, r.node_id)),
+        );
+        self.nodes = snapshot.nodes;
         self.quarantine.clear();
         self.quarantine_by_addr.clear();
         self.quarantine_due.clear();

@@ -247,7 +247,7 @@ impl MachineWire for Registry {
         if s.last_node_id != 0 {
             uint32::encode(3, &s.last_node_id, buf);
         }
-        for r in &s.nodes {
+        for r in s.nodes.values() {
             message::encode(4, &record_to_pb(r), buf);
         }
         for (r, remaining) in &s.quarantined {
@@ -271,7 +271,7 @@ impl MachineWire for Registry {
         let nodes = s
             .nodes
             .into_iter()
-            .map(|r| record_from_pb(r).map(Arc::new))
+            .map(|r| record_from_pb(r).map(|r| (r.node_id, Arc::new(r))))
             .collect::<Result<_, _>>()?;
         let quarantined = s
             .quarantined
@@ -331,13 +331,13 @@ mod tests {
         for last_node_id in [0, 12] {
             let s = RegistrySnapshot {
                 last_node_id,
-                nodes: (1..=3).map(|id| Arc::new(record(id))).collect(),
+                nodes: (1..=3).map(|id| (id, Arc::new(record(id)))).collect(),
                 quarantined: quarantined.clone(),
                 clocks: vec![(3, 1_700_000_000_123), (9, 5)],
             };
             let whole = pb::RegistrySnapshot {
                 last_node_id: s.last_node_id,
-                nodes: s.nodes.iter().map(|r| record_to_pb(r)).collect(),
+                nodes: s.nodes.values().map(|r| record_to_pb(r)).collect(),
                 quarantined: s
                     .quarantined
                     .iter()
@@ -450,7 +450,7 @@ mod tests {
             position: Position { index: 5, term: 1 },
             state: RegistrySnapshot {
                 last_node_id: 2,
-                nodes: vec![healthy(2).into()],
+                nodes: [(2, healthy(2).into())].into_iter().collect(),
                 quarantined: vec![(record(1).into(), 500)],
                 clocks: vec![(1, 1_700_000_000_123)],
             },
