@@ -18,14 +18,56 @@ pub struct Progress {
     pub next: u64,
     /// When a snapshot was last sent, while the follower has not reported installing it.
     pub snapshot_sent: Option<Millis>,
+    /// Snapshots sent since it last reported a position in our log: each resend waits
+    /// twice as long as the one before.
+    pub snapshots_sent: u32,
+    /// The leader's confirmation round when the last snapshot was sent.
+    pub snapshot_beat: u64,
 }
 
+/// Most doublings of the wait before a snapshot is sent again.
+const MAX_SNAPSHOT_BACKOFF: u32 = 5;
+
 impl Progress {
+    /// Whether a snapshot is due to the follower at `now`, a first one at once, another
+    /// `patience` ms after the first and twice as long after each since: the follower may
+    /// still be installing it. A large state (ten million registrations: 400 MB) takes a
+    /// follower seconds to read in, and a copy sent every `patience` piled up in its queue
+    /// and the leader's memory, each taken and encoded again.
+    pub fn snapshot_due(&self, now: Millis, patience: Millis) -> bool {
+        let wait = patience
+            << self
+                .snapshots_sent
+                .saturating_sub(1)
+                .min(MAX_SNAPSHOT_BACKOFF);
+        self.snapshot_sent
+            .is_none_or(|at| now.saturating_sub(at) >= wait)
+    }
+
+    /// A snapshot was sent at `now`, in round `beat`.
+    pub fn sent_snapshot(&mut self, now: Millis, beat: u64) {
+        self.snapshot_sent = Some(now);
+        self.snapshots_sent = self.snapshots_sent.saturating_add(1);
+        self.snapshot_beat = beat;
+    }
+
+    /// The follower, still outside our history, acknowledged round `acked_beat`. One after
+    /// the last snapshot's came in a later message, which a link delivers after it: the
+    /// snapshot was lost on the way or refused, and the next one goes a patience after it,
+    /// not after the backoff (which waits for a follower still reading a large one in).
+    pub fn still_lost(&mut self, acked_beat: u64) {
+        if self.snapshot_sent.is_some() && acked_beat > self.snapshot_beat {
+            self.snapshots_sent = self.snapshots_sent.min(1);
+        }
+    }
+
     pub fn new(next: u64) -> Progress {
         Progress {
             matched: None,
             next,
             snapshot_sent: None,
+            snapshots_sent: 0,
+            snapshot_beat: 0,
         }
     }
 
@@ -49,6 +91,7 @@ impl Progress {
                 .map_or(reported.index, |m| m.max(reported.index));
             self.matched = Some(matched);
             self.snapshot_sent = None;
+            self.snapshots_sent = 0;
             if first || reject || self.next <= matched {
                 self.next = matched + 1;
             }
@@ -61,6 +104,7 @@ impl Progress {
         {
             self.matched = Some(c);
             self.snapshot_sent = None;
+            self.snapshots_sent = 0;
             self.next = c + 1;
             false
         } else {
@@ -274,6 +318,29 @@ mod tests {
         // A commit our log no longer holds (compacted away) or none: snapshot.
         assert!(p.observe(&log, pos(7, 2), Some(9), false));
         assert!(p.observe(&log, pos(7, 2), Some(0), false));
+        // The first snapshot goes at once; each resend waits twice as long as the last.
+        let sent_at: Vec<u64> = (0..40_000)
+            .step_by(100)
+            .filter(|now| {
+                let due = p.snapshot_due(*now, 1_000);
+                if due {
+                    p.sent_snapshot(*now, 7);
+                }
+                due
+            })
+            .collect();
+        assert_eq!(sent_at, [0, 1_000, 3_000, 7_000, 15_000, 31_000]);
+        // An answer to a message sent after it, still outside our history: it was lost,
+        // and the next goes a patience after it.
+        p.still_lost(7);
+        assert!(!p.snapshot_due(32_000, 1_000), "an answer from before it");
+        p.still_lost(8);
+        assert!(p.snapshot_due(32_000, 1_000));
+        // Once it reports a position in our log, the next one it needs goes at once.
+        assert!(!p.observe(&log, pos(5, 1), None, false));
+        assert!(p.snapshot_due(32_100, 1_000));
+        p.sent_snapshot(32_100, 9);
+        assert!(!p.snapshot_due(33_000, 1_000) && p.snapshot_due(33_100, 1_000));
     }
 
     fn peer(port: u16) -> SocketAddr {

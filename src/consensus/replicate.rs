@@ -98,7 +98,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let heard = said.map_or("nothing yet".to_owned(), |h| {
             format!("{}.{}", h.term, h.seq)
         });
-        if let Some(table) = &batch.table {
+        if let Some(table) = batch.table.as_ref().filter(|t| !t.ages.is_empty()) {
             self.notice(format!(
                 "sending {peer} the whole renewal table ({} leases): it heard through {heard}",
                 table.ages.len()
@@ -150,12 +150,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return msg;
         };
         if f.wants_snapshot {
-            let due = f
-                .progress
-                .snapshot_sent
-                .is_none_or(|at| now.saturating_sub(at) >= resend_after);
-            if due {
-                f.progress.snapshot_sent = Some(now);
+            if f.progress.snapshot_due(now, resend_after) {
+                f.progress.sent_snapshot(now, msg.beat);
                 msg.snapshot = Some(Box::new(self.journal.leader_snapshot(now)));
             }
             return msg;
@@ -280,6 +276,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let lost = msg.need_snapshot || f.progress.observe(log, msg.position, commit, msg.reject);
         let base = log.base();
         let mut notice = None;
+        if lost {
+            f.progress.still_lost(f.acked_beat);
+        }
         if lost && !f.wants_snapshot {
             f.wants_snapshot = true;
             f.progress.matched = None;
