@@ -657,13 +657,9 @@ async fn watch(frame: &Frame, ctx: &Ctx<'_>) -> Result<Handled, Reject> {
             // in the answer, the rest is encoded by the connection as it sends it.
             let (nodes, rest) = match start {
                 FirstAnswer::List(at) => {
-                    let listed = registry
-                        .shared_nodes()
-                        .filter(|r| follows(r))
-                        .cloned()
-                        .collect();
-                    let mut pages = super::pages::NodePages::new(listed, at);
-                    let first = pages.take_page();
+                    let mut pages =
+                        super::pages::NodePages::new(registry.nodes_copy(), follows.clone(), at);
+                    let first = pages.take_first_page();
                     let rest = pages
                         .more()
                         .then(|| Box::new(pages) as Box<dyn crate::machines::watchers::Pages>);

@@ -422,6 +422,12 @@ impl Registry {
         self.nodes.values()
     }
 
+    /// Every live registration by ID, as a copy that shares the state's pages (a pointer per
+    /// page of IDs: cheap on the core thread at any size).
+    pub(crate) fn nodes_copy(&self) -> IdMap<Arc<NodeRecord>> {
+        self.nodes.clone()
+    }
+
     /// Live registrations from ID `from` on, by ID: found in the map, not by walking to it.
     pub fn nodes_from(&self, from: NodeId) -> impl Iterator<Item = &NodeRecord> {
         self.nodes.range_from(from).map(|(_, r)| &**r)
