@@ -424,6 +424,29 @@ pub fn scale(results: &Value) -> Option<String> {
     )
 }
 
+/// Resident memory of the leader and a follower, and the leader's log and snapshot on
+/// disk, by registrations held (the huge part).
+pub fn huge(results: &Value) -> Option<String> {
+    let run = &results["huge"];
+    let gib = 1.0 / 1073741824.0;
+    let series: Vec<(String, Vec<(f64, f64)>)> = [
+        ("leader RSS", "leader_rss"),
+        ("follower RSS", "follower_rss"),
+        ("snapshot on disk", "snapshot_bytes"),
+        ("log on disk", "log_bytes"),
+    ]
+    .into_iter()
+    .map(|(what, key)| (what.to_owned(), points(run, "live", &[(key, gib)])))
+    .collect();
+    lines(
+        "Huge: memory and disk by registrations held",
+        "three beacons, most registrations restored from a backup, the rest registered live; GiB; lower is better",
+        " GiB",
+        &series,
+        |what, live, v| format!("{what}: {live} registrations, {v:.2} GiB"),
+    )
+}
+
 /// The scale part's rate half: lease renewals per leader core-second and the live
 /// registrations one core keeps at the client's default cadence, a bar per system on a log
 /// scale (beacon's and etcd's differ by more than a decade).
@@ -643,6 +666,7 @@ pub fn write_beside(json: &Path, results: &Value) -> anyhow::Result<Vec<PathBuf>
         ("alloc", allocation(results)),
         ("liveness", liveness(results)),
         ("scale", scale(results)),
+        ("huge", huge(results)),
         ("renewal-rate", renewal_rate(results)),
         ("gray", gray(results)),
     ] {

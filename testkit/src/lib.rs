@@ -644,7 +644,12 @@ impl Cluster {
 }
 
 pub fn wait_listening(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    wait_listening_within(addr, Duration::from_secs(10));
+}
+
+/// [`wait_listening`] for up to `limit` (a beacon that loads a large state first).
+pub fn wait_listening_within(addr: SocketAddr, limit: Duration) {
+    let deadline = Instant::now() + limit;
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(
             Instant::now() < deadline,

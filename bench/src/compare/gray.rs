@@ -220,6 +220,7 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
     let setup = BeaconSetup {
         tick_ms: 100,
         config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": sizes.lease_ms}),
+        restore: None,
     };
     let mut cluster = Cluster::start_beacon(programs, 3, &setup);
     let fresh = FreshClients::find(programs);
@@ -231,6 +232,7 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
     let lone = BeaconSetup {
         tick_ms: 100,
         config: serde_json::json!({"id_range": [1, 4_000_000], "lease_ms": 3_600_000}),
+        restore: None,
     };
     gray.watchers = Some(
         watchers(programs, &lone, sizes, Herd::Relist, 1, keep)
@@ -245,6 +247,7 @@ pub async fn run(programs: &Programs, sizes: &GraySizes, keep: bool) -> anyhow::
             "lease_ms": RESUME_LEASE_MS,
             "watch": {"history": 4 * sizes.resume_registrations.max(10_000)},
         }),
+        restore: None,
     };
     for beacons in [1, 3] {
         gray.resume.push(

@@ -145,6 +145,7 @@ pub async fn run(
     let setup = BeaconSetup {
         tick_ms: 100,
         config: serde_json::json!({"dns": dns.to_string(), "lease_ms": 10_000}),
+        restore: None,
     };
     let cluster = Cluster::start_beacon(programs, 1, &setup);
     let (pid, at) = cluster.leader_process().await?;
@@ -199,6 +200,7 @@ async fn lease_run(
     let setup = BeaconSetup {
         tick_ms: TICK_MS,
         config: serde_json::json!({"lease_ms": lease_ms}),
+        restore: None,
     };
     let mut cluster = Cluster::start_beacon(programs, 5, &setup);
     cluster.ready(Duration::from_secs(60)).await?;

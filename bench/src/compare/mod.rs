@@ -15,6 +15,7 @@ mod client_libs;
 mod clients;
 mod etcd_lease;
 mod failover;
+mod generated;
 mod gray;
 mod grpc;
 mod h2_client;
@@ -74,6 +75,11 @@ pub enum Part {
     /// memory and disk per step; paging, watching, failover and a wiped follower at the top.
     /// Rate: lease renewals per leader core-second, beacon beside etcd.
     Scale,
+    /// Ten million registrations on three beacons: most restored from a backup the bench
+    /// generates (`beacon restore`, as operators restore), the rest registered live in
+    /// steps; memory and disk per step, and at the top paging, watching, failover (beside
+    /// failover at 1,000 on three beacons) and a wiped follower.
+    Huge,
     /// Writes' longest gap while a cluster grows 1 -> 3 -> 5 and replaces a dead voter,
     /// beacon (`--join`, learners promoted once caught up) beside etcd (`member add`).
     Membership,
@@ -188,6 +194,12 @@ pub struct Options {
     /// Live registrations of each step of the scale part.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000, 100_000, 250_000, 500_000, 1_000_000])]
     scale_steps: Vec<usize>,
+    /// Registrations the huge part restores from its generated backup before it climbs.
+    #[arg(long, default_value_t = 9_000_000)]
+    huge_restore: usize,
+    /// Live registrations of each step of the huge part's climb (after the restore).
+    #[arg(long, value_delimiter = ',', default_values_t = [9_500_000, 10_000_000])]
+    huge_steps: Vec<usize>,
     /// Registrations renewed as fast as answered in the scale part's rate half.
     #[arg(long, default_value_t = 50_000)]
     rate_registrations: usize,
@@ -258,6 +270,9 @@ pub struct Results {
     /// The config push part, per system.
     pub watch: Vec<(String, Vec<watch::WatchRun>)>,
     pub scale: Option<scale::Scale>,
+    /// The huge part: the scale part's figures from a restored backup up, and failover at
+    /// 1,000 on a cluster of its size.
+    pub huge: Option<scale::Scale>,
     /// The scale part's rate half, per system.
     pub renewal_rate: Vec<(String, renewal_rate::Rate)>,
     /// The membership part, per system.
@@ -291,6 +306,7 @@ fn beacon_setup(tick_ms: u64) -> BeaconSetup {
     BeaconSetup {
         tick_ms,
         config: serde_json::json!({ "id_range": [1, 4_000_000] }),
+        restore: None,
     }
 }
 
@@ -325,13 +341,17 @@ impl Results {
                     .map(|t| t.duplicates)
                     .sum::<usize>()
             })
-            + self.scale.as_ref().map_or(0, |s| {
-                s.failover_small
-                    .iter()
-                    .chain(s.top.as_ref().map(|t| &t.failover))
-                    .map(|f| f.duplicates)
-                    .sum::<usize>()
-            })
+            + [&self.scale, &self.huge]
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    s.failover_small
+                        .iter()
+                        .chain(s.top.as_ref().map(|t| &t.failover))
+                        .map(|f| f.duplicates)
+                        .sum::<usize>()
+                })
+                .sum::<usize>()
     }
 }
 
@@ -368,6 +388,7 @@ pub async fn run(beacon_bin: &Path, opts: &Options) -> anyhow::Result<()> {
     parts::run_watch(&b, &mut results).await?;
     parts::run_scale_beacon(&b, &mut results).await?;
     parts::run_scale_others(&b, &mut results).await?;
+    parts::run_huge(&b, &mut results).await?;
     parts::run_membership(&b, &mut results).await?;
     parts::run_gray(&b, &mut results).await?;
     parts::run_health(&b, &mut results).await?;

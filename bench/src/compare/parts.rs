@@ -198,6 +198,7 @@ pub(super) async fn run_sequence(b: &Bench<'_>, results: &mut Results) -> anyhow
     let setup = BeaconSetup {
         tick_ms: DEFAULT_TICK_MS,
         config: serde_json::json!({ "sequence": { "max_step": 100_000_000u64 } }),
+        restore: None,
     };
     let cluster = Cluster::start_beacon(programs, MEMBERS, &setup);
     let leader = cluster.ready(Duration::from_secs(60)).await?;
@@ -228,6 +229,7 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
     let setup = BeaconSetup {
         tick_ms,
         config: serde_json::json!({ "lease_ms": lease_ms, "assign": { "max_moves": 1_000 } }),
+        restore: None,
     };
     let cluster = Cluster::start_beacon(programs, MEMBERS, &setup);
     let leader = cluster.ready(Duration::from_secs(60)).await?;
@@ -511,9 +513,10 @@ pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> an
     let setup = BeaconSetup {
         tick_ms: DEFAULT_TICK_MS,
         config: serde_json::json!({ "id_range": [1, 4_000_000], "lease_ms": scale::LEASE_MS }),
+        restore: None,
     };
     let mut cluster = Cluster::start_beacon(programs, scale::MEMBERS, &setup);
-    let measured = scale::run(&mut cluster, &opts.scale_steps, opts.rounds.min(3), true).await;
+    let measured = scale::run(&mut cluster, 0, &opts.scale_steps, opts.rounds.min(3), true).await;
     keep(cluster, opts.keep);
     let mut measured = measured.context("beacon at scale")?;
     if let Some(why) = &measured.stopped {
@@ -525,7 +528,7 @@ pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> an
             opts.scale_climbs
         );
         let mut cluster = Cluster::start_beacon(programs, scale::MEMBERS, &setup);
-        let again = scale::run(&mut cluster, &opts.scale_steps, 0, false).await;
+        let again = scale::run(&mut cluster, 0, &opts.scale_steps, 0, false).await;
         keep(cluster, opts.keep);
         let again = again.with_context(|| format!("beacon at scale, climb {climb}"))?;
         if let Some(why) = &again.stopped {
@@ -534,6 +537,81 @@ pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> an
         measured.other_climbs.push(again.steps);
     }
     results.scale = Some(measured);
+    Ok(())
+}
+
+pub(super) async fn run_huge(b: &Bench<'_>, results: &mut Results) -> anyhow::Result<()> {
+    if !b.wants(Part::Huge) || !b.runs(Kind::Beacon) {
+        return Ok(());
+    }
+    let (programs, opts) = (&b.programs, b.opts);
+    let top = opts.huge_steps.last().copied().unwrap_or(opts.huge_restore);
+    println!(
+        "huge: {} registrations restored from a generated backup on {MEMBERS} beacons, then registered live to {top}",
+        opts.huge_restore
+    );
+    let config = serde_json::json!({
+        "id_range": [1, (top as u64 * 3 / 2).max(4_000_000)],
+        "lease_ms": scale::LEASE_MS
+    });
+    // Failover at 1,000 on a cluster of the same size, to compare the top with.
+    let small_setup = BeaconSetup {
+        tick_ms: DEFAULT_TICK_MS,
+        config: config.clone(),
+        restore: None,
+    };
+    let mut small = Cluster::start_beacon(programs, MEMBERS, &small_setup);
+    let measured = scale::run(&mut small, 0, &[1_000], opts.rounds.min(3), true).await;
+    keep(small, opts.keep);
+    let failover_small = measured.context("beacon at 1,000")?.failover_small;
+
+    let work = tempfile::tempdir().context("a directory for the backup")?;
+    let backup = work.path().join("generated.backup");
+    let t = std::time::Instant::now();
+    let size = generated::write(opts.huge_restore, &backup)?;
+    println!(
+        "  generated a backup of {} registrations: {:.1} MiB in {:.1} s",
+        opts.huge_restore,
+        size as f64 / 1048576.0,
+        t.elapsed().as_secs_f64()
+    );
+    let setup = BeaconSetup {
+        tick_ms: DEFAULT_TICK_MS,
+        config,
+        restore: Some(backup),
+    };
+    let t = std::time::Instant::now();
+    let mut cluster = Cluster::start_beacon(programs, MEMBERS, &setup);
+    println!(
+        "  restored and started {MEMBERS} beacons in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    drop(work);
+    // The first step is the restored state itself, as it stands once every beacon started.
+    let steps: Vec<usize> = std::iter::once(opts.huge_restore)
+        .chain(
+            opts.huge_steps
+                .iter()
+                .copied()
+                .filter(|s| *s > opts.huge_restore),
+        )
+        .collect();
+    let measured = scale::run(
+        &mut cluster,
+        opts.huge_restore,
+        &steps,
+        opts.rounds.min(3),
+        true,
+    )
+    .await;
+    keep(cluster, opts.keep);
+    let mut measured = measured.context("beacon restored, at scale")?;
+    if let Some(why) = &measured.stopped {
+        println!("  {why}");
+    }
+    measured.failover_small = failover_small;
+    measured.failover_small_live = Some(1_000);
+    results.huge = Some(measured);
     Ok(())
 }
 

@@ -839,15 +839,28 @@ fn watch_table(r: &Results, out: &mut String) {
 
 /// The scale part: memory and disk at each step, and what the largest registry costs.
 fn scale_table(r: &Results, out: &mut String) {
-    let Some(s) = &r.scale else {
-        return;
-    };
-    writeln!(
-        out,
-        "\nScale: registrations grown in steps on {} beacons (quorum mode, a lease of an hour; memory is resident memory above the beacon's own before the first registration):\n",
-        s.members
-    )
-    .unwrap();
+    if let Some(s) = &r.scale {
+        writeln!(
+            out,
+            "\nScale: registrations grown in steps on {} beacons (quorum mode, a lease of an hour; memory is resident memory above the beacon's own before the first registration):\n",
+            s.members
+        )
+        .unwrap();
+        climb_table(s, out);
+    }
+    if let Some(s) = &r.huge {
+        writeln!(
+            out,
+            "\nHuge: {} registrations restored on {} beacons from a backup the bench generated (`beacon restore`, each beacon's data directory built from the file as an operator restores a cluster), then registered live in steps (quorum mode, a lease of an hour; memory is resident memory over every registration held, the beacon's own included; restored registrations have no log entries, live ones do until the log is compacted):\n",
+            s.restored, s.members
+        )
+        .unwrap();
+        climb_table(s, out);
+    }
+}
+
+/// One climb's steps, and what its largest registry costs.
+fn climb_table(s: &super::scale::Scale, out: &mut String) {
     let climbs = 1 + s.other_climbs.len();
     if climbs > 1 {
         writeln!(
@@ -909,7 +922,9 @@ fn scale_table(r: &Results, out: &mut String) {
     writeln!(out, "| measure | value |").unwrap();
     writeln!(out, "|---|---|").unwrap();
     let small = s.failover_small.as_ref();
-    let first = s.steps.first().map_or(0, |x| x.live);
+    let first = s
+        .failover_small_live
+        .unwrap_or_else(|| s.steps.first().map_or(0, |x| x.live));
     let rows = [
         (
             "a page of 10 registrations (`show nodes --limit 10`), median / slowest of 20"
@@ -919,6 +934,10 @@ fn scale_table(r: &Results, out: &mut String) {
         (
             "a watch resumed 100 log entries back, until it heard the present".to_owned(),
             format!("{:.1} ms ({} changes)", top.resume_ms, top.resumed_changes),
+        ),
+        (
+            "a new watch of a type of its own, until its first listing".to_owned(),
+            format!("{:.1} ms", top.first_listing_ms),
         ),
         (
             "a discovery push: one registration of its own type, until its watcher heard it"

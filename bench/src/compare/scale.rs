@@ -47,6 +47,9 @@ pub struct ScaleTop {
     /// A watch resumed 100 log entries back: until it has heard up to the present.
     pub resume_ms: f64,
     pub resumed_changes: usize,
+    /// A new watch of a type nobody has yet, among them all, until its first listing.
+    #[serde(default)]
+    pub first_listing_ms: f64,
     /// One registration of a type nobody else has, until its watcher hears of it.
     pub push_ms: f64,
     pub failover: Failover,
@@ -60,13 +63,22 @@ pub struct ScaleTop {
 pub struct Scale {
     pub members: usize,
     pub steps: Vec<ScaleStep>,
-    /// Killed-leader failover at the first step, to compare the top with.
+    /// Killed-leader failover at the first step (the huge part: on a cluster of its own),
+    /// to compare the top with.
     pub failover_small: Option<Failover>,
+    /// Registrations held in `failover_small` when not the first step's.
+    #[serde(default)]
+    pub failover_small_live: Option<usize>,
     pub top: Option<ScaleTop>,
     /// Times a step's registrations failed (the leadership moved) and were made again.
     pub leader_changes: usize,
     /// Why the climb stopped before its last step, if it did.
     pub stopped: Option<String>,
+    /// Registrations restored from a generated backup before the climb (the huge part): its
+    /// memory per registration is resident memory over every registration held, a beacon's
+    /// own memory included (no empty beacon came before it).
+    #[serde(default)]
+    pub restored: usize,
     /// The steps of each further climb, each on a cluster of its own (memory only): resident
     /// memory moves from run to run, so it is published as a spread over all the climbs.
     #[serde(default)]
@@ -97,35 +109,42 @@ const CATCH_UP_LIMIT: Duration = Duration::from_secs(120);
 /// Attempts at one step's registrations before the climb stops.
 const CLIMB_RETRIES: usize = 3;
 
-/// One climb through `steps` on `cluster`; with `whole`, failover at the first step
-/// (`rounds` kills) and everything measured at the top too, else memory and disk alone.
+/// One climb through `steps` on `cluster`, which holds `restored` registrations to begin
+/// with; with `whole`, failover at the first step (`rounds` kills; none after a restore, whose
+/// first step is not small) and everything measured at the top too, else memory and disk
+/// alone.
 pub async fn run(
     cluster: &mut Cluster,
+    restored: usize,
     steps: &[usize],
     rounds: usize,
     whole: bool,
 ) -> anyhow::Result<Scale> {
     let mut result = Scale {
+        restored,
         other_climbs: Vec::new(),
         members: cluster.members.len(),
         steps: Vec::new(),
         failover_small: None,
+        failover_small_live: None,
         top: None,
         leader_changes: 0,
         stopped: None,
     };
     let leader = cluster.ready(Duration::from_secs(120)).await?;
-    // Memory before any registration: what a beacon costs with nothing in it.
+    // Memory before any registration: what a beacon costs with nothing in it (unknown after
+    // a restore: counted in).
     let baseline: Vec<u64> = (0..cluster.members.len())
         .map(|i| {
             cluster.members[i]
                 .pid()
                 .and_then(proc::rss_bytes)
+                .filter(|_| restored == 0)
                 .unwrap_or(0)
         })
         .collect();
     let shards: Vec<Shard> = (0..CONNECTIONS).map(|_| Shard::default()).collect();
-    let mut live = 0;
+    let mut live = restored;
     let mut at = cluster.members[leader].client;
     'climb: for &target in steps {
         let t = Instant::now();
@@ -163,7 +182,12 @@ pub async fn run(
         let dir = data_dir(cluster, leader);
         let step = ScaleStep {
             live: target,
-            registered_per_sec: (target - live) as f64 / took,
+            // A step at the restored count itself registers nothing.
+            registered_per_sec: if target > live {
+                (target - live) as f64 / took
+            } else {
+                0.0
+            },
             leader_rss,
             leader_bytes_per_registration: per(leader_rss, baseline[leader]),
             follower_rss,
@@ -183,7 +207,7 @@ pub async fn run(
         );
         result.steps.push(step);
         live = target;
-        if whole && result.steps.len() == 1 && rounds > 0 {
+        if whole && result.steps.len() == 1 && rounds > 0 && restored == 0 {
             let f = failover::run(cluster, rounds, Fault::Kill).await?;
             println!(
                 "  failover at {live}: median {:.1} ms, max {:.1} ms",
@@ -249,7 +273,9 @@ async fn top(cluster: &mut Cluster, live: usize, rounds: usize) -> anyhow::Resul
 
     // One registration of a type of its own, heard by its watcher.
     let mut probe_watch = connect(at).await?;
+    let t = Instant::now();
     probe_watch.watch(&["scale-probe".to_owned()]).await?;
+    let first_listing_ms = ms(t);
     let t = Instant::now();
     client
         .register(&pb::registry::RegisterRequest {
@@ -266,7 +292,7 @@ async fn top(cluster: &mut Cluster, live: usize, rounds: usize) -> anyhow::Resul
     }
     let push_ms = ms(t);
     println!(
-        "  at {live}: a page of 10 in {:.2} ms (slowest {:.2} ms); a watch resumed 100 entries back heard {resumed_changes} changes in {resume_ms:.1} ms; a push in {push_ms:.1} ms",
+        "  at {live}: a page of 10 in {:.2} ms (slowest {:.2} ms); a watch resumed 100 entries back heard {resumed_changes} changes in {resume_ms:.1} ms; a new watch's first listing in {first_listing_ms:.1} ms; a push in {push_ms:.1} ms",
         page_ms.0, page_ms.1
     );
     drop((client, watcher, probe_watch));
@@ -321,6 +347,7 @@ async fn top(cluster: &mut Cluster, live: usize, rounds: usize) -> anyhow::Resul
         page_ms,
         resume_ms,
         resumed_changes,
+        first_listing_ms,
         push_ms,
         failover,
         catch_up_ms,

@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use beacon::client::ConnectOptions;
 use beacon::transport::tls;
 use beacon_certs::Ca;
-use beacon_testkit::{Process, beacon_args_at, free_ports, wait_listening};
+use beacon_testkit::{Process, beacon_args_at, free_ports, wait_listening_within};
 use std::sync::Arc;
 
 use super::netns::Net;
@@ -190,6 +190,9 @@ pub struct BeaconSetup {
     pub tick_ms: u64,
     /// Extra config keys, a JSON object.
     pub config: serde_json::Value,
+    /// A backup every member's data directory is built from (`beacon restore`) before it
+    /// starts.
+    pub restore: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -270,6 +273,9 @@ impl Cluster {
                     .then(|| SocketAddr::from(([127, 0, 0, 1], ports[n + i])));
                 let admin_flag = admin.map_or("off".to_owned(), |a| a.to_string());
                 args.extend(["--admin".into(), admin_flag]);
+                if let Some(backup) = &setup.restore {
+                    restore(&programs.beacon, &args, backup);
+                }
                 let mut m = Member::start(
                     net.as_ref(),
                     i,
@@ -279,8 +285,10 @@ impl Cluster {
                     dir.path().join(format!("beacon-{i}.log")),
                 );
                 m.admin = admin;
-                // In sorted order, each listening before the next starts (the demo's start).
-                wait_listening(*a);
+                // In sorted order, each listening before the next starts (the demo's start);
+                // a restored one loads its state first.
+                let limit = if setup.restore.is_some() { 600 } else { 10 };
+                wait_listening_within(*a, Duration::from_secs(limit));
                 m
             })
             .collect();
@@ -585,4 +593,23 @@ impl std::fmt::Display for Via {
             Via::Grpc => "gRPC",
         })
     }
+}
+
+/// Builds the data directory of the beacon `args` start from `backup` (`beacon restore`),
+/// as an operator restores a cluster; panics with its output if it fails.
+fn restore(beacon: &Path, args: &[String], backup: &Path) {
+    let out = std::process::Command::new(beacon)
+        .args(args)
+        .arg("restore")
+        .arg(backup)
+        .output()
+        .expect("run beacon restore");
+    assert!(
+        out.status.success(),
+        "beacon restore {} failed: {}{}",
+        backup.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    print!("    {}", String::from_utf8_lossy(&out.stdout));
 }
