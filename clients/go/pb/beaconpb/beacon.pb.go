@@ -602,11 +602,18 @@ type Election struct {
 	RenewalBaseSeq  uint64 `protobuf:"varint,109,opt,name=renewal_base_seq,json=renewalBaseSeq,proto3" json:"renewal_base_seq,omitempty"`
 	// Follower to leader (and a promise to a new leader), when `tells_heard`: how far it has
 	// heard (term 0: it holds nothing it can vouch for, just started).
-	HeardTerm     uint64 `protobuf:"varint,110,opt,name=heard_term,json=heardTerm,proto3" json:"heard_term,omitempty"`
-	HeardSeq      uint64 `protobuf:"varint,111,opt,name=heard_seq,json=heardSeq,proto3" json:"heard_seq,omitempty"`
-	TellsHeard    bool   `protobuf:"varint,112,opt,name=tells_heard,json=tellsHeard,proto3" json:"tells_heard,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HeardTerm  uint64 `protobuf:"varint,110,opt,name=heard_term,json=heardTerm,proto3" json:"heard_term,omitempty"`
+	HeardSeq   uint64 `protobuf:"varint,111,opt,name=heard_seq,json=heardSeq,proto3" json:"heard_seq,omitempty"`
+	TellsHeard bool   `protobuf:"varint,112,opt,name=tells_heard,json=tellsHeard,proto3" json:"tells_heard,omitempty"`
+	// Leader to follower, before `renewal_keys` (which then start at note 0 of its term): the
+	// notes of the base's term after `renewal_bridge_after` through the base, for a follower
+	// that heard that term but not as far (present when `has_renewal_bridge`). A beacon that
+	// ignores them is sent the table.
+	HasRenewalBridge   bool     `protobuf:"varint,113,opt,name=has_renewal_bridge,json=hasRenewalBridge,proto3" json:"has_renewal_bridge,omitempty"`
+	RenewalBridgeAfter uint64   `protobuf:"varint,114,opt,name=renewal_bridge_after,json=renewalBridgeAfter,proto3" json:"renewal_bridge_after,omitempty"`
+	RenewalBridgeKeys  []uint64 `protobuf:"varint,115,rep,packed,name=renewal_bridge_keys,json=renewalBridgeKeys,proto3" json:"renewal_bridge_keys,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Election) Reset() {
@@ -847,6 +854,27 @@ func (x *Election) GetTellsHeard() bool {
 		return x.TellsHeard
 	}
 	return false
+}
+
+func (x *Election) GetHasRenewalBridge() bool {
+	if x != nil {
+		return x.HasRenewalBridge
+	}
+	return false
+}
+
+func (x *Election) GetRenewalBridgeAfter() uint64 {
+	if x != nil {
+		return x.RenewalBridgeAfter
+	}
+	return 0
+}
+
+func (x *Election) GetRenewalBridgeKeys() []uint64 {
+	if x != nil {
+		return x.RenewalBridgeKeys
+	}
+	return nil
 }
 
 // Every last renewal a leader knows: `keys[i]` was renewed `ages_ms[i]` before the message
@@ -2235,7 +2263,7 @@ const file_beacon_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x10\n" +
 	"\x03msg\x18\x02 \x01(\tR\x03msg\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\tR\x06leader\x12$\n" +
-	"\x0eretry_after_ms\x18\x04 \x01(\x04R\fretryAfterMs\"\xcb\a\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x04R\fretryAfterMs\"\xdb\b\n" +
 	"\bElection\x12\x1b\n" +
 	"\tis_leader\x18\x01 \x01(\x05R\bisLeader\x12\x12\n" +
 	"\x04term\x18\x05 \x01(\x04R\x04term\x12\x1b\n" +
@@ -2270,7 +2298,10 @@ const file_beacon_proto_rawDesc = "" +
 	"heard_term\x18n \x01(\x04R\theardTerm\x12\x1b\n" +
 	"\theard_seq\x18o \x01(\x04R\bheardSeq\x12\x1f\n" +
 	"\vtells_heard\x18p \x01(\bR\n" +
-	"tellsHeardB\v\n" +
+	"tellsHeard\x12,\n" +
+	"\x12has_renewal_bridge\x18q \x01(\bR\x10hasRenewalBridge\x120\n" +
+	"\x14renewal_bridge_after\x18r \x01(\x04R\x12renewalBridgeAfter\x12.\n" +
+	"\x13renewal_bridge_keys\x18s \x03(\x04R\x11renewalBridgeKeysB\v\n" +
 	"\t_snapshot\"v\n" +
 	"\fRenewalTable\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\x04R\x04keys\x12\x17\n" +

@@ -87,7 +87,7 @@ class ErrorReply(_message.Message):
     def __init__(self, code: _Optional[int] = ..., msg: _Optional[str] = ..., leader: _Optional[str] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
 
 class Election(_message.Message):
-    __slots__ = ("is_leader", "term", "log_index", "log_term", "commit", "prev_index", "prev_term", "entries", "snapshot", "reject", "need_snapshot", "fetch", "leader", "sees", "eligible", "beat", "ack_beat", "transfer", "members", "members_index", "voters_digest", "has_renewals", "renewals_after", "renewal_keys", "renewal_table", "renewal_base_term", "renewal_base_seq", "heard_term", "heard_seq", "tells_heard")
+    __slots__ = ("is_leader", "term", "log_index", "log_term", "commit", "prev_index", "prev_term", "entries", "snapshot", "reject", "need_snapshot", "fetch", "leader", "sees", "eligible", "beat", "ack_beat", "transfer", "members", "members_index", "voters_digest", "has_renewals", "renewals_after", "renewal_keys", "renewal_table", "renewal_base_term", "renewal_base_seq", "heard_term", "heard_seq", "tells_heard", "has_renewal_bridge", "renewal_bridge_after", "renewal_bridge_keys")
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +118,9 @@ class Election(_message.Message):
     HEARD_TERM_FIELD_NUMBER: _ClassVar[int]
     HEARD_SEQ_FIELD_NUMBER: _ClassVar[int]
     TELLS_HEARD_FIELD_NUMBER: _ClassVar[int]
+    HAS_RENEWAL_BRIDGE_FIELD_NUMBER: _ClassVar[int]
+    RENEWAL_BRIDGE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RENEWAL_BRIDGE_KEYS_FIELD_NUMBER: _ClassVar[int]
     is_leader: int
     term: int
     log_index: int
@@ -148,7 +151,10 @@ class Election(_message.Message):
     heard_term: int
     heard_seq: int
     tells_heard: bool
-    def __init__(self, is_leader: _Optional[int] = ..., term: _Optional[int] = ..., log_index: _Optional[int] = ..., log_term: _Optional[int] = ..., commit: _Optional[int] = ..., prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., snapshot: _Optional[bytes] = ..., reject: _Optional[bool] = ..., need_snapshot: _Optional[bool] = ..., fetch: _Optional[bool] = ..., leader: _Optional[str] = ..., sees: _Optional[int] = ..., eligible: _Optional[bool] = ..., beat: _Optional[int] = ..., ack_beat: _Optional[int] = ..., transfer: _Optional[bool] = ..., members: _Optional[_Union[Members, _Mapping]] = ..., members_index: _Optional[int] = ..., voters_digest: _Optional[int] = ..., has_renewals: _Optional[bool] = ..., renewals_after: _Optional[int] = ..., renewal_keys: _Optional[_Iterable[int]] = ..., renewal_table: _Optional[_Union[RenewalTable, _Mapping]] = ..., renewal_base_term: _Optional[int] = ..., renewal_base_seq: _Optional[int] = ..., heard_term: _Optional[int] = ..., heard_seq: _Optional[int] = ..., tells_heard: _Optional[bool] = ...) -> None: ...
+    has_renewal_bridge: bool
+    renewal_bridge_after: int
+    renewal_bridge_keys: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, is_leader: _Optional[int] = ..., term: _Optional[int] = ..., log_index: _Optional[int] = ..., log_term: _Optional[int] = ..., commit: _Optional[int] = ..., prev_index: _Optional[int] = ..., prev_term: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ..., snapshot: _Optional[bytes] = ..., reject: _Optional[bool] = ..., need_snapshot: _Optional[bool] = ..., fetch: _Optional[bool] = ..., leader: _Optional[str] = ..., sees: _Optional[int] = ..., eligible: _Optional[bool] = ..., beat: _Optional[int] = ..., ack_beat: _Optional[int] = ..., transfer: _Optional[bool] = ..., members: _Optional[_Union[Members, _Mapping]] = ..., members_index: _Optional[int] = ..., voters_digest: _Optional[int] = ..., has_renewals: _Optional[bool] = ..., renewals_after: _Optional[int] = ..., renewal_keys: _Optional[_Iterable[int]] = ..., renewal_table: _Optional[_Union[RenewalTable, _Mapping]] = ..., renewal_base_term: _Optional[int] = ..., renewal_base_seq: _Optional[int] = ..., heard_term: _Optional[int] = ..., heard_seq: _Optional[int] = ..., tells_heard: _Optional[bool] = ..., has_renewal_bridge: _Optional[bool] = ..., renewal_bridge_after: _Optional[int] = ..., renewal_bridge_keys: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RenewalTable(_message.Message):
     __slots__ = ("keys", "ages_ms", "has_rest", "rest_age_ms")
