@@ -25,6 +25,11 @@ pub const PAGE_BYTES: usize = 128 << 10;
 /// by the watcher's connection.
 pub const FIRST_PAGE_LOOKS: usize = 1 << 16;
 
+/// Most registrations a later page looks at: the connection's task holds its runtime
+/// thread while it looks (some 20 ms for this many), so a watch of a rare type among ten
+/// million gets a few empty pages rather than one scan of them all.
+pub const PAGE_LOOKS: usize = 1 << 20;
+
 /// The registrations a watch follows as of log index `index`, paged.
 pub(crate) struct NodePages {
     /// Every registration as of `index` (sharing the state's pages).
@@ -85,12 +90,13 @@ impl NodePages {
 }
 
 impl Pages for NodePages {
-    /// A page of what is left (the last may be empty: it says the listing is over).
+    /// A page of what is left (empty when none of the registrations it looked at is
+    /// followed; the last says the listing is over).
     fn next_page(&mut self) -> Option<Bytes> {
         if !self.more() {
             return None;
         }
-        let add_nodes = self.take_page(usize::MAX);
+        let add_nodes = self.take_page(PAGE_LOOKS);
         let notice = pb::NodeNotice {
             index: self.index,
             add_nodes,
@@ -159,8 +165,10 @@ mod tests {
     /// the last page says the listing is over.
     #[test]
     fn a_rare_type_is_found_past_the_first_pages_looks() {
-        let n = FIRST_PAGE_LOOKS as u32 * 2 + 10;
-        let rare = |id: u32| id > FIRST_PAGE_LOOKS as u32 && id % 1000 == 7;
+        // None among the first page's looks nor the next page's; some among the rest.
+        let none_before = (FIRST_PAGE_LOOKS + PAGE_LOOKS) as u32;
+        let n = none_before + PAGE_LOOKS as u32 + 10;
+        let rare = |id: u32| id > none_before && id % 1000 == 7;
         let items = map((1..=n).map(|i| {
             let mut r = (*record(i, 0)).clone();
             if rare(i) {
@@ -173,13 +181,19 @@ mod tests {
         assert!(pages.more(), "the rest is left to look at");
         let mut seen = Vec::new();
         let mut last_more = true;
+        let mut empty = 0;
         while let Some(body) = pages.next_page() {
             let notice: pb::NodeNotice = prost::Message::decode(body).unwrap();
             assert!(notice.listing && notice.index == 5);
             seen.extend(notice.add_nodes.iter().map(|n| n.node_id));
+            empty += usize::from(notice.add_nodes.is_empty() && notice.more);
             last_more = notice.more;
         }
         assert!(!last_more, "the last page says it is the last");
+        assert_eq!(
+            empty, 1,
+            "a page's looks found none: an empty page, more to come"
+        );
         assert_eq!(seen, (1..=n).filter(|i| rare(*i)).collect::<Vec<_>>());
     }
 }
