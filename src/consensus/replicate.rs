@@ -94,19 +94,24 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             || service.renewal_table(state, now),
         )?;
         // Rare (a beacon that joins, restarts or fell behind) and, for a table, as large as
-        // the state: said, so that a slow first write of a term can be traced to it.
-        let heard = said.map_or("nothing yet".to_owned(), |h| {
-            format!("{}.{}", h.term, h.seq)
-        });
+        // the state: said, so that a slow first write of a term can be traced to it. Only
+        // then is the horizon written out: this runs for every message to every follower.
+        let heard = || {
+            said.map_or("nothing yet".to_owned(), |h| {
+                format!("{}.{}", h.term, h.seq)
+            })
+        };
         if let Some(table) = batch.table.as_ref().filter(|t| !t.ages.is_empty()) {
             self.notice(format!(
-                "sending {peer} the whole renewal table ({} leases): it heard through {heard}",
-                table.ages.len()
+                "sending {peer} the whole renewal table ({} leases): it heard through {}",
+                table.ages.len(),
+                heard()
             ));
         } else if let Some(bridge) = &batch.bridge {
             self.notice(format!(
-                "sending {peer} the {} renewals it lacks of the term before (it heard through {heard})",
-                bridge.keys.len()
+                "sending {peer} the {} renewals it lacks of the term before (it heard through {})",
+                bridge.keys.len(),
+                heard()
             ));
         }
         Some(batch)
