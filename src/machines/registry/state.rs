@@ -417,11 +417,6 @@ impl Registry {
         self.nodes.values().map(|r| &**r)
     }
 
-    /// Live registrations by ID, as the state holds them (shared: a copy is a pointer).
-    pub fn shared_nodes(&self) -> impl Iterator<Item = &Arc<NodeRecord>> {
-        self.nodes.values()
-    }
-
     /// Every live registration by ID, as a copy that shares the state's pages (a pointer per
     /// page of IDs: cheap on the core thread at any size).
     pub(crate) fn nodes_copy(&self) -> IdMap<Arc<NodeRecord>> {
