@@ -5,8 +5,8 @@
 //! registration; the leader's log and snapshot on disk. At the top: a `--limit 10` page of
 //! the registry, a watch resumed 100 changes back, a new watch's first listing and a
 //! discovery push of one type among them all, killed-leader failover (beside failover at
-//! the first step), and a follower whose data directory was wiped catching up. Where the climb stops early, the result says which
-//! member stopped or what was refused.
+//! the first step), and a follower whose data directory was wiped catching up. Where the
+//! climb stops early, the result says which member stopped or what was refused.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
