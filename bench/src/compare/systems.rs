@@ -64,6 +64,19 @@ impl Member {
         client: SocketAddr,
         log: PathBuf,
     ) -> Member {
+        Member::start_with(net, i, program, args, client, log, Vec::new())
+    }
+
+    /// [`Member::start`] with `env` set for the process besides `RUST_LOG`.
+    fn start_with(
+        net: Option<&Net>,
+        i: usize,
+        program: &Path,
+        args: Vec<String>,
+        client: SocketAddr,
+        log: PathBuf,
+        mut env: Vec<(String, String)>,
+    ) -> Member {
         let (program, args) = match net {
             None => (program.to_owned(), args),
             Some(net) => {
@@ -75,7 +88,15 @@ impl Member {
         Member {
             client,
             admin: None,
-            process: Process::start(&program, args, vec![("RUST_LOG".into(), level)], log),
+            process: Process::start(
+                &program,
+                args,
+                {
+                    env.push(("RUST_LOG".into(), level));
+                    env
+                },
+                log,
+            ),
         }
     }
 
@@ -276,13 +297,14 @@ impl Cluster {
                 if let Some(backup) = &setup.restore {
                     restore(&programs.beacon, &args, backup);
                 }
-                let mut m = Member::start(
+                let mut m = Member::start_with(
                     net.as_ref(),
                     i,
                     &programs.beacon,
                     args,
                     *a,
                     dir.path().join(format!("beacon-{i}.log")),
+                    beacon_env(),
                 );
                 m.admin = admin;
                 // In sorted order, each listening before the next starts (the demo's start);
@@ -593,6 +615,18 @@ impl std::fmt::Display for Via {
             Via::Grpc => "gRPC",
         })
     }
+}
+
+/// The environment a beacon runs with as `conf/systemd/beacon.service` and the container
+/// image start it: its heap in transparent huge pages, so that a beacon killed with
+/// millions of registrations closes its sockets (and its peers re-elect) without first
+/// freeing gigabytes page by page. Left alone when the bench's own environment sets
+/// `GLIBC_TUNABLES`, which the beacons then inherit.
+fn beacon_env() -> Vec<(String, String)> {
+    if std::env::var_os("GLIBC_TUNABLES").is_some() {
+        return Vec::new();
+    }
+    vec![("GLIBC_TUNABLES".into(), "glibc.malloc.hugetlb=1".into())]
 }
 
 /// Builds the data directory of the beacon `args` start from `backup` (`beacon restore`),
