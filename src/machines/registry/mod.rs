@@ -25,6 +25,7 @@ mod pages;
 pub(crate) mod rpc;
 pub mod service;
 pub mod state;
+mod thin_str;
 pub mod wire;
 
 pub use client::{
@@ -41,6 +42,7 @@ pub use state::{
     InvalidRequest, NodeId, NodeRecord, Registry, RegistrySnapshot, Status, Tombstone,
     check_metadata, check_type, parse_service_addr,
 };
+pub use thin_str::ThinStr;
 pub use wire::{LoadStats, RegistryCmd, RegistryErrorCode};
 
 use crate::machines::{Configurable, Configured};
