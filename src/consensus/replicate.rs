@@ -83,6 +83,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             return None;
         }
         let f = leading.followers.get_mut(peer)?;
+        // A follower outside this leader's history is being sent a snapshot: a table of
+        // leases for a state it does not hold yet would only queue behind it, again each
+        // patience while it reads in a large one (a million leases every 2 s to a follower
+        // reading ten million registrations). It gets the table once it is back in the log.
+        if f.wants_snapshot {
+            return None;
+        }
         let said = f.renewals.reported;
         let (service, state) = (&self.service, self.journal.state());
         let batch = leading.notes.batch_for(
@@ -599,7 +606,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 mod tests {
     use super::super::scenario::quorum_leader;
     use super::super::testing::*;
-    use super::super::{Append, Entry, Input, Message, Mode, Payload, Position};
+    use super::super::{Append, Entry, Horizon, Input, Message, Mode, Payload, Position};
 
     #[test]
     fn a_leaders_write_leaves_before_its_store_and_waits_for_its_commit() {
@@ -850,6 +857,52 @@ mod tests {
         hear(&mut b, 20, A, msg.clone());
         assert_eq!(b.commit(), 4);
         assert_eq!(b.commit_heard(addr(A), &msg), None);
+    }
+
+    /// A follower being sent a snapshot is sent no renewals until it is back in the log;
+    /// then it gets the table.
+    #[test]
+    fn a_follower_being_sent_a_snapshot_gets_the_renewal_table_after_it() {
+        let to = |step: &Step, port: u16| -> Vec<Message<Numbers>> {
+            step.early
+                .iter()
+                .chain(&step.after)
+                .filter(|(to, _)| to.port() == port)
+                .map(|(_, m)| m.clone())
+                .collect()
+        };
+        let mut a = quorum_leader();
+        let term = a.election().term();
+        // B found an entry of A's that did not fit its state: it asks for a snapshot.
+        let mut report = follower(A, term, a.position(), 0);
+        report.need_snapshot = true;
+        report.heard = Some(Horizon::default());
+        let step = hear(&mut a, 200, B, report.clone());
+        let to_b = to(&step, B);
+        assert!(to_b.iter().any(|m| m.snapshot.is_some()), "{to_b:?}");
+        assert!(to_b.iter().all(|m| m.renewals.is_none()), "{to_b:?}");
+        // It says the same while it reads the snapshot in, patience after patience: no
+        // table, and a snapshot again only as the snapshot's own backoff allows.
+        for now in (300..10_000).step_by(100) {
+            let step = hear(&mut a, now, B, report.clone());
+            let mut step = step;
+            step.merge(tick(&mut a, now + 50));
+            assert!(
+                to(&step, B).iter().all(|m| m.renewals.is_none()),
+                "at {now}"
+            );
+        }
+        // It installed it: back in A's log, in A's term. The next message brings the table.
+        let mut back = follower(A, term, a.position(), 0);
+        back.heard = Some(Horizon::default());
+        let step = hear(&mut a, 10_000, B, back);
+        let mut step = step;
+        step.merge(tick(&mut a, 10_100));
+        let tables = to(&step, B)
+            .iter()
+            .filter(|m| m.renewals.as_ref().is_some_and(|r| r.table.is_some()))
+            .count();
+        assert_eq!(tables, 1, "{:?}", to(&step, B));
     }
 
     #[test]
