@@ -154,10 +154,12 @@ fn beacon_member(
         args.extend(["--join".into(), via.to_string()]);
     }
     let level = std::env::var("BEACON_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let mut env = super::systems::beacon_env();
+    env.push(("RUST_LOG".into(), level));
     Process::start(
         &programs.beacon,
         args,
-        vec![("RUST_LOG".into(), level)],
+        env,
         dir.join(format!("beacon-{}.log", me.port())),
     )
 }

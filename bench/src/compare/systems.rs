@@ -622,7 +622,7 @@ impl std::fmt::Display for Via {
 /// millions of registrations closes its sockets (and its peers re-elect) without first
 /// freeing gigabytes page by page. Left alone when the bench's own environment sets
 /// `GLIBC_TUNABLES`, which the beacons then inherit.
-fn beacon_env() -> Vec<(String, String)> {
+pub(super) fn beacon_env() -> Vec<(String, String)> {
     if std::env::var_os("GLIBC_TUNABLES").is_some() {
         return Vec::new();
     }
