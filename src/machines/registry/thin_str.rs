@@ -29,12 +29,6 @@ impl Deref for ThinStr {
     }
 }
 
-impl AsRef<str> for ThinStr {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl From<&str> for ThinStr {
     fn from(s: &str) -> ThinStr {
         ThinStr((!s.is_empty()).then(|| Box::new(Box::from(s))))
@@ -53,33 +47,9 @@ impl From<Box<str>> for ThinStr {
     }
 }
 
-impl From<&ThinStr> for String {
-    fn from(s: &ThinStr) -> String {
-        s.as_str().to_owned()
-    }
-}
-
-impl PartialEq<str> for ThinStr {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for ThinStr {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
 impl fmt::Debug for ThinStr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl fmt::Display for ThinStr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
