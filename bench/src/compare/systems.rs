@@ -55,20 +55,9 @@ pub struct Member {
 }
 
 impl Member {
-    /// Starts member `i` (in its namespace, with `net`).
+    /// Starts member `i` (in its namespace, with `net`), with `env` set for the process
+    /// besides `RUST_LOG`.
     fn start(
-        net: Option<&Net>,
-        i: usize,
-        program: &Path,
-        args: Vec<String>,
-        client: SocketAddr,
-        log: PathBuf,
-    ) -> Member {
-        Member::start_with(net, i, program, args, client, log, Vec::new())
-    }
-
-    /// [`Member::start`] with `env` set for the process besides `RUST_LOG`.
-    fn start_with(
         net: Option<&Net>,
         i: usize,
         program: &Path,
@@ -297,7 +286,7 @@ impl Cluster {
                 if let Some(backup) = &setup.restore {
                     restore(&programs.beacon, &args, backup);
                 }
-                let mut m = Member::start_with(
+                let mut m = Member::start(
                     net.as_ref(),
                     i,
                     &programs.beacon,
@@ -357,6 +346,7 @@ impl Cluster {
                     args,
                     at(i, client_ports[i]),
                     dir.path().join(format!("etcd-{i}.log")),
+                    Vec::new(),
                 )
             })
             .collect();
@@ -419,6 +409,7 @@ impl Cluster {
                     args,
                     SocketAddr::new(ip(i), ports[i]),
                     dir.path().join(format!("zookeeper-{i}.log")),
+                    Vec::new(),
                 )
             })
             .collect();
