@@ -884,8 +884,7 @@ mod tests {
         // It says the same while it reads the snapshot in, patience after patience: no
         // table, and a snapshot again only as the snapshot's own backoff allows.
         for now in (300..10_000).step_by(100) {
-            let step = hear(&mut a, now, B, report.clone());
-            let mut step = step;
+            let mut step = hear(&mut a, now, B, report.clone());
             step.merge(tick(&mut a, now + 50));
             assert!(
                 to(&step, B).iter().all(|m| m.renewals.is_none()),
@@ -895,8 +894,7 @@ mod tests {
         // It installed it: back in A's log, in A's term. The next message brings the table.
         let mut back = follower(A, term, a.position(), 0);
         back.heard = Some(Horizon::default());
-        let step = hear(&mut a, 10_000, B, back);
-        let mut step = step;
+        let mut step = hear(&mut a, 10_000, B, back);
         step.merge(tick(&mut a, 10_100));
         let tables = to(&step, B)
             .iter()
