@@ -254,6 +254,9 @@ impl<S: Machine, V: Service<S>, F: Fault<S, V>> Service<S> for Broken<V, F> {
     fn install_renewals(&mut self, table: &crate::consensus::RenewalTable, now: Millis) {
         self.service.install_renewals(table, now)
     }
+    fn follow_tick(&mut self, now: Millis) {
+        self.service.follow_tick(now)
+    }
     fn renewal_table(&self, state: &S, now: Millis) -> crate::consensus::RenewalTable {
         self.service.renewal_table(state, now)
     }

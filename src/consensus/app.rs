@@ -106,8 +106,13 @@ pub trait Service<S: Machine> {
     /// A follower: its leader renewed `keys` (see [`Leader::renewed`]); heard at `now`.
     fn hear_renewals(&mut self, _keys: &[u64], _now: Millis) {}
     /// A follower: its leader's whole table of last renewals, as of `now`, replacing what
-    /// it heard before.
+    /// it heard before. A large one may be installed a part at a time, the rest on the
+    /// following [`Service::follow_tick`]s.
     fn install_renewals(&mut self, _table: &RenewalTable, _now: Millis) {}
+    /// Every tick while this beacon follows: it may go on with work spread over ticks, so
+    /// that no step holds the core thread long (a follower that must lead the next moment
+    /// answers its peers at once).
+    fn follow_tick(&mut self, _now: Millis) {}
     /// A leader: every last renewal it knows, for a follower that lacks earlier ones.
     fn renewal_table(&self, _state: &S, _now: Millis) -> RenewalTable {
         RenewalTable::default()

@@ -922,8 +922,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let actions = self.election.tick(now);
         self.on_election(now, actions);
         self.promote_kept_up(now);
-        if self.leading.is_some() && self.serving_blocked().is_none() && self.may_judge() {
-            self.with_leader(now, |service, leader| service.tick(leader));
+        if self.leading.is_some() {
+            if self.serving_blocked().is_none() && self.may_judge() {
+                self.with_leader(now, |service, leader| service.tick(leader));
+            }
+        } else {
+            self.service.follow_tick(now);
         }
     }
 

@@ -23,6 +23,7 @@
 //! sent the table.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use crate::time::Millis;
 
@@ -40,8 +41,10 @@ pub struct Horizon {
 /// is sent, in place of what it knew.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenewalTable {
-    /// Each key with how long before the table was made it was last renewed (ms).
-    pub ages: Vec<(u64, u64)>,
+    /// Each key with how long before the table was made it was last renewed (ms). Shared,
+    /// not copied: a million of them go from the wire to a service that installs them a
+    /// part at a time ([`super::Service::follow_tick`]).
+    pub ages: Arc<Vec<(u64, u64)>>,
     /// Every live key not in `ages` was renewed this long before (a leader's leases that
     /// started afresh at once); `None`: none such.
     pub rest_age: Option<u64>,
@@ -454,7 +457,7 @@ mod tests {
 
     fn table() -> RenewalTable {
         RenewalTable {
-            ages: vec![(9, 40)],
+            ages: Arc::new(vec![(9, 40)]),
             rest_age: Some(100),
         }
     }

@@ -482,6 +482,10 @@ macro_rules! compose {
                 $( $crate::consensus::Service::<State>::install_renewals(&mut self.$field, table, now); )+
             }
 
+            fn follow_tick(&mut self, now: $crate::time::Millis) {
+                $( $crate::consensus::Service::<State>::follow_tick(&mut self.$field, now); )+
+            }
+
             fn renewal_table(
                 &self,
                 state: &State,
@@ -490,7 +494,11 @@ macro_rules! compose {
                 let mut table = $crate::consensus::RenewalTable::default();
                 $(
                     let part = $crate::consensus::Service::<State>::renewal_table(&self.$field, state, now);
-                    table.ages.extend(part.ages);
+                    if table.ages.is_empty() {
+                        table.ages = part.ages;
+                    } else {
+                        std::sync::Arc::make_mut(&mut table.ages).extend(part.ages.iter());
+                    }
                     table.rest_age = table.rest_age.max(part.rest_age);
                 )+
                 table

@@ -326,7 +326,7 @@ pub fn message_from_pb<S: MachineWire>(e: pb::Election) -> Result<Message<S>, Wi
                     )));
                 }
                 Ok(RenewalTable {
-                    ages: t.keys.into_iter().zip(t.ages_ms).collect(),
+                    ages: std::sync::Arc::new(t.keys.into_iter().zip(t.ages_ms).collect()),
                     rest_age: t.has_rest.then_some(t.rest_age_ms),
                 })
             })

@@ -77,7 +77,27 @@ pub(super) struct Leases {
     /// The registrations this beacon found live when it took the leadership, whose lease
     /// has not been renewed or ended since.
     cohort: Cohort,
+    /// A follower's table from its leader, not yet installed whole.
+    installing: Option<Installing>,
 }
+
+/// A leader's table being installed a part per follower tick. A restarted follower is sent a
+/// million leases at once; installed in one step they held its core thread some 30 ms, and
+/// when its leader died in that time (it is often the first online beacon, the one that
+/// takes over), every beacon waited for it. A part is [`TABLE_CHUNK`] leases; what is not yet
+/// installed when this beacon comes to lead counts as renewed at that moment, as the leases
+/// it heard nothing of do ([`Leases::known`]): never earlier than it was.
+#[derive(Debug, Clone)]
+struct Installing {
+    ages: Arc<Vec<(u64, u64)>>,
+    /// When the table arrived: its ages count back from here.
+    at: Millis,
+    /// Leases installed so far, from the front.
+    done: usize,
+}
+
+/// Most leases installed from a table in one step (about 2 ms of the core thread).
+const TABLE_CHUNK: usize = 65_536;
 
 /// What a new leader found live: every one of them holds a lease that started when it took
 /// over, kept as one start rather than a lease each. Giving a million registrations a lease
@@ -140,12 +160,14 @@ impl Leases {
                 lease: Some(Lease::fresh(now)),
                 ..Cohort::default()
             },
+            installing: None,
             ..self
         }
     }
 
     /// A follower's leases from its leader's table, received at `now`: each renewed as
-    /// long before `now` as the table says.
+    /// long before `now` as the table says. The first [`TABLE_CHUNK`] are installed now,
+    /// the rest by [`Leases::install_more`].
     pub(super) fn from_table(table: &RenewalTable, now: Millis) -> Leases {
         let mut leases = Leases {
             cohort: Cohort {
@@ -154,28 +176,48 @@ impl Leases {
                     .map(|age| Lease::fresh(now.saturating_sub(age))),
                 ..Cohort::default()
             },
+            installing: Some(Installing {
+                ages: table.ages.clone(),
+                at: now,
+                done: 0,
+            }),
             ..Leases::default()
         };
-        for (key, age) in &table.ages {
+        leases.install_more();
+        leases
+    }
+
+    /// Installs the next part of a table from the leader, if one is not installed whole.
+    /// A renewal heard since counts over the table's older one ([`Leases::renew`] keeps the
+    /// later time).
+    pub(super) fn install_more(&mut self) {
+        let Some(mut installing) = self.installing.take() else {
+            return;
+        };
+        let end = installing.ages.len().min(installing.done + TABLE_CHUNK);
+        for (key, age) in &installing.ages[installing.done..end] {
             if let Ok(id) = NodeId::try_from(*key) {
-                leases.renew(id, now.saturating_sub(*age));
+                self.renew(id, installing.at.saturating_sub(*age));
             }
         }
-        leases
+        installing.done = end;
+        if end < installing.ages.len() {
+            self.installing = Some(installing);
+        }
     }
 
     /// Every lease of a registration `live` says is live, as a table of ages at `now`, in
     /// no particular order (a million of them take a few milliseconds; sorting would
     /// triple it, and the follower needs no order).
     pub(super) fn table(&self, now: Millis, live: impl Fn(NodeId) -> bool) -> RenewalTable {
-        let ages: Vec<(u64, u64)> = self
+        let ages = self
             .by_id
             .iter()
             .filter(|(id, _)| live(*id))
             .map(|(id, held)| (u64::from(id), now.saturating_sub(held.lease.last_seen)))
             .collect();
         RenewalTable {
-            ages,
+            ages: Arc::new(ages),
             rest_age: self
                 .cohort
                 .lease
@@ -361,7 +403,7 @@ mod tests {
         leases.renew(8, 1_500);
         leases.renew(6, 1_300);
         let table = leases.table(1_600, |id| id != 8);
-        let mut ages = table.ages.clone();
+        let mut ages = table.ages.to_vec();
         ages.sort_unstable();
         assert_eq!(ages, vec![(4, 400), (6, 300)], "8 ended: left out");
         assert_eq!(table.rest_age, Some(600));
@@ -373,6 +415,55 @@ mod tests {
             Some(49_400),
             "the fresh ones"
         );
+    }
+
+    #[test]
+    fn a_large_table_is_installed_a_part_per_tick_and_a_new_leader_counts_the_rest_fresh() {
+        let n = (TABLE_CHUNK * 2 + 10) as NodeId;
+        // Every lease 300 ms old, but the first's: 100 ms.
+        let ages: Vec<(u64, u64)> = (1..=n)
+            .map(|id| (u64::from(id), if id == 1 { 100 } else { 300 }))
+            .collect();
+        let table = RenewalTable {
+            ages: Arc::new(ages),
+            rest_age: None,
+        };
+        let last = n;
+        let mut leases = Leases::from_table(&table, 10_000);
+        // The first part is in at once; the last lease is not yet.
+        assert_eq!(leases.get(1).map(|l| l.last_seen), Some(9_900));
+        assert!(leases.get(last).is_none(), "installed whole in one step");
+        // A renewal heard before the table's part for it keeps its later time.
+        leases.renew(last, 10_050);
+        leases.install_more();
+        assert!(leases.get(last - 1).is_none(), "two parts and a bit");
+        leases.install_more();
+        assert_eq!(leases.get(last - 1).map(|l| l.last_seen), Some(9_700));
+        assert_eq!(leases.get(last).map(|l| l.last_seen), Some(10_050));
+        assert!(leases.installing.is_none(), "done");
+
+        // A follower that comes to lead half-way: what it installed keeps its time, the
+        // rest counts from the moment it leads, never earlier than the table said.
+        let mut half = Leases::from_table(&table, 10_000);
+        let live: BTreeSet<NodeId> = (1..=n).collect();
+        let mut led = half.clone().known(10_500);
+        assert!(led.installing.is_none(), "the rest is not installed later");
+        assert_eq!(led.get(2).map(|l| l.last_seen), Some(9_700));
+        assert_eq!(led.get(last).map(|l| l.last_seen), Some(10_500));
+        // With a lease of 1 s: the installed part runs out at 10_701, the rest at 11_501.
+        let out = expire(&mut led, &live, 10_701, 1_000);
+        assert_eq!(out.len(), TABLE_CHUNK - 1, "the installed part but lease 1");
+        assert!(expire(&mut led, &live, 11_500, 1_000).contains(&1));
+        let rest = (TABLE_CHUNK as NodeId + 1..=n).collect::<Vec<_>>();
+        let mut later = Vec::new();
+        for _ in 0..4 {
+            later.extend(expire(&mut led, &live, 11_501, 1_000));
+        }
+        assert_eq!(later, rest, "the rest, from when it led");
+        // Left a follower, it would have gone on with the rest.
+        half.install_more();
+        half.install_more();
+        assert!(half.installing.is_none());
     }
 
     #[test]

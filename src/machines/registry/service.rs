@@ -631,6 +631,10 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
         self.leases = Leases::from_table(table, now);
     }
 
+    fn follow_tick(&mut self, _now: Millis) {
+        self.leases.install_more();
+    }
+
     fn renewal_table(&self, state: &S, now: Millis) -> RenewalTable {
         let registry: &Registry = state.part();
         self.leases.table(now, |id| registry.get(id).is_some())

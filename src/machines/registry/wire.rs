@@ -485,7 +485,7 @@ mod tests {
             after: 4,
             keys: vec![3, 1, 3],
             table: Some(crate::consensus::RenewalTable {
-                ages: vec![(1, 20), (3, 0)],
+                ages: std::sync::Arc::new(vec![(1, 20), (3, 0)]),
                 rest_age: Some(700),
             }),
             bridge: Some(crate::consensus::Bridge {
