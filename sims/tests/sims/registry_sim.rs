@@ -496,7 +496,7 @@ fn register(sim: &mut Sim, port: u16) -> beacon::machines::registry::NodeRecord 
         .core
         .scripted_request(to, req(register_request(addr, 0)), Some(1));
     match registered(&sim.answer(t, 1_000)) {
-        Some(Response::Registered { record, .. }) => record,
+        Some(Response::Registered { record, .. }) => *record,
         other => panic!("the service registers: {other:?}"),
     }
 }

@@ -349,7 +349,7 @@ fn reject(e: AssignError) -> Reject {
 fn group_reply(answer: Response) -> Result<pb::GroupReply, Reject> {
     match answer {
         Response::Group(g) => Ok(pb::GroupReply {
-            group: g.as_ref().map(group_to_pb),
+            group: g.as_deref().map(group_to_pb),
         }),
         other => Err(unexpected(other)),
     }
@@ -410,7 +410,7 @@ async fn groups(ctx: &Ctx<'_>, req: pb::GroupsRequest) -> Result<pb::GroupsReply
 fn resource_reply(answer: Response) -> Result<pb::ResourceReply, Reject> {
     match answer {
         Response::Resource(r) => Ok(pb::ResourceReply {
-            resource: r.as_ref().map(resource_to_pb),
+            resource: r.as_deref().map(resource_to_pb),
         }),
         other => Err(unexpected(other)),
     }

@@ -100,11 +100,12 @@ pub enum Request {
 pub enum Response {
     /// The resource as it is (after add or release), or as it was (after delete; `None` if
     /// there was none).
-    Resource(Option<Resource>),
+    /// Boxed, as every large answer (see the registry's `Response`).
+    Resource(Option<Box<Resource>>),
     /// Moves begun: (resource, from, to).
     Moves(Vec<(String, NodeId, NodeId)>),
     /// The group as it is (after create or claim), or as it was (after delete).
-    Group(Option<SlotGroup>),
+    Group(Option<Box<SlotGroup>>),
 }
 
 /// Why a request was refused; nothing was changed.
@@ -1093,10 +1094,14 @@ impl<S: Part<Registry> + Part<Assignments>> Service<S> for AssignService {
 
     fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, AssignError> {
         Ok(match waiting {
-            Waiting::Group(name, None) => Response::Group(resources(state).group(&name).cloned()),
-            Waiting::Group(_, gone) => Response::Group(gone),
-            Waiting::Resource(name) => Response::Resource(resources(state).get(&name).cloned()),
-            Waiting::Deleted(old) => Response::Resource(old),
+            Waiting::Group(name, None) => {
+                Response::Group(resources(state).group(&name).cloned().map(Box::new))
+            }
+            Waiting::Group(_, gone) => Response::Group(gone.map(Box::new)),
+            Waiting::Resource(name) => {
+                Response::Resource(resources(state).get(&name).cloned().map(Box::new))
+            }
+            Waiting::Deleted(old) => Response::Resource(old.map(Box::new)),
             Waiting::Moves(moves) => Response::Moves(moves),
         })
     }

@@ -262,7 +262,7 @@ async fn free_id(ctx: &Ctx<'_>, req: pb::FreeIdRequest) -> Result<pb::FreeIdRepl
     match submit(ctx, Request::FreeId(req.node_id)).await? {
         Response::Freed(node_id, was) => Ok(pb::FreeIdReply {
             node_id,
-            was: was.as_ref().map(record_to_pb),
+            was: was.as_deref().map(record_to_pb),
         }),
         other => Err(unexpected(other)),
     }

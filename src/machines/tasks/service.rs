@@ -133,7 +133,9 @@ pub enum Request {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
-    Task(Task),
+    /// Boxed: every machine's answer is as large as its largest variant, and an answer is
+    /// moved a few times on its way to its connection (see the registry's `Response`).
+    Task(Box<Task>),
     Tasks(Vec<Task>),
     /// The queue as it is (after create), or as it was (after delete; `None` if none was).
     Queue(Option<QueueSpec>),
@@ -930,7 +932,7 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
                         let deadline = leader.now() + task.timeout_ms;
                         let task = task.clone();
                         self.deadlines.insert(task.key(), (token, deadline));
-                        Outcome::Now(Ok(Response::Task(task)))
+                        Outcome::Now(Ok(Response::Task(Box::new(task))))
                     }
                     Err(e) => Outcome::Now(Err(e)),
                 }
@@ -987,7 +989,7 @@ impl<S: Part<Registry> + Part<Tasks>> Service<S> for TaskService {
 
     fn answer(&self, state: &S, waiting: Waiting) -> Result<Response, TaskError> {
         Ok(match waiting {
-            Waiting::Task(task) => Response::Task(task),
+            Waiting::Task(task) => Response::Task(Box::new(task)),
             Waiting::Tasks(found) => Response::Tasks(found),
             Waiting::Queue(name, None) => {
                 Response::Queue(tasks(state).queue(&name).map(|q| q.spec.clone()))
