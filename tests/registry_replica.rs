@@ -106,6 +106,7 @@ fn fresh() -> (State, Services) {
                 lease_ms: LEASE,
                 subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
                 damping: Default::default(),
+                table_part: beacon::machines::registry::TABLE_PART,
             }),
             sequence: Default::default(),
             assign: Default::default(),

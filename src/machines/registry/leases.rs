@@ -84,7 +84,7 @@ pub(super) struct Leases {
 /// A leader's table being installed a part per follower tick. A restarted follower is sent a
 /// million leases at once; installed in one step they held its core thread some 30 ms, and
 /// when its leader died in that time (it is often the first online beacon, the one that
-/// takes over), every beacon waited for it. A part is [`TABLE_CHUNK`] leases; what is not yet
+/// takes over), every beacon waited for it. A part is [`TABLE_PART`] leases; what is not yet
 /// installed when this beacon comes to lead counts as renewed at that moment, as the leases
 /// it heard nothing of do ([`Leases::known`]): never earlier than it was.
 #[derive(Debug, Clone)]
@@ -94,10 +94,13 @@ struct Installing {
     at: Millis,
     /// Leases installed so far, from the front.
     done: usize,
+    /// Leases installed per step.
+    part: usize,
 }
 
-/// Most leases installed from a table in one step (about 2 ms of the core thread).
-const TABLE_CHUNK: usize = 65_536;
+/// Most leases installed from a table in one step (about 2 ms of the core thread): the
+/// default of [`super::RegistryConfig::table_part`].
+pub const TABLE_PART: usize = 65_536;
 
 /// What a new leader found live: every one of them holds a lease that started when it took
 /// over, kept as one start rather than a lease each. Giving a million registrations a lease
@@ -166,9 +169,9 @@ impl Leases {
     }
 
     /// A follower's leases from its leader's table, received at `now`: each renewed as
-    /// long before `now` as the table says. The first [`TABLE_CHUNK`] are installed now,
-    /// the rest by [`Leases::install_more`].
-    pub(super) fn from_table(table: &RenewalTable, now: Millis) -> Leases {
+    /// long before `now` as the table says. The first `part` are installed now, the rest
+    /// `part` at a time by [`Leases::install_more`].
+    pub(super) fn from_table(table: &RenewalTable, now: Millis, part: usize) -> Leases {
         let mut leases = Leases {
             cohort: Cohort {
                 lease: table
@@ -180,6 +183,7 @@ impl Leases {
                 ages: table.ages.clone(),
                 at: now,
                 done: 0,
+                part: part.max(1),
             }),
             ..Leases::default()
         };
@@ -194,7 +198,7 @@ impl Leases {
         let Some(mut installing) = self.installing.take() else {
             return;
         };
-        let end = installing.ages.len().min(installing.done + TABLE_CHUNK);
+        let end = installing.ages.len().min(installing.done + installing.part);
         for (key, age) in &installing.ages[installing.done..end] {
             if let Ok(id) = NodeId::try_from(*key) {
                 self.renew(id, installing.at.saturating_sub(*age));
@@ -408,7 +412,7 @@ mod tests {
         assert_eq!(ages, vec![(4, 400), (6, 300)], "8 ended: left out");
         assert_eq!(table.rest_age, Some(600));
         // A follower that gets it at its 50_000 holds the same leases on its clock.
-        let there = Leases::from_table(&table, 50_000);
+        let there = Leases::from_table(&table, 50_000, TABLE_PART);
         assert_eq!(there.get(4).map(|l| l.last_seen), Some(49_600));
         assert_eq!(
             there.get(7).map(|l| l.last_seen),
@@ -419,7 +423,8 @@ mod tests {
 
     #[test]
     fn a_large_table_is_installed_a_part_per_tick_and_a_new_leader_counts_the_rest_fresh() {
-        let n = (TABLE_CHUNK * 2 + 10) as NodeId;
+        let part = 100;
+        let n = (part * 2 + 10) as NodeId;
         // Every lease 300 ms old, but the first's: 100 ms.
         let ages: Vec<(u64, u64)> = (1..=n)
             .map(|id| (u64::from(id), if id == 1 { 100 } else { 300 }))
@@ -429,7 +434,7 @@ mod tests {
             rest_age: None,
         };
         let last = n;
-        let mut leases = Leases::from_table(&table, 10_000);
+        let mut leases = Leases::from_table(&table, 10_000, part);
         // The first part is in at once; the last lease is not yet.
         assert_eq!(leases.get(1).map(|l| l.last_seen), Some(9_900));
         assert!(leases.get(last).is_none(), "installed whole in one step");
@@ -444,7 +449,7 @@ mod tests {
 
         // A follower that comes to lead half-way: what it installed keeps its time, the
         // rest counts from the moment it leads, never earlier than the table said.
-        let mut half = Leases::from_table(&table, 10_000);
+        let mut half = Leases::from_table(&table, 10_000, part);
         let live: BTreeSet<NodeId> = (1..=n).collect();
         let mut led = half.clone().known(10_500);
         assert!(led.installing.is_none(), "the rest is not installed later");
@@ -452,9 +457,9 @@ mod tests {
         assert_eq!(led.get(last).map(|l| l.last_seen), Some(10_500));
         // With a lease of 1 s: the installed part runs out at 10_701, the rest at 11_501.
         let out = expire(&mut led, &live, 10_701, 1_000);
-        assert_eq!(out.len(), TABLE_CHUNK - 1, "the installed part but lease 1");
+        assert_eq!(out.len(), part - 1, "the installed part but lease 1");
         assert!(expire(&mut led, &live, 11_500, 1_000).contains(&1));
-        let rest = (TABLE_CHUNK as NodeId + 1..=n).collect::<Vec<_>>();
+        let rest = (part as NodeId + 1..=n).collect::<Vec<_>>();
         let mut later = Vec::new();
         for _ in 0..4 {
             later.extend(expire(&mut led, &live, 11_501, 1_000));

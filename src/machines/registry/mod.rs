@@ -33,6 +33,7 @@ pub use client::{
 };
 pub use config::RegistrySettings;
 pub use id_slots::IdMap;
+pub use leases::TABLE_PART;
 pub use service::{
     Caller, Lease, NodeFilter, NodeView, RegisterRequest, RegistryConfig, RegistryError,
     RegistryService, Report, Request, Response, Target, Unregister,
@@ -65,6 +66,7 @@ impl Configured<RegistrySettings> for RegistryService {
             lease_ms: s.lease_ms,
             subscriptions: s.subscriptions.clone(),
             damping: s.damping,
+            table_part: leases::TABLE_PART,
         })
     }
 }

@@ -38,6 +38,10 @@ pub struct RegistryConfig {
     pub subscriptions: BTreeMap<String, Vec<String>>,
     /// When a service whose status keeps changing is held at critical.
     pub damping: DampingConfig,
+    /// Leases a follower installs per tick from a renewal table its leader sent (see
+    /// `leases.rs`); the simulations make it small, so that their few registrations are
+    /// installed over several ticks too.
+    pub table_part: usize,
 }
 
 /// A registration request, checked.
@@ -631,7 +635,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     }
 
     fn install_renewals(&mut self, table: &RenewalTable, now: Millis) {
-        self.leases = Leases::from_table(table, now);
+        self.leases = Leases::from_table(table, now, self.cfg.table_part);
     }
 
     fn follow_tick(&mut self, _now: Millis) {
