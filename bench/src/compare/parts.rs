@@ -519,7 +519,7 @@ pub(super) async fn run_scale_beacon(b: &Bench<'_>, results: &mut Results) -> an
     let measured = scale::run(&mut cluster, 0, &opts.scale_steps, opts.rounds.min(3), true).await;
     keep(cluster, opts.keep);
     let mut measured = measured.context("beacon at scale")?;
-    if let Some(why) = &measured.stopped {
+    for why in measured.stopped.iter().chain(&measured.top_stopped) {
         println!("  {why}");
     }
     for climb in 2..=opts.scale_climbs {
@@ -606,7 +606,7 @@ pub(super) async fn run_huge(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
     .await;
     keep(cluster, opts.keep);
     let mut measured = measured.context("beacon restored, at scale")?;
-    if let Some(why) = &measured.stopped {
+    for why in measured.stopped.iter().chain(&measured.top_stopped) {
         println!("  {why}");
     }
     measured.failover_small = failover_small;

@@ -915,6 +915,13 @@ fn climb_table(s: &super::scale::Scale, out: &mut String) {
     if let Some(why) = &s.stopped {
         writeln!(out, "\nThe climb stopped early: {why}").unwrap();
     }
+    if let Some(why) = &s.top_stopped {
+        writeln!(
+            out,
+            "\nThe climb reached its last step, but the measures at the top did not finish: {why}"
+        )
+        .unwrap();
+    }
     let Some(top) = &s.top else {
         return;
     };
@@ -1420,5 +1427,43 @@ fn client_libs_table(r: &Results, out: &mut String) {
             )
             .unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scale::Scale;
+
+    fn scale(stopped: Option<&str>, top_stopped: Option<&str>) -> Scale {
+        Scale {
+            members: 3,
+            steps: Vec::new(),
+            failover_small: None,
+            failover_small_live: None,
+            top: None,
+            leader_changes: 0,
+            stopped: stopped.map(str::to_owned),
+            top_stopped: top_stopped.map(str::to_owned),
+            restored: 0,
+            other_climbs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_climb_that_reached_its_top_is_not_said_to_have_stopped_early() {
+        let mut out = String::new();
+        super::climb_table(&scale(None, Some("the leader was lost")), &mut out);
+        assert!(
+            out.contains("reached its last step, but the measures at the top did not finish: the leader was lost"),
+            "{out}"
+        );
+        assert!(!out.contains("stopped early"), "{out}");
+        let mut out = String::new();
+        super::climb_table(&scale(Some("at 5 registrations"), None), &mut out);
+        assert!(
+            out.contains("The climb stopped early: at 5 registrations"),
+            "{out}"
+        );
+        assert!(!out.contains("did not finish"), "{out}");
     }
 }

@@ -74,6 +74,9 @@ pub struct Scale {
     pub leader_changes: usize,
     /// Why the climb stopped before its last step, if it did.
     pub stopped: Option<String>,
+    /// Why the measures at the top did not finish, if the climb did and they did not.
+    #[serde(default)]
+    pub top_stopped: Option<String>,
     /// Registrations restored from a generated backup before the climb (the huge part): its
     /// memory per registration is resident memory over every registration held, a beacon's
     /// own memory included (no empty beacon came before it).
@@ -130,6 +133,7 @@ pub async fn run(
         top: None,
         leader_changes: 0,
         stopped: None,
+        top_stopped: None,
     };
     let leader = cluster.ready(Duration::from_secs(120)).await?;
     // Memory before any registration: what a beacon costs with nothing in it (unknown after
@@ -224,7 +228,7 @@ pub async fn run(
     // What the top costs, or where it broke down: the climb's figures stand either way.
     match top(cluster, live, rounds).await {
         Ok(t) => result.top = Some(t),
-        Err(e) => result.stopped = Some(why_stopped(cluster, live, live, &e)),
+        Err(e) => result.top_stopped = Some(why_stopped(cluster, live, live, &e)),
     }
     Ok(result)
 }
