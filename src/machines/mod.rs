@@ -773,9 +773,10 @@ mod tests {
     #[test]
     fn an_answer_stays_small() {
         // Each answer is moved some seven times between the core and its connection (the
-        // wait for a confirmation round, the answers of a step, the reply channel). At 240
-        // bytes, with a record or a task inline, those moves were a fifth of the leader's
-        // CPU under renewals, whose own answer is 40 bytes: large variants are boxed.
+        // wait for a confirmation round, the answers of a step, the reply channel). It was
+        // 240 bytes, with a task or a record inline, where a renewal's own answer is 40;
+        // under renewals, moving requests and answers was a fifth of the leader's samples.
+        // Large variants are boxed.
         let size = std::mem::size_of::<crate::consensus::Reply<super::State, super::Services>>();
         assert!(size <= 96, "an answer is {size} bytes");
     }

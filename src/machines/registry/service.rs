@@ -168,7 +168,8 @@ pub enum Request {
 
 /// Records are boxed: an answer is moved a few times on its way from the core to its
 /// connection, and the answer to a renewal, the most frequent by far, is small. With a record
-/// inline every answer of every machine was 240 bytes.
+/// inline a registry answer was 168 bytes (and with a task inline, every machine's answer
+/// 240).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     Registered {
