@@ -94,8 +94,6 @@ struct Installing {
     at: Millis,
     /// Leases installed so far, from the front.
     done: usize,
-    /// Leases installed per step.
-    part: usize,
 }
 
 /// Most leases installed from a table in one step (about 2 ms of the core thread): the
@@ -183,22 +181,21 @@ impl Leases {
                 ages: table.ages.clone(),
                 at: now,
                 done: 0,
-                part: part.max(1),
             }),
             ..Leases::default()
         };
-        leases.install_more();
+        leases.install_more(part);
         leases
     }
 
-    /// Installs the next part of a table from the leader, if one is not installed whole.
-    /// A renewal heard since counts over the table's older one ([`Leases::renew`] keeps the
-    /// later time).
-    pub(super) fn install_more(&mut self) {
+    /// Installs the next `part` leases of a table from the leader, if one is not installed
+    /// whole. A renewal heard since counts over the table's older one ([`Leases::renew`]
+    /// keeps the later time).
+    pub(super) fn install_more(&mut self, part: usize) {
         let Some(mut installing) = self.installing.take() else {
             return;
         };
-        let end = installing.ages.len().min(installing.done + installing.part);
+        let end = installing.ages.len().min(installing.done + part.max(1));
         for (key, age) in &installing.ages[installing.done..end] {
             if let Ok(id) = NodeId::try_from(*key) {
                 self.renew(id, installing.at.saturating_sub(*age));
@@ -440,9 +437,9 @@ mod tests {
         assert!(leases.get(last).is_none(), "installed whole in one step");
         // A renewal heard before the table's part for it keeps its later time.
         leases.renew(last, 10_050);
-        leases.install_more();
+        leases.install_more(part);
         assert!(leases.get(last - 1).is_none(), "two parts and a bit");
-        leases.install_more();
+        leases.install_more(part);
         assert_eq!(leases.get(last - 1).map(|l| l.last_seen), Some(9_700));
         assert_eq!(leases.get(last).map(|l| l.last_seen), Some(10_050));
         assert!(leases.installing.is_none(), "done");
@@ -466,8 +463,8 @@ mod tests {
         }
         assert_eq!(later, rest, "the rest, from when it led");
         // Left a follower, it would have gone on with the rest.
-        half.install_more();
-        half.install_more();
+        half.install_more(part);
+        half.install_more(part);
         assert!(half.installing.is_none());
     }
 

@@ -640,7 +640,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
     }
 
     fn follow_tick(&mut self, _now: Millis) {
-        self.leases.install_more();
+        self.leases.install_more(self.cfg.table_part);
     }
 
     fn renewal_table(&self, state: &S, now: Millis) -> RenewalTable {
