@@ -593,11 +593,14 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
                         .path()
                         .join(format!("127.0.0.1_{}", ports[follower]))
                         .join("log");
-                    if let Ok(bytes) = std::fs::read(&log)
-                        && !bytes.is_empty()
-                    {
-                        let cut = (3 + rng.below(40) as usize).min(bytes.len());
-                        std::fs::write(&log, &bytes[..bytes.len() - cut]).unwrap();
+                    // The last bytes written never reached the disk: zeros in their place
+                    // (the log has space reserved after its writes, which reads as zeros).
+                    if let Ok(mut bytes) = std::fs::read(&log) {
+                        let written =
+                            bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count();
+                        let cut = (3 + rng.below(40) as usize).min(written);
+                        bytes[written - cut..written].fill(0);
+                        std::fs::write(&log, &bytes).unwrap();
                     }
                     tokio::time::sleep(Duration::from_millis(1_500)).await;
                     healed = Some(Instant::now());

@@ -196,10 +196,13 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             .read(LOG_FILE)
             .map_err(io("cannot read log"))?
             .unwrap_or_default();
+        // The bytes written, without the space reserved after them (zeros; see
+        // `backend`): a header is read from them, and they say how much a damaged tail cut.
+        let written = bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count();
         // Where the records start; `None` when a header cut short (a crash during the
         // file's first write) or naming an unknown format leaves nothing readable.
         let mut log_format = format::FORMAT;
-        let start = match format::marked(&bytes, &format::LOG_MAGIC) {
+        let start = match format::marked(&bytes[..written], &format::LOG_MAGIC) {
             format::Marked::Unmarked => Some(0),
             format::Marked::Format(f) if f > format::FORMAT => return Err(newer(LOG_FILE, f)),
             format::Marked::Format(f) if (format::FIRST_MARKED..=format::FORMAT).contains(&f) => {
@@ -209,35 +212,38 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             format::Marked::Format(_) | format::Marked::Torn => None,
         };
         let after = snapshot.as_ref().map_or(0, |s| s.position.index);
-        let (entries, commit, bad) = match start {
+        let (entries, commit, end, bad) = match start {
             Some(start) => {
-                let (entries, commit, bad) = read_records::<S>(&bytes[start..], after);
-                (
-                    entries,
-                    commit,
-                    bad.map(|(offset, why)| (start + offset, why)),
-                )
+                let (entries, commit, end, bad) = read_records::<S>(&bytes[start..], after);
+                (entries, commit, start + end, bad)
             }
             None => (
                 Vec::new(),
                 0,
-                Some((0, "a header cut short or naming another format".to_owned())),
+                0,
+                Some("a header cut short or naming another format".to_owned()),
             ),
         };
         let mut truncated = None;
-        let mut kept = bytes.len();
-        if let Some((offset, why)) = bad {
-            backend
-                .truncate(LOG_FILE, offset as u64)
-                .map_err(io("cannot truncate the damaged log tail"))?;
+        if let Some(why) = bad {
             truncated = Some(Truncation {
-                offset: offset as u64,
-                bytes: (bytes.len() - offset) as u64,
+                offset: end as u64,
+                bytes: (written.max(end) - end) as u64,
                 why,
             });
-            kept = offset;
         }
-        let log_unmarked = start == Some(0) && !bytes.is_empty();
+        // Cut to where the readable records end: a damaged tail, and the space reserved
+        // after the last write (appends go after the whole file; it is reserved again).
+        if end < bytes.len() {
+            let what = if truncated.is_some() {
+                "cannot truncate the damaged log tail"
+            } else {
+                "cannot cut the space reserved after the log"
+            };
+            backend.truncate(LOG_FILE, end as u64).map_err(io(what))?;
+        }
+        let kept = end;
+        let log_unmarked = start == Some(0) && written > 0;
         let log_old = log_unmarked || (log_format < format::FORMAT && kept >= format::HEADER);
         if log_unmarked {
             oldest = 1;
@@ -426,21 +432,31 @@ fn decode_snapshot<S: MachineWire>(bytes: &[u8]) -> Result<Snapshot<S::Snapshot>
 }
 
 /// Reads log records. Entries at or before `after` (already in the snapshot) are skipped.
-/// Returns the entries, how far the records say the log was known committed, and, if the
-/// log does not end cleanly, the offset where the readable part ends and why.
+/// Returns the entries, how far the records say the log was known committed, where the
+/// written records end, and why, if the log does not end cleanly there: a clean end is the
+/// end of the bytes or space reserved after them (zeros to the end: a record never starts
+/// with eight zeros, its length is never 0).
 #[allow(clippy::type_complexity)]
 fn read_records<S: MachineWire>(
     bytes: &[u8],
     after: u64,
-) -> (Vec<Entry<S::Command>>, u64, Option<(usize, String)>) {
+) -> (Vec<Entry<S::Command>>, u64, usize, Option<String>) {
     let mut entries: Vec<Entry<S::Command>> = Vec::new();
     let mut commit = 0;
     let mut at = 0;
     let mut last = after;
     while at < bytes.len() {
-        let bad = |why: String| Some((at, why));
-        if bytes.len() - at < RECORD_HEAD {
-            return (entries, commit, bad("a record head cut short".into()));
+        let rest = &bytes[at..];
+        if rest.len() < RECORD_HEAD || rest[..RECORD_HEAD] == [0; RECORD_HEAD] {
+            if rest.iter().all(|b| *b == 0) {
+                return (entries, commit, at, None);
+            }
+            let why = if rest.len() < RECORD_HEAD {
+                "a record head cut short"
+            } else {
+                "zeros where a record should start, and written bytes after them"
+            };
+            return (entries, commit, at, Some(why.into()));
         }
         let len = u32::from_be_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
@@ -449,7 +465,8 @@ fn read_records<S: MachineWire>(
             return (
                 entries,
                 commit,
-                bad(format!("a record of {len} bytes cut short")),
+                at,
+                Some(format!("a record of {len} bytes cut short")),
             );
         }
         let body = &bytes[start..start + len];
@@ -457,7 +474,8 @@ fn read_records<S: MachineWire>(
             return (
                 entries,
                 commit,
-                bad("a record whose checksum does not match".into()),
+                at,
+                Some("a record whose checksum does not match".into()),
             );
         }
         let (entry, known_commit) = match stored_entry_from_bytes::<S>(body) {
@@ -466,7 +484,8 @@ fn read_records<S: MachineWire>(
                 return (
                     entries,
                     commit,
-                    bad(format!("a record that does not decode: {e}")),
+                    at,
+                    Some(format!("a record that does not decode: {e}")),
                 );
             }
         };
@@ -475,7 +494,8 @@ fn read_records<S: MachineWire>(
                 return (
                     entries,
                     commit,
-                    bad(format!("entry {} where {} was due", entry.index, last + 1)),
+                    at,
+                    Some(format!("entry {} where {} was due", entry.index, last + 1)),
                 );
             }
             last = entry.index;
@@ -486,7 +506,7 @@ fn read_records<S: MachineWire>(
         commit = commit.max(known_commit);
         at = start + len;
     }
-    (entries, commit, None)
+    (entries, commit, at, None)
 }
 
 #[cfg(test)]
@@ -526,6 +546,26 @@ mod tests {
 
     fn open(dir: &std::path::Path) -> (Disk, Restored<Tally>) {
         Disk::open(Files::new(dir)).unwrap()
+    }
+
+    /// The bytes of the file at `path` up to the last that is not zero: what was written
+    /// into it (a record's last byte is its checksummed body's, not zero in these tests).
+    fn written(path: &std::path::Path) -> usize {
+        let bytes = std::fs::read(path).unwrap();
+        bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count()
+    }
+
+    /// Zeros the last `n` bytes written to the file at `path`, keeping its size: a crash
+    /// before they reached the disk, inside the space reserved for them.
+    fn tear(path: &std::path::Path, n: usize) {
+        use std::os::unix::fs::FileExt;
+        let end = written(path);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .write_all_at(&vec![0; n], (end - n) as u64)
+            .unwrap();
     }
 
     #[test]
@@ -585,14 +625,7 @@ mod tests {
         // A batch torn by a crash says nothing: its last record, which says it, is cut off.
         s.store(&with(vec![entry(5), entry(6)], 5)).unwrap();
         drop(s);
-        let log = dir.path().join(LOG_FILE);
-        let len = std::fs::metadata(&log).unwrap().len();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&log)
-            .unwrap()
-            .set_len(len - 3)
-            .unwrap();
+        tear(&dir.path().join(LOG_FILE), 3);
         let (_, r) = open(dir.path());
         assert_eq!((r.entries.len(), r.commit), (3, 3));
         assert!(r.truncated.is_some());
@@ -654,6 +687,58 @@ mod tests {
         let (_, r) = Storage::<Tally, Memory>::open(s.into_backend()).unwrap();
         assert_eq!(r.entries.len(), 3);
         assert!(r.truncated.is_none());
+    }
+
+    /// Appends go into space reserved ahead of them; a reopen reads up to the zeros, cuts
+    /// them without calling anything damaged, and later appends follow the entries.
+    #[test]
+    fn appends_go_into_reserved_space_which_a_reopen_cuts() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(LOG_FILE);
+        let size = || std::fs::metadata(&log).unwrap().len() as usize;
+        let mut next = 1;
+        for round in 1..=3 {
+            let (mut s, r) = open(dir.path());
+            assert_eq!(r.entries, (1..next).map(entry).collect::<Vec<_>>());
+            assert!(r.truncated.is_none(), "round {round}: {:?}", r.truncated);
+            assert!(r.upgraded_from.is_none());
+            if round > 1 {
+                assert_eq!(size(), written(&log), "round {round}: the reserve is cut");
+            }
+            for _ in 0..round {
+                s.store(&store(vec![entry(next), entry(next + 1)])).unwrap();
+                next += 2;
+            }
+            assert!(
+                size() > written(&log) && size() >= backend::RESERVE as usize,
+                "round {round}: {} bytes, {} written",
+                size(),
+                written(&log)
+            );
+        }
+    }
+
+    /// A crash can leave a record's head unwritten (zeros) while its body reached the disk:
+    /// the log ends before it, and what is after is cut off and reported.
+    #[test]
+    fn zeros_where_a_record_starts_before_written_bytes_end_the_log_there() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = open(dir.path());
+        s.store(&store(vec![entry(1), entry(2), entry(3)])).unwrap();
+        drop(s);
+        let path = dir.path().join(LOG_FILE);
+        let one = RECORD_HEAD + crate::wire::envelope::entry_bytes::<Tally>(&entry(1)).len();
+        let third = format::HEADER + 2 * one;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&[0; RECORD_HEAD], third as u64).unwrap();
+        let end = written(&path);
+        let (_, r) = open(dir.path());
+        assert_eq!(r.entries, vec![entry(1), entry(2)]);
+        let t = r.truncated.unwrap();
+        assert!(t.why.contains("zeros where a record should start"), "{t:?}");
+        assert_eq!((t.offset, t.bytes), (third as u64, (end - third) as u64));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), third as u64);
     }
 
     #[test]
