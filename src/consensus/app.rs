@@ -39,6 +39,17 @@ pub trait Machine {
         let _ = change;
         std::mem::size_of::<Self::Change>()
     }
+    /// How many parts the state has that commands change apart ([`Machine::part`]).
+    const PARTS: usize = 1;
+    /// The part of the state `command` changes, below [`Machine::PARTS`]. A linearizable
+    /// read of one part waits for the entries that changed that part to commit, not for
+    /// writes to the others: a leader applies what it appends, so without parts a read
+    /// taken while any write is in flight waits for that write. A composite of machines
+    /// makes each machine a part (a command changes its own machine's state alone).
+    fn part(command: &Self::Command) -> usize {
+        let _ = command;
+        0
+    }
     fn snapshot(&self, now: Millis) -> Self::Snapshot;
     fn restore(&mut self, snapshot: Self::Snapshot, now: Millis);
     /// Records a snapshot of this state holds (sets how many log entries are worth keeping).
@@ -136,6 +147,8 @@ pub struct Leader<'a, S: Machine> {
     pub(crate) log: &'a mut Log<S::Command>,
     pub(crate) unsaved: &'a mut Vec<Entry<S::Command>>,
     pub(crate) changes: &'a mut VecDeque<(u64, S::Change)>,
+    /// Where each part of the state last changed (see [`Machine::part`]).
+    pub(crate) changed: &'a mut [super::log::Position],
     pub(crate) appended: &'a mut bool,
     pub(crate) notices: &'a mut Vec<String>,
     pub(crate) notes: &'a mut Notes,
@@ -206,6 +219,7 @@ impl<S: Machine> Leader<'_, S> {
         match self.state.apply(command, self.now) {
             Ok(change) => {
                 let index = entry.index;
+                self.changed[S::part(command)] = entry.position();
                 self.unsaved.push(entry.clone());
                 self.log.append(entry);
                 *self.appended = true;

@@ -13,6 +13,67 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.journal.applied()
     }
 
+    /// What a read of the state as applied now must see committed before it is answered:
+    /// of `part` alone ([`Machine::part`]) or, with `None`, of the whole state. The last
+    /// applied entry that changed it, while that is not committed; else nothing (index 0).
+    pub fn read_waits_for(&self, part: Option<usize>) -> Position {
+        let at = match part {
+            Some(part) => self.journal.changed(part),
+            None => self.journal.applied(),
+        };
+        if at.index <= self.journal.commit() {
+            Position::default()
+        } else {
+            at
+        }
+    }
+
+    /// Checks that each part's last change (what [`Replica::read_waits_for`] reads) is the
+    /// last applied entry of that part the log holds, or, where the log holds none, at or
+    /// before the log's base: run by the simulations after every step.
+    pub fn check_parts(&self) -> Result<(), String> {
+        let log = self.journal.log();
+        let base = log.base();
+        let mut found: Vec<Option<Position>> = vec![None; S::PARTS];
+        let mut index = self.journal.applied().index;
+        while index > base.index && found.iter().any(Option::is_none) {
+            let entry = log
+                .get(index)
+                .ok_or_else(|| format!("the log lacks applied entry {index}"))?;
+            if let Some(command) = entry.command() {
+                found[S::part(command)].get_or_insert(entry.position());
+            }
+            index -= 1;
+        }
+        for (part, found) in found.into_iter().enumerate() {
+            let changed = self.journal.changed(part);
+            match found {
+                Some(at) if at != changed => {
+                    return Err(format!(
+                        "part {part} last changed at {at:?}, but the journal says {changed:?}"
+                    ));
+                }
+                None if changed.index > base.index => {
+                    return Err(format!(
+                        "part {part} changed at {changed:?} says the journal, but no applied entry after the log's base {base:?} changed it"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The log index a read of `part` ([`Machine::part`]) reflects the log through, once
+    /// what it waits for ([`Replica::read_waits_for`]) is committed: committed itself, and
+    /// no later than the state is applied, so a watch of that part from it misses nothing
+    /// and repeats nothing the read showed.
+    pub fn read_through(&self, part: usize) -> u64 {
+        let applied = self.journal.applied().index;
+        let commit = self.journal.commit().min(applied);
+        self.journal.changed(part).index.max(commit)
+    }
+
     /// The entries stored but not applied, in log order (kept beside a snapshot of the
     /// applied state when the stored log is compacted).
     pub fn unapplied(&self) -> Vec<Entry<S::Command>> {

@@ -314,6 +314,60 @@ mod tests {
         assert_eq!(step.replies, vec![(5, Ok(0))]);
     }
 
+    /// A read of one part of the leader's state waits for the writes to that part it saw
+    /// to commit, not for those to another part: an odd number in flight holds a read of
+    /// the odd numbers and of the whole state, not one of the even numbers, which reads
+    /// through the commit index, as a watch of them would resume.
+    #[test]
+    fn a_read_of_one_part_waits_for_that_parts_writes_alone() {
+        use super::super::Position;
+        let mut a = quorum_leader();
+        let before = a.position();
+        assert_eq!(a.read_waits_for(Some(0)), Position::default());
+        a.step(
+            300,
+            Input::Request {
+                token: 4,
+                request: Request::Add(7),
+            },
+        );
+        let odd = a.position();
+        assert_eq!(odd.index, before.index + 1);
+        assert_eq!(a.read_waits_for(Some(1)), odd, "the odd part holds 7");
+        assert_eq!(a.read_waits_for(None), odd, "so does the whole state");
+        assert_eq!(
+            a.read_waits_for(Some(0)),
+            Position::default(),
+            "no even number"
+        );
+        assert_eq!(a.read_through(1), odd.index);
+        assert_eq!(a.read_through(0), a.commit());
+        assert!(a.commit() < odd.index);
+        a.check_parts().unwrap();
+        // An even number after it: the odd part still waits for 7 alone.
+        a.step(
+            301,
+            Input::Request {
+                token: 5,
+                request: Request::Add(8),
+            },
+        );
+        let even = a.position();
+        assert_eq!(a.read_waits_for(Some(1)), odd);
+        assert_eq!(a.read_waits_for(Some(0)), even);
+        assert_eq!(a.read_through(1), odd.index);
+        a.check_parts().unwrap();
+        // B stores both: nothing waits.
+        let beat = a.leading.as_ref().unwrap().rounds.beat();
+        hear(&mut a, 302, B, follower(A, 1, even, beat));
+        assert_eq!(a.commit(), even.index);
+        for part in [Some(0), Some(1), None] {
+            assert_eq!(a.read_waits_for(part), Position::default(), "{part:?}");
+        }
+        assert_eq!(a.read_through(1), even.index, "the commit, past 7");
+        a.check_parts().unwrap();
+    }
+
     /// An answer read off the leader's state waits, past its round, for the entries that
     /// state holds to commit: else it could tell of a write a failover then loses.
     #[test]

@@ -48,6 +48,9 @@ pub(super) struct Journal<S: Machine> {
     /// follower's alike: every replica tells its watchers the same changes at the same
     /// indexes, so a watch can resume at any beacon that leads later).
     changes: VecDeque<(u64, S::Change)>,
+    /// For each part of the state ([`Machine::part`]), the position of the last applied
+    /// entry that changed it (of the snapshot the state was restored from, if none since).
+    changed: Vec<Position>,
 }
 
 impl<S: Machine> Journal<S> {
@@ -60,6 +63,7 @@ impl<S: Machine> Journal<S> {
             deferred: 0,
             halted: None,
             changes: VecDeque::new(),
+            changed: vec![Position::default(); S::PARTS],
         }
     }
 
@@ -75,6 +79,7 @@ impl<S: Machine> Journal<S> {
     ) -> Result<(), RestoreError> {
         if let Some(snapshot) = snapshot {
             self.state.restore(snapshot.state, 0);
+            self.changed.fill(snapshot.position);
             self.log.reset(snapshot.position, snapshot.members);
         }
         let defer_after = if defer { commit } else { u64::MAX };
@@ -90,13 +95,14 @@ impl<S: Machine> Journal<S> {
                 self.deferred += 1;
                 continue;
             }
-            if let Payload::Command(command) = &entry.payload
-                && let Err(cause) = self.state.apply(command, 0)
-            {
-                return Err(RestoreError::DoesNotFit {
-                    position: entry.position(),
-                    cause: cause.to_string(),
-                });
+            if let Payload::Command(command) = &entry.payload {
+                if let Err(cause) = self.state.apply(command, 0) {
+                    return Err(RestoreError::DoesNotFit {
+                        position: entry.position(),
+                        cause: cause.to_string(),
+                    });
+                }
+                self.changed[S::part(command)] = entry.position();
             }
             self.log.append(entry);
         }
@@ -140,6 +146,12 @@ impl<S: Machine> Journal<S> {
                 .term_at(index)
                 .expect("the log keeps every entry it has not applied"),
         }
+    }
+
+    /// The position of the last applied entry that changed `part` of the state (see
+    /// [`Machine::part`]; index 0 before any).
+    pub(super) fn changed(&self, part: usize) -> Position {
+        self.changed[part]
     }
 
     /// The entries stored but not applied, in log order.
@@ -216,10 +228,11 @@ impl<S: Machine> Journal<S> {
         now: Millis,
         entry: Entry<S::Command>,
     ) -> Result<(), S::ApplyError> {
-        if let Payload::Command(command) = &entry.payload
-            && let Some(change) = self.state.apply(command, now)?
-        {
-            self.changes.push_back((entry.index, change));
+        if let Payload::Command(command) = &entry.payload {
+            if let Some(change) = self.state.apply(command, now)? {
+                self.changes.push_back((entry.index, change));
+            }
+            self.changed[S::part(command)] = entry.position();
         }
         self.log.append(entry);
         Ok(())
@@ -260,6 +273,7 @@ impl<S: Machine> Journal<S> {
                     Ok(None) => {}
                     Err(e) => return Err((entry.position(), e)),
                 }
+                self.changed[S::part(command)] = entry.position();
             }
             self.deferred -= 1;
         }
@@ -296,6 +310,7 @@ impl<S: Machine> Journal<S> {
     pub(super) fn install(&mut self, snapshot: &Snapshot<S::Snapshot>, now: Millis) {
         self.changes.clear();
         self.state.restore(snapshot.state.clone(), now);
+        self.changed.fill(snapshot.position);
         self.log.reset(snapshot.position, snapshot.members.clone());
         self.deferred = 0;
     }
@@ -343,6 +358,7 @@ impl<S: Machine> Journal<S> {
             log: &mut self.log,
             unsaved,
             changes: &mut self.changes,
+            changed: &mut self.changed,
             appended,
             notices,
             notes,

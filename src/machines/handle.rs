@@ -162,17 +162,19 @@ pub(crate) trait CoreExt: Core {
     }
 
     /// Runs `f` once this replica has applied the log through `index` (a read index), and
-    /// answers once every entry it saw is committed.
+    /// answers once every entry it saw that changed `part` of the state (the whole state
+    /// with `None`; see [`crate::consensus::Machine::part`]) is committed.
     async fn read_after<T: Send + 'static>(
         &self,
         index: u64,
+        part: Option<usize>,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
         let view = self.view();
         view.applied(index).await?;
         let (answer, at) = {
             let replica = view.read();
-            (f(&replica, view.now()), replica.applied())
+            (f(&replica, view.now()), replica.read_waits_for(part))
         };
         view.committed(at).await?;
         Ok(answer)
@@ -182,9 +184,12 @@ pub(crate) trait CoreExt: Core {
     /// follower, which then reads as followers do): it reads at once, then waits for a
     /// majority to confirm, in a round started after the read and in the same term, that
     /// this beacon still leads (no other leader can have acknowledged a write before the
-    /// read), and for every entry the read saw to be committed.
+    /// read), and for every entry the read saw that changed `part` of the state (the whole
+    /// state with `None`) to be committed: a leader applies what it appends, and a read of
+    /// one machine need not wait for writes to another that are in flight.
     async fn leader_read<T: Send + 'static>(
         &self,
+        part: Option<usize>,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
     ) -> Result<T, Reject> {
         let view = self.view();
@@ -195,7 +200,11 @@ pub(crate) trait CoreExt: Core {
             }
             replica.ready_to_serve()?;
             let answer = f(&replica, view.now());
-            (answer, replica.applied(), replica.election().term())
+            (
+                answer,
+                replica.read_waits_for(part),
+                replica.election().term(),
+            )
         };
         self.read_index(None).await?;
         if view.read().election().term() != term {
@@ -347,11 +356,36 @@ impl Ctx<'_> {
         &self,
         f: impl FnOnce(&Replica, Millis) -> T + Clone + Send + 'static,
     ) -> Result<T, Reject> {
+        self.read_part(None, f).await
+    }
+
+    /// Runs `f`, which reads machine `M` alone, for a client's read: as [`Ctx::read`], but a
+    /// linearizable read waits only for the writes to `M` it saw to commit, not for writes
+    /// to other machines in flight. What it says it reads through is
+    /// [`Replica::read_through`] of `M`'s part.
+    pub(crate) async fn read_of<M, T>(
+        &self,
+        f: impl FnOnce(&Replica, Millis) -> T + Clone + Send + 'static,
+    ) -> Result<T, Reject>
+    where
+        M: crate::consensus::Machine,
+        State: crate::machines::Part<M>,
+        T: Send + 'static,
+    {
+        self.read_part(Some(<State as crate::machines::Part<M>>::INDEX), f)
+            .await
+    }
+
+    async fn read_part<T: Send + 'static>(
+        &self,
+        part: Option<usize>,
+        f: impl FnOnce(&Replica, Millis) -> T + Clone + Send + 'static,
+    ) -> Result<T, Reject> {
         if self.consistency != Consistency::Linearizable {
             return self.driver.read(f).await;
         }
         // On the leader: read at once, confirm and wait for the commit together.
-        let led = tokio::time::timeout(READ_WAIT, self.driver.leader_read(f.clone())).await;
+        let led = tokio::time::timeout(READ_WAIT, self.driver.leader_read(part, f.clone())).await;
         let leader = match led {
             Ok(Ok(answer)) => return Ok(answer),
             Ok(Err(r)) if r.code == ErrorCode::NotLeader as u32 => r.leader,
@@ -361,7 +395,7 @@ impl Ctx<'_> {
         // election and says why it cannot), the read index first; then one trip to the
         // read once this replica has applied the log through it.
         let index = self.linearize.linearize(leader).await?;
-        match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, f)).await {
+        match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, part, f)).await {
             Ok(answer) => answer,
             Err(_) => Err(Reject::new(
                 ErrorCode::Unavailable,

@@ -47,6 +47,8 @@ pub use crate::consensus::{Machine, Service};
 /// A composite state that holds machine `M`: a service of `M` reads its part and appends its
 /// commands through the composite, so the same service serves any composite holding `M`.
 pub trait Part<M: Machine>: Machine {
+    /// `M`'s part of the composite ([`Machine::part`]): what a read of `M` alone waits for.
+    const INDEX: usize;
     fn part(&self) -> &M;
     fn wrap(command: M::Command) -> Self::Command;
     /// `M`'s change, if `change` is one.
@@ -55,6 +57,7 @@ pub trait Part<M: Machine>: Machine {
 
 /// A machine alone is a composite of one.
 impl<M: Machine> Part<M> for M {
+    const INDEX: usize = 0;
     fn part(&self) -> &M {
         self
     }
@@ -269,6 +272,12 @@ macro_rules! compose {
             $( $Variant(Box<<$M as $crate::consensus::Machine>::Command>), )+
         }
 
+        /// The machines, in order: each is a part of the state ([`Machine::part`]).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Machines {
+            $( $Variant, )+
+        }
+
         /// What a command changed.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Change {
@@ -316,6 +325,14 @@ macro_rules! compose {
                 }
             }
 
+            const PARTS: usize = [$( Machines::$Variant, )+].len();
+
+            fn part(command: &Command) -> usize {
+                match command {
+                    $( Command::$Variant(_) => Machines::$Variant as usize, )+
+                }
+            }
+
             fn change_bytes(change: &Change) -> usize {
                 match change {
                     $( Change::$Variant(c) =>
@@ -352,6 +369,7 @@ macro_rules! compose {
 
         $(
             impl $crate::machines::Part<$M> for State {
+                const INDEX: usize = Machines::$Variant as usize;
                 fn part(&self) -> &$M {
                     &self.$field
                 }

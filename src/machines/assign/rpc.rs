@@ -421,7 +421,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
         crate::machines::registry::check_type(&req.node_type)
             .map_err(|e| Reject::new(ErrorCode::InvalidRequest, e.to_string()))?;
     }
-    ctx.read(move |replica, _| {
+    ctx.read_of::<Assignments, _>(move |replica, _| {
         let resources = <State as Part<Assignments>>::part(replica.state());
         let (resources, next, total) = crate::machines::handle::page(
             resources
@@ -435,7 +435,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::ResourcesRequest) -> Result<pb::ResourcesR
         pb::ResourcesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.applied().index,
+            index: replica.read_through(<State as Part<Assignments>>::INDEX),
             resources,
             now_ms: wall_ms(),
             stale: replica.staleness(),

@@ -59,7 +59,7 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
             check_key(&req.key).map_err(|e| reject(e.into()))?;
             let key = req.key.clone();
             let found = ctx
-                .read(move |replica, _| {
+                .read_of::<ConfigStore, _>(move |replica, _| {
                     let store = <State as Part<ConfigStore>>::part(replica.state());
                     store.get(&key).map(|d| {
                         let mut history = vec![pb::Past {
@@ -70,7 +70,7 @@ pub(crate) async fn serve(frame: &crate::wire::Frame, ctx: &Ctx<'_>) -> Result<H
                         history.extend(d.history.iter().map(past_to_pb));
                         pb::HistoryReply {
                             history,
-                            index: replica.applied().index,
+                            index: replica.read_through(<State as Part<ConfigStore>>::INDEX),
                         }
                     })
                 })
@@ -216,7 +216,7 @@ async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject>
     }
     let (prefix, key) = (req.prefix, req.key.clone());
     let answer = ctx
-        .read(move |replica, _| {
+        .read_of::<ConfigStore, _>(move |replica, _| {
             let store = <State as Part<ConfigStore>>::part(replica.state());
             let documents = if prefix {
                 store
@@ -232,7 +232,7 @@ async fn get(ctx: &Ctx<'_>, req: pb::GetRequest) -> Result<pb::GetReply, Reject>
             };
             pb::GetReply {
                 documents,
-                index: replica.applied().index,
+                index: replica.read_through(<State as Part<ConfigStore>>::INDEX),
                 node: replica.config().me.to_string(),
             }
         })

@@ -474,7 +474,7 @@ pub(crate) async fn nodes_page(
         node_id: (req.node_id != 0).then_some(req.node_id),
         health: filter_of("health", req.health).map_err(bad_value)?,
     };
-    ctx.read(move |replica, now| {
+    ctx.read_of::<Registry, _>(move |replica, now| {
         let (registry, service) = parts(replica);
         let counts = if count {
             counts_by_type(registry, &filter)
@@ -490,7 +490,7 @@ pub(crate) async fn nodes_page(
         let reply = pb::NodesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.applied().index,
+            index: replica.read_through(<State as Part<Registry>>::INDEX),
             next_node_id: next.unwrap_or(0),
             total: total as u64,
             nodes: page
@@ -588,7 +588,7 @@ async fn holds(ctx: &Ctx<'_>, req: pb::HoldsRequest) -> Result<pb::HoldsReply, R
 }
 
 async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {
-    ctx.read(|replica, _| {
+    ctx.read_of::<Registry, _>(|replica, _| {
         let (registry, _) = parts(replica);
         let range = registry.range();
         let mut quarantined: Vec<u32> = registry.quarantined().map(|t| t.record.node_id).collect();
@@ -599,7 +599,7 @@ async fn ids(ctx: &Ctx<'_>) -> Result<pb::IdsReply, Reject> {
             last_node_id: registry.last_node_id(),
             in_use: registry.len() as u32,
             quarantined,
-            index: replica.applied().index,
+            index: replica.read_through(<State as Part<Registry>>::INDEX),
             stale: replica.staleness(),
         }
     })

@@ -147,7 +147,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
     if !req.name.is_empty() {
         super::state::check_name(&req.name).map_err(|e| reject(e.into()))?;
     }
-    ctx.read(move |replica, _| {
+    ctx.read_of::<Sequences, _>(move |replica, _| {
         let sequences = <State as Part<Sequences>>::part(replica.state());
         let (sequences, next, total) = crate::machines::handle::page(
             sequences
@@ -161,7 +161,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::SequencesRequest) -> Result<pb::SequencesR
         pb::SequencesReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.applied().index,
+            index: replica.read_through(<State as Part<Sequences>>::INDEX),
             sequences,
             now_ms: wall_ms(),
             stale: replica.staleness(),

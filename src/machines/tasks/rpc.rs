@@ -373,7 +373,7 @@ fn tasks_done(answer: Response) -> Result<pb::TasksDone, Reject> {
 async fn get(ctx: &Ctx<'_>, req: pb::GetTask) -> Result<pb::TaskReply, Reject> {
     super::state::check_name("queue", &req.queue).map_err(invalid)?;
     super::state::check_name("task", &req.name).map_err(invalid)?;
-    ctx.read(move |replica, _| {
+    ctx.read_of::<Tasks, _>(move |replica, _| {
         let state = <State as Part<Tasks>>::part(replica.state());
         match state.queue(&req.queue) {
             None => Err(reject(TaskError::UnknownQueue(req.queue))),
@@ -410,7 +410,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
         )));
     }
     let limit = if req.limit == 0 { 1000 } else { req.limit } as usize;
-    ctx.read(move |replica, _| {
+    ctx.read_of::<Tasks, _>(move |replica, _| {
         let state = <State as Part<Tasks>>::part(replica.state());
         let Some(q) = state.queue(&req.queue) else {
             return Err(reject(TaskError::UnknownQueue(req.queue)));
@@ -442,7 +442,7 @@ async fn list(ctx: &Ctx<'_>, req: pb::TasksRequest) -> Result<pb::TasksReply, Re
         Ok(pb::TasksReply {
             node: replica.config().me.to_string(),
             is_leader: replica.is_leader(),
-            index: replica.applied().index,
+            index: replica.read_through(<State as Part<Tasks>>::INDEX),
             tasks: chosen
                 .into_iter()
                 .map(|t| task_to_pb(t, req.brief))

@@ -1035,7 +1035,11 @@ mod view_tests {
         let (view, handle, _queue) = lone();
         let read = tokio::spawn({
             let handle = handle.clone();
-            async move { handle.read_after(0, |replica, _| replica.commit()).await }
+            async move {
+                handle
+                    .read_after(0, None, |replica, _| replica.commit())
+                    .await
+            }
         });
         // Index 0 is released from the start.
         let answered = tokio::time::timeout(Duration::from_secs(5), read)

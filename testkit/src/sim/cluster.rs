@@ -992,6 +992,9 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         }
         self.check_terms(at, term, max_seen)?;
         self.check_commit_durable(at, false)?;
+        self.nodes[&at]
+            .check_parts()
+            .map_err(|e| format!("{at}: {e}"))?;
         match self.batch.get_mut(&at) {
             Some(batch) => {
                 batch.merge(ready);
