@@ -13,6 +13,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.journal.applied()
     }
 
+    /// The position of the last applied entry that changed `part` of the state
+    /// ([`Machine::part`]; index 0 before any).
+    pub fn changed(&self, part: usize) -> Position {
+        self.journal.changed(part)
+    }
+
     /// What a read of the state as applied now must see committed before it is answered:
     /// of `part` alone ([`Machine::part`]) or, with `None`, of the whole state. The last
     /// applied entry that changed it, while that is not committed; else nothing (index 0).

@@ -394,7 +394,7 @@ impl Ctx<'_> {
         // Elsewhere (or when the leader could not answer: the way below waits out an
         // election and says why it cannot), the read index first; then one trip to the
         // read once this replica has applied the log through it.
-        let index = self.linearize.linearize(leader).await?;
+        let index = self.linearize.linearize(leader, part).await?;
         match tokio::time::timeout(READ_WAIT, self.driver.read_after(index, part, f)).await {
             Ok(answer) => answer,
             Err(_) => Err(Reject::new(
@@ -414,9 +414,12 @@ pub use crate::wire::Consistency;
 /// leader, its leader's as a follower; `leader` is the leader this beacon just named, asked
 /// straight away).
 pub trait Linearize: Send + Sync {
+    /// The index a read of `part` (the whole state with `None`) must have applied the log
+    /// through.
     fn linearize(
         &self,
         leader: Option<SocketAddr>,
+        part: Option<usize>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>>;
 }
 

@@ -278,6 +278,18 @@ macro_rules! compose {
             $( $Variant, )+
         }
 
+        impl Machines {
+            /// Every machine, in order: the one of part `i` is `ALL[i]`.
+            pub const ALL: &'static [Machines] = &[$( Machines::$Variant, )+];
+
+            /// The machine's name, as beacons tell each other how far to read it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( Machines::$Variant => stringify!($field), )+
+                }
+            }
+        }
+
         /// What a command changed.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Change {
@@ -777,6 +789,55 @@ compose! {
 /// A beacon's replica of every machine.
 pub type Replica = crate::consensus::Replica<State, Services>;
 
+/// How far a read of each machine alone must have applied the log, for read index `index`
+/// (see `ReadIndexReply.machines`): the last entry that changed it, when at or before
+/// `index`, else `index`. Said of a replica that has applied the log through `index` (every
+/// change through it is then known); one that has not says `index` for each.
+pub(crate) fn machine_indexes(replica: &Replica, index: u64) -> Vec<crate::pb::MachineIndex> {
+    indexes_of(
+        |part| replica.changed(part).index,
+        replica.applied().index,
+        index,
+    )
+}
+
+/// [`machine_indexes`] of a replica applied through `applied` whose part `p` last changed
+/// at `changed(p)`.
+fn indexes_of(
+    changed: impl Fn(usize) -> u64,
+    applied: u64,
+    index: u64,
+) -> Vec<crate::pb::MachineIndex> {
+    Machines::ALL
+        .iter()
+        .enumerate()
+        .map(|(part, machine)| crate::pb::MachineIndex {
+            machine: machine.name().to_owned(),
+            index: if applied >= index {
+                changed(part).min(index)
+            } else {
+                index
+            },
+        })
+        .collect()
+}
+
+/// The index a read of `part` (the whole state with `None`) must have applied the log
+/// through, from a leader's read index and what it said of each machine.
+pub(crate) fn machine_index(
+    part: Option<usize>,
+    index: u64,
+    machines: &[crate::pb::MachineIndex],
+) -> u64 {
+    let Some(machine) = part.and_then(|p| Machines::ALL.get(p)) else {
+        return index;
+    };
+    machines
+        .iter()
+        .find(|m| m.machine == machine.name())
+        .map_or(index, |m| m.index.min(index))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -787,6 +848,57 @@ mod tests {
     use super::sequence::{SequenceCmd, SequenceErrorCode};
     use super::tasks::{TasksCmd, TasksErrorCode};
     use crate::wire::{Cmd, Code, ErrorCode};
+
+    /// A leader says, for each machine, how far a follower must apply to read it: the last
+    /// entry that changed it when the read index covers that, else the read index; and
+    /// nothing but the read index while it has not applied that far itself.
+    #[test]
+    fn a_follower_reads_a_machine_from_the_last_entry_that_changed_it() {
+        use super::{Machines, Part, State, indexes_of, machine_index};
+        let names: Vec<&str> = Machines::ALL.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            ["registry", "sequence", "assign", "tasks", "configs"]
+        );
+        let sequence = <State as Part<super::sequence::Sequences>>::INDEX;
+        assert_eq!(Machines::ALL[sequence].name(), "sequence");
+        // The sequences last changed at 4, the registry at 12; read index 10.
+        let changed = |part: usize| match part {
+            0 => 12,
+            1 => 4,
+            _ => 0,
+        };
+        let said = indexes_of(changed, 12, 10);
+        let by_name: Vec<(&str, u64)> =
+            said.iter().map(|m| (m.machine.as_str(), m.index)).collect();
+        assert_eq!(
+            by_name,
+            [
+                ("registry", 10),
+                ("sequence", 4),
+                ("assign", 0),
+                ("tasks", 0),
+                ("configs", 0)
+            ]
+        );
+        assert_eq!(machine_index(Some(sequence), 10, &said), 4);
+        assert_eq!(machine_index(Some(0), 10, &said), 10);
+        assert_eq!(machine_index(None, 10, &said), 10, "the whole state");
+        assert_eq!(
+            machine_index(Some(sequence), 10, &[]),
+            10,
+            "a leader that says none"
+        );
+        // Applied through 8 only: it cannot say what changed up to 10.
+        let unknown = indexes_of(changed, 8, 10);
+        assert!(unknown.iter().all(|m| m.index == 10), "{unknown:?}");
+        // An index said above the read index is read as the read index.
+        let odd = [crate::pb::MachineIndex {
+            machine: "sequence".into(),
+            index: 99,
+        }];
+        assert_eq!(machine_index(Some(sequence), 10, &odd), 10);
+    }
 
     #[test]
     fn an_answer_stays_small() {

@@ -192,11 +192,16 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
                 }),
             };
             let index = shared.driver.read_index(asker).await?;
+            let machines = shared
+                .driver
+                .read(move |replica, _| crate::machines::machine_indexes(replica, index))
+                .await?;
             reply(
                 frame,
                 &pb::ReadIndexReply {
                     index,
                     leader: shared.config.node.to_string(),
+                    machines,
                 },
             )
         }

@@ -12,31 +12,41 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::machines::handle::Reject;
 
-/// The batcher: how many reads have arrived, and the last answer with the reads it covers.
-#[derive(Default)]
-pub(crate) struct ReadBatch {
+/// The batcher: how many reads have arrived, and the last answer (`T`: the read index, and
+/// what comes with it) with the reads it covers.
+pub(crate) struct ReadBatch<T> {
     /// Reads arrived so far; each takes the next number.
     arrived: AtomicU64,
     /// One request at a time; waiting here is in arrival order.
     sending: tokio::sync::Mutex<()>,
     /// The last answer: the reads it covers (numbers up to this), whom it was asked of, and
     /// what it was.
-    last: Mutex<Option<Answer>>,
+    last: Mutex<Option<Answer<T>>>,
 }
 
-struct Answer {
+impl<T> Default for ReadBatch<T> {
+    fn default() -> Self {
+        ReadBatch {
+            arrived: AtomicU64::new(0),
+            sending: tokio::sync::Mutex::new(()),
+            last: Mutex::new(None),
+        }
+    }
+}
+
+struct Answer<T> {
     covers: u64,
     leader: SocketAddr,
-    index: Result<u64, (u32, String, Option<SocketAddr>)>,
+    index: Result<T, (u32, String, Option<SocketAddr>)>,
 }
 
-impl ReadBatch {
+impl<T: Clone> ReadBatch<T> {
     /// `leader`'s read index for a read arriving now: from a request another read sends
     /// after this one arrived, or from `ask`, sent now.
-    pub(crate) async fn read_index<F, Fut>(&self, leader: SocketAddr, ask: F) -> Result<u64, Reject>
+    pub(crate) async fn read_index<F, Fut>(&self, leader: SocketAddr, ask: F) -> Result<T, Reject>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<u64, Reject>>,
+        Fut: std::future::Future<Output = Result<T, Reject>>,
     {
         let me = self.arrived.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(answer) = self.covering(me, leader) {
@@ -50,7 +60,7 @@ impl ReadBatch {
         let covers = self.arrived.load(Ordering::SeqCst);
         let index = ask().await;
         let kept = match &index {
-            Ok(i) => Ok(*i),
+            Ok(i) => Ok(i.clone()),
             Err(r) => Err((r.code, r.msg.clone(), r.leader)),
         };
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Answer {
@@ -62,13 +72,13 @@ impl ReadBatch {
     }
 
     /// The last answer, if it was asked of `leader` after read `me` arrived.
-    fn covering(&self, me: u64, leader: SocketAddr) -> Option<Result<u64, Reject>> {
+    fn covering(&self, me: u64, leader: SocketAddr) -> Option<Result<T, Reject>> {
         let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let answer = last
             .as_ref()
             .filter(|a| a.covers >= me && a.leader == leader)?;
         Some(match &answer.index {
-            Ok(i) => Ok(*i),
+            Ok(i) => Ok(i.clone()),
             Err((code, msg, leader)) => Err(Reject {
                 code: *code,
                 msg: msg.clone(),
@@ -89,7 +99,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_arriving_during_a_request_share_the_next_one_never_an_earlier_one() {
-        let batch = Arc::new(ReadBatch::default());
+        let batch = Arc::new(ReadBatch::<u64>::default());
         let leader: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let sent = Arc::new(AtomicUsize::new(0));
         // Each request answers with its own number: the index of the `n`th request is `n`.

@@ -81,7 +81,7 @@ pub(crate) struct Shared {
     /// The connections that carry our gRPC clients' calls to the leader.
     pub(crate) relays: super::relay::pool::Relays,
     /// The follower's linearizable reads, sharing their requests for the leader's read index.
-    pub(crate) read_batch: super::read_batch::ReadBatch,
+    pub(crate) read_batch: super::read_batch::ReadBatch<crate::pb::ReadIndexReply>,
     /// The gRPC edge's standard services (health, reflection).
     pub(crate) grpc: super::grpc::standard::Standard,
     /// What this beacon's clients may have under way (key `limits`).
@@ -177,10 +177,15 @@ impl Shared {
         }
     }
 
-    /// The read index a linearizable read waits for: this beacon's own when it leads, else
-    /// its leader's, asked over the relay connection (while no leader can give one, it waits
-    /// up to [`LEADER_WAIT`] for an election).
-    async fn read_index_for_read(&self, leader: Option<SocketAddr>) -> Result<u64, Reject> {
+    /// The read index a linearizable read of `part` (the whole state with `None`) waits
+    /// for: this beacon's own when it leads, else its leader's, asked over the relay
+    /// connection (while no leader can give one, it waits up to [`LEADER_WAIT`] for an
+    /// election), lowered to the last entry that changed the part when the leader says so.
+    async fn read_index_for_read(
+        &self,
+        leader: Option<SocketAddr>,
+        part: Option<usize>,
+    ) -> Result<u64, Reject> {
         let needs = |r: Reject| Reject {
             msg: format!(
                 "{}; a linearizable read needs a leader that a majority confirms (`--consistency serializable` reads this beacon's replica as it is)",
@@ -215,7 +220,13 @@ impl Shared {
                 .read_index(leader, || self.leader_read_index(leader))
                 .await
             {
-                Ok(index) => return Ok(index),
+                Ok(answer) => {
+                    return Ok(crate::machines::machine_index(
+                        part,
+                        answer.index,
+                        &answer.machines,
+                    ));
+                }
                 Err(r) => self.wait_or_refuse(r, electing).await.map_err(needs)?,
             }
         }
@@ -248,7 +259,10 @@ impl Shared {
     /// beacon follows it) in which term: that counts as this beacon's confirmation of the
     /// leadership (see [`crate::consensus::Input::ReadIndex`]). Asked now, after every read
     /// it serves arrived.
-    async fn leader_read_index(&self, leader: SocketAddr) -> Result<u64, Reject> {
+    async fn leader_read_index(
+        &self,
+        leader: SocketAddr,
+    ) -> Result<crate::pb::ReadIndexReply, Reject> {
         let request = match self.driver.follows() {
             Some((l, term)) if l == leader => crate::pb::ReadIndexRequest {
                 asker: self.config.node.to_string(),
@@ -284,8 +298,7 @@ impl Shared {
                 retry_after_ms: e.retry_after_ms,
             });
         }
-        let reply: crate::pb::ReadIndexReply = answer.decode()?;
-        Ok(reply.index)
+        Ok(answer.decode()?)
     }
 }
 
@@ -299,7 +312,8 @@ impl Linearize for Shared {
     fn linearize(
         &self,
         leader: Option<SocketAddr>,
+        part: Option<usize>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>> {
-        Box::pin(self.read_index_for_read(leader))
+        Box::pin(self.read_index_for_read(leader, part))
     }
 }

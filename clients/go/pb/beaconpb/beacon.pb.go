@@ -131,7 +131,7 @@ func (x ChangeMembersRequest_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeMembersRequest_Action.Descriptor instead.
 func (ChangeMembersRequest_Action) EnumDescriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{17, 0}
+	return file_beacon_proto_rawDescGZIP(), []int{18, 0}
 }
 
 // cmd 1: the first frame on every connection.
@@ -1802,7 +1802,13 @@ type ReadIndexReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	// Who answered (the leader).
-	Leader        string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Leader string `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// For each machine, how far a read of that machine alone must have applied the log: the
+	// last entry that changed it, when that is at or before `index` (every write to it that
+	// `index` covers is at or before that entry), else `index`. A follower reading one
+	// machine waits for its replica to apply that far, not for all of `index`. Leaders
+	// before this field send none: such a read waits for `index`.
+	Machines      []*MachineIndex `protobuf:"bytes,3,rep,name=machines,proto3" json:"machines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1851,6 +1857,67 @@ func (x *ReadIndexReply) GetLeader() string {
 	return ""
 }
 
+func (x *ReadIndexReply) GetMachines() []*MachineIndex {
+	if x != nil {
+		return x.Machines
+	}
+	return nil
+}
+
+// How far a read of one machine must have applied the log (see `ReadIndexReply.machines`).
+type MachineIndex struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine, as a beacon names it (`registry`, `sequence`, `assign`, `tasks`, `configs`).
+	Machine       string `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MachineIndex) Reset() {
+	*x = MachineIndex{}
+	mi := &file_beacon_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MachineIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MachineIndex) ProtoMessage() {}
+
+func (x *MachineIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MachineIndex.ProtoReflect.Descriptor instead.
+func (*MachineIndex) Descriptor() ([]byte, []int) {
+	return file_beacon_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MachineIndex) GetMachine() string {
+	if x != nil {
+		return x.Machine
+	}
+	return ""
+}
+
+func (x *MachineIndex) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 // cmd 15: change the membership by one beacon (nebcli `member add|promote|remove`, `beacon
 // --join`); role admin. Sent to the leader (others answer NOT_LEADER naming it), answered
 // once the change is committed. One change at a time; a leader does not remove itself (hand
@@ -1868,7 +1935,7 @@ type ChangeMembersRequest struct {
 
 func (x *ChangeMembersRequest) Reset() {
 	*x = ChangeMembersRequest{}
-	mi := &file_beacon_proto_msgTypes[17]
+	mi := &file_beacon_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1947,7 @@ func (x *ChangeMembersRequest) String() string {
 func (*ChangeMembersRequest) ProtoMessage() {}
 
 func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[17]
+	mi := &file_beacon_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1960,7 @@ func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeMembersRequest.ProtoReflect.Descriptor instead.
 func (*ChangeMembersRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{17}
+	return file_beacon_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChangeMembersRequest) GetAction() ChangeMembersRequest_Action {
@@ -1930,7 +1997,7 @@ type ChangeMembersReply struct {
 
 func (x *ChangeMembersReply) Reset() {
 	*x = ChangeMembersReply{}
-	mi := &file_beacon_proto_msgTypes[18]
+	mi := &file_beacon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2009,7 @@ func (x *ChangeMembersReply) String() string {
 func (*ChangeMembersReply) ProtoMessage() {}
 
 func (x *ChangeMembersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[18]
+	mi := &file_beacon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2022,7 @@ func (x *ChangeMembersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeMembersReply.ProtoReflect.Descriptor instead.
 func (*ChangeMembersReply) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{18}
+	return file_beacon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChangeMembersReply) GetMembers() *Members {
@@ -1990,7 +2057,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_beacon_proto_msgTypes[19]
+	mi := &file_beacon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2069,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[19]
+	mi := &file_beacon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2082,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{19}
+	return file_beacon_proto_rawDescGZIP(), []int{20}
 }
 
 // cmd 12.
@@ -2032,7 +2099,7 @@ type BackupStart struct {
 
 func (x *BackupStart) Reset() {
 	*x = BackupStart{}
-	mi := &file_beacon_proto_msgTypes[20]
+	mi := &file_beacon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2111,7 @@ func (x *BackupStart) String() string {
 func (*BackupStart) ProtoMessage() {}
 
 func (x *BackupStart) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[20]
+	mi := &file_beacon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2124,7 @@ func (x *BackupStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStart.ProtoReflect.Descriptor instead.
 func (*BackupStart) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{20}
+	return file_beacon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BackupStart) GetIndex() uint64 {
@@ -2092,7 +2159,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_beacon_proto_msgTypes[21]
+	mi := &file_beacon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2171,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[21]
+	mi := &file_beacon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2184,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{21}
+	return file_beacon_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackupChunk) GetOffset() uint64 {
@@ -2154,7 +2221,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_beacon_proto_msgTypes[22]
+	mi := &file_beacon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2233,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[22]
+	mi := &file_beacon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2246,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{22}
+	return file_beacon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackupFile) GetCluster() string {
@@ -2380,10 +2447,14 @@ const file_beacon_proto_rawDesc = "" +
 	"\x06cancel\x18\x06 \x01(\bR\x06cancel\"<\n" +
 	"\x10ReadIndexRequest\x12\x14\n" +
 	"\x05asker\x18\x01 \x01(\tR\x05asker\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\">\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"s\n" +
 	"\x0eReadIndexReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"\xb0\x01\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x123\n" +
+	"\bmachines\x18\x03 \x03(\v2\x17.beacon.v1.MachineIndexR\bmachines\">\n" +
+	"\fMachineIndex\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\tR\amachine\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\xb0\x01\n" +
 	"\x14ChangeMembersRequest\x12>\n" +
 	"\x06action\x18\x01 \x01(\x0e2&.beacon.v1.ChangeMembersRequest.ActionR\x06action\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
@@ -2438,7 +2509,7 @@ func file_beacon_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_beacon_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_beacon_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_beacon_proto_goTypes = []any{
 	(Role)(0),                        // 0: beacon.v1.Role
 	(ChangeMembersRequest_Action)(0), // 1: beacon.v1.ChangeMembersRequest.Action
@@ -2459,12 +2530,13 @@ var file_beacon_proto_goTypes = []any{
 	(*Relayed)(nil),                  // 16: beacon.v1.Relayed
 	(*ReadIndexRequest)(nil),         // 17: beacon.v1.ReadIndexRequest
 	(*ReadIndexReply)(nil),           // 18: beacon.v1.ReadIndexReply
-	(*ChangeMembersRequest)(nil),     // 19: beacon.v1.ChangeMembersRequest
-	(*ChangeMembersReply)(nil),       // 20: beacon.v1.ChangeMembersReply
-	(*BackupRequest)(nil),            // 21: beacon.v1.BackupRequest
-	(*BackupStart)(nil),              // 22: beacon.v1.BackupStart
-	(*BackupChunk)(nil),              // 23: beacon.v1.BackupChunk
-	(*BackupFile)(nil),               // 24: beacon.v1.BackupFile
+	(*MachineIndex)(nil),             // 19: beacon.v1.MachineIndex
+	(*ChangeMembersRequest)(nil),     // 20: beacon.v1.ChangeMembersRequest
+	(*ChangeMembersReply)(nil),       // 21: beacon.v1.ChangeMembersReply
+	(*BackupRequest)(nil),            // 22: beacon.v1.BackupRequest
+	(*BackupStart)(nil),              // 23: beacon.v1.BackupStart
+	(*BackupChunk)(nil),              // 24: beacon.v1.BackupChunk
+	(*BackupFile)(nil),               // 25: beacon.v1.BackupFile
 }
 var file_beacon_proto_depIdxs = []int32{
 	0,  // 0: beacon.v1.Hello.role:type_name -> beacon.v1.Role
@@ -2475,21 +2547,22 @@ var file_beacon_proto_depIdxs = []int32{
 	9,  // 5: beacon.v1.LogEntry.members:type_name -> beacon.v1.Members
 	9,  // 6: beacon.v1.Snapshot.members:type_name -> beacon.v1.Members
 	15, // 7: beacon.v1.BeaconStatus.beacons:type_name -> beacon.v1.BeaconEntry
-	1,  // 8: beacon.v1.ChangeMembersRequest.action:type_name -> beacon.v1.ChangeMembersRequest.Action
-	9,  // 9: beacon.v1.ChangeMembersReply.members:type_name -> beacon.v1.Members
-	13, // 10: beacon.v1.Cluster.Status:input_type -> beacon.v1.BeaconStatusRequest
-	11, // 11: beacon.v1.Cluster.TransferLeader:input_type -> beacon.v1.TransferLeaderRequest
-	17, // 12: beacon.v1.Cluster.ReadIndex:input_type -> beacon.v1.ReadIndexRequest
-	19, // 13: beacon.v1.Cluster.ChangeMembers:input_type -> beacon.v1.ChangeMembersRequest
-	14, // 14: beacon.v1.Cluster.Status:output_type -> beacon.v1.BeaconStatus
-	12, // 15: beacon.v1.Cluster.TransferLeader:output_type -> beacon.v1.TransferLeaderReply
-	18, // 16: beacon.v1.Cluster.ReadIndex:output_type -> beacon.v1.ReadIndexReply
-	20, // 17: beacon.v1.Cluster.ChangeMembers:output_type -> beacon.v1.ChangeMembersReply
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	19, // 8: beacon.v1.ReadIndexReply.machines:type_name -> beacon.v1.MachineIndex
+	1,  // 9: beacon.v1.ChangeMembersRequest.action:type_name -> beacon.v1.ChangeMembersRequest.Action
+	9,  // 10: beacon.v1.ChangeMembersReply.members:type_name -> beacon.v1.Members
+	13, // 11: beacon.v1.Cluster.Status:input_type -> beacon.v1.BeaconStatusRequest
+	11, // 12: beacon.v1.Cluster.TransferLeader:input_type -> beacon.v1.TransferLeaderRequest
+	17, // 13: beacon.v1.Cluster.ReadIndex:input_type -> beacon.v1.ReadIndexRequest
+	20, // 14: beacon.v1.Cluster.ChangeMembers:input_type -> beacon.v1.ChangeMembersRequest
+	14, // 15: beacon.v1.Cluster.Status:output_type -> beacon.v1.BeaconStatus
+	12, // 16: beacon.v1.Cluster.TransferLeader:output_type -> beacon.v1.TransferLeaderReply
+	18, // 17: beacon.v1.Cluster.ReadIndex:output_type -> beacon.v1.ReadIndexReply
+	21, // 18: beacon.v1.Cluster.ChangeMembers:output_type -> beacon.v1.ChangeMembersReply
+	15, // [15:19] is the sub-list for method output_type
+	11, // [11:15] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_beacon_proto_init() }
@@ -2506,7 +2579,7 @@ func file_beacon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_proto_rawDesc), len(file_beacon_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

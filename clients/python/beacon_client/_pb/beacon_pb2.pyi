@@ -313,12 +313,22 @@ class ReadIndexRequest(_message.Message):
     def __init__(self, asker: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
 
 class ReadIndexReply(_message.Message):
-    __slots__ = ("index", "leader")
+    __slots__ = ("index", "leader", "machines")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
     index: int
     leader: str
-    def __init__(self, index: _Optional[int] = ..., leader: _Optional[str] = ...) -> None: ...
+    machines: _containers.RepeatedCompositeFieldContainer[MachineIndex]
+    def __init__(self, index: _Optional[int] = ..., leader: _Optional[str] = ..., machines: _Optional[_Iterable[_Union[MachineIndex, _Mapping]]] = ...) -> None: ...
+
+class MachineIndex(_message.Message):
+    __slots__ = ("machine", "index")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    index: int
+    def __init__(self, machine: _Optional[str] = ..., index: _Optional[int] = ...) -> None: ...
 
 class ChangeMembersRequest(_message.Message):
     __slots__ = ("action", "node", "learner")
