@@ -789,6 +789,7 @@ compose! {
 /// A beacon's replica of every machine.
 pub type Replica = crate::consensus::Replica<State, Services>;
 
+#[cfg(feature = "server")]
 /// How far a read of each machine alone must have applied the log, for read index `index`
 /// (see `ReadIndexReply.machines`): the last entry that changed it, when at or before
 /// `index`, else `index`. Said of a replica that has applied the log through `index` (every
@@ -801,6 +802,7 @@ pub(crate) fn machine_indexes(replica: &Replica, index: u64) -> Vec<crate::pb::M
     )
 }
 
+#[cfg(feature = "server")]
 /// [`machine_indexes`] of a replica applied through `applied` whose part `p` last changed
 /// at `changed(p)`.
 fn indexes_of(
@@ -822,6 +824,7 @@ fn indexes_of(
         .collect()
 }
 
+#[cfg(feature = "server")]
 /// The index a read of `part` (the whole state with `None`) must have applied the log
 /// through, from a leader's read index and what it said of each machine.
 pub(crate) fn machine_index(
@@ -849,6 +852,7 @@ mod tests {
     use super::tasks::{TasksCmd, TasksErrorCode};
     use crate::wire::{Cmd, Code, ErrorCode};
 
+    #[cfg(feature = "server")]
     /// A leader says, for each machine, how far a follower must apply to read it: the last
     /// entry that changed it when the read index covers that, else the read index; and
     /// nothing but the read index while it has not applied that far itself.
