@@ -596,8 +596,7 @@ async fn services_keep_their_guarantees_through_a_nemesis_of_real_faults() {
                     // The last bytes written never reached the disk: zeros in their place
                     // (the log has space reserved after its writes, which reads as zeros).
                     if let Ok(mut bytes) = std::fs::read(&log) {
-                        let written =
-                            bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count();
+                        let written = beacon::storage::written(&bytes);
                         let cut = (3 + rng.below(40) as usize).min(written);
                         bytes[written - cut..written].fill(0);
                         std::fs::write(&log, &bytes).unwrap();

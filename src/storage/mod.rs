@@ -196,9 +196,9 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             .read(LOG_FILE)
             .map_err(io("cannot read log"))?
             .unwrap_or_default();
-        // The bytes written, without the space reserved after them (zeros; see
-        // `backend`): a header is read from them, and they say how much a damaged tail cut.
-        let written = bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count();
+        // The bytes written, without the space reserved after them: a header is read from
+        // them, the records end by them, and they say how much a damaged tail cut.
+        let written = written(&bytes);
         // Where the records start; `None` when a header cut short (a crash during the
         // file's first write) or naming an unknown format leaves nothing readable.
         let mut log_format = format::FORMAT;
@@ -214,7 +214,8 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
         let after = snapshot.as_ref().map_or(0, |s| s.position.index);
         let (entries, commit, end, bad) = match start {
             Some(start) => {
-                let (entries, commit, end, bad) = read_records::<S>(&bytes[start..], after);
+                let (entries, commit, end, bad) =
+                    read_records::<S>(&bytes[start..], written.saturating_sub(start), after);
                 (entries, commit, start + end, bad)
             }
             None => (
@@ -242,15 +243,14 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
             };
             backend.truncate(LOG_FILE, end as u64).map_err(io(what))?;
         }
-        let kept = end;
         let log_unmarked = start == Some(0) && written > 0;
-        let log_old = log_unmarked || (log_format < format::FORMAT && kept >= format::HEADER);
+        let log_old = log_unmarked || (log_format < format::FORMAT && end >= format::HEADER);
         if log_unmarked {
             oldest = 1;
         } else if log_old {
             oldest = oldest.min(log_format);
         }
-        let mut log_marked = start == Some(format::HEADER) && kept >= format::HEADER;
+        let mut log_marked = start == Some(format::HEADER) && end >= format::HEADER;
         // Files of an older format are rewritten in this one (see `format`).
         if term_old {
             backend
@@ -269,10 +269,10 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
                 .map_err(io("cannot rewrite snapshot in the current format"))?;
             snapshot_size = marked.len() as u64;
         }
-        if log_old && kept > 0 {
+        if log_old && end > 0 {
             let mut marked = format::header(&format::LOG_MAGIC).to_vec();
             let from = if log_unmarked { 0 } else { format::HEADER };
-            marked.extend_from_slice(&bytes[from..kept]);
+            marked.extend_from_slice(&bytes[from..end]);
             backend
                 .replace(LOG_FILE, &marked)
                 .map_err(io("cannot rewrite log in the current format"))?;
@@ -426,19 +426,29 @@ impl<S: MachineWire, B: Backend> Storage<S, B> {
     }
 }
 
+/// A file's bytes up to the last that is not zero: what was written, without the space an
+/// appended file has reserved after its writes, which reads as zeros (see `backend`). A
+/// record may end in zeros of its own, so this can end inside the last record, never
+/// before a record starts (a record's head holds its length, never 0).
+pub fn written(bytes: &[u8]) -> usize {
+    bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count()
+}
+
 fn decode_snapshot<S: MachineWire>(bytes: &[u8]) -> Result<Snapshot<S::Snapshot>, String> {
     let (_, body) = format::unseal(bytes)?;
     snapshot_from_bytes::<S>(body).map_err(|e| e.to_string())
 }
 
-/// Reads log records. Entries at or before `after` (already in the snapshot) are skipped.
-/// Returns the entries, how far the records say the log was known committed, where the
-/// written records end, and why, if the log does not end cleanly there: a clean end is the
-/// end of the bytes or space reserved after them (zeros to the end: a record never starts
-/// with eight zeros, its length is never 0).
+/// Reads log records from `bytes`, of which the first `written` were written ([`written`]).
+/// Entries at or before `after` (already in the snapshot) are skipped. Returns the entries,
+/// how far the records say the log was known committed, where the written records end, and
+/// why, if the log does not end cleanly there: a clean end is the end of the bytes or of
+/// what was written (zeros to the end are reserved space: a record never starts with eight
+/// zeros, its length is never 0).
 #[allow(clippy::type_complexity)]
 fn read_records<S: MachineWire>(
     bytes: &[u8],
+    written: usize,
     after: u64,
 ) -> (Vec<Entry<S::Command>>, u64, usize, Option<String>) {
     let mut entries: Vec<Entry<S::Command>> = Vec::new();
@@ -446,11 +456,11 @@ fn read_records<S: MachineWire>(
     let mut at = 0;
     let mut last = after;
     while at < bytes.len() {
+        if at >= written {
+            return (entries, commit, at, None);
+        }
         let rest = &bytes[at..];
         if rest.len() < RECORD_HEAD || rest[..RECORD_HEAD] == [0; RECORD_HEAD] {
-            if rest.iter().all(|b| *b == 0) {
-                return (entries, commit, at, None);
-            }
             let why = if rest.len() < RECORD_HEAD {
                 "a record head cut short"
             } else {
@@ -550,16 +560,15 @@ mod tests {
 
     /// The bytes of the file at `path` up to the last that is not zero: what was written
     /// into it (a record's last byte is its checksummed body's, not zero in these tests).
-    fn written(path: &std::path::Path) -> usize {
-        let bytes = std::fs::read(path).unwrap();
-        bytes.len() - bytes.iter().rev().take_while(|b| **b == 0).count()
+    fn written_in(path: &std::path::Path) -> usize {
+        written(&std::fs::read(path).unwrap())
     }
 
     /// Zeros the last `n` bytes written to the file at `path`, keeping its size: a crash
     /// before they reached the disk, inside the space reserved for them.
     fn tear(path: &std::path::Path, n: usize) {
         use std::os::unix::fs::FileExt;
-        let end = written(path);
+        let end = written_in(path);
         std::fs::OpenOptions::new()
             .write(true)
             .open(path)
@@ -703,17 +712,21 @@ mod tests {
             assert!(r.truncated.is_none(), "round {round}: {:?}", r.truncated);
             assert!(r.upgraded_from.is_none());
             if round > 1 {
-                assert_eq!(size(), written(&log), "round {round}: the reserve is cut");
+                assert_eq!(
+                    size(),
+                    written_in(&log),
+                    "round {round}: the reserve is cut"
+                );
             }
             for _ in 0..round {
                 s.store(&store(vec![entry(next), entry(next + 1)])).unwrap();
                 next += 2;
             }
             assert!(
-                size() > written(&log) && size() >= backend::RESERVE as usize,
+                size() > written_in(&log) && size() >= backend::RESERVE as usize,
                 "round {round}: {} bytes, {} written",
                 size(),
-                written(&log)
+                written_in(&log)
             );
         }
     }
@@ -732,7 +745,7 @@ mod tests {
         let third = format::HEADER + 2 * one;
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(&[0; RECORD_HEAD], third as u64).unwrap();
-        let end = written(&path);
+        let end = written_in(&path);
         let (_, r) = open(dir.path());
         assert_eq!(r.entries, vec![entry(1), entry(2)]);
         let t = r.truncated.unwrap();
