@@ -547,6 +547,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             }
             Input::Request { token, request } => self.on_request(now, token, request),
             Input::Requests { requests } => {
+                if self.leading.is_some() {
+                    for (_, request) in &requests {
+                        self.service.prefetch(self.journal.state(), request);
+                    }
+                }
                 for (token, request) in requests {
                     self.on_request(now, token, request);
                 }

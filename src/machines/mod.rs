@@ -546,6 +546,13 @@ macro_rules! compose {
                 }
             }
 
+            fn prefetch(&self, state: &State, request: &Request) {
+                match request {
+                    $( Request::$Variant(r) =>
+                        <$V as $crate::consensus::Service<State>>::prefetch(&self.$field, state, r), )+
+                }
+            }
+
             fn tick(&mut self, leader: &mut $crate::consensus::Leader<'_, State>) {
                 $( $crate::consensus::Service::<State>::tick(&mut self.$field, leader); )+
             }

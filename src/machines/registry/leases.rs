@@ -255,6 +255,11 @@ impl Leases {
         &mut held.lease
     }
 
+    /// Starts loading `id`'s lease into the cache (see [`Leases::renew`]).
+    pub(super) fn prefetch(&self, id: NodeId) {
+        self.by_id.prefetch(id);
+    }
+
     /// Ends `id`'s lease (it ended, or expired).
     pub(super) fn remove(&mut self, id: NodeId) {
         // Its heap entry stays until it comes up, and is dropped then.

@@ -441,6 +441,16 @@ impl Registry {
         self.nodes.get(id).map(|r| &**r)
     }
 
+    /// Starts loading `id`'s record into the cache, its two cache lines (a renewal reads
+    /// its address, token and health): see [`super::id_slots::prefetch`].
+    pub fn prefetch(&self, id: NodeId) {
+        if let Some(record) = self.nodes.get(id) {
+            let at = Arc::as_ptr(record).cast::<u8>();
+            super::id_slots::prefetch(at);
+            super::id_slots::prefetch(at.wrapping_add(64));
+        }
+    }
+
     /// Whether registration `token` of `id` is live (a later registration of the same ID is
     /// someone else).
     pub fn is_live(&self, id: NodeId, token: FencingToken) -> bool {
