@@ -611,11 +611,11 @@ async fn serve_requests(
             [one] => vec![dispatch(one, peer, Some(&client), shared).await],
             many => dispatch::dispatch_batch(many, peer, Some(&client), shared).await,
         };
+        // Heartbeats on a peer's inbound link are not requests.
+        if !matches!(peer, Peer::Beacon(_)) {
+            dispatch::record_batch(shared, &batch, &results, started);
+        }
         for (frame, result) in batch.iter().zip(results) {
-            // Heartbeats on a peer's inbound link are not requests.
-            if !matches!(peer, Peer::Beacon(_)) {
-                dispatch::record(shared, frame.cmd, &result, started);
-            }
             let result = match result {
                 Ok(Handled::Stream {
                     reply,

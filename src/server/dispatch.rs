@@ -35,11 +35,48 @@ pub(super) fn record(
     result: &Result<Handled, Reject>,
     started: Instant,
 ) {
+    record_n(shared, cmd, result, started.elapsed(), 1);
+}
+
+/// Records the answers to a batch of requests (`frames`, answered by `results`), all
+/// started at `started`: a run of the same command with the same result is recorded at
+/// once.
+pub(super) fn record_batch(
+    shared: &Shared,
+    frames: &[Frame],
+    results: &[Result<Handled, Reject>],
+    started: Instant,
+) {
+    let took = started.elapsed();
+    let code = |r: &Result<Handled, Reject>| r.as_ref().err().map(|reject| reject.code);
+    let mut at = 0;
+    while at < results.len().min(frames.len()) {
+        let (cmd, first) = (frames[at].cmd, &results[at]);
+        let run = frames[at..]
+            .iter()
+            .zip(&results[at..])
+            .take_while(|(f, r)| f.cmd == cmd && code(r) == code(first))
+            .count();
+        record_n(shared, cmd, first, took, run as u64);
+        at += run;
+    }
+}
+
+/// Records `n` answers of command `cmd` like `result`, each of which took `took`.
+fn record_n(
+    shared: &Shared,
+    cmd: u32,
+    result: &Result<Handled, Reject>,
+    took: std::time::Duration,
+    n: u64,
+) {
     if let Err(reject) = result {
-        count_refusal(shared, reject.code);
+        for _ in 0..n {
+            count_refusal(shared, reject.code);
+        }
     }
     let code = result.as_ref().err().map(|reject| reject.code);
-    shared.metrics.request(cmd, code, started.elapsed(), || {
+    shared.metrics.requests(cmd, code, took, n, || {
         let command = machines::Dispatch::name(cmd)
             .or_else(|| Cmd::from_code(cmd).map(|c| format!("{c:?}")))
             .unwrap_or_else(|| "unknown".into());

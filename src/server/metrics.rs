@@ -501,14 +501,16 @@ impl Metrics {
         out
     }
 
-    /// Records one answered request: command `cmd`, refused with error code `code` or not
-    /// (`None`), labelled by `names` (the command's name and the result's) when this pair is
-    /// met for the first time.
-    pub(crate) fn request(
+    /// Records `n` answered requests, each of which took `took`: command `cmd`, refused
+    /// with error code `code` or not (`None`), labelled by `names` (the command's name and
+    /// the result's) when this pair is met for the first time. A batch of renewals answered
+    /// together is recorded with one lookup.
+    pub(crate) fn requests(
         &self,
         cmd: u32,
         code: Option<u32>,
         took: Duration,
+        n: u64,
         names: impl FnOnce() -> (String, String),
     ) {
         let known = self.by_request.read().get(&(cmd, code)).cloned();
@@ -530,8 +532,11 @@ impl Metrics {
             self.by_request.write().insert((cmd, code), handles.clone());
             handles
         });
-        duration.observe(took.as_secs_f64());
-        count.inc();
+        let secs = took.as_secs_f64();
+        for _ in 0..n {
+            duration.observe(secs);
+        }
+        count.inc_by(n);
     }
 
     /// Records one notice pushed to a watcher (frame `cmd`).
@@ -585,7 +590,7 @@ mod tests {
     fn names_follow_the_conventions() {
         let m = metrics();
         m.leader_changes.inc();
-        m.request(1, None, Duration::from_millis(2), || {
+        m.requests(1, None, Duration::from_millis(2), 1, || {
             ("Register".into(), "OK".into())
         });
         m.refused("unauthenticated");
@@ -623,15 +628,19 @@ mod tests {
             ("Report".to_owned(), result.to_owned())
         };
         for _ in 0..3 {
-            m.request(101, None, Duration::from_millis(1), || name("OK"));
+            m.requests(101, None, Duration::from_millis(1), 1, || name("OK"));
         }
-        m.request(101, Some(9), Duration::from_millis(1), || name("NotLeader"));
+        // A batch answered alike counts each of its requests.
+        m.requests(101, None, Duration::from_millis(1), 2, || name("OK"));
+        m.requests(101, Some(9), Duration::from_millis(1), 1, || {
+            name("NotLeader")
+        });
         assert_eq!(named.get(), 2, "each pair is named once");
         let text = m.encode();
         for line in [
-            "beacon_requests_total{command=\"Report\",code=\"OK\"} 3",
+            "beacon_requests_total{command=\"Report\",code=\"OK\"} 5",
             "beacon_requests_total{command=\"Report\",code=\"NotLeader\"} 1",
-            "beacon_request_duration_seconds_count{command=\"Report\"} 4",
+            "beacon_request_duration_seconds_count{command=\"Report\"} 6",
         ] {
             assert!(text.contains(line), "no `{line}` in:\n{text}");
         }
