@@ -117,7 +117,7 @@ fn fresh() -> (State, Services) {
 }
 
 fn register_req(port: u16, node_type: &str) -> Request {
-    Request::Register(RegisterRequest {
+    Request::Register(Box::new(RegisterRequest {
         caller: Default::default(),
         node_type: node_type.into(),
         addr: svc(port),
@@ -125,7 +125,7 @@ fn register_req(port: u16, node_type: &str) -> Request {
         worker_num: 2,
         metadata: String::new(),
         wall_ms: 1_700_000_000_000,
-    })
+    }))
 }
 
 fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
@@ -134,11 +134,13 @@ fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
         node_id: id,
         addr: svc(port),
         token,
-        node: LoadStats {
-            load: 7,
-            ..LoadStats::default()
-        },
-        workers: Vec::new(),
+        load: Some(Box::new((
+            LoadStats {
+                load: 7,
+                ..LoadStats::default()
+            },
+            Vec::new(),
+        ))),
         clock_ms: 0,
         health: None,
     })
@@ -945,7 +947,7 @@ fn a_service_identity_acts_only_on_its_own_registrations() {
         restricted: true,
     };
     let as_caller = |req: Request, caller: Caller| match req {
-        Request::Register(r) => Request::Register(RegisterRequest { caller, ..r }),
+        Request::Register(r) => Request::Register(Box::new(RegisterRequest { caller, ..*r })),
         Request::Report(r) => Request::Report(Report { caller, ..r }),
         Request::Unregister(u) => Request::Unregister(Unregister { caller, ..u }),
         other => other,

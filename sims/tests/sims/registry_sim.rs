@@ -19,9 +19,7 @@ use std::net::SocketAddr;
 
 use beacon::consensus::{ConsensusError, Mode, ReplyError};
 use beacon::machines::registry::checker::{Clients, Counters, Timing, register_request};
-use beacon::machines::registry::{
-    IdRange, LoadStats, RegistryError, Report, Response, Target, Unregister,
-};
+use beacon::machines::registry::{IdRange, RegistryError, Report, Response, Target, Unregister};
 use beacon::machines::{self, Services, State};
 use beacon::time::Millis;
 use beacon_testkit::rng::SimRng as Rng;
@@ -260,8 +258,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
             node_id: first.node_id,
             addr: old,
             token: first.token(),
-            node: LoadStats::default(),
-            workers: Vec::new(),
+            load: None,
             clock_ms: 0,
             health: None,
             caller: Default::default(),

@@ -19,7 +19,6 @@ use std::net::SocketAddr;
 
 use super::service::{RegisterRequest, RegistryError, Report, Request, Response, Unregister};
 use super::state::{FencingToken, NodeId, Registry};
-use super::wire::LoadStats;
 use super::{RegistryService, Target};
 use crate::consensus::{Reply, ReplyError, Token};
 use crate::machines::{Part, Routes};
@@ -137,7 +136,7 @@ pub fn register_request(addr: SocketAddr, wall_ms: u64) -> Request {
 /// A registration of `addr` as a service of `node_type` (the other machines' workloads
 /// register workers so).
 pub fn register_as(node_type: &str, addr: SocketAddr, wall_ms: u64) -> Request {
-    Request::Register(RegisterRequest {
+    Request::Register(Box::new(RegisterRequest {
         caller: Default::default(),
         node_type: node_type.into(),
         addr,
@@ -145,7 +144,7 @@ pub fn register_as(node_type: &str, addr: SocketAddr, wall_ms: u64) -> Request {
         worker_num: 1,
         metadata: String::new(),
         wall_ms,
-    })
+    }))
 }
 
 /// A report renewing `h`.
@@ -160,8 +159,7 @@ pub fn renewal(id: NodeId, addr: SocketAddr, token: FencingToken) -> Request {
         node_id: id,
         addr,
         token,
-        node: LoadStats::default(),
-        workers: Vec::new(),
+        load: None,
         clock_ms: 0,
         health: None,
     })

@@ -50,16 +50,16 @@ impl Lease {
         }
     }
 
-    /// Keeps `node` and `workers` as the last report, in place when this lease holds its
-    /// report alone.
-    pub fn set_report(&mut self, node: LoadStats, workers: Vec<LoadStats>) {
-        if node == LoadStats::default() && workers.is_empty() {
+    /// Keeps `load` (`None`: all zeros, no workers) as the last report, in place when this
+    /// lease holds its report alone.
+    pub fn set_report(&mut self, load: Option<Box<LoadReport>>) {
+        let Some(load) = load.filter(|l| l.0 != LoadStats::default() || !l.1.is_empty()) else {
             self.report = Some(zero_report());
             return;
-        }
+        };
         match self.report.as_mut().and_then(Arc::get_mut) {
-            Some(kept) => *kept = (node, workers),
-            None => self.report = Some(Arc::new((node, workers))),
+            Some(kept) => *kept = *load,
+            None => self.report = Some(Arc::from(load)),
         }
     }
 }
@@ -356,7 +356,9 @@ mod tests {
             load: 7,
             ..Default::default()
         };
-        leases.renew(1, 10).set_report(busy, vec![busy]);
+        leases
+            .renew(1, 10)
+            .set_report(Some(Box::new((busy, vec![busy]))));
         let kept = leases
             .get(1)
             .and_then(|l| l.report.clone())
@@ -364,12 +366,11 @@ mod tests {
         assert_eq!(*kept, (busy, vec![busy]));
         drop(kept);
         // A later report replaces it.
-        leases
-            .renew(1, 20)
-            .set_report(LoadStats::default(), Vec::new());
+        leases.renew(1, 20).set_report(None);
+        // Zeros said outright are no report either.
         leases
             .renew(2, 20)
-            .set_report(LoadStats::default(), Vec::new());
+            .set_report(Some(Box::new((LoadStats::default(), Vec::new()))));
         let (a, b) = (leases.get(1).unwrap(), leases.get(2).unwrap());
         let (a, b) = (a.report.as_ref().unwrap(), b.report.as_ref().unwrap());
         assert_eq!(**a, (LoadStats::default(), Vec::new()));

@@ -202,7 +202,7 @@ async fn register(ctx: &Ctx<'_>, req: pb::RegisterRequest) -> Result<pb::Registe
     };
     // NebulaBeacon's `ip_white`: only services at addresses the cluster admits register.
     ctx.driver.admit(req.addr.ip(), "service address")?;
-    match submit(ctx, Request::Register(req)).await? {
+    match submit(ctx, Request::Register(Box::new(req))).await? {
         Response::Registered {
             record,
             lease_ms,
@@ -368,18 +368,20 @@ fn report_of(ctx: &Ctx<'_>, req: pb::NodeReport) -> Result<Report, Reject> {
             term: req.term,
             index: req.index,
         },
-        node: req.node.unwrap_or_default(),
-        workers: req.worker,
+        load: match (req.node.unwrap_or_default(), req.worker) {
+            (node, workers) if node == pb::LoadStats::default() && workers.is_empty() => None,
+            load => Some(Box::new(load)),
+        },
         clock_ms: check_clock("clock_ms", req.clock_ms, wall_ms()).map_err(invalid)?,
         health: match req.health {
             None => None,
             Some(status) => {
                 check_note("health_note", &req.health_note)?;
-                Some(ReportedHealth {
+                Some(Box::new(ReportedHealth {
                     status: status_of("health", status).map_err(bad_value)?,
                     note: req.health_note,
                     wall_ms: wall_ms(),
-                })
+                }))
             }
         },
         caller: caller(ctx),

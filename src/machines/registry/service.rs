@@ -21,6 +21,7 @@ use super::damping::Damping;
 pub use super::damping::DampingConfig;
 pub use super::leases::Lease;
 use super::leases::Leases;
+use super::leases::LoadReport;
 use super::state::{
     Command, Exhausted, FencingToken, Health, HealthFilter, InvalidRequest, NodeId, NodeRecord,
     Registry, Status,
@@ -119,13 +120,14 @@ pub struct Report {
     pub addr: SocketAddr,
     /// The registration the report renews.
     pub token: FencingToken,
-    pub node: LoadStats,
-    pub workers: Vec<LoadStats>,
+    /// The load it reports, its own and each worker's; `None`: none (all zeros, no
+    /// workers), which most reports say.
+    pub load: Option<Box<LoadReport>>,
     /// A registration generating snowflake IDs: the highest timestamp it asks to use before
     /// its next report (0: none).
     pub clock_ms: u64,
     /// The health its own checks find, if it runs any.
-    pub health: Option<ReportedHealth>,
+    pub health: Option<Box<ReportedHealth>>,
     pub caller: Caller,
 }
 
@@ -156,7 +158,10 @@ pub struct SetHealth {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    Register(RegisterRequest),
+    /// Boxed, as its holder's big fields are: a request is moved several times on its way
+    /// to the core, and the most frequent one by far is a renewal ([`Report`]), which is
+    /// kept small.
+    Register(Box<RegisterRequest>),
     Unregister(Unregister),
     Report(Report),
     /// An operator ends an ID's quarantine early (its holder has certainly stopped using
@@ -475,7 +480,7 @@ impl RegistryService {
         }
         let now = leader.now();
         let lease = self.leases.renew(report.node_id, now);
-        lease.set_report(report.node, report.workers);
+        lease.set_report(report.load);
         let mut reply = Response::Reported {
             node_id: report.node_id,
             lease_ms: self.cfg.lease_ms,
@@ -663,7 +668,7 @@ impl<S: Part<Registry>> Service<S> for RegistryService {
         request: Request,
     ) -> Outcome<Response, RegistryError, Waiting> {
         match request {
-            Request::Register(req) => self.register(leader, req),
+            Request::Register(req) => self.register(leader, *req),
             Request::Unregister(req) => self.unregister(leader, req),
             Request::Report(report) => self.report(leader, report),
             Request::FreeId(id) => free_id(leader, id),
