@@ -28,8 +28,12 @@ pub(crate) enum Ask {
         reply: oneshot::Sender<Reply<State, Services>>,
     },
     /// Requests that arrived together (node reports queued back to back on one
-    /// connection), stepped one by one in this order: one trip through the channel for all.
-    Requests(Vec<(Request, oneshot::Sender<Reply<State, Services>>)>),
+    /// connection), stepped one by one in this order: one trip through the channel for
+    /// all, and one back with their answers, in the same order.
+    Requests {
+        requests: Vec<Request>,
+        reply: oneshot::Sender<Vec<Reply<State, Services>>>,
+    },
     Subscribe(Subscription),
     /// A leader transfer ([`crate::consensus::Input::Transfer`]).
     Transfer {
@@ -229,23 +233,15 @@ impl Core for DriverHandle {
 
     fn requests(&self, requests: Vec<Request>) -> BoxFuture<'_, Vec<Answer>> {
         Box::pin(async move {
-            let mut answers = Vec::with_capacity(requests.len());
-            let ask = requests
-                .into_iter()
-                .map(|request| {
-                    let (tx, rx) = oneshot::channel();
-                    answers.push(rx);
-                    (request, tx)
-                })
-                .collect();
-            // Once the driver has stopped, the ask and its repliers are dropped: each
-            // answer below then says so.
-            let _ = self.send(Ask::Requests(ask)).await;
-            let mut out = Vec::with_capacity(answers.len());
-            for answer in answers {
-                out.push(answer.await.map_err(|_| shutting_down()));
+            let n = requests.len();
+            let (reply, answers) = oneshot::channel();
+            // Once the driver has stopped, the ask and its replier are dropped: each
+            // answer then says so.
+            let _ = self.send(Ask::Requests { requests, reply }).await;
+            match answers.await {
+                Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(_) => (0..n).map(|_| Err(shutting_down())).collect(),
             }
-            out
         })
     }
 

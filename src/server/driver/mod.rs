@@ -13,10 +13,12 @@
 
 mod handle;
 mod peers;
+mod waiting;
 
 pub(crate) use handle::{Ask, AskSenders, Asked, DriverHandle};
 use peers::PeerEvent;
 pub(crate) use peers::{Body, ConnId, Greeting, Outgoing, PeerHandle, next_conn_id};
+use waiting::Waiting;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -87,9 +89,7 @@ pub(crate) struct Driver {
     /// its handshake answer), and a stale connection closing while a newer one is open means
     /// nothing.
     conns: HashMap<SocketAddr, BTreeSet<ConnId>>,
-    /// Requests waiting for their answer: one insert and one removal per request, so
-    /// hashed by foldhash (hashbrown's default), not SipHash, which a token needs no
-    /// defence from.
+    /// Requests waiting for their answer.
     waiting: Waiting,
     /// Leader transfers waiting for their answer.
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
@@ -174,7 +174,7 @@ impl Driver {
             current,
             round: 0,
             conns: HashMap::new(),
-            waiting: hashbrown::HashMap::new(),
+            waiting: Waiting::default(),
             transfers: HashMap::new(),
             member_changes: HashMap::new(),
             reads: HashMap::new(),
@@ -462,11 +462,12 @@ impl Driver {
             Ask::Request { request, reply } => self.request(request, reply),
             // One step for the batch: the core's bookkeeping after a step (the commit, the
             // round, the followers' messages) and the merge of its outputs are paid once.
-            Ask::Requests(requests) => {
-                let requests = requests
-                    .into_iter()
-                    .map(|(request, reply)| (self.awaiting(reply), request))
-                    .collect();
+            Ask::Requests { requests, reply } => {
+                let first = self.next_token;
+                self.next_token += requests.len() as Token;
+                let tokens: Vec<Token> = (first..self.next_token).collect();
+                self.waiting.batch(&tokens, reply);
+                let requests = tokens.into_iter().zip(requests).collect();
                 self.step(consensus::Input::Requests { requests });
             }
             Ask::Transfer { to, reply } => {
@@ -502,7 +503,7 @@ impl Driver {
     /// A fresh token for a request whose answer goes to `reply`.
     fn awaiting(&mut self, reply: oneshot::Sender<Reply<State, Services>>) -> Token {
         let token = self.take_token();
-        self.waiting.insert(token, reply);
+        self.waiting.alone(token, reply);
         token
     }
 
@@ -883,17 +884,12 @@ struct Links<'a> {
     replica: &'a Replica,
 }
 
-/// Requests stepped, waiting for their answers, by token.
-type Waiting = hashbrown::HashMap<Token, oneshot::Sender<Reply<State, Services>>>;
-
 /// Gives `reply` to the request that waits for it (counting a consensus failure).
 fn give(waiting: &mut Waiting, metrics: &Metrics, token: Token, reply: Reply<State, Services>) {
     if matches!(reply, Err(consensus::ReplyError::Consensus(_))) {
         metrics.failed.inc();
     }
-    if let Some(waiting) = waiting.remove(&token) {
-        let _ = waiting.send(reply);
-    }
+    waiting.give(token, reply);
 }
 
 impl storage::Outbox<State, Services, storage::Files> for Links<'_> {
