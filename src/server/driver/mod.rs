@@ -465,9 +465,8 @@ impl Driver {
             Ask::Requests { requests, reply } => {
                 let first = self.next_token;
                 self.next_token += requests.len() as Token;
-                let tokens: Vec<Token> = (first..self.next_token).collect();
-                self.waiting.batch(&tokens, reply);
-                let requests = tokens.into_iter().zip(requests).collect();
+                self.waiting.batch(first, requests.len(), reply);
+                let requests = (first..).zip(requests).collect();
                 self.step(consensus::Input::Requests { requests });
             }
             Ask::Transfer { to, reply } => {
