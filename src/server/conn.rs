@@ -630,6 +630,16 @@ async fn serve_requests(
                     });
                     Ok(Handled::Reply(reply))
                 }
+                // The common answer (a batch of renewals is all of them) is queued here:
+                // going through `answer`, whose future holds every other case's, moved
+                // that whole future for each.
+                Ok(Handled::Reply(reply)) if reply.body.len() <= shared.config.max_frame_bytes => {
+                    if let Err(e) = conn.feed(reply).await {
+                        debug!(%remote, "cannot send reply: {e}");
+                        return;
+                    }
+                    continue;
+                }
                 other => other,
             };
             if !answer(conn, remote, frame, result, shared).await {
