@@ -21,20 +21,23 @@ const PAGE: usize = 64;
 
 #[derive(Debug, Clone)]
 pub(super) struct IdSlots<T> {
-    pages: HashMap<u32, Page<T>, BuildHasherDefault<IdHasher>>,
+    pages: HashMap<u32, Box<Page<T>>, BuildHasherDefault<IdHasher>>,
 }
 
+/// A page's slots and count in one allocation: its slot for an ID is found from the page's
+/// address alone, with no read of a header first (a cache miss of its own when a batch of
+/// renewals touches pages all over the registry).
 #[derive(Debug, Clone)]
 struct Page<T> {
-    slots: Box<[Option<T>]>,
     /// Slots holding a value: the page goes when none does.
     used: usize,
+    slots: [Option<T>; PAGE],
 }
 
 impl<T> Page<T> {
     fn empty() -> Page<T> {
         Page {
-            slots: (0..PAGE).map(|_| None).collect(),
+            slots: std::array::from_fn(|_| None),
             used: 0,
         }
     }
@@ -102,7 +105,10 @@ impl<T> IdSlots<T> {
     /// `id`'s value, made by `make` if it has none.
     pub(super) fn get_or_insert_with(&mut self, id: NodeId, make: impl FnOnce() -> T) -> &mut T {
         let (page, slot) = at(id);
-        let page = self.pages.entry(page).or_insert_with(Page::empty);
+        let page = self
+            .pages
+            .entry(page)
+            .or_insert_with(|| Box::new(Page::empty()));
         let slot = &mut page.slots[slot];
         if slot.is_none() {
             page.used += 1;
