@@ -441,13 +441,15 @@ impl Registry {
         self.nodes.get(id).map(|r| &**r)
     }
 
-    /// Starts loading `id`'s record into the cache, its two cache lines (a renewal reads
-    /// its address, token and health): see [`super::id_slots::prefetch`].
+    /// Starts loading `id`'s record into the cache, every cache line of it (a renewal reads
+    /// its address, token and health; the record is not aligned to a line, so its 120
+    /// bytes may span three): see [`super::id_slots::prefetch`].
     pub fn prefetch(&self, id: NodeId) {
         if let Some(record) = self.nodes.get(id) {
             let at = Arc::as_ptr(record).cast::<u8>();
             super::id_slots::prefetch(at);
             super::id_slots::prefetch(at.wrapping_add(64));
+            super::id_slots::prefetch(at.wrapping_add(std::mem::size_of::<NodeRecord>() - 1));
         }
     }
 
