@@ -71,13 +71,14 @@ impl Waiting {
         let Some((&first, batch)) = self.batches.range_mut(..=token).next_back() else {
             return;
         };
-        let Some(slot) = batch.answers.get_mut((token - first) as usize) else {
+        // Past the batch before it, or answered already (the first answer stands, as for
+        // a request asked alone, whose channel is gone once it is answered).
+        let Some(slot @ None) = batch.answers.get_mut((token - first) as usize) else {
             return;
         };
-        if slot.replace(reply).is_none() {
-            batch.left -= 1;
-            self.in_batches -= 1;
-        }
+        *slot = Some(reply);
+        batch.left -= 1;
+        self.in_batches -= 1;
         if batch.left == 0
             && let Some(batch) = self.batches.remove(&first)
         {
@@ -123,6 +124,7 @@ mod tests {
         w.batch(14, 2, next);
         assert_eq!(w.len(), 6);
         w.give(15, answer(5));
+        w.give(15, answer(8)); // given again: the first answer stands
         w.give(16, answer(9)); // past every batch: nobody's
         w.give(14, answer(4));
         let next = next_rx.try_recv().expect("the later batch, on its own");
