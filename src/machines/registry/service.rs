@@ -158,9 +158,9 @@ pub struct SetHealth {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
-    /// Boxed, as its holder's big fields are: a request is moved several times on its way
-    /// to the core, and the most frequent one by far is a renewal ([`Report`]), which is
-    /// kept small.
+    /// Boxed: a registration's request is large, and every request is moved several times
+    /// on its way to the core, the renewal ([`Report`]), by far the most frequent, kept
+    /// small.
     Register(Box<RegisterRequest>),
     Unregister(Unregister),
     Report(Report),
