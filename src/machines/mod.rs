@@ -337,7 +337,7 @@ macro_rules! compose {
                 }
             }
 
-            const PARTS: usize = [$( Machines::$Variant, )+].len();
+            const PARTS: usize = Machines::ALL.len();
 
             fn part(command: &Command) -> usize {
                 match command {

@@ -33,8 +33,6 @@ pub(super) struct Waiting {
     alone: HashMap<Token, oneshot::Sender<Reply>>,
     /// Batches by their first token: a few at a time.
     batches: BTreeMap<Token, Batch>,
-    /// Requests of the batches not answered yet.
-    in_batches: usize,
 }
 
 impl Waiting {
@@ -50,7 +48,6 @@ impl Waiting {
             let _ = reply.send(Vec::new());
             return;
         }
-        self.in_batches += n;
         self.batches.insert(
             first,
             Batch {
@@ -78,7 +75,6 @@ impl Waiting {
         };
         *slot = Some(reply);
         batch.left -= 1;
-        self.in_batches -= 1;
         if batch.left == 0
             && let Some(batch) = self.batches.remove(&first)
         {
@@ -87,9 +83,9 @@ impl Waiting {
         }
     }
 
-    /// Requests waiting.
+    /// Requests waiting (read for the metrics).
     pub(super) fn len(&self) -> usize {
-        self.alone.len() + self.in_batches
+        self.alone.len() + self.batches.values().map(|b| b.left).sum::<usize>()
     }
 }
 
