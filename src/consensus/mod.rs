@@ -1029,9 +1029,15 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             && l.notes.confirmed < needed
             && self.election.majority() > 1
         {
-            // In order of the notes each waits for: they are given in that order.
-            let at = l.unheard.partition_point(|(n, _, _)| *n <= needed);
-            l.unheard.insert(at, (needed, token, result));
+            // In order of the notes each waits for: they are given in that order. Answers
+            // come mostly in that order already, so the back is tried before a search.
+            match l.unheard.back() {
+                Some((n, _, _)) if *n > needed => {
+                    let at = l.unheard.partition_point(|(n, _, _)| *n <= needed);
+                    l.unheard.insert(at, (needed, token, result));
+                }
+                _ => l.unheard.push_back((needed, token, result)),
+            }
             // A confirmation round carries the notes, and a follower answers it at once
             // saying how far it heard: an answer that waited for no round of its own (a
             // registration answered again) gets one rather than the next heartbeats.
