@@ -9,7 +9,7 @@
 //! registrations, scattered by years of churn) a map would be smaller; pages are kept short
 //! so that even a lone live ID in its page costs 1.5 KB, not a large array.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
@@ -147,16 +147,23 @@ impl<T> IdSlots<T> {
 /// of the registry, taken on the core thread to compact the log or catch a follower up)
 /// costs a pointer per page, not one per value. Copying ten million record pointers took
 /// the core thread some 300 ms, long enough for its peers to count the leader gone.
+///
+/// A page is found by hashing its number; the order of the pages is kept apart, for walks.
+/// Finding a page in an ordered map searched a tree twice per renewal (its prefetch and its
+/// request): 2.5% of a leader under renewals.
 #[derive(Debug, Clone)]
 pub struct IdMap<T> {
-    pages: BTreeMap<u32, Arc<Page<T>>>,
+    pages: HashMap<u32, Arc<Page<T>>, BuildHasherDefault<IdHasher>>,
+    /// The numbers of the pages in `pages`, in order.
+    order: BTreeSet<u32>,
     len: usize,
 }
 
 impl<T> Default for IdMap<T> {
     fn default() -> Self {
         IdMap {
-            pages: BTreeMap::new(),
+            pages: HashMap::default(),
+            order: BTreeSet::new(),
             len: 0,
         }
     }
@@ -191,15 +198,21 @@ impl<T> IdMap<T> {
     /// Every ID with its value from `from` on, in order.
     pub fn range_from(&self, from: NodeId) -> impl Iterator<Item = (NodeId, &T)> {
         let (first, _) = at(from);
-        self.pages
-            .range(first..)
-            .flat_map(|(page, p)| p.iter(*page))
+        self.walk(self.order.range(first..))
             .skip_while(move |(id, _)| *id < from)
     }
 
     /// Every ID with its value, in order.
     pub fn iter(&self) -> impl Iterator<Item = (NodeId, &T)> {
-        self.pages.iter().flat_map(|(page, p)| p.iter(*page))
+        self.walk(self.order.iter())
+    }
+
+    /// The values of the pages numbered by `pages`, in that order.
+    fn walk<'a>(
+        &'a self,
+        pages: impl Iterator<Item = &'a u32> + 'a,
+    ) -> impl Iterator<Item = (NodeId, &'a T)> + 'a {
+        pages.flat_map(|page| self.pages[page].iter(*page))
     }
 
     /// Every ID, in order.
@@ -217,11 +230,10 @@ impl<T: Clone> IdMap<T> {
     /// Sets `id`'s value; returns the one it replaced.
     pub fn insert(&mut self, id: NodeId, value: T) -> Option<T> {
         let (page, slot) = at(id);
-        let page = Arc::make_mut(
-            self.pages
-                .entry(page)
-                .or_insert_with(|| Arc::new(Page::empty())),
-        );
+        let page = Arc::make_mut(self.pages.entry(page).or_insert_with(|| {
+            self.order.insert(page);
+            Arc::new(Page::empty())
+        }));
         let old = page.slots[slot].replace(value);
         if old.is_none() {
             page.used += 1;
@@ -239,6 +251,7 @@ impl<T: Clone> IdMap<T> {
         self.len -= 1;
         if page.used == 0 {
             self.pages.remove(&index);
+            self.order.remove(&index);
         }
         Some(value)
     }
@@ -364,6 +377,7 @@ mod tests {
                 "a copy keeps what it held"
             );
         }
+        assert_eq!(ids.order.len(), ids.pages.len(), "every page in order once");
         assert_ne!(&copies[7].0, &ids, "the original moved on");
         assert_eq!(ids.clone(), ids);
     }
