@@ -120,8 +120,11 @@ pub(crate) trait Core: Send + Sync {
     fn request(&self, request: Request) -> BoxFuture<'_, Answer>;
 
     /// Steps `requests` through the core in this order, in one trip, and answers each in
-    /// the same order.
-    fn requests(&self, requests: Vec<Request>) -> BoxFuture<'_, Vec<Answer>>;
+    /// the same order; or says why the core answered none (it stopped).
+    fn requests(
+        &self,
+        requests: Vec<Request>,
+    ) -> BoxFuture<'_, Result<Vec<Reply<State, Services>>, Reject>>;
 
     /// Hands `subscription` to the core, which runs its read between two steps; the read
     /// itself answers the caller.
@@ -225,27 +228,6 @@ pub(crate) trait CoreExt: Core {
             self.request(<Services as Routes<State, V>>::request(request))
                 .await?,
         )
-    }
-
-    /// Submits `requests` to service `V` together, in this order (one trip for all), and
-    /// answers each as [`CoreExt::submit`] would, in the same order.
-    async fn submit_each<V>(
-        &self,
-        requests: Vec<V::Request>,
-    ) -> Vec<Result<Result<V::Response, V::Error>, Reject>>
-    where
-        V: Service<State>,
-        Services: Routes<State, V>,
-    {
-        let requests = requests
-            .into_iter()
-            .map(<Services as Routes<State, V>>::request)
-            .collect();
-        self.requests(requests)
-            .await
-            .into_iter()
-            .map(|answer| routed::<V>(answer?))
-            .collect()
     }
 
     /// Runs `f` on this beacon's replica as it is now (a serializable read), on the
@@ -527,8 +509,10 @@ where
     ctx.driver.submit::<V>(request).await?.map_err(reject)
 }
 
-/// Submits `requests` to service `V` together ([`CoreExt::submit_each`]) and returns
-/// each answer in order, `V`'s refusals made replies through `reject`.
+/// Submits `requests` to service `V` together, in this order (one trip to the core for
+/// all), and returns each answer in order as [`CoreExt::submit`] gives it, `V`'s refusals
+/// made replies through `reject`. The answers are routed and refused in one pass: a batch
+/// of renewals went through four copies of its answers on the way back.
 pub(crate) async fn submit_each<V>(
     ctx: &Ctx<'_>,
     requests: Vec<V::Request>,
@@ -538,12 +522,18 @@ where
     V: Service<State>,
     Services: Routes<State, V>,
 {
-    ctx.driver
-        .submit_each::<V>(requests)
-        .await
+    let n = requests.len();
+    let requests = requests
         .into_iter()
-        .map(|answer| answer?.map_err(&reject))
-        .collect()
+        .map(<Services as Routes<State, V>>::request)
+        .collect();
+    match ctx.driver.requests(requests).await {
+        Ok(answers) => answers
+            .into_iter()
+            .map(|answer| routed::<V>(answer)?.map_err(&reject))
+            .collect(),
+        Err(none) => (0..n).map(|_| Err(none.clone())).collect(),
+    }
 }
 
 /// A service answered with a response of another kind than the request asks: a bug,

@@ -231,17 +231,16 @@ impl Core for DriverHandle {
         Box::pin(self.ask(|reply| Ask::Request { request, reply }))
     }
 
-    fn requests(&self, requests: Vec<Request>) -> BoxFuture<'_, Vec<Answer>> {
+    fn requests(
+        &self,
+        requests: Vec<Request>,
+    ) -> BoxFuture<'_, Result<Vec<Reply<State, Services>>, Reject>> {
         Box::pin(async move {
-            let n = requests.len();
             let (reply, answers) = oneshot::channel();
-            // Once the driver has stopped, the ask and its replier are dropped: each
-            // answer then says so.
+            // Once the driver has stopped, the ask and its replier are dropped: the answer
+            // then says so.
             let _ = self.send(Ask::Requests { requests, reply }).await;
-            match answers.await {
-                Ok(answers) => answers.into_iter().map(Ok).collect(),
-                Err(_) => (0..n).map(|_| Err(shutting_down())).collect(),
-            }
+            answers.await.map_err(|_| shutting_down())
         })
     }
 
