@@ -463,8 +463,7 @@ impl Driver {
             // One step for the batch: the core's bookkeeping after a step (the commit, the
             // round, the followers' messages) and the merge of its outputs are paid once.
             Ask::Requests { requests, reply } => {
-                let first = self.next_token;
-                self.next_token += requests.len() as Token;
+                let first = self.take_tokens(requests.len());
                 self.waiting.batch(first, requests.len(), reply);
                 let requests = (first..).zip(requests).collect();
                 self.step(consensus::Input::Requests { requests });
@@ -508,9 +507,14 @@ impl Driver {
 
     /// A fresh token for an input whose answer the core gives back by it.
     fn take_token(&mut self) -> Token {
-        let token = self.next_token;
-        self.next_token += 1;
-        token
+        self.take_tokens(1)
+    }
+
+    /// `n` fresh tokens, one run: the first of them.
+    fn take_tokens(&mut self, n: usize) -> Token {
+        let first = self.next_token;
+        self.next_token += n as Token;
+        first
     }
 
     /// Starts the subscriptions that arrived in the batch just carried out. Only then does
