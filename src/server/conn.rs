@@ -633,9 +633,8 @@ async fn serve_requests(
                 // The common answer (a batch of renewals is all of them) is queued here:
                 // going through `answer`, whose future holds every other case's, moved
                 // that whole future for each.
-                Ok(Handled::Reply(reply)) if reply.body.len() <= shared.config.max_frame_bytes => {
-                    if let Err(e) = conn.feed(reply).await {
-                        debug!(%remote, "cannot send reply: {e}");
+                Ok(Handled::Reply(reply)) if fits(&reply, shared) => {
+                    if !feed(conn, remote, reply).await {
                         return;
                     }
                     continue;
@@ -662,7 +661,7 @@ async fn answer(
 ) -> bool {
     match result {
         Ok(Handled::OneWay) => true,
-        Ok(Handled::Reply(reply)) if reply.body.len() > shared.config.max_frame_bytes => {
+        Ok(Handled::Reply(reply)) if !fits(&reply, shared) => {
             let reject = Reject::new(
                 ErrorCode::FrameTooLarge,
                 format!(
@@ -675,19 +674,26 @@ async fn answer(
             );
             reply_error(conn, remote, frame, reject, &shared.refusals).await
         }
-        Ok(Handled::Reply(reply)) => {
-            // Written out at the top of the loop, with the replies to whatever else the
-            // client sent together with this.
-            match conn.feed(reply).await {
-                Ok(()) => true,
-                Err(e) => {
-                    debug!(%remote, "cannot send reply: {e}");
-                    false
-                }
-            }
-        }
+        Ok(Handled::Reply(reply)) => feed(conn, remote, reply).await,
         Ok(Handled::Stream { .. }) => unreachable!("streams are started by serve_requests"),
         Err(reject) => reply_error(conn, remote, frame, reject, &shared.refusals).await,
+    }
+}
+
+/// Whether `reply` is within `max_frame_bytes`, so that it may be sent.
+fn fits(reply: &Frame, shared: &Shared) -> bool {
+    reply.body.len() <= shared.config.max_frame_bytes
+}
+
+/// Queues `reply`: written out at the top of the loop, with the replies to whatever else the
+/// client sent together with it. Returns whether the connection goes on.
+async fn feed(conn: &mut Conn, remote: SocketAddr, reply: Frame) -> bool {
+    match conn.feed(reply).await {
+        Ok(()) => true,
+        Err(e) => {
+            debug!(%remote, "cannot send reply: {e}");
+            false
+        }
     }
 }
 
