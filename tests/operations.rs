@@ -47,6 +47,13 @@ impl Ops {
         metric(&text, name).unwrap_or_else(|| panic!("no {name} in:\n{text}"))
     }
 
+    /// `name`'s value, or 0 before the beacon has counted any.
+    fn metric_or_zero(&self, i: usize, name: &str) -> f64 {
+        let (code, text) = self.get(i, "/metrics");
+        assert_eq!(code, 200, "{text}");
+        metric(&text, name).unwrap_or(0.0)
+    }
+
     async fn leader(&self, among: &[SocketAddr]) -> usize {
         let leader = eventually(Duration::from_secs(10), || agreed_leader(among))
             .await
@@ -126,6 +133,35 @@ async fn health_probes_and_metrics_follow_the_cluster() {
     assert!(ops.metric(leader, "beacon_server_watch_history_changes") >= 1.0);
     assert!(ops.metric(leader, "beacon_server_watch_history_bytes") > 0.0);
     assert_eq!(ops.metric(leader, "beacon_server_watch_oldest_index"), 1.0);
+
+    // A linearizable read (the default) counts its wait for a read index: at the leader a
+    // confirmation round, at a follower a request to its leader. A serializable one needs
+    // neither.
+    let follower = (0..3).find(|i| *i != leader).unwrap();
+    let rounds = r#"beacon_read_index_duration_seconds_count{via="round"}"#;
+    let asked = r#"beacon_read_index_duration_seconds_count{via="leader"}"#;
+    for (at, name) in [(leader, rounds), (follower, asked)] {
+        let before = ops.metric_or_zero(at, name);
+        let mut reader =
+            beacon::client::Client::connect(&all[at].to_string(), &ConnectOptions::default())
+                .await
+                .unwrap();
+        reader.sequences("").await.unwrap();
+        assert_eq!(ops.metric(at, name), before + 1.0, "beacon {at}");
+        let serializable = ConnectOptions {
+            consistency: beacon::wire::Consistency::Serializable,
+            ..ConnectOptions::default()
+        };
+        let mut reader = beacon::client::Client::connect(&all[at].to_string(), &serializable)
+            .await
+            .unwrap();
+        reader.sequences("").await.unwrap();
+        assert_eq!(
+            ops.metric(at, name),
+            before + 1.0,
+            "beacon {at}: a serializable read"
+        );
+    }
 
     // The leader is killed: a survivor counts the change, the new leader shows the
     // registration it took over.

@@ -37,6 +37,14 @@ pub(crate) struct PeerLabel {
     pub(crate) peer: String,
 }
 
+/// How a linearizable read got its read index: `round` (this beacon leads and a majority
+/// confirmed a round started after the read arrived) or `leader` (this beacon follows and
+/// asked its leader).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ViaLabel {
+    pub(crate) via: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct DnsLabel {
     pub(crate) result: String,
@@ -202,6 +210,8 @@ pub(crate) struct Metrics {
     pub(crate) log_entries: Gauge,
     pub(crate) snapshot_bytes: Gauge,
     pub(crate) fsync: Histogram,
+    /// Linearizable reads' waits for their read index, by how they got it.
+    pub(crate) read_index: Family<ViaLabel, Histogram>,
     /// The core's beat: gaps between steps, and requests' waits for the core.
     pub(crate) beat: std::sync::Arc<super::beat::Beat>,
     pub(crate) request_duration: Family<CommandLabel, Histogram>,
@@ -246,6 +256,13 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
+    /// A linearizable read waited `took` for its read index, got `via` a round or the leader.
+    pub(crate) fn read_index_took(&self, via: &'static str, took: std::time::Duration) {
+        self.read_index
+            .get_or_create(&ViaLabel { via })
+            .observe(took.as_secs_f64());
+    }
+
     pub(crate) fn new(
         version: &str,
         mode: &str,
@@ -270,6 +287,7 @@ impl Metrics {
             log_entries: Gauge::default(),
             snapshot_bytes: Gauge::default(),
             fsync: latency_histogram(),
+            read_index: Family::new_with_constructor(latency_histogram),
             beat: std::sync::Arc::new(super::beat::Beat::new(admission.pace())),
             request_duration: Family::new_with_constructor(latency_histogram),
             requests: Family::default(),
@@ -440,6 +458,12 @@ impl Metrics {
             "Time to append a batch of entries to the log and fsync it",
             Unit::Seconds,
             m.fsync.clone(),
+        );
+        root.register_with_unit(
+            "read_index_duration",
+            "Time a linearizable read waited for its read index: via=\"round\" at a leader (its queue to the core and a confirmation round by a majority), via=\"leader\" at a follower (asking its leader, sharing a request with the reads that arrived meanwhile)",
+            Unit::Seconds,
+            m.read_index.clone(),
         );
         let requests = root.sub_registry_with_prefix("request");
         requests.register_with_unit(

@@ -215,12 +215,14 @@ impl Shared {
                 },
             };
             let leader = leader.expect("a leader to ask");
+            let asked = std::time::Instant::now();
             match self
                 .read_batch
                 .read_index(leader, || self.leader_read_index(leader))
                 .await
             {
                 Ok(answer) => {
+                    self.metrics.read_index_took("leader", asked.elapsed());
                     return Ok(crate::machines::machine_index(
                         part,
                         answer.index,

@@ -96,7 +96,14 @@ pub(crate) struct Driver {
     /// Changes of membership waiting for their answer.
     member_changes: HashMap<Token, oneshot::Sender<MembersChanged>>,
     /// Reads waiting for their point in the log.
-    reads: HashMap<Token, oneshot::Sender<Result<u64, consensus::ConsensusError>>>,
+    /// Read indexes waiting for a confirmation round, with when each was asked.
+    reads: HashMap<
+        Token,
+        (
+            std::time::Instant,
+            oneshot::Sender<Result<u64, consensus::ConsensusError>>,
+        ),
+    >,
     next_token: Token,
     /// Followers of committed changes (leader only).
     subscribers: Vec<Subscriber>,
@@ -480,7 +487,7 @@ impl Driver {
             }
             Ask::ReadIndex { asker, reply } => {
                 let token = self.take_token();
-                self.reads.insert(token, reply);
+                self.reads.insert(token, (at, reply));
                 self.step(consensus::Input::ReadIndex { token, asker });
             }
             // Started once this batch is carried out (see `start_subscriptions`).
@@ -737,7 +744,10 @@ impl Driver {
             },
             consensus::Event::Notice(msg) => info!("{msg}"),
             consensus::Event::ReadIndex { token, result } => {
-                if let Some(waiting) = self.reads.remove(&token) {
+                if let Some((asked, waiting)) = self.reads.remove(&token) {
+                    if result.is_ok() {
+                        self.metrics.read_index_took("round", asked.elapsed());
+                    }
                     let _ = waiting.send(result);
                 }
             }
