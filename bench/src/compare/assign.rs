@@ -39,6 +39,23 @@ pub struct AssignResults {
     pub steady_resources: usize,
     pub steady_workers: usize,
     pub steady_cpu: Option<f64>,
+    /// Leader CPU (share of a core) of the same cluster at rest, before any worker
+    /// registered: its heartbeats and ticks alone.
+    pub rest_cpu: Option<f64>,
+    /// Reports (lease renewals) the leader answered per second over the steady window.
+    pub steady_reports_per_sec: Option<f64>,
+}
+
+impl AssignResults {
+    /// The leader's CPU per report at steady state beyond its CPU at rest, in µs.
+    pub fn cpu_per_report_us(&self) -> Option<f64> {
+        let (steady, rest, rate) = (
+            self.steady_cpu?,
+            self.rest_cpu?,
+            self.steady_reports_per_sec?,
+        );
+        (rate > 0.0).then(|| (steady - rest).max(0.0) / rate * 1e6)
+    }
 }
 
 fn opts() -> ConnectOptions {
@@ -112,6 +129,18 @@ async fn held_by(leader_addr: &str) -> anyhow::Result<BTreeMap<u32, Vec<(String,
     Ok(by)
 }
 
+/// The reports (lease renewals) the leader at `admin` answered so far, from its `/metrics`.
+async fn reports(admin: Option<SocketAddr>) -> Option<u64> {
+    let m = super::scrape::Metrics::scrape(admin).await?;
+    Some(
+        m.histogram(
+            "beacon_request_duration_seconds",
+            &["command=\"NodeReport\""],
+        )
+        .count,
+    )
+}
+
 /// The names of what worker `id` holds.
 async fn names_of(leader_addr: &str, id: u32) -> anyhow::Result<Vec<String>> {
     Ok(held_by(leader_addr)
@@ -140,6 +169,7 @@ fn spread(by: &BTreeMap<u32, Vec<(String, u32)>>, workers: &[u32]) -> u64 {
 pub async fn run(
     endpoints: &[SocketAddr],
     leader_pid: Option<u32>,
+    leader_admin: Option<SocketAddr>,
     tick_ms: u64,
     lease_ms: u64,
     workers: usize,
@@ -151,6 +181,15 @@ pub async fn run(
     let leader_addr = beacons[0].clone();
     let mut leader = Leader::new(beacons.clone(), opts(), Duration::from_secs(10));
     let acks: Acks = Arc::default();
+    // The leader at rest first: what the workers cost is what the steady state adds to it.
+    let rest_cpu = match leader_pid {
+        Some(pid) => {
+            let (since, cpu) = (Instant::now(), proc::cpu_seconds(pid).unwrap_or(0.0));
+            tokio::time::sleep(window.min(Duration::from_secs(5))).await;
+            proc::core_share(pid, since, cpu)
+        }
+        None => None,
+    };
     let mut pool = Vec::new();
     for i in 0..workers {
         pool.push(worker(&beacons, i, acks.clone()).await?);
@@ -168,6 +207,7 @@ pub async fn run(
             .with_context(|| format!("add resource {i}"))?;
     }
     let mut results = AssignResults {
+        rest_cpu,
         workers,
         resources,
         tick_ms,
@@ -248,9 +288,15 @@ pub async fn run(
     // The leader at steady state: every worker reporting, nothing moving.
     if let Some(pid) = leader_pid {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        let reports_before = reports(leader_admin).await;
         let (since, cpu) = (Instant::now(), proc::cpu_seconds(pid).unwrap_or(0.0));
         tokio::time::sleep(window).await;
         results.steady_cpu = proc::core_share(pid, since, cpu);
+        let elapsed = since.elapsed().as_secs_f64();
+        results.steady_reports_per_sec = match (reports_before, reports(leader_admin).await) {
+            (Some(before), Some(after)) => Some(after.saturating_sub(before) as f64 / elapsed),
+            _ => None,
+        };
     }
     results.steady_resources = resources;
     results.steady_workers = workers;

@@ -45,6 +45,7 @@ use tokio_util::codec::Framed;
 use super::alloc::percentile;
 use super::clients::service_addr;
 use super::proc;
+use super::scrape::{Histogram, Metrics};
 use super::systems::{BeaconSetup, Cluster, Programs};
 
 /// How the gray part is sized (the bench's `--gray-*` options).
@@ -203,10 +204,10 @@ async fn step_gap_ms(at: SocketAddr, opts: &ConnectOptions) -> Option<f64> {
 }
 
 /// Every member's step gaps, as its `/metrics` counts them now.
-async fn scrape_all(cluster: &Cluster) -> Vec<Option<Gaps>> {
+async fn scrape_all(cluster: &Cluster) -> Vec<Option<Histogram>> {
     let mut all = Vec::new();
     for m in &cluster.members {
-        all.push(Gaps::scrape(m.admin).await);
+        all.push(step_gaps(m.admin).await);
     }
     all
 }
@@ -357,7 +358,7 @@ async fn hung(
                 step_gap = Some(step_gap.map_or(gap, |g| g.max(gap)));
             }
             if let (Some(after), Some(before)) = (&gaps_after[i], &gaps_before[i])
-                && let Some(p99) = after.quantile_since(before, 0.99)
+                && let Some(p99) = after.since(before).quantile_ms(0.99)
             {
                 step_gap_p99 = Some(step_gap_p99.map_or(p99, |g| g.max(p99)));
             }
@@ -725,7 +726,7 @@ async fn watchers(
     let cluster = Cluster::start_beacon(programs, beacons, setup);
     let (pid, at) = cluster.leader_process().await?;
     let admin = cluster.admin_of(at);
-    let gaps_before = Gaps::scrape(admin).await;
+    let gaps_before = step_gaps(admin).await;
     let reading_n = watchers_n - stalled_n;
     // Readers read every frame (without decoding notices: the beacon's cost is what counts).
     let mut readers = Vec::new();
@@ -825,7 +826,7 @@ async fn watchers(
         .unwrap_or(term)
         .saturating_sub(term);
     let step_gap = step_gap_ms(at, &cluster.beacon_client).await;
-    let step_gap_p99 = Gaps::p99_since(admin, gaps_before.as_ref()).await;
+    let step_gap_p99 = step_gap_p99_since(admin, gaps_before.as_ref()).await;
     sampling.store(false, Ordering::Relaxed);
     sampler.await?;
     for r in readers {
@@ -1080,7 +1081,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
     );
     let offered = peak.per_sec * 10.0;
     let admin = cluster.admin_of(at);
-    let gaps_before = Gaps::scrape(admin).await;
+    let gaps_before = step_gaps(admin).await;
     let unloaded_rss = proc::rss_bytes(pid).unwrap_or(0);
     let term = cluster.leader_term().await.unwrap_or(0);
     let connections = 64;
@@ -1181,7 +1182,7 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
         None => None,
     };
     let step_gap = status.as_ref().map(|s| s.step_gap_worst_ms as f64);
-    let step_gap_p99 = Gaps::p99_since(admin, gaps_before.as_ref()).await;
+    let step_gap_p99 = step_gap_p99_since(admin, gaps_before.as_ref()).await;
     let core_wait = status.as_ref().map(|s| s.queue_wait_worst_ms as f64);
     let run = OverloadRun {
         peak_per_sec: peak.per_sec,
@@ -1225,114 +1226,17 @@ async fn overload(cluster: &Cluster, sizes: &GraySizes) -> anyhow::Result<Overlo
     Ok(run)
 }
 
-/// A beacon's step gaps as its `/metrics` counts them: each bucket's bound in seconds with
-/// the steps whose gap was at most that, cumulative, as Prometheus histograms are.
-#[derive(Debug, Clone, Default)]
-pub struct Gaps(Vec<(f64, u64)>);
-
-impl Gaps {
-    /// Reads `beacon_step_gap_seconds` off the admin API at `admin` (`None`: no answer).
-    async fn scrape(admin: Option<SocketAddr>) -> Option<Gaps> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut conn = tokio::time::timeout(
-            Duration::from_secs(2),
-            tokio::net::TcpStream::connect(admin?),
-        )
-        .await
-        .ok()?
-        .ok()?;
-        conn.write_all(b"GET /metrics HTTP/1.0\r\nHost: beacon\r\n\r\n")
-            .await
-            .ok()?;
-        let mut text = String::new();
-        tokio::time::timeout(Duration::from_secs(5), conn.read_to_string(&mut text))
-            .await
-            .ok()?
-            .ok()?;
-        Some(Gaps::parse(&text))
-    }
-
-    /// The p99, in ms, of the gaps the beacon whose admin API is at `admin` counted since
-    /// `before` (`None`: no scrape then or now, or no step since).
-    async fn p99_since(admin: Option<SocketAddr>, before: Option<&Gaps>) -> Option<f64> {
-        Gaps::scrape(admin).await?.quantile_since(before?, 0.99)
-    }
-
-    fn parse(text: &str) -> Gaps {
-        let buckets = text
-            .lines()
-            .filter_map(|line| line.strip_prefix("beacon_step_gap_seconds_bucket{le=\""))
-            .filter_map(|rest| {
-                let (le, count) = rest.split_once("\"} ")?;
-                let le = if le == "+Inf" {
-                    f64::INFINITY
-                } else {
-                    le.parse().ok()?
-                };
-                Some((le, count.trim().parse().ok()?))
-            })
-            .collect();
-        Gaps(buckets)
-    }
-
-    /// The `q` quantile, in ms, of the gaps counted since `before`, interpolated within its
-    /// bucket as Prometheus's `histogram_quantile` does (`None`: no step counted).
-    fn quantile_since(&self, before: &Gaps, q: f64) -> Option<f64> {
-        let counts: Vec<(f64, u64)> = self
-            .0
-            .iter()
-            .map(|&(le, n)| {
-                let was = before
-                    .0
-                    .iter()
-                    .find(|(b, _)| *b == le)
-                    .map_or(0, |(_, n)| *n);
-                (le, n.saturating_sub(was))
-            })
-            .collect();
-        let total = counts.last()?.1;
-        if total == 0 {
-            return None;
-        }
-        let rank = q * total as f64;
-        let mut lower = (0.0, 0u64);
-        for &(le, n) in &counts {
-            if n as f64 >= rank {
-                if le.is_infinite() {
-                    return Some(lower.0 * 1000.0);
-                }
-                let within = (n - lower.1) as f64;
-                let at = if within > 0.0 {
-                    (rank - lower.1 as f64) / within
-                } else {
-                    1.0
-                };
-                return Some((lower.0 + (le - lower.0) * at) * 1000.0);
-            }
-            lower = (le, n);
-        }
-        None
-    }
+/// A beacon's step gaps as its `/metrics` counts them now (`beacon_step_gap_seconds`).
+async fn step_gaps(admin: Option<SocketAddr>) -> Option<Histogram> {
+    Some(
+        Metrics::scrape(admin)
+            .await?
+            .histogram("beacon_step_gap_seconds", &[]),
+    )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Gaps;
-
-    #[test]
-    fn step_gap_quantile_interpolates_within_its_bucket_since_the_first_scrape() {
-        let before = Gaps::parse(
-            "beacon_step_gap_seconds_bucket{le=\"0.05\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.1\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.2\"} 10\nbeacon_step_gap_seconds_bucket{le=\"+Inf\"} 10\n",
-        );
-        let after = Gaps::parse(
-            "# TYPE beacon_step_gap_seconds histogram\nbeacon_step_gap_seconds_bucket{le=\"0.05\"} 10\nbeacon_step_gap_seconds_bucket{le=\"0.1\"} 60\nbeacon_step_gap_seconds_bucket{le=\"0.2\"} 110\nbeacon_step_gap_seconds_bucket{le=\"+Inf\"} 110\n",
-        );
-        // 100 gaps since: 50 in (50, 100] ms and 50 in (100, 200] ms; the 99th is 49/50 of
-        // the way through the second.
-        let p99 = after.quantile_since(&before, 0.99).unwrap();
-        assert!((p99 - 198.0).abs() < 1e-6, "{p99}");
-        let p50 = after.quantile_since(&before, 0.5).unwrap();
-        assert!((p50 - 100.0).abs() < 1e-6, "{p50}");
-        assert_eq!(before.quantile_since(&before, 0.99), None);
-    }
+/// The p99, in ms, of the gaps the beacon whose admin API is at `admin` counted since
+/// `before` (`None`: no scrape then or now, or no step since).
+async fn step_gap_p99_since(admin: Option<SocketAddr>, before: Option<&Histogram>) -> Option<f64> {
+    step_gaps(admin).await?.since(before?).quantile_ms(0.99)
 }

@@ -30,6 +30,7 @@ mod reads;
 mod renewal_rate;
 mod report;
 mod scale;
+mod scrape;
 mod sequence;
 mod systems;
 mod tasks;

@@ -239,6 +239,7 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
     let mut a = assign::run(
         &at,
         None,
+        None,
         tick_ms,
         lease_ms,
         opts.assign_workers,
@@ -256,6 +257,7 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
         let steady = assign::run(
             &at,
             cluster.members[leader].pid(),
+            cluster.members[leader].admin,
             DEFAULT_TICK_MS,
             10_000,
             opts.assign_steady_workers,
@@ -267,6 +269,8 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
         keep(cluster, opts.keep);
         let steady = steady?;
         a.steady_cpu = steady.steady_cpu;
+        a.rest_cpu = steady.rest_cpu;
+        a.steady_reports_per_sec = steady.steady_reports_per_sec;
         a.steady_resources = steady.steady_resources;
         a.steady_workers = steady.steady_workers;
     }
@@ -275,14 +279,17 @@ pub(super) async fn run_assign(b: &Bench<'_>, results: &mut Results) -> anyhow::
     let (m, x) = assign::median_max(&a.after_death_ms);
     let (um, ux) = assign::median_max(&a.after_unregister_ms);
     println!(
-        "  after a death: median {m:.0} ms, max {x:.0} ms (lease {lease_ms} ms); after an unregister: median {um:.0} ms, max {ux:.0} ms; spread {} / {} / {} (largest weight {}); leader CPU {:.1}% with {} resources on {} workers",
+        "  after a death: median {m:.0} ms, max {x:.0} ms (lease {lease_ms} ms); after an unregister: median {um:.0} ms, max {ux:.0} ms; spread {} / {} / {} (largest weight {}); leader CPU {:.1}% with {} resources on {} workers ({:.1}% at rest before them; {:.0} reports/s, {:.0} µs of leader CPU each beyond rest)",
         a.spread_after_adds,
         a.spread_after_death,
         a.spread_after_join,
         a.max_weight,
         a.steady_cpu.unwrap_or(0.0) * 100.0,
         a.steady_resources,
-        a.steady_workers
+        a.steady_workers,
+        a.rest_cpu.unwrap_or(0.0) * 100.0,
+        a.steady_reports_per_sec.unwrap_or(0.0),
+        a.cpu_per_report_us().unwrap_or(0.0),
     );
     results.assign = Some(a);
     Ok(())

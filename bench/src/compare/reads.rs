@@ -19,6 +19,7 @@ use serde::Serialize;
 use zookeeper_client as zk;
 
 use super::alloc::{self, percentile};
+use super::scrape::{Histogram, Metrics};
 use super::systems::Via;
 use super::systems::{Cluster, Kind};
 
@@ -35,9 +36,74 @@ pub struct ReadRun {
     pub per_sec: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The mean, as the readers timed it: comparable with the means of `inside`.
+    pub mean_ms: f64,
     /// The writes the leader acknowledged per second meanwhile.
     pub writes_per_sec: f64,
     pub first_error: Option<String>,
+    /// Where the time went, from the beacons' own metrics over the run (beacon only).
+    pub inside: Option<Inside>,
+}
+
+/// Where a beacon read's time went, from the `/metrics` of the beacon read from and of the
+/// leader, scraped before and after the run: means are exact (sum over count), p99s
+/// interpolated within buckets that double (100 µs, 200 µs, 400 µs, ...).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Inside {
+    /// A linearizable read's wait for its read index (`beacon_read_index_duration_seconds`:
+    /// a confirmation round at the leader, the request to the leader at a follower).
+    pub read_index_mean_ms: Option<f64>,
+    pub read_index_p99_ms: Option<f64>,
+    /// The leader's requests' wait in the queue to its core (`beacon_request_queue_seconds`).
+    pub leader_queue_mean_ms: Option<f64>,
+    /// The fsyncs of the leader and of the follower read from (`beacon_disk_wal_fsync_duration_seconds`).
+    pub leader_fsync_mean_ms: Option<f64>,
+    pub leader_fsync_p99_ms: Option<f64>,
+    pub follower_fsync_mean_ms: Option<f64>,
+    pub follower_fsync_p99_ms: Option<f64>,
+}
+
+/// The histograms [`Inside`] reads, of one beacon at one moment.
+#[derive(Debug, Clone, Default)]
+struct Counted {
+    read_index: Histogram,
+    queue: Histogram,
+    fsync: Histogram,
+}
+
+impl Counted {
+    /// `via`: how the reads served there get their index (`round` at the leader).
+    async fn scrape(admin: Option<SocketAddr>, via: &str) -> Option<Counted> {
+        let m = Metrics::scrape(admin).await?;
+        let via = format!("via=\"{via}\"");
+        Some(Counted {
+            read_index: m.histogram("beacon_read_index_duration_seconds", &[via.as_str()]),
+            queue: m.histogram("beacon_request_queue_seconds", &[]),
+            fsync: m.histogram("beacon_disk_wal_fsync_duration_seconds", &[]),
+        })
+    }
+
+    fn since(&self, before: &Counted) -> Counted {
+        Counted {
+            read_index: self.read_index.since(&before.read_index),
+            queue: self.queue.since(&before.queue),
+            fsync: self.fsync.since(&before.fsync),
+        }
+    }
+}
+
+/// What the beacon read from (`at`) and the leader counted over a run, from their scrapes
+/// before and after it (`None` for a system without beacon's metrics).
+fn inside(at: &Counted, leader: &Counted, follower: Option<&Counted>) -> Inside {
+    Inside {
+        read_index_mean_ms: at.read_index.mean_ms(),
+        read_index_p99_ms: at.read_index.quantile_ms(0.99),
+        leader_queue_mean_ms: leader.queue.mean_ms(),
+        leader_fsync_mean_ms: leader.fsync.mean_ms(),
+        leader_fsync_p99_ms: leader.fsync.quantile_ms(0.99),
+        follower_fsync_mean_ms: follower.and_then(|f| f.fsync.mean_ms()),
+        follower_fsync_p99_ms: follower.and_then(|f| f.fsync.quantile_ms(0.99)),
+    }
 }
 
 /// A connected reader of one system.
@@ -176,6 +242,13 @@ pub async fn run(
                     .await
                 })
             };
+            let via = if member == leader { "round" } else { "leader" };
+            let (leader_admin, at_admin) =
+                (cluster.members[leader].admin, cluster.members[member].admin);
+            let counted_before = (
+                Counted::scrape(leader_admin, "round").await,
+                Counted::scrape(at_admin, via).await,
+            );
             let started = Instant::now();
             let mut tasks = Vec::new();
             for mut reader in conns {
@@ -208,6 +281,23 @@ pub async fn run(
             }
             let elapsed = started.elapsed().as_secs_f64();
             let writes = writing.await??;
+            let counted_after = (
+                Counted::scrape(leader_admin, "round").await,
+                Counted::scrape(at_admin, via).await,
+            );
+            let inside = match (counted_before, counted_after) {
+                ((Some(lb), Some(ab)), (Some(la), Some(aa))) => {
+                    let (l, a) = (la.since(&lb), aa.since(&ab));
+                    let follower = (member != leader).then_some(&a);
+                    Some(inside(&a, &l, follower))
+                }
+                _ => None,
+            };
+            let mean_ms = if took.is_empty() {
+                0.0
+            } else {
+                took.iter().map(|t| t.as_secs_f64()).sum::<f64>() / took.len() as f64 * 1000.0
+            };
             took.sort_unstable();
             runs.push(ReadRun {
                 at,
@@ -221,8 +311,10 @@ pub async fn run(
                 per_sec: took.len() as f64 / elapsed,
                 p50_ms: percentile(&took, 0.50),
                 p99_ms: percentile(&took, 0.99),
+                mean_ms,
                 writes_per_sec: writes.per_sec,
                 first_error,
+                inside,
             });
         }
     }

@@ -283,6 +283,24 @@ fn assign_rows(r: &Results, rows: &mut Vec<Row>) {
                 1,
             ));
         }
+        if let Some(rest) = a.rest_cpu {
+            rows.push(only(
+                "assignment: leader CPU of the same cluster at rest, before any worker (heartbeats and ticks alone)".into(),
+                rest * 100.0,
+                "%",
+                1,
+            ));
+        }
+        if let (Some(rate), Some(each)) = (a.steady_reports_per_sec, a.cpu_per_report_us()) {
+            rows.push(only(
+                format!(
+                    "assignment: leader CPU per lease renewal at steady state beyond rest, {rate:.0} renewals/s (lower is better)"
+                ),
+                each,
+                " µs",
+                0,
+            ));
+        }
     }
 }
 
@@ -797,6 +815,51 @@ fn reads_table(r: &Results, out: &mut String) {
             ratio(Some(b.p99_ms), e.as_ref().map(|e| e.p99_ms)),
             b.writes_per_sec,
             b.errors
+        )
+        .unwrap();
+    }
+    reads_inside_table(beacon, out);
+}
+
+/// Where beacon's reads spent their time, from its metrics over each run.
+fn reads_inside_table(beacon: &[super::reads::ReadRun], out: &mut String) {
+    if beacon.iter().all(|b| b.inside.is_none()) {
+        return;
+    }
+    writeln!(
+        out,
+        "\nWhere beacon's reads spent their time, from the metrics of the beacon read from and of the leader over each run (means exact; p99s within buckets that double, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 ms):\n"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "| read | mean, as the readers timed it | waiting for the read index, mean | the same, p99 | the leader's queue to its core, mean | leader's fsync, mean | leader's fsync, p99 | follower's fsync, mean | follower's fsync, p99 |"
+    )
+    .unwrap();
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2} ms"));
+    for b in beacon {
+        let Some(i) = &b.inside else { continue };
+        let index = |v: Option<f64>| {
+            if b.consistency == "linearizable" {
+                ms(v)
+            } else {
+                "-".to_owned()
+            }
+        };
+        writeln!(
+            out,
+            "| {} at the {} | {:.2} ms | {} | {} | {} | {} | {} | {} | {} |",
+            b.consistency,
+            b.at,
+            b.mean_ms,
+            index(i.read_index_mean_ms),
+            index(i.read_index_p99_ms),
+            ms(i.leader_queue_mean_ms),
+            ms(i.leader_fsync_mean_ms),
+            ms(i.leader_fsync_p99_ms),
+            ms(i.follower_fsync_mean_ms),
+            ms(i.follower_fsync_p99_ms),
         )
         .unwrap();
     }
