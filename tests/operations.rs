@@ -47,13 +47,6 @@ impl Ops {
         metric(&text, name).unwrap_or_else(|| panic!("no {name} in:\n{text}"))
     }
 
-    /// `name`'s value, or 0 before the beacon has counted any.
-    fn metric_or_zero(&self, i: usize, name: &str) -> f64 {
-        let (code, text) = self.get(i, "/metrics");
-        assert_eq!(code, 200, "{text}");
-        metric(&text, name).unwrap_or(0.0)
-    }
-
     async fn leader(&self, among: &[SocketAddr]) -> usize {
         let leader = eventually(Duration::from_secs(10), || agreed_leader(among))
             .await
@@ -141,7 +134,7 @@ async fn health_probes_and_metrics_follow_the_cluster() {
     let rounds = r#"beacon_read_index_duration_seconds_count{via="round"}"#;
     let asked = r#"beacon_read_index_duration_seconds_count{via="leader"}"#;
     for (at, name) in [(leader, rounds), (follower, asked)] {
-        let before = ops.metric_or_zero(at, name);
+        let before = ops.metric(at, name);
         let mut reader =
             beacon::client::Client::connect(&all[at].to_string(), &ConnectOptions::default())
                 .await

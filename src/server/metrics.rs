@@ -318,6 +318,11 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
+        // Both ways to a read index from the start, for the same reason (a dashboard's
+        // quantile over them is empty, not an error, before the first read).
+        for via in ["round", "leader"] {
+            drop(m.read_index.get_or_create(&ViaLabel { via }));
+        }
         let build = Family::<BuildLabel, Gauge>::default();
         build
             .get_or_create(&BuildLabel {
