@@ -466,7 +466,7 @@ impl Metrics {
         );
         root.register_with_unit(
             "read_index_duration",
-            "Time a linearizable read waited for its read index: via=\"round\" at a leader (its queue to the core and a confirmation round by a majority), via=\"leader\" at a follower (asking its leader, sharing a request with the reads that arrived meanwhile)",
+            "Time a linearizable read waited for its read index: via=\"round\" at a leader (its queue to the core and, in quorum mode, a confirmation round by a majority), via=\"leader\" at a follower (asking its leader, sharing a request with the reads that arrived meanwhile)",
             Unit::Seconds,
             m.read_index.clone(),
         );

@@ -92,8 +92,8 @@ impl Counted {
     }
 }
 
-/// What the beacon read from (`at`) and the leader counted over a run, from their scrapes
-/// before and after it (`None` for a system without beacon's metrics).
+/// What the beacon read from (`at`), the leader and the follower read from (at the leader:
+/// none) counted over a run: each the difference of its scrapes before and after it.
 fn inside(at: &Counted, leader: &Counted, follower: Option<&Counted>) -> Inside {
     Inside {
         read_index_mean_ms: at.read_index.mean_ms(),

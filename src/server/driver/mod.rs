@@ -95,8 +95,8 @@ pub(crate) struct Driver {
     transfers: HashMap<Token, oneshot::Sender<Result<SocketAddr, consensus::TransferError>>>,
     /// Changes of membership waiting for their answer.
     member_changes: HashMap<Token, oneshot::Sender<MembersChanged>>,
-    /// Reads waiting for their point in the log.
-    /// Read indexes waiting for a confirmation round, with when each was asked.
+    /// Reads waiting for their point in the log (a confirmation round), with when each
+    /// was asked.
     reads: HashMap<
         Token,
         (
