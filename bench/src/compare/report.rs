@@ -678,9 +678,6 @@ fn grpc_table(r: &Results, out: &mut String) {
     )
     .unwrap();
     writeln!(out, "|---|---|---|---|---|---|").unwrap();
-    let cell = |v: Option<f64>, unit: &str, decimals: usize| {
-        v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}{unit}"))
-    };
     let mut row = |what: String, n: f64, g: f64, e: Option<f64>, unit: &str, decimals: usize| {
         writeln!(
             out,
@@ -793,9 +790,6 @@ fn reads_table(r: &Results, out: &mut String) {
     )
     .unwrap();
     writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|").unwrap();
-    let cell = |v: Option<f64>, unit: &str, decimals: usize| {
-        v.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}{unit}"))
-    };
     for b in beacon {
         let (e, z) = (of("etcd", b), of("ZooKeeper", b));
         writeln!(
@@ -837,7 +831,7 @@ fn reads_inside_table(beacon: &[super::reads::ReadRun], out: &mut String) {
     )
     .unwrap();
     writeln!(out, "|---|---|---|---|---|---|---|---|---|").unwrap();
-    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2} ms"));
+    let ms = |v: Option<f64>| cell(v, " ms", 2);
     for b in beacon {
         let Some(i) = &b.inside else { continue };
         let index = |v: Option<f64>| {
