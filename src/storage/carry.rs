@@ -45,7 +45,9 @@ pub trait Outbox<S: Machine, V: Service<S>, B> {
 
 /// Carries out `ready`, a step (or merged steps) of `replica`, at `now`. Returns what was
 /// released once everything was stored (answers and committed changes are the caller's),
-/// or `None` when the outbox stopped it before the store.
+/// or `None` when the outbox stopped it before the store. It is [`carry_out_early`] and
+/// then [`carry_out_stored`]; a driver may run the two apart, to let its early messages
+/// leave before the store blocks its thread.
 pub fn carry_out<S, V, B>(
     ready: Ready<S, V>,
     replica: &Replica<S, V>,
@@ -53,6 +55,39 @@ pub fn carry_out<S, V, B>(
     now: Millis,
     out: &mut impl Outbox<S, V, B>,
 ) -> Result<Option<Released<S, V>>, StorageError>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    let early = carry_out_early(ready, storage, out)?;
+    carry_out_stored(early, replica, storage, now, out)
+}
+
+/// What [`carry_out_early`] leaves for [`carry_out_stored`]: the rest of the step, and the
+/// answers the outbox held back.
+pub struct Early<S: Machine, V: Service<S>> {
+    ready: Ready<S, V>,
+    held: Vec<(Token, Reply<S, V>)>,
+}
+
+impl<S: Machine, V: Service<S>> Early<S, V> {
+    /// Whether [`carry_out_stored`] will write to the store: entries, a snapshot or a
+    /// rewrite of the log (otherwise it only releases).
+    pub fn stores(&self) -> bool {
+        let store = self.ready.store();
+        !store.entries.is_empty() || store.snapshot.is_some() || self.ready.rewrites_log()
+    }
+}
+
+/// The first half of [`carry_out`]: the promised term is stored, then a leader's entries
+/// and every other early message leave, and the answers that rest on nothing the store
+/// holds are given to the outbox.
+pub fn carry_out_early<S, V, B>(
+    ready: Ready<S, V>,
+    storage: &mut Storage<S, B>,
+    out: &mut impl Outbox<S, V, B>,
+) -> Result<Early<S, V>, StorageError>
 where
     S: Machine + MachineWire,
     V: Service<S>,
@@ -71,6 +106,23 @@ where
         Some(replies) => out.answer_early(replies),
         None => Vec::new(),
     };
+    Ok(Early { ready, held })
+}
+
+/// The second half of [`carry_out`]: the store, the compaction, and then the release.
+pub fn carry_out_stored<S, V, B>(
+    early: Early<S, V>,
+    replica: &Replica<S, V>,
+    storage: &mut Storage<S, B>,
+    now: Millis,
+    out: &mut impl Outbox<S, V, B>,
+) -> Result<Option<Released<S, V>>, StorageError>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    let Early { ready, held } = early;
     if !out.before_store(storage, ready.store()) {
         return Ok(None);
     }

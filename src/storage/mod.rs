@@ -30,7 +30,7 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 
 pub use backend::{Backend, Files, Memory};
-pub use carry::{Outbox, carry_out};
+pub use carry::{Early, Outbox, carry_out, carry_out_early, carry_out_stored};
 
 use crate::consensus::{Entry, Promise, Snapshot, Store, Stored, TermStored};
 use crate::wire::MachineWire;
