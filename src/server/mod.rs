@@ -239,6 +239,7 @@ impl Server {
             beacon_names: config.beacon_names(),
             relays: Default::default(),
             read_batch: Default::default(),
+            core_runtime: Default::default(),
             grpc: grpc::standard::Standard::new(),
             admission,
         });
@@ -257,9 +258,14 @@ impl Server {
                 tx
             }));
         }
-        if let Err(e) = driver.spawn_core(token.clone(), &tracker) {
-            error!("cannot start the core's thread: {e}");
-            token.cancel();
+        match driver.spawn_core(token.clone(), &tracker) {
+            Ok(core) => {
+                let _ = shared.core_runtime.set(core);
+            }
+            Err(e) => {
+                error!("cannot start the core's thread: {e}");
+                token.cancel();
+            }
         }
         tracker.spawn(grpc::report_health(shared.clone()).in_current_span());
         for (peer, rx) in link_rxs {

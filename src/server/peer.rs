@@ -75,7 +75,7 @@ pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Rec
             r = connect(peer, &shared, io_timeout) => r,
         };
         match attempt {
-            Ok((mut conn, id, greeted)) => {
+            Ok((conn, id, greeted)) => {
                 info!(%peer, "link to peer up");
                 last_error = None;
                 backoff = FIRST_BACKOFF;
@@ -88,7 +88,11 @@ pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Rec
                         break;
                     }
                 }
-                let ended = forward(&mut conn, first, &mut rx, &shared, io_timeout).await;
+                let (back, ended) = forward_from_core(conn, first, rx, &shared, io_timeout).await;
+                let Some(back) = back else {
+                    return; // the core's thread is gone: shutting down
+                };
+                rx = back;
                 shared.peers.peer_disconnected(peer, id).await;
                 match ended {
                     None => return, // shutdown
@@ -280,16 +284,106 @@ async fn dial_as(
 /// bound so a long queue still goes out in steady pieces.
 const COALESCED: usize = 64;
 
-/// Writes `first`, then queued heartbeats, until the link fails (`Some(error)`) or
-/// shutdown (`None`).
+/// A body this large (a snapshot, or one still being encoded) is written on the edges,
+/// not on the core's thread: copying it into the socket is bulk work.
+const BULK_BYTES: usize = 1 << 20;
+
+/// How [`forward`] stopped.
+enum Forwarded {
+    /// The link failed (`Some(error)`) or the beacon is shutting down (`None`).
+    Ended(Option<LinkError>),
+    /// A bulk body is next: the caller writes it, then forwards again.
+    Bulk(Body),
+}
+
+/// Forwards the core's messages on `conn` until the link ends, on the core's own thread
+/// once it has started (`Shared::core_runtime`): the core queues a message and the link
+/// writes it on the same thread, so a message wakes no other thread, and the driver lets
+/// the links write its early messages before its fsync. The connection was made, and its
+/// TLS handshake done, here on the edges; a bulk body is written here too. Returns the
+/// queue back, with how the link ended (`None` for the queue: the core's thread is gone).
+async fn forward_from_core(
+    mut conn: Conn,
+    mut first: Option<Body>,
+    mut rx: mpsc::Receiver<Outgoing>,
+    shared: &Arc<Shared>,
+    io_timeout: Duration,
+) -> (Option<mpsc::Receiver<Outgoing>>, Option<LinkError>) {
+    let mut seq: u32 = 1;
+    loop {
+        let ended = match shared.core_runtime.get() {
+            Some(core) => {
+                let on_core = shared.clone();
+                let task = core.spawn(async move {
+                    let ended = forward(
+                        &mut conn, first, &mut rx, &on_core, io_timeout, &mut seq, true,
+                    )
+                    .await;
+                    (conn, rx, seq, ended)
+                });
+                match task.await {
+                    Ok((c, r, s, ended)) => {
+                        (conn, rx, seq) = (c, r, s);
+                        ended
+                    }
+                    Err(_) => return (None, None),
+                }
+            }
+            None => {
+                forward(
+                    &mut conn, first, &mut rx, shared, io_timeout, &mut seq, false,
+                )
+                .await
+            }
+        };
+        first = None;
+        match ended {
+            Forwarded::Ended(e) => return (Some(rx), e),
+            Forwarded::Bulk(body) => {
+                let written = async {
+                    if let Some(body) = body.bytes().await {
+                        seq = seq.wrapping_add(1);
+                        write(
+                            &mut conn,
+                            seq,
+                            body,
+                            shared.config.max_frame_bytes,
+                            io_timeout,
+                        )
+                        .await?;
+                    }
+                    timed(io_timeout, conn.flush()).await
+                };
+                tokio::select! {
+                    _ = shared.shutdown.cancelled() => return (Some(rx), None),
+                    r = written => if let Err(e) = r {
+                        return (Some(rx), Some(e));
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Whether `body` is bulk work for the edges (see [`BULK_BYTES`]).
+fn bulk(body: &Body) -> bool {
+    match body {
+        Body::Encoding(_) => true,
+        Body::Ready(b) => b.len() > BULK_BYTES,
+    }
+}
+
+/// Writes `first`, then queued heartbeats, until the link fails or shutdown, or (`on_core`)
+/// a bulk body comes next, after what went before it is flushed.
 async fn forward(
     conn: &mut Conn,
     mut first: Option<Body>,
     rx: &mut mpsc::Receiver<Outgoing>,
     shared: &Shared,
     io_timeout: Duration,
-) -> Option<LinkError> {
-    let mut seq: u32 = 1;
+    seq: &mut u32,
+    on_core: bool,
+) -> Forwarded {
     loop {
         let next = async {
             match first.take() {
@@ -298,39 +392,47 @@ async fn forward(
             }
         };
         tokio::select! {
-            _ = shared.shutdown.cancelled() => return None,
+            _ = shared.shutdown.cancelled() => return Forwarded::Ended(None),
             hb = next => {
-                let hb = hb?;
+                let Some(hb) = hb else {
+                    return Forwarded::Ended(None);
+                };
                 // Each write has io_timeout to go: a large snapshot that keeps moving is not
                 // cut off, a peer that stops reading is.
                 let burst = async {
                     let mut queued = Some(hb);
                     let mut written = 0;
                     while let Some(hb) = queued.take() {
+                        if on_core && bulk(&hb) {
+                            timed(io_timeout, conn.flush()).await?;
+                            return Ok(Some(hb));
+                        }
                         // A body still being encoded (a snapshot) holds back what follows it,
                         // not what went before it: that goes out first.
                         if written > 0 && matches!(hb, Body::Encoding(_)) {
                             timed(io_timeout, conn.flush()).await?;
                         }
                         if let Some(body) = hb.bytes().await {
-                            seq = seq.wrapping_add(1);
-                            write(conn, seq, body, shared.config.max_frame_bytes, io_timeout).await?;
+                            *seq = seq.wrapping_add(1);
+                            write(conn, *seq, body, shared.config.max_frame_bytes, io_timeout).await?;
                         }
                         written += 1;
                         if written < COALESCED {
                             queued = rx.try_recv().ok().map(|next| next.body);
                         }
                     }
-                    timed(io_timeout, conn.flush()).await
+                    timed(io_timeout, conn.flush()).await.map(|()| None)
                 };
-                if let Err(e) = burst.await {
-                    return Some(e);
+                match burst.await {
+                    Err(e) => return Forwarded::Ended(Some(e)),
+                    Ok(Some(bulk)) => return Forwarded::Bulk(bulk),
+                    Ok(None) => {}
                 }
             }
             // Heartbeats are one-way; anything read here is an error report or the close.
             incoming = conn.next() => match incoming {
-                None => return Some(LinkError::Closed),
-                Some(Err(e)) => return Some(e.into()),
+                None => return Forwarded::Ended(Some(LinkError::Closed)),
+                Some(Err(e)) => return Forwarded::Ended(Some(e.into())),
                 Some(Ok(frame)) if frame.is_error() => {
                     let msg = frame
                         .decode::<pb::ErrorReply>()

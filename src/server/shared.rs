@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     pub(crate) relays: super::relay::pool::Relays,
     /// The follower's linearizable reads, sharing their requests for the leader's read index.
     pub(crate) read_batch: super::read_batch::ReadBatch<crate::pb::ReadIndexReply>,
+    /// The runtime of the core's thread, once it runs: the links to peers write there
+    /// (`peer.rs`, `forward_from_core`).
+    pub(crate) core_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     /// The gRPC edge's standard services (health, reflection).
     pub(crate) grpc: super::grpc::standard::Standard,
     /// What this beacon's clients may have under way (key `limits`).

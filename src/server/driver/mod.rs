@@ -41,7 +41,7 @@ use crate::machines::handle::{Committed, StartPoint, Subscriber, Subscription};
 use crate::machines::view::{CLOCK_ORIGIN_MS, View};
 use crate::machines::{Change, Replica, Services, State};
 use crate::pb;
-use crate::storage::{self, Storage, carry_out};
+use crate::storage::{self, Storage, carry_out_early, carry_out_stored};
 use crate::time::Millis;
 use crate::wire::envelope::{
     message_annotation, message_bytes, message_bytes_annotated, message_to_pb,
@@ -257,18 +257,20 @@ impl Driver {
     /// and channels, until `shutdown`: stepping, storing and carrying out wait for no
     /// connection, listing page, TLS handshake or gRPC call, whatever the edges' tasks are
     /// doing on theirs. What it hands the edges and takes from them goes through its bounded
-    /// channels. `tracker` waits for it to end.
+    /// channels. `tracker` waits for it to end. Returns the handle of its runtime, where
+    /// the links to peers write.
     pub(crate) fn spawn_core(
         self,
         shutdown: CancellationToken,
         tracker: &tokio_util::task::TaskTracker,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<tokio::runtime::Handle> {
         use tracing::Instrument;
         let span = tracing::Span::current();
         let (ended, core_ended) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        let handle = runtime.handle().clone();
         std::thread::Builder::new()
             .name("beacon-core".into())
             .spawn(move || {
@@ -278,7 +280,7 @@ impl Driver {
         tracker.spawn(async move {
             let _ = core_ended.await;
         });
-        Ok(())
+        Ok(handle)
     }
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
@@ -354,7 +356,7 @@ impl Driver {
             // A beacon that must stop carries nothing out: no message of a step that
             // found its own log broken leaves it.
             if self.failed.is_none() {
-                self.carry_out();
+                self.carry_out().await;
             }
             // What the turn cost, by ask, and what is left queued: new work is admitted
             // by the wait it would meet (`server/admission/pace.rs`).
@@ -581,35 +583,55 @@ impl Driver {
         self.pending.merge(ready);
     }
 
-    /// Stores the batch, then carries out what it released (see [`carry_out`], the one
-    /// carry-out the simulation runs too): nothing that depends on an entry (an
-    /// acknowledgement to the leader, a reply to a service) leaves this beacon before the
-    /// entry is on disk. Replies that rest only on entries earlier batches stored leave
-    /// before this batch's fsync ([`Links::answer_early`]).
-    fn carry_out(&mut self) {
+    /// Stores the batch, then carries out what it released (see [`storage::carry_out`], the one
+    /// carry-out the simulation runs too, here in its two halves): nothing that depends on
+    /// an entry (an acknowledgement to the leader, a reply to a service) leaves this beacon
+    /// before the entry is on disk. Replies that rest only on entries earlier batches stored
+    /// leave before this batch's fsync ([`Links::answer_early`]). Between the halves the
+    /// links, whose writing runs on this thread, send the early messages (a leader's
+    /// entries, a round): they leave before the fsync blocks the thread, not after it.
+    async fn carry_out(&mut self) {
         self.round += 1;
         let ready = std::mem::take(&mut self.pending);
         let now = self.now();
         let view = self.view.clone();
-        let core = view.read();
-        self.sync_links(&core);
-        let mut out = Links {
-            links: &self.links,
-            in_flight: &mut self.in_flight,
-            waiting: &mut self.waiting,
-            metrics: &self.metrics,
-            round: self.round,
-            view: &view,
-            replica: &core,
-        };
-        let released = match carry_out(ready, &core, &mut self.storage, now, &mut out) {
-            Ok(Some(released)) => released,
-            Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
-            Err(e) => {
-                self.failed = Some(format!("cannot store the replicated state: {e}"));
-                return;
+        macro_rules! outbox {
+            ($core:expr) => {
+                Links {
+                    links: &self.links,
+                    in_flight: &mut self.in_flight,
+                    waiting: &mut self.waiting,
+                    metrics: &self.metrics,
+                    round: self.round,
+                    view: &view,
+                    replica: $core,
+                }
+            };
+        }
+        let early = {
+            let core = view.read();
+            self.sync_links(&core);
+            match carry_out_early(ready, &mut self.storage, &mut outbox!(&core)) {
+                Ok(early) => early,
+                Err(e) => {
+                    self.failed = Some(format!("cannot store the replicated state: {e}"));
+                    return;
+                }
             }
         };
+        if early.stores() {
+            tokio::task::yield_now().await;
+        }
+        let core = view.read();
+        let released =
+            match carry_out_stored(early, &core, &mut self.storage, now, &mut outbox!(&core)) {
+                Ok(Some(released)) => released,
+                Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
+                Err(e) => {
+                    self.failed = Some(format!("cannot store the replicated state: {e}"));
+                    return;
+                }
+            };
         for (token, reply) in released.replies {
             give(&mut self.waiting, &self.metrics, token, reply);
         }
