@@ -315,10 +315,8 @@ async fn forward_from_core(
             Some(core) => {
                 let on_core = shared.clone();
                 let task = core.spawn(async move {
-                    let ended = forward(
-                        &mut conn, first, &mut rx, &on_core, io_timeout, &mut seq, true,
-                    )
-                    .await;
+                    let ended =
+                        forward(&mut conn, first, &mut rx, &on_core, io_timeout, &mut seq).await;
                     (conn, rx, seq, ended)
                 });
                 match task.await {
@@ -329,29 +327,16 @@ async fn forward_from_core(
                     Err(_) => return (None, None),
                 }
             }
-            None => {
-                forward(
-                    &mut conn, first, &mut rx, shared, io_timeout, &mut seq, false,
-                )
-                .await
-            }
+            // Not started yet: forwarded here, bulk bodies alike.
+            None => forward(&mut conn, first, &mut rx, shared, io_timeout, &mut seq).await,
         };
         first = None;
         match ended {
             Forwarded::Ended(e) => return (Some(rx), e),
             Forwarded::Bulk(body) => {
+                let max = shared.config.max_frame_bytes;
                 let written = async {
-                    if let Some(body) = body.bytes().await {
-                        seq = seq.wrapping_add(1);
-                        write(
-                            &mut conn,
-                            seq,
-                            body,
-                            shared.config.max_frame_bytes,
-                            io_timeout,
-                        )
-                        .await?;
-                    }
+                    write_body(&mut conn, &mut seq, body, max, io_timeout).await?;
                     timed(io_timeout, conn.flush()).await
                 };
                 tokio::select! {
@@ -373,8 +358,9 @@ fn bulk(body: &Body) -> bool {
     }
 }
 
-/// Writes `first`, then queued heartbeats, until the link fails or shutdown, or (`on_core`)
-/// a bulk body comes next, after what went before it is flushed.
+/// Writes `first`, then queued heartbeats, until the link fails or shutdown, or a bulk body
+/// comes next: what went before it is flushed first, and the caller writes it (a body
+/// still being encoded, a snapshot, holds back what follows it, not what went before it).
 async fn forward(
     conn: &mut Conn,
     mut first: Option<Body>,
@@ -382,7 +368,6 @@ async fn forward(
     shared: &Shared,
     io_timeout: Duration,
     seq: &mut u32,
-    on_core: bool,
 ) -> Forwarded {
     loop {
         let next = async {
@@ -403,19 +388,11 @@ async fn forward(
                     let mut queued = Some(hb);
                     let mut written = 0;
                     while let Some(hb) = queued.take() {
-                        if on_core && bulk(&hb) {
+                        if bulk(&hb) {
                             timed(io_timeout, conn.flush()).await?;
                             return Ok(Some(hb));
                         }
-                        // A body still being encoded (a snapshot) holds back what follows it,
-                        // not what went before it: that goes out first.
-                        if written > 0 && matches!(hb, Body::Encoding(_)) {
-                            timed(io_timeout, conn.flush()).await?;
-                        }
-                        if let Some(body) = hb.bytes().await {
-                            *seq = seq.wrapping_add(1);
-                            write(conn, *seq, body, shared.config.max_frame_bytes, io_timeout).await?;
-                        }
+                        write_body(conn, seq, hb, shared.config.max_frame_bytes, io_timeout).await?;
                         written += 1;
                         if written < COALESCED {
                             queued = rx.try_recv().ok().map(|next| next.body);
@@ -444,6 +421,22 @@ async fn forward(
             },
         }
     }
+}
+
+/// Writes `body` once it is encoded (nothing if its encoding was abandoned), as the next
+/// message of the link's sequence `seq`.
+async fn write_body(
+    conn: &mut Conn,
+    seq: &mut u32,
+    body: Body,
+    max: usize,
+    io_timeout: Duration,
+) -> Result<(), LinkError> {
+    if let Some(body) = body.bytes().await {
+        *seq = seq.wrapping_add(1);
+        write(conn, *seq, body, max, io_timeout).await?;
+    }
+    Ok(())
 }
 
 /// Puts one message in the connection's write buffer, in fragments when it is over the frame
