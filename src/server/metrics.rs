@@ -45,6 +45,25 @@ pub(crate) struct ViaLabel {
     pub(crate) via: &'static str,
 }
 
+/// The two ways to a read index ([`ViaLabel`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ReadIndexVia {
+    Round,
+    Leader,
+}
+
+impl ReadIndexVia {
+    const ALL: [ReadIndexVia; 2] = [ReadIndexVia::Round, ReadIndexVia::Leader];
+
+    fn label(self) -> ViaLabel {
+        let via = match self {
+            ReadIndexVia::Round => "round",
+            ReadIndexVia::Leader => "leader",
+        };
+        ViaLabel { via }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct DnsLabel {
     pub(crate) result: String,
@@ -257,9 +276,9 @@ fn latency_histogram() -> Histogram {
 
 impl Metrics {
     /// A linearizable read waited `took` for its read index, got `via` a round or the leader.
-    pub(crate) fn read_index_took(&self, via: &'static str, took: std::time::Duration) {
+    pub(crate) fn read_index_took(&self, via: ReadIndexVia, took: std::time::Duration) {
         self.read_index
-            .get_or_create(&ViaLabel { via })
+            .get_or_create(&via.label())
             .observe(took.as_secs_f64());
     }
 
@@ -320,8 +339,8 @@ impl Metrics {
         }
         // Both ways to a read index from the start, for the same reason (a dashboard's
         // quantile over them is empty, not an error, before the first read).
-        for via in ["round", "leader"] {
-            drop(m.read_index.get_or_create(&ViaLabel { via }));
+        for via in ReadIndexVia::ALL {
+            drop(m.read_index.get_or_create(&via.label()));
         }
         let build = Family::<BuildLabel, Gauge>::default();
         build

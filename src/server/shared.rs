@@ -225,7 +225,8 @@ impl Shared {
                 .await
             {
                 Ok(answer) => {
-                    self.metrics.read_index_took("leader", asked.elapsed());
+                    self.metrics
+                        .read_index_took(super::metrics::ReadIndexVia::Leader, asked.elapsed());
                     return Ok(crate::machines::machine_index(
                         part,
                         answer.index,

@@ -613,10 +613,7 @@ impl Driver {
             self.sync_links(&core);
             match carry_out_early(ready, &mut self.storage, &mut outbox!(&core)) {
                 Ok(early) => early,
-                Err(e) => {
-                    self.failed = Some(format!("cannot store the replicated state: {e}"));
-                    return;
-                }
+                Err(e) => return self.store_failed(e),
             }
         };
         if early.stores() {
@@ -627,10 +624,7 @@ impl Driver {
             match carry_out_stored(early, &core, &mut self.storage, now, &mut outbox!(&core)) {
                 Ok(Some(released)) => released,
                 Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
-                Err(e) => {
-                    self.failed = Some(format!("cannot store the replicated state: {e}"));
-                    return;
-                }
+                Err(e) => return self.store_failed(e),
             };
         for (token, reply) in released.replies {
             give(&mut self.waiting, &self.metrics, token, reply);
@@ -658,6 +652,11 @@ impl Driver {
             round: self.round,
             election: greeting,
         });
+    }
+
+    /// The store failed: this beacon stops after this turn (see [`Driver::run`]).
+    fn store_failed(&mut self, e: storage::StorageError) {
+        self.failed = Some(format!("cannot store the replicated state: {e}"));
     }
 
     /// Counts what a peer's message says for the metrics: a snapshot received, or a
@@ -768,7 +767,8 @@ impl Driver {
             consensus::Event::ReadIndex { token, result } => {
                 if let Some((asked, waiting)) = self.reads.remove(&token) {
                     if result.is_ok() {
-                        self.metrics.read_index_took("round", asked.elapsed());
+                        self.metrics
+                            .read_index_took(super::metrics::ReadIndexVia::Round, asked.elapsed());
                     }
                     let _ = waiting.send(result);
                 }
