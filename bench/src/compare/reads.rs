@@ -92,9 +92,11 @@ impl Counted {
     }
 }
 
-/// What the beacon read from (`at`), the leader and the follower read from (at the leader:
-/// none) counted over a run: each the difference of its scrapes before and after it.
-fn inside(at: &Counted, leader: &Counted, follower: Option<&Counted>) -> Inside {
+/// What the leader and, when a follower was read from, the follower counted over a run
+/// (each the difference of its scrapes before and after it): the read index is counted
+/// where the reads were served.
+fn inside(leader: &Counted, follower: Option<&Counted>) -> Inside {
+    let at = follower.unwrap_or(leader);
     Inside {
         read_index_mean_ms: at.read_index.mean_ms(),
         read_index_p99_ms: at.read_index.quantile_ms(0.99),
@@ -104,6 +106,22 @@ fn inside(at: &Counted, leader: &Counted, follower: Option<&Counted>) -> Inside 
         follower_fsync_mean_ms: follower.and_then(|f| f.fsync.mean_ms()),
         follower_fsync_p99_ms: follower.and_then(|f| f.fsync.quantile_ms(0.99)),
     }
+}
+
+/// The leader's counts now and, when `member` is a follower, its counts too (`None`: a
+/// system without beacon's metrics, or no answer).
+async fn scrape_counts(
+    cluster: &Cluster,
+    leader: usize,
+    member: usize,
+) -> Option<(Counted, Option<Counted>)> {
+    let at_leader = Counted::scrape(cluster.members[leader].admin, "round").await?;
+    let at_follower = if member == leader {
+        None
+    } else {
+        Some(Counted::scrape(cluster.members[member].admin, "leader").await?)
+    };
+    Some((at_leader, at_follower))
 }
 
 /// A connected reader of one system.
@@ -242,13 +260,7 @@ pub async fn run(
                     .await
                 })
             };
-            let via = if member == leader { "round" } else { "leader" };
-            let (leader_admin, at_admin) =
-                (cluster.members[leader].admin, cluster.members[member].admin);
-            let counted_before = (
-                Counted::scrape(leader_admin, "round").await,
-                Counted::scrape(at_admin, via).await,
-            );
+            let counted_before = scrape_counts(cluster, leader, member).await;
             let started = Instant::now();
             let mut tasks = Vec::new();
             for mut reader in conns {
@@ -281,15 +293,10 @@ pub async fn run(
             }
             let elapsed = started.elapsed().as_secs_f64();
             let writes = writing.await??;
-            let counted_after = (
-                Counted::scrape(leader_admin, "round").await,
-                Counted::scrape(at_admin, via).await,
-            );
-            let inside = match (counted_before, counted_after) {
-                ((Some(lb), Some(ab)), (Some(la), Some(aa))) => {
-                    let (l, a) = (la.since(&lb), aa.since(&ab));
-                    let follower = (member != leader).then_some(&a);
-                    Some(inside(&a, &l, follower))
+            let inside = match (counted_before, scrape_counts(cluster, leader, member).await) {
+                (Some((lb, fb)), Some((la, fa))) => {
+                    let follower = fa.zip(fb).map(|(a, b)| a.since(&b));
+                    Some(inside(&la.since(&lb), follower.as_ref()))
                 }
                 _ => None,
             };
