@@ -147,3 +147,117 @@ async fn a_rogue_claiming_term_u64_max_is_refused_and_writes_go_on() {
         );
     }
 }
+
+/// A beacon's link to another is read on the core's thread, which hands back to the edges
+/// what is not a whole heartbeat of modest size. Over one link posing as a beacon: a
+/// heartbeat that does not decode is refused with an error, a request is answered, a
+/// heartbeat in fragments is put together, and after each the link carries the next frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beacons_link_refuses_a_bad_heartbeat_answers_a_request_and_takes_fragments() {
+    let ports = free_ports(3);
+    let cluster = Cluster::start(BEACON.as_ref(), &ports, 100, "rogue");
+    let addrs: Vec<SocketAddr> = cluster.beacons.iter().map(|b| b.addr).collect();
+    eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+        .await
+        .expect("a leader");
+    let (posing_as, target) = (addrs[2], addrs[0]);
+    // A stale state (term 1): taken from the link and ignored by the core.
+    let stale = pb::Election {
+        term: 1,
+        leader: posing_as.to_string(),
+        ..Default::default()
+    };
+    let tcp = tokio::net::TcpStream::connect(target).await.unwrap();
+    let mut conn = tokio_util::codec::Framed::new(tcp, FrameCodec::new(1 << 20));
+    let body = hello("rogue", posing_as, &addrs, stale.clone());
+    conn.send(Frame {
+        cmd: Cmd::Hello.code(),
+        seq: 1,
+        flags: 0,
+        body: body.into(),
+    })
+    .await
+    .unwrap();
+    let ack = conn.next().await.unwrap().unwrap();
+    assert!(!ack.is_error(), "the Hello is taken");
+    let status_of = |frame: Frame, seq: u32| {
+        assert!(!frame.is_error(), "the request on the link is answered");
+        assert_eq!(frame.seq, seq);
+        let status: pb::BeaconStatus = frame.decode().unwrap();
+        assert_eq!(status.node, target.to_string());
+    };
+
+    // Not a heartbeat's body, sent expecting an answer: refused, the link goes on.
+    conn.send(Frame {
+        cmd: Cmd::LeaderElection.code(),
+        seq: 5,
+        flags: 0,
+        body: vec![0xff, 0xff, 0xff].into(),
+    })
+    .await
+    .unwrap();
+    let refused = answer(&mut conn).await;
+    assert!(refused.is_error(), "a malformed heartbeat is refused");
+    assert_eq!(refused.seq, 5);
+    conn.send(status_request(6)).await.unwrap();
+    status_of(answer(&mut conn).await, 6);
+
+    // A heartbeat in fragments of 16 bytes, then a request: both through, in order.
+    let whole = bytes::Bytes::from(stale.encode_to_vec());
+    let parts =
+        beacon::wire::fragment::split(Cmd::LeaderElection.code(), 7, FLAG_ONEWAY, whole, 16);
+    assert!(parts.len() > 1, "the heartbeat is sent in fragments");
+    for part in parts {
+        conn.send(part).await.unwrap();
+    }
+    conn.send(status_request(8)).await.unwrap();
+    status_of(answer(&mut conn).await, 8);
+    // Fragments of a body that does not decode, expecting an answer: refused once, whole.
+    let garbage = bytes::Bytes::from(vec![0xff; 40]);
+    let parts = beacon::wire::fragment::split(Cmd::LeaderElection.code(), 11, 0, garbage, 16);
+    assert_eq!(parts.len(), 3);
+    for part in parts {
+        conn.send(part).await.unwrap();
+    }
+    let refused = answer(&mut conn).await;
+    assert!(
+        refused.is_error(),
+        "a malformed heartbeat in fragments is refused"
+    );
+    assert_eq!(refused.seq, 11);
+    conn.send(status_request(12)).await.unwrap();
+    status_of(answer(&mut conn).await, 12);
+
+    // A whole heartbeat (read on the core's thread), then a request once more.
+    conn.send(Frame::new(
+        Cmd::LeaderElection.code(),
+        9,
+        FLAG_ONEWAY,
+        &stale,
+    ))
+    .await
+    .unwrap();
+    conn.send(status_request(10)).await.unwrap();
+    status_of(answer(&mut conn).await, 10);
+}
+
+/// The next frame on `conn`, within 5 s.
+async fn answer(conn: &mut Link) -> Frame {
+    tokio::time::timeout(Duration::from_secs(5), conn.next())
+        .await
+        .expect("an answer within 5 s")
+        .expect("the link stays open")
+        .expect("a frame")
+}
+
+/// A request for the beacon's status, as `seq`.
+fn status_request(seq: u32) -> Frame {
+    Frame::new(
+        Cmd::BeaconStatus.code(),
+        seq,
+        0,
+        &pb::BeaconStatusRequest::default(),
+    )
+}
+
+type Link = tokio_util::codec::Framed<tokio::net::TcpStream, FrameCodec>;

@@ -17,7 +17,9 @@ use tracing::{debug, info, warn};
 
 use super::dispatch::{self, Peer, count_refusal, dispatch};
 use super::driver::{ConnId, next_conn_id};
-use super::framed::{Conn, next_frame, refused_connection, reply_error};
+use super::framed::{
+    Conn, answer, feed, fits, next_frame, reassemble, refused_connection, reply_error,
+};
 use super::refusals::Said;
 use super::shared::Shared;
 use crate::machines::handle::{CoreExt, Handled, Reject};
@@ -25,7 +27,7 @@ use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
 use crate::wire::envelope::message_from_pb;
-use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
+use crate::wire::fragment::{MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
     self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
@@ -125,11 +127,11 @@ async fn serve(stream: Stream, remote: SocketAddr, shared: Arc<Shared>) {
     }
     if let Peer::Beacon(node) = peer {
         shared.peers.peer_connected(node, id).await;
+        super::heard::serve(conn, remote, node, &shared).await;
+        shared.peers.peer_disconnected(node, id).await;
+        return;
     }
     serve_requests(&mut conn, remote, id, &peer, &shared).await;
-    if let Peer::Beacon(node) = peer {
-        shared.peers.peer_disconnected(node, id).await;
-    }
 }
 
 /// Reads frames until a valid `Hello`. Returns `None` when the connection should close.
@@ -494,28 +496,7 @@ async fn next_push(streaming: &mut Option<Streaming>) -> Option<Frame> {
     }
 }
 
-/// Passes `frame` through the connection's reassembly: fragments (a snapshot larger than a
-/// frame) are accepted from beacons only and come out as one frame once whole.
-fn reassemble(parts: &mut Reassembly, frame: Frame, peer: &Peer) -> Result<Option<Frame>, Reject> {
-    if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
-        return Err(Reject::new(
-            ErrorCode::FrameTooLarge,
-            format!(
-                "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
-                 messages larger than a frame",
-                frame.cmd, frame.seq
-            ),
-        ));
-    }
-    parts.push(frame).map_err(|e| {
-        let code = match e {
-            FragmentError::TooLarge { .. } => ErrorCode::FrameTooLarge,
-            FragmentError::Interleaved { .. } => ErrorCode::BadFrame,
-        };
-        Reject::close(code, e.to_string())
-    })
-}
-
+/// Serves a client's requests until it leaves (a beacon's link to us is `heard.rs`).
 async fn serve_requests(
     conn: &mut Conn,
     remote: SocketAddr,
@@ -577,17 +558,6 @@ async fn serve_requests(
                 continue;
             }
         };
-        // A peer's heartbeats take their own path to the driver (`heard.rs`).
-        if let Peer::Beacon(node) = *peer
-            && frame.cmd == Cmd::LeaderElection.code()
-        {
-            if let Err(reject) = super::heard::heartbeat(node, &frame, shared).await
-                && !reply_error(conn, remote, &frame, reject, &shared.refusals).await
-            {
-                return;
-            }
-            continue;
-        }
         // Requests of a kind that batches (node reports) queued back to back (a client
         // renewing many registrations over one connection) go to the driver together and are
         // answered in order: the batch costs the driver one wake-up, not one per request.
@@ -611,10 +581,7 @@ async fn serve_requests(
             [one] => vec![dispatch(one, peer, Some(&client), shared).await],
             many => dispatch::dispatch_batch(many, peer, Some(&client), shared).await,
         };
-        // Heartbeats on a peer's inbound link are not requests.
-        if !matches!(peer, Peer::Beacon(_)) {
-            dispatch::record_batch(shared, &batch, &results, started);
-        }
+        dispatch::record_batch(shared, &batch, &results, started);
         for (frame, result) in batch.iter().zip(results) {
             let result = match result {
                 Ok(Handled::Stream {
@@ -650,52 +617,6 @@ async fn serve_requests(
 
 /// Most requests taken from the read buffer for one batch.
 const BATCH: usize = 256;
-
-/// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.
-async fn answer(
-    conn: &mut Conn,
-    remote: SocketAddr,
-    frame: &Frame,
-    result: Result<Handled, Reject>,
-    shared: &Shared,
-) -> bool {
-    match result {
-        Ok(Handled::OneWay) => true,
-        Ok(Handled::Reply(reply)) if !fits(&reply, shared) => {
-            let reject = Reject::new(
-                ErrorCode::FrameTooLarge,
-                format!(
-                    "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \
-                     less (one node type, one address) or raise max_frame_bytes",
-                    frame.cmd,
-                    reply.body.len(),
-                    shared.config.max_frame_bytes
-                ),
-            );
-            reply_error(conn, remote, frame, reject, &shared.refusals).await
-        }
-        Ok(Handled::Reply(reply)) => feed(conn, remote, reply).await,
-        Ok(Handled::Stream { .. }) => unreachable!("streams are started by serve_requests"),
-        Err(reject) => reply_error(conn, remote, frame, reject, &shared.refusals).await,
-    }
-}
-
-/// Whether `reply` is within `max_frame_bytes`, so that it may be sent.
-fn fits(reply: &Frame, shared: &Shared) -> bool {
-    reply.body.len() <= shared.config.max_frame_bytes
-}
-
-/// Queues `reply`: written out at the top of the loop, with the replies to whatever else the
-/// client sent together with it. Returns whether the connection goes on.
-async fn feed(conn: &mut Conn, remote: SocketAddr, reply: Frame) -> bool {
-    match conn.feed(reply).await {
-        Ok(()) => true,
-        Err(e) => {
-            debug!(%remote, "cannot send reply: {e}");
-            false
-        }
-    }
-}
 
 /// The label a refused handshake is counted under.
 fn handshake_refusal_kind(code: u32) -> &'static str {

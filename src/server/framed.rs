@@ -1,6 +1,7 @@
-//! A framed connection's own I/O, shared by the native connections ([`super::conn`]) and
-//! the relay connections between beacons ([`super::relay`]): reading the next frame (a bad
-//! one is logged, counted and answered), and answering a request with an error.
+//! A framed connection's own I/O, shared by the native connections ([`super::conn`]), the
+//! beacons' links to us ([`super::heard`]) and the relay connections between beacons
+//! ([`super::relay`]): reading the next frame (a bad one is logged, counted and answered),
+//! putting fragments together, and answering a request.
 
 use std::net::SocketAddr;
 
@@ -8,11 +9,13 @@ use futures_util::{SinkExt, StreamExt};
 use tokio_util::codec::Framed;
 use tracing::{debug, warn};
 
+use super::dispatch::Peer;
 use super::refusals::Said;
 use super::shared::Shared;
-use crate::machines::handle::Reject;
+use crate::machines::handle::{Handled, Reject};
 use crate::transport::Stream;
-use crate::wire::{self, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
+use crate::wire::fragment::{FragmentError, Reassembly};
+use crate::wire::{self, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
 
 /// A connection that carries frames.
 pub(super) type Conn = Framed<Stream, FrameCodec>;
@@ -128,4 +131,76 @@ pub(super) async fn reply_error(
     }
     let reply = wire::error_reply_frame(frame.cmd, frame.seq, &reject.to_reply());
     conn.send(reply).await.is_ok() && !reject.close
+}
+
+/// Passes `frame` through the connection's reassembly: fragments (a snapshot larger than a
+/// frame) are accepted from beacons only and come out as one frame once whole.
+pub(super) fn reassemble(
+    parts: &mut Reassembly,
+    frame: Frame,
+    peer: &Peer,
+) -> Result<Option<Frame>, Reject> {
+    if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
+        return Err(Reject::new(
+            ErrorCode::FrameTooLarge,
+            format!(
+                "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
+                 messages larger than a frame",
+                frame.cmd, frame.seq
+            ),
+        ));
+    }
+    parts.push(frame).map_err(|e| {
+        let code = match e {
+            FragmentError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            FragmentError::Interleaved { .. } => ErrorCode::BadFrame,
+        };
+        Reject::close(code, e.to_string())
+    })
+}
+
+/// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.
+pub(super) async fn answer(
+    conn: &mut Conn,
+    remote: SocketAddr,
+    frame: &Frame,
+    result: Result<Handled, Reject>,
+    shared: &Shared,
+) -> bool {
+    match result {
+        Ok(Handled::OneWay) => true,
+        Ok(Handled::Reply(reply)) if !fits(&reply, shared) => {
+            let reject = Reject::new(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "the reply to cmd {} is {} bytes, over max_frame_bytes ({}): ask for \
+                     less (one node type, one address) or raise max_frame_bytes",
+                    frame.cmd,
+                    reply.body.len(),
+                    shared.config.max_frame_bytes
+                ),
+            );
+            reply_error(conn, remote, frame, reject, &shared.refusals).await
+        }
+        Ok(Handled::Reply(reply)) => feed(conn, remote, reply).await,
+        Ok(Handled::Stream { .. }) => unreachable!("streams are started by `conn.rs`"),
+        Err(reject) => reply_error(conn, remote, frame, reject, &shared.refusals).await,
+    }
+}
+
+/// Whether `reply` is within `max_frame_bytes`, so that it may be sent.
+pub(super) fn fits(reply: &Frame, shared: &Shared) -> bool {
+    reply.body.len() <= shared.config.max_frame_bytes
+}
+
+/// Queues `reply`: written out at the top of the loop, with the replies to whatever else the
+/// client sent together with it. Returns whether the connection goes on.
+pub(super) async fn feed(conn: &mut Conn, remote: SocketAddr, reply: Frame) -> bool {
+    match conn.feed(reply).await {
+        Ok(()) => true,
+        Err(e) => {
+            debug!(%remote, "cannot send reply: {e}");
+            false
+        }
+    }
 }

@@ -285,8 +285,9 @@ async fn dial_as(
 const COALESCED: usize = 64;
 
 /// A body this large (a snapshot, or one still being encoded) is written on the edges,
-/// not on the core's thread: copying it into the socket is bulk work.
-const BULK_BYTES: usize = 1 << 20;
+/// not on the core's thread: copying it into the socket is bulk work. An inbound message
+/// this large is read and decoded on the edges too (`heard.rs`).
+pub(super) const BULK_BYTES: usize = 1 << 20;
 
 /// How [`forward`] stopped.
 enum Forwarded {
@@ -297,10 +298,10 @@ enum Forwarded {
 }
 
 /// Forwards the core's messages on `conn` until the link ends, on the core's own thread
-/// once it has started (`Shared::core_runtime`): the core queues a message and the link
-/// writes it on the same thread, so a message wakes no other thread, and the driver lets
-/// the links write its early messages before its fsync. The connection was made, and its
-/// TLS handshake done, here on the edges; a bulk body is written here too. Returns the
+/// ([`Shared::on_core`], the socket moved to its I/O driver): the core queues a message and
+/// the link writes it on the same thread, so a message wakes no other thread, and the
+/// driver lets the links write its early messages before its fsync. The connection was
+/// made, and its TLS handshake done, here on the edges; a bulk body is written here too. Returns the
 /// queue back, with how the link ended (`None` for the queue: the core's thread is gone).
 async fn forward_from_core(
     mut conn: Conn,
@@ -311,25 +312,18 @@ async fn forward_from_core(
 ) -> (Option<mpsc::Receiver<Outgoing>>, Option<LinkError>) {
     let mut seq: u32 = 1;
     loop {
-        let ended = match shared.core_runtime.get() {
-            Some(core) => {
-                let on_core = shared.clone();
-                let task = core.spawn(async move {
-                    let ended =
-                        forward(&mut conn, first, &mut rx, &on_core, io_timeout, &mut seq).await;
-                    (conn, rx, seq, ended)
-                });
-                match task.await {
-                    Ok((c, r, s, ended)) => {
-                        (conn, rx, seq) = (c, r, s);
-                        ended
-                    }
-                    Err(_) => return (None, None),
-                }
-            }
-            // Not started yet: forwarded here, bulk bodies alike.
-            None => forward(&mut conn, first, &mut rx, shared, io_timeout, &mut seq).await,
+        let on_core = shared.clone();
+        let served = shared.on_core(async move {
+            let ended = match conn.get_mut().rebind() {
+                Ok(()) => forward(&mut conn, first, &mut rx, &on_core, io_timeout, &mut seq).await,
+                Err(e) => Forwarded::Ended(Some(LinkError::Frame(e.into()))),
+            };
+            (conn, rx, seq, ended)
+        });
+        let Some((c, r, s, ended)) = served.await else {
+            return (None, None);
         };
+        (conn, rx, seq) = (c, r, s);
         first = None;
         match ended {
             Forwarded::Ended(e) => return (Some(rx), e),

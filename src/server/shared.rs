@@ -82,8 +82,8 @@ pub(crate) struct Shared {
     pub(crate) relays: super::relay::pool::Relays,
     /// The follower's linearizable reads, sharing their requests for the leader's read index.
     pub(crate) read_batch: super::read_batch::ReadBatch<crate::pb::ReadIndexReply>,
-    /// The runtime of the core's thread, once it runs: the links to peers write there
-    /// (`peer.rs`, `forward_from_core`).
+    /// The runtime of the core's thread, once it runs: the links to peers are served there
+    /// ([`Shared::on_core`]).
     pub(crate) core_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     /// The gRPC edge's standard services (health, reflection).
     pub(crate) grpc: super::grpc::standard::Standard,
@@ -92,6 +92,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Runs `work` on the core's own thread (`core_runtime`) and gives back what it ends
+    /// with: the links to peers are read and written there, so that a message between the
+    /// core and a socket wakes no other thread. Before the core's thread runs, `work` runs
+    /// here. `None` when the core's thread is gone (shutting down).
+    pub(crate) async fn on_core<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        use tracing::Instrument;
+        match self.core_runtime.get() {
+            Some(core) => core.spawn(work.in_current_span()).await.ok(),
+            None => Some(work.await),
+        }
+    }
+
     /// What wakes our link to `peer` when it dials us.
     pub(crate) fn peer_up(&self, peer: SocketAddr) -> Arc<Notify> {
         let mut known = self.peer_up.lock().unwrap_or_else(|e| e.into_inner());

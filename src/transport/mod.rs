@@ -82,6 +82,38 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Moves the socket to the I/O driver of the runtime this is called on. A socket is
+    /// watched by the runtime where it was opened: a connection handed to another runtime (a
+    /// beacon's links, opened on the edges and served on the core's own thread) would
+    /// otherwise be woken through the first one's threads. What was read and buffered, the
+    /// TLS session included, stays as it is. Must be called within a Tokio runtime.
+    pub fn rebind(&mut self) -> io::Result<()> {
+        let tcp = match self {
+            Stream::Plain(s) => s,
+            Stream::Accepted(s) => s.get_mut().0,
+            Stream::Dialled(s) => s.get_mut().0,
+        };
+        rebind(tcp)
+    }
+}
+
+/// [`Stream::rebind`] for one socket: the socket is opened a second time (a duplicated
+/// descriptor) on this runtime, and the first registration dropped.
+#[cfg(unix)]
+fn rebind(tcp: &mut TcpStream) -> io::Result<()> {
+    use std::os::fd::AsFd;
+    let again = std::net::TcpStream::from(tcp.as_fd().try_clone_to_owned()?);
+    *tcp = TcpStream::from_std(again)?;
+    Ok(())
+}
+
+/// Elsewhere the socket stays where it is: it still works, through the other runtime.
+#[cfg(not(unix))]
+fn rebind(_: &mut TcpStream) -> io::Result<()> {
+    Ok(())
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
