@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_util::SinkExt;
-use tracing::debug;
+use tracing::warn;
 
 use super::dispatch::{Peer, dispatch};
 use super::framed::{Conn, answer, next_frame, reassemble, reply_error};
@@ -40,7 +40,7 @@ pub(super) async fn serve(
             let listened = match conn.get_mut().rebind() {
                 Ok(()) => listen(&mut conn, remote, node, &on_core).await,
                 Err(e) => {
-                    debug!(%remote, "cannot move the link to the core's thread: {e}");
+                    warn!(%remote, peer = %node, "cannot move the link to the core's thread: {e}; closing it (the peer dials again)");
                     None
                 }
             };

@@ -52,6 +52,10 @@ pub(super) enum LinkError {
     Frame(#[from] crate::wire::FrameError),
     #[error("closed the connection")]
     Closed,
+    /// The socket could not be moved to the core's thread (`Stream::rebind`: out of file
+    /// descriptors, say).
+    #[error("cannot move the link to the core's thread: {0}")]
+    Rebind(std::io::Error),
 }
 
 pub(crate) async fn run(peer: SocketAddr, shared: Arc<Shared>, mut rx: mpsc::Receiver<Outgoing>) {
@@ -301,8 +305,9 @@ enum Forwarded {
 /// ([`Shared::on_core`], the socket moved to its I/O driver): the core queues a message and
 /// the link writes it on the same thread, so a message wakes no other thread, and the
 /// driver lets the links write its early messages before its fsync. The connection was
-/// made, and its TLS handshake done, here on the edges; a bulk body is written here too. Returns the
-/// queue back, with how the link ended (`None` for the queue: the core's thread is gone).
+/// made, and its TLS handshake done, here on the edges; a bulk body is written here too.
+/// Returns the queue back, with how the link ended (`None` for the queue: the core's
+/// thread is gone).
 async fn forward_from_core(
     mut conn: Conn,
     mut first: Option<Body>,
@@ -316,7 +321,7 @@ async fn forward_from_core(
         let served = shared.on_core(async move {
             let ended = match conn.get_mut().rebind() {
                 Ok(()) => forward(&mut conn, first, &mut rx, &on_core, io_timeout, &mut seq).await,
-                Err(e) => Forwarded::Ended(Some(LinkError::Frame(e.into()))),
+                Err(e) => Forwarded::Ended(Some(LinkError::Rebind(e))),
             };
             (conn, rx, seq, ended)
         });
