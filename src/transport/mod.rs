@@ -80,9 +80,7 @@ impl Stream {
             _ => None,
         })
     }
-}
 
-impl Stream {
     /// Moves the socket to the I/O driver of the runtime this is called on. A socket is
     /// watched by the runtime where it was opened: a connection handed to another runtime (a
     /// beacon's links, opened on the edges and served on the core's own thread) would
