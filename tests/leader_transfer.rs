@@ -1,6 +1,7 @@
 //! Leader transfer on real processes (`nebcli leader transfer`): the leadership goes to the
 //! beacon named (or the one furthest along) while services keep registering, none of their
 //! writes fails, and the refusals (a beacon that is offline or not of the cluster) are clear.
+//! A transfer asked of a leader that has only just taken over waits for it to serve.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -136,4 +137,57 @@ async fn the_leadership_moves_where_asked_and_no_write_fails_meanwhile() {
         agreed_leader(&survivors).await.as_deref(),
         Some(leader.as_str())
     );
+}
+
+/// A script that moves the leadership again at once (a rolling restart moving it off each
+/// machine in turn) meets a leader still taking over its state, for the round trip and the
+/// store that take: the transfer waits for it to serve rather than fail. Asked on
+/// connections opened beforehand, each transfer reaches the new leader within a moment of
+/// its taking the leadership; `nebcli` does the same, slower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_back_to_back_each_wait_for_the_last_leader_to_take_over() {
+    let nebcli = beacon_testkit::nebcli(BEACON.as_ref());
+    let cluster = Cluster::start(BEACON.as_ref(), &free_ports(3), 100, "back-to-back");
+    let addrs: Vec<SocketAddr> = cluster.beacons.iter().map(|b| b.addr).collect();
+    let mut leader = eventually(Duration::from_secs(10), || agreed_leader(&addrs))
+        .await
+        .expect("a leader");
+    let opts = ConnectOptions::default();
+    let mut links = std::collections::HashMap::new();
+    for a in &addrs {
+        let c = beacon::net::Client::connect(&a.to_string(), &opts)
+            .await
+            .expect("connect");
+        links.insert(a.to_string(), c);
+    }
+    for round in 0..10 {
+        let c = links.get_mut(&leader).unwrap();
+        let reply: Result<pb::TransferLeaderReply, _> = c
+            .request(
+                beacon::wire::Cmd::TransferLeader,
+                &pb::TransferLeaderRequest::default(),
+                "the leader transfer",
+            )
+            .await;
+        let reply = reply.unwrap_or_else(|e| panic!("transfer {round} failed: {e}"));
+        assert_eq!(reply.previous, leader);
+        assert_ne!(reply.leader, leader);
+        leader = reply.leader;
+    }
+    for round in 0..3 {
+        let (code, out, err) = run(
+            &nebcli,
+            &["-s", &leader, "-w", "json", "leader", "transfer"],
+        );
+        assert_eq!(
+            code,
+            Some(0),
+            "transfer {round} by nebcli failed: {out}{err}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["previous"], leader.as_str(), "{v}");
+        leader = v["leader"].as_str().unwrap().to_string();
+    }
+    let now = eventually(Duration::from_secs(10), || agreed_leader(&addrs)).await;
+    assert_eq!(now.as_deref(), Some(leader.as_str()), "{}", cluster.logs());
 }

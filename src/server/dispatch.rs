@@ -197,7 +197,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
                 })?),
             };
             let previous = shared.config.node;
-            match shared.driver.transfer(to).await? {
+            match shared.transfer(to).await? {
                 Ok(leader) => reply(
                     frame,
                     &pb::TransferLeaderReply {

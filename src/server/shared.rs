@@ -276,6 +276,30 @@ impl Shared {
         Ok(())
     }
 
+    /// Hands the leadership to `to` (or the beacon furthest along), as
+    /// [`DriverHandle::transfer`](super::driver::DriverHandle::transfer) does, waiting up to
+    /// [`LEADER_WAIT`] for a leader still taking over its state: one that took the leadership
+    /// a moment ago (by the last transfer, as a rolling restart moves it from machine to
+    /// machine) serves within a round trip and a store, and a transfer asked meanwhile would
+    /// otherwise be refused. Nothing was started by a refused one, so asking again is safe.
+    pub(crate) async fn transfer(
+        &self,
+        to: Option<SocketAddr>,
+    ) -> Result<Result<SocketAddr, crate::consensus::TransferError>, Reject> {
+        use crate::consensus::{ConsensusError, TransferError};
+        let until = tokio::time::Instant::now() + LEADER_WAIT;
+        loop {
+            match self.driver.transfer(to).await? {
+                Err(TransferError::Consensus(ConsensusError::NotReady))
+                    if tokio::time::Instant::now() < until && !self.shutdown.is_cancelled() =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                done => return Ok(done),
+            }
+        }
+    }
+
     /// `leader`'s read index, asked over the relay connection to it, saying (when this
     /// beacon follows it) in which term: that counts as this beacon's confirmation of the
     /// leadership (see [`crate::consensus::Input::ReadIndex`]). Asked now, after every read
