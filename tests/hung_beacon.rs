@@ -330,3 +330,75 @@ async fn a_leader_slow_for_a_moment_is_followed_again_once_the_others_still_name
     );
     println!("a leader stopped for 600 ms: the write went through after {took:?}");
 }
+
+/// A call a follower carries to its leader (over gRPC, a client may call any beacon) while
+/// that leader hangs is refused with LEADER_CHANGED, "retry", once the follower sees the
+/// leadership move: the hung leader keeps its connections open and answers nothing, so a
+/// relayed call left on them would wait out its client's deadline (10 s here) while another
+/// beacon leads. A keep-alive's report waits the same way, and its lease is short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_relayed_to_a_leader_that_hangs_is_told_to_retry_once_leadership_moves() {
+    use http::uri::PathAndQuery;
+    use tonic::client::Grpc;
+    use tonic_prost::ProstCodec;
+
+    let c = start();
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    let follower = all[(leader + 1) % 3];
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://{follower}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC to a follower");
+    let register = async |addr: &str| {
+        let mut grpc = Grpc::new(ch.clone());
+        grpc.ready().await.expect("ready");
+        let mut request = tonic::Request::new(pb::registry::RegisterRequest {
+            node_type: "LOGIC".into(),
+            addr: addr.into(),
+            ..Default::default()
+        });
+        request.set_timeout(Duration::from_secs(10));
+        let codec =
+            ProstCodec::<pb::registry::RegisterRequest, pb::registry::RegisterReply>::default();
+        let path = PathAndQuery::from_static("/beacon.v1.registry.Registry/Register");
+        grpc.unary(request, path, codec)
+            .await
+            .map(|r| r.into_inner())
+    };
+    // The follower's relay connection to the leader is open.
+    register("10.0.9.1:80")
+        .await
+        .unwrap_or_else(|e| panic!("register through the follower: {e:?}\n{}", c.logs()));
+
+    c.beacons[leader].pause();
+    let started = std::time::Instant::now();
+    let answer = register("10.0.9.2:80").await;
+    let took = started.elapsed();
+    c.beacons[leader].signal(libc::SIGCONT);
+    match answer {
+        // The follower saw the leader go before the call came: carried to the next one.
+        Ok(_) => {}
+        Err(status) => {
+            let code = status
+                .metadata()
+                .get("beacon-code")
+                .and_then(|v| v.to_str().ok()?.parse::<u32>().ok());
+            assert_ne!(
+                status.code(),
+                tonic::Code::DeadlineExceeded,
+                "the relayed call waited out its deadline on the stopped leader ({took:?})\n{}",
+                c.logs()
+            );
+            assert_eq!(
+                code,
+                Some(beacon::wire::ErrorCode::LeaderChanged as u32),
+                "{status:?}\n{}",
+                c.logs()
+            );
+            assert!(status.message().contains("retry"), "{status:?}");
+        }
+    }
+    println!("the relayed call was answered after {took:?}");
+}

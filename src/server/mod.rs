@@ -268,6 +268,7 @@ impl Server {
             }
         }
         tracker.spawn(grpc::report_health(shared.clone()).in_current_span());
+        tracker.spawn(relay::follow_leader(shared.clone()).in_current_span());
         for (peer, rx) in link_rxs {
             let span = error_span!("link", %peer);
             tracker.spawn(peer::run(peer, shared.clone(), rx).instrument(span));

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::consensus::{ConsensusError, Reply};
 use crate::machines::handle::{Answer, Core, Reject, Subscription, shutting_down};
@@ -96,6 +96,8 @@ pub(crate) struct DriverHandle {
     view: Arc<View>,
     /// The watches of this beacon: their limits, gauges and shared notices.
     watchers: Arc<Watchers>,
+    /// The leader this beacon knows, as each change of it is seen.
+    leader: watch::Receiver<Option<SocketAddr>>,
 }
 
 impl DriverHandle {
@@ -104,13 +106,21 @@ impl DriverHandle {
         gate: Gate,
         view: Arc<View>,
         watchers: Arc<Watchers>,
+        leader: watch::Receiver<Option<SocketAddr>>,
     ) -> DriverHandle {
         DriverHandle {
             tx,
             gate,
             view,
             watchers,
+            leader,
         }
+    }
+
+    /// The leader this beacon knows (itself included, `None` while it knows none), woken on
+    /// each change: told from the core's step that saw it, not polled.
+    pub(crate) fn leader_changes(&self) -> watch::Receiver<Option<SocketAddr>> {
+        self.leader.clone()
     }
 
     /// The channel `ask` reaches the core on: what keeps things going, or new work.

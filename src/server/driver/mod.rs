@@ -82,6 +82,9 @@ pub(crate) struct Driver {
     /// replaced at the end of each round, once the round's log changes are stored: a
     /// greeting never claims entries that are not on disk yet.
     current: watch::Sender<Greeting>,
+    /// The leader this beacon knows (itself included), changed as the election says: what
+    /// the relays to the leader follow (see [`DriverHandle::leader_changes`]).
+    leader: watch::Sender<Option<SocketAddr>>,
     /// Rounds carried out so far.
     round: u64,
     /// Open connections with each peer, both directions. A peer is reported down when its
@@ -165,6 +168,7 @@ impl Driver {
             round: 0,
             election: greeting,
         });
+        let (leader, leader_rx) = watch::channel(core.election().leader());
         let (ask, asks) = mpsc::channel(4096);
         let (keep, keeps) = mpsc::channel(4096);
         let (tell, peers) = mpsc::channel(4096);
@@ -179,6 +183,7 @@ impl Driver {
             links,
             open_link: None,
             current,
+            leader,
             round: 0,
             conns: HashMap::new(),
             waiting: Waiting::default(),
@@ -204,7 +209,13 @@ impl Driver {
         let peer_handle = PeerHandle::new(tell, view.clone());
         (
             driver,
-            DriverHandle::new(AskSenders { keep, new: ask }, gate, view, watchers),
+            DriverHandle::new(
+                AskSenders { keep, new: ask },
+                gate,
+                view,
+                watchers,
+                leader_rx,
+            ),
             peer_handle,
             current_rx,
         )
@@ -751,6 +762,7 @@ impl Driver {
 
     fn log_event(&mut self, event: consensus::Event) {
         if let consensus::Event::LeaderChanged { leader, term } = &event {
+            self.leader.send_replace(*leader);
             self.metrics.leader_changes.inc();
             self.metrics.leaders.record(*leader, *term);
         }
@@ -1023,7 +1035,13 @@ mod view_tests {
         let gate: Gate = Arc::new(|| Ok(()));
         (
             view.clone(),
-            DriverHandle::new(senders, gate, view, watchers),
+            DriverHandle::new(
+                senders,
+                gate,
+                view,
+                watchers,
+                tokio::sync::watch::channel(None).1,
+            ),
             rx,
         )
     }

@@ -88,6 +88,28 @@ impl Relays {
         Ok((call, first))
     }
 
+    /// Closes the relay connections to every beacon but `leader`, the one this beacon now
+    /// knows (itself, or none). The calls waiting on them are refused with `LEADER_CHANGED`
+    /// (retry) at once: an old leader that hangs keeps its connections open and answers
+    /// nothing, so without this they would wait out their clients' deadlines, a
+    /// keep-alive's report among them, while a new leader serves.
+    pub(crate) async fn leader_is(&self, leader: Option<SocketAddr>) {
+        let mut conns = self.conns.lock().await;
+        conns.retain(|to, conn| {
+            if Some(*to) == leader || conn.closed.is_cancelled() {
+                return !conn.closed.is_cancelled();
+            }
+            let waiting = conn.pending.lock().expect("never poisoned").len();
+            info!(
+                old = %to,
+                waiting,
+                "closing the relay connection to a beacon that leads no more; its calls are told to retry"
+            );
+            conn.closed.cancel();
+            false
+        });
+    }
+
     /// The open relay connection to `leader`, opened now if there is none.
     async fn conn(&self, shared: &Shared, leader: SocketAddr) -> Result<Arc<RelayConn>, Reject> {
         let mut conns = self.conns.lock().await;
@@ -137,6 +159,8 @@ async fn run(
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            // Closed by `Relays::leader_is`: the leader it reaches leads no more.
+            _ = conn.closed.cancelled() => break,
             out = rx.recv() => {
                 let Some(frame) = out else { break };
                 if let Err(e) = sink.send(frame).await {

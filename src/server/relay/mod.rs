@@ -19,3 +19,25 @@ mod leader;
 pub(crate) mod pool;
 
 pub(super) use leader::serve;
+
+use std::sync::Arc;
+
+use super::shared::Shared;
+
+/// Follows the leader this beacon knows, closing the relay connections to a beacon once it
+/// no longer leads (see [`pool::Relays::leader_is`]), until shutdown.
+pub(super) async fn follow_leader(shared: Arc<Shared>) {
+    let mut changes = shared.driver.leader_changes();
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        let leader = *changes.borrow_and_update();
+        shared.relays.leader_is(leader).await;
+    }
+}
