@@ -4,7 +4,9 @@ The lease is trusted only as far as a beacon confirmed it: each report's reply e
 one lease after the report was *sent*, so the service gives its ID up no later than the
 leader does. A report unanswered for a quarter of the lease (the beacon stopped, or the
 leader behind it did) ends the stream there: the beacon is tried last for a while and the
-reports go on through the next one, so a hung beacon costs a lease nothing. The lease is lost when the leader says the registration is gone (NO_LEASE,
+reports go on through the next one, so a hung beacon costs a lease nothing. A beacon that
+answers LEADER_CHANGED (the leader it relayed to stopped leading) is asked again at once: it
+knows the next leader, or leads itself. The lease is lost when the leader says the registration is gone (NO_LEASE,
 NOT_HOLDER), or when no beacon has confirmed it for a whole lease (the cluster unreachable,
 its leader stopped): `lost` is set and `on_lost(why)` called, once."""
 
@@ -174,6 +176,8 @@ class Registration:
 
     def _run(self) -> None:
         pause = 0.01
+        # Whether the last stream ended on LEADER_CHANGED from its beacon, taken there again.
+        again = False
         while not self._stop.is_set() and not self.lost.is_set():
             sent: collections.deque[float] = collections.deque()
             holder: list = []
@@ -215,6 +219,7 @@ class Registration:
                         if reply.clock_ms:
                             self._reserved_ms = max(self._reserved_ms, reply.clock_ms)
                     pause = 0.01
+                    again = False
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.CANCELLED and not unanswered.is_set():
                     continue
@@ -222,6 +227,12 @@ class Registration:
                 if isinstance(err, errors.LeaseLost):
                     self._lose(str(err))
                     return
+                if err.reason == "LEADER_CHANGED" and not unanswered.is_set() and not again:
+                    # The beacon answered: the leader it carried the report to leads no
+                    # more. It knows the next one, or leads itself: the same beacon again,
+                    # at once (once; a second time, the next one).
+                    again = True
+                    continue
                 if unanswered.is_set() or errors.silent(err):
                     # The beacon (or the leader behind it) stopped answering: the next one
                     # at once, and this one last for a while.
