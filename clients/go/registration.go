@@ -289,6 +289,8 @@ func (r *Registration) keepAlive(ctx context.Context) {
 	// leader (or on a follower relaying to it) comes well inside the lease.
 	patient := max(r.interval(), 50*time.Millisecond)
 	attempt := patient
+	// Whether the last stream ended on LEADER_CHANGED from its beacon, taken there again.
+	again := false
 	for ctx.Err() == nil {
 		select {
 		case <-r.lost:
@@ -306,9 +308,16 @@ func (r *Registration) keepAlive(ctx context.Context) {
 			return
 		}
 		if answered {
-			pause, attempt = 10*time.Millisecond, patient
+			pause, attempt, again = 10*time.Millisecond, patient, false
 		}
 		var typed *Error
+		if errors.As(err, &typed) && typed.Reason == "LEADER_CHANGED" && !again {
+			// The beacon answered: the leader it carried the report to leads no more. It
+			// knows the next one, or leads itself: the same beacon again, at once (once; a
+			// second time, the next one).
+			again = true
+			continue
+		}
 		if errors.Is(err, errUnanswered) || (errors.As(err, &typed) && typed.silent()) {
 			attempt = max(patient/2, 50*time.Millisecond)
 			// The beacon (or the leader behind it) stopped answering: the next one at once,

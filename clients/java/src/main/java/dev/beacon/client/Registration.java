@@ -29,7 +29,9 @@ import org.slf4j.LoggerFactory;
  * it to one lease after the report was sent, so the service gives its ID up no later than
  * the leader does. A report unanswered for a quarter of the lease (half that after one went
  * unanswered) ends the stream there: the beacon is tried last for a while and the reports go
- * on through the next one. The lease is lost when the leader says the registration is gone,
+ * on through the next one. A beacon that answers {@code LEADER_CHANGED} (the leader it relayed
+ * to leads no more) is asked again at once: it knows the next leader, or leads itself. The
+ * lease is lost when the leader says the registration is gone,
  * or when no beacon confirmed it for a whole lease: {@link #lost()} completes, once.
  */
 public final class Registration implements AutoCloseable {
@@ -198,6 +200,8 @@ public final class Registration implements AutoCloseable {
     long patient = Math.max(interval(), 50);
     long attempt = patient;
     long pause = 10;
+    // Whether the last stream ended on LEADER_CHANGED from its beacon, taken there again.
+    boolean again = false;
     while (!stopping && !lost.isDone()) {
       String at = client.current();
       Outcome o = stream(at, attempt);
@@ -211,6 +215,14 @@ public final class Registration implements AutoCloseable {
       if (o.answered) {
         pause = 10;
         attempt = patient;
+        again = false;
+      }
+      if (o.leaderChanged && !o.unanswered && !again) {
+        // The beacon answered: the leader it carried the report to leads no more. It knows
+        // the next one, or leads itself: the same beacon again, at once (once; a second
+        // time, the next one).
+        again = true;
+        continue;
       }
       if (o.unanswered) {
         // The beacon (or the leader behind it) stopped answering: the next one at once, and
@@ -229,6 +241,8 @@ public final class Registration implements AutoCloseable {
   private static final class Outcome {
     boolean answered;
     boolean unanswered;
+    /** The stream ended on LEADER_CHANGED from its beacon. */
+    boolean leaderChanged;
     String leaseLost;
   }
 
@@ -268,6 +282,8 @@ public final class Registration implements AutoCloseable {
               o.leaseLost = e.getMessage();
             } else if (e.silent()) {
               o.unanswered = true;
+            } else if ("LEADER_CHANGED".equals(e.reason())) {
+              o.leaderChanged = true;
             }
             ended.countDown();
             wake.release();
