@@ -89,19 +89,23 @@ impl Relays {
     }
 
     /// Closes the relay connections to every beacon but `leader`, the one this beacon now
-    /// knows (itself, or none). The calls waiting on them are refused with `LEADER_CHANGED`
-    /// (retry) at once: an old leader that hangs keeps its connections open and answers
-    /// nothing, so without this they would wait out their clients' deadlines, a
-    /// keep-alive's report among them, while a new leader serves.
-    pub(crate) async fn leader_is(&self, leader: Option<SocketAddr>) {
+    /// knows leads (itself, or another). The calls waiting on them are refused with
+    /// `LEADER_CHANGED` (retry) at once: an old leader that hangs keeps its connections open
+    /// and answers nothing, so without this they would wait out their clients' deadlines,
+    /// a keep-alive's report among them, while a new leader serves. A beacon that merely
+    /// knows no leader for a moment (an election under way, or its own view aged by a
+    /// stall) closes nothing: the leader may be the same once it hears again, and closing
+    /// would end every stream relayed through it, a herd of watchers among them.
+    pub(crate) async fn leader_is(&self, leader: SocketAddr) {
         let mut conns = self.conns.lock().await;
         conns.retain(|to, conn| {
-            if Some(*to) == leader || conn.closed.is_cancelled() {
+            if *to == leader || conn.closed.is_cancelled() {
                 return !conn.closed.is_cancelled();
             }
             let waiting = conn.pending.lock().expect("never poisoned").len();
             info!(
                 old = %to,
+                %leader,
                 waiting,
                 "closing the relay connection to a beacon that leads no more; its calls are told to retry"
             );

@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use super::shared::Shared;
 
-/// Follows the leader this beacon knows, closing the relay connections to a beacon once it
-/// no longer leads (see [`pool::Relays::leader_is`]), until shutdown.
+/// Follows the leader this beacon knows, closing the relay connections to a beacon once
+/// another leads (see [`pool::Relays::leader_is`]), until shutdown.
 pub(super) async fn follow_leader(shared: Arc<Shared>) {
     let mut changes = shared.driver.leader_changes();
     loop {
@@ -38,6 +38,8 @@ pub(super) async fn follow_leader(shared: Arc<Shared>) {
             }
         }
         let leader = *changes.borrow_and_update();
-        shared.relays.leader_is(leader).await;
+        if let Some(leader) = leader {
+            shared.relays.leader_is(leader).await;
+        }
     }
 }
