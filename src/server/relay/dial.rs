@@ -99,8 +99,11 @@ impl Relays {
     pub(crate) async fn leader_is(&self, leader: SocketAddr) {
         let mut conns = self.conns.lock().await;
         conns.retain(|to, conn| {
-            if *to == leader || conn.closed.is_cancelled() {
-                return !conn.closed.is_cancelled();
+            if conn.closed.is_cancelled() {
+                return false;
+            }
+            if *to == leader {
+                return true;
             }
             let waiting = conn.pending.lock().expect("never poisoned").len();
             info!(
