@@ -59,6 +59,11 @@ impl Relays {
             stream,
             conn: conn.clone(),
         };
+        // Closed since it was looked up: `run` marks it closed before it tells the calls
+        // waiting on it, so a call added after that is told here (dropping it takes it off).
+        if conn.closed.is_cancelled() {
+            return Err(lost(leader));
+        }
         if conn
             .out
             .send(Frame::new(Cmd::Relayed.code(), seq, 0, &relayed))
@@ -117,22 +122,57 @@ impl Relays {
         });
     }
 
-    /// The open relay connection to `leader`, opened now if there is none.
-    async fn conn(&self, shared: &Shared, leader: SocketAddr) -> Result<Arc<RelayConn>, Reject> {
+    /// The open relay connection to `leader`, if there is one.
+    async fn open(&self, leader: SocketAddr) -> Option<Arc<RelayConn>> {
         let mut conns = self.conns.lock().await;
         conns.retain(|_, c| !c.closed.is_cancelled());
-        if let Some(conn) = conns.get(&leader) {
-            return Ok(conn.clone());
+        conns.get(&leader).cloned()
+    }
+
+    /// The open relay connection to `leader`, opened now if there is none. One call at a
+    /// time dials each beacon, and the pool is not held meanwhile: a dial to a leader that
+    /// hung just before (the kernel accepts, nothing answers) holds up neither the calls
+    /// relayed to another beacon nor [`Relays::leader_is`] for its whole limit.
+    async fn conn(&self, shared: &Shared, leader: SocketAddr) -> Result<Arc<RelayConn>, Reject> {
+        if let Some(conn) = self.open(leader).await {
+            return Ok(conn);
         }
-        let (framed, _, _) =
-            super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT)
-                .await
-                .map_err(|e| {
-                    Reject::new(
-                        ErrorCode::Unavailable,
-                        format!("cannot relay to the leader {leader}: {e}; retry"),
-                    )
-                })?;
+        let turn = self
+            .dialing
+            .lock()
+            .expect("never poisoned")
+            .entry(leader)
+            .or_default()
+            .clone();
+        let _turn = turn.lock().await;
+        // Opened by the call that dialled before this one.
+        if let Some(conn) = self.open(leader).await {
+            return Ok(conn);
+        }
+        // A dial to a leader that hung waits out its limit unless the leadership moves on
+        // first: then the call is told to retry at once, as those waiting on an open
+        // connection are (`leader_is`).
+        let mut changes = shared.driver.leader_changes();
+        let moved = async {
+            loop {
+                if let Some(now) = (*changes.borrow_and_update()).filter(|now| *now != leader) {
+                    return now;
+                }
+                if changes.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let dialled = tokio::select! {
+            dialled = super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT) => dialled,
+            now = moved => return Err(moved_on(now, leader)),
+        };
+        let (framed, _, _) = dialled.map_err(|e| {
+            Reject::new(
+                ErrorCode::Unavailable,
+                format!("cannot relay to the leader {leader}: {e}; retry"),
+            )
+        })?;
         info!(%leader, "relaying clients' calls to the leader");
         let (out, rx) = mpsc::channel(IN_FLIGHT);
         let conn = Arc::new(RelayConn {
@@ -148,9 +188,25 @@ impl Relays {
             leader,
             shared.shutdown.clone(),
         ));
+        let mut conns = self.conns.lock().await;
+        // Another beacon may have come to lead while this one was dialled: `leader_is` has
+        // run for it, and this connection goes as it would have.
+        let now = *shared.driver.leader_changes().borrow();
+        if let Some(now) = now.filter(|now| *now != leader) {
+            conn.closed.cancel();
+            return Err(moved_on(now, leader));
+        }
         conns.insert(leader, conn.clone());
         Ok(conn)
     }
+}
+
+/// The refusal of a call whose relay to `leader` was being opened when `now` came to lead.
+fn moved_on(now: SocketAddr, leader: SocketAddr) -> Reject {
+    Reject::new(
+        ErrorCode::LeaderChanged,
+        format!("{now} came to lead while the relay to {leader} was being opened; retry"),
+    )
 }
 
 /// The relay connection's life: writes what the calls send, hands each frame read to its

@@ -22,6 +22,10 @@ pub(super) const STREAM_QUEUE: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Relays {
     pub(super) conns: tokio::sync::Mutex<HashMap<SocketAddr, Arc<RelayConn>>>,
+    /// One dial at a time to each beacon, held apart from `conns`: a dial to a beacon that
+    /// accepts and never answers (a hung one) takes up to its limit, and relays to the
+    /// others go on meanwhile.
+    pub(super) dialing: Mutex<HashMap<SocketAddr, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A call relayed to the leader: its answer, and for a stream every frame after it. The
