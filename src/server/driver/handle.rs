@@ -206,6 +206,13 @@ impl DriverHandle {
         self.ask(|reply| Ask::ChangeMembers { change, reply }).await
     }
 
+    /// The leader this beacon knows now (itself included; `None` while it knows none), as
+    /// the replica says: [`DriverHandle::leader_changes`] tells of a change once the step
+    /// that made it is carried out, a moment later.
+    pub(crate) fn leader(&self) -> Option<SocketAddr> {
+        self.view.read().election().leader()
+    }
+
     /// The leader this beacon follows and the term in which it does, now (`None` while it
     /// leads, or knows no leader).
     pub(crate) fn follows(&self) -> Option<(SocketAddr, u64)> {

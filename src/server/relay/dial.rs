@@ -151,11 +151,12 @@ impl Relays {
         }
         // A dial to a leader that hung waits out its limit unless the leadership moves on
         // first: then the call is told to retry at once, as those waiting on an open
-        // connection are (`leader_is`).
+        // connection are (`leader_is`). Asked of the replica, which knows of a new leader
+        // as soon as the call's own hint did; woken by each change told.
         let mut changes = shared.driver.leader_changes();
         let moved = async {
             loop {
-                if let Some(now) = (*changes.borrow_and_update()).filter(|now| *now != leader) {
+                if let Some(now) = shared.driver.leader().filter(|now| *now != leader) {
                     return now;
                 }
                 if changes.changed().await.is_err() {
@@ -190,9 +191,8 @@ impl Relays {
         ));
         let mut conns = self.conns.lock().await;
         // Another beacon may have come to lead while this one was dialled: `leader_is` has
-        // run for it, and this connection goes as it would have.
-        let now = *shared.driver.leader_changes().borrow();
-        if let Some(now) = now.filter(|now| *now != leader) {
+        // run for it (or will), and this connection goes as it would have.
+        if let Some(now) = shared.driver.leader().filter(|now| *now != leader) {
             conn.closed.cancel();
             return Err(moved_on(now, leader));
         }
