@@ -17,9 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::dispatch::{self, Peer, count_refusal, dispatch};
 use super::driver::{ConnId, next_conn_id};
-use super::framed::{
-    Conn, answer, feed, fits, next_frame, reassemble, refused_connection, reply_error,
-};
+use super::framed::{Conn, answer, feed, fits, next_frame, refused_connection, reply_error};
 use super::refusals::Said;
 use super::shared::Shared;
 use crate::machines::handle::{CoreExt, Handled, Reject};
@@ -27,7 +25,6 @@ use crate::machines::{self, State};
 use crate::pb;
 use crate::transport::{self, Stream};
 use crate::wire::envelope::message_from_pb;
-use crate::wire::fragment::{MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{
     self, Cmd, Code, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, OLDEST_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
@@ -509,7 +506,6 @@ async fn serve_requests(
         format_args!("{id} from {remote}"),
     ));
     let mut streaming: Option<Streaming> = None;
-    let mut parts = Reassembly::new(MAX_MESSAGE_BYTES);
     loop {
         // A client that pipelines (many registrations over one connection) gets the replies
         // to what it sent together in one write: they go out once no whole request is left
@@ -548,16 +544,21 @@ async fn serve_requests(
                 None => return,
             },
         };
-        let frame = match reassemble(&mut parts, frame.clone(), peer) {
-            Ok(Some(whole)) => whole,
-            Ok(None) => continue,
-            Err(reject) => {
-                if !reply_error(conn, remote, &frame, reject, &shared.refusals).await {
-                    return;
-                }
-                continue;
+        // Only beacons send messages larger than a frame, on their links (`heard.rs`).
+        if frame.flags & FLAG_MORE != 0 {
+            let reject = Reject::new(
+                ErrorCode::FrameTooLarge,
+                format!(
+                    "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
+                     messages larger than a frame",
+                    frame.cmd, frame.seq
+                ),
+            );
+            if !reply_error(conn, remote, &frame, reject, &shared.refusals).await {
+                return;
             }
-        };
+            continue;
+        }
         // Requests of a kind that batches (node reports) queued back to back (a client
         // renewing many registrations over one connection) go to the driver together and are
         // answered in order: the batch costs the driver one wake-up, not one per request.

@@ -1,7 +1,7 @@
 //! A framed connection's own I/O, shared by the native connections ([`super::conn`]), the
 //! beacons' links to us ([`super::heard`]) and the relay connections between beacons
 //! ([`super::relay`]): reading the next frame (a bad one is logged, counted and answered),
-//! putting fragments together, and answering a request.
+//! and answering a request.
 
 use std::net::SocketAddr;
 
@@ -9,13 +9,11 @@ use futures_util::{SinkExt, StreamExt};
 use tokio_util::codec::Framed;
 use tracing::{debug, warn};
 
-use super::dispatch::Peer;
 use super::refusals::Said;
 use super::shared::Shared;
 use crate::machines::handle::{Handled, Reject};
 use crate::transport::Stream;
-use crate::wire::fragment::{FragmentError, Reassembly};
-use crate::wire::{self, ErrorCode, FLAG_MORE, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
+use crate::wire::{self, ErrorCode, FLAG_ONEWAY, Frame, FrameCodec, FrameError};
 
 /// A connection that carries frames.
 pub(super) type Conn = Framed<Stream, FrameCodec>;
@@ -131,32 +129,6 @@ pub(super) async fn reply_error(
     }
     let reply = wire::error_reply_frame(frame.cmd, frame.seq, &reject.to_reply());
     conn.send(reply).await.is_ok() && !reject.close
-}
-
-/// Passes `frame` through the connection's reassembly: fragments (a snapshot larger than a
-/// frame) are accepted from beacons only and come out as one frame once whole.
-pub(super) fn reassemble(
-    parts: &mut Reassembly,
-    frame: Frame,
-    peer: &Peer,
-) -> Result<Option<Frame>, Reject> {
-    if frame.flags & FLAG_MORE != 0 && !matches!(peer, Peer::Beacon(_)) {
-        return Err(Reject::new(
-            ErrorCode::FrameTooLarge,
-            format!(
-                "frame cmd {} seq {} is a fragment (flag 0x04): only beacons may send \
-                 messages larger than a frame",
-                frame.cmd, frame.seq
-            ),
-        ));
-    }
-    parts.push(frame).map_err(|e| {
-        let code = match e {
-            FragmentError::TooLarge { .. } => ErrorCode::FrameTooLarge,
-            FragmentError::Interleaved { .. } => ErrorCode::BadFrame,
-        };
-        Reject::close(code, e.to_string())
-    })
 }
 
 /// Sends what `dispatch` made of `frame`. Returns whether the connection goes on.

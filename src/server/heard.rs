@@ -15,14 +15,15 @@ use futures_util::SinkExt;
 use tracing::warn;
 
 use super::dispatch::{Peer, dispatch};
-use super::framed::{Conn, answer, next_frame, reassemble, reply_error};
+use super::framed::{Conn, answer, next_frame, reply_error};
 use super::peer::BULK_BYTES;
 use super::shared::Shared;
 use crate::machines::State;
 use crate::machines::handle::Reject;
 use crate::pb;
+use crate::wire::ErrorCode;
 use crate::wire::envelope::message_from_pb;
-use crate::wire::fragment::{MAX_MESSAGE_BYTES, Reassembly};
+use crate::wire::fragment::{FragmentError, MAX_MESSAGE_BYTES, Reassembly};
 use crate::wire::{Cmd, Code, FLAG_MORE, Frame};
 
 /// Serves beacon `node`'s link to us until it ends: read on the core's thread
@@ -95,7 +96,7 @@ async fn for_edges(
 ) -> bool {
     let peer = Peer::Beacon(node);
     let whole = loop {
-        match reassemble(parts, frame.clone(), &peer) {
+        match reassemble(parts, frame.clone()) {
             Ok(Some(whole)) => break whole,
             Ok(None) => {}
             Err(reject) => {
@@ -117,6 +118,18 @@ async fn for_edges(
         answer(conn, remote, &whole, result, shared).await
     };
     goes_on && conn.flush().await.is_ok()
+}
+
+/// Passes `frame` through the link's reassembly: the fragments of a message larger than a
+/// frame (a snapshot) come out as one frame once whole.
+fn reassemble(parts: &mut Reassembly, frame: Frame) -> Result<Option<Frame>, Reject> {
+    parts.push(frame).map_err(|e| {
+        let code = match e {
+            FragmentError::TooLarge { .. } => ErrorCode::FrameTooLarge,
+            FragmentError::Interleaved { .. } => ErrorCode::BadFrame,
+        };
+        Reject::close(code, e.to_string())
+    })
 }
 
 /// Hands the heartbeat `frame` to the driver, or answers why it is refused. Returns whether
