@@ -350,7 +350,12 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         let tail = entries.iter().filter(|e| e.index > commit).count();
         let defer = r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep;
         r.journal.load(snapshot, entries, commit, defer)?;
-        r.sync_members(0);
+        // The election is given the stored membership; what it says is acted on at the
+        // first step. A beacon the stored membership leaves the lone voter leads from
+        // then on, as a lone voter configured so does: its leadership begins on the clock
+        // of its run, with an entry stored as every step's are. (Acted on here, that entry
+        // was appended with no store to carry it: the log on disk then skipped an index.)
+        let _ = r.synced_members();
         r.ready = Ready::default();
         let mut notices = Vec::new();
         // A lone voter leads from the start. In quorum mode it takes over (and its service

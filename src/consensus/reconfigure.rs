@@ -32,18 +32,25 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Brings the election and the leader's followers in line with the log's membership,
     /// and answers the changes now committed. Runs after every input and every commit.
     pub(super) fn sync_members(&mut self, now: Millis) {
+        let actions = self.synced_members();
+        self.on_election(now, actions);
+    }
+
+    /// [`Replica::sync_members`] without acting on what the election says: the election's
+    /// actions, for the caller to act on (or, restoring, to leave to the first step).
+    pub(super) fn synced_members(&mut self) -> Vec<super::election::Action> {
         let synced = self
             .membership
             .sync(self.journal.log(), self.journal.commit(), self.cfg.me);
         self.answer_committed_changes();
         let Some(synced) = synced else {
-            return;
+            return Vec::new();
         };
         for notice in synced.notices {
             self.notice(notice);
         }
         if !synced.electorate {
-            return;
+            return Vec::new();
         }
         let given = self.membership.electorate();
         let mut learners = given.members.learners.clone();
@@ -60,7 +67,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         if let Some(l) = self.leading.as_mut() {
             l.followers.follow(&given.members, me, next);
         }
-        self.on_election(now, actions);
+        actions
     }
 
     /// A leader told us its latest committed change of membership: in effect here until
@@ -196,6 +203,38 @@ mod tests {
     use super::*;
 
     const D: u16 = 7004;
+
+    /// A beacon whose stored log leaves it the lone voter (the others were removed) leads
+    /// once it restarts. Its leadership's first entry is appended at its first step and
+    /// stored with it: the log on disk must not skip an index. (Restoring used to append
+    /// that entry, outside any step, and it was never stored.)
+    #[test]
+    fn a_beacon_restored_as_the_lone_voter_stores_its_first_entry() {
+        let alone = Members::new([addr(A)], []);
+        let entries = vec![
+            super::super::Entry {
+                index: 1,
+                term: 1,
+                payload: Payload::LeaderStart,
+            },
+            super::super::Entry {
+                index: 2,
+                term: 1,
+                payload: Payload::Members(Box::new(alone)),
+            },
+        ];
+        let mut a = restarted(A, Mode::Quorum, entries, 2);
+        assert_eq!(a.position().index, 2, "restoring appends nothing");
+        let step = tick(&mut a, 100);
+        assert!(a.is_leader());
+        let stored: Vec<u64> = step.store.entries.iter().map(|e| e.index).collect();
+        assert_eq!(
+            stored,
+            vec![3],
+            "its first entry is stored with its first step"
+        );
+        assert_eq!(a.position().index, 3);
+    }
 
     fn change(n: &mut Node, now: Millis, token: Token, change: Change) -> Vec<Event> {
         n.step(now, Input::ChangeMembers { token, change })
