@@ -88,6 +88,7 @@ fn config_in(
         stored,
         deal_terms: true,
         promote_after_ms: None,
+        stores_reported: false,
     }
 }
 

@@ -116,6 +116,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// rewritten with the next store ([`super::Ready::rewrites_log`]).
     pub(super) fn cut_after(&mut self, after: u64, from: std::net::SocketAddr) {
         let last = self.journal.cut_after(after);
+        self.cut_durable(after);
         self.ready.store.entries.retain(|e| e.index <= after);
         self.ready.rewrite = true;
         self.notice(format!(
@@ -130,6 +131,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// it stay (they were stored and acknowledged), stored again beside the snapshot.
     pub(super) fn install_under_tail(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
         let entries = self.journal.install_under_tail(&snapshot, now);
+        self.cut_durable(0);
         self.ready.store = super::Store {
             snapshot: Some(snapshot),
             entries,

@@ -10,8 +10,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// position is not known yet (just after an election, or after it reconnected) counts as
     /// having nothing: a write is never acknowledged on the hope that a beacon has it.
     fn classic_commit(&mut self, now: Millis) -> Option<u64> {
+        // What every in-sync follower stored, and this leader too.
+        let last = self.own_durable();
         let leading = self.leading.as_mut()?;
-        let last = self.journal.last().index;
         let stall_after = self.cfg.patience_ms();
         let mut commit = last;
         let mut notices = Vec::new();
@@ -49,7 +50,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Quorum mode: the highest index stored by a majority of the voters (the leader
-    /// included; a learner's copy counts for nothing), once the
+    /// included, through what it stored itself: [`super::durable`]; a learner's copy
+    /// counts for nothing), once the
     /// entry there is of the leader's own term. An older entry on a majority is not yet safe:
     /// a leader that took over a more advanced state could still replace it; an entry of the
     /// current term on a majority is in the state any later leader takes over.
@@ -64,6 +66,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             self.majority(),
             |f| f.progress.matched.unwrap_or(0),
         );
+        // Never beyond what this leader stored itself: its own disk is in every majority
+        // it counts (the same as a count with its stored log, then the lower of the two).
+        let candidate = candidate.min(self.own_durable());
         (self.journal.log().term_at(candidate) == Some(self.election.term())).then_some(candidate)
     }
 

@@ -24,6 +24,7 @@ mod apply;
 pub mod bounds;
 mod commit;
 mod confirm;
+mod durable;
 pub mod election;
 mod error;
 mod following;
@@ -163,6 +164,12 @@ pub struct Config {
     /// online) before the leader makes it a voter; `None`: never on its own (`member
     /// promote` does it).
     pub promote_after_ms: Option<u64>,
+    /// The driver stores in the background, beside the steps, and reports each store with
+    /// [`Input::Stored`]: this replica then counts its own log only through what was
+    /// reported (a leader's commit, a follower's early acknowledgement of a round). `false`
+    /// where every store is done before the next step (the lock-step tests): all of the
+    /// log is then taken as stored.
+    pub stores_reported: bool,
 }
 
 /// Least time a leader waits on a follower that is online but not answering (before classic
@@ -245,6 +252,12 @@ pub enum Input<C, S, R> {
         token: Token,
         change: Change,
     },
+    /// The driver's store through `through` is durable ([`Config::stores_reported`]): a
+    /// leader may count its own copy of those entries towards a commit. A position the
+    /// log no longer holds (its tail was cut meanwhile) counts for nothing.
+    Stored {
+        through: Position,
+    },
 }
 
 /// A follower asking its leader for a read index for its own reads (see
@@ -290,6 +303,9 @@ pub struct Replica<S: Machine, V: Service<S>> {
     membership: Membership,
     /// What the current step asks for.
     ready: Ready<S, V>,
+    /// The last index of the log known stored on this beacon's disk
+    /// ([`Config::stores_reported`]): never beyond a cut in the log.
+    durable: u64,
 }
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
@@ -345,11 +361,14 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             intake: Intake::default(),
             membership: Membership::new(members, configured, r_members_index),
             ready: Ready::default(),
+            durable: 0,
             cfg,
         };
         let tail = entries.iter().filter(|e| e.index > commit).count();
         let defer = r.cfg.mode == Mode::Quorum && tail < r.cfg.log_keep;
         r.journal.load(snapshot, entries, commit, defer)?;
+        // What was loaded was stored.
+        r.durable = r.journal.last().index;
         // The election is given the stored membership; what it says is acted on at the
         // first step. A beacon the stored membership leaves the lone voter leads from
         // then on, as a lone voter configured so does: its leadership begins on the clock
@@ -462,6 +481,20 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.bare_message()
     }
 
+    /// The greeting, claiming no entry that is not stored yet ([`Config::stores_reported`]):
+    /// what a handshake may be answered with while stores are under way. While the log
+    /// does not know the term of its last stored entry (a snapshot was installed and is
+    /// not stored yet) it claims nothing: the leader sends what it takes from the start.
+    pub fn stored_greeting(&self) -> Message<S> {
+        let mut msg = self.bare_message();
+        let stored = self.durable_position(None).unwrap_or_default();
+        if stored.index < msg.position.index {
+            msg.position = stored;
+            msg.commit = msg.commit.min(stored.index);
+        }
+        msg
+    }
+
     /// Log entries worth keeping: `log_keep`, or as many as the state has records when that
     /// is more. A follower further behind gets a snapshot, which writes every record; keeping
     /// at least as many entries as records means a lagging follower never costs more than
@@ -564,6 +597,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             Input::Transfer { token, to } => self.on_transfer(now, token, to),
             Input::ReadIndex { token, asker } => self.on_read_index(token, asker),
             Input::ChangeMembers { token, change } => self.on_change_members(now, token, change),
+            Input::Stored { through } => self.on_stored(through),
         }
         self.sync_members(now);
         self.advance_commit(now);
@@ -1111,6 +1145,8 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// so ([`Released::restored`]).
     fn install(&mut self, snapshot: Snapshot<S::Snapshot>, now: Millis) {
         self.journal.install(&snapshot, now);
+        // Nothing of the new log is stored until the driver says so.
+        self.cut_durable(0);
         self.ready.store = Store {
             snapshot: Some(snapshot),
             ..Store::default()

@@ -153,6 +153,18 @@ impl<S: Machine, V: Service<S>> Default for Ready<S, V> {
 }
 
 impl<S: Machine, V: Service<S>> Ready<S, V> {
+    /// Whether the steps asked for nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.term.is_none()
+            && self.store.is_empty()
+            && !self.rewrite
+            && self.early.is_empty()
+            && self.after.is_empty()
+            && self.replies.is_empty()
+            && self.committed.is_empty()
+            && self.events.is_empty()
+    }
+
     /// The highest term promised (and to whom), to store before anything else, if it
     /// changed.
     pub fn term(&self) -> Option<super::Promise> {
@@ -242,23 +254,13 @@ impl<S: Machine, V: Service<S>> Ready<S, V> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Token;
     use super::super::scenario::{elected_leader, quorum_leader};
     use super::super::testing::*;
-    use super::super::{Input, Token};
     use super::TermStored;
 
     fn tokens(replies: &[(Token, super::Reply<Numbers, Append>)]) -> Vec<Token> {
         replies.iter().map(|(t, _)| *t).collect()
-    }
-
-    fn add(n: &mut Node, now: u64, token: Token, value: u64) -> Step {
-        n.step(
-            now,
-            Input::Request {
-                token,
-                request: Request::Add(value),
-            },
-        )
     }
 
     /// A write a follower acknowledged is answered before the store of the batch that

@@ -570,26 +570,24 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// term (which is durable before any early message leaves); it says nothing of our log.
     /// Sent after the store, the acknowledgement waited for our fsync, and so did every
     /// linearizable read and lease renewal waiting on the round. This one claims only what
-    /// is durable: the log up to the first entry still waiting for the store. The usual
-    /// acknowledgement follows once the entries are stored.
+    /// is durable: the log up to the first entry still waiting for a store (this one's, or
+    /// one under way: [`super::durable`]). The usual acknowledgement follows once the
+    /// entries are stored.
     fn ack_round_early(&mut self, leader: SocketAddr) {
-        // Nothing waits for the store: the usual acknowledgement leaves at once.
-        let Some(first) = self.ready.store.entries.first() else {
-            return;
-        };
         if self.ready.store.snapshot.is_some() {
             return;
         }
-        let durable = first.index - 1;
-        let Some(term) = self.journal.log().term_at(durable) else {
+        let first = self.ready.store.entries.first().map(|e| e.index);
+        // Nothing waits for a store: the usual acknowledgement leaves at once.
+        if self.own_durable() == self.journal.last().index && first.is_none() {
+            return;
+        }
+        let Some(durable) = self.durable_position(first) else {
             return;
         };
         let mut early = self.bare_message();
-        early.position = Position {
-            index: durable,
-            term,
-        };
-        early.commit = early.commit.min(durable);
+        early.position = durable;
+        early.commit = early.commit.min(durable.index);
         self.ready.early.push((leader, early));
     }
 
@@ -763,7 +761,11 @@ mod tests {
     /// B, following A in term 1, after A's message with entries 1 and 2 (and that message,
     /// to send again changed).
     fn following_a_with_two_entries() -> (Node, Message<Numbers>) {
-        let mut b = node(B, Mode::Quorum);
+        hears_two_entries(node(B, Mode::Quorum))
+    }
+
+    /// `b` after A's message with entries 1 and 2 (and that message).
+    fn hears_two_entries(mut b: Node) -> (Node, Message<Numbers>) {
         let mut msg = follower(A, 1, Position { index: 2, term: 1 }, 0);
         msg.heartbeat.is_leader = true;
         msg.heartbeat.leader = Some(addr(A));
@@ -821,6 +823,37 @@ mod tests {
             step.after
                 .iter()
                 .any(|(to, m)| to.port() == A && m.ack_beat == 5)
+        );
+    }
+
+    /// Storing in the background, a follower acknowledges a round early whenever a store
+    /// is under way, even one of an earlier step, claiming only what was reported stored.
+    #[test]
+    fn a_follower_storing_beside_its_steps_claims_only_what_was_reported() {
+        let mut b = node(B, Mode::Quorum);
+        b.cfg.stores_reported = true;
+        let (mut b, mut msg) = hears_two_entries(b);
+        // Entries 1 and 2 are on their way to the disk; round 5 brings nothing to store.
+        msg.beat = 5;
+        msg.append = None;
+        let step = hear(&mut b, 20, A, msg.clone());
+        let early: Vec<_> = step.early.iter().filter(|(to, _)| to.port() == A).collect();
+        assert_eq!(early.len(), 1, "acknowledged before the store under way");
+        assert_eq!((early[0].1.ack_beat, early[0].1.position.index), (5, 0));
+        // Once the store is reported, a round is acknowledged with the rest, as before.
+        b.step(
+            25,
+            Input::Stored {
+                through: Position { index: 2, term: 1 },
+            },
+        );
+        msg.beat = 6;
+        let step = hear(&mut b, 30, A, msg);
+        assert!(step.early.is_empty());
+        assert!(
+            step.after
+                .iter()
+                .any(|(to, m)| to.port() == A && m.ack_beat == 6 && m.position.index == 2)
         );
     }
 

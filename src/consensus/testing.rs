@@ -144,6 +144,7 @@ pub fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
         stored: super::Promise::default(),
         deal_terms: true,
         promote_after_ms: None,
+        stores_reported: false,
     }
 }
 
@@ -169,6 +170,17 @@ pub fn hear(n: &mut Node, now: Millis, from: u16, msg: Message<Numbers>) -> Step
         Input::Peer {
             from: addr(from),
             msg,
+        },
+    )
+}
+
+/// `n`'s step for request `token`: add `value`.
+pub fn add(n: &mut Node, now: Millis, token: super::Token, value: u64) -> Step {
+    n.step(
+        now,
+        Input::Request {
+            token,
+            request: Request::Add(value),
         },
     )
 }

@@ -140,10 +140,7 @@ where
     }
     // Once the log holds more entries than are worth keeping, the current state replaces
     // it (with the entries not applied yet: a follower applies on commit).
-    if storage.logged() > replica.entries_to_keep() {
-        store_whole(replica, storage, now)?;
-        out.compacted();
-    }
+    compact_if_due(replica, storage, now, out)?;
     let released = ready.release(stored);
     let Released {
         send,
@@ -164,6 +161,144 @@ where
         committed,
         restored,
     }))
+}
+
+/// Whether `ready` can be stored in the background, beside the steps that follow
+/// ([`crate::consensus::Config::stores_reported`]): it promises no new term (stored before
+/// anything else leaves), installs no snapshot and rewrites no log (both replace what the
+/// log holds and are done with nothing else under way). The rest is carried out whole,
+/// once the stores under way are done ([`carry_out`]).
+pub fn stores_in_background<S: Machine, V: Service<S>>(ready: &Ready<S, V>) -> bool {
+    ready.term().is_none() && ready.store().snapshot.is_none() && !ready.rewrites_log()
+}
+
+impl<S: Machine, V: Service<S>> Early<S, V> {
+    /// Adds a later carry-out's rest, early half done: stored together, released together.
+    pub fn merge(&mut self, later: Early<S, V>) {
+        self.ready.merge(later.ready);
+        self.held.extend(later.held);
+    }
+
+    /// Whether answers are held for the store: a later carry-out's answers wait behind
+    /// them, so that requests are answered in the order they were made.
+    pub fn holds_answers(&self) -> bool {
+        !self.held.is_empty() || !self.ready.replies.is_empty()
+    }
+
+    /// The entries to store, taken out (the rest waits for [`release_stored`]), and the
+    /// position of the last.
+    pub fn take_store(&mut self) -> (Store<S>, Option<crate::consensus::Position>) {
+        let store = Store {
+            snapshot: None,
+            entries: std::mem::take(&mut self.ready.store.entries),
+            commit: self.ready.store.commit,
+        };
+        let through = store.entries.last().map(|e| e.position());
+        (store, through)
+    }
+}
+
+/// The first half of a carry-out in the background: as [`carry_out_early`], for a `ready`
+/// that promises no new term ([`stores_in_background`]), so that the storage may be busy
+/// with an earlier store meanwhile. Answers are held when `hold` (an earlier carry-out's
+/// still wait for their store).
+pub fn carry_out_early_beside<S, V, B>(
+    ready: Ready<S, V>,
+    hold: bool,
+    out: &mut impl Outbox<S, V, B>,
+) -> Early<S, V>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    assert!(
+        stores_in_background(&ready),
+        "a new term is stored before anything else"
+    );
+    let mut ready = ready;
+    // No term to store: what the last stored term allows, these messages may say.
+    let term_stored = crate::consensus::TermStored::issue();
+    for (to, msg) in ready.send_now(&term_stored) {
+        out.send(to, msg);
+    }
+    let held = match ready.answers_now(&term_stored) {
+        Some(replies) if hold => replies,
+        Some(replies) => out.answer_early(replies),
+        None => Vec::new(),
+    };
+    Early { ready, held }
+}
+
+/// A background store: `store` appended to the log (on the storage's own thread).
+pub fn store_beside<S, B>(
+    storage: &mut Storage<S, B>,
+    store: &Store<S>,
+) -> Result<(crate::consensus::Stored, Duration), StorageError>
+where
+    S: Machine + MachineWire,
+    B: Backend,
+{
+    debug_assert!(store.snapshot.is_none());
+    let started = Instant::now();
+    let stored = storage.store(store)?;
+    Ok((stored, started.elapsed()))
+}
+
+/// The second half of a carry-out in the background, once its store is done (`stored`):
+/// what waited for it is released, messages sent through `out`, answers and changes
+/// returned.
+pub fn release_stored<S, V, B>(
+    early: Early<S, V>,
+    stored: crate::consensus::Stored,
+    out: &mut impl Outbox<S, V, B>,
+) -> Released<S, V>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    let Early { ready, held } = early;
+    let Released {
+        send,
+        mut replies,
+        committed,
+        restored,
+    } = ready.release(stored);
+    for (to, msg) in send {
+        out.send(to, msg);
+    }
+    if !held.is_empty() {
+        replies.splice(0..0, held);
+    }
+    Released {
+        send: Vec::new(),
+        replies,
+        committed,
+        restored,
+    }
+}
+
+/// Compacts the stored log into a snapshot of `replica` once it holds more entries than
+/// are worth keeping; only where every entry of `replica`'s log is stored (nothing under
+/// way, nothing stepped since), since the snapshot and the log written with it are taken
+/// from it whole.
+pub fn compact_if_due<S, V, B>(
+    replica: &Replica<S, V>,
+    storage: &mut Storage<S, B>,
+    now: Millis,
+    out: &mut impl Outbox<S, V, B>,
+) -> Result<(), StorageError>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    if storage.logged() > replica.entries_to_keep() {
+        store_whole(replica, storage, now)?;
+        out.compacted();
+    }
+    Ok(())
 }
 
 /// Replaces what `storage` holds with `replica`'s applied state and the entries after it

@@ -30,7 +30,10 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 
 pub use backend::{Backend, Files, Memory};
-pub use carry::{Early, Outbox, carry_out, carry_out_early, carry_out_stored};
+pub use carry::{
+    Early, Outbox, carry_out, carry_out_early, carry_out_early_beside, carry_out_stored,
+    compact_if_due, release_stored, store_beside, stores_in_background,
+};
 
 use crate::consensus::{Entry, Promise, Snapshot, Store, Stored, TermStored};
 use crate::wire::MachineWire;

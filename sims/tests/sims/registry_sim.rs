@@ -62,6 +62,8 @@ fn seeded(seed: u64, verbose: bool) -> Sim {
         faults,
         log_keep: 16,
         clients,
+        // Most store in the background, as the daemon does.
+        pipelined: rng.chance(0.75),
     };
     let workload = Clients::new(clients, Timing::for_lease(LEASE));
     Sim::new(seed, setup, fresh(range, reuse_delay), workload, verbose)
@@ -120,6 +122,8 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.batched += s.batched;
         total.0.answered_early += s.answered_early;
         total.0.answered_then_crashed += s.answered_then_crashed;
+        total.0.stored_beside += s.stored_beside;
+        total.0.stores_lost += s.stores_lost;
         total.0.renewal_bridges += s.renewal_bridges;
         total.0.renewal_tables += s.renewal_tables;
         total.0.reads += s.reads;
@@ -166,6 +170,10 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.answered_early > seeds && s.answered_then_crashed > 0,
             "answers left before their batch's store, some before a crash in it: {s:?}"
+        );
+        assert!(
+            s.stored_beside > seeds && s.stores_lost > 0,
+            "stores completed beside the steps, and some under way were lost to a crash: {s:?}"
         );
         assert!(
             s.renewal_bridges > 0 && s.renewal_tables > 0,

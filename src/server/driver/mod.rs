@@ -1021,6 +1021,7 @@ mod view_tests {
             stored: consensus::Promise::default(),
             deal_terms: true,
             promote_after_ms: None,
+            stores_reported: false,
         };
         let replica = Replica::new(
             core,

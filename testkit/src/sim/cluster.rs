@@ -23,7 +23,10 @@ use beacon::consensus::{
     self, ConsensusError, Input, InputOf, Message, Mode, Replica, Reply, ReplyError, Service, Token,
 };
 use beacon::sim::{Checked, Context, Probe, View, Workload};
-use beacon::storage::{Memory, Outbox, Storage, carry_out};
+use beacon::storage::{
+    Early, Memory, Outbox, Storage, carry_out, carry_out_early_beside, release_stored,
+    stores_in_background,
+};
 use beacon::time::Millis;
 use beacon::wire::MachineWire;
 
@@ -62,6 +65,11 @@ pub struct Setup {
     /// Beacons beyond the initial members, not started: an operator adds them
     /// (`Faults::members`) as a new machine would join.
     pub spares: usize,
+    /// Each beacon stores in the background, as the daemon does: a batch's store completes
+    /// a while after its early half (steps go on meanwhile), and a crash loses the stores
+    /// under way ([`consensus::Config::stores_reported`]). Otherwise every store is done
+    /// before the next step.
+    pub pipelined: bool,
 }
 
 impl Setup {
@@ -80,6 +88,8 @@ impl Setup {
             faults,
             log_keep: 16,
             clients: clients(rng),
+            // Most as the daemon stores; the rest as every store done at once.
+            pipelined: rng.chance(0.75),
         }
     }
 
@@ -93,6 +103,7 @@ impl Setup {
             faults: Faults::none(),
             log_keep: 16,
             clients,
+            pipelined: true,
         }
     }
 }
@@ -127,6 +138,9 @@ pub struct Stats {
     /// Requests due together at one beacon stepped as one input, as the daemon steps a
     /// client's renewals written back to back (`Input::Requests`).
     pub batched: u64,
+    /// Background stores completed, and those under way lost to a crash.
+    pub stored_beside: u64,
+    pub stores_lost: u64,
     /// Answers given before their batch's store (they rested on nothing it held), each
     /// batch's commit checked stored on a majority, the leader included, beforehand.
     pub answered_early: u64,
@@ -231,6 +245,9 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     disks: BTreeMap<SocketAddr, Disk<S>>,
     /// The last commit index of each leader found stored on a majority.
     durable_checked: BTreeMap<SocketAddr, u64>,
+    /// Per beacon, the term it last led in and the commit index it had when first seen
+    /// leading in it.
+    commit_brought: BTreeMap<SocketAddr, (u64, u64)>,
     life: BTreeMap<SocketAddr, u32>,
     /// Stopped beacons and when they resume.
     pub paused: BTreeMap<SocketAddr, Millis>,
@@ -261,10 +278,42 @@ pub struct Core<S: consensus::Machine, V: Service<S>> {
     /// Per beacon, the steps of the batch not carried out yet (merged, as the driver
     /// merges what queued up while it was busy: one store for all).
     batch: BTreeMap<SocketAddr, consensus::Ready<S, V>>,
+    /// Per beacon storing in the background ([`Setup::pipelined`]): the store under way
+    /// and what waits behind it.
+    pipes: BTreeMap<SocketAddr, Pipe<S, V>>,
+    pipelined: bool,
     trace: VecDeque<String>,
     verbose: bool,
     config: consensus::Config,
     fresh: Box<dyn Fn() -> (S, V)>,
+}
+
+/// A beacon's background stores, as the daemon's driver keeps them (`server/driver/store.rs`).
+struct Pipe<S: consensus::Machine, V: Service<S>> {
+    /// The store under way: the carry-outs waiting for it, its last entry, the entries, and
+    /// when it completes.
+    storing: Option<Storing<S, V>>,
+    /// Carry-outs whose early half is done, waiting for the store under way.
+    queued: Option<Early<S, V>>,
+    /// The stored log holds more than it keeps: the next batch is carried out whole.
+    compact_due: bool,
+}
+
+struct Storing<S: consensus::Machine, V: Service<S>> {
+    early: Early<S, V>,
+    through: Option<consensus::Position>,
+    store: consensus::Store<S>,
+    due: Millis,
+}
+
+impl<S: consensus::Machine, V: Service<S>> Default for Pipe<S, V> {
+    fn default() -> Self {
+        Pipe {
+            storing: None,
+            queued: None,
+            compact_due: false,
+        }
+    }
 }
 
 /// A simulated cluster and its workload.
@@ -311,6 +360,7 @@ where
             stored: consensus::Promise::default(),
             deal_terms: !(setup.faults.undealt_terms && setup.mode == Mode::Quorum),
             promote_after_ms: Some(PROMOTE_AFTER_MS),
+            stores_reported: setup.pipelined,
         };
         let mut core = Core {
             seed,
@@ -321,6 +371,7 @@ where
             reader: Rng::new(seed ^ 0x4EAD),
             reads: BTreeMap::new(),
             durable_checked: BTreeMap::new(),
+            commit_brought: BTreeMap::new(),
             faults: setup.faults,
             now: 0,
             nodes: BTreeMap::new(),
@@ -342,6 +393,8 @@ where
             told: BTreeMap::new(),
             told_through: BTreeMap::new(),
             batch: BTreeMap::new(),
+            pipes: BTreeMap::new(),
+            pipelined: setup.pipelined,
             trace: VecDeque::new(),
             verbose,
             config,
@@ -499,7 +552,9 @@ where
                 }
             }
         }
-        // What arrived in this step is carried out per beacon in one batch.
+        // Background stores due now complete (their beacons step what they allow), then
+        // what arrived in this step is carried out per beacon in one batch.
+        core.complete_stores()?;
         core.flush_all()?;
         core.tick_due()?;
         if act {
@@ -667,11 +722,16 @@ where
     pub fn report(&self, why: &str, test: &str) -> String {
         let c = &self.core;
         format!(
-            "seed {} failed at {} ms: {why}\nfaults: {:?}\nbeacons: {}\nlast events:\n{}\nreplay: BEACON_SIM_SEED={} cargo test -p beacon-sims --test sims {test}::",
+            "seed {} failed at {} ms: {why}\nfaults: {:?}\nbeacons: {}, {}\nlast events:\n{}\nreplay: BEACON_SIM_SEED={} cargo test -p beacon-sims --test sims {test}::",
             c.seed,
             c.now,
             c.faults,
             c.beacons.len(),
+            if c.pipelined {
+                "storing in the background"
+            } else {
+                "every store done at once"
+            },
             c.trace.iter().cloned().collect::<Vec<_>>().join("\n"),
             c.seed
         )
@@ -846,7 +906,8 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     fn connect(&mut self, a: SocketAddr, b: SocketAddr) {
         for (x, y) in [(a, b), (b, a)] {
             if let (Some(dialer), Some(acceptor)) = (self.nodes.get(&x), self.nodes.get(&y)) {
-                let (hello, answer) = (dialer.greeting(), acceptor.greeting());
+                // As the daemon does: a greeting claims only what is stored.
+                let (hello, answer) = (dialer.stored_greeting(), acceptor.stored_greeting());
                 self.send_peer(x, y, hello, false);
                 self.send_peer(y, x, answer, true);
             }
@@ -903,7 +964,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if !notices.is_empty() {
             self.note(format!("{at}: {notices:?}"));
         }
-        self.check_terms(at, term, max_seen)
+        self.check_terms(at, term, max_seen, true)
     }
 
     /// Feeds `input` to beacon `at` and carries out what it asks at once.
@@ -990,7 +1051,10 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         if let Some(why) = self.nodes[&at].halted() {
             return Err(format!("{at} halted: {why}"));
         }
-        self.check_terms(at, term, max_seen)?;
+        // Storing in the background, a term is the beacon's own once its batch is carried
+        // out (stored before any message says it): a crash before that forgets it, as
+        // one between a step and its store always could.
+        self.check_terms(at, term, max_seen, !self.pipelined)?;
         self.check_commit_durable(at, false)?;
         self.nodes[&at]
             .check_parts()
@@ -1066,6 +1130,17 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             return Ok(());
         }
         let index = node.commit();
+        let leading_term = node.election().term();
+        let (_, brought) = *self
+            .commit_brought
+            .entry(at)
+            .and_modify(|(t, c)| {
+                if *t != leading_term {
+                    *t = leading_term;
+                    *c = index;
+                }
+            })
+            .or_insert((leading_term, index));
         if self.durable_checked.get(&at) == Some(&index) {
             return Ok(());
         }
@@ -1087,7 +1162,11 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 "{at} leads with commit index {index} (term {term}), which only {holders:?} have stored: not a majority"
             ));
         }
-        if !holders.contains(&at) {
+        // A commit this leader made, it made only through what it stored itself. One it
+        // brought from following (its store of the entries still under way when it was
+        // elected, [`Setup::pipelined`]) rests on the majority alone.
+        let made = !self.pipelined || index > brought;
+        if made && !holders.contains(&at) {
             return Err(format!(
                 "{at} leads with commit index {index} (term {term}), which it has not stored itself"
             ));
@@ -1109,6 +1188,187 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// term stored, early messages sent, the store (which a crash may tear, after the early
     /// messages left), compaction, then the rest.
     fn flush(&mut self, at: SocketAddr) -> Checked {
+        if !self.pipelined {
+            return self.flush_whole(at);
+        }
+        self.flush_pipelined(at)?;
+        // Carried out: its term is stored.
+        if let Some(node) = self.nodes.get(&at) {
+            let (term, max_seen) = (node.election().term(), node.election().max_seen_term());
+            self.check_terms(at, term, max_seen, true)?;
+        }
+        Ok(())
+    }
+
+    fn flush_pipelined(&mut self, at: SocketAddr) -> Checked {
+        let Some(ready) = self.batch.get(&at) else {
+            return Ok(());
+        };
+        let pipe = self.pipes.entry(at).or_default();
+        if stores_in_background(ready) && !pipe.compact_due {
+            return self.flush_beside(at);
+        }
+        // As the driver does: the stores under way first, then this batch whole.
+        self.drain(at)?;
+        if !self.nodes.contains_key(&at) {
+            return Ok(());
+        }
+        self.flush_whole(at)?;
+        if let Some(pipe) = self.pipes.get_mut(&at) {
+            pipe.compact_due = false;
+        }
+        if let Some(node) = self.nodes.get(&at) {
+            let through = node.position();
+            self.note(format!("{at}: stored through {through}"));
+            self.feed(at, Input::Stored { through })?;
+        }
+        Ok(())
+    }
+
+    /// The early half of `at`'s batch now, its store in the background (completing after
+    /// 0-2 steps, while `at` steps on).
+    fn flush_beside(&mut self, at: SocketAddr) -> Checked {
+        let Some(ready) = self.batch.remove(&at) else {
+            return Ok(());
+        };
+        if ready.answers_rest_on_durable() {
+            self.check_commit_durable(at, true)?;
+        }
+        let pipe = self.pipes.entry(at).or_default();
+        let hold = pipe
+            .storing
+            .as_ref()
+            .is_some_and(|s| s.early.holds_answers())
+            || pipe.queued.as_ref().is_some_and(|q| q.holds_answers());
+        let mut out = SimOutbox::new(&mut self.rng, 0.0);
+        let early = carry_out_early_beside(ready, hold, &mut out);
+        match pipe.queued.as_mut() {
+            Some(queued) => queued.merge(early),
+            None => pipe.queued = Some(early),
+        }
+        let SimOutbox { sent, answered, .. } = out;
+        for (to, msg) in sent {
+            self.send_peer(at, to, msg, false);
+        }
+        self.stats.answered_early += answered.len() as u64;
+        for (token, reply) in answered {
+            self.send_reply(at, token, reply);
+        }
+        self.start_store(at)
+    }
+
+    /// Starts `at`'s queued store unless one is under way; one with no entries is done at
+    /// once.
+    fn start_store(&mut self, at: SocketAddr) -> Checked {
+        let delay = STEP * self.rng.below(3);
+        let Some(pipe) = self.pipes.get_mut(&at) else {
+            return Ok(());
+        };
+        if pipe.storing.is_some() {
+            return Ok(());
+        }
+        let Some(mut early) = pipe.queued.take() else {
+            return Ok(());
+        };
+        let (store, through) = early.take_store();
+        pipe.storing = Some(Storing {
+            early,
+            through,
+            store,
+            due: self.now + delay,
+        });
+        if through.is_none() {
+            return self.complete_store(at);
+        }
+        Ok(())
+    }
+
+    /// Completes the background stores due now, at running beacons.
+    fn complete_stores(&mut self) -> Checked {
+        let due: Vec<SocketAddr> = self
+            .pipes
+            .iter()
+            .filter(|(at, p)| {
+                p.storing.as_ref().is_some_and(|s| s.due <= self.now)
+                    && !self.paused.contains_key(at)
+            })
+            .map(|(at, _)| *at)
+            .collect();
+        for at in due {
+            self.complete_store(at)?;
+        }
+        Ok(())
+    }
+
+    /// Completes `at`'s store under way: written (or torn by a crash in the middle), what
+    /// waited for it released, the beacon told, the next store started.
+    fn complete_store(&mut self, at: SocketAddr) -> Checked {
+        let Some(Storing {
+            early,
+            through,
+            store,
+            ..
+        }) = self.pipes.get_mut(&at).and_then(|p| p.storing.take())
+        else {
+            return Ok(());
+        };
+        let (Some(node), Some(disk)) = (self.nodes.get(&at), self.disks.get_mut(&at)) else {
+            return Ok(());
+        };
+        if !store.entries.is_empty() && self.rng.chance(self.faults.crash_mid_store) {
+            let keep = self.rng.below(64) as usize;
+            assert!(
+                disk.store_torn(&store, keep).is_err(),
+                "a torn write was reported stored"
+            );
+            self.stats.torn_writes += 1;
+            return self.crash(at, "in the middle of a background store");
+        }
+        let stored = disk.store(&store).map_err(|e| format!("{at}: {e}"))?;
+        let compact_due = disk.logged() > node.entries_to_keep();
+        if through.is_some() {
+            self.stats.stored_beside += 1;
+        }
+        let mut out = SimOutbox::new(&mut self.rng, 0.0);
+        let released = release_stored(early, stored, &mut out);
+        if let Some(pipe) = self.pipes.get_mut(&at) {
+            pipe.compact_due |= compact_due;
+        }
+        for (to, msg) in out.sent {
+            self.send_peer(at, to, msg, false);
+        }
+        self.check_commit_durable(at, true)?;
+        self.check_told(at, &released.committed, released.restored)?;
+        for (token, reply) in released.replies {
+            self.send_reply(at, token, reply);
+        }
+        if let Some(through) = through {
+            self.note(format!("{at}: stored through {through} in the background"));
+            self.feed(at, Input::Stored { through })?;
+        }
+        self.start_store(at)
+    }
+
+    /// Completes `at`'s stores under way and queued, now.
+    fn drain(&mut self, at: SocketAddr) -> Checked {
+        for _ in 0..2 {
+            if !self.nodes.contains_key(&at) {
+                return Ok(());
+            }
+            let Some(pipe) = self.pipes.get_mut(&at) else {
+                return Ok(());
+            };
+            match pipe.storing.as_mut() {
+                Some(storing) => storing.due = self.now,
+                None => return Ok(()),
+            }
+            self.complete_store(at)?;
+        }
+        Ok(())
+    }
+
+    /// Carries out `at`'s batch whole, every store done before the next step.
+    fn flush_whole(&mut self, at: SocketAddr) -> Checked {
         let Some(ready) = self.batch.remove(&at) else {
             return Ok(());
         };
@@ -1120,15 +1380,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         let (Some(node), Some(disk)) = (self.nodes.get(&at), self.disks.get_mut(&at)) else {
             return Ok(());
         };
-        let mut out = SimOutbox {
-            sent: Vec::new(),
-            answered: Vec::new(),
-            rng: &mut self.rng,
-            crash_mid_store: self.faults.crash_mid_store,
-            crashed: false,
-            torn: false,
-            compacted: false,
-        };
+        let mut out = SimOutbox::new(&mut self.rng, self.faults.crash_mid_store);
         let (snapshot, entries) = Disk::positions(ready.store());
         let rewrite = ready.rewrites_log();
         let carried = carry_out(ready, node, disk.storage(), self.now, &mut out)
@@ -1235,7 +1487,9 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
         Ok(())
     }
 
-    fn check_terms(&mut self, at: SocketAddr, term: u64, max_seen: u64) -> Checked {
+    /// Checks that `at`'s term never goes back, and takes it as its own when `carried`
+    /// (carried out).
+    fn check_terms(&mut self, at: SocketAddr, term: u64, max_seen: u64, carried: bool) -> Checked {
         if term > consensus::MAX_TERM || max_seen > consensus::MAX_TERM {
             return Err(format!(
                 "{at}: term {term} (seen {max_seen}) is beyond 2^48: an out-of-bounds term was adopted"
@@ -1247,7 +1501,9 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 "{at}: term went from {last_term} (seen {last_seen}) back to {term} (seen {max_seen})"
             ));
         }
-        self.last_terms.insert(at, (term, max_seen));
+        if carried {
+            self.last_terms.insert(at, (term, max_seen));
+        }
         Ok(())
     }
 
@@ -1255,6 +1511,12 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     pub fn crash(&mut self, at: SocketAddr, how: &str) -> Checked {
         self.nodes.remove(&at);
         self.batch.remove(&at);
+        // Stores under way never reach the disk.
+        if let Some(pipe) = self.pipes.remove(&at)
+            && pipe.storing.is_some()
+        {
+            self.stats.stores_lost += 1;
+        }
         self.paused.remove(&at);
         if let Some(disk) = self.disks.get_mut(&at) {
             disk.close();
@@ -1731,6 +1993,20 @@ struct SimOutbox<'a, S: consensus::Machine, V: Service<S>> {
     crashed: bool,
     torn: bool,
     compacted: bool,
+}
+
+impl<'a, S: consensus::Machine, V: Service<S>> SimOutbox<'a, S, V> {
+    fn new(rng: &'a mut Rng, crash_mid_store: f64) -> Self {
+        SimOutbox {
+            sent: Vec::new(),
+            answered: Vec::new(),
+            rng,
+            crash_mid_store,
+            crashed: false,
+            torn: false,
+            compacted: false,
+        }
+    }
 }
 
 impl<S: consensus::Machine + MachineWire, V: Service<S>> Outbox<S, V, Memory>
