@@ -893,7 +893,20 @@ async fn malformed_registrations_get_clear_errors_and_change_nothing() {
     let c = start(1, r#"{"max_metadata_bytes": 64}"#).await;
     let at = c.beacons[0].addr.to_string();
     let mut client = Client::connect(&at, &opts()).await.unwrap();
-    let before = client.ids().await.unwrap();
+    // Taken once the leadership's first entry is committed (its store reported a moment
+    // after the beacon serves): from then on only the requests below move the index.
+    let mut before = client.ids().await.unwrap();
+    for _ in 0..100 {
+        if before.index >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        before = client.ids().await.unwrap();
+    }
+    assert!(
+        before.index >= 1,
+        "the first entry never committed: {before:?}"
+    );
 
     let bad = |node_type: &str, addr: &str, metadata: &str| pb::registry::RegisterRequest {
         node_type: node_type.into(),

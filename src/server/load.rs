@@ -86,8 +86,8 @@ pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> c
             .members
             .auto_promote
             .then_some(config.members.promote_after_ms),
-        // Every store is done before the next step.
-        stores_reported: false,
+        // The driver stores beside its steps and reports each store.
+        stores_reported: true,
     }
 }
 

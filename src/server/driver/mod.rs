@@ -13,11 +13,13 @@
 
 mod handle;
 mod peers;
+mod store;
 mod waiting;
 
 pub(crate) use handle::{Ask, AskSenders, Asked, DriverHandle};
 use peers::PeerEvent;
 pub(crate) use peers::{Body, ConnId, Greeting, Outgoing, PeerHandle, next_conn_id};
+use store::Storing;
 use waiting::Waiting;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -67,7 +69,17 @@ pub(crate) struct Driver {
     _data_dir: DataDir,
     /// The replica, stepped here and read by the connections' tasks too.
     view: Arc<View>,
-    storage: Storage<State>,
+    /// The log's storage: away on the log's thread while a store is under way.
+    storage: Option<Storage<State>>,
+    /// The log's thread ([`store`]), started with the driver.
+    writer: Option<store::Writer>,
+    /// The store under way, if any.
+    storing: Option<Storing>,
+    /// Batches whose early half is done, waiting for the store under way to finish.
+    queued: Option<storage::Early<State, Services>>,
+    /// The stored log holds more than it keeps: the next batch is carried out whole, and
+    /// the log compacted with it.
+    compact_due: bool,
     /// What the steps of this batch ask for, carried out once it is stored.
     pending: Ready<State, Services>,
     /// Set when storing failed: the beacon stops, since it can no longer keep its promises.
@@ -177,7 +189,11 @@ impl Driver {
             config,
             _data_dir: data_dir,
             view: view.clone(),
-            storage,
+            storage: Some(storage),
+            writer: None,
+            storing: None,
+            queued: None,
+            compact_due: false,
             pending: Ready::default(),
             failed: None,
             links,
@@ -296,6 +312,14 @@ impl Driver {
 
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         self.shutdown = shutdown.clone();
+        match store::Writer::start() {
+            Ok(writer) => self.writer = Some(writer),
+            Err(e) => {
+                error!("stopping: cannot start the log's thread: {e}");
+                shutdown.cancel();
+                return;
+            }
+        }
         let (leads, term, promise) = {
             let core = self.core();
             let election = core.election();
@@ -313,7 +337,8 @@ impl Driver {
             self.metrics.leaders.record(Some(self.config.node), term);
             // The term taken at construction (a lone beacon leads at once) is stored before
             // anyone can hear it.
-            if let Err(e) = self.storage.store_term(Some(promise)) {
+            let storage = self.storage.as_mut().expect("no store under way yet");
+            if let Err(e) = storage.store_term(Some(promise)) {
                 error!("stopping: cannot store the term: {e}");
                 shutdown.cancel();
                 return;
@@ -341,6 +366,17 @@ impl Driver {
                     })
                 }
                 _ = progress.tick() => self.tell_progress(),
+                // The store under way came back: what waited for it goes, and the core
+                // steps what it allows (a commit of the leader's own entries).
+                done = async {
+                    match self.storing.as_mut() {
+                        Some(storing) => (&mut storing.done).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.store_done(done);
+                    self.handle_queued(BATCH - 1);
+                }
                 event = self.peers.recv() => match event {
                     Some(event) => {
                         self.heard(event);
@@ -383,6 +419,10 @@ impl Driver {
                 shutdown.cancel();
                 break;
             }
+        }
+        // A store under way finishes before the data directory's lock is let go.
+        if let Some(storing) = self.storing.take() {
+            let _ = storing.done.await;
         }
         self.view.stop();
         debug!("driver stopped");
@@ -594,56 +634,237 @@ impl Driver {
         self.pending.merge(ready);
     }
 
-    /// Stores the batch, then carries out what it released (see [`storage::carry_out`], the one
-    /// carry-out the simulation runs too, here in its two halves): nothing that depends on
-    /// an entry (an acknowledgement to the leader, a reply to a service) leaves this beacon
-    /// before the entry is on disk. Replies that rest only on entries earlier batches stored
-    /// leave before this batch's fsync ([`Links::answer_early`]). Between the halves the
-    /// links, whose writing runs on this thread, send the early messages (a leader's
-    /// entries, a round): they leave before the fsync blocks the thread, not after it.
+    /// Carries out the batch (see [`storage::carry_out`], the one carry-out the simulation
+    /// runs too): nothing that depends on an entry (an acknowledgement to the leader, a
+    /// reply to a service) leaves this beacon before the entry is on disk.
+    ///
+    /// Most batches are stored in the background ([`store`]): their early half (a leader's
+    /// entries, a round, answers that rest on what is stored) goes at once, and their
+    /// entries join the store under way or the next one, while this thread steps on. The
+    /// rest waits for that store. A batch that promises a new term, installs a snapshot or
+    /// rewrites the log, or that comes when the stored log is due for compaction, is
+    /// carried out whole once the stores under way are done, on this thread, as a
+    /// [`Replica`] that has stepped nothing since is written whole.
     async fn carry_out(&mut self) {
-        self.round += 1;
-        let ready = std::mem::take(&mut self.pending);
-        let now = self.now();
-        let view = self.view.clone();
-        macro_rules! outbox {
-            ($core:expr) => {
-                Links {
-                    links: &self.links,
-                    in_flight: &mut self.in_flight,
-                    waiting: &mut self.waiting,
-                    metrics: &self.metrics,
-                    round: self.round,
-                    view: &view,
-                    replica: $core,
+        // A store that came back in this turn may let the core commit; its step is carried
+        // out in a second pass (it stores nothing itself, but may answer).
+        for _ in 0..2 {
+            self.round += 1;
+            let beside = storage::stores_in_background(&self.pending) && !self.compact_due;
+            if beside {
+                self.carry_out_beside();
+            } else {
+                self.drain().await;
+                if self.failed.is_some() {
+                    return;
                 }
-            };
+                self.carry_out_whole().await;
+            }
+            if self.failed.is_some() || self.pending.is_empty() {
+                return;
+            }
         }
+    }
+
+    /// The outbox of a carry-out of round `round`, sending with the replica `core`.
+    fn outbox<'a>(&'a mut self, view: &'a View, core: &'a Replica) -> Links<'a> {
+        Links {
+            links: &self.links,
+            in_flight: &mut self.in_flight,
+            waiting: &mut self.waiting,
+            metrics: &self.metrics,
+            round: self.round,
+            view,
+            replica: core,
+        }
+    }
+
+    /// The early half of the batch now, its store in the background.
+    fn carry_out_beside(&mut self) {
+        let ready = std::mem::take(&mut self.pending);
+        let view = self.view.clone();
+        // Answers wait behind those of a batch before this one still waiting for its store:
+        // requests are answered in the order they were made.
+        let hold = self
+            .storing
+            .as_ref()
+            .is_some_and(|s| s.early.holds_answers())
+            || self.queued.as_ref().is_some_and(|q| q.holds_answers());
         let early = {
             let core = view.read();
             self.sync_links(&core);
-            match carry_out_early(ready, &mut self.storage, &mut outbox!(&core)) {
-                Ok(early) => early,
-                Err(e) => return self.store_failed(e),
+            let early =
+                storage::carry_out_early_beside(ready, hold, &mut self.outbox(&view, &core));
+            // Readers waiting for the commit may answer now: it names entries on a majority
+            // of disks, this beacon's own among them where it leads (see
+            // `consensus::durable`), whatever this batch's store holds.
+            view.release(&core);
+            early
+        };
+        match self.queued.as_mut() {
+            Some(queued) => queued.merge(early),
+            None => self.queued = Some(early),
+        }
+        self.start_store();
+    }
+
+    /// Starts storing what is queued, unless a store is under way (it starts once that one
+    /// is done). A batch with no entries to store is released at once, if nothing before
+    /// it is still under way.
+    fn start_store(&mut self) {
+        if self.storing.is_some() {
+            return;
+        }
+        let Some(mut early) = self.queued.take() else {
+            return;
+        };
+        let Some(mut storage) = self.storage.take() else {
+            unreachable!("the storage is here while no store is under way")
+        };
+        let (store, through) = early.take_store();
+        if store.entries.is_empty() {
+            let result = storage::store_beside(&mut storage, &store);
+            self.storage = Some(storage);
+            return self.stored(early, through, result);
+        }
+        let Some(writer) = self.writer.as_ref() else {
+            unreachable!("the log's thread starts with the driver")
+        };
+        let done = writer.store(storage, store);
+        self.storing = Some(Storing {
+            early,
+            through,
+            done,
+        });
+    }
+
+    /// The store under way came back.
+    fn store_done(&mut self, done: Result<store::Done, oneshot::error::RecvError>) {
+        let Some(Storing { early, through, .. }) = self.storing.take() else {
+            return;
+        };
+        let Ok(store::Done { storage, result }) = done else {
+            self.failed
+                .get_or_insert_with(|| "the log's thread is gone".to_owned());
+            return;
+        };
+        self.storage = Some(storage);
+        self.stored(early, through, result);
+        self.start_store();
+    }
+
+    /// A background store is done (or failed): what waited for it is released and the core
+    /// told, and a compaction comes due once the stored log holds more than it keeps.
+    fn stored(
+        &mut self,
+        early: storage::Early<State, Services>,
+        through: Option<consensus::Position>,
+        result: Result<(consensus::Stored, Duration), storage::StorageError>,
+    ) {
+        let stored = match result {
+            Ok((stored, took)) => {
+                if through.is_some() {
+                    self.metrics.fsync.observe(took.as_secs_f64());
+                }
+                stored
+            }
+            Err(e) => return self.store_failed(e),
+        };
+        let view = self.view.clone();
+        let released = {
+            let core = view.read();
+            let released = storage::release_stored(early, stored, &mut self.outbox(&view, &core));
+            if let Some(storage) = self.storage.as_ref() {
+                self.compact_due |= storage.logged() > core.entries_to_keep();
+            }
+            released
+        };
+        self.released(released, true);
+        if let Some(through) = through {
+            self.step(consensus::Input::Stored { through });
+        }
+    }
+
+    /// Waits for the store under way, then stores what is queued, here: nothing of the
+    /// log is left to store but the batch to come.
+    async fn drain(&mut self) {
+        if let Some(storing) = self.storing.as_mut() {
+            let done = (&mut storing.done).await;
+            self.store_done(done);
+        }
+        if self.failed.is_some() {
+            return;
+        }
+        // `store_done` started the queued batch, if any: wait for it too.
+        if let Some(storing) = self.storing.as_mut() {
+            let done = (&mut storing.done).await;
+            self.store_done(done);
+        }
+        debug_assert!(self.storing.is_none() && self.queued.is_none());
+    }
+
+    /// Stores the batch here, then carries out what it released, in the two halves of
+    /// [`storage::carry_out`]: between them the links, whose writing runs on this thread,
+    /// send the early messages (a leader's entries, a round) before the fsync blocks the
+    /// thread. Then the core is told its whole log is stored.
+    async fn carry_out_whole(&mut self) {
+        let ready = std::mem::take(&mut self.pending);
+        let now = self.now();
+        let view = self.view.clone();
+        let Some(mut storage) = self.storage.take() else {
+            unreachable!("no store is under way after a drain")
+        };
+        let early = {
+            let core = view.read();
+            self.sync_links(&core);
+            carry_out_early(ready, &mut storage, &mut self.outbox(&view, &core))
+        };
+        let early = match early {
+            Ok(early) => early,
+            Err(e) => {
+                self.storage = Some(storage);
+                return self.store_failed(e);
             }
         };
         if early.stores() {
             tokio::task::yield_now().await;
         }
         let core = view.read();
-        let released =
-            match carry_out_stored(early, &core, &mut self.storage, now, &mut outbox!(&core)) {
-                Ok(Some(released)) => released,
-                Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
-                Err(e) => return self.store_failed(e),
-            };
+        let released = carry_out_stored(
+            early,
+            &core,
+            &mut storage,
+            now,
+            &mut self.outbox(&view, &core),
+        );
+        let through = core.position();
+        drop(core);
+        self.storage = Some(storage);
+        self.compact_due = false;
+        match released {
+            Ok(Some(released)) => self.released(released, false),
+            Ok(None) => unreachable!("the driver's outbox never stops a carry-out"),
+            Err(e) => return self.store_failed(e),
+        }
+        self.step(consensus::Input::Stored { through });
+    }
+
+    /// What a carry-out released: answers given, readers woken, changes told to watchers,
+    /// and the greeting brought up to date (claiming only what is stored, when `beside`).
+    fn released(&mut self, released: consensus::Released<State, Services>, beside: bool) {
         for (token, reply) in released.replies {
             give(&mut self.waiting, &self.metrics, token, reply);
         }
-        // Everything stored: reads waiting for their entries may answer.
+        let view = self.view.clone();
+        let core = view.read();
+        // Everything it rests on is stored: reads waiting for their entries may answer.
         view.release(&core);
         let leads = core.is_leader();
-        let greeting = message_to_pb::<State>(&core.greeting());
+        let greeting = message_to_pb::<State>(&if beside {
+            core.stored_greeting()
+        } else {
+            core.greeting()
+        });
         drop(core);
         self.history.record(&released.committed, released.restored);
         self.publish(&released.committed);
@@ -740,8 +961,11 @@ impl Driver {
         m.can_write.set(i64::from(core.cannot_write().is_none()));
         m.lag.set(core.lag() as i64);
         m.pending.set(self.waiting.len() as i64);
-        m.log_entries.set(self.storage.logged() as i64);
-        m.snapshot_bytes.set(self.storage.snapshot_size() as i64);
+        // Away on the log's thread: as they were.
+        if let Some(storage) = self.storage.as_ref() {
+            m.log_entries.set(storage.logged() as i64);
+            m.snapshot_bytes.set(storage.snapshot_size() as i64);
+        }
         m.uptime
             .set(now.saturating_sub(CLOCK_ORIGIN_MS) as f64 / 1e3);
         m.watch_history.set(self.history.len() as i64);
