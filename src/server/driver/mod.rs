@@ -653,6 +653,16 @@ impl Driver {
             let beside = storage::stores_in_background(&self.pending) && !self.compact_due;
             if beside {
                 self.carry_out_beside();
+                if self.storing.is_none() && self.quiet() {
+                    // Nothing else to step: stored here, as the log's thread would, the
+                    // batch saves the two threads' hand-off (on a quiet beacon a lone
+                    // client's write waits for it). The links write its early messages
+                    // first.
+                    tokio::task::yield_now().await;
+                    self.store_here();
+                } else {
+                    self.start_store();
+                }
             } else {
                 self.drain().await;
                 if self.failed.is_some() {
@@ -705,7 +715,26 @@ impl Driver {
             Some(queued) => queued.merge(early),
             None => self.queued = Some(early),
         }
-        self.start_store();
+    }
+
+    /// Whether nothing waits to be stepped (no peer's message, no ask) and no read waits
+    /// for a round, which the fsync would hold up.
+    fn quiet(&self) -> bool {
+        self.peers.is_empty()
+            && self.keeps.is_empty()
+            && self.asks.is_empty()
+            && self.reads.is_empty()
+    }
+
+    /// Stores what is queued on this thread, now (no store is under way).
+    fn store_here(&mut self) {
+        let (Some(mut early), Some(mut storage)) = (self.queued.take(), self.storage.take()) else {
+            unreachable!("a batch was queued and no store is under way")
+        };
+        let (store, through) = early.take_store();
+        let result = storage::store_beside(&mut storage, &store);
+        self.storage = Some(storage);
+        self.stored(early, through, result);
     }
 
     /// Starts storing what is queued, unless a store is under way (it starts once that one
