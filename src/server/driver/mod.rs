@@ -644,7 +644,8 @@ impl Driver {
     /// rest waits for that store. A batch that promises a new term, installs a snapshot or
     /// rewrites the log, or that comes when the stored log is due for compaction, is
     /// carried out whole once the stores under way are done, on this thread, as a
-    /// [`Replica`] that has stepped nothing since is written whole.
+    /// [`Replica`] that has stepped nothing since is written whole. A quiet beacon's batch
+    /// is stored on this thread too ([`Driver::quiet`]).
     async fn carry_out(&mut self) {
         // A store that came back in this turn may let the core commit; its step is carried
         // out in a second pass (it stores nothing itself, but may answer).
