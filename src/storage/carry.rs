@@ -173,10 +173,16 @@ pub fn stores_in_background<S: Machine, V: Service<S>>(ready: &Ready<S, V>) -> b
 }
 
 impl<S: Machine, V: Service<S>> Early<S, V> {
-    /// Adds a later carry-out's rest, early half done: stored together, released together.
+    /// Adds a later carry-out's rest, early half done: stored together, released together,
+    /// the answers in the order they were made (the later's held ones after any of this
+    /// one's that wait for the store).
     pub fn merge(&mut self, later: Early<S, V>) {
+        if self.ready.replies.is_empty() {
+            self.held.extend(later.held);
+        } else {
+            self.ready.replies.extend(later.held);
+        }
         self.ready.merge(later.ready);
-        self.held.extend(later.held);
     }
 
     /// Whether answers are held for the store: a later carry-out's answers wait behind
