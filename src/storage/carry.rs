@@ -93,20 +93,35 @@ where
     V: Service<S>,
     B: Backend,
 {
-    let mut ready = ready;
     // A new term is stored before any message can announce it.
     let term_stored = storage.store_term(ready.term())?;
-    // A leader's entries go to its followers while it stores them itself: they count
-    // towards a commit only once acknowledged, and the leader's own acknowledgement (a
-    // reply) waits below.
-    for (to, msg) in ready.send_now(&term_stored) {
+    Ok(send_early(ready, &term_stored, false, out))
+}
+
+/// The early half once the term is stored: a leader's entries go to its followers while it
+/// stores them itself (they count towards a commit only once acknowledged, and the leader's
+/// own acknowledgement waits for its store), and the answers that rest on nothing the store
+/// holds are given to the outbox, or held with the rest when `hold`.
+fn send_early<S, V, B>(
+    mut ready: Ready<S, V>,
+    term_stored: &crate::consensus::TermStored,
+    hold: bool,
+    out: &mut impl Outbox<S, V, B>,
+) -> Early<S, V>
+where
+    S: Machine + MachineWire,
+    V: Service<S>,
+    B: Backend,
+{
+    for (to, msg) in ready.send_now(term_stored) {
         out.send(to, msg);
     }
-    let held = match ready.answers_now(&term_stored) {
+    let held = match ready.answers_now(term_stored) {
+        Some(replies) if hold => replies,
         Some(replies) => out.answer_early(replies),
         None => Vec::new(),
     };
-    Ok(Early { ready, held })
+    Early { ready, held }
 }
 
 /// The second half of [`carry_out`]: the store, the compaction, and then the release.
@@ -141,26 +156,7 @@ where
     // Once the log holds more entries than are worth keeping, the current state replaces
     // it (with the entries not applied yet: a follower applies on commit).
     compact_if_due(replica, storage, now, out)?;
-    let released = ready.release(stored);
-    let Released {
-        send,
-        mut replies,
-        committed,
-        restored,
-    } = released;
-    for (to, msg) in send {
-        out.send(to, msg);
-    }
-    if !held.is_empty() {
-        // Held back by the outbox: given in the order they were made, before the later.
-        replies.splice(0..0, held);
-    }
-    Ok(Some(Released {
-        send: Vec::new(),
-        replies,
-        committed,
-        restored,
-    }))
+    Ok(Some(release_stored(Early { ready, held }, stored, out)))
 }
 
 /// Whether `ready` can be stored in the background, beside the steps that follow
@@ -222,18 +218,8 @@ where
         stores_in_background(&ready),
         "a new term is stored before anything else"
     );
-    let mut ready = ready;
     // No term to store: what the last stored term allows, these messages may say.
-    let term_stored = crate::consensus::TermStored::issue();
-    for (to, msg) in ready.send_now(&term_stored) {
-        out.send(to, msg);
-    }
-    let held = match ready.answers_now(&term_stored) {
-        Some(replies) if hold => replies,
-        Some(replies) => out.answer_early(replies),
-        None => Vec::new(),
-    };
-    Early { ready, held }
+    send_early(ready, &crate::consensus::TermStored::issue(), hold, out)
 }
 
 /// A background store: `store` appended to the log (on the storage's own thread).
@@ -275,6 +261,7 @@ where
         out.send(to, msg);
     }
     if !held.is_empty() {
+        // Held back: given in the order they were made, before the later.
         replies.splice(0..0, held);
     }
     Released {
