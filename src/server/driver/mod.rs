@@ -654,16 +654,15 @@ impl Driver {
             let beside = storage::stores_in_background(&self.pending) && !self.compact_due;
             if beside {
                 self.carry_out_beside();
-                if self.storing.is_none() && self.quiet() {
+                let here = self.storing.is_none() && self.quiet();
+                if here {
                     // Nothing else to step: stored here, as the log's thread would, the
                     // batch saves the two threads' hand-off (on a quiet beacon a lone
                     // client's write waits for it). The links write its early messages
                     // first.
                     tokio::task::yield_now().await;
-                    self.store_here();
-                } else {
-                    self.start_store();
                 }
+                self.start_store(here);
             } else {
                 self.drain().await;
                 if self.failed.is_some() {
@@ -727,21 +726,10 @@ impl Driver {
             && self.reads.is_empty()
     }
 
-    /// Stores what is queued on this thread, now (no store is under way).
-    fn store_here(&mut self) {
-        let (Some(mut early), Some(mut storage)) = (self.queued.take(), self.storage.take()) else {
-            unreachable!("a batch was queued and no store is under way")
-        };
-        let (store, through) = early.take_store();
-        let result = storage::store_beside(&mut storage, &store);
-        self.storage = Some(storage);
-        self.stored(early, through, result);
-    }
-
     /// Starts storing what is queued, unless a store is under way (it starts once that one
-    /// is done). A batch with no entries to store is released at once, if nothing before
-    /// it is still under way.
-    fn start_store(&mut self) {
+    /// is done): on the log's thread, or on this one when `here` or when it has no entries
+    /// (it is then released at once, nothing before it being under way).
+    fn start_store(&mut self, here: bool) {
         if self.storing.is_some() {
             return;
         }
@@ -752,7 +740,7 @@ impl Driver {
             unreachable!("the storage is here while no store is under way")
         };
         let (store, through) = early.take_store();
-        if store.entries.is_empty() {
+        if here || store.entries.is_empty() {
             let result = storage::store_beside(&mut storage, &store);
             self.storage = Some(storage);
             return self.stored(early, through, result);
@@ -780,7 +768,7 @@ impl Driver {
         };
         self.storage = Some(storage);
         self.stored(early, through, result);
-        self.start_store();
+        self.start_store(false);
     }
 
     /// A background store is done (or failed): what waited for it is released and the core
