@@ -268,7 +268,11 @@ async fn killing_the_leader_mid_run_duplicates_and_loses_nothing() {
 
     // The survivors agree, and hold every acknowledged registration.
     let survivors = &addrs(&c)[1..];
-    let leader = eventually(Duration::from_secs(10), || agreed_leader(survivors)).await;
+    let dead = addrs(&c)[0].to_string();
+    let leader = eventually(Duration::from_secs(10), || async {
+        agreed_leader(survivors).await.filter(|l| *l != dead)
+    })
+    .await;
     assert!(
         leader.is_some(),
         "survivors agree on a leader\n{}",
@@ -327,9 +331,12 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
     tokio::time::sleep(Duration::from_millis(3000)).await;
     assert!(reg.is_live(), "lease kept across the failover");
     let survivors = &addrs(&c)[1..];
-    let new_leader = eventually(Duration::from_secs(5), || agreed_leader(survivors))
-        .await
-        .unwrap();
+    let dead = addrs(&c)[0].to_string();
+    let new_leader = eventually(Duration::from_secs(5), || async {
+        agreed_leader(survivors).await.filter(|l| *l != dead)
+    })
+    .await
+    .unwrap();
     let seen = nodes(new_leader.parse().unwrap()).await.unwrap();
     let entry = seen
         .nodes
@@ -1267,9 +1274,11 @@ async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_
         .copied()
         .filter(|a| a.to_string() != leader)
         .collect();
-    eventually(Duration::from_secs(10), || agreed_leader(&rest))
-        .await
-        .expect("a new leader");
+    eventually(Duration::from_secs(10), || async {
+        agreed_leader(&rest).await.filter(|l| *l != leader)
+    })
+    .await
+    .expect("a new leader");
     let listed = health_at(rest[0], "HEALTH").await;
     assert_eq!(status_of(&listed[&db.node_id()]).0, 2);
     assert!(status_of(&listed[&web.node_id()]).1, "still draining");
