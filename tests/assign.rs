@@ -607,11 +607,9 @@ async fn a_bound_resource_waits_for_its_slot_and_a_new_leader_stamps_moves_with_
     let i = addrs.iter().position(|x| x.to_string() == first).unwrap();
     cluster.beacons[i].kill();
     let survivors: Vec<SocketAddr> = addrs.iter().copied().filter(|x| *x != addrs[i]).collect();
-    let second = eventually(Duration::from_secs(10), || async {
-        agreed_leader(&survivors).await.filter(|l| *l != first)
-    })
-    .await
-    .expect("a new leader");
+    let second = eventually(Duration::from_secs(10), || next_leader(&survivors, &first))
+        .await
+        .expect("a new leader");
     let b = robot(&beacons, 2).await;
     let mut c = Client::connect(&second, &opts()).await.unwrap();
     until(

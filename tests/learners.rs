@@ -152,12 +152,9 @@ async fn a_learner_keeps_a_replica_follows_every_leader_and_makes_no_majority() 
         .copied()
         .filter(|v| v.to_string() != leader)
         .collect();
-    // Asked at once, the others may still name the dead leader: wait for another.
-    let next = eventually(Duration::from_secs(15), || async {
-        agreed_leader(&others).await.filter(|l| *l != leader)
-    })
-    .await
-    .unwrap_or_else(|| panic!("no leader after the kill\n{}", c.logs()));
+    let next = eventually(Duration::from_secs(15), || next_leader(&others, &leader))
+        .await
+        .unwrap_or_else(|| panic!("no leader after the kill\n{}", c.logs()));
     assert_ne!(next, learner.to_string());
     let followed = eventually(Duration::from_secs(10), || async {
         is_following_learner(learner).await.filter(|l| *l == next)

@@ -269,10 +269,7 @@ async fn killing_the_leader_mid_run_duplicates_and_loses_nothing() {
     // The survivors agree, and hold every acknowledged registration.
     let survivors = &addrs(&c)[1..];
     let dead = addrs(&c)[0].to_string();
-    let leader = eventually(Duration::from_secs(10), || async {
-        agreed_leader(survivors).await.filter(|l| *l != dead)
-    })
-    .await;
+    let leader = eventually(Duration::from_secs(10), || next_leader(survivors, &dead)).await;
     assert!(
         leader.is_some(),
         "survivors agree on a leader\n{}",
@@ -332,11 +329,9 @@ async fn a_service_keeps_its_id_across_a_failover_and_a_restarted_beacon_catches
     assert!(reg.is_live(), "lease kept across the failover");
     let survivors = &addrs(&c)[1..];
     let dead = addrs(&c)[0].to_string();
-    let new_leader = eventually(Duration::from_secs(5), || async {
-        agreed_leader(survivors).await.filter(|l| *l != dead)
-    })
-    .await
-    .unwrap();
+    let new_leader = eventually(Duration::from_secs(5), || next_leader(survivors, &dead))
+        .await
+        .unwrap();
     let seen = nodes(new_leader.parse().unwrap()).await.unwrap();
     let entry = seen
         .nodes
@@ -1274,11 +1269,9 @@ async fn health_from_reports_and_a_drain_leave_discovery_reach_every_beacon_and_
         .copied()
         .filter(|a| a.to_string() != leader)
         .collect();
-    eventually(Duration::from_secs(10), || async {
-        agreed_leader(&rest).await.filter(|l| *l != leader)
-    })
-    .await
-    .expect("a new leader");
+    eventually(Duration::from_secs(10), || next_leader(&rest, &leader))
+        .await
+        .expect("a new leader");
     let listed = health_at(rest[0], "HEALTH").await;
     assert_eq!(status_of(&listed[&db.node_id()]).0, 2);
     assert!(status_of(&listed[&web.node_id()]).1, "still draining");

@@ -755,6 +755,12 @@ pub async fn agreed_leader(addrs: &[SocketAddr]) -> Option<String> {
     agreed_leader_with(addrs, &ConnectOptions::default()).await
 }
 
+/// The leader `addrs` agree on once it is not `gone` (a leader just killed or stopped):
+/// asked at once, the survivors still name it until they see it gone.
+pub async fn next_leader(addrs: &[SocketAddr], gone: &str) -> Option<String> {
+    agreed_leader(addrs).await.filter(|l| l != gone)
+}
+
 /// [`agreed_leader`] asked with `opts`.
 pub async fn agreed_leader_with(addrs: &[SocketAddr], opts: &ConnectOptions) -> Option<String> {
     leader_seen(addrs, opts, false).await
