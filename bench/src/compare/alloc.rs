@@ -14,7 +14,7 @@ use super::clients::Allocator;
 use super::systems::Kind;
 
 /// What one run measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Throughput {
     pub clients: usize,
     pub ok: usize,

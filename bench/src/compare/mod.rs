@@ -33,6 +33,7 @@ mod scale;
 mod scrape;
 mod sequence;
 mod systems;
+mod targets;
 mod tasks;
 mod watch;
 mod zk_tasks;

@@ -54,6 +54,7 @@ pub fn markdown(r: &Results) -> String {
     alloc_detail(r, &mut out);
     sequence_detail(r, &mut out);
     liveness_detail(r, &mut out);
+    super::targets::table(r, &mut out);
     out
 }
 
@@ -526,7 +527,7 @@ fn liveness_detail(r: &Results, out: &mut String) {
     }
 }
 
-fn n_clients(n: usize) -> String {
+pub(super) fn n_clients(n: usize) -> String {
     format!("{n} client{}", if n == 1 { "" } else { "s" })
 }
 
