@@ -315,6 +315,22 @@ fn beacon_setup(tick_ms: u64) -> BeaconSetup {
 const MEMBERS: usize = 3;
 
 impl Results {
+    /// `system`'s allocation run with `clients` clients, if this run made one.
+    pub fn alloc_of(&self, system: &str, clients: usize) -> Option<&alloc::Throughput> {
+        self.alloc
+            .iter()
+            .find(|(n, t)| n == system && t.clients == clients)
+            .map(|(_, t)| t)
+    }
+
+    /// The client counts of the allocation runs, each once, fewest first.
+    pub fn alloc_clients(&self) -> Vec<usize> {
+        let mut clients: Vec<usize> = self.alloc.iter().map(|(_, t)| t.clients).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        clients
+    }
+
     /// IDs acknowledged twice, over every part: a bench run with any fails.
     fn duplicates(&self) -> usize {
         self.failover

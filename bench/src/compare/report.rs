@@ -116,16 +116,8 @@ fn idle_rows(r: &Results, rows: &mut Vec<Row>) {
 
 /// Allocation: throughput and latency by clients, and the leader's term moves.
 fn alloc_rows(r: &Results, rows: &mut Vec<Row>) {
-    let alloc = |name: &str, c: usize| {
-        r.alloc
-            .iter()
-            .find(|(n, t)| n == name && t.clients == c)
-            .map(|(_, t)| t)
-    };
-    let mut clients: Vec<usize> = r.alloc.iter().map(|(_, t)| t.clients).collect();
-    clients.sort_unstable();
-    clients.dedup();
-    for c in clients {
+    let alloc = |name: &str, c: usize| r.alloc_of(name, c);
+    for c in r.alloc_clients() {
         for (what, unit, decimals, pick) in [
             (
                 "IDs/s",
@@ -564,12 +556,7 @@ fn sequence_rows(r: &Results, s: &super::sequence::SequenceResults, rows: &mut V
             0,
         ));
     }
-    let peer = |name: &str, c: usize| {
-        r.alloc
-            .iter()
-            .find(|(n, t)| n == name && t.clients == c)
-            .map(|(_, t)| t.per_sec)
-    };
+    let peer = |name: &str, c: usize| r.alloc_of(name, c).map(|t| t.per_sec);
     for t in &s.numbers {
         rows.push(Row {
             what: format!(

@@ -67,19 +67,12 @@ fn of_native(v: f64) -> String {
 
 /// Allocation: at least twice etcd's and ZooKeeper's rate at each client count measured.
 fn alloc(r: &Results, targets: &mut Vec<Target>) {
-    let rate = |name: &str, c: usize| {
-        r.alloc
-            .iter()
-            .find(|(n, t)| n == name && t.clients == c)
-            .map(|(_, t)| t)
-    };
-    let mut clients: Vec<usize> = r.alloc.iter().map(|(_, t)| t.clients).collect();
-    clients.sort_unstable();
-    clients.dedup();
-    for c in clients {
-        let Some(b) = rate("beacon", c) else { continue };
+    for c in r.alloc_clients() {
+        let Some(b) = r.alloc_of("beacon", c) else {
+            continue;
+        };
         for peer in ["etcd", "ZooKeeper"] {
-            let Some(p) = rate(peer, c).filter(|p| p.per_sec > 0.0) else {
+            let Some(p) = r.alloc_of(peer, c).filter(|p| p.per_sec > 0.0) else {
                 continue;
             };
             let why = if c == 1 {
