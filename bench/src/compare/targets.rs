@@ -164,43 +164,41 @@ fn grpc(r: &Results, targets: &mut Vec<Target>) {
             grpc.clients_us_per_id.get(i)?,
         ))
     };
+    // gRPC's rate of `what` with `clients` clients as a share of native's.
+    let of_native_rate = |what: &str, clients: usize, native: f64, grpc: f64, why: String| {
+        (native > 0.0).then(|| Target {
+            what: format!(
+                "gRPC {what}, {}: of native",
+                super::report::n_clients(clients)
+            ),
+            bound: Bound::AtLeast(0.9),
+            value: grpc / native,
+            show: of_native,
+            why,
+        })
+    };
     for (i, (n, g)) in native.alloc.iter().zip(&grpc.alloc).enumerate() {
-        if n.per_sec <= 0.0 {
-            continue;
-        }
         let why = cpu(i).map_or_else(String::new, |(ln, lg, cn, cg)| {
             format!(
                 "the leader's CPU per allocation {lg:.0} µs against {ln:.0} µs natively, the clients' {cg:.0} µs against {cn:.0} µs (on the same two cores); `docs/grpc.md`"
             )
         });
-        targets.push(Target {
-            what: format!(
-                "gRPC allocation, {}: of native",
-                super::report::n_clients(n.clients)
-            ),
-            bound: Bound::AtLeast(0.9),
-            value: g.per_sec / n.per_sec,
-            show: of_native,
+        targets.extend(of_native_rate(
+            "allocation",
+            n.clients,
+            n.per_sec,
+            g.per_sec,
             why,
-        });
+        ));
     }
     for (n, g) in native.renewals.iter().zip(&grpc.renewals) {
-        if n.per_sec <= 0.0 {
-            continue;
-        }
-        targets.push(Target {
-            what: format!(
-                "gRPC renewals, {}: of native",
-                super::report::n_clients(n.clients)
-            ),
-            bound: Bound::AtLeast(0.9),
-            value: g.per_sec / n.per_sec,
-            show: of_native,
-            why: format!(
-                "{:.0}/s against {:.0}/s; each call's HTTP/2 framing, as allocation's above",
-                g.per_sec, n.per_sec
-            ),
-        });
+        let why = format!(
+            "{:.0}/s against {:.0}/s; each call's HTTP/2 framing, as allocation's above",
+            g.per_sec, n.per_sec
+        );
+        targets.extend(of_native_rate(
+            "renewals", n.clients, n.per_sec, g.per_sec, why,
+        ));
     }
 }
 
