@@ -76,6 +76,11 @@ pub enum Outcome<R, E, W> {
     /// its own clock (a lease renewal), nor refuse on a state a successor has moved past (a
     /// lease it does not know of, made by a later leader).
     WhenConfirmed(Result<R, E>),
+    /// As [`Outcome::WhenConfirmed`], by a round that may wait for the leader's next
+    /// heartbeat (up to a tick) rather than start at once: for answers nobody is in a hurry
+    /// for (a routine renewal with most of its lease left), so that a beacon at rest sends
+    /// no round of its own for each.
+    WithNextBeat(Result<R, E>),
 }
 
 impl<R, E, W> Outcome<R, E, W> {
@@ -94,6 +99,7 @@ impl<R, E, W> Outcome<R, E, W> {
                 waiting: w(waiting),
             },
             Outcome::WhenConfirmed(x) => Outcome::WhenConfirmed(x.map(r).map_err(e)),
+            Outcome::WithNextBeat(x) => Outcome::WithNextBeat(x.map(r).map_err(e)),
         }
     }
 }

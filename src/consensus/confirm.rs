@@ -20,6 +20,12 @@
 //! live registrations against 40%); the renewals one leader core sustains under saturation
 //! did not move, 560k a second against 548k.)
 //!
+//! An answer nobody is in a hurry for ([`super::Outcome::WithNextBeat`]: a routine renewal,
+//! its lease more than half left) starts no round: it waits for the round the next tick's
+//! heartbeat carries, or for one another request starts sooner. A cluster at rest then sends
+//! no round per renewal, only its heartbeats and their acknowledgements: up to a tick of
+//! waiting, against each round's messages and the wakes they cost every beacon.
+//!
 //! Gaps: ticks come every `tick_ms`, so a step more than two ticks after the previous one
 //! means the process was stopped or starved. The peers may have taken it for gone and
 //! elected another leader: the election ages its view by the ticks missed (a leader without
@@ -46,6 +52,8 @@ pub(super) struct Rounds<R> {
     confirmed: u64,
     /// A round is wanted: answers wait for one, or the service waits to judge.
     wanted: bool,
+    /// A round is wanted with the next heartbeat (answers that may wait up to a tick).
+    with_heartbeat: bool,
     /// A round was started in this step: tell every follower.
     pub(super) due: bool,
     /// The service judges on its clock only once this round is confirmed: one started
@@ -64,6 +72,7 @@ impl<R> Default for Rounds<R> {
             beat: 0,
             confirmed: 0,
             wanted: false,
+            with_heartbeat: false,
             due: false,
             judge_after: 0,
             waiting: VecDeque::new(),
@@ -144,11 +153,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Answers `token` with `response` once a round started after now is confirmed (at once
-    /// in classic mode).
+    /// in classic mode): a round that starts at once when `now` (or rides on the next one
+    /// wanted), otherwise one that rides on the leader's next heartbeat at the latest.
     pub(super) fn when_confirmed(
         &mut self,
         token: Token,
         (decided, note, response): (u64, u64, Result<V::Response, V::Error>),
+        now: bool,
     ) {
         if self.cfg.mode != Mode::Quorum {
             self.answer_from_state(decided, note, token, response);
@@ -158,7 +169,35 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         rounds
             .waiting
             .push_back((rounds.beat + 1, token, (decided, note, response)));
-        rounds.wanted = true;
+        if now {
+            rounds.wanted = true;
+        } else {
+            rounds.with_heartbeat = true;
+        }
+    }
+
+    /// Before a tick's heartbeat: starts the round wanted with it, so that the heartbeat
+    /// carries it and it costs no message of its own (quorum mode, serving).
+    pub(super) fn start_round_on_heartbeat(&mut self) {
+        if self.cfg.mode != Mode::Quorum || self.taking_over() {
+            return;
+        }
+        let Some(l) = self.leading.as_mut() else {
+            return;
+        };
+        let r = &mut l.rounds;
+        if !std::mem::take(&mut r.with_heartbeat) {
+            return;
+        }
+        if r.beat >= r.waiting.back().map_or(0, |(at, _, _)| *at)
+            && r.beat >= r.reads.back().map_or(0, |(at, _, _)| *at)
+        {
+            return; // a round started since has everything waiting
+        }
+        r.beat += 1;
+        r.wanted = false;
+        r.due = true;
+        self.advance_confirmed();
     }
 
     /// Starts a round when one is wanted and none is under way (quorum mode, serving).
@@ -312,6 +351,50 @@ mod tests {
         // One of this round makes a majority with the leader: the answer goes.
         let step = hear(&mut a, 302, B, follower(A, 1, last, beat));
         assert_eq!(step.replies, vec![(5, Ok(0))]);
+    }
+
+    /// An answer that may wait for the next heartbeat starts no round of its own: the next
+    /// tick's heartbeat carries the round, one message to each follower, and a majority's
+    /// acknowledgement of it answers. A round another request starts meanwhile answers it
+    /// too, and the tick then starts none.
+    #[test]
+    fn an_answer_that_may_wait_rides_on_the_next_heartbeat() {
+        let count =
+            |a: &mut Node, now, token, request| a.step(now, Input::Request { token, request });
+        let beat = |a: &Node| a.leading.as_ref().unwrap().rounds.beat();
+        let mut a = quorum_leader();
+        let before = beat(&a);
+        let step = count(&mut a, 300, 6, Request::CountWithBeat);
+        assert!(step.replies.is_empty(), "not on its own word alone");
+        assert!(step.early.is_empty(), "no message of its own");
+        assert_eq!(beat(&a), before, "no round yet");
+        let step = tick(&mut a, 350);
+        let round = beat(&a);
+        assert_eq!(round, before + 1);
+        let sent: Vec<_> = step
+            .early
+            .iter()
+            .map(|(to, m)| (to.port(), m.beat))
+            .collect();
+        assert_eq!(
+            sent,
+            vec![(B, round), (C, round)],
+            "the heartbeats carry it"
+        );
+        let last = a.position();
+        let step = hear(&mut a, 351, C, follower(A, 1, last, round));
+        assert_eq!(step.replies, vec![(6, Ok(0))]);
+
+        // A prompt request's round answers both; the tick after starts none.
+        count(&mut a, 400, 7, Request::CountWithBeat);
+        let step = count(&mut a, 401, 8, Request::Count);
+        let round = beat(&a);
+        assert_eq!(round, before + 2);
+        assert_eq!(step.early.len(), 2);
+        let step = hear(&mut a, 402, B, follower(A, 1, last, round));
+        assert_eq!(step.replies, vec![(7, Ok(0)), (8, Ok(0))]);
+        tick(&mut a, 450);
+        assert_eq!(beat(&a), round, "nothing waits for a round");
     }
 
     /// A read of one part of the leader's state waits for the writes to that part it saw

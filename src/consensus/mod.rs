@@ -680,7 +680,9 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.send(peer, msg);
             }
             if let Some(l) = self.leading.as_mut() {
+                // Every follower got what a round started in this step would tell it.
                 l.news.appended = false;
+                l.rounds.due = false;
             }
         }
     }
@@ -963,6 +965,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         }
         // A lone leader (no follower reports) keeps no notes either.
         self.forget_heard_notes();
+        self.start_round_on_heartbeat();
         let actions = self.election.tick(now);
         self.on_election(now, actions);
         self.promote_kept_up(now);
@@ -1015,7 +1018,10 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
                 self.when_committed(index, note, token, waiting)
             }
             Outcome::WhenConfirmed(response) => {
-                self.when_confirmed(token, (decided, note, response))
+                self.when_confirmed(token, (decided, note, response), true)
+            }
+            Outcome::WithNextBeat(response) => {
+                self.when_confirmed(token, (decided, note, response), false)
             }
         }
     }

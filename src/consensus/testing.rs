@@ -67,6 +67,8 @@ pub enum Request {
     Add(u64),
     /// Read how many numbers there are, on the leader's word: once confirmed.
     Count,
+    /// The same, confirmed by a round that may wait for the next heartbeat.
+    CountWithBeat,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -94,6 +96,7 @@ impl Service<Numbers> for Append {
                 }
             }
             Request::Count => Outcome::WhenConfirmed(Ok(leader.state().0.len() as u64)),
+            Request::CountWithBeat => Outcome::WithNextBeat(Ok(leader.state().0.len() as u64)),
         }
     }
     fn tick(&mut self, _leader: &mut Leader<'_, Numbers>) {}
