@@ -108,6 +108,7 @@ fn fresh() -> (State, Services) {
                 subscriptions: BTreeMap::from([("ACCESS".to_string(), vec!["LOGIC".to_string()])]),
                 damping: Default::default(),
                 table_part: beacon::machines::registry::TABLE_PART,
+                routine_waits: true,
             }),
             sequence: Default::default(),
             assign: Default::default(),
@@ -143,6 +144,7 @@ fn report_req(id: NodeId, port: u16, token: FencingToken) -> Request {
             Vec::new(),
         ))),
         clock_ms: 0,
+        routine: false,
         health: None,
     })
 }
@@ -1035,6 +1037,63 @@ fn quorum_writes_need_a_majority_and_a_minority_leader_refuses_them() {
         net.tick();
     }
     assert_eq!(net.registry_ids(A).len(), 1);
+}
+
+/// A routine report is confirmed by the round the leader's next heartbeat carries, not by
+/// one of its own; a leader cut off from its followers before that heartbeat never confirms
+/// it (it says there is no quorum once it sees them gone).
+#[test]
+fn a_routine_report_waits_for_the_next_heartbeats_round() {
+    let routine = |id, port, token| {
+        let mut req = report_req(id, port, token);
+        if let Request::Report(r) = &mut req {
+            r.routine = true;
+        }
+        req
+    };
+    let mut net = Net::new_in(Mode::Quorum, &[A, B, C], 100);
+    net.settle();
+    assert_eq!(net.leader(), A);
+    let t = net.request(A, register_req(10, "LOGIC"));
+    net.deliver();
+    let id = net.registered_id(t);
+    let token = net.token_at(A, id);
+
+    let t = net.request(A, routine(id, 10, token));
+    net.deliver();
+    assert_eq!(net.reply(t), None, "no round of its own");
+    // A prompt report starts a round at once, which answers both.
+    let prompt = net.request(A, report_req(id, 10, token));
+    net.deliver();
+    assert!(matches!(
+        net.reply(prompt),
+        Some(Ok(Response::Reported { .. }))
+    ));
+    assert!(matches!(net.reply(t), Some(Ok(Response::Reported { .. }))));
+
+    let t = net.request(A, routine(id, 10, token));
+    net.deliver();
+    assert_eq!(net.reply(t), None);
+    net.tick();
+    assert!(
+        matches!(net.reply(t), Some(Ok(Response::Reported { .. }))),
+        "the tick's heartbeat carried its round"
+    );
+
+    // Cut off before the heartbeat: unconfirmed, then refused when the leader steps down.
+    let t = net.request(A, routine(id, 10, token));
+    net.deliver();
+    net.cut.insert(addr(B));
+    net.cut.insert(addr(C));
+    net.tick();
+    assert_eq!(net.reply(t), None, "no majority acknowledged its round");
+    for _ in 0..4 {
+        net.tick();
+    }
+    assert_eq!(
+        reply_error(&net, t),
+        RequestError::Core(ConsensusError::LeaderChanged)
+    );
 }
 
 #[test]

@@ -269,6 +269,7 @@ fn a_late_unregister_never_ends_the_next_holders_registration() {
             load: None,
             clock_ms: 0,
             health: None,
+            routine: false,
             caller: Default::default(),
         })),
         Some(1),

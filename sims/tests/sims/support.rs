@@ -20,6 +20,7 @@ pub fn simulated_registry(
             damping: Default::default(),
             // A table of a few leases still takes several ticks to install.
             table_part: 3,
+            routine_waits: true,
         }),
     )
 }

@@ -147,9 +147,13 @@ pub fn register_as(node_type: &str, addr: SocketAddr, wall_ms: u64) -> Request {
     }))
 }
 
-/// A report renewing `h`.
-fn report_request(h: &Holding) -> Request {
-    renewal(h.id, h.addr, h.token)
+/// A report renewing `h`, `routine` (its confirmation may wait for the next heartbeat) or not.
+fn report_request(h: &Holding, routine: bool) -> Request {
+    let mut request = renewal(h.id, h.addr, h.token);
+    if let Request::Report(r) = &mut request {
+        r.routine = routine;
+    }
+    request
 }
 
 /// A bare report renewing registration `token` of node `id` at `addr`.
@@ -162,6 +166,7 @@ pub fn renewal(id: NodeId, addr: SocketAddr, token: FencingToken) -> Request {
         load: None,
         clock_ms: 0,
         health: None,
+        routine: false,
     })
 }
 
@@ -346,7 +351,8 @@ where
                     h.next_report = now + self.timing.report_every;
                     self.clients[i].phase = Phase::Holding(h);
                     let kind = Kind::Report { token: h.token };
-                    self.send::<S, V>(cx, i, kind, report_request(&h));
+                    let routine = cx.chance(0.5);
+                    self.send::<S, V>(cx, i, kind, report_request(&h, routine));
                 }
                 Phase::Unregistering {
                     held,

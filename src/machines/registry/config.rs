@@ -32,6 +32,11 @@ pub struct RegistrySettings {
     pub subscriptions: BTreeMap<String, Vec<String>>,
     /// Key `health_damping`: when a service whose status keeps changing is held critical.
     pub damping: super::damping::DampingConfig,
+    /// Whether a routine report's confirmation may wait for the leader's next heartbeat:
+    /// when a tick is at most an eighth of the lease (half a client's report interval), so
+    /// that the wait stays well within a client's per-attempt deadline (a quarter of the
+    /// lease). Derived from `tick_ms` and `lease_ms`, not a key of its own.
+    pub routine_waits: bool,
 }
 
 /// The default lease: 10 s, or 10 ticks when that is longer, so that a lease always outlives
@@ -243,6 +248,7 @@ impl Section for RegistrySettings {
             },
             id_range: IdRange { first, last },
             lease_ms,
+            routine_waits: tick_ms * 8 <= lease_ms,
             id_reuse_delay_ms: keys.id_reuse_delay_ms,
             max_metadata_bytes: keys.max_metadata_bytes,
             subscriptions,

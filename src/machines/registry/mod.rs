@@ -67,6 +67,7 @@ impl Configured<RegistrySettings> for RegistryService {
             subscriptions: s.subscriptions.clone(),
             damping: s.damping,
             table_part: leases::TABLE_PART,
+            routine_waits: s.routine_waits,
         })
     }
 }

@@ -387,6 +387,7 @@ fn report_of(ctx: &Ctx<'_>, req: pb::NodeReport, now: u64) -> Result<Report, Rej
                 }))
             }
         },
+        routine: req.routine,
         caller: caller(ctx),
     })
 }

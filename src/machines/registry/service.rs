@@ -43,6 +43,9 @@ pub struct RegistryConfig {
     /// `leases.rs`); the simulations make it small, so that their few registrations are
     /// installed over several ticks too.
     pub table_part: usize,
+    /// Whether a routine report's confirmation may wait for the leader's next heartbeat
+    /// (see [`super::config::RegistrySettings::routine_waits`]).
+    pub routine_waits: bool,
 }
 
 /// A registration request, checked.
@@ -128,6 +131,9 @@ pub struct Report {
     pub clock_ms: u64,
     /// The health its own checks find, if it runs any.
     pub health: Option<Box<ReportedHealth>>,
+    /// Sent on the client's schedule with most of the lease left: its confirmation may wait
+    /// for the leader's next heartbeat ([`Outcome::WithNextBeat`]).
+    pub routine: bool,
     pub caller: Caller,
 }
 
@@ -451,7 +457,8 @@ impl RegistryService {
     }
 
     /// Renews the lease of the registration the report names; answered once the core has
-    /// confirmed this beacon still leads.
+    /// confirmed this beacon still leads: a routine report by the round the next heartbeat
+    /// carries (see [`Report::routine`]), any other by a round started at once.
     fn report<S: Part<Registry>>(
         &mut self,
         leader: &mut Leader<'_, S>,
@@ -539,6 +546,7 @@ impl RegistryService {
                 index,
                 waiting: Waiting::Reported(reply),
             },
+            None if report.routine && self.cfg.routine_waits => Outcome::WithNextBeat(Ok(reply)),
             None => Outcome::WhenConfirmed(Ok(reply)),
         }
     }

@@ -240,7 +240,7 @@ class LoadStats(_message.Message):
     def __init__(self, load: _Optional[int] = ..., connect: _Optional[int] = ..., recv_num: _Optional[int] = ..., recv_byte: _Optional[int] = ..., send_num: _Optional[int] = ..., send_byte: _Optional[int] = ...) -> None: ...
 
 class NodeReport(_message.Message):
-    __slots__ = ("node_id", "addr", "node", "worker", "term", "index", "clock_ms", "health", "health_note")
+    __slots__ = ("node_id", "addr", "node", "worker", "term", "index", "clock_ms", "health", "health_note", "routine")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +250,7 @@ class NodeReport(_message.Message):
     CLOCK_MS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     HEALTH_NOTE_FIELD_NUMBER: _ClassVar[int]
+    ROUTINE_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     addr: str
     node: LoadStats
@@ -259,7 +260,8 @@ class NodeReport(_message.Message):
     clock_ms: int
     health: HealthStatus
     health_note: str
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., node: _Optional[_Union[LoadStats, _Mapping]] = ..., worker: _Optional[_Iterable[_Union[LoadStats, _Mapping]]] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., clock_ms: _Optional[int] = ..., health: _Optional[_Union[HealthStatus, str]] = ..., health_note: _Optional[str] = ...) -> None: ...
+    routine: bool
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., node: _Optional[_Union[LoadStats, _Mapping]] = ..., worker: _Optional[_Iterable[_Union[LoadStats, _Mapping]]] = ..., term: _Optional[int] = ..., index: _Optional[int] = ..., clock_ms: _Optional[int] = ..., health: _Optional[_Union[HealthStatus, str]] = ..., health_note: _Optional[str] = ..., routine: _Optional[bool] = ...) -> None: ...
 
 class NodeReportReply(_message.Message):
     __slots__ = ("node_id", "lease_ms", "term", "index", "clock_ms")

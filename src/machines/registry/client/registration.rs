@@ -442,18 +442,21 @@ impl Keepalive {
         let every = (self.lease / REPORTS_PER_LEASE).max(Duration::from_millis(50));
         loop {
             let confirmed_at = self.confirmed_at;
-            tokio::select! {
+            let scheduled = tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
-                _ = tokio::time::sleep(every) => {}
-                _ = self.clock.kick.notified() => {}
-                Ok(()) = self.health.changed() => {}
-            }
+                _ = tokio::time::sleep(every) => true,
+                _ = self.clock.kick.notified() => false,
+                Ok(()) = self.health.changed() => false,
+            };
             let sent_at = Instant::now();
             let deadline = confirmed_at + self.lease;
             let remaining = deadline.saturating_duration_since(sent_at);
             // Two reports' worth ahead: a generator stops on its own after two reports
             // went unconfirmed, well within the lease.
-            let report = self.report(self.clock.ask(every * 2));
+            let mut report = self.report(self.clock.ask(every * 2));
+            // On schedule with over half the lease left (not a retry, which comes a report
+            // later): the answer may wait for the leader's next heartbeat.
+            report.routine = scheduled && remaining > self.lease / 2 && report.clock_ms == 0;
             let attempt = tokio::select! {
                 _ = stop.cancelled() => return self.cluster,
                 r = tokio::time::timeout(remaining, self.cluster.call::<_, pb::NodeReportReply>(
@@ -501,6 +504,7 @@ impl Keepalive {
             clock_ms,
             health: health.as_ref().map(|(s, _)| status_to_pb(*s).into()),
             health_note: health.map(|(_, note)| clip_note(note)).unwrap_or_default(),
+            routine: false,
         }
     }
 
