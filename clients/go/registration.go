@@ -354,11 +354,16 @@ func (r *Registration) stream(ctx context.Context, at string, attempt time.Durat
 	// The sender: a report every interval (at once on a health change), each watched for
 	// its answer. (A lease no beacon confirmed is the watchdog's to lose.)
 	go func() {
+		scheduled := false
 		for {
 			mu.Lock()
 			sent = append(sent, time.Now())
 			mu.Unlock()
-			if err := s.Send(r.report()); err != nil {
+			rep := r.report()
+			// On schedule with over half the lease left (a retry comes a report later): the
+			// answer may wait for the leader's next heartbeat.
+			rep.Routine = scheduled && time.Until(r.ConfirmedUntil()) > r.Lease/2 && rep.ClockMs == 0
+			if err := s.Send(rep); err != nil {
 				return
 			}
 			next := time.NewTimer(r.interval())
@@ -371,8 +376,10 @@ func (r *Registration) stream(ctx context.Context, at string, attempt time.Durat
 					check.Stop()
 					return
 				case <-r.kick:
+					scheduled = false
 					break wait
 				case <-next.C:
+					scheduled = true
 					break wait
 				case <-check.C:
 					mu.Lock()

@@ -185,6 +185,7 @@ class Registration:
             beacon = self.client.current
 
             def requests():
+                scheduled = False
                 while not self._stop.is_set() and not self.lost.is_set():
                     if time.monotonic() >= self.confirmed_until:
                         self._lose(
@@ -192,14 +193,21 @@ class Registration:
                         break
                     now = time.monotonic()
                     sent.append(now)
-                    yield self._report()
+                    report = self._report()
+                    # On schedule with over half the lease left (a retry comes a report
+                    # later): the answer may wait for the leader's next heartbeat.
+                    report.routine = (scheduled and not report.clock_ms
+                                      and self.confirmed_until - now > self.lease_ms / 2000)
+                    yield report
                     # Until the next report, watch that this one is answered in time.
+                    scheduled = True
                     while not self._stop.is_set() and time.monotonic() < now + self._interval:
                         if sent and time.monotonic() - sent[0] > self._attempt:
                             unanswered.set()
                             break
                         if self._kick.is_set():
                             self._kick.clear()
+                            scheduled = False
                             break
                         self._kick.wait(min(self._attempt / 4, self._interval))
                     if unanswered.is_set():

@@ -297,10 +297,13 @@ public final class Registration implements AutoCloseable {
         };
     try {
       ctx.run(() -> RegistryGrpc.newStub(client.channel(at)).keepAlive(replies));
+      boolean scheduled = false;
       while (!stopping && ended.getCount() > 0) {
         long now = System.nanoTime();
+        long left;
         synchronized (lock) {
-          if (now >= confirmedUntilNanos) {
+          left = confirmedUntilNanos - now;
+          if (left <= 0) {
             o.leaseLost = "no beacon confirmed the lease for a whole lease (" + lease.toMillis() + " ms)";
             return o;
           }
@@ -308,7 +311,13 @@ public final class Registration implements AutoCloseable {
         synchronized (sent) {
           sent.add(now);
         }
-        requests[0].onNext(report());
+        NodeReport report = report();
+        // On schedule with over half the lease left, on a stream not cut short (a retry comes
+        // a report later): the answer may wait for the leader's next heartbeat.
+        boolean routine =
+            scheduled && attempt >= interval() && report.getClockMs() == 0 && left > lease.toNanos() / 2;
+        requests[0].onNext(routine ? report.toBuilder().setRoutine(true).build() : report);
+        scheduled = true;
         long next = now + TimeUnit.MILLISECONDS.toNanos(interval());
         while (!stopping && ended.getCount() > 0 && System.nanoTime() < next) {
           synchronized (sent) {
@@ -328,6 +337,7 @@ public final class Registration implements AutoCloseable {
           wake.tryAcquire(Math.min(Math.max(attempt / 4, 5), TimeUnit.NANOSECONDS.toMillis(untilLost) + 1), TimeUnit.MILLISECONDS);
           if (kicked) {
             kicked = false;
+            scheduled = false;
             break;
           }
         }
