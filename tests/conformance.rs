@@ -250,11 +250,16 @@ impl Beacons {
 
     /// The `BUSY` refusals all three beacons made so far.
     fn busy_refusals(&self) -> f64 {
+        self.metric_sum("beacon_requests_busy_total")
+    }
+
+    /// Metric `name` summed over the three beacons.
+    fn metric_sum(&self, name: &str) -> f64 {
         self.admin
             .iter()
             .map(|a| {
                 let (_, text) = http_get(*a, "/metrics").expect("metrics");
-                metric(&text, "beacon_requests_busy_total").unwrap_or(0.0)
+                metric(&text, name).unwrap_or(0.0)
             })
             .sum()
     }
@@ -621,6 +626,26 @@ fn a_lease_that_lapses_is_reported_once_and_holds_no_more() {
             "{lang:?} once the beacons are back"
         );
         "reported once".to_owned()
+    });
+}
+
+/// A client's reports on schedule, with most of the lease left, go out routine: the leader
+/// confirms them with its next heartbeat's round, and the lease holds.
+#[test]
+fn a_scheduled_report_is_routine_and_keeps_the_lease() {
+    each_client("scheduled reports routine", |lang, b, dir| {
+        let mut d = Driver::start(lang, dir);
+        d.ask(&format!("connect {} 20000", b.list(0)));
+        let reg = d.ask("register LOGIC 10.0.9.7:7000");
+        // A report every quarter lease: two or three in this time.
+        std::thread::sleep(LEASE * 3 / 4 * 3);
+        let routine = b.metric_sum("beacon_server_confirmed_with_heartbeat_total");
+        assert!(
+            routine >= 1.0,
+            "{lang:?}: no report confirmed with a heartbeat ({routine})"
+        );
+        assert_eq!(d.ask(&format!("holds {}", reg[0])), ["true"], "{lang:?}");
+        format!("{routine} routine")
     });
 }
 

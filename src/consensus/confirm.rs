@@ -44,6 +44,17 @@ pub(super) fn take_due<T>(queue: &mut VecDeque<(u64, Token, T)>, upto: u64) -> V
     queue.drain(..due).map(|(_, token, t)| (token, t)).collect()
 }
 
+/// What a beacon's confirmation rounds came to over its life, as its leader: what its
+/// metrics show (`beacon_server_confirmation_rounds_total` and
+/// `beacon_server_confirmed_with_heartbeat_total`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Rounds started.
+    pub started: u64,
+    /// Answers that waited for a heartbeat's round ([`super::Outcome::WithNextBeat`]).
+    pub with_heartbeat: u64,
+}
+
 /// A leader's confirmation rounds.
 pub(super) struct Rounds<R> {
     /// The latest round started.
@@ -121,6 +132,12 @@ impl<R> Rounds<R> {
 }
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
+    /// The confirmation rounds this beacon started and the answers that waited for a
+    /// heartbeat's, over its life.
+    pub fn round_counts(&self) -> Counts {
+        self.round_counts
+    }
+
     /// Notices a gap in this beacon's steps (see the module documentation).
     pub(super) fn notice_gap(&mut self, now: Millis) {
         let Some(intake::Gap { ms: gap, missed }) = self.intake.step(now, self.cfg.tick_ms) else {
@@ -153,13 +170,13 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     }
 
     /// Answers `token` with `response` once a round started after now is confirmed (at once
-    /// in classic mode): a round that starts at once when `now` (or rides on the next one
-    /// wanted), otherwise one that rides on the leader's next heartbeat at the latest.
+    /// in classic mode): a round that starts `at_once` (or rides on the next one wanted),
+    /// otherwise one that rides on the leader's next heartbeat at the latest.
     pub(super) fn when_confirmed(
         &mut self,
         token: Token,
         (decided, note, response): (u64, u64, Result<V::Response, V::Error>),
-        now: bool,
+        at_once: bool,
     ) {
         if self.cfg.mode != Mode::Quorum {
             self.answer_from_state(decided, note, token, response);
@@ -169,10 +186,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         rounds
             .waiting
             .push_back((rounds.beat + 1, token, (decided, note, response)));
-        if now {
+        if at_once {
             rounds.wanted = true;
         } else {
             rounds.with_heartbeat = true;
+            self.round_counts.with_heartbeat += 1;
         }
     }
 
@@ -197,6 +215,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         r.beat += 1;
         r.wanted = false;
         r.due = true;
+        self.round_counts.started += 1;
         self.advance_confirmed();
     }
 
@@ -219,6 +238,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         r.beat += 1;
         r.wanted = false;
         r.due = true;
+        self.round_counts.started += 1;
         // A lone beacon confirms its own round.
         self.advance_confirmed();
     }
@@ -364,6 +384,7 @@ mod tests {
         let beat = |a: &Node| a.leading.as_ref().unwrap().rounds.beat();
         let mut a = quorum_leader();
         let before = beat(&a);
+        let counted = a.round_counts();
         let step = count(&mut a, 300, 6, Request::CountWithBeat);
         assert!(step.replies.is_empty(), "not on its own word alone");
         assert!(step.early.is_empty(), "no message of its own");
@@ -395,6 +416,9 @@ mod tests {
         assert_eq!(step.replies, vec![(7, Ok(0)), (8, Ok(0))]);
         tick(&mut a, 450);
         assert_eq!(beat(&a), round, "nothing waits for a round");
+        let counts = a.round_counts();
+        assert_eq!(counts.started - counted.started, 2);
+        assert_eq!(counts.with_heartbeat - counted.with_heartbeat, 2);
     }
 
     /// A read of one part of the leader's state waits for the writes to that part it saw

@@ -56,6 +56,7 @@ use takeover::Phase;
 
 pub use app::{Leader, Machine, Outcome, Service};
 pub use bounds::{MAX_INDEX, MAX_TERM};
+pub use confirm::Counts as RoundCounts;
 use election::Election;
 pub use election::Promise;
 pub use error::{ChangeError, ConsensusError, ReplyError, RestoreError, TransferError};
@@ -306,6 +307,8 @@ pub struct Replica<S: Machine, V: Service<S>> {
     /// The last index of the log known stored on this beacon's disk
     /// ([`Config::stores_reported`]): never beyond a cut in the log.
     durable: u64,
+    /// Confirmation rounds counted over this beacon's life (its metrics).
+    round_counts: confirm::Counts,
 }
 
 impl<S: Machine, V: Service<S>> Replica<S, V> {
@@ -361,6 +364,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             intake: Intake::default(),
             membership: Membership::new(members, configured, r_members_index),
             ready: Ready::default(),
+            round_counts: confirm::Counts::default(),
             durable: 0,
             cfg,
         };

@@ -221,6 +221,10 @@ pub(crate) struct Metrics {
     pub(crate) leaders: super::leaders::LeaderHistory,
     pub(crate) term: Gauge,
     pub(crate) committed: Counter,
+    /// Confirmation rounds this beacon started as leader, and answers that waited for the
+    /// round a heartbeat carried (routine reports): as the core counts them.
+    pub(crate) rounds: Counter,
+    pub(crate) with_heartbeat: Counter,
     pub(crate) applied: Counter,
     pub(crate) failed: Counter,
     pub(crate) pending: Gauge,
@@ -298,6 +302,8 @@ impl Metrics {
             leaders: Default::default(),
             term: Gauge::default(),
             committed: Counter::default(),
+            rounds: Counter::default(),
+            with_heartbeat: Counter::default(),
             applied: Counter::default(),
             failed: Counter::default(),
             pending: Gauge::default(),
@@ -418,6 +424,16 @@ impl Metrics {
             "proposals_committed",
             "Log entries this beacon has seen committed",
             m.committed.clone(),
+        );
+        server.register(
+            "confirmation_rounds",
+            "Confirmation rounds this beacon started as leader (a majority's word that it still leads)",
+            m.rounds.clone(),
+        );
+        server.register(
+            "confirmed_with_heartbeat",
+            "Answers this beacon confirmed as leader with the round its next heartbeat carried (routine reports), not a round of their own",
+            m.with_heartbeat.clone(),
         );
         server.register(
             "proposals_applied",

@@ -976,6 +976,11 @@ impl Driver {
                 .set(behind as i64);
         }
         m.term.set(election.term() as i64);
+        let rounds = core.round_counts();
+        m.rounds
+            .inc_by(rounds.started.saturating_sub(m.rounds.get()));
+        m.with_heartbeat
+            .inc_by(rounds.with_heartbeat.saturating_sub(m.with_heartbeat.get()));
         m.can_write.set(i64::from(core.cannot_write().is_none()));
         m.lag.set(core.lag() as i64);
         m.pending.set(self.waiting.len() as i64);
