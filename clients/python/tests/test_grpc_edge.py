@@ -41,7 +41,7 @@ def test_reflection_lists_and_describes_every_service(cluster):
 
 
 def health_becomes(health, service: str, want, timeout: float = 10.0):
-    """Polls the health of `service` until it is `want` (it follows the beacon each tick)."""
+    """Polls the health of `service` until it is `want` (the beacon tells each change of it)."""
     deadline = time.monotonic() + timeout
     status = None
     while time.monotonic() < deadline:
@@ -67,6 +67,10 @@ def test_health_says_serving_per_service_and_not_serving_without_a_majority(clus
     with pytest.raises(grpc.RpcError) as e:
         health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    # A majority back: the beacon says so without being asked anything else.
+    cluster.restart(1)
+    for service in SERVICES | {""}:
+        health_becomes(health, service, health_pb2.HealthCheckResponse.SERVING)
     channel.close()
 
 

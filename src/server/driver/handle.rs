@@ -98,6 +98,8 @@ pub(crate) struct DriverHandle {
     watchers: Arc<Watchers>,
     /// The leader this beacon knows, as each change of it is seen.
     leader: watch::Receiver<Option<SocketAddr>>,
+    /// Whether a write sent here now would succeed, as each change of it is seen.
+    writable: watch::Receiver<bool>,
 }
 
 impl DriverHandle {
@@ -107,6 +109,7 @@ impl DriverHandle {
         view: Arc<View>,
         watchers: Arc<Watchers>,
         leader: watch::Receiver<Option<SocketAddr>>,
+        writable: watch::Receiver<bool>,
     ) -> DriverHandle {
         DriverHandle {
             tx,
@@ -114,6 +117,7 @@ impl DriverHandle {
             view,
             watchers,
             leader,
+            writable,
         }
     }
 
@@ -191,6 +195,14 @@ impl DriverHandle {
     /// over its state).
     pub(crate) fn serving(&self) -> bool {
         self.view.read().ready_to_serve().is_ok()
+    }
+
+    /// Whether a write sent to this beacon now would succeed (it leads and can serve, or
+    /// follows a leader it can relay to), woken on each change: what gRPC health reports.
+    /// Told by the core after the turn that changed it rather than polled, so that a beacon
+    /// at rest wakes no task for its health.
+    pub(crate) fn writable(&self) -> watch::Receiver<bool> {
+        self.writable.clone()
     }
 
     /// The log index of the membership in effect here (0: the configured one).

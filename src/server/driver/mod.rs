@@ -97,6 +97,9 @@ pub(crate) struct Driver {
     /// The leader this beacon knows (itself included), changed as the election says: what
     /// the relays to the leader follow (see [`DriverHandle::leader_changes`]).
     leader: watch::Sender<Option<SocketAddr>>,
+    /// Whether a write sent here now would succeed, told on each change after the turn that
+    /// made it: what gRPC health follows without polling the core.
+    writable: watch::Sender<bool>,
     /// Rounds carried out so far.
     round: u64,
     /// Open connections with each peer, both directions. A peer is reported down when its
@@ -181,6 +184,7 @@ impl Driver {
             election: greeting,
         });
         let (leader, leader_rx) = watch::channel(core.election().leader());
+        let (writable, writable_rx) = watch::channel(core.cannot_write().is_none());
         let (ask, asks) = mpsc::channel(4096);
         let (keep, keeps) = mpsc::channel(4096);
         let (tell, peers) = mpsc::channel(4096);
@@ -200,6 +204,7 @@ impl Driver {
             open_link: None,
             current,
             leader,
+            writable,
             round: 0,
             conns: HashMap::new(),
             waiting: Waiting::default(),
@@ -231,6 +236,7 @@ impl Driver {
                 view,
                 watchers,
                 leader_rx,
+                writable_rx,
             ),
             peer_handle,
             current_rx,
@@ -405,6 +411,9 @@ impl Driver {
             if self.failed.is_none() {
                 self.carry_out().await;
             }
+            let can = self.core().cannot_write().is_none();
+            self.writable
+                .send_if_modified(|was| std::mem::replace(was, can) != can);
             // What the turn cost, by ask, and what is left queued: new work is admitted
             // by the wait it would meet (`server/admission/pace.rs`).
             let (asks, busy) = match self.turn.take() {
@@ -1289,6 +1298,7 @@ mod view_tests {
                 view,
                 watchers,
                 tokio::sync::watch::channel(None).1,
+                tokio::sync::watch::channel(true).1,
             ),
             rx,
         )

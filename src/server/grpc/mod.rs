@@ -165,26 +165,15 @@ async fn route(
 /// majority, to which it relays); `beacon.v1.Cluster` (a beacon's own view) always.
 pub(super) async fn report_health(shared: Arc<Shared>) {
     let reporter = shared.grpc.reporter.clone();
-    let tick = Duration::from_millis(shared.config.tick_ms).max(Duration::from_millis(50));
+    let mut writable = shared.driver.writable();
     let mut last: Option<bool> = None;
     reporter
         .set_service_status(CLUSTER.name, ServingStatus::Serving)
         .await;
     loop {
-        let can = match shared.core_status().await {
-            Ok(status) => status.cannot_write.is_none(),
-            Err(_) => false,
-        };
+        let can = *writable.borrow_and_update();
         if last != Some(can) {
-            let status = if can {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            reporter.set_service_status("", status).await;
-            for s in crate::machines::Dispatch::grpc_services() {
-                reporter.set_service_status(s.name, status).await;
-            }
+            set_beacon_services(&reporter, can).await;
             if last.is_some() {
                 info!(serving = can, "gRPC health changed");
             }
@@ -192,8 +181,25 @@ pub(super) async fn report_health(shared: Arc<Shared>) {
         }
         tokio::select! {
             _ = shared.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(tick) => {}
+            changed = writable.changed() => if changed.is_err() {
+                // The core stopped: nothing here is served any more.
+                set_beacon_services(&reporter, false).await;
+                return;
+            },
         }
+    }
+}
+
+/// Sets the whole server's status (`""`) and every beacon service's.
+async fn set_beacon_services(reporter: &tonic_health::server::HealthReporter, serving: bool) {
+    let status = if serving {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    reporter.set_service_status("", status).await;
+    for s in crate::machines::Dispatch::grpc_services() {
+        reporter.set_service_status(s.name, status).await;
     }
 }
 
