@@ -48,6 +48,21 @@ pub async fn run(
     duration: Duration,
     next: &Arc<AtomicUsize>,
 ) -> anyhow::Result<Throughput> {
+    let conns = connect(kind, via, endpoints, beacon, clients, next).await?;
+    let mut calls = Calls::default();
+    spell(conns, duration, &mut calls).await?;
+    Ok(calls.throughput(clients))
+}
+
+/// `clients` allocators of `kind` through `via`, each with its own connection.
+pub async fn connect(
+    kind: Kind,
+    via: super::systems::Via,
+    endpoints: &[SocketAddr],
+    beacon: &beacon::client::ConnectOptions,
+    clients: usize,
+    next: &Arc<AtomicUsize>,
+) -> anyhow::Result<Vec<Allocator>> {
     let mut conns = Vec::new();
     for _ in 0..clients {
         conns.push(
@@ -63,49 +78,92 @@ pub async fn run(
             .with_context(|| format!("connect a {kind} client"))?,
         );
     }
+    Ok(conns)
+}
+
+/// A client that makes one call at a time: an allocation, a renewal.
+pub trait Caller: Send + 'static {
+    /// One call, and the ID it allocated (0 where a call allocates none).
+    fn call(&mut self) -> impl Future<Output = anyhow::Result<u64>> + Send;
+}
+
+impl Caller for Allocator {
+    fn call(&mut self) -> impl Future<Output = anyhow::Result<u64>> + Send {
+        self.allocate()
+    }
+}
+
+/// What callers did over one spell of calls or several (a part that measures two APIs by
+/// turns adds up each one's spells).
+#[derive(Debug, Default)]
+pub struct Calls {
+    pub latencies: Vec<Duration>,
+    pub ids: Vec<u64>,
+    pub errors: Vec<String>,
+    /// The spells' time, each from its start until its last call was answered.
+    pub seconds: f64,
+}
+
+impl Calls {
+    /// What `clients` allocators did, as a run's figures.
+    pub fn throughput(mut self, clients: usize) -> Throughput {
+        self.latencies.sort_unstable();
+        let unique: HashSet<u64> = self.ids.iter().copied().collect();
+        Throughput {
+            clients,
+            ok: self.ids.len(),
+            errors: self.errors.len(),
+            duplicates: self.ids.len() - unique.len(),
+            per_sec: self.ids.len() as f64 / self.seconds,
+            p50_ms: percentile(&self.latencies, 0.50),
+            p99_ms: percentile(&self.latencies, 0.99),
+            max_ms: self
+                .latencies
+                .last()
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            first_error: self.errors.into_iter().next(),
+            term_moves: None,
+        }
+    }
+}
+
+/// Every caller in `callers` calls back to back, each in a task of its own, until
+/// `duration` is over; what they did is added to `calls`, and the callers come back for
+/// the next spell.
+pub async fn spell<C: Caller>(
+    callers: Vec<C>,
+    duration: Duration,
+    calls: &mut Calls,
+) -> anyhow::Result<Vec<C>> {
     let started = Instant::now();
     let deadline = started + duration;
-    let tasks: Vec<_> = conns
+    let tasks: Vec<_> = callers
         .into_iter()
-        .map(|mut conn| {
+        .map(|mut caller| {
             tokio::spawn(async move {
                 let mut done = Vec::new();
                 let mut errors = Vec::new();
                 while Instant::now() < deadline {
                     let t = Instant::now();
-                    match conn.allocate().await {
+                    match caller.call().await {
                         Ok(id) => done.push((t.elapsed(), id)),
                         Err(e) => errors.push(format!("{e:#}")),
                     }
                 }
-                (done, errors)
+                (caller, done, errors)
             })
         })
         .collect();
-    let mut latencies = Vec::new();
-    let mut ids = Vec::new();
-    let mut errors = Vec::new();
+    let mut back = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let (done, errs) = t.await.context("allocation client panicked")?;
+        let (caller, done, errs) = t.await.context("a client panicked")?;
         for (lat, id) in done {
-            latencies.push(lat);
-            ids.push(id);
+            calls.latencies.push(lat);
+            calls.ids.push(id);
         }
-        errors.extend(errs);
+        calls.errors.extend(errs);
+        back.push(caller);
     }
-    let seconds = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    let unique: HashSet<u64> = ids.iter().copied().collect();
-    Ok(Throughput {
-        clients,
-        ok: ids.len(),
-        errors: errors.len(),
-        duplicates: ids.len() - unique.len(),
-        per_sec: ids.len() as f64 / seconds,
-        p50_ms: percentile(&latencies, 0.50),
-        p99_ms: percentile(&latencies, 0.99),
-        max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-        first_error: errors.into_iter().next(),
-        term_moves: None,
-    })
+    calls.seconds += started.elapsed().as_secs_f64();
+    Ok(back)
 }

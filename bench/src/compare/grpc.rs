@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use beacon::client::ConnectOptions;
@@ -13,7 +13,7 @@ use beacon::pb;
 use serde::Serialize;
 
 use super::Options;
-use super::alloc::{self, Throughput, percentile};
+use super::alloc::{self, Caller, Calls, Throughput, percentile};
 use super::clients::{GrpcEndpoints, service_addr};
 use super::failover::{self, Failover, Fault};
 use super::h2_client::{Connection, Stream};
@@ -48,118 +48,156 @@ pub struct Renewals {
     pub first_error: Option<String>,
 }
 
-/// Measures `via` on `cluster`: allocation, renewals, then failover rounds.
-pub async fn run(cluster: &mut Cluster, via: Via, opts: &Options) -> anyhow::Result<GrpcRun> {
-    let leader = cluster.ready(Duration::from_secs(60)).await?;
-    let at = cluster.endpoints(&[leader]);
-    // Numbers far from the other parts' and each API's own, so that no address repeats.
-    let base = if via == Via::Grpc {
-        70_000_000
-    } else {
-        60_000_000
-    };
-    let next = Arc::new(AtomicUsize::new(base));
-    let duration = Duration::from_secs(opts.alloc_secs);
-    let client = &cluster.beacon_client;
-    alloc::run(
-        Kind::Beacon,
-        via,
-        &at,
-        client,
-        16,
-        Duration::from_secs(1),
-        &next,
-    )
-    .await?;
-    let mut allocs = Vec::new();
-    let mut leader_us_per_id = Vec::new();
-    let mut clients_us_per_id = Vec::new();
-    let pid = cluster.members[leader].pid();
-    for &c in &opts.clients {
-        let before = pid.and_then(super::proc::cpu_seconds);
-        let clients_before = super::proc::cpu_seconds(std::process::id());
-        let run = alloc::run(Kind::Beacon, via, &at, client, c, duration, &next).await?;
-        let after = pid.and_then(super::proc::cpu_seconds);
-        let clients_after = super::proc::cpu_seconds(std::process::id());
-        let per_id = |before: Option<f64>, after: Option<f64>| match (before, after) {
-            (Some(b), Some(a)) if run.ok > 0 => (a - b) * 1e6 / run.ok as f64,
-            _ => 0.0,
-        };
-        leader_us_per_id.push(per_id(before, after));
-        clients_us_per_id.push(per_id(clients_before, clients_after));
-        allocs.push(run);
-    }
-    let mut renewals = Vec::new();
-    for &c in &opts.clients {
-        renewals.push(renew(via, &at, client, c, duration, &next).await?);
-    }
-    cluster.via = via;
-    let failover = failover::run(cluster, opts.rounds, Fault::Kill).await;
-    cluster.via = Via::Native;
-    Ok(GrpcRun {
-        via,
-        alloc: allocs,
-        leader_us_per_id,
-        clients_us_per_id,
-        renewals,
-        failover: failover?,
-    })
+/// How long each API's clients call before the other API's take their turn.
+const TURN: Duration = Duration::from_millis(500);
+
+/// One API on its cluster, as the turns measure it.
+struct Api {
+    via: Via,
+    at: Vec<SocketAddr>,
+    client: ConnectOptions,
+    /// The leader's process, whose CPU each turn is charged.
+    leader: Option<u32>,
+    next: Arc<AtomicUsize>,
 }
 
-/// `clients` clients, each with its own connection and registration, renewing for
-/// `duration`.
-async fn renew(
-    via: Via,
-    at: &[SocketAddr],
-    opts: &ConnectOptions,
-    clients: usize,
-    duration: Duration,
-    next: &Arc<AtomicUsize>,
-) -> anyhow::Result<Renewals> {
-    let mut renewers = Vec::new();
-    for _ in 0..clients {
-        renewers.push(Renewer::start(via, at, opts, next).await?);
+/// What one API's turns at one client count came to, with the CPU they cost.
+#[derive(Default)]
+struct Turns {
+    calls: Calls,
+    leader_cpu: f64,
+    clients_cpu: f64,
+}
+
+/// Measures both APIs, `native` on its cluster and gRPC on its own (each started afresh:
+/// the one measured second would otherwise find the first one's registrations and a leader
+/// moved by its failover rounds): allocation, then renewals, at each client count, the two
+/// APIs calling by turns of [`TURN`] until each has had `opts.alloc_secs`. Taking turns
+/// holds the machine equal for both: measured one after the other, a load that came and
+/// went on this shared machine moved the ratio of the two by a third from one run to the
+/// next. Then failover rounds on each.
+pub async fn run(
+    native: &mut Cluster,
+    grpc: &mut Cluster,
+    opts: &Options,
+) -> anyhow::Result<[GrpcRun; 2]> {
+    let mut apis = Vec::new();
+    for (cluster, via, base) in [
+        (&*native, Via::Native, 60_000_000),
+        (&*grpc, Via::Grpc, 70_000_000),
+    ] {
+        let leader = cluster.ready(Duration::from_secs(60)).await?;
+        // Numbers far from the other parts' and each API's own, so that no address repeats.
+        let api = Api {
+            via,
+            at: cluster.endpoints(&[leader]),
+            client: cluster.beacon_client.clone(),
+            leader: cluster.members[leader].pid(),
+            next: Arc::new(AtomicUsize::new(base)),
+        };
+        let warm = Duration::from_secs(1);
+        alloc::run(Kind::Beacon, via, &api.at, &api.client, 16, warm, &api.next)
+            .await
+            .with_context(|| format!("warm-up through {via}"))?;
+        apis.push(api);
     }
-    let started = Instant::now();
-    let deadline = started + duration;
-    let tasks: Vec<_> = renewers
-        .into_iter()
-        .map(|mut r| {
-            tokio::spawn(async move {
-                let mut done = Vec::new();
-                let mut errors = Vec::new();
-                while Instant::now() < deadline {
-                    let t = Instant::now();
-                    match r.renew().await {
-                        Ok(()) => done.push(t.elapsed()),
-                        Err(e) => {
-                            errors.push(format!("{e:#}"));
-                            tokio::time::sleep(Duration::from_millis(1)).await;
-                        }
-                    }
+    let duration = Duration::from_secs(opts.alloc_secs);
+    let (mut allocs, mut renewals) = ([vec![], vec![]], [vec![], vec![]]);
+    let (mut leader_us, mut clients_us) = ([vec![], vec![]], [vec![], vec![]]);
+    for &c in &opts.clients {
+        let mut pools = Vec::new();
+        for api in &apis {
+            pools.push(
+                alloc::connect(Kind::Beacon, api.via, &api.at, &api.client, c, &api.next).await?,
+            );
+        }
+        let turns = by_turns(&apis, pools, duration).await?;
+        for (i, t) in turns.into_iter().enumerate() {
+            let run = t.calls.throughput(c);
+            let per_id = |cpu: f64| {
+                if run.ok > 0 {
+                    cpu * 1e6 / run.ok as f64
+                } else {
+                    0.0
                 }
-                (done, errors)
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    let mut errors = Vec::new();
-    for t in tasks {
-        let (done, errs) = t.await.context("renewal client panicked")?;
-        latencies.extend(done);
-        errors.extend(errs);
+            };
+            leader_us[i].push(per_id(t.leader_cpu));
+            clients_us[i].push(per_id(t.clients_cpu));
+            allocs[i].push(run);
+        }
     }
-    let seconds = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    Ok(Renewals {
+    for &c in &opts.clients {
+        let mut pools = Vec::new();
+        for api in &apis {
+            let mut renewers = Vec::new();
+            for _ in 0..c {
+                renewers.push(Renewer::start(api.via, &api.at, &api.client, &api.next).await?);
+            }
+            pools.push(renewers);
+        }
+        let turns = by_turns(&apis, pools, duration).await?;
+        for (i, t) in turns.into_iter().enumerate() {
+            renewals[i].push(renewals_of(c, t.calls));
+        }
+    }
+    let mut runs = Vec::new();
+    for (i, (cluster, via)) in [(native, Via::Native), (grpc, Via::Grpc)]
+        .into_iter()
+        .enumerate()
+    {
+        cluster.via = via;
+        let failover = failover::run(cluster, opts.rounds, Fault::Kill).await;
+        cluster.via = Via::Native;
+        runs.push(GrpcRun {
+            via,
+            alloc: std::mem::take(&mut allocs[i]),
+            leader_us_per_id: std::mem::take(&mut leader_us[i]),
+            clients_us_per_id: std::mem::take(&mut clients_us[i]),
+            renewals: std::mem::take(&mut renewals[i]),
+            failover: failover.with_context(|| format!("failover through {via}"))?,
+        });
+    }
+    let [native, grpc]: [GrpcRun; 2] = runs.try_into().map_err(|_| anyhow!("two APIs"))?;
+    Ok([native, grpc])
+}
+
+/// Each API's callers (`pools`, in the order of `apis`) call by turns of [`TURN`] until
+/// each API has had `duration`, the API that goes first changing every round; each turn
+/// is charged the CPU its leader and this process (where every client runs) spent.
+async fn by_turns<C: Caller>(
+    apis: &[Api],
+    mut pools: Vec<Vec<C>>,
+    duration: Duration,
+) -> anyhow::Result<Vec<Turns>> {
+    let mut turns: Vec<Turns> = apis.iter().map(|_| Turns::default()).collect();
+    let rounds = duration.as_millis().div_ceil(TURN.as_millis()).max(1) as usize;
+    let cpu = |pid: Option<u32>| pid.and_then(super::proc::cpu_seconds).unwrap_or(0.0);
+    let me = Some(std::process::id());
+    for round in 0..rounds {
+        for k in 0..apis.len() {
+            let i = (k + round) % apis.len();
+            let (leader, clients) = (cpu(apis[i].leader), cpu(me));
+            let pool = std::mem::take(&mut pools[i]);
+            pools[i] = alloc::spell(pool, TURN, &mut turns[i].calls).await?;
+            turns[i].leader_cpu += cpu(apis[i].leader) - leader;
+            turns[i].clients_cpu += cpu(me) - clients;
+        }
+    }
+    Ok(turns)
+}
+
+/// What `clients` renewers did, as a run's figures.
+fn renewals_of(clients: usize, mut calls: Calls) -> Renewals {
+    calls.latencies.sort_unstable();
+    Renewals {
         clients,
-        ok: latencies.len(),
-        errors: errors.len(),
-        per_sec: latencies.len() as f64 / seconds,
-        p50_ms: percentile(&latencies, 0.50),
-        p99_ms: percentile(&latencies, 0.99),
-        first_error: errors.into_iter().next(),
-    })
+        ok: calls.latencies.len(),
+        errors: calls.errors.len(),
+        per_sec: calls.latencies.len() as f64 / calls.seconds,
+        p50_ms: percentile(&calls.latencies, 0.50),
+        p99_ms: percentile(&calls.latencies, 0.99),
+        first_error: calls.errors.into_iter().next(),
+    }
 }
 
 /// One registration, renewed through one API.
@@ -245,6 +283,19 @@ impl Renewer {
                 stream.send(report)?;
                 let _: pb::registry::NodeReportReply = stream.next().await?;
                 Ok(())
+            }
+        }
+    }
+}
+
+impl Caller for Renewer {
+    /// A renewal; one refused waits a millisecond before the next, not to spin on an error.
+    async fn call(&mut self) -> anyhow::Result<u64> {
+        match self.renew().await {
+            Ok(()) => Ok(0),
+            Err(e) => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Err(e)
             }
         }
     }

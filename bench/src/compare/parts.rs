@@ -378,40 +378,31 @@ pub(super) async fn run_grpc(b: &Bench<'_>, results: &mut Results) -> anyhow::Re
     let runs = |k: Kind| b.runs(k);
     println!("gRPC: beacon through its gRPC API beside its native protocol");
     let setup = beacon_setup(DEFAULT_TICK_MS);
-    let mut measured = Ok(());
-    for via in [Via::Native, Via::Grpc] {
-        // Each API on a cluster of its own, started afresh: the one measured second
-        // would otherwise find the first one's registrations and a leader moved by its
-        // failover rounds.
-        let mut cluster = Cluster::start_beacon(programs, MEMBERS, &setup);
-        let run = grpc::run(&mut cluster, via, opts).await;
-        keep(cluster, opts.keep);
-        match run {
-            Ok(run) => {
-                for ((a, r), us) in run
-                    .alloc
-                    .iter()
-                    .zip(&run.renewals)
-                    .zip(&run.leader_us_per_id)
-                {
-                    println!(
-                        "  {via}, {} clients: {:.0} IDs/s (p99 {:.2} ms, leader {us:.0} µs of CPU each), {:.0} renewals/s (p99 {:.2} ms)",
-                        a.clients, a.per_sec, a.p99_ms, r.per_sec, r.p99_ms
-                    );
-                }
-                println!(
-                    "  {via}: failover median {:.1} ms, max {:.1} ms",
-                    run.failover.median_ms, run.failover.max_ms
-                );
-                results.grpc.push(run);
-            }
-            Err(e) => {
-                measured = Err(e.context(format!("beacon through {via}")));
-                break;
-            }
+    // Each API on a cluster of its own, the two side by side: they take turns.
+    let mut native = Cluster::start_beacon(programs, MEMBERS, &setup);
+    let mut grpc = Cluster::start_beacon(programs, MEMBERS, &setup);
+    let measured = grpc::run(&mut native, &mut grpc, opts).await;
+    keep(native, opts.keep);
+    keep(grpc, opts.keep);
+    for run in measured.context("beacon through its two APIs")? {
+        let via = run.via;
+        for ((a, r), us) in run
+            .alloc
+            .iter()
+            .zip(&run.renewals)
+            .zip(&run.leader_us_per_id)
+        {
+            println!(
+                "  {via}, {} clients: {:.0} IDs/s (p99 {:.2} ms, leader {us:.0} µs of CPU each), {:.0} renewals/s (p99 {:.2} ms)",
+                a.clients, a.per_sec, a.p99_ms, r.per_sec, r.p99_ms
+            );
         }
+        println!(
+            "  {via}: failover median {:.1} ms, max {:.1} ms",
+            run.failover.median_ms, run.failover.max_ms
+        );
+        results.grpc.push(run);
     }
-    measured?;
     if runs(Kind::Etcd) {
         // etcd through the same client: what each gRPC API costs, the client held equal.
         let cluster = start(programs, Kind::Etcd);

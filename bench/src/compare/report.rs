@@ -657,7 +657,7 @@ fn grpc_table(r: &Results, out: &mut String) {
     };
     writeln!(
         out,
-        "\nbeacon through gRPC beside its native protocol (3 beacons, quorum mode, default tick), and etcd's gRPC API through the same client (unary calls over one HTTP/2 connection per client, through h2):\n"
+        "\nbeacon through gRPC beside its native protocol (two clusters of 3 beacons side by side, quorum mode, default tick; at each client count the two APIs call by turns of half a second until each has had the run's time, so that the machine's load weighs on both alike), and etcd's gRPC API through the same client (unary calls over one HTTP/2 connection per client, through h2):\n"
     )
     .unwrap();
     writeln!(
