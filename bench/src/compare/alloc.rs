@@ -81,10 +81,25 @@ pub async fn connect(
     Ok(conns)
 }
 
+/// How long one set of clients calls before another takes its turn, where a part measures
+/// several by turns (two APIs, four kinds of read): on this shared machine a load that
+/// comes and goes then weighs on each alike, where measured one after the other it moved
+/// their ratio by a third from one run to the next.
+pub const TURN: Duration = Duration::from_millis(500);
+
 /// A client that makes one call at a time: an allocation, a renewal.
 pub trait Caller: Send + 'static {
     /// One call, and the ID it allocated (0 where a call allocates none).
     fn call(&mut self) -> impl Future<Output = anyhow::Result<u64>> + Send;
+}
+
+/// A call's `result` as a [`Caller`] gives it, once `pause` has passed where it failed: a
+/// caller refused does not spin on its error.
+pub async fn after_error(result: anyhow::Result<()>, pause: Duration) -> anyhow::Result<u64> {
+    if result.is_err() {
+        tokio::time::sleep(pause).await;
+    }
+    result.map(|()| 0)
 }
 
 impl Caller for Allocator {

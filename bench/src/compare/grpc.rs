@@ -13,7 +13,7 @@ use beacon::pb;
 use serde::Serialize;
 
 use super::Options;
-use super::alloc::{self, Caller, Calls, Throughput, percentile};
+use super::alloc::{self, Caller, Calls, TURN, Throughput, percentile};
 use super::clients::{GrpcEndpoints, service_addr};
 use super::failover::{self, Failover, Fault};
 use super::h2_client::{Connection, Stream};
@@ -47,9 +47,6 @@ pub struct Renewals {
     pub p99_ms: f64,
     pub first_error: Option<String>,
 }
-
-/// How long each API's clients call before the other API's take their turn.
-const TURN: Duration = Duration::from_millis(500);
 
 /// One API on its cluster, as the turns measure it.
 struct Api {
@@ -289,14 +286,8 @@ impl Renewer {
 }
 
 impl Caller for Renewer {
-    /// A renewal; one refused waits a millisecond before the next, not to spin on an error.
+    /// A renewal; one refused waits a millisecond before the next.
     async fn call(&mut self) -> anyhow::Result<u64> {
-        match self.renew().await {
-            Ok(()) => Ok(0),
-            Err(e) => {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                Err(e)
-            }
-        }
+        alloc::after_error(self.renew().await, Duration::from_millis(1)).await
     }
 }

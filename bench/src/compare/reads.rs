@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use beacon::client::ConnectOptions;
@@ -18,7 +18,7 @@ use beacon::wire::Consistency;
 use serde::Serialize;
 use zookeeper_client as zk;
 
-use super::alloc::{self, percentile};
+use super::alloc::{self, Caller, Calls, TURN, percentile};
 use super::scrape::{Histogram, Metrics};
 use super::systems::Via;
 use super::systems::{Cluster, Kind};
@@ -88,6 +88,14 @@ impl Counted {
             read_index: self.read_index.since(&before.read_index),
             queue: self.queue.since(&before.queue),
             fsync: self.fsync.since(&before.fsync),
+        }
+    }
+
+    fn plus(&self, other: &Counted) -> Counted {
+        Counted {
+            read_index: self.read_index.plus(&other.read_index),
+            queue: self.queue.plus(&other.queue),
+            fsync: self.fsync.plus(&other.fsync),
         }
     }
 }
@@ -218,7 +226,10 @@ pub const WRITERS: usize = 24;
 pub const READERS: usize = 8;
 
 /// Measures reads at the leader and at a follower, linearizable and serializable, each
-/// while `writers` allocate on the leader, for `duration` each.
+/// while `writers` allocate on the leader: the four kinds of read take turns of
+/// [`TURN`] (the kind that goes first changing every round), with the writers writing
+/// through each, until each kind has had `duration`. Each turn's figures go to its kind:
+/// the reads, the writes made meanwhile and, for beacon, what its metrics counted.
 pub async fn run(
     cluster: &Cluster,
     readers: usize,
@@ -232,98 +243,128 @@ pub async fn run(
     super::clients::prepare(kind, &write_at).await?;
     let next = Arc::new(AtomicUsize::new(80_000_000));
     let timeout = Duration::from_secs(5);
-    let mut runs = Vec::new();
+    let mut kinds = Vec::new();
     for (at, member) in [("leader", leader), ("follower", follower)] {
         for consistency in [Consistency::Linearizable, Consistency::Serializable] {
             let read_at = cluster.endpoints(&[member])[0];
-            let mut conns = Vec::new();
+            let mut pool = Vec::new();
             for _ in 0..readers {
-                conns.push(
+                pool.push(
                     Reader::connect(kind, read_at, consistency, &cluster.beacon_client, timeout)
                         .await?,
                 );
             }
-            let writing = {
-                let write_at = write_at.clone();
-                let opts = cluster.beacon_client.clone();
-                let next = next.clone();
-                tokio::spawn(async move {
-                    alloc::run(
-                        kind,
-                        Via::Native,
-                        &write_at,
-                        &opts,
-                        writers,
-                        duration,
-                        &next,
-                    )
-                    .await
-                })
-            };
-            let counted_before = scrape_counts(cluster, leader, member).await;
-            let started = Instant::now();
-            let mut tasks = Vec::new();
-            for mut reader in conns {
-                tasks.push(tokio::spawn(async move {
-                    let mut took = Vec::new();
-                    let (mut errors, mut first_error) = (0, None);
-                    while started.elapsed() < duration {
-                        let t = Instant::now();
-                        match reader.read().await {
-                            Ok(()) => took.push(t.elapsed()),
-                            Err(e) => {
-                                errors += 1;
-                                first_error.get_or_insert_with(|| format!("{e:#}"));
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                        }
-                    }
-                    (took, errors, first_error)
-                }));
-            }
-            let mut took = Vec::new();
-            let (mut errors, mut first_error) = (0, None);
-            for t in tasks {
-                let (t, e, f) = t.await?;
-                took.extend(t);
-                errors += e;
-                if first_error.is_none() {
-                    first_error = f;
-                }
-            }
-            let elapsed = started.elapsed().as_secs_f64();
-            let writes = writing.await??;
-            let inside = match (counted_before, scrape_counts(cluster, leader, member).await) {
-                (Some((lb, fb)), Some((la, fa))) => {
-                    let follower = fa.zip(fb).map(|(a, b)| a.since(&b));
-                    Some(inside(&la.since(&lb), follower.as_ref()))
-                }
-                _ => None,
-            };
-            let mean_ms = if took.is_empty() {
-                0.0
-            } else {
-                took.iter().map(|t| t.as_secs_f64()).sum::<f64>() / took.len() as f64 * 1000.0
-            };
-            took.sort_unstable();
-            runs.push(ReadRun {
+            kinds.push(ReadKind {
                 at,
-                consistency: match consistency {
-                    Consistency::Linearizable => "linearizable",
-                    Consistency::Serializable => "serializable",
-                },
-                readers,
-                ok: took.len(),
-                errors,
-                per_sec: took.len() as f64 / elapsed,
-                p50_ms: percentile(&took, 0.50),
-                p99_ms: percentile(&took, 0.99),
-                mean_ms,
-                writes_per_sec: writes.per_sec,
-                first_error,
-                inside,
+                member,
+                consistency,
+                pool,
+                reads: Calls::default(),
+                writes: Calls::default(),
+                counted: None,
+                uncounted: false,
             });
         }
     }
-    Ok(runs)
+    let mut writing = alloc::connect(
+        kind,
+        Via::Native,
+        &write_at,
+        &cluster.beacon_client,
+        writers,
+        &next,
+    )
+    .await?;
+    let rounds = duration.as_millis().div_ceil(TURN.as_millis()).max(1) as usize;
+    for round in 0..rounds {
+        for k in 0..kinds.len() {
+            let n = kinds.len();
+            let this = &mut kinds[(k + round) % n];
+            let before = scrape_counts(cluster, leader, this.member).await;
+            let pool = std::mem::take(&mut this.pool);
+            let (readers_back, writers_back) = tokio::join!(
+                alloc::spell(pool, TURN, &mut this.reads),
+                alloc::spell(writing, TURN, &mut this.writes),
+            );
+            this.pool = readers_back?;
+            writing = writers_back?;
+            // Counted across every turn, or not at all where a scrape went unanswered.
+            let after = scrape_counts(cluster, leader, this.member).await;
+            match (before, after) {
+                (Some((lb, fb)), Some((la, fa))) => {
+                    let (l, f) = (la.since(&lb), fa.zip(fb).map(|(a, b)| a.since(&b)));
+                    this.counted = Some(match this.counted.take() {
+                        None => (l, f),
+                        Some((sl, sf)) => (sl.plus(&l), sf.zip(f).map(|(a, b)| a.plus(&b))),
+                    });
+                }
+                _ => this.uncounted = true,
+            }
+        }
+    }
+    Ok(kinds.into_iter().map(|k| k.run(readers, writers)).collect())
+}
+
+/// One kind of read (at the leader or a follower, linearizable or serializable): its
+/// readers and what its turns came to.
+struct ReadKind {
+    at: &'static str,
+    member: usize,
+    consistency: Consistency,
+    pool: Vec<Reader>,
+    reads: Calls,
+    writes: Calls,
+    /// The leader's counts and the follower's (when a follower is read from) over the
+    /// turns so far.
+    counted: Option<(Counted, Option<Counted>)>,
+    /// A scrape went unanswered (or the system has no such metrics): nothing is counted.
+    uncounted: bool,
+}
+
+impl ReadKind {
+    fn run(self, readers: usize, writers: usize) -> ReadRun {
+        let ReadKind {
+            at,
+            consistency,
+            reads,
+            writes,
+            counted,
+            uncounted,
+            ..
+        } = self;
+        let took = &reads.latencies;
+        let mean_ms = if took.is_empty() {
+            0.0
+        } else {
+            took.iter().map(|t| t.as_secs_f64()).sum::<f64>() / took.len() as f64 * 1000.0
+        };
+        let mut took = took.clone();
+        took.sort_unstable();
+        ReadRun {
+            at,
+            consistency: match consistency {
+                Consistency::Linearizable => "linearizable",
+                Consistency::Serializable => "serializable",
+            },
+            readers,
+            ok: took.len(),
+            errors: reads.errors.len(),
+            per_sec: took.len() as f64 / reads.seconds,
+            p50_ms: percentile(&took, 0.50),
+            p99_ms: percentile(&took, 0.99),
+            mean_ms,
+            writes_per_sec: writes.throughput(writers).per_sec,
+            first_error: reads.errors.into_iter().next(),
+            inside: counted
+                .filter(|_| !uncounted)
+                .map(|(leader, follower)| inside(&leader, follower.as_ref())),
+        }
+    }
+}
+
+impl Caller for Reader {
+    /// A read; one refused waits 10 ms before the next.
+    async fn call(&mut self) -> anyhow::Result<u64> {
+        alloc::after_error(self.read().await, Duration::from_millis(10)).await
+    }
 }

@@ -767,7 +767,7 @@ fn reads_table(r: &Results, out: &mut String) {
     };
     writeln!(
         out,
-        "\nReads while {} clients allocate on the leader (3 members; {} readers each; beacon reads `show sequences`, etcd gets one key, ZooKeeper reads one znode, after `sync` when linearizable):\n",
+        "\nReads while {} clients allocate on the leader (3 members; {} readers each; beacon reads `show sequences`, etcd gets one key, ZooKeeper reads one znode, after `sync` when linearizable; the four kinds of read take turns of half a second, the writers writing through each, so that the machine's load weighs on each alike):\n",
         super::reads::WRITERS,
         super::reads::READERS,
     )

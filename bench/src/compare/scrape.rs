@@ -109,6 +109,23 @@ impl Histogram {
         }
     }
 
+    /// What `self` and `other` (of the same series, over other spans) counted together.
+    pub fn plus(&self, other: &Histogram) -> Histogram {
+        let mut buckets = self.buckets.clone();
+        for &(le, n) in &other.buckets {
+            match buckets.iter_mut().find(|(b, _)| *b == le) {
+                Some((_, m)) => *m += n,
+                None => buckets.push((le, n)),
+            }
+        }
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Histogram {
+            buckets,
+            sum: self.sum + other.sum,
+            count: self.count + other.count,
+        }
+    }
+
     /// The mean, in ms (`None`: nothing counted).
     pub fn mean_ms(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum / self.count as f64 * 1000.0)
