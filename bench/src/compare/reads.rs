@@ -41,13 +41,13 @@ pub struct ReadRun {
     /// The writes the leader acknowledged per second meanwhile.
     pub writes_per_sec: f64,
     pub first_error: Option<String>,
-    /// Where the time went, from the beacons' own metrics over the run (beacon only).
+    /// Where the time went, from the beacons' own metrics over the kind's turns (beacon only).
     pub inside: Option<Inside>,
 }
 
 /// Where a beacon read's time went, from the `/metrics` of the beacon read from and of the
-/// leader, scraped before and after the run: means are exact (sum over count), p99s
-/// interpolated within buckets that double (100 µs, 200 µs, 400 µs, ...).
+/// leader, scraped before and after each turn and added up: means are exact (sum over
+/// count), p99s interpolated within buckets that double (100 µs, 200 µs, 400 µs, ...).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Inside {
     /// A linearizable read's wait for its read index (`beacon_read_index_duration_seconds`:
@@ -100,9 +100,9 @@ impl Counted {
     }
 }
 
-/// What the leader and, when a follower was read from, the follower counted over a run
-/// (each the difference of its scrapes before and after it): the read index is counted
-/// where the reads were served.
+/// What the leader and, when a follower was read from, the follower counted over a kind's
+/// turns (each the sum of its scrapes' differences, after each turn against before it): the
+/// read index is counted where the reads were served.
 fn inside(leader: &Counted, follower: Option<&Counted>) -> Inside {
     let at = follower.unwrap_or(leader);
     Inside {

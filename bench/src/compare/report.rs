@@ -803,14 +803,14 @@ fn reads_table(r: &Results, out: &mut String) {
     reads_inside_table(beacon, out);
 }
 
-/// Where beacon's reads spent their time, from its metrics over each run.
+/// Where beacon's reads spent their time, from its metrics over each kind's turns.
 fn reads_inside_table(beacon: &[super::reads::ReadRun], out: &mut String) {
     if beacon.iter().all(|b| b.inside.is_none()) {
         return;
     }
     writeln!(
         out,
-        "\nWhere beacon's reads spent their time, from the metrics of the beacon read from and of the leader over each run (means exact; p99s within buckets that double, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 ms):\n"
+        "\nWhere beacon's reads spent their time, from the metrics of the beacon read from and of the leader over each kind's turns, added up (means exact; p99s within buckets that double, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 ms):\n"
     )
     .unwrap();
     writeln!(
