@@ -106,7 +106,31 @@ async fn health_probes_and_metrics_follow_the_cluster() {
     let committed = ops.metric(leader, "beacon_server_proposals_committed_total");
     assert_eq!(ops.metric(leader, "beacon_server_is_leader"), 1.0);
     assert_eq!(ops.metric(leader, "beacon_server_has_leader"), 1.0);
+    // The leader times each follower's acknowledgement of the entries it sent, by follower
+    // (the term's first entry may have been timed already).
+    let timed = |ops: &Ops| -> f64 {
+        let (_, text) = ops.get(leader, "/metrics");
+        all.iter()
+            .filter(|a| **a != all[leader])
+            .filter_map(|a| {
+                let name =
+                    format!(r#"beacon_network_replication_round_trip_seconds_count{{peer="{a}"}}"#);
+                metric(&text, &name)
+            })
+            .sum()
+    };
+    let timed_before = timed(&ops);
     register(&all).await;
+    let more = eventually(Duration::from_secs(5), || async {
+        (timed(&ops) > timed_before).then_some(())
+    })
+    .await;
+    assert!(
+        more.is_some(),
+        "the registration's entry timed to a follower and back: {} then {}",
+        timed_before,
+        timed(&ops)
+    );
     assert_eq!(
         ops.metric(leader, r#"beacon_registrations{node_type="LOGIC"}"#),
         1.0

@@ -146,6 +146,9 @@ pub(crate) struct Driver {
     /// Leader: per follower, the last entry sent while none was outstanding, and when; its
     /// acknowledgement times the replication round trip.
     in_flight: HashMap<SocketAddr, (u64, Instant)>,
+    /// Each follower's replication round-trip histogram, looked up once: finding it in the
+    /// metric family by its label would format the address on every acknowledgement.
+    rtt: HashMap<SocketAddr, prometheus_client::metrics::histogram::Histogram>,
     /// When the core last stepped: the beat counts the gaps.
     last_step: Option<std::time::Instant>,
     /// Asks handled in this turn of the loop, and when the first was taken: admission
@@ -223,6 +226,7 @@ impl Driver {
             counted,
             metrics,
             in_flight: HashMap::new(),
+            rtt: HashMap::new(),
             last_step: None,
             turn: None,
         };
@@ -935,10 +939,16 @@ impl Driver {
             if sent.elapsed() > patience {
                 return;
             }
-            self.metrics
-                .replication_rtt
-                .get_or_create(&super::metrics::PeerLabel {
-                    peer: from.to_string(),
+            let metrics = &self.metrics;
+            self.rtt
+                .entry(from)
+                .or_insert_with(|| {
+                    metrics
+                        .replication_rtt
+                        .get_or_create(&super::metrics::PeerLabel {
+                            peer: from.to_string(),
+                        })
+                        .clone()
                 })
                 .observe(sent.elapsed().as_secs_f64());
         }
