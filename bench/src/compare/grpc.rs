@@ -79,12 +79,12 @@ pub async fn run(
     opts: &Options,
 ) -> anyhow::Result<[GrpcRun; 2]> {
     let mut apis = Vec::new();
+    // Numbers far from the other parts' and each API's own, so that no address repeats.
     for (cluster, via, base) in [
         (&*native, Via::Native, 60_000_000),
         (&*grpc, Via::Grpc, 70_000_000),
     ] {
         let leader = cluster.ready(Duration::from_secs(60)).await?;
-        // Numbers far from the other parts' and each API's own, so that no address repeats.
         let api = Api {
             via,
             at: cluster.endpoints(&[leader]),
@@ -154,8 +154,8 @@ pub async fn run(
             failover: failover.with_context(|| format!("failover through {via}"))?,
         });
     }
-    let [native, grpc]: [GrpcRun; 2] = runs.try_into().map_err(|_| anyhow!("two APIs"))?;
-    Ok([native, grpc])
+    runs.try_into()
+        .map_err(|_| anyhow!("a run for each of the two APIs"))
 }
 
 /// Each API's callers (`pools`, in the order of `apis`) call by turns of [`TURN`] until
