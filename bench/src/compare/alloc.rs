@@ -87,7 +87,7 @@ pub async fn connect(
 /// their ratio by a third from one run to the next.
 pub const TURN: Duration = Duration::from_millis(500);
 
-/// A client that makes one call at a time: an allocation, a renewal.
+/// A client that makes one call at a time: an allocation, a renewal, a read.
 pub trait Caller: Send + 'static {
     /// One call, and the ID it allocated (0 where a call allocates none).
     fn call(&mut self) -> impl Future<Output = anyhow::Result<u64>> + Send;
