@@ -87,6 +87,11 @@ pub async fn connect(
 /// their ratio by a third from one run to the next.
 pub const TURN: Duration = Duration::from_millis(500);
 
+/// How many rounds of turns give each set of clients at least `duration` (one at least).
+pub fn rounds_of_turns(duration: Duration) -> usize {
+    duration.as_millis().div_ceil(TURN.as_millis()).max(1) as usize
+}
+
 /// A client that makes one call at a time: an allocation, a renewal, a read.
 pub trait Caller: Send + 'static {
     /// One call, and the ID it allocated (0 where a call allocates none).
@@ -120,6 +125,11 @@ pub struct Calls {
 }
 
 impl Calls {
+    /// Calls answered per second of the spells.
+    pub fn per_sec(&self) -> f64 {
+        self.latencies.len() as f64 / self.seconds
+    }
+
     /// What `clients` allocators did, as a run's figures.
     pub fn throughput(mut self, clients: usize) -> Throughput {
         self.latencies.sort_unstable();
@@ -129,7 +139,7 @@ impl Calls {
             ok: self.ids.len(),
             errors: self.errors.len(),
             duplicates: self.ids.len() - unique.len(),
-            per_sec: self.ids.len() as f64 / self.seconds,
+            per_sec: self.per_sec(),
             p50_ms: percentile(&self.latencies, 0.50),
             p99_ms: percentile(&self.latencies, 0.99),
             max_ms: self

@@ -167,7 +167,7 @@ async fn by_turns<C: Caller>(
     duration: Duration,
 ) -> anyhow::Result<Vec<Turns>> {
     let mut turns: Vec<Turns> = apis.iter().map(|_| Turns::default()).collect();
-    let rounds = duration.as_millis().div_ceil(TURN.as_millis()).max(1) as usize;
+    let rounds = alloc::rounds_of_turns(duration);
     let cpu = |pid: Option<u32>| pid.and_then(super::proc::cpu_seconds).unwrap_or(0.0);
     let me = Some(std::process::id());
     for round in 0..rounds {
@@ -190,7 +190,7 @@ fn renewals_of(clients: usize, mut calls: Calls) -> Renewals {
         clients,
         ok: calls.latencies.len(),
         errors: calls.errors.len(),
-        per_sec: calls.latencies.len() as f64 / calls.seconds,
+        per_sec: calls.per_sec(),
         p50_ms: percentile(&calls.latencies, 0.50),
         p99_ms: percentile(&calls.latencies, 0.99),
         first_error: calls.errors.into_iter().next(),

@@ -275,7 +275,7 @@ pub async fn run(
         &next,
     )
     .await?;
-    let rounds = duration.as_millis().div_ceil(TURN.as_millis()).max(1) as usize;
+    let rounds = alloc::rounds_of_turns(duration);
     for round in 0..rounds {
         for k in 0..kinds.len() {
             let n = kinds.len();
@@ -302,7 +302,7 @@ pub async fn run(
             }
         }
     }
-    Ok(kinds.into_iter().map(|k| k.run(readers, writers)).collect())
+    Ok(kinds.into_iter().map(|k| k.run(readers)).collect())
 }
 
 /// One kind of read (at the leader or a follower, linearizable or serializable): its
@@ -322,7 +322,7 @@ struct ReadKind {
 }
 
 impl ReadKind {
-    fn run(self, readers: usize, writers: usize) -> ReadRun {
+    fn run(self, readers: usize) -> ReadRun {
         let ReadKind {
             at,
             consistency,
@@ -332,13 +332,13 @@ impl ReadKind {
             uncounted,
             ..
         } = self;
-        let took = &reads.latencies;
+        let per_sec = reads.per_sec();
+        let mut took = reads.latencies;
         let mean_ms = if took.is_empty() {
             0.0
         } else {
             took.iter().map(|t| t.as_secs_f64()).sum::<f64>() / took.len() as f64 * 1000.0
         };
-        let mut took = took.clone();
         took.sort_unstable();
         ReadRun {
             at,
@@ -349,11 +349,11 @@ impl ReadKind {
             readers,
             ok: took.len(),
             errors: reads.errors.len(),
-            per_sec: took.len() as f64 / reads.seconds,
+            per_sec,
             p50_ms: percentile(&took, 0.50),
             p99_ms: percentile(&took, 0.99),
             mean_ms,
-            writes_per_sec: writes.throughput(writers).per_sec,
+            writes_per_sec: writes.per_sec(),
             first_error: reads.errors.into_iter().next(),
             inside: counted
                 .filter(|_| !uncounted)
