@@ -89,6 +89,7 @@ fn config_in(
         deal_terms: true,
         promote_after_ms: None,
         stores_reported: false,
+        flush_per_batch: false,
     }
 }
 

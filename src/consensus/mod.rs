@@ -171,6 +171,13 @@ pub struct Config {
     /// where every store is done before the next step (the lock-step tests): all of the
     /// log is then taken as stored.
     pub stores_reported: bool,
+    /// The driver carries out several steps as one batch and calls [`Replica::flush_batch`]
+    /// before each carry-out: a leader's messages to its followers (new entries, the commit,
+    /// a round) are then built once per batch, not once per step. Under load a batch holds
+    /// a client's write and a follower's acknowledgement, which would otherwise each send
+    /// every follower a message of its own, each stepped and acknowledged there. `false`
+    /// where each step is carried out alone (the lock-step tests).
+    pub flush_per_batch: bool,
 }
 
 /// Least time a leader waits on a follower that is online but not answering (before classic
@@ -608,7 +615,22 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         self.sync_members(now);
         self.drive_transfer(now);
         self.start_round();
+        if !self.cfg.flush_per_batch {
+            self.flush(now);
+        }
+        self.finish_ready()
+    }
+
+    /// Leader: the messages to its followers that the steps since the last call asked for
+    /// ([`Config::flush_per_batch`]), one per follower, to merge into the batch before it is
+    /// carried out. Empty from a follower, or when the steps asked for none.
+    pub fn flush_batch(&mut self, now: Millis) -> Ready<S, V> {
         self.flush(now);
+        self.finish_ready()
+    }
+
+    /// What the steps asked for, with the commit and the term to store as they stand now.
+    fn finish_ready(&mut self) -> Ready<S, V> {
         self.journal.set_keep(self.entries_to_keep());
         self.ready.store.commit = self.journal.commit();
         if let Some(promise) = self.election.promise_to_store() {

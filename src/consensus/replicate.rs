@@ -646,6 +646,52 @@ mod tests {
         );
     }
 
+    /// A batch that steps a follower's acknowledgement (which commits a write) and a new
+    /// write: flushed per step, each follower gets two messages (the commit, then the new
+    /// entry); flushed per batch, one that carries both, and nothing is sent before the
+    /// batch's flush.
+    #[test]
+    fn a_leader_flushing_per_batch_sends_each_follower_one_message_for_its_batch() {
+        for per_batch in [false, true] {
+            let mut a = quorum_leader();
+            a.cfg.flush_per_batch = per_batch;
+            let mut batch = add(&mut a, 300, 1, 7);
+            batch.merge(a.flush_batch(300));
+            let first = a.position();
+            let beat = a.leading.as_ref().unwrap().rounds.beat();
+            let mut batch = hear(&mut a, 302, B, follower(A, 1, first, beat));
+            batch.merge(add(&mut a, 302, 2, 8));
+            if per_batch {
+                assert!(batch.early.is_empty(), "held for the batch's flush");
+            }
+            batch.merge(a.flush_batch(302));
+            let sent: Vec<_> = batch
+                .early
+                .iter()
+                .map(|(to, m)| {
+                    let last = m.append.as_ref().and_then(|a| a.entries.last());
+                    (to.port(), last.map(|e| e.index), m.commit)
+                })
+                .collect();
+            let second = first.index + 1;
+            let want = if per_batch {
+                vec![
+                    (B, Some(second), first.index),
+                    (C, Some(second), first.index),
+                ]
+            } else {
+                vec![
+                    (B, None, first.index),
+                    (C, None, first.index),
+                    (B, Some(second), first.index),
+                    (C, Some(second), first.index),
+                ]
+            };
+            assert_eq!(sent, want, "flushed per batch: {per_batch}");
+            assert!(a.flush_batch(303).is_empty(), "nothing more to send");
+        }
+    }
+
     #[test]
     fn a_follower_asks_for_the_whole_state_when_the_leaders_entries_start_before_its_log() {
         // B installed a state at 5@2 (taking over, before it lost the lead) while it knew

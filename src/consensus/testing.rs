@@ -148,6 +148,7 @@ pub fn config_of(me: u16, mode: Mode, beacons: &[u16]) -> Config {
         deal_terms: true,
         promote_after_ms: None,
         stores_reported: false,
+        flush_per_batch: false,
     }
 }
 

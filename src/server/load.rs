@@ -88,6 +88,7 @@ pub(crate) fn consensus_config(config: &Config, stored: consensus::Promise) -> c
             .then_some(config.members.promote_after_ms),
         // The driver stores beside its steps and reports each store.
         stores_reported: true,
+        flush_per_batch: true,
     }
 }
 

@@ -662,6 +662,7 @@ impl Driver {
     async fn carry_out(&mut self) {
         // A store that came back in this turn may let the core commit; its step is carried
         // out in a second pass (it stores nothing itself, but may answer).
+        self.take_held();
         for _ in 0..2 {
             self.round += 1;
             let beside = storage::stores_in_background(&self.pending) && !self.compact_due;
@@ -683,10 +684,22 @@ impl Driver {
                 }
                 self.carry_out_whole().await;
             }
-            if self.failed.is_some() || self.pending.is_empty() {
+            if self.failed.is_some() {
+                return;
+            }
+            self.take_held();
+            if self.pending.is_empty() {
                 return;
             }
         }
+    }
+
+    /// The leader's messages to its followers that this batch's steps asked for, built
+    /// once for the batch and joined to it ([`consensus::Config::flush_per_batch`]).
+    fn take_held(&mut self) {
+        let now = self.now();
+        let ready = self.view.write().flush_batch(now);
+        self.pending.merge(ready);
     }
 
     /// The outbox of a carry-out of round `round`, sending with the replica `core`.
@@ -1288,6 +1301,7 @@ mod view_tests {
             deal_terms: true,
             promote_after_ms: None,
             stores_reported: false,
+            flush_per_batch: false,
         };
         let replica = Replica::new(
             core,

@@ -361,6 +361,7 @@ where
             deal_terms: !(setup.faults.undealt_terms && setup.mode == Mode::Quorum),
             promote_after_ms: Some(PROMOTE_AFTER_MS),
             stores_reported: setup.pipelined,
+            flush_per_batch: setup.pipelined,
         };
         let mut core = Core {
             seed,
@@ -1188,6 +1189,7 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
     /// term stored, early messages sent, the store (which a crash may tear, after the early
     /// messages left), compaction, then the rest.
     fn flush(&mut self, at: SocketAddr) -> Checked {
+        self.take_held(at);
         if !self.pipelined {
             return self.flush_whole(at);
         }
@@ -1198,6 +1200,23 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             self.check_terms(at, term, max_seen, true)?;
         }
         Ok(())
+    }
+
+    /// As the driver does before each carry-out: the leader's messages the batch's steps
+    /// asked for, built once for the batch ([`consensus::Config::flush_per_batch`]).
+    fn take_held(&mut self, at: SocketAddr) {
+        let now = self.now;
+        let Some(node) = self.nodes.get_mut(&at) else {
+            return;
+        };
+        let ready = node.flush_batch(now);
+        match self.batch.get_mut(&at) {
+            Some(batch) => batch.merge(ready),
+            None if ready.is_empty() => {}
+            None => {
+                self.batch.insert(at, ready);
+            }
+        }
     }
 
     fn flush_pipelined(&mut self, at: SocketAddr) -> Checked {
