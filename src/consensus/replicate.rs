@@ -12,16 +12,11 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
     /// Sends newly appended entries, and a newly started confirmation round, to every
     /// follower at once.
     pub(super) fn flush(&mut self, now: Millis) {
-        let Some((appended, beat_due, committed)) = self
-            .leading
-            .as_ref()
-            .map(|l| (l.news.appended, l.rounds.due, l.news.committed))
-        else {
-            return;
-        };
-        if !appended && !beat_due && !committed {
+        if !self.messages_held() {
             return;
         }
+        let l = self.leading.as_ref().expect("only a leader holds messages");
+        let (beat_due, committed) = (l.rounds.due, l.news.committed);
         for peer in self.peers() {
             let msg = self.message_for(peer, now);
             if msg.replicates() || beat_due || committed {
@@ -32,6 +27,16 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
         leading.news.appended = false;
         leading.rounds.due = false;
         leading.news.committed = false;
+    }
+
+    /// Leader: whether its steps asked for messages to its followers (new entries, the
+    /// commit, a round) that [`Replica::flush`] has not sent yet. A driver that flushes per
+    /// batch ([`super::Config::flush_per_batch`]) asks first, under its read lock, and
+    /// takes the write lock for [`Replica::flush_batch`] only when it says so.
+    pub fn messages_held(&self) -> bool {
+        self.leading
+            .as_ref()
+            .is_some_and(|l| l.news.appended || l.rounds.due || l.news.committed)
     }
 
     pub(super) fn bare_message(&self) -> Message<S> {
@@ -664,7 +669,9 @@ mod tests {
             if per_batch {
                 assert!(batch.early.is_empty(), "held for the batch's flush");
             }
+            assert_eq!(a.messages_held(), per_batch);
             batch.merge(a.flush_batch(302));
+            assert!(!a.messages_held());
             let sent: Vec<_> = batch
                 .early
                 .iter()

@@ -696,7 +696,12 @@ impl Driver {
 
     /// The leader's messages to its followers that this batch's steps asked for, built
     /// once for the batch and joined to it ([`consensus::Config::flush_per_batch`]).
+    /// Nothing held (a follower, or a leader whose steps sent nothing) takes no write lock:
+    /// this runs on every turn of the core.
     fn take_held(&mut self) {
+        if !self.core().messages_held() {
+            return;
+        }
         let now = self.now();
         let ready = self.view.write().flush_batch(now);
         self.pending.merge(ready);
