@@ -452,3 +452,92 @@ async fn a_relay_being_opened_to_a_leader_that_hung_gives_way_to_the_next_leader
     told_to_retry(first, took, &c);
     println!("the call being relayed to the stopped leader was answered after {took:?}");
 }
+
+/// A leader of three voters confirms its own linearizable reads on a follower's word that
+/// it still follows it (`via="vouch"`), asked of both followers: with one follower stopped
+/// the other's word is enough and the reads go on; with both stopped no follower vouches,
+/// and the reads are refused rather than answered by a leader that nobody confirms. Once
+/// the followers run again, the reads do too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_reads_go_on_on_one_followers_word_and_stop_with_none() {
+    let (c, admin) = cluster_with_admin(
+        Path::new(BEACON),
+        3,
+        TICK_MS,
+        "vouch",
+        serde_json::json!({}),
+    );
+    let all = addrs(&c);
+    let leader = leader_of(&c, &all).await;
+    let followers: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let vouched = || {
+        let (_, metrics) = http_get(admin[leader], "/metrics").expect("the leader's metrics");
+        metric(
+            &metrics,
+            r#"beacon_read_index_duration_seconds_count{via="vouch"}"#,
+        )
+        .expect("the vouched reads are counted")
+    };
+    let opts = ConnectOptions {
+        timeout: Duration::from_secs(2),
+        ..ConnectOptions::default()
+    };
+    let mut reader = beacon::client::Client::connect(&all[leader].to_string(), &opts)
+        .await
+        .expect("connect to the leader");
+    let before = vouched();
+    reader.sequences("").await.expect("a read at the leader");
+    assert_eq!(vouched(), before + 1.0, "confirmed on a follower's word");
+
+    // One follower stops: the other's word is enough, read after read.
+    c.beacons[followers[0]].pause();
+    for n in 0..5 {
+        reader
+            .sequences("")
+            .await
+            .unwrap_or_else(|e| panic!("read {n} with one follower stopped: {e}\n{}", c.logs()));
+    }
+    assert_eq!(
+        vouched(),
+        before + 6.0,
+        "each on the running follower's word"
+    );
+
+    // Both stop: nobody vouches (nor acknowledges a round), so the read is refused.
+    c.beacons[followers[1]].pause();
+    let refused = reader.sequences("").await;
+    assert!(
+        refused.is_err(),
+        "a read answered with no follower running: {refused:?}"
+    );
+    assert_eq!(
+        vouched(),
+        before + 6.0,
+        "no word counted without a follower"
+    );
+
+    // Both run again: a leader is elected (perhaps another) and reads are answered.
+    for f in &followers {
+        c.beacons[*f].signal(libc::SIGCONT);
+    }
+    let leader = leader_of(&c, &all).await;
+    let mut reader = beacon::client::Client::connect(&all[leader].to_string(), &opts)
+        .await
+        .expect("connect to the leader");
+    let mut answered = Err(None);
+    for _ in 0..50 {
+        match reader.sequences("").await {
+            Ok(_) => {
+                answered = Ok(());
+                break;
+            }
+            Err(e) => answered = Err(Some(e)),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        answered.is_ok(),
+        "no read once the followers ran again: {answered:?}\n{}",
+        c.logs()
+    );
+}

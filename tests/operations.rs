@@ -151,11 +151,11 @@ async fn health_probes_and_metrics_follow_the_cluster() {
     assert!(ops.metric(leader, "beacon_server_watch_history_bytes") > 0.0);
     assert_eq!(ops.metric(leader, "beacon_server_watch_oldest_index"), 1.0);
 
-    // A linearizable read (the default) counts its wait for a read index: at the leader a
-    // confirmation round, at a follower a request to its leader. A serializable one needs
-    // neither.
+    // A linearizable read (the default) counts its wait for a read index: at the leader of
+    // three a follower's word that it still follows it, at a follower a request to its
+    // leader. A serializable one needs neither.
     let follower = (0..3).find(|i| *i != leader).unwrap();
-    let rounds = r#"beacon_read_index_duration_seconds_count{via="round"}"#;
+    let rounds = r#"beacon_read_index_duration_seconds_count{via="vouch"}"#;
     let asked = r#"beacon_read_index_duration_seconds_count{via="leader"}"#;
     for (at, name) in [(leader, rounds), (follower, asked)] {
         let before = ops.metric(at, name);

@@ -285,7 +285,7 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scenario::quorum_leader;
+    use super::super::scenario::{quorum_follower, quorum_leader};
     use super::super::testing::*;
     use super::super::{Asker, ConsensusError, Event, Input, Token};
 
@@ -668,5 +668,32 @@ mod tests {
             );
             now += 10;
         }
+    }
+
+    /// A leader of three voters asks its followers to vouch for its term instead of running
+    /// a round; a follower vouches only for the leader it follows, in the term it follows it.
+    #[test]
+    fn a_follower_vouches_for_its_leader_in_its_term_and_three_voters_need_one_word() {
+        let mut a = quorum_leader();
+        let term = a.election.term();
+        let wanted = a
+            .vouch_wanted()
+            .expect("one follower's word makes a majority of three");
+        assert_eq!(wanted.term, term);
+        assert_eq!(wanted.index, a.commit());
+        assert_eq!(wanted.voters, vec![addr(B), addr(C)]);
+        // Of five beacons one follower's word and the leader's are no majority: a round.
+        let five = super::super::scenario::elected_leader(5);
+        assert_eq!(five.vouch_wanted(), None);
+        // B follows A in A's term: it vouches for that, and nothing else.
+        let b = quorum_follower();
+        assert!(b.vouches_for(addr(A), term));
+        assert!(!b.vouches_for(addr(A), term + 1), "another term");
+        assert!(!b.vouches_for(addr(A), term - 1), "an earlier term");
+        assert!(!b.vouches_for(addr(C), term), "another leader");
+        // A leader vouches for no one, itself included; one that stepped down wants none.
+        assert!(!a.vouches_for(addr(A), term));
+        a.step_down();
+        assert_eq!(a.vouch_wanted(), None);
     }
 }

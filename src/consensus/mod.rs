@@ -277,6 +277,25 @@ pub struct Asker {
     pub term: u64,
 }
 
+/// A leader's read confirmed by a follower's word rather than a round: the leader asks its
+/// voting followers, after the reads arrived, whether each follows it in `term` now
+/// ([`Replica::vouches_for`]), and one that does is its confirmation, as its acknowledgement
+/// of a round would be. A later leader needs a majority that has promised it a later term
+/// before it can acknowledge a write; with three voters any majority includes this leader
+/// or the follower that vouched, and neither had promised one when it was asked. So no
+/// write acknowledged before the reads arrived is missing from `index`, and the reads need
+/// no step of either core: the question and its answer are a connection task's each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vouch {
+    /// The term the leader leads in, which a follower vouches for.
+    pub term: u64,
+    /// The read index, given once one follower vouches: the commit index (never below the
+    /// entry that began the term).
+    pub index: u64,
+    /// The voting followers to ask; one that vouches is enough.
+    pub voters: Vec<SocketAddr>,
+}
+
 /// How long a leader waits for a transfer's target to catch up and take over before it
 /// gives up and leads on, in ticks.
 const TRANSFER_TICKS: u64 = 20;
@@ -888,6 +907,44 @@ impl<S: Machine, V: Service<S>> Replica<S, V> {
             && self.election.is_voter(asker.from)
             && 2 >= self.majority();
         confirmed.then(|| self.commit().max(leading.start))
+    }
+
+    /// What this leader may ask its followers to vouch for instead of running a round for a
+    /// read of its own (see [`Vouch`]): quorum mode, this beacon serving, and one follower's
+    /// word with its own a majority (three voters, not five). `None`: a round is needed.
+    ///
+    /// Like [`Replica::read_index_confirmed`] it reads and changes nothing, so a connection
+    /// task may ask it between the driver's steps, after the reads it serves arrived.
+    pub fn vouch_wanted(&self) -> Option<Vouch> {
+        if self.cfg.mode != Mode::Quorum || self.serving_blocked().is_some() {
+            return None;
+        }
+        let leading = self.leading.as_ref()?;
+        if self.majority() > 2 {
+            return None;
+        }
+        // A learner's word confirms nothing: it is in no majority.
+        let voters: Vec<SocketAddr> = self
+            .peers()
+            .into_iter()
+            .filter(|p| leading.followers.contains(*p) && self.election.is_voter(*p))
+            .collect();
+        if voters.is_empty() {
+            return None;
+        }
+        Some(Vouch {
+            term: self.election.term(),
+            index: self.commit().max(leading.start),
+            voters,
+        })
+    }
+
+    /// Whether this beacon vouches, now, that `leader` leads in `term`: it follows `leader`
+    /// in that term, so it has promised no later one (a beacon steps down in memory before
+    /// it stores or sends a promise, so what the last step left is safe to answer from,
+    /// between steps).
+    pub fn vouches_for(&self, leader: SocketAddr, term: u64) -> bool {
+        self.election.followed() == Some(leader) && self.election.term() == term
     }
 
     // ---- leader transfer -------------------------------------------------------------------

@@ -728,6 +728,29 @@ fn event_line(event: &Event) -> Option<String> {
 /// flight. Its clock stands at [`ELECTED_AT`]. The core's unit tests start from it and then
 /// drive it message by message.
 pub(super) fn elected_leader(count: usize) -> Node {
+    let a = elected(count).beacons.remove(&'A').expect("A").node;
+    assert!(a.is_leader() && a.has_taken_over(), "A serves");
+    assert_eq!(
+        a.commit(),
+        a.position().index,
+        "its term's first entry is committed"
+    );
+    a
+}
+
+/// B, a follower of A among A, B, C in quorum mode, as [`elected_leader`] leaves them.
+pub(super) fn quorum_follower() -> Node {
+    let b = elected(3).beacons.remove(&'B').expect("B").node;
+    assert_eq!(
+        b.election().followed(),
+        Some(super::testing::addr(super::testing::A))
+    );
+    b
+}
+
+/// The first `count` beacons after an election with every message delivered (see
+/// [`elected_leader`]).
+fn elected(count: usize) -> Scenario {
     let letters: Vec<String> = (0..count)
         .map(|i| char::from(b'A' + i as u8).to_string())
         .collect();
@@ -748,14 +771,7 @@ pub(super) fn elected_leader(count: usize) -> Node {
     }
     assert_eq!(scenario.now, ELECTED_AT);
     assert!(scenario.flight.is_empty(), "nothing left in flight");
-    let a = scenario.beacons.remove(&'A').expect("A").node;
-    assert!(a.is_leader() && a.has_taken_over(), "A serves");
-    assert_eq!(
-        a.commit(),
-        a.position().index,
-        "its term's first entry is committed"
-    );
-    a
+    scenario
 }
 
 /// A, leader of A, B, C in quorum mode, as [`elected_leader`] leaves it.

@@ -185,15 +185,17 @@ pub(crate) trait CoreExt: Core {
 
     /// Runs `f` for a linearizable read if this beacon leads (`NOT_LEADER` at once on a
     /// follower, which then reads as followers do): it reads at once, then waits for a
-    /// majority to confirm, in a round started after the read and in the same term, that
-    /// this beacon still leads (no other leader can have acknowledged a write before the
-    /// read), and for every entry the read saw that changed `part` of the state (the whole
-    /// state with `None`) to be committed: a leader applies what it appends, and a read of
-    /// one machine need not wait for writes to another that are in flight.
+    /// majority to confirm, after the read and in the same term, that this beacon still
+    /// leads (no other leader can have acknowledged a write before the read; `confirm`
+    /// asks: a round, or a follower's word where that and the leader's make a majority), and
+    /// for every entry the read saw that changed `part` of the state (the whole state with
+    /// `None`) to be committed: a leader applies what it appends, and a read of one machine
+    /// need not wait for writes to another that are in flight.
     async fn leader_read<T: Send + 'static>(
         &self,
         part: Option<usize>,
         f: impl FnOnce(&Replica, Millis) -> T + Send + 'static,
+        confirm: &dyn Linearize,
     ) -> Result<T, Reject> {
         let view = self.view();
         let (answer, at, term) = {
@@ -209,7 +211,7 @@ pub(crate) trait CoreExt: Core {
                 replica.election().term(),
             )
         };
-        self.read_index(None).await?;
+        confirm.confirm_leading(term).await?;
         if view.read().election().term() != term {
             return Err(ConsensusError::LeaderChanged.into());
         }
@@ -367,7 +369,11 @@ impl Ctx<'_> {
             return self.driver.read(f).await;
         }
         // On the leader: read at once, confirm and wait for the commit together.
-        let led = tokio::time::timeout(READ_WAIT, self.driver.leader_read(part, f.clone())).await;
+        let led = tokio::time::timeout(
+            READ_WAIT,
+            self.driver.leader_read(part, f.clone(), self.linearize),
+        )
+        .await;
         let leader = match led {
             Ok(Ok(answer)) => return Ok(answer),
             Ok(Err(r)) if r.code == ErrorCode::NotLeader as u32 => r.leader,
@@ -403,6 +409,14 @@ pub trait Linearize: Send + Sync {
         leader: Option<SocketAddr>,
         part: Option<usize>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>>;
+
+    /// Confirms, after a read this beacon made as the leader in `term`, that a majority
+    /// still follows it in that term: a confirmation round, or where one follower's word
+    /// and the leader's make a majority, that word.
+    fn confirm_leading(
+        &self,
+        term: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Reject>> + Send + '_>>;
 }
 
 /// How long a linearizable read waits for its read index, and then for this replica to

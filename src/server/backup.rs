@@ -29,7 +29,7 @@ pub(super) async fn serve(frame: &Frame, shared: &Shared) -> Result<Handled, Rej
     // milliseconds for a million registrations); the file is encoded after.
     let snapshot = shared
         .driver
-        .leader_read(None, |replica, now| replica.snapshot(now))
+        .leader_read(None, |replica, now| replica.snapshot(now), shared)
         .await?;
     let identity = serde_json::to_value(identity_of(&shared.config)).expect("serialises");
     let taken_at_ms = SystemTime::now()

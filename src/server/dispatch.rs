@@ -120,7 +120,7 @@ pub(super) fn client_key(peer: &Peer, conn: impl std::fmt::Display) -> String {
 fn class_of(cmd: u32) -> Class {
     let keeps = matches!(
         Cmd::from_code(cmd),
-        Some(Cmd::BeaconStatus | Cmd::ReadIndex | Cmd::LeaderElection)
+        Some(Cmd::BeaconStatus | Cmd::ReadIndex | Cmd::Vouch | Cmd::LeaderElection)
     ) || machines::Dispatch::batches(cmd);
     if keeps { Class::Keep } else { Class::New }
 }
@@ -242,6 +242,7 @@ async fn handle(frame: &Frame, peer: &Peer, shared: &Shared) -> Result<Handled, 
                 },
             )
         }
+        Some(Cmd::Vouch) => vouch(frame, frame.decode()?, shared),
         Some(Cmd::ChangeMembers) => {
             let req: pb::ChangeMembersRequest = frame.decode()?;
             change_members(frame, req, shared).await
@@ -334,7 +335,7 @@ pub(super) async fn dispatch_batch(
 /// Whether `who` may send `cmd`: the role the command needs (each machine names its own).
 pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
     let needs = match Cmd::from_code(cmd) {
-        Some(Cmd::BeaconStatus | Cmd::Hello | Cmd::ReadIndex) => Role::Read,
+        Some(Cmd::BeaconStatus | Cmd::Hello | Cmd::ReadIndex | Cmd::Vouch) => Role::Read,
         Some(_) => Role::Admin,
         None => machines::Dispatch::role(cmd).unwrap_or(Role::Read),
     };
@@ -352,6 +353,36 @@ pub(crate) fn permit(cmd: u32, who: &Identity) -> Result<(), Reject> {
         ErrorCode::PermissionDenied,
         format!("{who} may not send {what}: it needs role `{needs}`"),
     ))
+}
+
+/// `Vouch` (cmd 17): whether this beacon follows the leader asking in its term, answered
+/// from the replica as the core's last step left it (no step: the leader's reads wait on
+/// this answer, not on the writes queued for this beacon's core).
+fn vouch(frame: &Frame, req: pb::VouchRequest, shared: &Shared) -> Result<Handled, Reject> {
+    let leader: SocketAddr = req.leader.parse().map_err(|_| {
+        Reject::new(
+            ErrorCode::InvalidRequest,
+            format!("Vouch: leader {:?} is not IP:PORT", req.leader),
+        )
+    })?;
+    if !shared.driver.vouches_for(leader, req.term) {
+        let (known, term) = shared.driver.known_leader();
+        let view = match known {
+            Some(l) => format!("it knows {l} as the leader, in term {term}"),
+            None => format!("it knows no leader, in term {term}"),
+        };
+        return Err(Reject {
+            leader: known,
+            ..Reject::new(
+                ErrorCode::NotLeader,
+                format!(
+                    "{} does not follow {leader} in term {}: {view}",
+                    shared.config.node, req.term
+                ),
+            )
+        });
+    }
+    reply(frame, &pb::VouchReply { term: req.term })
 }
 
 /// `ChangeMembers` (cmd 15): one change of membership, made by the leader and answered once

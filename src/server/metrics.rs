@@ -38,26 +38,33 @@ pub(crate) struct PeerLabel {
 }
 
 /// How a linearizable read got its read index: `round` (this beacon leads and a majority
-/// confirmed a round started after the read arrived) or `leader` (this beacon follows and
-/// asked its leader).
+/// confirmed a round started after the read arrived), `vouch` (this beacon leads three
+/// voters and a follower vouched, asked after the read arrived, that it follows it in its
+/// term) or `leader` (this beacon follows and asked its leader).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ViaLabel {
     pub(crate) via: &'static str,
 }
 
-/// The two ways to a read index ([`ViaLabel`]).
+/// The three ways to a read index ([`ViaLabel`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum ReadIndexVia {
     Round,
+    Vouch,
     Leader,
 }
 
 impl ReadIndexVia {
-    const ALL: [ReadIndexVia; 2] = [ReadIndexVia::Round, ReadIndexVia::Leader];
+    const ALL: [ReadIndexVia; 3] = [
+        ReadIndexVia::Round,
+        ReadIndexVia::Vouch,
+        ReadIndexVia::Leader,
+    ];
 
     fn label(self) -> ViaLabel {
         let via = match self {
             ReadIndexVia::Round => "round",
+            ReadIndexVia::Vouch => "vouch",
             ReadIndexVia::Leader => "leader",
         };
         ViaLabel { via }
@@ -343,7 +350,7 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
-        // Both ways to a read index from the start, for the same reason (a dashboard's
+        // Every way to a read index from the start, for the same reason (a dashboard's
         // quantile over them is empty, not an error, before the first read).
         for via in ReadIndexVia::ALL {
             drop(m.read_index.get_or_create(&via.label()));
@@ -501,7 +508,7 @@ impl Metrics {
         );
         root.register_with_unit(
             "read_index_duration",
-            "Time a linearizable read waited for its read index: via=\"round\" at a leader (its queue to the core and, in quorum mode, a confirmation round by a majority), via=\"leader\" at a follower (asking its leader, sharing a request with the reads that arrived meanwhile)",
+            "Time a linearizable read waited for its read index: via=\"round\" at a leader (its queue to the core and, in quorum mode, a confirmation round by a majority), via=\"vouch\" at a leader of three voters (a follower's word that it follows it, asked of its followers), via=\"leader\" at a follower (asking its leader, sharing a request with the reads that arrived meanwhile)",
             Unit::Seconds,
             m.read_index.clone(),
         );

@@ -239,6 +239,8 @@ impl Server {
             beacon_names: config.beacon_names(),
             relays: Default::default(),
             read_batch: Default::default(),
+            vouchers: relay::pool::Relays::to_followers(),
+            vouch_batch: Default::default(),
             core_runtime: Default::default(),
             grpc: grpc::standard::Standard::new(),
             admission,

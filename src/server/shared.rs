@@ -82,6 +82,11 @@ pub(crate) struct Shared {
     pub(crate) relays: super::relay::pool::Relays,
     /// The follower's linearizable reads, sharing their requests for the leader's read index.
     pub(crate) read_batch: super::read_batch::ReadBatch<crate::pb::ReadIndexReply>,
+    /// The leader's connections to its followers, which it asks to vouch for its reads.
+    pub(crate) vouchers: super::relay::pool::Relays,
+    /// The leader's linearizable reads, sharing their questions to the followers: the term
+    /// a follower vouched for.
+    pub(crate) vouch_batch: super::read_batch::ReadBatch<u64>,
     /// The runtime of the core's thread, once it runs: the links to peers are served there
     /// ([`Shared::on_core`]).
     pub(crate) core_runtime: std::sync::OnceLock<tokio::runtime::Handle>,
@@ -360,5 +365,97 @@ impl Linearize for Shared {
         part: Option<usize>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u64, Reject>> + Send + '_>> {
         Box::pin(self.read_index_for_read(leader, part))
+    }
+
+    fn confirm_leading(
+        &self,
+        term: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Reject>> + Send + '_>> {
+        Box::pin(async move {
+            let asked = std::time::Instant::now();
+            let me = self.config.node;
+            // Asked here first so that a leader of five, which needs a round, does not
+            // queue its reads one by one through the batch to learn it.
+            if self.driver.vouch_wanted().is_some()
+                && let Ok(vouched) = self.vouch_batch.read_index(me, || self.vouched()).await
+                && vouched == term
+            {
+                self.metrics
+                    .read_index_took(super::metrics::ReadIndexVia::Vouch, asked.elapsed());
+                return Ok(());
+            }
+            // No follower's word (five voters, none would vouch, or none answered in time):
+            // a round, which says why when it fails too.
+            self.driver.read_index(None).await.map(drop)
+        })
+    }
+}
+
+/// How long a leader waits for a follower's word on its reads before it runs a round
+/// instead: a follower that answers at all answers within a round trip between two
+/// connection tasks; one that hung (or whose answers are cut off) is passed over.
+const VOUCH_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Shared {
+    /// Asks this leader's voting followers, now (after every read the answer serves
+    /// arrived), whether they follow it in its term: the term, once the first says so
+    /// ([`crate::consensus::Vouch`]). Refused when a round is needed instead.
+    async fn vouched(&self) -> Result<u64, Reject> {
+        use futures_util::StreamExt;
+        let Some(wanted) = self.driver.vouch_wanted() else {
+            return Err(Reject::new(
+                ErrorCode::Unavailable,
+                "no follower's word makes a majority here: a round is needed",
+            ));
+        };
+        let body: bytes::Bytes = prost::Message::encode_to_vec(&crate::pb::VouchRequest {
+            leader: self.config.node.to_string(),
+            term: wanted.term,
+        })
+        .into();
+        let mut asks: futures_util::stream::FuturesUnordered<_> = wanted
+            .voters
+            .iter()
+            .map(|&voter| {
+                let body = body.clone();
+                async move {
+                    let (_, answer) = self
+                        .vouchers
+                        .ask(self, voter, None, Cmd::Vouch.code(), body, false)
+                        .await?;
+                    if answer.is_error() {
+                        let e: crate::pb::ErrorReply = answer.decode()?;
+                        return Err(Reject::new(e.code, format!("{voter}: {}", e.msg)));
+                    }
+                    let vouched: crate::pb::VouchReply = answer.decode()?;
+                    Ok(vouched.term)
+                }
+            })
+            .collect();
+        let first_word = async {
+            let mut refused = None;
+            while let Some(answer) = asks.next().await {
+                match answer {
+                    Ok(term) if term == wanted.term => return Ok(term),
+                    Ok(other) => {
+                        refused = Some(Reject::new(
+                            ErrorCode::LeaderChanged,
+                            format!("a follower vouched for term {other}, not {}", wanted.term),
+                        ))
+                    }
+                    Err(r) => refused = Some(r),
+                }
+            }
+            Err(refused
+                .unwrap_or_else(|| Reject::new(ErrorCode::Unavailable, "no follower to ask")))
+        };
+        tokio::time::timeout(VOUCH_WAIT, first_word)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Reject::new(
+                    ErrorCode::Unavailable,
+                    format!("no follower vouched within {} ms", VOUCH_WAIT.as_millis()),
+                ))
+            })
     }
 }

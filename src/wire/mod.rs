@@ -109,6 +109,10 @@ codes! {
         /// Change the membership by one beacon (`ChangeMembersRequest` /
         /// `ChangeMembersReply`): `nebcli member add|promote|remove`, `beacon --join`.
         ChangeMembers = 15,
+        /// Whether the beacon asked follows a leader in a term now (`VouchRequest` /
+        /// `VouchReply`): a leader of three voters asks its followers instead of running a
+        /// confirmation round for its own linearizable reads.
+        Vouch = 17,
         /// Beacon-to-beacon heartbeat (`Election`), one-way.
         LeaderElection = 113,
         /// A beacon's view of the beacon cluster (`BeaconStatusRequest` / `BeaconStatus`).

@@ -72,12 +72,20 @@ struct Counted {
 }
 
 impl Counted {
-    /// `via`: how the reads served there get their index (`round` at the leader).
-    async fn scrape(admin: Option<SocketAddr>, via: &str) -> Option<Counted> {
+    /// `vias`: how the reads served there get their index (`round` or `vouch` at the
+    /// leader, added up).
+    async fn scrape(admin: Option<SocketAddr>, vias: &[&str]) -> Option<Counted> {
         let m = Metrics::scrape(admin).await?;
-        let via = format!("via=\"{via}\"");
+        let read_index = vias
+            .iter()
+            .map(|via| {
+                let via = format!("via=\"{via}\"");
+                m.histogram("beacon_read_index_duration_seconds", &[via.as_str()])
+            })
+            .reduce(|a, b| a.plus(&b))
+            .unwrap_or_default();
         Some(Counted {
-            read_index: m.histogram("beacon_read_index_duration_seconds", &[via.as_str()]),
+            read_index,
             queue: m.histogram("beacon_request_queue_seconds", &[]),
             fsync: m.histogram("beacon_disk_wal_fsync_duration_seconds", &[]),
         })
@@ -123,11 +131,11 @@ async fn scrape_counts(
     leader: usize,
     member: usize,
 ) -> Option<(Counted, Option<Counted>)> {
-    let at_leader = Counted::scrape(cluster.members[leader].admin, "round").await?;
+    let at_leader = Counted::scrape(cluster.members[leader].admin, &["round", "vouch"]).await?;
     let at_follower = if member == leader {
         None
     } else {
-        Some(Counted::scrape(cluster.members[member].admin, "leader").await?)
+        Some(Counted::scrape(cluster.members[member].admin, &["leader"]).await?)
     };
     Some((at_leader, at_follower))
 }

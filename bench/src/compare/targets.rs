@@ -127,7 +127,7 @@ fn reads(r: &Results, targets: &mut Vec<Target>) {
                 "of a {:.2} ms mean, {mean:.2} ms waiting for the read index (p99 {p99:.2} ms: {}); p99 {:.2} ms against {:.2} ms",
                 lin.mean_ms,
                 if at == "leader" {
-                    "a confirmation round through a follower's core and back"
+                    "a follower's word that it follows the leader, asked of the followers (or a round where none gives it)"
                 } else {
                     "the request to the leader"
                 },

@@ -130,6 +130,10 @@ fn seeded_faults_never_break_the_invariants() {
         total.0.reads_given += s.reads_given;
         total.0.reads_asked += s.reads_asked;
         total.0.reads_asked_given += s.reads_asked_given;
+        total.0.reads_vouch_asked += s.reads_vouch_asked;
+        total.0.reads_vouched += s.reads_vouched;
+        total.0.vouches_refused += s.vouches_refused;
+        total.0.reads_at_rival_leaders += s.reads_at_rival_leaders;
         total.0.commits_heard += s.commits_heard;
         total.0.shared_terms += s.shared_terms;
         total.0.tails_cut += s.tails_cut;
@@ -190,6 +194,13 @@ fn seeded_faults_never_break_the_invariants() {
         assert!(
             s.reads_asked > seeds && s.reads_asked_given > 0,
             "followers asked their leaders, and some were given the index at once: {s:?}"
+        );
+        assert!(
+            s.reads_vouch_asked > seeds / 2
+                && s.reads_vouched > seeds / 2
+                && s.vouches_refused > 0
+                && s.reads_at_rival_leaders > 0,
+            "leaders asked their followers to vouch for their reads, were answered, and some refused (reads asked of rival leaders too): {s:?}"
         );
         assert!(
             s.commits_heard > seeds,

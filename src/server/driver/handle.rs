@@ -233,6 +233,25 @@ impl DriverHandle {
         election.followed().map(|leader| (leader, election.term()))
     }
 
+    /// Whether this beacon follows `leader` in `term` now, as the replica says between steps
+    /// ([`crate::consensus::Replica::vouches_for`]).
+    pub(crate) fn vouches_for(&self, leader: SocketAddr, term: u64) -> bool {
+        self.view.read().vouches_for(leader, term)
+    }
+
+    /// The leader this beacon knows (itself included) and its term, now.
+    pub(crate) fn known_leader(&self) -> (Option<SocketAddr>, u64) {
+        let replica = self.view.read();
+        let election = replica.election();
+        (election.leader(), election.term())
+    }
+
+    /// What this beacon, leading, may ask its followers to vouch for instead of a round
+    /// ([`crate::consensus::Replica::vouch_wanted`]).
+    pub(crate) fn vouch_wanted(&self) -> Option<crate::consensus::Vouch> {
+        self.view.read().vouch_wanted()
+    }
+
     /// Brings the metrics' state gauges up to date.
     pub(crate) async fn refresh_metrics(&self) -> Result<(), Reject> {
         self.ask(Ask::Metrics).await

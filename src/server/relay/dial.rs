@@ -164,9 +164,14 @@ impl Relays {
                 }
             }
         };
-        let dialled = tokio::select! {
-            dialled = super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT) => dialled,
-            now = moved => return Err(moved_on(now, leader)),
+        let dial = super::super::peer::dial(leader, shared, pb::Role::Relay, DIAL_TIMEOUT);
+        let dialled = if self.to_followers {
+            dial.await
+        } else {
+            tokio::select! {
+                dialled = dial => dialled,
+                now = moved => return Err(moved_on(now, leader)),
+            }
         };
         let (framed, _, _) = dialled.map_err(|e| {
             Reject::new(
@@ -174,7 +179,11 @@ impl Relays {
                 format!("cannot relay to the leader {leader}: {e}; retry"),
             )
         })?;
-        info!(%leader, "relaying clients' calls to the leader");
+        if self.to_followers {
+            info!(follower = %leader, "asking a follower to vouch for this leader's reads");
+        } else {
+            info!(%leader, "relaying clients' calls to the leader");
+        }
         let (out, rx) = mpsc::channel(IN_FLIGHT);
         let conn = Arc::new(RelayConn {
             out,
@@ -192,7 +201,11 @@ impl Relays {
         let mut conns = self.conns.lock().await;
         // Another beacon may have come to lead while this one was dialled: `leader_is` has
         // run for it (or will), and this connection goes as it would have.
-        if let Some(now) = shared.driver.leader().filter(|now| *now != leader) {
+        if let Some(now) = shared
+            .driver
+            .leader()
+            .filter(|now| *now != leader && !self.to_followers)
+        {
             conn.closed.cancel();
             return Err(moved_on(now, leader));
         }

@@ -18,14 +18,28 @@ use crate::wire::{Cmd, Code, ErrorCode, FLAG_ONEWAY, Frame};
 /// behind loses the stream (it watches again).
 pub(super) const STREAM_QUEUE: usize = 1024;
 
-/// A follower's relay connections, one per leader it has relayed to (normally one).
+/// A follower's relay connections, one per leader it has relayed to (normally one); or,
+/// made with [`Relays::to_followers`], a leader's to its followers, which it asks to vouch
+/// for its reads.
 #[derive(Default)]
 pub(crate) struct Relays {
+    /// The pool dials followers, not the leader: a dial goes on whoever leads.
+    pub(super) to_followers: bool,
     pub(super) conns: tokio::sync::Mutex<HashMap<SocketAddr, Arc<RelayConn>>>,
     /// One dial at a time to each beacon, held apart from `conns`: a dial to a beacon that
     /// accepts and never answers (a hung one) takes up to its limit, and relays to the
     /// others go on meanwhile.
     pub(super) dialing: Mutex<HashMap<SocketAddr, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Relays {
+    /// A leader's connections to its followers (see [`Relays`]).
+    pub(crate) fn to_followers() -> Relays {
+        Relays {
+            to_followers: true,
+            ..Relays::default()
+        }
+    }
 }
 
 /// A call relayed to the leader: its answer, and for a stream every frame after it. The

@@ -128,6 +128,14 @@ pub struct Stats {
     /// (given at once where the two make a majority), and those given at once.
     pub reads_asked: u64,
     pub reads_asked_given: u64,
+    /// A leader's reads it asked its followers to vouch for (one follower's word with its
+    /// own a majority), and those given on a follower's word.
+    pub reads_vouch_asked: u64,
+    /// Reads asked of each of two beacons that both thought they led at once.
+    pub reads_at_rival_leaders: u64,
+    pub reads_vouched: u64,
+    /// Questions a follower answered no to: it followed another leader, or another term.
+    pub vouches_refused: u64,
     /// Commits a follower released on its leader's word before the step (each checked:
     /// its entry there stored on a majority of the voters).
     pub commits_heard: u64,
@@ -195,6 +203,11 @@ enum Delivery<S: consensus::Machine, V: Service<S>> {
         token: Token,
         asker: consensus::Asker,
     },
+    /// A leader's question to a follower `to` in its incarnation `life` (the real question
+    /// travels on a connection of its own).
+    Vouch { to: SocketAddr, life: u32, ask: Ask },
+    /// A follower's word that it followed the leader that asked, in the term asked.
+    Vouched(Ask),
     /// A beacon's answer, with its term when it answered.
     Reply {
         from: SocketAddr,
@@ -210,10 +223,24 @@ impl<S: consensus::Machine, V: Service<S>> Delivery<S, V> {
         match self {
             Delivery::Peer { to, .. }
             | Delivery::Request { to, .. }
-            | Delivery::ReadIndex { to, .. } => Some(*to),
+            | Delivery::ReadIndex { to, .. }
+            | Delivery::Vouch { to, .. } => Some(*to),
+            Delivery::Vouched(ask) => Some(ask.leader),
             Delivery::Reply { .. } => None,
         }
     }
+}
+
+/// A leader's question to a follower: does it follow `leader` in `term` now? Asked for
+/// read `token`, whose index is `index` once one follower says it does.
+#[derive(Debug, Clone, Copy)]
+struct Ask {
+    leader: SocketAddr,
+    /// The leader's incarnation: the reads that asked die with it.
+    leader_life: u32,
+    term: u64,
+    token: Token,
+    index: u64,
 }
 
 /// Everything but the workload: the beacons, their disks, the network and the faults.
@@ -527,6 +554,27 @@ where
                                 asker: Some(asker),
                             },
                         )?,
+                    }
+                }
+                Delivery::Vouch { to, life, ask } => {
+                    // As the daemon does: answered from the replica as its last step left
+                    // it, by the connection that brought the question.
+                    if !core.current(to, life) {
+                        continue;
+                    }
+                    if core.nodes[&to].vouches_for(ask.leader, ask.term) {
+                        let word = format!("vouched for read {} to {}", ask.token, ask.leader);
+                        core.post(word, Delivery::Vouched(ask));
+                    } else {
+                        core.stats.vouches_refused += 1;
+                    }
+                }
+                Delivery::Vouched(ask) => {
+                    // The reads that asked died with the leader's incarnation.
+                    let (at, token) = (ask.leader, ask.token);
+                    if core.current(at, ask.leader_life) && core.reads.contains_key(&token) {
+                        core.stats.reads_vouched += 1;
+                        core.read_answered(at, token, ask.index, false)?;
                     }
                 }
                 Delivery::Reply {
@@ -869,6 +917,14 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
                 asker,
             },
         );
+    }
+
+    /// Sends `delivery` (`what`, for the notes) on a connection of its own: late, lost or
+    /// held back as a request may be.
+    fn post(&mut self, what: String, delivery: Delivery<S, V>) {
+        if let Some(at) = self.client_arrival(what) {
+            self.mail.push(at, delivery);
+        }
     }
 
     /// When a request sent now (`what`) arrives on its own connection: after a random
@@ -1720,29 +1776,15 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             // A client asks a running beacon for a linearizable read's point in the log.
             let running = self.running();
             if let Some(at) = self.reader.pick(&running) {
-                let (floor, holder) = self
-                    .nodes
-                    .iter()
-                    .map(|(a, n)| (n.commit(), *a))
-                    .max()
-                    .unwrap_or((0, at));
-                let token = self.next_token;
-                self.next_token += 1;
-                self.reads.insert(token, (floor, at, holder));
-                self.stats.reads += 1;
-                // A follower asks the leader it follows, in the term it follows it in now;
-                // the request may arrive late (held back for seconds), after either moved on.
-                let asked = self.nodes.get(&at).and_then(|n| {
-                    let e = n.election();
-                    e.followed().map(|leader| (leader, e.term()))
-                });
-                match asked {
-                    Some((leader, term)) if self.nodes.contains_key(&leader) => {
-                        self.stats.reads_asked += 1;
-                        let asker = consensus::Asker { from: at, term };
-                        self.send_read_index(leader, token, asker);
-                    }
-                    _ => self.step(at, Input::ReadIndex { token, asker: None })?,
+                self.client_read(at)?;
+            }
+            // Where two beacons think they lead (one deposed without knowing it yet, cut off
+            // or just resumed), each is read from: the reads a stale leader must not answer.
+            let leaders = self.running_leaders();
+            if leaders.len() > 1 {
+                for at in leaders {
+                    self.stats.reads_at_rival_leaders += 1;
+                    self.client_read(at)?;
                 }
             }
         }
@@ -1827,6 +1869,69 @@ impl<S: MachineWire, V: Service<S>> Core<S, V> {
             self.joined.insert(node, (joining, index));
             self.started.insert(node);
             self.restart(node)?;
+        }
+        Ok(())
+    }
+
+    /// A client asks beacon `at` for a linearizable read's point in the log; checked when
+    /// it is given: no lower than any beacon had committed when it was asked.
+    fn client_read(&mut self, at: SocketAddr) -> Checked {
+        let (floor, holder) = self
+            .nodes
+            .iter()
+            .map(|(a, n)| (n.commit(), *a))
+            .max()
+            .unwrap_or((0, at));
+        let token = self.next_token;
+        self.next_token += 1;
+        self.reads.insert(token, (floor, at, holder));
+        self.stats.reads += 1;
+        // A follower asks the leader it follows, in the term it follows it in now;
+        // the request may arrive late (held back for seconds), after either moved on.
+        let asked = self.nodes.get(&at).and_then(|n| {
+            let e = n.election();
+            e.followed().map(|leader| (leader, e.term()))
+        });
+        // A leader of three voters asks its followers to vouch for its term, in half
+        // its reads (the other half run a round, as a leader of five always does).
+        let vouch = match asked {
+            Some(_) => None,
+            None => self
+                .nodes
+                .get(&at)
+                .and_then(|n| n.vouch_wanted())
+                .filter(|_| self.reader.chance(0.5)),
+        };
+        match (asked, vouch) {
+            (Some((leader, term)), _) if self.nodes.contains_key(&leader) => {
+                self.stats.reads_asked += 1;
+                let asker = consensus::Asker { from: at, term };
+                self.send_read_index(leader, token, asker);
+            }
+            (_, Some(vouch)) => {
+                self.stats.reads_vouch_asked += 1;
+                let ask = Ask {
+                    leader: at,
+                    leader_life: self.life[&at],
+                    term: vouch.term,
+                    token,
+                    index: vouch.index,
+                };
+                for voter in vouch.voters {
+                    if let Some(&life) = self.life.get(&voter) {
+                        let what = format!("vouch for {at} in {} to {voter}", vouch.term);
+                        self.post(
+                            what,
+                            Delivery::Vouch {
+                                to: voter,
+                                life,
+                                ask,
+                            },
+                        );
+                    }
+                }
+            }
+            _ => self.step(at, Input::ReadIndex { token, asker: None })?,
         }
         Ok(())
     }
