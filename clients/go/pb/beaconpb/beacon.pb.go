@@ -131,7 +131,7 @@ func (x ChangeMembersRequest_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeMembersRequest_Action.Descriptor instead.
 func (ChangeMembersRequest_Action) EnumDescriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{18, 0}
+	return file_beacon_proto_rawDescGZIP(), []int{20, 0}
 }
 
 // cmd 1: the first frame on every connection.
@@ -1864,6 +1864,112 @@ func (x *ReadIndexReply) GetMachines() []*MachineIndex {
 	return nil
 }
 
+// cmd 17: does the beacon asked follow `leader` in `term` now? A leader of three voters asks
+// its followers, after reads of its own arrived, instead of running a confirmation round:
+// a follower that answers yes has promised no later term, and with three voters any
+// majority that elects a later leader includes the leader or that follower, so no later
+// leader can have acknowledged a write before the question was answered. Answered from
+// the follower's replica as its last step left it, without a step; a follower that does
+// not (another leader, another term, or none) answers NOT_LEADER with its view. Beacons
+// ask it of one another over relay connections.
+type VouchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The leader asking (`IP:PORT`, as in the cluster's beacon list).
+	Leader        string `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term          uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VouchRequest) Reset() {
+	*x = VouchRequest{}
+	mi := &file_beacon_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VouchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VouchRequest) ProtoMessage() {}
+
+func (x *VouchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VouchRequest.ProtoReflect.Descriptor instead.
+func (*VouchRequest) Descriptor() ([]byte, []int) {
+	return file_beacon_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VouchRequest) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *VouchRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// cmd 18: the follower follows `leader` in `term`.
+type VouchReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VouchReply) Reset() {
+	*x = VouchReply{}
+	mi := &file_beacon_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VouchReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VouchReply) ProtoMessage() {}
+
+func (x *VouchReply) ProtoReflect() protoreflect.Message {
+	mi := &file_beacon_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VouchReply.ProtoReflect.Descriptor instead.
+func (*VouchReply) Descriptor() ([]byte, []int) {
+	return file_beacon_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *VouchReply) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 // How far a read of one machine must have applied the log (see `ReadIndexReply.machines`).
 type MachineIndex struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1876,7 +1982,7 @@ type MachineIndex struct {
 
 func (x *MachineIndex) Reset() {
 	*x = MachineIndex{}
-	mi := &file_beacon_proto_msgTypes[17]
+	mi := &file_beacon_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1994,7 @@ func (x *MachineIndex) String() string {
 func (*MachineIndex) ProtoMessage() {}
 
 func (x *MachineIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[17]
+	mi := &file_beacon_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2007,7 @@ func (x *MachineIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineIndex.ProtoReflect.Descriptor instead.
 func (*MachineIndex) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{17}
+	return file_beacon_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MachineIndex) GetMachine() string {
@@ -1935,7 +2041,7 @@ type ChangeMembersRequest struct {
 
 func (x *ChangeMembersRequest) Reset() {
 	*x = ChangeMembersRequest{}
-	mi := &file_beacon_proto_msgTypes[18]
+	mi := &file_beacon_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2053,7 @@ func (x *ChangeMembersRequest) String() string {
 func (*ChangeMembersRequest) ProtoMessage() {}
 
 func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[18]
+	mi := &file_beacon_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2066,7 @@ func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeMembersRequest.ProtoReflect.Descriptor instead.
 func (*ChangeMembersRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{18}
+	return file_beacon_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChangeMembersRequest) GetAction() ChangeMembersRequest_Action {
@@ -1997,7 +2103,7 @@ type ChangeMembersReply struct {
 
 func (x *ChangeMembersReply) Reset() {
 	*x = ChangeMembersReply{}
-	mi := &file_beacon_proto_msgTypes[19]
+	mi := &file_beacon_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2115,7 @@ func (x *ChangeMembersReply) String() string {
 func (*ChangeMembersReply) ProtoMessage() {}
 
 func (x *ChangeMembersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[19]
+	mi := &file_beacon_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2128,7 @@ func (x *ChangeMembersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeMembersReply.ProtoReflect.Descriptor instead.
 func (*ChangeMembersReply) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{19}
+	return file_beacon_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ChangeMembersReply) GetMembers() *Members {
@@ -2057,7 +2163,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_beacon_proto_msgTypes[20]
+	mi := &file_beacon_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2175,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[20]
+	mi := &file_beacon_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2188,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{20}
+	return file_beacon_proto_rawDescGZIP(), []int{22}
 }
 
 // cmd 12.
@@ -2099,7 +2205,7 @@ type BackupStart struct {
 
 func (x *BackupStart) Reset() {
 	*x = BackupStart{}
-	mi := &file_beacon_proto_msgTypes[21]
+	mi := &file_beacon_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2217,7 @@ func (x *BackupStart) String() string {
 func (*BackupStart) ProtoMessage() {}
 
 func (x *BackupStart) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[21]
+	mi := &file_beacon_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2230,7 @@ func (x *BackupStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStart.ProtoReflect.Descriptor instead.
 func (*BackupStart) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{21}
+	return file_beacon_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BackupStart) GetIndex() uint64 {
@@ -2159,7 +2265,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_beacon_proto_msgTypes[22]
+	mi := &file_beacon_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2277,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[22]
+	mi := &file_beacon_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2290,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{22}
+	return file_beacon_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackupChunk) GetOffset() uint64 {
@@ -2221,7 +2327,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_beacon_proto_msgTypes[23]
+	mi := &file_beacon_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2339,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_beacon_proto_msgTypes[23]
+	mi := &file_beacon_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2352,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_beacon_proto_rawDescGZIP(), []int{23}
+	return file_beacon_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BackupFile) GetCluster() string {
@@ -2451,7 +2557,13 @@ const file_beacon_proto_rawDesc = "" +
 	"\x0eReadIndexReply\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x123\n" +
-	"\bmachines\x18\x03 \x03(\v2\x17.beacon.v1.MachineIndexR\bmachines\">\n" +
+	"\bmachines\x18\x03 \x03(\v2\x17.beacon.v1.MachineIndexR\bmachines\":\n" +
+	"\fVouchRequest\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\" \n" +
+	"\n" +
+	"VouchReply\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\">\n" +
 	"\fMachineIndex\x12\x18\n" +
 	"\amachine\x18\x01 \x01(\tR\amachine\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"\xb0\x01\n" +
@@ -2509,7 +2621,7 @@ func file_beacon_proto_rawDescGZIP() []byte {
 }
 
 var file_beacon_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_beacon_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_beacon_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_beacon_proto_goTypes = []any{
 	(Role)(0),                        // 0: beacon.v1.Role
 	(ChangeMembersRequest_Action)(0), // 1: beacon.v1.ChangeMembersRequest.Action
@@ -2530,13 +2642,15 @@ var file_beacon_proto_goTypes = []any{
 	(*Relayed)(nil),                  // 16: beacon.v1.Relayed
 	(*ReadIndexRequest)(nil),         // 17: beacon.v1.ReadIndexRequest
 	(*ReadIndexReply)(nil),           // 18: beacon.v1.ReadIndexReply
-	(*MachineIndex)(nil),             // 19: beacon.v1.MachineIndex
-	(*ChangeMembersRequest)(nil),     // 20: beacon.v1.ChangeMembersRequest
-	(*ChangeMembersReply)(nil),       // 21: beacon.v1.ChangeMembersReply
-	(*BackupRequest)(nil),            // 22: beacon.v1.BackupRequest
-	(*BackupStart)(nil),              // 23: beacon.v1.BackupStart
-	(*BackupChunk)(nil),              // 24: beacon.v1.BackupChunk
-	(*BackupFile)(nil),               // 25: beacon.v1.BackupFile
+	(*VouchRequest)(nil),             // 19: beacon.v1.VouchRequest
+	(*VouchReply)(nil),               // 20: beacon.v1.VouchReply
+	(*MachineIndex)(nil),             // 21: beacon.v1.MachineIndex
+	(*ChangeMembersRequest)(nil),     // 22: beacon.v1.ChangeMembersRequest
+	(*ChangeMembersReply)(nil),       // 23: beacon.v1.ChangeMembersReply
+	(*BackupRequest)(nil),            // 24: beacon.v1.BackupRequest
+	(*BackupStart)(nil),              // 25: beacon.v1.BackupStart
+	(*BackupChunk)(nil),              // 26: beacon.v1.BackupChunk
+	(*BackupFile)(nil),               // 27: beacon.v1.BackupFile
 }
 var file_beacon_proto_depIdxs = []int32{
 	0,  // 0: beacon.v1.Hello.role:type_name -> beacon.v1.Role
@@ -2547,17 +2661,17 @@ var file_beacon_proto_depIdxs = []int32{
 	9,  // 5: beacon.v1.LogEntry.members:type_name -> beacon.v1.Members
 	9,  // 6: beacon.v1.Snapshot.members:type_name -> beacon.v1.Members
 	15, // 7: beacon.v1.BeaconStatus.beacons:type_name -> beacon.v1.BeaconEntry
-	19, // 8: beacon.v1.ReadIndexReply.machines:type_name -> beacon.v1.MachineIndex
+	21, // 8: beacon.v1.ReadIndexReply.machines:type_name -> beacon.v1.MachineIndex
 	1,  // 9: beacon.v1.ChangeMembersRequest.action:type_name -> beacon.v1.ChangeMembersRequest.Action
 	9,  // 10: beacon.v1.ChangeMembersReply.members:type_name -> beacon.v1.Members
 	13, // 11: beacon.v1.Cluster.Status:input_type -> beacon.v1.BeaconStatusRequest
 	11, // 12: beacon.v1.Cluster.TransferLeader:input_type -> beacon.v1.TransferLeaderRequest
 	17, // 13: beacon.v1.Cluster.ReadIndex:input_type -> beacon.v1.ReadIndexRequest
-	20, // 14: beacon.v1.Cluster.ChangeMembers:input_type -> beacon.v1.ChangeMembersRequest
+	22, // 14: beacon.v1.Cluster.ChangeMembers:input_type -> beacon.v1.ChangeMembersRequest
 	14, // 15: beacon.v1.Cluster.Status:output_type -> beacon.v1.BeaconStatus
 	12, // 16: beacon.v1.Cluster.TransferLeader:output_type -> beacon.v1.TransferLeaderReply
 	18, // 17: beacon.v1.Cluster.ReadIndex:output_type -> beacon.v1.ReadIndexReply
-	21, // 18: beacon.v1.Cluster.ChangeMembers:output_type -> beacon.v1.ChangeMembersReply
+	23, // 18: beacon.v1.Cluster.ChangeMembers:output_type -> beacon.v1.ChangeMembersReply
 	15, // [15:19] is the sub-list for method output_type
 	11, // [11:15] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
@@ -2579,7 +2693,7 @@ func file_beacon_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_beacon_proto_rawDesc), len(file_beacon_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

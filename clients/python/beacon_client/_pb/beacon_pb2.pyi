@@ -322,6 +322,20 @@ class ReadIndexReply(_message.Message):
     machines: _containers.RepeatedCompositeFieldContainer[MachineIndex]
     def __init__(self, index: _Optional[int] = ..., leader: _Optional[str] = ..., machines: _Optional[_Iterable[_Union[MachineIndex, _Mapping]]] = ...) -> None: ...
 
+class VouchRequest(_message.Message):
+    __slots__ = ("leader", "term")
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    leader: str
+    term: int
+    def __init__(self, leader: _Optional[str] = ..., term: _Optional[int] = ...) -> None: ...
+
+class VouchReply(_message.Message):
+    __slots__ = ("term",)
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    term: int
+    def __init__(self, term: _Optional[int] = ...) -> None: ...
+
 class MachineIndex(_message.Message):
     __slots__ = ("machine", "index")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
